@@ -1,5 +1,5 @@
 """``python -m tracer`` is the ``hangtrace`` command."""
-from .cli import main
+from .cli import entry
 
 if __name__ == "__main__":
-    main()
+    entry()

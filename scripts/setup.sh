@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up hangtrace on a fresh Debian/Ubuntu machine: system tools the tests and backends use
+# (strace, gcc for the C scenarios), then a venv with the package and its test dependencies.
+# The venv uses the system python3 with --system-site-packages so that Debian's python3-bpfcc
+# (the eBPF backend) stays importable. Safe to run again: it only adds what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+
+missing=()
+command -v strace >/dev/null 2>&1 || missing+=(strace)
+command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+"$PY" -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing ${missing[*]}" >&2
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+        echo "setup: please install: ${missing[*]} (strace is needed for the strace backend)" >&2
+    fi
+fi
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv --system-site-packages .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 \
+    | grep -v "^WARNING: Location" || true
+.venv/bin/python -c 'import tracer, click, rich, psutil, pytest' \
+    || { echo "setup: the venv is incomplete" >&2; exit 1; }
+echo "setup: ok (.venv/bin/hangtrace)" >&2

@@ -1,0 +1,58 @@
+"""Pytest fixtures for running the real scenario programs.
+
+``scenario("name", *args, ready_timeout=15, settle=0.2)`` starts a scenario (see
+``tests/scenarios.py``) and returns a READY :class:`Scenario`; every
+scenario started through it is killed (whole process group) at teardown.
+A session-wide autouse check fails the run if any scenario process started
+in this session is still alive at the end (and kills it).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scenarios  # noqa: E402  (tests/scenarios.py)
+from scenarios import Scenario  # noqa: E402
+
+StartScenario = Callable[..., Scenario]
+
+
+@pytest.fixture(scope="session")
+def scenario_bins() -> dict[str, Path]:
+    """Compiled C scenarios, ``{name: path}`` (built once per session)."""
+    return scenarios.build_scenarios()
+
+
+@pytest.fixture
+def scenario(scenario_bins: dict[str, Path]) -> Iterator[StartScenario]:
+    """Factory: ``sc = scenario("spin")`` -> a started, READY Scenario."""
+    running: list[Scenario] = []
+
+    def start(name: str, *args: object, ready_timeout: float = 15.0,
+              settle: float = 0.2) -> Scenario:
+        sc = scenarios.start_scenario(name, *map(str, args), ready_timeout=ready_timeout,
+                                      settle=settle)
+        running.append(sc)
+        return sc
+
+    yield start
+    errors = []
+    for sc in reversed(running):
+        try:
+            sc.stop()
+        except scenarios.ScenarioError as exc:
+            errors.append(str(exc))
+    assert not errors, errors
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_scenario_survivors() -> Iterator[None]:
+    yield
+    left = scenarios.leftover_processes()
+    if left:
+        scenarios.kill_leftovers()
+        pytest.fail(f"scenario processes survived the test session: {left}")

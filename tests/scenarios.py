@@ -1,0 +1,345 @@
+"""Harness that builds, starts and reliably kills the scenario programs.
+
+The scenarios in ``fixtures/scenarios/`` are real programs that drive a
+process tree into a real kernel state (spinning, deadlocked, idle, ...) and
+then print one line ``READY <pid> [extra...]``.  This module:
+
+* ``build_scenarios()`` compiles the C scenarios once (cached by mtime);
+* ``start_scenario(name, *args)`` starts one in its own session / process
+  group, waits for its READY line and returns a :class:`Scenario` (usable as
+  a context manager) whose ``stop()`` SIGKILLs the whole group, reaps it and
+  checks that nothing of it is left running;
+* ``leftover_processes()`` lists live processes of every scenario started
+  by this Python process that should be gone (used by ``conftest.py``).
+
+Only the standard library is used, so analyzer tests and benchmarks can
+import it too.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO_DIR = REPO / "fixtures" / "scenarios"
+BIN_DIR = SCENARIO_DIR / "bin"
+READY_RE = re.compile(r"^READY (\d+)(?: (.*))?$")
+
+_build_lock = threading.Lock()
+# pgid -> Scenario, for every scenario started by this process (never pruned,
+# so the end-of-session check can look at all of them).
+_started: dict[int, "Scenario"] = {}
+
+
+class ScenarioError(RuntimeError):
+    """A scenario failed to start, or could not be cleaned up."""
+
+
+# --------------------------------------------------------------------------
+# building and locating
+
+def build_scenarios(force: bool = False) -> dict[str, Path]:
+    """Compile every C scenario into ``fixtures/scenarios/bin`` (only when the
+    source is newer than the binary) and return ``{name: binary}``."""
+    with _build_lock:
+        sys.path.insert(0, str(SCENARIO_DIR))
+        try:
+            import build as _build  # fixtures/scenarios/build.py
+        finally:
+            sys.path.remove(str(SCENARIO_DIR))
+        try:
+            paths = _build.build(force=force)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise ScenarioError(f"building C scenarios failed: {exc}") from exc
+        return {p.name: p for p in paths}
+
+
+def available_scenarios() -> list[str]:
+    """Names of all scenarios (C and Python)."""
+    names = {p.stem for p in SCENARIO_DIR.glob("*.c")}
+    names |= {p.stem for p in SCENARIO_DIR.glob("*.py") if p.stem != "build"}
+    return sorted(names)
+
+
+def scenario_command(name: str, *args: str, python: str = sys.executable) -> list[str]:
+    """The argv that runs scenario *name* (building C scenarios if needed)."""
+    py = SCENARIO_DIR / f"{name}.py"
+    if py.exists() and name != "build":
+        return [python, str(py), *args]
+    if (SCENARIO_DIR / f"{name}.c").exists():
+        exe = build_scenarios()[name]
+        return [str(exe), *args]
+    raise ScenarioError(f"no scenario named {name!r}; have {available_scenarios()}")
+
+
+# --------------------------------------------------------------------------
+# /proc helpers
+
+def read_stat(pid: int, tid: int | None = None) -> list[str] | None:
+    """Fields of /proc/PID[/task/TID]/stat, numbered like proc(5) minus one
+    (``fields[2]`` is the state, ``fields[3]`` the ppid, ``fields[51]`` the
+    exit code); the comm is ``fields[1]`` without parentheses.  None if gone."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    try:
+        with open(path) as f:
+            data = f.read()
+    except OSError:
+        return None
+    lpar, rpar = data.index("("), data.rindex(")")
+    return [data[:lpar].strip(), data[lpar + 1:rpar], *data[rpar + 2:].split()]
+
+
+def thread_ids(pid: int) -> list[int]:
+    """Thread ids of *pid*, main thread first; [] if it is gone."""
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return []
+
+
+def _all_stats() -> Iterator[list[str]]:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = read_stat(int(entry))
+            if st is not None:
+                yield st
+
+
+def process_tree(root: int) -> list[int]:
+    """*root* and all its live descendants (from /proc ppid links), root first."""
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    present = set()
+    for st in _all_stats():
+        pid = int(st[0])
+        present.add(pid)
+        children[int(st[3])].append(pid)
+    if root not in present:
+        return []
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop(0)
+        out.append(pid)
+        todo.extend(sorted(children.get(pid, ())))
+    return out
+
+
+def group_members(pgid: int, include_zombies: bool = True,
+                  started_before: int | None = None) -> list[int]:
+    """Pids whose process group is *pgid* (optionally only those whose start
+    time, in clock ticks since boot, is <= *started_before*)."""
+    return sorted(int(st[0]) for st in _all_stats()
+                  if int(st[4]) == pgid and (include_zombies or st[2] != "Z")
+                  and (started_before is None or int(st[21]) <= started_before))
+
+
+def boot_ticks() -> int:
+    """Now, in the clock ticks since boot that /proc/PID/stat starttime uses."""
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK")) + 1
+
+
+# --------------------------------------------------------------------------
+# running
+
+class Scenario:
+    """A running scenario.  Attributes:
+
+    ``name``, ``argv``; ``pid`` (the pid in the READY line: the root);
+    ``pgid`` (== the pid of the started program; the whole tree is in it);
+    ``extra`` (the rest of the READY line, '' if none); ``extra_fields``
+    (``extra.split()``); ``output`` (recent stdout lines after READY) and
+    ``lines_after_ready`` (how many were read); ``stderr_tail``.
+    """
+
+    def __init__(self, name: str, argv: list[str], ready_timeout: float = 15.0,
+                 settle: float = 0.2) -> None:
+        self.name = name
+        self.argv = argv
+        self.pid = 0
+        self.extra = ""
+        self.output: collections.deque[str] = collections.deque(maxlen=2000)
+        self.lines_after_ready = 0
+        self._stderr: collections.deque[str] = collections.deque(maxlen=200)
+        self._ready = threading.Event()
+        self._stopped = False
+        self.stopped_at: int | None = None  # boot ticks, set by stop()
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
+            cwd=str(SCENARIO_DIR), text=True, errors="replace", bufsize=1)
+        self.pgid = self.proc.pid
+        _started[self.pgid] = self
+        self._readers = [
+            threading.Thread(target=self._drain_stdout, daemon=True,
+                             name=f"scenario-{name}-stdout"),
+            threading.Thread(target=self._drain_stderr, daemon=True,
+                             name=f"scenario-{name}-stderr"),
+        ]
+        for t in self._readers:
+            t.start()
+        try:
+            self._wait_ready(ready_timeout)
+            # The process that prints READY necessarily does so just *before*
+            # entering its final blocking call; give it a moment to get there.
+            time.sleep(settle)
+        except BaseException:
+            self.stop(check=False)
+            raise
+
+    # -- output draining (never lets the scenario block on a full pipe)
+    def _drain_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.rstrip("\n")
+            if not self._ready.is_set():
+                m = READY_RE.match(line)
+                if m:
+                    self.pid = int(m.group(1))
+                    self.extra = m.group(2) or ""
+                    self._ready.set()
+                    continue
+                self._stderr.append(f"[stdout before READY] {line}")
+                continue
+            self.output.append(line)
+            self.lines_after_ready += 1
+
+    def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line.rstrip("\n"))
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self._ready.wait(0.05):
+            if self.proc.poll() is not None:
+                self._readers[0].join(1.0)  # READY may still be in the pipe
+                if self._ready.is_set():
+                    break
+                raise ScenarioError(
+                    f"scenario {self.name} exited with {self.proc.returncode} before READY:\n"
+                    + self.stderr_tail)
+            if time.monotonic() > deadline:
+                raise ScenarioError(
+                    f"scenario {self.name} not READY after {timeout}s:\n" + self.stderr_tail)
+
+    # -- inspection
+    @property
+    def extra_fields(self) -> list[str]:
+        return self.extra.split()
+
+    @property
+    def stderr_tail(self) -> str:
+        return "\n".join(self._stderr)
+
+    def all_pids(self) -> list[int]:
+        """The scenario's live process tree (from /proc ppid links), root first.
+        Zombies are included (they are still in /proc)."""
+        return process_tree(self.pid)
+
+    def threads(self, pid: int | None = None) -> list[int]:
+        """Thread ids of *pid* (default: the root), main thread first."""
+        return thread_ids(self.pid if pid is None else pid)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    # -- teardown
+    def stop(self, check: bool = True, timeout: float = 10.0) -> None:
+        """SIGKILL the whole process group (and any descendant that left it),
+        reap the root, wait until no member of the group is left running.
+        With *check*, raise ScenarioError if something survives."""
+        if self._stopped:
+            return
+        self.stopped_at = boot_ticks()
+        victims = set(group_members(self.pgid))
+        if self.pid:
+            victims.update(process_tree(self.pid))
+        victims.update(process_tree(self.pgid))
+        try:
+            os.killpg(self.pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        deadline = time.monotonic() + timeout
+        left = group_members(self.pgid, include_zombies=False)
+        while left and time.monotonic() < deadline:
+            for pid in left:  # e.g. a member that was ptrace-stopped while we signalled
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.02)
+            left = group_members(self.pgid, include_zombies=False)
+        # Orphaned children are left as zombies until init reaps them (which
+        # may take a second or so here); they are dead, so don't wait for it.
+        for t in self._readers:
+            t.join(1.0)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        self._stopped = True
+        if check and left:
+            raise ScenarioError(f"scenario {self.name}: processes {left} survived SIGKILL")
+
+    def __enter__(self) -> "Scenario":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # Don't mask a test failure with a cleanup failure.
+        self.stop(check=exc[0] is None)
+
+    def __repr__(self) -> str:
+        return f"<Scenario {self.name} pid={self.pid} extra={self.extra!r}>"
+
+
+def start_scenario(name: str, *args: str, ready_timeout: float = 15.0,
+                   settle: float = 0.2, python: str = sys.executable) -> Scenario:
+    """Start scenario *name* with *args*; return once it printed READY.
+
+    Use as a context manager (``with start_scenario("spin") as sc: ...``) or
+    call ``sc.stop()``; the pytest fixture ``scenario`` does that for you.
+    *settle*: seconds to sleep after READY (the printer is about to enter
+    its final blocking call when it prints)."""
+    return Scenario(name, scenario_command(name, *map(str, args), python=python),
+                    ready_timeout=ready_timeout, settle=settle)
+
+
+def leftover_processes() -> dict[str, list[int]]:
+    """``{scenario name: [pids]}`` of live (non-zombie) processes belonging
+    to scenarios started by this process; empty when everything is clean."""
+    out: dict[str, list[int]] = {}
+    for pgid, sc in _started.items():
+        # a stopped scenario's pgid may have been reused since: only count
+        # processes that already existed when it was stopped
+        left = group_members(pgid, include_zombies=False, started_before=sc.stopped_at)
+        if left:
+            out.setdefault(sc.name, []).extend(left)
+    return out
+
+
+def kill_leftovers() -> None:
+    """Stop every scenario started by this process (best effort)."""
+    for sc in list(_started.values()):
+        if sc._stopped and not group_members(sc.pgid, False, sc.stopped_at):
+            continue
+        sc._stopped = False
+        sc.stop(check=False, timeout=5.0)

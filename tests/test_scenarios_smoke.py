@@ -1,0 +1,310 @@
+"""Smoke tests for the scenario programs: each one, checked from /proc alone,
+really is in the kernel state it claims (see fixtures/scenarios/README.md).
+
+These do not use the tracer or the analyzer; they protect the scenarios from
+silently changing shape.  Each test takes at most ~3 s.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+import scenarios
+from scenarios import Scenario, read_stat, thread_ids
+
+StartScenario = Callable[..., Scenario]
+
+SYS_READ, SYS_POLL, SYS_SCHED_YIELD, SYS_RECVFROM = 0, 7, 24, 45
+SYS_WAIT4, SYS_FUTEX, SYS_EPOLL_WAIT = 61, 202, 232
+FUTEX_WCHANS = ("futex_wait_queue", "futex_do_wait", "futex_wait_queue_me")
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
+                                reason="syscall numbers are x86_64 Linux")
+
+
+# ---------------------------------------------------------------- helpers
+
+def syscall(pid: int, tid: int | None = None) -> list[str]:
+    """/proc/.../syscall split: ['202', arg0, ..., arg5, sp, pc], or ['running']."""
+    tid = pid if tid is None else tid
+    with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+        return f.read().split()
+
+
+def blocked_syscall(pid: int, tid: int | None = None, timeout: float = 2.0) -> list[str]:
+    """syscall() of a thread that should be blocked; tolerates it still being on
+    its way into the call (e.g. the process that just printed READY)."""
+    deadline = time.monotonic() + timeout
+    while (sc := syscall(pid, tid)) == ["running"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return sc
+
+
+def wchan(pid: int, tid: int | None = None) -> str:
+    tid = pid if tid is None else tid
+    with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+        return f.read().strip()
+
+
+def cpu_ticks(pid: int, tid: int | None = None) -> tuple[int, int]:
+    st = read_stat(pid, tid)
+    assert st is not None, f"{pid} is gone"
+    return int(st[13]), int(st[14])  # utime, stime
+
+
+def io(pid: int) -> dict[str, int]:
+    with open(f"/proc/{pid}/io") as f:
+        return {k: int(v) for k, v in (line.split(": ") for line in f)}
+
+
+def status_field(pid: int, name: str) -> str:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return line.split(":", 1)[1].strip()
+    raise KeyError(name)
+
+
+def fd_target(pid: int, fd: int | str) -> str:
+    return os.readlink(f"/proc/{pid}/fd/{int(str(fd), 0)}")
+
+
+def fd_targets(pid: int) -> dict[int, str]:
+    out = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            pass
+    return out
+
+
+def cmdline(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().decode(errors="replace").split("\0")[:-1]
+
+
+def listening_inodes() -> dict[int, int]:
+    """{socket inode: port} of every TCP socket in LISTEN state."""
+    out = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if f[3] == "0A":
+                out[int(f[9])] = int(f[1].rsplit(":", 1)[1], 16)
+    return out
+
+
+def socket_inodes(pid: int) -> set[int]:
+    return {int(t[8:-1]) for t in fd_targets(pid).values() if t.startswith("socket:[")}
+
+
+def assert_blocked_in_futex_forever(pid: int, tid: int) -> None:
+    sc = blocked_syscall(pid, tid)
+    st = read_stat(pid, tid)
+    assert st is not None and st[2] == "S", (tid, st)
+    assert wchan(pid, tid) in FUTEX_WCHANS, (tid, wchan(pid, tid))
+    assert int(sc[0]) == SYS_FUTEX, (tid, sc)
+    assert int(sc[4], 16) == 0, f"thread {tid}: futex wait has a timeout: {sc}"
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 2.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+# ---------------------------------------------------------------- scenarios
+
+def test_spin(scenario: StartScenario) -> None:
+    sc = scenario("spin")
+    assert thread_ids(sc.pid) == [sc.pid]
+    u0, s0 = cpu_ticks(sc.pid)
+    vcs0 = status_field(sc.pid, "voluntary_ctxt_switches")
+    time.sleep(0.5)
+    u1, s1 = cpu_ticks(sc.pid)
+    assert read_stat(sc.pid)[2] == "R"
+    assert syscall(sc.pid) == ["running"]
+    assert u1 - u0 >= 0.2 * os.sysconf("SC_CLK_TCK"), (u0, u1)  # ~50 ticks expected
+    assert s1 - s0 <= 2
+    # never blocks: no voluntary context switch, hence no sleeping syscall
+    assert status_field(sc.pid, "voluntary_ctxt_switches") == vcs0
+
+
+def test_yield_spin(scenario: StartScenario) -> None:
+    sc = scenario("yield_spin")
+    u0, s0 = cpu_ticks(sc.pid)
+    vcs0 = status_field(sc.pid, "voluntary_ctxt_switches")
+    time.sleep(0.5)
+    u1, s1 = cpu_ticks(sc.pid)
+    assert read_stat(sc.pid)[2] == "R"
+    hz = os.sysconf("SC_CLK_TCK")
+    assert (u1 + s1) - (u0 + s0) >= 0.2 * hz
+    assert s1 - s0 >= 0.05 * hz, "sched_yield loop should spend time in the kernel"
+    assert status_field(sc.pid, "voluntary_ctxt_switches") == vcs0
+    assert io(sc.pid)["syscr"] + io(sc.pid)["syscw"] < 20  # no I/O in the loop
+
+
+@pytest.mark.parametrize("name", ["lock_order_deadlock", "py_deadlock"])
+def test_lock_deadlock(scenario: StartScenario, name: str) -> None:
+    sc = scenario(name)
+    tids = thread_ids(sc.pid)
+    assert len(tids) == 3, tids  # main + 2 workers
+    before = {t: cpu_ticks(sc.pid, t) for t in tids}
+    for tid in tids:  # main (pthread_join / Thread.join) and both workers
+        assert_blocked_in_futex_forever(sc.pid, tid)
+    # the two workers wait on two different futexes (the two locks)
+    assert len({blocked_syscall(sc.pid, t)[1] for t in tids[1:]}) == 2
+    time.sleep(0.3)
+    assert {t: cpu_ticks(sc.pid, t) for t in tids} == before
+
+
+def test_idle_server(scenario: StartScenario) -> None:
+    sc = scenario("idle_server")
+    port = int(sc.extra)
+    assert thread_ids(sc.pid) == [sc.pid]
+    sys_ = blocked_syscall(sc.pid)
+    assert int(sys_[0]) == SYS_EPOLL_WAIT and int(sys_[4], 16) == 0xFFFFFFFF, sys_  # timeout -1
+    listening = listening_inodes()
+    mine = [listening[i] for i in socket_inodes(sc.pid) if i in listening]
+    assert mine == [port]
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as c:
+        c.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        reply = b""
+        while chunk := c.recv(4096):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.0 200 OK") and reply.endswith(b"ok\n")
+    assert wait_until(lambda: syscall(sc.pid)[0] == str(SYS_EPOLL_WAIT))
+
+
+def test_pipe_deadlock(scenario: StartScenario) -> None:
+    sc = scenario("pipe_deadlock")
+    parent, child = sc.pid, int(sc.extra)
+    assert sc.all_pids() == [parent, child]
+    reading = {}
+    for pid in (parent, child):
+        sys_ = blocked_syscall(pid)
+        assert int(sys_[0]) == SYS_READ, (pid, sys_)
+        assert read_stat(pid)[2] == "S"
+        target = fd_target(pid, sys_[1])
+        assert target.startswith("pipe:["), target
+        reading[pid] = target
+    assert reading[parent] != reading[child]
+    # each one holds (only as writer) the pipe the other reads from
+    assert reading[child] in fd_targets(parent).values()
+    assert reading[parent] in fd_targets(child).values()
+
+
+def test_dead_worker(scenario: StartScenario) -> None:
+    sc = scenario("dead_worker")
+    tp0, tp1 = map(int, sc.extra_fields)
+    assert sc.all_pids() == [sc.pid, tp0, tp1]
+    st1 = read_stat(tp1)
+    assert st1[2] == "Z" and int(st1[51]) == 3 << 8, st1
+    assert cmdline(tp0)[0] == "sglang::scheduler_TP0"
+    sys0 = blocked_syscall(tp0)
+    assert int(sys0[0]) == SYS_READ and fd_target(tp0, sys0[1]).startswith("pipe:[")
+    # the launcher waits for TP0 specifically, holding the pipe's write end
+    sysl = blocked_syscall(sc.pid)
+    assert int(sysl[0]) == SYS_WAIT4 and int(sysl[1], 16) == tp0, sysl
+    assert fd_target(tp0, sys0[1]) in fd_targets(sc.pid).values()
+
+
+def test_sglang_like(scenario: StartScenario) -> None:
+    sc = scenario("sglang_like")
+    tree = sc.all_pids()
+    assert tree[0] == sc.pid and sorted(tree[1:]) == sorted(map(int, sc.extra_fields))
+    titles = {cmdline(p)[0]: p for p in tree[1:]}
+    assert set(titles) == {"sglang::scheduler_TP0", "sglang::scheduler_TP1", "sglang::detokenizer"}
+    schedulers = [titles["sglang::scheduler_TP0"], titles["sglang::scheduler_TP1"]]
+
+    sysl = blocked_syscall(sc.pid)
+    assert int(sysl[0]) == SYS_WAIT4 and int(sysl[1], 16) & 0xFFFFFFFF == 0xFFFFFFFF, sysl  # wait4(-1)
+    assert int(blocked_syscall(titles["sglang::detokenizer"])[0]) == SYS_RECVFROM
+    for pid in schedulers:
+        assert "anon_inode:[eventfd]" in fd_targets(pid).values()
+    # no process of the tree listens on a TCP port
+    listening = listening_inodes()
+    assert not any(i in listening for p in tree for i in socket_inodes(p))
+
+    # the schedulers sleep in poll(..., 1000) and tick the eventfd once a second
+    w0 = {p: io(p)["syscw"] for p in schedulers}
+    t0 = time.monotonic()
+    time.sleep(2.2)
+    elapsed = time.monotonic() - t0
+    for pid in schedulers:
+        delta = io(pid)["syscw"] - w0[pid]
+        assert elapsed - 1.5 <= delta <= elapsed + 1.5, (pid, delta, elapsed)
+        assert wait_until(lambda: syscall(pid)[0] == str(SYS_POLL), 1.2)
+        sys_ = syscall(pid)
+        assert int(sys_[3], 16) == 1000, sys_  # timeout argument
+
+
+def test_healthy_worker(scenario: StartScenario) -> None:
+    sc = scenario("healthy_worker")
+    tids = thread_ids(sc.pid)
+    assert len(tids) == 5  # main + 4 parked helpers
+    for tid in tids[1:]:
+        assert_blocked_in_futex_forever(sc.pid, tid)
+    n0, w0 = sc.lines_after_ready, io(sc.pid)["wchar"]
+    time.sleep(0.6)
+    assert sc.lines_after_ready - n0 >= 3
+    assert sc.output[-1].startswith("step ")
+    assert io(sc.pid)["wchar"] - w0 >= 3 * 40  # stdout + file lines
+
+
+def test_parked_pool(scenario: StartScenario) -> None:
+    sc = scenario("parked_pool")
+    tids = thread_ids(sc.pid)
+    assert len(tids) == 9  # main + 8 pool workers
+    for tid in tids[1:]:
+        assert_blocked_in_futex_forever(sc.pid, tid)
+    w0 = io(sc.pid)["syscw"]
+    time.sleep(0.6)
+    assert io(sc.pid)["syscw"] - w0 >= 3
+
+
+# ---------------------------------------------------------------- harness
+
+def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
+    tested = {"spin", "yield_spin", "lock_order_deadlock", "py_deadlock", "idle_server",
+              "pipe_deadlock", "dead_worker", "sglang_like", "healthy_worker", "parked_pool"}
+    assert set(scenarios.available_scenarios()) == tested
+    readme = (scenarios.SCENARIO_DIR / "README.md").read_text()
+    for name in tested:
+        assert f"`{name}" in readme, name
+
+
+def test_stop_kills_whole_tree() -> None:
+    with scenarios.start_scenario("sglang_like", "--tp", "1") as sc:
+        tree = sc.all_pids()
+        assert len(tree) == 3
+    # dead; orphans may stay zombies until init reaps them
+    assert all(read_stat(p) is None or read_stat(p)[2] == "Z" for p in tree)
+    assert scenarios.group_members(sc.pgid, include_zombies=False) == []
+    assert not sc.alive()
+
+
+def test_start_failure_is_reported_and_cleaned_up() -> None:
+    argv = [sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(2)"]
+    with pytest.raises(scenarios.ScenarioError, match="boom"):
+        scenarios.Scenario("failing", argv, ready_timeout=5)
+    argv = [sys.executable, "-c", "import time; time.sleep(60)"]
+    t0 = time.monotonic()
+    with pytest.raises(scenarios.ScenarioError, match="not READY"):
+        scenarios.Scenario("silent", argv, ready_timeout=0.3)
+    assert time.monotonic() - t0 < 3
+    assert "silent" not in scenarios.leftover_processes()

@@ -1,0 +1,164 @@
+"""The analyzer: events in, ``Report`` out.
+
+Contract: ``Analyzer`` is fed events one at a time (``feed``), from a trace file (``analyze_trace``)
+or from the live recording's queue (session.py): the same code for replay and live. ``report()``
+runs the thread, process and tree rules over what was accumulated and builds the report with
+counters and the notes on what could not be judged. Memory is bounded by threads, not events.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional
+
+from .. import events as ev
+from ..report import ProcessReport, Report, ThreadReport
+from ..trace import TraceReader
+from .accumulate import Accumulator, Recording, ThreadStats
+from .process_rules import ProcessVerdict, judge_process
+from .thread_rules import NV_RM_CONTROL, ThreadVerdict, current_call_text, judge_thread
+from .tree_rules import judge_tree
+
+
+class Analyzer:
+    def __init__(self, *, start: Optional[float] = None, backends: Optional[List[str]] = None,
+                 capabilities: Optional[Dict[str, bool]] = None,
+                 processes: Optional[List[ev.ProcessInfo]] = None,
+                 roots: Optional[List[int]] = None, source: str = "attach") -> None:
+        self.acc = Accumulator(start=start, backends=backends, capabilities=capabilities,
+                               processes=processes, roots=roots)
+        self.source = source
+
+    def feed(self, event: ev.Event) -> None:
+        self.acc.feed(event)
+
+    def feed_all(self, events: Iterable[ev.Event]) -> None:
+        feed = self.acc.feed
+        for e in events:
+            feed(e)
+
+    def report(self, *, end: Optional[float] = None, trace_path: Optional[str] = None,
+               truncated: bool = False, extra_notes: Iterable[str] = ()) -> Report:
+        rec = self.acc.finish(end, truncated=truncated)
+        return build_report(rec, source=self.source, trace_path=trace_path,
+                            extra_notes=list(extra_notes))
+
+
+def analyze_trace(path: str) -> Report:
+    """Read a trace file (streaming) and analyze it. Raises trace.TraceError on bad files."""
+    reader = TraceReader(path)
+    h = reader.info.header
+    opts = h.get("options") or {}
+    an = Analyzer(start=h.get("start"), backends=h.get("backends"),
+                  capabilities=opts.get("capabilities"), processes=reader.info.processes,
+                  roots=h.get("targets"), source=h.get("source", "attach"))
+    an.feed_all(reader.events())
+    info = reader.info
+    end = info.end.ts if info.end is not None else None
+    notes = list(opts.get("errors", []))
+    if info.bad_lines:
+        notes.append(f"{info.bad_lines} corrupt lines in the trace were skipped")
+    return an.report(end=end, trace_path=path, truncated=info.truncated, extra_notes=notes)
+
+
+# --------------------------------------------------------------------------- building
+def _gpu_ioctls(t: ThreadStats) -> int:
+    return sum(n for (kind, _, _), n in t.ioctls.items()
+               if kind in ("nvidiactl", "nvidia", "nvidia-uvm"))
+
+
+def thread_counters(t: ThreadStats, v: ThreadVerdict, rec: Recording) -> Dict[str, float]:
+    w = rec.window if rec.capabilities.get("timestamps", True) else 0.0
+    n = t.total_syscalls
+    out: Dict[str, float] = {}
+    if rec.has_syscalls:
+        out.update(syscalls=n, eventfd_writes=t.eventfd_writes, futex_waits=t.futex_waits,
+                   gpu_ioctls=_gpu_ioctls(t), bytes_written=t.output_bytes,
+                   poll_timeouts=t.poll_timeouts)
+        if w > 0:
+            out["syscalls_per_s"] = round(n / w, 2)
+    if v.cpu is not None:
+        out["cpu_pct"] = round(v.cpu.fraction * 100, 1)
+    return out
+
+
+def _thread_state(t: ThreadStats, v: ThreadVerdict) -> str:
+    if t.exited_at is not None:
+        return "exited"
+    if t.last_sample is not None:
+        return t.last_sample.state
+    if t.ongoing is not None:
+        return "S"
+    if v.cpu is not None and v.cpu.fraction > 0.5:
+        return "R"
+    return "?"
+
+
+def _process_counters(threads: List[ThreadReport]) -> Dict[str, float]:
+    out: Dict[str, float] = {}
+    for t in threads:
+        for k, val in t.counters.items():
+            out[k] = round(out.get(k, 0) + val, 2)
+    return out
+
+
+def _notes(rec: Recording) -> List[str]:
+    caps = rec.capabilities
+    notes = []
+    if caps.get("timestamps") is False:
+        notes.append("the log has no timestamps: rates, periodic loops and time on CPU could "
+                     "not be judged")
+    if caps.get("durations") is False:
+        notes.append("the log has no syscall durations (-T): time on CPU could not be inferred")
+    if caps.get("fd_paths") is False:
+        small = sum(t.unjudged_writes for t in rec.threads.values())
+        notes.append("the log has no fd paths (-y): output was judged only from writes larger "
+                     f"than 8 bytes; {small} small writes could be eventfd or wake-up writes")
+    if caps.get("pids") is False:
+        notes.append("the log has no pid column: all lines were taken as one thread")
+    if rec.lost:
+        notes.append(f"{rec.lost} events were lost or could not be parsed "
+                     f"({'; '.join(rec.lost_reasons)}): evidence may be incomplete")
+    if rec.truncated:
+        notes.append("the trace was cut short; it was analyzed up to its last complete event")
+    if not rec.has_syscalls and rec.has_samples:
+        notes.append("no syscall backend: verdicts rest on /proc samples alone")
+    return notes
+
+
+def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional[str] = None,
+                 extra_notes: Optional[List[str]] = None) -> Report:
+    pvs: Dict[int, ProcessVerdict] = {}
+    thread_reports: Dict[int, List[ThreadReport]] = {}
+    for pid in sorted(rec.processes):
+        p = rec.processes[pid]
+        tvs: Dict[int, ThreadVerdict] = {}
+        reports: List[ThreadReport] = []
+        for t in rec.threads_of(pid):
+            v = judge_thread(t, rec, p)
+            tvs[t.tid] = v
+            reports.append(ThreadReport(
+                tid=t.tid, name=t.comm, state=_thread_state(t, v), verdict=v.verdict,
+                rule=v.rule, evidence=v.evidence, helper=v.helper, parked=v.parked,
+                current=current_call_text(t), counters=thread_counters(t, v, rec)))
+        pvs[pid] = judge_process(pid, rec, tvs)
+        thread_reports[pid] = reports
+    tree = judge_tree(pvs, rec)
+    processes = []
+    for pid, pv in pvs.items():
+        threads = thread_reports[pid]
+        processes.append(ProcessReport(
+            pid=pid, ppid=pv.ppid, role=pv.role.label, comm=pv.comm, cmdline=pv.cmdline,
+            verdict=pv.verdict, rule=pv.rule, evidence=pv.evidence,
+            waits_on=[{"tid": e.tid, "kind": e.kind, "what": e.what, "pids": e.pids}
+                      for e in pv.waits_on],
+            threads=threads, exit_status=pv.exit_status, counters=_process_counters(threads)))
+    return Report(
+        verdict=tree.verdict, rule=tree.rule,
+        root_cause={"pid": tree.root_cause.pid, "tid": tree.root_cause.tid,
+                    "summary": tree.root_cause.summary},
+        processes=processes,
+        window={"start": rec.start, "end": rec.end, "duration": round(rec.end - rec.start, 3)},
+        backends=rec.backends, source=source, trace_path=trace_path,
+        notes=_notes(rec) + list(extra_notes or []), lost=rec.lost, truncated=rec.truncated)
+
+
+__all__ = ["Analyzer", "analyze_trace", "build_report", "NV_RM_CONTROL"]

@@ -1,0 +1,92 @@
+"""Roles of processes in a serving stack and the library helper threads that never decide a verdict.
+
+Contract: pure functions of what /proc shows (cmdline, comm, environment rank). A role only
+labels a process for the report (and helps name the root cause); verdicts never depend on it.
+
+Facts used (see ../shared/reference): setproctitle rewrites /proc/PID/cmdline, so SGLang's
+``sglang::scheduler_TP1`` and vLLM's ``VLLM::Worker_TP0`` are read from cmdline; comm is cut at 15
+characters (``sglang::schedul``). libcuda, NCCL, PyTorch, gloo and ZeroMQ start threads that look
+the same in every process, healthy or hung.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import List, Optional, Sequence
+
+_TP_RE = re.compile(r"_TP(\d+)")
+_DP_RE = re.compile(r"_(DP|PP|EP)(\d+)")
+
+
+@dataclass(frozen=True)
+class Role:
+    kind: str             # launcher, scheduler, worker, engine, detokenizer, tokenizer, rank, other
+    rank: Optional[int] = None
+    label: str = "other"  # what the report prints: "scheduler TP1", "launcher", ...
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def _title(cmdline: Sequence[str], comm: str) -> str:
+    if cmdline:
+        first = cmdline[0]
+        # setproctitle may put the whole title in argv[0] with spaces.
+        return first
+    return comm
+
+
+def role_of(cmdline: Sequence[str], comm: str, *, has_children: bool = False,
+            is_root: bool = False, environ_rank: Optional[str] = None) -> Role:
+    """The role of a process from its title/cmdline (see module doc)."""
+    title = _title(cmdline, comm)
+    joined = " ".join(cmdline) if cmdline else comm
+    low = title.lower()
+    tp = _TP_RE.search(title)
+    rank = int(tp.group(1)) if tp else None
+    suffix = "".join(f" {m.group(1)}{m.group(2)}" for m in _DP_RE.finditer(title))
+    if low.startswith("sglang::scheduler"):
+        return Role("scheduler", rank, f"scheduler TP{rank}{suffix}" if rank is not None
+                    else "scheduler")
+    if low.startswith("sglang::detokenizer"):
+        return Role("detokenizer", None, "detokenizer")
+    if low.startswith("sglang::tokenizer"):
+        return Role("tokenizer", None, "tokenizer")
+    if low.startswith("vllm::worker"):
+        return Role("worker", rank, f"worker TP{rank}{suffix}" if rank is not None else "worker")
+    if low.startswith("vllm::enginecore") or low.startswith("vllm::engine_core"):
+        return Role("engine", None, "engine core")
+    if environ_rank is not None and environ_rank.isdigit():
+        return Role("rank", int(environ_rank), f"rank {environ_rank}")
+    if has_children and (is_root or "launch" in joined.lower() or "serve" in joined.lower()):
+        return Role("launcher", None, "launcher")
+    return Role("other", None, "other")
+
+
+# Library threads that poll or park forever in every process of their kind (module doc).
+HELPER_THREAD_PATTERNS: List[tuple] = [
+    ("cuda-EvtHandlr", "libcuda event handler (polls the GPU fds, wakes blocking-sync waits)"),
+    ("cuda0*", "libcuda poller"),
+    ("cuda-*", "libcuda helper"),
+    ("pt_nccl_watchdg", "PyTorch NCCL watchdog"),
+    ("pt_nccl_heartbt", "PyTorch NCCL heartbeat monitor"),
+    ("pt_gloo_runloop", "PyTorch gloo loop"),
+    ("pt_tcpstore_uv", "PyTorch TCPStore server"),
+    ("pt_autograd_*", "PyTorch autograd worker"),
+    ("pt_main_thread", None),  # PyTorch names the main thread; it is never a helper
+    ("NCCL Proxy*", "NCCL proxy thread"),
+    ("NCCL Service*", "NCCL service thread"),
+    ("NCCL Progress*", "NCCL progress thread"),
+    ("ZMQbg/*", "ZeroMQ I/O thread"),
+    ("jemalloc_bg_thd", "jemalloc background thread"),
+    ("tokio-runtime-w", "tokio worker"),
+]
+
+
+def helper_kind(comm: str) -> Optional[str]:
+    """What library helper a thread is by its name, or None for an ordinary thread."""
+    for pattern, what in HELPER_THREAD_PATTERNS:
+        if fnmatchcase(comm, pattern):
+            return what
+    return None

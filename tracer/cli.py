@@ -1,0 +1,190 @@
+"""The ``hangtrace`` command line.
+
+Contract: every command prints one clear line on stderr and exits non-zero on bad input (a
+missing pid, no permission, a tool that is not installed, a corrupt trace), never a traceback.
+``--json`` prints exactly one JSON document on stdout. Exit status (README): 0 progressing or
+idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited, 6 blocked on the GPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import List, NoReturn, Optional, Tuple
+
+import click
+from rich.console import Console
+
+from . import __version__
+
+
+def _fail(msg: str, code: int = 1) -> NoReturn:
+    click.echo(f"hangtrace: {msg}", err=True)
+    sys.exit(code)
+
+
+def _emit(report, as_json: bool, verbose: bool = False) -> NoReturn:
+    from .render import render_report
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        render_report(report, Console(), verbose=verbose)
+    sys.exit(report.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hangtrace")
+def main() -> None:
+    """Tell whether a silent process tree is progressing, busy-waiting or deadlocked, and why.
+
+    Exit status: 0 progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked,
+    5 exited, 6 blocked on the GPU.
+    """
+
+
+@main.command()
+@click.argument("pids", nargs=-1, type=int)
+@click.option("--name", "name", metavar="PATTERN",
+              help="Also attach to processes whose title/cmdline/comm matches (substring or glob).")
+@click.option("--duration", "-d", default=5.0, show_default=True, type=click.FloatRange(0.2),
+              help="Seconds to record (Ctrl-C ends early).")
+@click.option("--backend", "-b", default="auto", show_default=True,
+              type=click.Choice(["auto", "proc", "strace"]))
+@click.option("--rate", default=10.0, show_default=True, type=click.FloatRange(0.5, 200),
+              help="/proc samples per second.")
+@click.option("--output", "-o", metavar="FILE", help="Trace file (default: hangtrace-PID-TIME.htrace.gz).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
+@click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
+def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend: str,
+           rate: float, output: Optional[str], as_json: bool, verbose: bool) -> None:
+    """Record the process trees under PIDS, save the trace and print the verdict."""
+    from .session import SessionError, choose_backends, record, resolve_targets
+    from .trace import default_trace_path
+    try:
+        roots = resolve_targets(list(pids), name)
+        backends, why = choose_backends(backend, rate)
+    except SessionError as exc:
+        _fail(str(exc), 2 if "give at least one" in str(exc) else 1)
+    out = output or default_trace_path(roots)
+    click.echo(f"hangtrace: attaching to {', '.join(map(str, roots))} for {duration:g} s "
+               f"with {why}", err=True)
+    try:
+        done = record(roots, backends, duration=duration, output=out)
+    except OSError as exc:
+        _fail(f"recording failed: {exc.strerror or exc} ({getattr(exc, 'filename', '') or ''})")
+    click.echo(f"hangtrace: trace saved to {done.trace_path}", err=True)
+    _emit(done.report, as_json, verbose)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
+@click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
+def analyze(trace: str, as_json: bool, verbose: bool) -> None:
+    """Analyze a saved trace (or a raw strace log) and print the verdict."""
+    from .analysis.analyzer import analyze_trace
+    from .trace import TraceError
+    try:
+        report = analyze_trace(trace)
+    except TraceError as exc:
+        _fail(str(exc))
+    _emit(report, as_json, verbose)
+
+
+@main.command("import-strace")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("--output", "-o", metavar="FILE", help="Trace file to write (default: LOG.htrace.gz).")
+@click.option("--analyze", "then_analyze", is_flag=True, help="Print the verdict too.")
+@click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
+def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool) -> None:
+    """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip) to a trace."""
+    from .importer import ImportFailed, import_strace
+    out = output or _default_import_path(log)
+    try:
+        result = import_strace(log, out)
+    except ImportFailed as exc:
+        _fail(str(exc))
+    click.echo(f"hangtrace: imported {result.events} events from {log} into {out}"
+               + (f" ({result.unparsed} lines not understood)" if result.unparsed else "")
+               + (" (log was cut short)" if result.truncated else ""), err=True)
+    if then_analyze:
+        from .analysis.analyzer import analyze_trace
+        _emit(analyze_trace(out), as_json)
+
+
+def _default_import_path(log: str) -> str:
+    base = log[:-3] if log.endswith(".gz") else log
+    return base + ".htrace.gz"
+
+
+@main.command()
+@click.argument("pids", nargs=-1, type=int)
+@click.option("--name", "name", metavar="PATTERN", help="Processes whose title/cmdline matches.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def snapshot(pids: Tuple[int, ...], name: Optional[str], as_json: bool) -> None:
+    """One instant look: threads, current syscalls, wchan, fds and listening sockets."""
+    from .render_snapshot import render_snapshot
+    from .session import SessionError, resolve_targets
+    from .snapshot import take_snapshot
+    try:
+        roots = resolve_targets(list(pids), name)
+    except SessionError as exc:
+        _fail(str(exc), 2 if "give at least one" in str(exc) else 1)
+    snap = take_snapshot(roots)
+    if as_json:
+        click.echo(json.dumps(snap.to_json(), indent=2))
+    else:
+        render_snapshot(snap, Console())
+
+
+@main.command()
+@click.argument("scenario", default="sglang_like")
+@click.option("--duration", "-d", default=5.0, show_default=True, type=click.FloatRange(0.2))
+@click.option("--backend", "-b", default="auto", show_default=True,
+              type=click.Choice(["auto", "proc", "strace"]))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
+def demo(scenario: str, duration: float, backend: str, as_json: bool) -> None:
+    """Start a bundled hanging scenario (default: an SGLang-like tree that went silent),
+    attach to it and print the verdict; the scenario is killed afterwards."""
+    import tempfile
+    from .demo import DemoError, RunningScenario
+    from .session import SessionError, choose_backends, record
+    try:
+        backends, why = choose_backends(backend)
+        sc = RunningScenario(scenario)
+    except (DemoError, SessionError) as exc:
+        _fail(str(exc))
+    try:
+        out = os.path.join(tempfile.gettempdir(), f"hangtrace-demo-{scenario}.htrace.gz")
+        click.echo(f"hangtrace: scenario {scenario} running as pid {sc.pid}; attaching for "
+                   f"{duration:g} s with {why}", err=True)
+        done = record([sc.pid], backends, duration=duration, output=out)
+    finally:
+        sc.kill()
+    _emit(done.report, as_json)
+
+
+def run(argv: Optional[List[str]] = None) -> int:
+    """Entry for tests: run the CLI in-process and return its exit code."""
+    try:
+        main.main(args=argv, prog_name="hangtrace", standalone_mode=False)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except click.UsageError as exc:
+        click.echo(f"hangtrace: {exc.format_message()}", err=True)
+        return 2
+    except click.Abort:
+        return 1
+    return 0
+
+
+def entry() -> None:
+    """Console-script entry: no traceback ever reaches the user."""
+    try:
+        main(prog_name="hangtrace")
+    except KeyboardInterrupt:
+        click.echo("hangtrace: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # the last line of defence: one line, exit 1
+        click.echo(f"hangtrace: internal error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(1)

@@ -1,0 +1,275 @@
+"""Import an existing strace log (plain or gzip) into a hangtrace trace file.
+
+Contract:
+- ``import_strace(log_path, out_path, *, compress=None) -> ImportResult``. ``compress`` None
+  means "gzip when out_path ends in .gz" (TraceWriter's rule).
+- Any strace output format is accepted (see strace/lines.py); what the log lacked (timestamps,
+  durations, fd paths, pids) is recorded in the header options and in the result.
+- Memory stays bounded whatever the log size: a first pass over the log only collects tids
+  (to find the traced process's pid), the second streams events to a temporary file next to
+  the output; the final file is that file's rows behind a header that lists every process.
+- A gzip log cut short imports up to where it breaks (``ImportResult.truncated``).
+- Trouble with the input (missing, unreadable, binary, not strace) raises ``ImportError_``
+  with a one-line message for the CLI.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import gzip
+import json
+import operator
+import os
+import shutil
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from typing import IO, Dict, Iterator, List, Optional, Set, Tuple
+
+from . import events as ev
+from . import trace
+from .strace.convert import StraceConverter
+from .strace.lines import parse_line
+
+__all__ = ["ImportError_", "ImportResult", "import_strace"]
+
+_SNIFF_LINES = 200
+
+
+class ImportError_(Exception):
+    """The log cannot be imported; the message is one line for the user."""
+
+
+@dataclass
+class ImportResult:
+    out_path: str
+    events: int
+    lines: int
+    unparsed: int
+    capabilities: Dict[str, bool]
+    processes: List[ev.ProcessInfo] = field(default_factory=list)
+    start: Optional[float] = None
+    end: Optional[float] = None
+    truncated: bool = False
+    warnings: List[str] = field(default_factory=list)
+
+    @property
+    def span(self) -> float:
+        return (self.end - self.start) if self.start is not None and self.end is not None else 0.0
+
+
+class _Log:
+    """Line iterator over a plain or gzip log that stops (and says so) where a gzip breaks."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.truncated = False
+        try:
+            raw = open(path, "rb")
+        except FileNotFoundError:
+            raise ImportError_(f"{path}: no such file") from None
+        except PermissionError:
+            raise ImportError_(f"{path}: permission denied") from None
+        except IsADirectoryError:
+            raise ImportError_(f"{path}: is a directory") from None
+        except OSError as e:
+            raise ImportError_(f"{path}: cannot open: {e.strerror}") from None
+        magic = raw.read(2)
+        raw.seek(0)
+        # Detect compression by content, not by name: logs get renamed and piped around.
+        self._stream: IO[bytes] = (gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+                                   if magic == b"\x1f\x8b" else raw)
+        self._raw = raw
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for line in self._stream:
+                yield line
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError):
+            self.truncated = True
+
+    def close(self) -> None:
+        self._stream.close()
+        self._raw.close()
+
+
+def _sniff(path: str) -> None:
+    """Refuse binary files and files where nothing looks like strace output."""
+    log = _Log(path)
+    seen = parsed = 0
+    try:
+        for raw in log:
+            if b"\0" in raw:
+                raise ImportError_(f"{path}: binary data, not a strace text log")
+            seen += 1
+            if parse_line(raw.decode("utf-8", "surrogateescape")) is not None:
+                parsed += 1
+                break
+            if seen >= _SNIFF_LINES:
+                break
+    finally:
+        log.close()
+    if seen == 0:
+        raise ImportError_(f"{path}: empty log" if not log.truncated
+                           else f"{path}: gzip data is corrupt from the start")
+    if parsed == 0:
+        raise ImportError_(f"{path}: does not look like strace output "
+                           f"(none of the first {seen} lines parse)")
+
+
+def _first_pass(path: str) -> Tuple[Optional[int], Optional[float]]:
+    """(smallest tid of unknown origin, first time-of-day) from a cheap scan of the log.
+
+    Unknown origin = a tid that no clone/fork/vfork in the log created: for ``strace -f -p PID``
+    these are the threads that existed at attach time, and the smallest is the leader (pid).
+    """
+    tids: Set[int] = set()
+    children: Set[int] = set()
+    first_tod: Optional[float] = None
+    decided = False
+    log = _Log(path)
+    try:
+        for raw in log:
+            if raw[:5] == b"[pid ":
+                end = raw.find(b"]")
+                tok = raw[5:end].strip()
+            else:
+                tok = raw[:raw.find(b" ")]
+            if tok.isdigit():
+                tids.add(int(tok))
+            if not decided:
+                line = parse_line(raw.decode("utf-8", "surrogateescape"))
+                if line is not None:     # the first parseable line tells the time format
+                    decided = True
+                    if line.time_of_day:
+                        first_tod = line.ts
+            if (b"clone" in raw or b"fork(" in raw) and b") = " in raw:
+                line = parse_line(raw.decode("utf-8", "surrogateescape"))
+                if (line is not None and line.ret is not None and line.ret > 0
+                        and line.name in ("clone", "clone3", "fork", "vfork")):
+                    children.add(line.ret)
+    finally:
+        log.close()
+    unknown = tids - children
+    return (min(unknown) if unknown else None), first_tod
+
+
+def _base_date(path: str, first_tod: Optional[float]) -> Optional[_dt.date]:
+    """The date of a -t/-tt log: the log was last written when it ended, so it began on the
+    file's modification date unless that would put its start after the modification time."""
+    if first_tod is None:
+        return None
+    mtime = _dt.datetime.fromtimestamp(os.stat(path).st_mtime)
+    day = mtime.date()
+    start = _dt.datetime.combine(day, _dt.time()) + _dt.timedelta(seconds=first_tod)
+    if start > mtime + _dt.timedelta(minutes=1):
+        day -= _dt.timedelta(days=1)
+    return day
+
+
+def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = None
+                  ) -> ImportResult:
+    """Convert the strace log at ``log_path`` into a trace file at ``out_path``."""
+    _sniff(log_path)
+    root_pid, first_tod = _first_pass(log_path)
+    conv = StraceConverter(base_date=_base_date(log_path, first_tod), root_pid=root_pid)
+    out_dir = os.path.dirname(os.path.abspath(out_path))
+    try:
+        tmp = tempfile.NamedTemporaryFile("wb", dir=out_dir, prefix=".hangtrace-import-",
+                                          delete=False)
+    except OSError as e:
+        raise ImportError_(f"{out_path}: cannot write here: {e.strerror}") from None
+    count = 0
+    log = _Log(log_path)
+    try:
+        count = _convert(log, conv, tmp)
+        tail = conv.finish(conv.last_ts)
+        encode = _RowEncoder().encode
+        for e in tail:
+            tmp.write(encode(e))
+        count += len(tail)
+        tmp.close()
+        processes = sorted(conv.processes.values(), key=lambda p: p.pid)
+        caps = conv.capabilities
+        start = conv.first_ts if conv.first_ts is not None else 0.0
+        end = conv.last_ts if conv.last_ts is not None else start
+        roots = [p.pid for p in processes if p.ppid not in conv.processes]
+        header = trace.make_header(
+            backends=["strace-log"], source="import-strace", targets=roots, start=start,
+            processes=processes,
+            options={"log": os.path.basename(log_path), "capabilities": caps,
+                     "lines": conv.lines + conv.unparsed, "unparsed": conv.unparsed,
+                     "log_truncated": log.truncated})
+        writer = trace.TraceWriter(out_path, header, compress=compress)
+        try:
+            _append_rows(writer, tmp.name, count)
+        finally:
+            writer.close("log-truncated" if log.truncated else "complete", end_ts=end)
+    except OSError as e:
+        raise ImportError_(f"{out_path}: write failed: {e.strerror}") from None
+    finally:
+        log.close()
+        if not tmp.closed:
+            tmp.close()
+        try:
+            os.unlink(tmp.name)
+        except OSError:
+            pass
+    warnings = []
+    if log.truncated:
+        warnings.append("the gzip log is cut short; imported up to where it breaks")
+    if conv.unparsed:
+        warnings.append(f"{conv.unparsed} line(s) were not strace output and were skipped")
+    for name, have in caps.items():
+        if not have:
+            warnings.append(f"the log has no {name.replace('_', ' ')}")
+    return ImportResult(out_path, count, conv.lines + conv.unparsed, conv.unparsed, caps,
+                        processes, conv.first_ts, conv.last_ts, log.truncated, warnings)
+
+
+def _convert(log: _Log, conv: StraceConverter, out: IO[bytes]) -> int:
+    """The hot loop: every log line through the converter, events as JSON rows to ``out``."""
+    feed = conv.feed_text
+    encode = _RowEncoder().encode
+    write = out.write
+    count = 0
+    for raw in log:
+        events = feed(raw.decode("utf-8", "surrogateescape"))
+        for e in events:
+            write(encode(e))
+        count += len(events)
+    return count
+
+
+class _RowEncoder:
+    """``events.event_to_row`` + JSON, byte-identical to TraceWriter's rows, about 3x faster.
+
+    Syscall-family events hold only scalars and tuples (JSON arrays, as event_to_row makes
+    them), so one ``attrgetter`` per class gives the row; other classes use event_to_row.
+    """
+
+    def __init__(self) -> None:
+        self._json = json.JSONEncoder(separators=(",", ":")).encode
+        self._getters: Dict[type, Tuple[str, operator.attrgetter]] = {}
+
+    def encode(self, e: ev.Event) -> bytes:
+        cls = type(e)
+        g = self._getters.get(cls)
+        if g is None:
+            if issubclass(cls, ev.Syscall):
+                g = self._getters[cls] = (cls.TAG, operator.attrgetter(*ev.field_names(cls)))
+            else:
+                return (self._json(ev.event_to_row(e)) + "\n").encode("utf-8", "surrogateescape")
+        tag, get = g
+        return (self._json([tag, *get(e)]) + "\n").encode("utf-8", "surrogateescape")
+
+
+def _append_rows(writer: trace.TraceWriter, rows_path: str, count: int) -> None:
+    """Copy already-encoded event rows behind the writer's header.
+
+    TraceWriter has no public bulk-row API; this uses its output stream directly (same
+    encoding as ``TraceWriter.write``: one compact JSON array per line).
+    """
+    with open(rows_path, "rb") as rows:
+        shutil.copyfileobj(rows, writer._out, 1 << 20)  # noqa: SLF001
+    writer.count += count
+    writer.flush()

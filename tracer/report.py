@@ -1,0 +1,89 @@
+"""The report: what the analyzer concluded, as plain data, and its JSON form.
+
+Contract: a ``Report`` holds verdicts, evidence, counters and notes; it never reads /proc or a
+trace. ``to_json()`` gives the documented ``hangtrace.report/1`` document; ``exit_code`` maps the
+tree verdict to the command's exit status (README):
+0 progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited,
+6 blocked on something outside the traced tree that is still working (the GPU).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+REPORT_FORMAT = "hangtrace.report/1"
+EXIT_CODES = {"progressing": 0, "idle": 0, "unknown": 0, "busy-waiting": 3, "deadlocked": 4,
+              "exited": 5, "blocked": 6}
+
+
+@dataclass
+class ThreadReport:
+    tid: int
+    name: str
+    state: str
+    verdict: str
+    rule: str
+    evidence: List[str]
+    helper: Optional[str] = None
+    parked: bool = False
+    current: str = ""
+    counters: Dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"tid": self.tid, "name": self.name, "state": self.state,
+                "verdict": self.verdict, "rule": self.rule, "evidence": self.evidence,
+                "helper": self.helper, "parked": self.parked, "current": self.current,
+                "counters": self.counters}
+
+
+@dataclass
+class ProcessReport:
+    pid: int
+    ppid: int
+    role: str
+    comm: str
+    cmdline: List[str]
+    verdict: str
+    rule: str
+    evidence: List[str]
+    waits_on: List[Dict[str, Any]]
+    threads: List[ThreadReport]
+    exit_status: Optional[str] = None
+    counters: Dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"pid": self.pid, "ppid": self.ppid, "role": self.role, "comm": self.comm,
+                "cmdline": self.cmdline, "verdict": self.verdict, "rule": self.rule,
+                "evidence": self.evidence, "waits_on": self.waits_on,
+                "exit_status": self.exit_status, "counters": self.counters,
+                "threads": [t.to_json() for t in self.threads]}
+
+
+@dataclass
+class Report:
+    verdict: str
+    rule: str
+    root_cause: Dict[str, Any]
+    processes: List[ProcessReport]
+    window: Dict[str, float]
+    backends: List[str]
+    source: str = "attach"
+    trace_path: Optional[str] = None
+    notes: List[str] = field(default_factory=list)
+    lost: int = 0
+    truncated: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.verdict, 1)
+
+    def process(self, pid: int) -> Optional[ProcessReport]:
+        return next((p for p in self.processes if p.pid == pid), None)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"format": REPORT_FORMAT, "verdict": self.verdict, "rule": self.rule,
+                "root_cause": self.root_cause, "window": self.window,
+                "backends": self.backends, "source": self.source, "trace": self.trace_path,
+                "notes": self.notes, "lost_events": self.lost, "truncated": self.truncated,
+                "exit_code": self.exit_code,
+                "processes": [p.to_json() for p in self.processes]}

@@ -1,0 +1,177 @@
+"""A recording session: attach backends to process trees, stream events to a trace and to the
+analyzer, detach on every exit path, and return the report.
+
+Contract:
+- ``choose_backends(name)`` picks backends for auto|proc|strace and says why in one line;
+  ``SessionError`` carries one-line messages for bad input (missing pid, no permission, tool not
+  installed).
+- ``record(...)`` is the live mode: backends put events on a queue; this thread takes them off,
+  writes each to the trace (flushed at least once a second) and feeds the same ``Analyzer`` that
+  replays a trace file. It ends at ``duration``, on Ctrl-C or SIGTERM, or when every target is
+  gone; in every case the backends are stopped (strace detached, no child left), the trace is
+  closed with its end record, and the report is built from what was recorded.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Tuple
+
+from . import events as ev
+from . import procfs
+from .analysis.analyzer import Analyzer
+from .backends.base import Backend, TargetSet
+from .report import Report
+from .trace import TraceWriter, make_header
+
+
+class SessionError(Exception):
+    """Bad input or environment; the message is one line for the user."""
+
+
+def resolve_targets(pids: List[int], name: Optional[str]) -> List[int]:
+    out: List[int] = []
+    for pid in pids:
+        if not procfs.pid_exists(pid):
+            raise SessionError(f"no process with pid {pid}")
+        if procfs.read_stat(pid) is None:
+            raise SessionError(f"cannot read /proc/{pid}: permission denied")
+        out.append(pid)
+    if name:
+        found = [p for p in procfs.find_by_name(name) if p != os.getpid()]
+        if not found:
+            raise SessionError(f"no process matches --name {name!r}")
+        out.extend(p for p in found if p not in out)
+    if not out:
+        raise SessionError("give at least one pid or --name PATTERN")
+    return out
+
+
+def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], str]:
+    from .backends.proc_backend import ProcBackend
+    proc = ProcBackend(rate_hz=rate_hz)
+    if name == "proc":
+        why = proc.check()
+        if why:
+            raise SessionError(f"proc backend unavailable: {why}")
+        return [proc], "proc (/proc sampling only, never stops the target)"
+    from .backends.strace_backend import StraceBackend
+    strace = StraceBackend()
+    if name == "strace":
+        why = strace.check()
+        if why:
+            raise SessionError(f"strace backend unavailable: {why}")
+        return [strace], "strace (ptrace: the target runs slower while traced)"
+    if name != "auto":
+        raise SessionError(f"unknown backend {name!r} (auto, proc, strace)")
+    why = strace.check()
+    if why is None:
+        return [strace, proc], "strace+proc (strace found and ptrace allowed; /proc for CPU)"
+    return [proc], f"proc (strace not usable: {why})"
+
+
+@dataclass
+class Recorded:
+    report: Report
+    trace_path: str
+    reason: str
+    errors: List[str] = field(default_factory=list)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _final_infos(pids: List[int]) -> List[ev.ProcessInfo]:
+    out = []
+    for pid in pids:
+        info = procfs.read_process_info(pid)
+        if info is not None:
+            out.append(info)
+    return out
+
+
+def record(roots: List[int], backends: List[Backend], *, duration: float, output: str,
+           on_tick: Optional[Callable[[float], None]] = None) -> Recorded:
+    from .backends.proc_backend import initial_process_infos
+    all_pids = sorted(set(roots) | set(procfs.descendants(roots)))
+    targets = TargetSet(roots)
+    for pid in all_pids:
+        targets.add(pid)
+    start = time.time()
+    infos = initial_process_infos(all_pids)
+    names = [b.name for b in backends]
+    header = make_header(backends=names, source="attach", targets=roots, start=start,
+                         processes=infos, options={"duration": duration})
+    writer = TraceWriter(output, header)
+    analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
+    q: "queue.Queue[ev.Event]" = queue.Queue()
+    reason = "complete"
+    started: List[Backend] = []
+
+    def take(e: ev.Event) -> None:
+        writer.write(e)
+        analyzer.feed(e)
+
+    def on_term(signum: int, frame: object) -> None:
+        raise _Stop()
+
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    try:
+        for b in backends:
+            b.start(targets, q.put)
+            started.append(b)
+        deadline = time.monotonic() + duration
+        next_alive_check = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            try:
+                take(q.get(timeout=min(0.1, max(0.0, deadline - now))))
+            except queue.Empty:
+                pass
+            if now >= next_alive_check:
+                next_alive_check = now + 0.25
+                if on_tick is not None:
+                    on_tick(now - (deadline - duration))
+                if not any(procfs.pid_exists(p) for p in targets.pids()):
+                    reason = "targets-exited"
+                    break
+    except (KeyboardInterrupt, _Stop):
+        reason = "interrupted"
+    except BaseException:
+        reason = "error"
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a second SIGTERM must not cut cleanup
+        try:
+            errors = _stop_all(started)
+            while True:
+                try:
+                    take(q.get_nowait())
+                except queue.Empty:
+                    break
+            for info in _final_infos(targets.pids()):
+                take(info)
+        finally:
+            end = time.time()
+            writer.close(reason, end_ts=end)
+            signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
+    notes = [f"recording ended early: {reason}"] if reason != "complete" else []
+    report = analyzer.report(end=end, trace_path=output, extra_notes=notes + errors)
+    return Recorded(report=report, trace_path=output, reason=reason, errors=errors)
+
+
+def _stop_all(backends: List[Backend]) -> List[str]:
+    errors: List[str] = []
+    for b in reversed(backends):
+        try:
+            b.stop()
+        except Exception as exc:  # stopping must go on for the others
+            errors.append(f"{b.name}: stop failed: {exc}")
+        errors.extend(f"{b.name}: {e}" for e in b.errors)
+    return errors
