@@ -18,6 +18,7 @@ import it too.
 from __future__ import annotations
 
 import collections
+import importlib.util
 import os
 import re
 import signal
@@ -50,13 +51,13 @@ def build_scenarios(force: bool = False) -> dict[str, Path]:
     """Compile every C scenario into ``fixtures/scenarios/bin`` (only when the
     source is newer than the binary) and return ``{name: binary}``."""
     with _build_lock:
-        sys.path.insert(0, str(SCENARIO_DIR))
+        # load fixtures/scenarios/build.py by path (a "build" package may exist)
+        spec = importlib.util.spec_from_file_location("_scenario_build", SCENARIO_DIR / "build.py")
+        assert spec is not None and spec.loader is not None
+        builder = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(builder)
         try:
-            import build as _build  # fixtures/scenarios/build.py
-        finally:
-            sys.path.remove(str(SCENARIO_DIR))
-        try:
-            paths = _build.build(force=force)
+            paths = builder.build(force=force)
         except (OSError, subprocess.CalledProcessError) as exc:
             raise ScenarioError(f"building C scenarios failed: {exc}") from exc
         return {p.name: p for p in paths}
@@ -259,10 +260,9 @@ class Scenario:
         if self._stopped:
             return
         self.stopped_at = boot_ticks()
-        victims = set(group_members(self.pgid))
-        if self.pid:
-            victims.update(process_tree(self.pid))
-        victims.update(process_tree(self.pgid))
+        victims = set(group_members(self.pgid, started_before=self.stopped_at))
+        if self.proc.poll() is None:  # root not reaped yet, so its pid is still ours
+            victims.update(process_tree(self.proc.pid))
         try:
             os.killpg(self.pgid, signal.SIGKILL)
         except ProcessLookupError:
@@ -277,7 +277,8 @@ class Scenario:
         except subprocess.TimeoutExpired:
             pass
         deadline = time.monotonic() + timeout
-        left = group_members(self.pgid, include_zombies=False)
+        # (started_before: never touch a later process that reused the pgid)
+        left = group_members(self.pgid, False, self.stopped_at)
         while left and time.monotonic() < deadline:
             for pid in left:  # e.g. a member that was ptrace-stopped while we signalled
                 try:
@@ -285,7 +286,7 @@ class Scenario:
                 except ProcessLookupError:
                     pass
             time.sleep(0.02)
-            left = group_members(self.pgid, include_zombies=False)
+            left = group_members(self.pgid, False, self.stopped_at)
         # Orphaned children are left as zombies until init reaps them (which
         # may take a second or so here); they are dead, so don't wait for it.
         for t in self._readers:

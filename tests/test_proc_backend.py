@@ -135,9 +135,7 @@ def test_reaped_process_exit_status_unknown(program):
     col = Collector()
     backend = ProcBackend(rate_hz=50)
     targets = TargetSet([program.pid])
-    backend.start(targets, col)
-    backend.stop()  # tick by hand from here
-    backend._emit = col
+    backend.prepare(targets, col)  # tick by hand
     program.kill()
     program.wait()  # reaped: /proc/PID is gone
     backend.tick()
@@ -156,9 +154,7 @@ def test_tick_cost_100_threads():
         p.stdout.readline()
         col = Collector()
         backend = ProcBackend()
-        backend.start(TargetSet([p.pid]), col)
-        backend.stop()
-        backend._emit = col
+        backend.prepare(TargetSet([p.pid]), col)
         costs = []
         for _ in range(20):
             t0 = time.perf_counter()

@@ -98,7 +98,7 @@ def analyze(trace: str, as_json: bool, verbose: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
 def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool) -> None:
     """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip) to a trace."""
-    from .importer import ImportFailed, import_strace
+    from .importer import ImportError_ as ImportFailed, import_strace
     out = output or _default_import_path(log)
     try:
         result = import_strace(log, out)

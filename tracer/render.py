@@ -82,10 +82,11 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool) -> None:
         parked = len(folded) - helpers
         bits = []
         if helpers:
-            names = sorted({t.name for t in folded if t.helper})
+            names = sorted({t.name or (t.helper or "").split(" (")[0]
+                            for t in folded if t.helper})
             bits.append(f"{helpers} library helper threads ({escape(', '.join(names[:4]))})")
         if parked:
-            bits.append(f"{parked} pool threads parked in futex")
+            bits.append(f"{parked} threads parked in one wait all along (pool/I-O threads)")
         node.add(Text.from_markup(f"[dim]+ {' and '.join(bits)}: they do not decide the "
                                   "verdict (--verbose shows them)[/]"))
 

@@ -53,6 +53,7 @@ class ThreadStats:
     ongoing: Optional[ev.Syscall] = None                    # still blocked in it at the end
     last_call: Optional[ev.Syscall] = None
     exited_at: Optional[float] = None
+    started_at: Optional[float] = None                      # born during the recording
     # /proc samples
     samples: int = 0
     first_sample: Optional[ev.ThreadSample] = None
@@ -230,7 +231,7 @@ class Accumulator:
         elif isinstance(e, ev.ThreadExit):
             self._thread(e.pid, e.tid).exited_at = e.ts
         elif isinstance(e, ev.ThreadStart):
-            self._thread(e.pid, e.tid)
+            self._thread(e.pid, e.tid).started_at = e.ts
         elif isinstance(e, ev.ProcessExec):
             self._process(e.pid).exec_seen = True
         elif isinstance(e, ev.SignalDelivered):

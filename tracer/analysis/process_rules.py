@@ -136,10 +136,6 @@ def resolve_wait(rec: Recording, pid: int, tid: int, w: Wait) -> WaitEdge:
     return WaitEdge(tid, "outside", f"waits in {w.describe()}")
 
 
-def _has_gpu_fds(p: ProcessStats) -> bool:
-    return p.info is not None and any(f.kind in ("nvidia", "nvidiactl") for f in p.info.fds)
-
-
 def _gpu_event_thread(tvs: Dict[int, ThreadVerdict], rec: Recording, pid: int) -> Optional[int]:
     """A live thread polling /dev/nvidia* fds: libcuda's event handler, the one that wakes a
     blocking-sync wait when the GPU signals completion."""
@@ -200,7 +196,7 @@ def _judge_blocked(pv: ProcessVerdict, p: ProcessStats, rec: Recording,
     # Every thread of the process that still does something (helpers too) could end a wait
     # inside the process.
     running = [tid for tid, v in tvs.items() if v.verdict in (PROGRESSING, BUSY, IDLE)]
-    gpu_tid = _gpu_event_thread(tvs, rec, pid) if _has_gpu_fds(p) else None
+    gpu_tid = _gpu_event_thread(tvs, rec, pid)
     for e in edges:
         if e.kind == "thread" and gpu_tid is not None:
             e.kind, e.what = "gpu", (f"{e.what}; thread {gpu_tid} polls the GPU's fds and "

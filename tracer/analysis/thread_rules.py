@@ -177,10 +177,9 @@ def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
     n = _rm_controls(c.t)
     if n == 0 or n / c.rec.window > 20:
         return None
-    ev_ = [c.cpu.describe(c.rec.window),
-           f"{c.rate(n)} RM_CONTROL ioctl on /dev/nvidiactl and nothing else to show: "
+    ev_ = [f"{c.rate(n)} RM_CONTROL ioctl on /dev/nvidiactl and nothing else to show: "
            "the host spin-waits for the GPU (stream/device sync, spin schedule)",
-           "no output"]
+           c.cpu.describe(c.rec.window), "no output"]
     return ThreadVerdict(BUSY, "gpu-spin-wait", ev_, cpu=c.cpu)
 
 
@@ -291,7 +290,9 @@ def rule_blocked(c: ThreadContext) -> Optional[ThreadVerdict]:
         return None
     how = "throughout the recording" if w.whole_window else \
         f"since {max(0.0, (w.since or c.rec.start) - c.rec.start):.1f} s into it"
-    parked = (not c.t.is_main and w.call == "futex" and w.whole_window)
+    # A thread other than the main one that sat in one wait for the whole recording is a parked
+    # pool worker or an I/O helper (ZeroMQ, gloo, libcuda pollers): it explains nothing alone.
+    parked = not c.t.is_main and w.whole_window
     return ThreadVerdict(BLOCKED, "blocked-without-timeout",
                          [f"blocked in {w.describe()} {how} ({w.source})"], wait=w,
                          cpu=c.cpu, parked=parked)
@@ -330,6 +331,10 @@ def judge_thread(t: ThreadStats, rec: Recording, proc: ProcessStats) -> ThreadVe
     for rule in THREAD_RULES:
         v = rule(ctx)
         if v is not None:
+            if helper is None and not t.is_main and v.verdict in (BUSY, IDLE) \
+                    and t.poll_fd_kinds.get("nvidia") and not t.output_bytes:
+                # Logs carry no thread names: know libcuda's event thread by what it does.
+                helper = "GPU event poller (polls /dev/nvidia* fds, like libcuda's cuda-EvtHandlr)"
             v.helper = helper
             if v.wait is None:
                 v.wait = ctx.wait

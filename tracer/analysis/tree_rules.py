@@ -135,6 +135,8 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
     thread = f" thread {pick.key_tid}" if pick.key_tid not in (None, pick.pid) else ""
     words = {BUSY: "busy-waits", BLOCKED: "is blocked", PROGRESSING: "makes progress",
              IDLE: "is idle", UNKNOWN: "could not be judged"}[verdict]
+    if pick.rule == "waits-on-gpu":
+        words = "waits for the GPU"
     summary = f"{pick.label}{thread} {words}: {first}"
     others = _waiter_text(pvs, pick.pid)
     if others:

@@ -200,7 +200,7 @@ def cpu_use(t: ThreadStats, rec: Recording) -> Optional[CpuUse]:
     if not rec.has_syscalls or not rec.capabilities.get("durations", True) \
             or not rec.capabilities.get("timestamps", True) or not t.durations_known:
         return None
-    begin = rec.start
+    begin = max(rec.start, t.started_at or rec.start)
     end = t.exited_at if t.exited_at is not None else rec.end
     span = end - begin
     if span <= 0.5:

@@ -15,7 +15,8 @@ Contract (on top of backends/base.py):
     when something other than file positions changed (threads, fds, sockets, state, exec).
   * a process that is gone -> ``ProcessExit(status=None)`` once (it was reaped: the status is
     lost); a zombie -> ``ProcessExit`` once with the wait status kept in stat field 52.
-- ``tick()`` is public: one sampling round, usable without the thread (tests, cost measures).
+- ``prepare()`` + ``tick()`` are public: one sampling round at a time, without the thread
+  (tests, cost measures).
 """
 from __future__ import annotations
 
@@ -134,6 +135,12 @@ class ProcBackend(Backend):
         return None
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
+        self.prepare(targets, emit)
+        self._thread = threading.Thread(target=self._run, name="hangtrace-proc", daemon=True)
+        self._thread.start()
+
+    def prepare(self, targets: TargetSet, emit: Emit) -> None:
+        """Everything ``start`` does but the thread: then call ``tick()`` by hand."""
         self._targets, self._emit = targets, emit
         self._stop.clear()
         # The trace header (initial_process_infos) covers the targets and their descendants as
@@ -145,8 +152,6 @@ class ProcBackend(Backend):
             tids = set(info.threads) if info else set(procfs.list_tids(pid, self.root))
             self._tracked[pid] = _Tracked(tids, _info_signature(info) if info else None,
                                           time.time() + self.info_interval)
-        self._thread = threading.Thread(target=self._run, name="hangtrace-proc", daemon=True)
-        self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
