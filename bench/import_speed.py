@@ -6,7 +6,7 @@ The generated log mimics an LLM server worker: a main thread writing logs and is
 NVIDIA ioctls, a CUDA event-handler thread polling /dev/nvidia0 fds with a 100 ms timeout,
 an asyncio thread in epoll_wait on TCP sockets, worker threads in futex waits (many as
 unfinished/resumed pairs), socket reads, and a few threads parked forever. Prints lines/s,
-wall time and the peak RSS of this process (ru_maxrss).
+wall time, CPU time (wall is noisy on a shared machine) and the peak RSS of this process (ru_maxrss).
 """
 from __future__ import annotations
 
@@ -109,11 +109,13 @@ def main() -> None:
     generate(log, a.lines)
     t1 = time.perf_counter()
     print(f"generated {a.lines:,} lines ({os.path.getsize(log) / 1e6:.0f} MB) in {t1 - t0:.1f} s")
+    c1 = time.process_time()
     res = import_strace(log, out)
     t2 = time.perf_counter()
+    cpu = time.process_time() - c1
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"imported {res.lines:,} lines -> {res.events:,} events in {t2 - t1:.2f} s "
-          f"({res.lines / (t2 - t1):,.0f} lines/s); unparsed {res.unparsed}; "
+          f"({res.lines / (t2 - t1):,.0f} lines/s, CPU {cpu:.2f} s); unparsed {res.unparsed}; "
           f"trace {os.path.getsize(out) / 1e6:.0f} MB; peak RSS {rss:.0f} MB")
     if not a.keep:
         os.unlink(log)

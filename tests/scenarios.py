@@ -17,6 +17,7 @@ import it too.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import importlib.util
 import os
@@ -344,3 +345,7 @@ def kill_leftovers() -> None:
             continue
         sc._stopped = False
         sc.stop(check=False, timeout=5.0)
+
+
+# Last line of defence (e.g. pytest interrupted before fixture teardown).
+atexit.register(kill_leftovers)

@@ -14,8 +14,10 @@ Contract:
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import gzip
+import io
 import gc
 import json
 import operator
@@ -25,8 +27,8 @@ import shutil
 import tempfile
 import zlib
 from dataclasses import dataclass, field
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import IO, Dict, Iterator, List, Optional, Set, Tuple
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from typing import IO, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from . import events as ev
 from . import trace
@@ -89,6 +91,18 @@ class _Log:
                 yield line
         except (EOFError, zlib.error, gzip.BadGzipFile, OSError):
             self.truncated = True
+
+    def text_lines(self) -> Iterator[str]:
+        """Decoded lines (bulk UTF-8 decoding in C; undecodable bytes survive as surrogates)."""
+        text = io.TextIOWrapper(self._stream, encoding="utf-8",  # type: ignore[arg-type]
+                                errors="surrogateescape", newline="")
+        try:
+            for line in text:
+                yield line
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError):
+            self.truncated = True
+        finally:
+            text.detach()
 
     def close(self) -> None:
         self._stream.close()
@@ -263,7 +277,7 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
 def _convert(log: _Log, conv: StraceConverter, out: IO[bytes]) -> int:
     """The hot loop: every log line through the converter, events as JSON rows to ``out``."""
     feed = conv.feed_text
-    encode = _RowEncoder().encode
+    fmt = _RowEncoder().text
     write = out.write
     count = 0
     # Millions of short-lived, acyclic objects: reference counting frees them all; the cyclic
@@ -271,47 +285,73 @@ def _convert(log: _Log, conv: StraceConverter, out: IO[bytes]) -> int:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for raw in log:
-            events = feed(raw.decode("utf-8", "surrogateescape"))
+        buf: List[str] = []
+        add = buf.append
+        for text in log.text_lines():
+            events = feed(text)
             for e in events:
-                write(encode(e))
-            count += len(events)
+                add(fmt(e))
+            if len(buf) >= 4096:    # one encode + write per batch, not per event
+                count += len(buf)
+                write("".join(buf).encode("utf-8", "surrogateescape"))
+                buf.clear()
+        count += len(buf)
+        write("".join(buf).encode("utf-8", "surrogateescape"))
     finally:
         if gc_was_enabled:
             gc.enable()
     return count
 
 
-class _RowEncoder:
-    """``events.event_to_row`` + JSON, byte-identical to TraceWriter's rows, several times faster.
+# How each field type of the syscall event classes is written, as f-string code (with
+# the value: "$"); the result must equal json.dumps(value, separators=(",", ":")).
+_FIELD_CODE = {
+    "int": "{$}",
+    "float": "{F($)}",
+    "str": "{E($)}",
+    "bool": "{'true' if $ else 'false'}",
+    "Optional[int]": "{'null' if $ is None else $}",
+    "Optional[float]": "{'null' if $ is None else F($)}",
+    "Optional[str]": "{'null' if $ is None else E($)}",
+    "Tuple[str, ...]": "{T($)}",
+}
 
-    Syscall-family events hold only scalars and tuples (JSON arrays, as event_to_row makes
-    them), so one ``attrgetter`` per class gives the row; other classes use event_to_row.
-    ``json.JSONEncoder.encode`` builds a new C encoder on every call; this keeps one, with the
-    settings ``json.dumps(row, separators=(",", ":"))`` uses (ensure_ascii, allow_nan).
+
+class _RowEncoder:
+    """``events.event_to_row`` + JSON, byte-identical to ``TraceWriter.write``, ~3x faster.
+
+    For each Syscall-family class a formatter is generated from the dataclass field types (all
+    scalars or a tuple of strings); other classes, rare, go through event_to_row + json.
     """
 
     def __init__(self) -> None:
-        def default(o: object) -> object:
-            raise TypeError(f"not JSON serializable: {type(o).__name__}")
-        if c_make_encoder is not None:
-            enc = c_make_encoder(None, default, encode_basestring_ascii, None, ":", ",",
-                                 False, False, True)
-            self._json = lambda row: "".join(enc(row, 0))
-        else:  # pragma: no cover - CPython always has _json
-            self._json = json.JSONEncoder(separators=(",", ":")).encode
-        self._getters: Dict[type, Tuple[str, operator.attrgetter]] = {}
+        self._json = json.JSONEncoder(separators=(",", ":")).encode
+        self._fmt: Dict[type, Callable[[ev.Event], str]] = {}
+
+    def _compile(self, cls: type) -> Optional[Callable[[ev.Event], str]]:
+        parts = [json.dumps(cls.TAG)]
+        for f in dataclasses.fields(cls):
+            code = _FIELD_CODE.get(str(f.type))
+            if code is None:
+                return None
+            parts.append(code.replace("$", f"e.{f.name}"))
+        src = "def fmt(e):\n    return f\"[" + ",".join(parts).replace('"', '\\"') + "]\\n\"\n"
+        scope = {"F": float.__repr__, "E": encode_basestring_ascii,
+                 "T": lambda t: "[" + ",".join(encode_basestring_ascii(x) for x in t) + "]"}
+        exec(compile(src, f"<row formatter {cls.__name__}>", "exec"), scope)  # noqa: S102
+        return scope["fmt"]  # type: ignore[return-value]
+
+    def text(self, e: ev.Event) -> str:
+        """The row as one line of text, newline included."""
+        fmt = self._fmt.get(type(e))
+        if fmt is None:
+            cls = type(e)
+            compiled = self._compile(cls) if issubclass(cls, ev.Syscall) else None
+            fmt = self._fmt[cls] = compiled or (lambda x: self._json(ev.event_to_row(x)) + "\n")
+        return fmt(e)
 
     def encode(self, e: ev.Event) -> bytes:
-        cls = type(e)
-        g = self._getters.get(cls)
-        if g is None:
-            if issubclass(cls, ev.Syscall):
-                g = self._getters[cls] = (cls.TAG, operator.attrgetter(*ev.field_names(cls)))
-            else:
-                return (self._json(ev.event_to_row(e)) + "\n").encode("utf-8", "surrogateescape")
-        tag, get = g
-        return (self._json([tag, *get(e)]) + "\n").encode("ascii")
+        return self.text(e).encode("utf-8", "surrogateescape")
 
 
 def _append_rows(writer: trace.TraceWriter, rows_path: str, count: int) -> None:

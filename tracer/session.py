@@ -13,7 +13,6 @@ Contract:
 """
 from __future__ import annotations
 
-import os
 import queue
 import signal
 import time
@@ -41,7 +40,7 @@ def resolve_targets(pids: List[int], name: Optional[str]) -> List[int]:
             raise SessionError(f"cannot read /proc/{pid}: permission denied")
         out.append(pid)
     if name:
-        found = [p for p in procfs.find_by_name(name) if p != os.getpid()]
+        found = procfs.find_by_name(name)
         if not found:
             raise SessionError(f"no process matches --name {name!r}")
         out.extend(p for p in found if p not in out)
@@ -83,6 +82,12 @@ class Recorded:
 
 class _Stop(Exception):
     pass
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a zombie exists in /proc until its parent reaps it)."""
+    st = procfs.read_stat(pid)
+    return st is not None and st.state not in ("Z", "X")
 
 
 def _final_infos(pids: List[int]) -> List[ev.ProcessInfo]:
@@ -138,7 +143,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                 next_alive_check = now + 0.25
                 if on_tick is not None:
                     on_tick(now - (deadline - duration))
-                if not any(procfs.pid_exists(p) for p in targets.pids()):
+                if not any(_running(p) for p in targets.pids()):
                     reason = "targets-exited"
                     break
     except (KeyboardInterrupt, _Stop):

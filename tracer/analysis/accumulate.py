@@ -140,6 +140,16 @@ class Accumulator:
         self.roots = list(roots or [])
         self._internal: Dict[int, set] = {}   # pid -> targets of fds internal to the process
         self._inodes: Dict[int, set] = {}     # pid -> inodes of its fds (cache)
+        syscall = self._syscall
+        self._dispatch = {
+            ev.Syscall: syscall, ev.FutexCall: syscall, ev.PollCall: syscall,
+            ev.IoctlCall: syscall, ev.WriteCall: syscall, ev.ReadCall: syscall,
+            ev.WaitChild: syscall, ev.ThreadSample: self._sample, ev.ProcessIO: self._on_io,
+            ev.ProcessInfo: self._on_info, ev.ProcessExit: self._on_exit,
+            ev.ThreadExit: self._on_thread_exit, ev.ThreadStart: self._on_thread_start,
+            ev.ProcessExec: self._on_exec, ev.SignalDelivered: self._on_signal,
+            ev.Lost: self._on_lost,
+        }
         for info in processes or []:
             self._process_info(info)
 
@@ -207,45 +217,53 @@ class Accumulator:
     # ------------------------------------------------------------------ feeding
     def feed(self, e: ev.Event) -> None:
         ts = e.ts
-        if ts and (self.last_ts is None or ts > self.last_ts):
-            self.last_ts = ts
-        if self.start is None and ts:
-            self.start = ts
-        if isinstance(e, ev.Syscall):
-            self._syscall(e)
-        elif isinstance(e, ev.ThreadSample):
-            self._sample(e)
-        elif isinstance(e, ev.ProcessIO):
-            p = self._process(e.pid)
-            if p.first_io is None:
-                p.first_io = e
-            p.last_io = e
-        elif isinstance(e, ev.ProcessInfo):
-            self._inodes.pop(e.pid, None)
-            self._process_info(e)
-        elif isinstance(e, ev.ProcessExit):
-            self._process(e.pid).exited = e
-            for t in self.threads_of(e.pid):
-                if t.exited_at is None:
-                    t.exited_at = e.ts
-        elif isinstance(e, ev.ThreadExit):
-            self._thread(e.pid, e.tid).exited_at = e.ts
-        elif isinstance(e, ev.ThreadStart):
-            self._thread(e.pid, e.tid).started_at = e.ts
-        elif isinstance(e, ev.ProcessExec):
-            self._process(e.pid).exec_seen = True
-        elif isinstance(e, ev.SignalDelivered):
-            self._process(e.pid).signals[e.signal] += 1
-        elif isinstance(e, ev.Lost):
-            self.lost += e.count
-            if e.reason and e.reason not in self.lost_reasons:
-                self.lost_reasons.append(e.reason)
+        if ts:
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts = ts
+            if self.start is None:
+                self.start = ts
+        handler = self._dispatch.get(type(e))
+        if handler is not None:
+            handler(e)
+
+    def _on_io(self, e: ev.ProcessIO) -> None:
+        p = self._process(e.pid)
+        if p.first_io is None:
+            p.first_io = e
+        p.last_io = e
+
+    def _on_info(self, e: ev.ProcessInfo) -> None:
+        self._inodes.pop(e.pid, None)
+        self._process_info(e)
+
+    def _on_exit(self, e: ev.ProcessExit) -> None:
+        self._process(e.pid).exited = e
+        for t in self.threads_of(e.pid):
+            if t.exited_at is None:
+                t.exited_at = e.ts
+
+    def _on_thread_exit(self, e: ev.ThreadExit) -> None:
+        self._thread(e.pid, e.tid).exited_at = e.ts
+
+    def _on_thread_start(self, e: ev.ThreadStart) -> None:
+        self._thread(e.pid, e.tid).started_at = e.ts
+
+    def _on_exec(self, e: ev.ProcessExec) -> None:
+        self._process(e.pid).exec_seen = True
+
+    def _on_signal(self, e: ev.SignalDelivered) -> None:
+        self._process(e.pid).signals[e.signal] += 1
+
+    def _on_lost(self, e: ev.Lost) -> None:
+        self.lost += e.count
+        if e.reason and e.reason not in self.lost_reasons:
+            self.lost_reasons.append(e.reason)
 
     def threads_of(self, pid: int) -> List[ThreadStats]:
         return [t for (p, _), t in self.threads.items() if p == pid]
 
     def _syscall(self, e: ev.Syscall) -> None:
-        t = self._thread(e.pid, e.tid)
+        t = self.threads.get((e.pid, e.tid)) or self._thread(e.pid, e.tid)
         if t.first_ts is None:
             t.first_ts = e.ts
         t.last_ts = e.ts
@@ -258,35 +276,44 @@ class Accumulator:
             t.durations_known = False
         else:
             t.syscall_time += e.dur
-        if isinstance(e, ev.WriteCall):
-            self._write(t, e)
-        elif isinstance(e, ev.FutexCall):
-            self._futex(t, e)
-        elif isinstance(e, ev.PollCall):
-            t.polls += 1
-            if e.timeout is None:
-                t.poll_infinite += 1
-            else:
-                t.poll_timeout_values[round(e.timeout, 3)] += 1
-            if e.timed_out or e.err == "ETIMEDOUT":
-                t.poll_timeouts += 1
-            for k in e.fd_kinds:
-                t.poll_fd_kinds[k] += 1
-        elif isinstance(e, ev.IoctlCall):
-            t.ioctls[(e.fd_kind or "?", e.request, e.request_name or "")] += 1
-        elif isinstance(e, ev.ReadCall):
-            if e.name.startswith("accept"):
-                if e.ret is not None and e.ret >= 0:
-                    t.accepts += 1
-            elif e.ret and e.ret > 0 and e.fd_kind != "eventfd" \
-                    and not self.is_internal(e.pid, e.fd_target):
-                t.input_bytes += e.ret
-                if e.fd_kind == "file":
-                    t.file_reads += 1
-        elif e.name in ("nanosleep", "clock_nanosleep"):
-            t.sleeps += 1
-        elif e.name == "sched_yield":
-            t.yields += 1
+        kind = type(e)
+        if kind is ev.Syscall:
+            if e.name in ("nanosleep", "clock_nanosleep"):
+                t.sleeps += 1
+            elif e.name == "sched_yield":
+                t.yields += 1
+        elif kind is ev.WriteCall:
+            self._write(t, e)  # type: ignore[arg-type]
+        elif kind is ev.FutexCall:
+            self._futex(t, e)  # type: ignore[arg-type]
+        elif kind is ev.PollCall:
+            self._poll(t, e)  # type: ignore[arg-type]
+        elif kind is ev.IoctlCall:
+            t.ioctls[(e.fd_kind or "?", e.request, e.request_name or "")] += 1  # type: ignore
+        elif kind is ev.ReadCall:
+            self._read(t, e)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _poll(t: ThreadStats, e: ev.PollCall) -> None:
+        t.polls += 1
+        if e.timeout is None:
+            t.poll_infinite += 1
+        else:
+            t.poll_timeout_values[round(e.timeout, 3)] += 1
+        if e.timed_out or e.err == "ETIMEDOUT":
+            t.poll_timeouts += 1
+        for k in e.fd_kinds:
+            t.poll_fd_kinds[k] += 1
+
+    def _read(self, t: ThreadStats, e: ev.ReadCall) -> None:
+        if e.name.startswith("accept"):
+            if e.ret is not None and e.ret >= 0:
+                t.accepts += 1
+        elif e.ret and e.ret > 0 and e.fd_kind != "eventfd" \
+                and not self.is_internal(e.pid, e.fd_target):
+            t.input_bytes += e.ret
+            if e.fd_kind == "file":
+                t.file_reads += 1
 
     def _write(self, t: ThreadStats, e: ev.WriteCall) -> None:
         n = max(e.nbytes, 0)

@@ -129,9 +129,9 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
         return _deadlock_cause(pvs, dead)
     pick = _pick(pvs, verdict)
     assert pick is not None
-    first = pick.evidence[0] if pick.evidence else pick.rule
-    if first.startswith(f"thread {pick.key_tid}: "):
-        first = first[len(f"thread {pick.key_tid}: "):]
+    prefix = f"thread {pick.key_tid}: "
+    lines = [e[len(prefix):] if e.startswith(prefix) else e for e in pick.evidence[:2]]
+    first = "; ".join(lines) or pick.rule
     thread = f" thread {pick.key_tid}" if pick.key_tid not in (None, pick.pid) else ""
     words = {BUSY: "busy-waits", BLOCKED: "is blocked", PROGRESSING: "makes progress",
              IDLE: "is idle", UNKNOWN: "could not be judged"}[verdict]

@@ -39,6 +39,7 @@ _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 # The commonest line shape: "TID  EPOCH.US name(args) = 0 [(text)] <0.000012>" (complete calls,
 # and resumed halves which the fast path hands to the full parser). The only backtracking is
 # ".*" giving back the short result tail.
+_FAST_UNFINISHED = re.compile(r"(\d+) +(\d+\.\d+) (\w+)\((.*)<unfinished \.\.\.>\n?$").match
 _FAST = re.compile(r"(\d+) +(\d+\.\d+) (?:<\.\.\. (\w+) resumed>|(\w+)\()(.*)\) += "
                    r"(-?\d+|0x[0-9a-f]+)(?: \([^()]*\))? <(\d+\.\d+)>\n?$").match
 
@@ -119,25 +120,40 @@ class StraceConverter:
         """Parse and feed one raw line; blank lines are ignored, unparseable ones counted."""
         m = _FAST(text)
         if m is not None:
-            # Fast path (most lines of a -f -ttt -T log): a complete call or a resumed half with
-            # a plain numeric result; same result as parse_line + feed, without the StraceLine.
+            # Fast path for the commonest shapes of a -f -ttt -T log; the result is exactly
+            # what parse_line + feed give (tests compare both), without the StraceLine.
             tid_s, ts_s, rname, name, args, ret_s, dur_s = m.groups()
+            tid = int(tid_s)
             if rname is None and name not in _SPECIAL:
-                tid = int(tid_s)
-                ts = float(ts_s)
-                self.lines += 1
-                if not self._has_dur:
-                    self._has_ts = self._has_pid = self._has_dur = True
-                    if self.first_ts is None:
-                        self.first_ts = ts
-                self.last_ts = ts
+                ts = self._fast_head(tid, float(ts_s))
+                self._has_dur = True
+                ret = int(ret_s, 16) if ret_s[1:2] == "x" else int(ret_s)
                 pid = self._tid_pid.get(tid)
                 out: List[ev.Event] = []
                 if pid is None:
                     pid = self._discover(tid, ts, out)
-                ret = int(ret_s, 16) if ret_s[1:2] == "x" else int(ret_s)
                 out.append(self._event(pid, tid, name, args, ret, None, float(dur_s), ts, False))
                 return out
+            pending = self._pending.get(tid)
+            pid = self._tid_pid.get(tid)
+            if (rname is not None and rname not in _SPECIAL and pending is not None
+                    and pending[1] == rname and pid is not None):
+                self._fast_head(tid, float(ts_s))
+                self._has_dur = True
+                del self._pending[tid]
+                ret = int(ret_s, 16) if ret_s[1:2] == "x" else int(ret_s)
+                return [self._event(pid, tid, rname, pending[2] + args, ret, None,
+                                    float(dur_s), pending[0], False)]
+        else:
+            m = _FAST_UNFINISHED(text)
+            if m is not None:
+                tid_s, ts_s, name, args = m.groups()
+                tid = int(tid_s)
+                pid = self._tid_pid.get(tid)
+                if pid is not None and tid not in self._pending and name not in _CLONES:
+                    self._pending[tid] = (self._fast_head(tid, float(ts_s)), name,
+                                          args[:-1] if args[-1:] == " " else args)
+                    return []
         line = parse_line(text)
         if line is None:
             if text.strip():
@@ -207,6 +223,15 @@ class StraceConverter:
         return out
 
     # ------------------------------------------------------------------ internals
+    def _fast_head(self, tid: int, ts: float) -> float:
+        """Bookkeeping of ``feed`` for a fast-path line (epoch ts, pid column, -T)."""
+        self.lines += 1
+        if self.first_ts is None:
+            self.first_ts = ts
+        self._has_ts = self._has_pid = True
+        self.last_ts = ts
+        return ts
+
     def _from_time_of_day(self, tod: float) -> float:
         # -t/-tt print local wall-clock time of day; a jump back by more than 12 h is the log
         # running past midnight (strace output is in time order, give or take microseconds).

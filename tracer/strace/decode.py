@@ -24,21 +24,24 @@ FdInfo3 = Tuple[Optional[int], Optional[str], Optional[str]]
 _CACHE_MAX = 4096
 
 
-def _memo(fn: Callable[[str], object]) -> Callable[[str], object]:
-    """A bounded memo for pure str -> value helpers (the same fd/op text recurs millions of times)."""
-    cache: Dict[str, object] = {}
+class _Memo(dict):
+    """A bounded memo for a pure str -> value function: ``memo[text]``. Hits are a plain dict
+    lookup (the same fd, futex op or poll set recurs millions of times in a log)."""
 
-    def wrapper(text: str):  # type: ignore[no-untyped-def]
-        try:
-            return cache[text]
-        except KeyError:
-            if len(cache) >= _CACHE_MAX:
-                cache.clear()
-            v = cache[text] = fn(text)
-            return v
-    wrapper.__doc__ = fn.__doc__
-    wrapper.__name__ = fn.__name__
-    return wrapper
+    def __init__(self, fn: Callable[[str], object]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def __missing__(self, text: str) -> object:
+        if len(self) >= _CACHE_MAX:
+            self.clear()
+        v = self[text] = self.fn(text)
+        return v
+
+
+def _memo(fn: Callable[[str], object]) -> Callable[[str], object]:
+    """Decorator form of ``_Memo`` for the public helpers (callable like the function)."""
+    return _Memo(fn).__getitem__
 
 
 # --------------------------------------------------------------------------- fds
@@ -98,7 +101,7 @@ def classify_target(target: str) -> Tuple[Optional[str], str]:
     return "anon", target
 
 
-_classify = _memo(classify_target)  # type: ignore[arg-type]
+_classify = _Memo(classify_target).__getitem__
 
 
 def parse_fd(text: str) -> FdInfo3:
@@ -119,7 +122,7 @@ def parse_fd(text: str) -> FdInfo3:
     return fd, kind, target
 
 
-_parse_fd_cached = _memo(parse_fd)  # type: ignore[arg-type]
+_parse_fd_cached = _Memo(parse_fd).__getitem__
 
 
 def first_arg(args: str) -> str:

@@ -1,0 +1,125 @@
+"""The command line: exit codes, one-line errors, JSON output, ending a recording early."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tracer.trace import TraceReader
+
+HANGTRACE = [sys.executable, "-m", "tracer"]
+
+
+def run(*args, timeout=60):
+    return subprocess.run(HANGTRACE + list(args), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_line_error(p):
+    assert p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hangtrace: "), p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def free_pid() -> int:
+    pid = 4_000_000
+    while os.path.exists(f"/proc/{pid}"):
+        pid -= 1
+    return pid
+
+
+def test_missing_pid_is_one_line_and_exit_1():
+    p = run("attach", str(free_pid()), "--duration", "0.5")
+    assert p.returncode == 1
+    one_line_error(p)
+    assert "no process with pid" in p.stderr
+
+
+def test_no_target_is_a_usage_error():
+    p = run("attach")
+    assert p.returncode == 2
+    one_line_error(p)
+
+
+def test_bad_option_is_a_usage_error():
+    p = run("attach", "1", "--backend", "nope")
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+
+
+def test_name_matching_nothing():
+    p = run("attach", "--name", "no-such-process-title-xyz", "--duration", "0.5")
+    assert p.returncode == 1
+    one_line_error(p)
+
+
+def test_import_missing_log():
+    p = run("import-strace", "/nonexistent/log.txt")
+    assert p.returncode == 1
+    one_line_error(p)
+
+
+def test_snapshot_missing_pid():
+    p = run("snapshot", str(free_pid()))
+    assert p.returncode == 1
+    one_line_error(p)
+
+
+def test_json_is_exactly_one_document(scenario, tmp_path):
+    sc = scenario("spin")
+    out = tmp_path / "t.htrace.gz"
+    t0 = time.monotonic()
+    p = run("attach", str(sc.pid), "--backend", "proc", "--duration", "1", "--json",
+            "--output", str(out))
+    elapsed = time.monotonic() - t0
+    doc = json.loads(p.stdout)
+    assert doc["format"] == "hangtrace.report/1"
+    assert doc["verdict"] == "busy-waiting" and p.returncode == 3
+    assert set(doc["root_cause"]) == {"pid", "tid", "summary"}
+    proc = doc["processes"][0]
+    for key in ("pid", "ppid", "role", "cmdline", "verdict", "waits_on", "threads"):
+        assert key in proc
+    for key in ("tid", "name", "state", "verdict", "evidence"):
+        assert key in proc["threads"][0]
+    assert out.exists() and f"trace saved to {out}" in p.stderr
+    # The verdict comes within about a second of --duration (interpreter start-up included).
+    assert elapsed < 1.0 + 2.5, elapsed
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_ends_recording_early_and_keeps_the_trace(scenario, tmp_path, sig):
+    sc = scenario("healthy_worker")
+    out = tmp_path / "t.htrace.gz"
+    proc = subprocess.Popen(HANGTRACE + ["attach", str(sc.pid), "--backend", "proc",
+                                         "--duration", "60", "--json", "--output", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=20)
+    doc = json.loads(stdout)
+    assert doc["verdict"] == "progressing", stderr
+    assert any("ended early: interrupted" in n for n in doc["notes"])
+    r = TraceReader(str(out))
+    n = sum(1 for _ in r.events())
+    assert n > 10 and r.info.end is not None and r.info.end.reason == "interrupted"
+    assert sc.alive()
+
+
+def test_target_exiting_ends_the_recording(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    try:
+        out = tmp_path / "t.htrace.gz"
+        t0 = time.monotonic()
+        p = run("attach", str(child.pid), "--backend", "proc", "--duration", "30", "--json",
+                "--output", str(out))
+        assert time.monotonic() - t0 < 15
+    finally:
+        child.wait()
+    doc = json.loads(p.stdout)
+    assert doc["verdict"] == "exited" and p.returncode == 5, p.stderr
