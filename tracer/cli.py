@@ -87,8 +87,30 @@ def analyze(trace: str, as_json: bool, verbose: bool) -> None:
     try:
         report = analyze_trace(trace)
     except TraceError as exc:
-        _fail(str(exc))
+        if "not a hangtrace trace" not in str(exc):
+            _fail(str(exc))
+        report = _analyze_strace_log(trace, str(exc))
     _emit(report, as_json, verbose)
+
+
+def _analyze_strace_log(path: str, why: str):
+    """``analyze`` on a raw strace log: import it to a temporary trace first."""
+    import tempfile
+    from .analysis.analyzer import analyze_trace
+    from .importer import ImportError_, import_strace
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "log.htrace")
+        try:
+            result = import_strace(path, out)
+        except ImportError_:
+            _fail(why)
+        if result.events == 0:
+            _fail(why)
+        click.echo(f"hangtrace: {path} is an strace log; imported {result.events} events",
+                   err=True)
+        report = analyze_trace(out)
+        report.trace_path = None
+        return report
 
 
 @main.command("import-strace")

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
 __all__ = [
     "Event", "Syscall", "FutexCall", "PollCall", "IoctlCall", "WriteCall", "ReadCall",
-    "WaitChild", "ThreadSample", "ProcessIO", "ProcessInfo", "FdInfo", "ThreadStart",
+    "WaitChild", "ThreadSample", "ThreadCpu", "ProcessIO", "ProcessInfo", "FdInfo", "ThreadStart",
     "ProcessExec", "ThreadExit", "ProcessExit", "SignalDelivered", "Lost", "RecordingEnd",
     "EVENT_CLASSES", "scrub_args", "OUTPUT_FD_KINDS",
 ]
@@ -139,6 +139,18 @@ class ThreadSample(Event):
     wait_ns: Optional[int] = None
     run_count: Optional[int] = None
     ticks_hz: int = 100
+
+
+@dataclass(slots=True)
+class ThreadCpu(Event):
+    """On-CPU time of one thread measured in the kernel (sched_switch) between ``since`` and
+    ``ts``: the eBPF backend's CPU accounting, finer than /proc ticks."""
+    TAG: ClassVar[str] = "cpu"
+    pid: int
+    tid: int
+    since: float
+    on_cpu_ns: int
+    switches: int = 0
 
 
 @dataclass(slots=True)
@@ -260,7 +272,7 @@ class RecordingEnd(Event):
 
 EVENT_CLASSES: Dict[str, Type[Event]] = {
     c.TAG: c for c in (Syscall, FutexCall, PollCall, IoctlCall, WriteCall, ReadCall, WaitChild,
-                       ThreadSample, ProcessIO, ProcessInfo, ThreadStart, ProcessExec, ThreadExit,
+                       ThreadSample, ThreadCpu, ProcessIO, ProcessInfo, ThreadStart, ProcessExec, ThreadExit,
                        ProcessExit, SignalDelivered, Lost, RecordingEnd)
 }
 

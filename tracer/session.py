@@ -84,6 +84,14 @@ class _Stop(Exception):
     pass
 
 
+def _roles(infos: List[ev.ProcessInfo], roots: List[int]) -> dict:
+    from .analysis.roles import role_of
+    parents = {i.ppid for i in infos}
+    return {str(i.pid): role_of(i.cmdline, i.comm, has_children=i.pid in parents,
+                                is_root=i.pid in roots, environ_rank=i.environ_rank).label
+            for i in infos}
+
+
 def _running(pid: int) -> bool:
     """Alive and not a zombie (a zombie exists in /proc until its parent reaps it)."""
     st = procfs.read_stat(pid)
@@ -110,7 +118,8 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     infos = initial_process_infos(all_pids)
     names = [b.name for b in backends]
     header = make_header(backends=names, source="attach", targets=roots, start=start,
-                         processes=infos, options={"duration": duration})
+                         processes=infos, options={"duration": duration},
+                         roles=_roles(infos, roots))
     writer = TraceWriter(output, header)
     analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
     q: "queue.Queue[ev.Event]" = queue.Queue()

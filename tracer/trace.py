@@ -5,7 +5,8 @@ Layout (text, UTF-8, one JSON value per line, optionally gzip-compressed as a wh
     line 1   header object: {"magic": "hangtrace-trace", "version": 1, "backends": [...],
              "host": ..., "kernel": ..., "clock": "realtime", "start": <epoch s>,
              "source": "attach" | "import-strace", "targets": [pids], "options": {...},
-             "processes": [ProcessInfo rows...], "schema": {tag: [field names]}}
+             "processes": [ProcessInfo rows...], "roles": {pid: role label},
+             "schema": {tag: [field names]}}
     line 2.. one event per line: [TAG, value, value, ...] in the field order the header's
              schema gives for TAG (events.py); the reader maps fields by name, so fields can be
              added in a later v1 writer without breaking older files.
@@ -52,14 +53,15 @@ class TraceInfo:
 
 
 def make_header(*, backends: List[str], source: str, targets: List[int], start: float,
-                processes: List[ev.ProcessInfo], options: Optional[Dict[str, Any]] = None
-                ) -> Dict[str, Any]:
+                processes: List[ev.ProcessInfo], options: Optional[Dict[str, Any]] = None,
+                roles: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     uname = platform.uname()
     return {
         "magic": MAGIC, "version": VERSION, "backends": backends, "source": source,
         "host": uname.node, "kernel": uname.release, "machine": uname.machine,
         "clock": "realtime", "start": start, "targets": targets, "options": options or {},
-        "processes": [ev.event_to_row(p) for p in processes], "schema": ev.schema(),
+        "processes": [ev.event_to_row(p) for p in processes], "roles": roles or {},
+        "schema": ev.schema(),
         "writer": "hangtrace 0.1",
     }
 

@@ -59,6 +59,7 @@ class ThreadStats:
     first_sample: Optional[ev.ThreadSample] = None
     last_sample: Optional[ev.ThreadSample] = None
     states: Counter = field(default_factory=Counter)
+    cpu: Optional[ev.ThreadCpu] = None                      # kernel-measured CPU (eBPF)
     sample_calls: Counter = field(default_factory=Counter)  # /proc syscall text (no sp/pc)
 
     @property
@@ -148,7 +149,7 @@ class Accumulator:
             ev.ProcessInfo: self._on_info, ev.ProcessExit: self._on_exit,
             ev.ThreadExit: self._on_thread_exit, ev.ThreadStart: self._on_thread_start,
             ev.ProcessExec: self._on_exec, ev.SignalDelivered: self._on_signal,
-            ev.Lost: self._on_lost,
+            ev.Lost: self._on_lost, ev.ThreadCpu: self._on_cpu,
         }
         for info in processes or []:
             self._process_info(info)
@@ -253,6 +254,11 @@ class Accumulator:
 
     def _on_signal(self, e: ev.SignalDelivered) -> None:
         self._process(e.pid).signals[e.signal] += 1
+
+    def _on_cpu(self, e: ev.ThreadCpu) -> None:
+        t = self._thread(e.pid, e.tid)
+        if t.cpu is None or e.ts - e.since >= t.cpu.ts - t.cpu.since:
+            t.cpu = e
 
     def _on_lost(self, e: ev.Lost) -> None:
         self.lost += e.count

@@ -192,6 +192,9 @@ class CpuUse:
 
 
 def cpu_use(t: ThreadStats, rec: Recording) -> Optional[CpuUse]:
+    if t.cpu is not None and t.cpu.ts > t.cpu.since:
+        secs = t.cpu.on_cpu_ns / 1e9
+        return CpuUse(min(1.0, secs / (t.cpu.ts - t.cpu.since)), secs, "samples")
     a, b = t.first_sample, t.last_sample
     if a is not None and b is not None and b.ts > a.ts:
         secs = ((b.utime + b.stime) - (a.utime + a.stime)) / float(b.ticks_hz or 100)
