@@ -213,6 +213,11 @@ def _judge_blocked(pv: ProcessVerdict, p: ProcessStats, rec: Recording,
         woken = [e for e in inside if blocked[e.tid].wait and
                  blocked[e.tid].wait.futex_addr in rec.futex_wakers]
         if not woken:
+            # The parked threads are part of the picture now: list their waits too.
+            extra = [resolve_wait(rec, pid, tid, v.wait) for tid, v in sorted(tvs.items())
+                     if v.verdict == BLOCKED and v.wait is not None and tid not in blocked]
+            pv.waits_on = edges + extra
+            pv.evidence = [f"thread {e.tid}: {e.what}" for e in pv.waits_on]
             pv.verdict, pv.rule = DEADLOCKED, "all-threads-blocked"
             pv.evidence.append("no thread of the process runs, so none can end these waits")
             return pv

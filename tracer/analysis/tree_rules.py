@@ -130,7 +130,8 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
     pick = _pick(pvs, verdict)
     assert pick is not None
     prefix = f"thread {pick.key_tid}: "
-    lines = [e[len(prefix):] if e.startswith(prefix) else e for e in pick.evidence[:2]]
+    lines = [e[len(prefix):] if e.startswith(prefix) else e for e in pick.evidence]
+    lines = lines[:2] + [e for e in lines[2:] if e == "no output"]
     first = "; ".join(lines) or pick.rule
     thread = f" thread {pick.key_tid}" if pick.key_tid not in (None, pick.pid) else ""
     words = {BUSY: "busy-waits", BLOCKED: "is blocked", PROGRESSING: "makes progress",
@@ -156,7 +157,7 @@ def _deadlock_cause(pvs: Dict[int, ProcessVerdict], dead: List[ProcessVerdict]) 
         return TreeVerdict(DEADLOCKED, "dead-peer", RootCause(d.pid, None, summary))
     if len(stuck) == 1 and stuck[0].rule == "all-threads-blocked":
         pv = stuck[0]
-        waits = "; ".join(e.what for e in pv.waits_on[:4])
+        waits = "; ".join(f"thread {e.tid} in {e.what}" for e in pv.waits_on[:4])
         summary = (f"{pv.label}: every thread is blocked without timeout ({waits}) "
                    "and none runs to wake the others")
         return TreeVerdict(DEADLOCKED, "in-process-deadlock", RootCause(pv.pid, pv.key_tid, summary))

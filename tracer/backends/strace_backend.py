@@ -245,7 +245,9 @@ class StraceBackend(Backend):
             line = raw.decode("utf-8", "replace").strip()
             if not line:
                 continue
-            msg = line[8:] if line.startswith("strace: ") else line
+            # "strace: ..." or "/usr/bin/strace: attach: ptrace(PTRACE_SEIZE, 12): ..."
+            head, sep, tail = line.partition("strace: ")
+            msg = tail if sep and " " not in head else line
             if msg.startswith("Process ") and (msg.endswith(" attached") or
                                                msg.endswith(" detached")):
                 continue
