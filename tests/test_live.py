@@ -101,5 +101,9 @@ def test_idle_server_still_serves_after_strace_detached(scenario, tmp_path):
         assert b"200" in s.recv(100)
     state = open(f"/proc/{sc.pid}/stat").read().rsplit(")", 1)[1].split()[0]
     assert state not in ("t", "T"), "target left stopped"
-    left = subprocess.run(["pgrep", "-x", "strace"], capture_output=True, text=True).stdout
+    left = subprocess.run(["pgrep", "-f", f"strace .*-p {sc.pid}( |$)"], capture_output=True,
+                          text=True).stdout
     assert left.strip() == "", f"strace children left behind: {left}"
+    tracer_pid = next(line.split()[1] for line in open(f"/proc/{sc.pid}/status")
+                      if line.startswith("TracerPid:"))
+    assert tracer_pid == "0", "the target is still being traced"

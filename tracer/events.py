@@ -316,3 +316,23 @@ _FIELDS: Dict[Type[Event], List[str]] = {c: field_names(c) for c in EVENT_CLASSE
 
 def schema() -> Dict[str, List[str]]:
     return {tag: _FIELDS[cls] for tag, cls in EVENT_CLASSES.items()}
+
+
+# --------------------------------------------------------------------------- GPU (NVML)
+@dataclass(slots=True)
+class GpuSample(Event):
+    """One look at one GPU through NVML (tracer/nvml.py): utilization over the driver's last
+    sample period (percent of time a kernel ran), memory in bytes, and the pids of the compute
+    processes that hold a context on it. ``util_pct`` is None where NVML could not say."""
+    TAG: ClassVar[str] = "gpu"
+    gpu: int
+    uuid: str = ""
+    util_pct: Optional[int] = None
+    mem_used: Optional[int] = None
+    mem_total: Optional[int] = None
+    pids: List[int] = field(default_factory=list)
+
+
+EVENT_CLASSES[GpuSample.TAG] = GpuSample
+_FIELDS[GpuSample] = field_names(GpuSample)
+__all__.append("GpuSample")

@@ -1,0 +1,125 @@
+"""``hangtrace doctor``: what this machine allows a tracer to do, and what to install.
+
+Contract:
+- ``doctor_facts()`` -> dict (JSON-ready, for tests and ``--json``): one entry per capability,
+  each ``{"ok": bool, "detail": str, "fix": str}`` ("fix" empty when ok), plus "backends":
+  which backends can run (ebpf, strace, proc) and why not. It reads files and looks for
+  programs; it loads nothing, changes nothing and never raises.
+- ``run_doctor(console)`` prints the facts as a table (``console`` is a rich Console or any
+  object with ``print``) and returns 0 when at least one syscall backend (ebpf or strace) can
+  run, else 1.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+from typing import Any, Dict
+
+__all__ = ["doctor_facts", "run_doctor"]
+
+_DEB_WORKAROUND = ("no linux-headers package for this kernel: apt install linux-headers-amd64 "
+                   "and link /lib/modules/$(uname -r)/build and /source to its trees "
+                   "(scripts/setup-ebpf.sh does it)")
+
+
+def _fact(ok: bool, detail: str, fix: str = "") -> Dict[str, Any]:
+    return {"ok": bool(ok), "detail": detail, "fix": "" if ok else fix}
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _bpf_syscall() -> Dict[str, Any]:
+    unpriv = _read("/proc/sys/kernel/unprivileged_bpf_disabled")
+    if not os.path.exists("/proc/sys/kernel/bpf_stats_enabled") and not unpriv:
+        return _fact(False, "kernel built without CONFIG_BPF_SYSCALL",
+                     "use a kernel with CONFIG_BPF_SYSCALL=y")
+    root = os.geteuid() == 0
+    detail = "bpf() available" + ("" if root else
+                                  f" (unprivileged_bpf_disabled={unpriv or '?'}; run as root)")
+    return _fact(root, detail, "run hangtrace as root (sudo) for eBPF")
+
+
+def doctor_facts() -> Dict[str, Any]:
+    from .backends.ebpf_backend import TRACEFS_DIRS, ebpf_problem
+    from .backends.strace_backend import ptrace_problem
+    rel = os.uname().release
+    facts: Dict[str, Any] = {"kernel": rel, "root": os.geteuid() == 0}
+    tfs = next((d for d in TRACEFS_DIRS if os.path.isdir(os.path.join(d, "events"))), None)
+    facts["bpf_syscall"] = _bpf_syscall()
+    btf = os.path.exists("/sys/kernel/btf/vmlinux")
+    facts["btf"] = _fact(btf, "/sys/kernel/btf/vmlinux" + (" present" if btf else " missing"),
+                         "a kernel with CONFIG_DEBUG_INFO_BTF=y (not needed by BCC tracepoints)")
+    facts["tracefs"] = _fact(tfs is not None, tfs or "not mounted",
+                             "mount -t tracefs nodev /sys/kernel/tracing")
+    tp = [t for t in ("raw_syscalls/sys_enter", "sched/sched_switch", "sched/sched_process_fork")
+          if tfs and os.path.isdir(f"{tfs}/events/{t}")]
+    facts["tracepoints"] = _fact(len(tp) == 3, ", ".join(tp) or "none found",
+                                 "a kernel with CONFIG_FTRACE_SYSCALLS and sched tracepoints")
+    kp = bool(tfs) and os.path.exists(f"{tfs}/kprobe_events")
+    facts["kprobes"] = _fact(kp, "kprobe_events " + ("present" if kp else "absent"),
+                             "CONFIG_KPROBE_EVENTS (hangtrace does not need kprobes)")
+    up = bool(tfs) and os.path.exists(f"{tfs}/uprobe_events")
+    facts["uprobes"] = _fact(up, "uprobe_events " + ("present" if up else "absent"),
+                             "CONFIG_UPROBE_EVENTS")
+    scope = _read("/proc/sys/kernel/yama/ptrace_scope")
+    why = ptrace_problem()
+    facts["ptrace"] = _fact(why is None, f"yama ptrace_scope={scope or 'none'}",
+                            why or "")
+    st = shutil.which("strace")
+    facts["strace"] = _fact(bool(st), st or "not installed", "apt install strace")
+    try:
+        import importlib.util
+        bcc = importlib.util.find_spec("bcc") is not None
+    except (ImportError, ValueError):
+        bcc = False
+    facts["bcc"] = _fact(bcc, "python bcc importable" if bcc else "python bcc missing",
+                         "apt install bpfcc-tools python3-bpfcc (venv with "
+                         "--system-site-packages)")
+    build = f"/lib/modules/{rel}/build"
+    hdr = os.path.exists(build)
+    link = os.path.realpath(build) if hdr else ""
+    facts["kernel_headers"] = _fact(hdr, f"{build} -> {link}" if hdr else f"{build} missing",
+                                    f"apt install linux-headers-{rel}; if there is none: "
+                                    + _DEB_WORKAROUND)
+    nv = sorted(glob.glob("/dev/nvidia[0-9]*"))
+    facts["nvidia"] = _fact(bool(nv), ", ".join(nv) or "no /dev/nvidia* devices",
+                            "only needed to trace GPU servers")
+    spy = shutil.which("py-spy")
+    facts["py_spy"] = _fact(bool(spy), spy or "not installed", "pip install py-spy")
+    ebpf_why = ebpf_problem()
+    facts["backends"] = {
+        "ebpf": {"ok": ebpf_why is None, "why": ebpf_why or ""},
+        "strace": {"ok": bool(st) and why is None,
+                   "why": "" if st and why is None else (why or "strace not installed")},
+        "proc": {"ok": os.path.isdir("/proc/self"), "why": ""},
+    }
+    return facts
+
+
+def run_doctor(console: Any) -> int:
+    facts = doctor_facts()
+    console.print(f"kernel {facts['kernel']}, running as "
+                  f"{'root' if facts['root'] else 'uid ' + str(os.geteuid())}")
+    for key, f in facts.items():
+        if not isinstance(f, dict) or "ok" not in f:
+            continue
+        mark = "ok  " if f["ok"] else "MISS"
+        line = f"  {mark} {key:<15} {f['detail']}"
+        if f["fix"]:
+            line += f"\n       -> {f['fix']}"
+        console.print(line, markup=False) if _takes_markup(console) else console.print(line)
+    console.print("backends:")
+    for name, b in facts["backends"].items():
+        console.print(f"  {name:<7} {'usable' if b['ok'] else 'unavailable: ' + b['why']}")
+    return 0 if facts["backends"]["ebpf"]["ok"] or facts["backends"]["strace"]["ok"] else 1
+
+
+def _takes_markup(console: Any) -> bool:
+    return type(console).__module__.startswith("rich")
