@@ -252,9 +252,13 @@ def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
     if not _no_output(c):
         return None
     n = _timed_wakeups(c)
+    signals = t.eventfd_writes + t.wakeup_writes
     evidence: List[str] = []
-    if n >= PERIODIC_MIN_WAKEUPS and (not c.rec.capabilities.get("timestamps", True)
-                                      or n / c.rec.window >= PERIODIC_MIN_RATE):
+    # Three timeouts, or two when each round also signals an eventfd/wake-up fd (a short
+    # recording of a 1 Hz loop sees two rounds).
+    enough = n >= PERIODIC_MIN_WAKEUPS or (n >= 2 and signals >= 2)
+    if enough and (not c.rec.capabilities.get("timestamps", True)
+                   or n / c.rec.window >= PERIODIC_MIN_RATE):
         parts = []
         if t.poll_timeouts:
             vals = ", ".join(f"{v * 1000:.0f} ms" for v, _ in t.poll_timeout_values.most_common(2))

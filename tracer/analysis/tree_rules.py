@@ -122,8 +122,12 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
         return TreeVerdict(EXITED, "all-exited",
                            RootCause(root.pid, None, f"the tree is gone: {root.label} "
                                      f"{root.exit_status}"))
-    verdict = min((pv.verdict for pv in pvs.values() if pv.verdict != EXITED),
-                  key=SEVERITY.index)
+    # A process blocked on a live peer is decided by that peer: it does not set the tree's
+    # verdict (a launcher waiting for healthy workers is not a blocked tree). Blocked on the GPU
+    # (or on something outside the tree) it does.
+    deciding = [pv.verdict for pv in pvs.values() if pv.verdict != EXITED
+                and not (pv.verdict == BLOCKED and pv.rule == "waits-on-peers")]
+    verdict = min(deciding or [BLOCKED], key=SEVERITY.index)
     dead = [pv for pv in pvs.values() if pv.verdict == EXITED and exit_failed(rec.processes[pv.pid])]
     if verdict == DEADLOCKED:
         return _deadlock_cause(pvs, dead)

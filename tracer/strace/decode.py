@@ -360,6 +360,9 @@ def _ioctl(ts: float, pid: int, tid: int, name: str, args: str, sargs: str, ret:
     rest = args[len(first) + 2:]
     req_text = rest[:rest.find(")") + 1] if rest.startswith("_IOC(") else rest.split(", ", 1)[0]
     request, request_name = ioctl_request(req_text)  # type: ignore[misc]
+    if kind in ("nvidiactl", "nvidia", "nvidia-uvm"):   # RM_CONTROL, UVM_REGISTER_CHANNEL...
+        from ..nvidia import nv_request_name
+        request_name = nv_request_name(kind, request, request_name)
     return ev.IoctlCall(ts, pid, tid, name, sargs, ret, err, dur, fd, kind, target, ongoing,
                         request, request_name)
 
