@@ -21,6 +21,12 @@ if [ ${#missing[@]} -gt 0 ]; then
         echo "setup: please install: ${missing[*]} (strace is needed for the strace backend)" >&2
     fi
 fi
+# The eBPF backend (BCC + kernel headers); skipped with a message when not root or not apt.
+# Its tests skip with a reason when it cannot load; HANGTRACE_REQUIRE_EBPF=1 makes that fatal.
+if ! bash scripts/setup-ebpf.sh; then
+    echo "setup: eBPF backend not set up; hangtrace falls back to strace/proc" >&2
+    [ "${HANGTRACE_REQUIRE_EBPF:-0}" != 1 ] || exit 1
+fi
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv --system-site-packages .venv
 fi

@@ -20,9 +20,22 @@ from scenarios import Scenario
 pytestmark = pytest.mark.live
 
 HAVE_STRACE = shutil.which("strace") is not None
-BACKENDS = ["proc", pytest.param("strace", marks=pytest.mark.skipif(
-    not HAVE_STRACE, reason="strace not installed")), pytest.param("auto", marks=pytest.mark.skipif(
-        not HAVE_STRACE, reason="strace not installed"))]
+
+
+def _ebpf_problem():
+    from tracer.backends.ebpf_backend import EbpfBackend
+    return EbpfBackend().check()
+
+
+EBPF_PROBLEM = _ebpf_problem()
+BACKENDS = [
+    "proc",
+    pytest.param("strace", marks=pytest.mark.skipif(not HAVE_STRACE,
+                                                    reason="strace not installed")),
+    pytest.param("ebpf", marks=pytest.mark.skipif(EBPF_PROBLEM is not None,
+                                                  reason=f"ebpf: {EBPF_PROBLEM}")),
+    "auto",
+]
 
 
 @dataclass

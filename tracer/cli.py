@@ -49,7 +49,7 @@ def main() -> None:
 @click.option("--duration", "-d", default=5.0, show_default=True, type=click.FloatRange(0.2),
               help="Seconds to record (Ctrl-C ends early).")
 @click.option("--backend", "-b", default="auto", show_default=True,
-              type=click.Choice(["auto", "proc", "strace"]))
+              type=click.Choice(["auto", "proc", "strace", "ebpf"]))
 @click.option("--rate", default=10.0, show_default=True, type=click.FloatRange(0.5, 200),
               help="/proc samples per second.")
 @click.option("--output", "-o", metavar="FILE", help="Trace file (default: hangtrace-PID-TIME.htrace.gz).")
@@ -163,7 +163,7 @@ def snapshot(pids: Tuple[int, ...], name: Optional[str], as_json: bool) -> None:
 @click.argument("scenario", default="sglang_like")
 @click.option("--duration", "-d", default=5.0, show_default=True, type=click.FloatRange(0.2))
 @click.option("--backend", "-b", default="auto", show_default=True,
-              type=click.Choice(["auto", "proc", "strace"]))
+              type=click.Choice(["auto", "proc", "strace", "ebpf"]))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 def demo(scenario: str, duration: float, backend: str, as_json: bool) -> None:
     """Start a bundled hanging scenario (default: an SGLang-like tree that went silent),
@@ -184,6 +184,18 @@ def demo(scenario: str, duration: float, backend: str, as_json: bool) -> None:
     finally:
         sc.kill()
     _emit(done.report, as_json)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the facts as one JSON document.")
+def doctor(as_json: bool) -> None:
+    """What this machine allows (BPF, BTF, tracepoints, kprobes, uprobes, ptrace, strace, BCC,
+    headers) and what to install where something is missing."""
+    from .doctor import doctor_facts, run_doctor
+    if as_json:
+        click.echo(json.dumps(doctor_facts(), indent=2))
+        sys.exit(0)
+    sys.exit(run_doctor(Console()))
 
 
 def run(argv: Optional[List[str]] = None) -> int:

@@ -69,6 +69,8 @@ def classify_fd_target(target: str) -> Optional[str]:
 
 _O_ACCMODE = 0o3
 _O_DIRECTORY = 0o200000
+# O_TMPFILE is __O_TMPFILE | O_DIRECTORY: an unnamed regular file, not a directory.
+_O_TMPFILE_BIT = 0o20000000
 _O_PATH = 0o10000000
 _MODES = {0: "r", 1: "w", 2: "rw"}
 
@@ -233,7 +235,8 @@ def read_fds_checked(pid: int, root: str = "/proc",
         inode = int(m.group(1)) if m else info.get("ino")
         flags = info.get("flags")
         mode = "" if flags is None or flags & _O_PATH else _MODES.get(flags & _O_ACCMODE, "")
-        if kind == "file" and flags is not None and flags & _O_DIRECTORY:
+        if kind == "file" and flags is not None and flags & _O_DIRECTORY \
+                and not flags & _O_TMPFILE_BIT:
             kind = "dir"
         if kind == "socket" and inode is not None:
             if sockets is None:

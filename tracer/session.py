@@ -50,6 +50,7 @@ def resolve_targets(pids: List[int], name: Optional[str]) -> List[int]:
 
 
 def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], str]:
+    """Backends for auto|proc|strace|ebpf, and one line saying which and why."""
     from .backends.proc_backend import ProcBackend
     proc = ProcBackend(rate_hz=rate_hz)
     if name == "proc":
@@ -57,19 +58,26 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
         if why:
             raise SessionError(f"proc backend unavailable: {why}")
         return [proc], "proc (/proc sampling only, never stops the target)"
+    if name not in ("auto", "strace", "ebpf"):
+        raise SessionError(f"unknown backend {name!r} (auto, proc, strace, ebpf)")
+    from .backends.ebpf_backend import EbpfBackend
     from .backends.strace_backend import StraceBackend
+    ebpf_why = EbpfBackend().check() if name in ("auto", "ebpf") else None
+    if name == "ebpf":
+        if ebpf_why:
+            raise SessionError(f"ebpf backend unavailable: {ebpf_why}")
+        return [EbpfBackend(), proc], "ebpf+proc (kernel tracepoints; /proc for states)"
     strace = StraceBackend()
+    strace_why = strace.check()
     if name == "strace":
-        why = strace.check()
-        if why:
-            raise SessionError(f"strace backend unavailable: {why}")
+        if strace_why:
+            raise SessionError(f"strace backend unavailable: {strace_why}")
         return [strace], "strace (ptrace: the target runs slower while traced)"
-    if name != "auto":
-        raise SessionError(f"unknown backend {name!r} (auto, proc, strace)")
-    why = strace.check()
-    if why is None:
-        return [strace, proc], "strace+proc (strace found and ptrace allowed; /proc for CPU)"
-    return [proc], f"proc (strace not usable: {why})"
+    if ebpf_why is None:
+        return [EbpfBackend(), proc], "ebpf+proc (BPF tracepoints load here; /proc for states)"
+    if strace_why is None:
+        return [strace, proc], f"strace+proc (ebpf not usable: {ebpf_why})"
+    return [proc], f"proc (ebpf not usable: {ebpf_why}; strace not usable: {strace_why})"
 
 
 @dataclass
@@ -114,19 +122,19 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     targets = TargetSet(roots)
     for pid in all_pids:
         targets.add(pid)
-    start = time.time()
     infos = initial_process_infos(all_pids)
     names = [b.name for b in backends]
-    header = make_header(backends=names, source="attach", targets=roots, start=start,
-                         processes=infos, options={"duration": duration},
-                         roles=_roles(infos, roots))
-    writer = TraceWriter(output, header)
-    analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
     q: "queue.Queue[ev.Event]" = queue.Queue()
     reason = "complete"
     started: List[Backend] = []
+    writer: Optional[TraceWriter] = None
+    analyzer: Optional[Analyzer] = None
+    pending: List[ev.Event] = []
 
     def take(e: ev.Event) -> None:
+        if writer is None or analyzer is None:
+            pending.append(e)
+            return
         writer.write(e)
         analyzer.feed(e)
 
@@ -138,6 +146,16 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
         for b in backends:
             b.start(targets, q.put)
             started.append(b)
+        # The window opens once every backend is in place (BCC compiles for about a second).
+        start = time.time()
+        header = make_header(backends=names, source="attach", targets=roots, start=start,
+                             processes=infos, options={"duration": duration},
+                             roles=_roles(infos, roots))
+        writer = TraceWriter(output, header)
+        analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
+        for e in pending:
+            take(e)
+        pending.clear()
         deadline = time.monotonic() + duration
         next_alive_check = 0.0
         while True:
@@ -173,9 +191,18 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                 take(info)
         finally:
             end = time.time()
+            if writer is None:      # a backend failed to start: still leave a readable trace
+                start = end
+                writer = TraceWriter(output, make_header(
+                    backends=names, source="attach", targets=roots, start=start,
+                    processes=infos, options={"duration": duration}))
+                analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
+                for e in pending:
+                    take(e)
             writer.close(reason, end_ts=end)
             signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
     notes = [f"recording ended early: {reason}"] if reason != "complete" else []
+    assert analyzer is not None
     report = analyzer.report(end=end, trace_path=output, extra_notes=notes + errors)
     return Recorded(report=report, trace_path=output, reason=reason, errors=errors)
 

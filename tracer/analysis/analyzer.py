@@ -60,9 +60,15 @@ def analyze_trace(path: str) -> Report:
 
 
 # --------------------------------------------------------------------------- building
-def _gpu_ioctls(t: ThreadStats) -> int:
-    return sum(n for (kind, _, _), n in t.ioctls.items()
-               if kind in ("nvidiactl", "nvidia", "nvidia-uvm"))
+def _gpu_ioctls(t: ThreadStats) -> Dict[str, int]:
+    """ioctls on /dev/nvidia* fds by decoded name: {"RM_CONTROL on /dev/nvidiactl": 8, ...}."""
+    from ..nvidia import describe_ioctl
+    out: Dict[str, int] = {}
+    for (kind, req, name), n in t.ioctls.items():
+        d = describe_ioctl(kind, req, name or None)
+        if d is not None:
+            out[str(d)] = out.get(str(d), 0) + n
+    return out
 
 
 def thread_counters(t: ThreadStats, v: ThreadVerdict, rec: Recording) -> Dict[str, float]:
@@ -70,9 +76,12 @@ def thread_counters(t: ThreadStats, v: ThreadVerdict, rec: Recording) -> Dict[st
     n = t.total_syscalls
     out: Dict[str, float] = {}
     if rec.has_syscalls:
+        gpu = _gpu_ioctls(t)
         out.update(syscalls=n, eventfd_writes=t.eventfd_writes, futex_waits=t.futex_waits,
-                   gpu_ioctls=_gpu_ioctls(t), bytes_written=t.output_bytes,
+                   gpu_ioctls=sum(gpu.values()), bytes_written=t.output_bytes,
                    poll_timeouts=t.poll_timeouts)
+        # Per decoded name ("gpu_ioctls[RM_CONTROL on /dev/nvidiactl]"): summed per process too.
+        out.update({f"gpu_ioctls[{k}]": v for k, v in sorted(gpu.items())})
         if w > 0:
             out["syscalls_per_s"] = round(n / w, 2)
     if v.cpu is not None:

@@ -18,6 +18,7 @@ from .accumulate import ProcessStats, Recording
 from .roles import Role, role_of
 from .thread_rules import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN,
                            ThreadVerdict)
+from .gpu_rules import blocking_sync_text, collective_peers
 from .waits import Wait
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS",
@@ -197,16 +198,23 @@ def _judge_blocked(pv: ProcessVerdict, p: ProcessStats, rec: Recording,
     # inside the process.
     running = [tid for tid, v in tvs.items() if v.verdict in (PROGRESSING, BUSY, IDLE)]
     gpu_tid = _gpu_event_thread(tvs, rec, pid)
+    peers = collective_peers(rec, pid) if pv.role.kind == "rank" else []
     for e in edges:
-        if e.kind == "thread" and gpu_tid is not None:
-            e.kind, e.what = "gpu", (f"{e.what}; thread {gpu_tid} polls the GPU's fds and "
-                                     "wakes it when the GPU finishes (blocking-sync wait)")
+        if e.kind == "thread" and peers:   # a rank blocked in futex, connected to its peers
+            e.kind, e.pids = "collective", peers
+            e.what += ("; connected (gloo/TCPStore sockets) to " + ", ".join(
+                f"pid {q}" for q in peers) + ": waits in a collective for them")
+        elif e.kind == "thread" and gpu_tid is not None:
+            e.kind, e.what = "gpu", blocking_sync_text(e.what, gpu_tid)
         elif e.kind == "thread" and running:
             e.what += f"; threads {', '.join(map(str, running[:4]))} still run and could wake it"
     pv.waits_on = edges
     pv.evidence = [f"thread {e.tid}: {e.what}" for e in edges]
     if any(e.kind == "gpu" for e in edges):
         pv.verdict, pv.rule = BLOCKED, "waits-on-gpu"
+        return pv
+    if any(e.kind == "collective" for e in edges):
+        pv.verdict, pv.rule = BLOCKED, "waits-in-collective"
         return pv
     inside = [e for e in edges if e.kind in ("thread", "self")]
     if len(inside) == len(edges) and not running:

@@ -37,6 +37,22 @@ def _title(cmdline: Sequence[str], comm: str) -> str:
     return comm
 
 
+_RANK_RE = re.compile(r"(?:^|\s)(LOCAL_RANK|RANK)=(\d+)")
+
+
+def parse_environ_rank(environ_rank: Optional[str]) -> Optional[int]:
+    """The global rank from ProcessInfo.environ_rank: "RANK=3 LOCAL_RANK=1" -> 3; a bare "3"
+    (older traces) -> 3; only LOCAL_RANK -> that; None when absent."""
+    if not environ_rank:
+        return None
+    text = environ_rank.strip()
+    if text.isdigit():
+        return int(text)
+    found = dict(m.groups() for m in _RANK_RE.finditer(text))
+    val = found.get("RANK", found.get("LOCAL_RANK"))
+    return int(val) if val is not None else None
+
+
 def role_of(cmdline: Sequence[str], comm: str, *, has_children: bool = False,
             is_root: bool = False, environ_rank: Optional[str] = None) -> Role:
     """The role of a process from its title/cmdline (see module doc)."""
@@ -55,10 +71,12 @@ def role_of(cmdline: Sequence[str], comm: str, *, has_children: bool = False,
         return Role("tokenizer", None, "tokenizer")
     if low.startswith("vllm::worker"):
         return Role("worker", rank, f"worker TP{rank}{suffix}" if rank is not None else "worker")
-    if low.startswith("vllm::enginecore") or low.startswith("vllm::engine_core"):
+    if low.startswith("vllm::enginecore") or low.startswith("vllm::engine_core") \
+            or low.startswith("enginecore"):
         return Role("engine", None, "engine core")
-    if environ_rank is not None and environ_rank.isdigit():
-        return Role("rank", int(environ_rank), f"rank {environ_rank}")
+    r = parse_environ_rank(environ_rank)
+    if r is not None:
+        return Role("rank", r, f"rank {r}")
     if has_children and (is_root or "launch" in joined.lower() or "serve" in joined.lower()):
         return Role("launcher", None, "launcher")
     return Role("other", None, "other")
@@ -76,6 +94,7 @@ HELPER_THREAD_PATTERNS: List[tuple] = [
     ("pt_autograd_*", "PyTorch autograd worker"),
     ("pt_main_thread", None),  # PyTorch names the main thread; it is never a helper
     ("NCCL Proxy*", "NCCL proxy thread"),
+    ("NCCL Prox*", "NCCL proxy thread"),
     ("NCCL Service*", "NCCL service thread"),
     ("NCCL Progress*", "NCCL progress thread"),
     ("ZMQbg/*", "ZeroMQ I/O thread"),

@@ -177,8 +177,11 @@ def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
     n = _rm_controls(c.t)
     if n == 0 or n / c.rec.window > 20:
         return None
-    ev_ = [f"{c.rate(n)} RM_CONTROL ioctl on /dev/nvidiactl and nothing else to show: "
-           "the host spin-waits for the GPU (stream/device sync, spin schedule)",
+    others = c.t.total_syscalls - n
+    ev_ = [f"{c.rate(n)} RM_CONTROL on /dev/nvidiactl ({n} in {c.rec.window:.1f} s)"
+           + (f" and {others} other syscalls" if others else " and no other syscall")
+           + ": spin-sync wait, the host spin-waits for the GPU (device/stream synchronize "
+           "under the default spin schedule) and the GPU work it waits for has not finished",
            c.cpu.describe(c.rec.window), "no output"]
     return ThreadVerdict(BUSY, "gpu-spin-wait", ev_, cpu=c.cpu)
 

@@ -48,7 +48,7 @@ class Wait:
     child: Optional[int] = None
     since: Optional[float] = None
     whole_window: bool = True
-    source: str = "strace"
+    source: str = "traced call"
 
     def describe(self) -> str:
         if self.call == "futex":
@@ -139,7 +139,7 @@ def wait_from_proc(text: str, fds: List[ev.FdInfo]) -> Optional[Wait]:
 
 def wait_from_call(call: ev.Syscall) -> Wait:
     w = Wait(call=call.name, fd=call.fd, fd_kind=call.fd_kind, fd_target=call.fd_target,
-             since=call.ts, source="strace")
+             since=call.ts, source="traced call")
     if isinstance(call, ev.FutexCall):
         w.futex_addr, w.futex_op, w.timeout = call.addr, call.op, call.timeout
     elif isinstance(call, ev.PollCall):

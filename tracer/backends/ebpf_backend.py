@@ -42,7 +42,10 @@ __all__ = ["EbpfBackend", "ebpf_problem", "TRACEFS_DIRS"]
 
 TRACEFS_DIRS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 _CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
-_CFLAGS = ["-Wno-macro-redefined", "-Wno-unknown-warning-option", "-Wno-duplicate-decl-specifier",
+# BCC compiles against /lib/modules/$(uname -r)/build, possibly another kernel's headers (6.1
+# headers on 6.18): silence what their macros trigger with BCC's clang.
+_CFLAGS = ["-Wno-macro-redefined", "-Wno-unknown-warning-option",
+           "-Wno-duplicate-decl-specifier",
            "-Wno-address-of-packed-member", "-Wno-unused-value", "-Wno-pointer-sign",
            "-Wno-compare-distinct-pointer-types", "-Wno-gnu-variable-sized-type-not-at-end"]
 _PENDING_EXIT_S = 1.0

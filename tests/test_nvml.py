@@ -1,0 +1,86 @@
+"""NVML reader and backend (tracer/nvml.py, tracer/backends/nvml_backend.py) with fakes; the
+real library is used only where one is installed (the GPU machine)."""
+from __future__ import annotations
+
+import ctypes.util
+import threading
+
+import pytest
+
+from tracer import events as ev
+from tracer.backends.base import TargetSet
+from tracer.backends.nvml_backend import NvmlBackend
+from tracer.nvml import GpuReading, NvmlError, open_nvml
+from tracer.trace import TraceReader, TraceWriter, make_header
+
+
+class FakeNvml:
+    def __init__(self):
+        self.closed = False
+        self.reads = 0
+
+    def read(self):
+        self.reads += 1
+        return [GpuReading(0, "GPU-aaaa", 100, 5 << 20, 140 << 30, [437]),
+                GpuReading(1, "GPU-bbbb", None, None, None, [])]
+
+    def close(self):
+        self.closed = True
+
+
+def test_check_says_why_not():
+    def no_lib():
+        raise NvmlError("no NVIDIA management library (libnvidia-ml.so.1: not found)")
+    assert NvmlBackend(opener=no_lib).check().startswith("no NVIDIA management library")
+    fake = FakeNvml()
+    assert NvmlBackend(opener=lambda: fake).check() is None and fake.closed
+
+
+def test_open_nvml_without_the_library_raises_one_line():
+    with pytest.raises(NvmlError, match="no NVIDIA management library"):
+        open_nvml(("libdoes-not-exist-hangtrace.so.1",))
+
+
+def test_backend_emits_gpu_samples_and_stops():
+    fake = FakeNvml()
+    got = []
+    done = threading.Event()
+
+    def emit(e):
+        got.append(e)
+        if len(got) >= 4:
+            done.set()
+    b = NvmlBackend(rate_hz=50, opener=lambda: fake)
+    b.start(TargetSet([1]), emit)
+    assert done.wait(5)
+    b.stop()
+    b.stop()   # idempotent
+    assert fake.closed
+    n = len(got)
+    assert all(isinstance(e, ev.GpuSample) for e in got)
+    first = got[0]
+    assert (first.gpu, first.uuid, first.util_pct, first.pids) == (0, "GPU-aaaa", 100, [437])
+    assert got[1].util_pct is None and got[1].pids == []
+    assert len(got) == n   # nothing after stop
+
+
+def test_gpu_sample_round_trips_through_a_trace(tmp_path):
+    path = str(tmp_path / "t.htrace.gz")
+    w = TraceWriter(path, make_header(backends=["nvml"], source="attach", targets=[1],
+                                      start=1.0, processes=[]))
+    w.write(ev.GpuSample(2.0, 0, "GPU-x", 97, 10, 20, [3, 4]))
+    w.close("complete", end_ts=3.0)
+    events = list(TraceReader(path).events())
+    s = [e for e in events if isinstance(e, ev.GpuSample)]
+    assert len(s) == 1 and s[0].util_pct == 97 and list(s[0].pids) == [3, 4]
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is None, reason="no NVML here")
+def test_real_nvml_reads_every_gpu():
+    nv = open_nvml()
+    try:
+        readings = nv.read()
+    finally:
+        nv.close()
+    assert readings and all(r.uuid.startswith("GPU-") for r in readings)
+    assert all(r.mem_total and r.mem_total > 0 for r in readings)

@@ -1,0 +1,199 @@
+"""GPU waits as first-class evidence: thread rules, collective peers and NVML readings.
+
+Contract: pure functions of the accumulated recording (no I/O), like thread_rules.py.
+- ``rule_gpu_yield_wait`` (``ThreadContext -> Optional[ThreadVerdict]``): a ``sched_yield`` loop
+  in a process holding /dev/nvidia* fds is a yield-sync wait on the GPU. It goes into
+  ``thread_rules.THREAD_RULES`` right before ``rule_yield_loop``. The spin-sync rule is
+  ``thread_rules.rule_gpu_spin_wait`` (state R plus a ~1 Hz RM_CONTROL on /dev/nvidiactl); the
+  blocking-sync wait is a process fact (``process_rules``: a futex wait woken by libcuda's event
+  thread), whose words come from ``blocking_sync_text``.
+- ``collective_peers(rec, pid)``: the traced processes at the other end of the process's
+  connected TCP/unix sockets (gloo pairs, TCPStore, NCCL bootstrap); a rank blocked in futex
+  while connected to a peer rank waits in a collective for that peer (process_rules uses it).
+- ``GpuAccumulator`` takes ``events.GpuSample`` (NVML backend) and ``gpu_findings`` turns the
+  per-GPU statistics and the process verdicts into report notes: "GPU 0 at 100% ... with no host
+  progress: a kernel that does not finish" versus "GPU 0 idle while the host waits on it".
+Facts used: fixtures/gpu-h200/README.md and fixtures/gpu/README.md (recorded on an H200).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Set
+
+from .. import events as ev
+from .accumulate import Recording
+from .thread_rules import BUSY, YIELD_MIN_RATE, ThreadContext, ThreadVerdict
+
+GPU_FD_KINDS = frozenset({"nvidia", "nvidiactl", "nvidia-uvm"})
+BUSY_UTIL = 90          # percent: the GPU is running a kernel (NVML utilization)
+IDLE_UTIL = 5           # percent: nothing runs on the GPU
+MOST = 0.8              # fraction of samples that must agree
+
+
+def holds_gpu(fds: Iterable[ev.FdInfo]) -> bool:
+    """The process has the NVIDIA device files open (a CUDA context lives in it)."""
+    return any(f.kind in GPU_FD_KINDS for f in fds)
+
+
+# --------------------------------------------------------------------------- thread rules
+def rule_gpu_yield_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """sched_yield loop, no output, in a process holding /dev/nvidia* fds: yield-sync wait."""
+    t = c.t
+    if t.yields < 20 or t.output_bytes or t.accepts or not holds_gpu(c.fds):
+        return None
+    if c.rec.capabilities.get("timestamps", True) and t.yields / c.rec.window < YIELD_MIN_RATE:
+        return None
+    gpu_calls = sum(n for (kind, _, _), n in t.ioctls.items() if kind in GPU_FD_KINDS)
+    ev_ = [f"sched_yield {c.rate(t.yields)} ({t.yields} calls) in a process holding /dev/nvidia* "
+           "fds: yield-sync wait on the GPU (cudaDeviceScheduleYield, or an NCCL proxy "
+           "yielding while its operations make no progress)"]
+    if gpu_calls:
+        ev_.append(f"{gpu_calls} ioctls on /dev/nvidia* fds")
+    ev_.append("no output")
+    return ThreadVerdict(BUSY, "gpu-yield-wait", ev_, cpu=c.cpu)
+
+
+def blocking_sync_text(wait_text: str, poller_tid: int) -> str:
+    """Evidence words for a blocking-sync wait (process_rules' ``waits-on-gpu`` edge)."""
+    return (f"{wait_text}; thread {poller_tid} polls the GPU's fds and wakes it when the GPU "
+            "finishes (blocking-sync wait on the GPU: the kernel or copy it waits for has not "
+            "completed)")
+
+
+# --------------------------------------------------------------------------- collectives
+def _endpoints(target: str) -> Optional[tuple]:
+    """"TCP:[127.0.0.1:33245->127.0.0.1:52370]" -> ("127.0.0.1:33245", "127.0.0.1:52370")."""
+    if "->" not in target or "[" not in target:
+        return None
+    inside = target[target.find("[") + 1:target.rfind("]")]
+    a, _, b = inside.partition("->")
+    if not a or not b:
+        return None
+    norm = lambda s: s.replace("[::ffff:", "").replace("]", "").strip("[")  # noqa: E731
+    return norm(a), norm(b)
+
+
+def collective_peers(rec: Recording, pid: int) -> List[int]:
+    """Traced processes (alive, other than ``pid``) at the other end of pid's connected sockets.
+
+    TCP connections are matched by their reversed endpoints in the other process's fd table
+    (as strace -yy / /proc show them); unix socketpairs "UNIX-STREAM:[a->b]" by inode.
+    """
+    p = rec.processes.get(pid)
+    if p is None or p.info is None:
+        return []
+    mine = []
+    for f in p.info.fds:
+        if f.kind in ("tcp", "unix", "socket"):
+            e = _endpoints(f.target)
+            if e is not None:
+                mine.append(e)
+    if not mine:
+        return []
+    want = {(b, a) for a, b in mine}
+    peer_inodes = {b for _, b in mine if b.isdigit()}
+    out: Set[int] = set()
+    for qpid, q in rec.processes.items():
+        if qpid == pid or q.info is None or q.exited is not None:
+            continue
+        for f in q.info.fds:
+            e = _endpoints(f.target) if f.kind in ("tcp", "unix", "socket") else None
+            if (e is not None and e in want) or (f.inode is not None and str(f.inode) in
+                                                 peer_inodes and f.kind == "unix"):
+                out.add(qpid)
+                break
+    return sorted(out)
+
+
+# --------------------------------------------------------------------------- NVML
+@dataclass
+class GpuStats:
+    """What NVML showed of one GPU during the recording."""
+    gpu: int
+    uuid: str = ""
+    samples: int = 0
+    busy: int = 0                 # samples at or above BUSY_UTIL
+    idle: int = 0                 # samples at or below IDLE_UTIL
+    util_sum: int = 0
+    util_known: int = 0
+    first_ts: Optional[float] = None
+    last_ts: Optional[float] = None
+    mem_used: Optional[int] = None
+    mem_total: Optional[int] = None
+    pids: Set[int] = field(default_factory=set)
+
+    @property
+    def mean_util(self) -> Optional[float]:
+        return self.util_sum / self.util_known if self.util_known else None
+
+    @property
+    def span(self) -> float:
+        if self.first_ts is None or self.last_ts is None:
+            return 0.0
+        return self.last_ts - self.first_ts
+
+
+class GpuAccumulator:
+    """Feeds ``GpuSample`` events into ``GpuStats`` per GPU (memory bounded by GPUs and pids)."""
+
+    def __init__(self) -> None:
+        self.gpus: Dict[int, GpuStats] = {}
+
+    def feed(self, e: ev.Event) -> None:
+        if not isinstance(e, ev.GpuSample):
+            return
+        g = self.gpus.get(e.gpu)
+        if g is None:
+            g = self.gpus[e.gpu] = GpuStats(gpu=e.gpu, uuid=e.uuid)
+        g.samples += 1
+        if g.first_ts is None:
+            g.first_ts = e.ts
+        g.last_ts = e.ts
+        if e.util_pct is not None:
+            g.util_known += 1
+            g.util_sum += e.util_pct
+            if e.util_pct >= BUSY_UTIL:
+                g.busy += 1
+            if e.util_pct <= IDLE_UTIL:
+                g.idle += 1
+        if e.mem_used is not None:
+            g.mem_used, g.mem_total = e.mem_used, e.mem_total
+        if len(g.pids) < 1024:
+            g.pids.update(e.pids)
+
+
+def _mib(n: Optional[int]) -> str:
+    return "?" if n is None else f"{n / 2**20:.0f} MiB"
+
+
+def gpu_findings(gpus: Mapping[int, GpuStats], verdicts: Mapping[int, str],
+                 window: float) -> List[str]:
+    """Report notes from NVML readings and process verdicts ({pid: verdict}).
+
+    A GPU counts for the traced tree when one of its compute pids is traced; when NVML lists no
+    pids at all (containers hide them) every GPU counts. Host progress = any traced process
+    progressing.
+    """
+    notes: List[str] = []
+    progressing = any(v == "progressing" for v in verdicts.values())
+    waiting = [pid for pid, v in verdicts.items() if v in ("busy-waiting", "blocked")]
+    for g in sorted(gpus.values(), key=lambda g: g.gpu):
+        if not g.util_known:
+            continue
+        ours = sorted(p for p in g.pids if p in verdicts)
+        if g.pids and not ours:
+            continue
+        who = f" (used by pid {', '.join(map(str, ours))})" if ours else ""
+        head = (f"GPU {g.gpu}{who} at {g.mean_util:.0f}% utilization on average in "
+                f"{g.util_known} NVML samples over {g.span:.1f} s, {_mib(g.mem_used)} of "
+                f"{_mib(g.mem_total)} used")
+        if g.busy >= MOST * g.util_known and not progressing:
+            notes.append(f"{head}, with no host progress for {window:.0f} s: a kernel that does "
+                         "not finish (or runs far longer than the host expects)")
+        elif g.idle >= MOST * g.util_known and waiting:
+            notes.append(f"{head}: the GPU is idle while the host waits on it: the wait is not "
+                         "for GPU work (a lost launch, an event never recorded, another rank or "
+                         "process), not a slow kernel")
+        else:
+            notes.append(head)
+    return notes
