@@ -101,7 +101,7 @@ def test_ioctl_requests():
                  "0x46, 0x2a, 0x20), 0x7ffed3135b90", 0, None, 0.000365, 1.0)
     assert isinstance(e, ev.IoctlCall)
     assert e.request == (3 << 30) | (0x20 << 16) | (0x46 << 8) | 0x2a == 0xC020462A
-    assert (e.fd, e.fd_kind, e.request_name) == (8, "nvidiactl", None)
+    assert (e.fd, e.fd_kind, e.request_name) == (8, "nvidiactl", "RM_CONTROL")
     t = to_event(1, 1, "ioctl", "1</dev/null<char 1:3>>, TCGETS, 0x7ffe35adc8a0", -1, "ENOTTY",
                  0.0, 1.0)
     assert (t.request, t.request_name, t.fd_kind) == (0x5401, "TCGETS", "null")
@@ -142,3 +142,19 @@ def test_wait_and_plain():
     assert g.fd_kind == "dir"
     b = to_event(1, 1, "brk", "0", 0, None, 0.0, 1.0)
     assert b.fd is None
+
+
+# strace 6.1 puts "(deleted)" after the decoration of an unlinked file (seen here with
+# tempfile.TemporaryFile and O_TMPFILE): the suffix belongs to the fd, not to the next argument.
+@pytest.mark.parametrize("args,first,fd_target", [
+    ('3</tmp/#2148116>(deleted), ""..., 5', "3</tmp/#2148116>(deleted)",
+     "/tmp/#2148116 (deleted)"),
+    ('4</tmp/tmpab12 (x)>(deleted), ""..., 19', "4</tmp/tmpab12 (x)>(deleted)",
+     "/tmp/tmpab12 (x) (deleted)"),
+])
+def test_deleted_file_decoration(args, first, fd_target):
+    from tracer.strace.decode import first_arg, split_args, to_event
+    assert first_arg(args) == first
+    assert split_args(args)[0] == first and len(split_args(args)) == 3
+    e = to_event(1, 1, "write", args, 5, None, 0.1, 1.0)
+    assert (e.fd_kind, e.fd_target, e.nbytes) == ("file", fd_target, 5)

@@ -66,18 +66,29 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
     if name == "ebpf":
         if ebpf_why:
             raise SessionError(f"ebpf backend unavailable: {ebpf_why}")
-        return [EbpfBackend(), proc], "ebpf+proc (kernel tracepoints; /proc for states)"
+        return _with_nvml([EbpfBackend(), proc], "ebpf+proc (kernel tracepoints; /proc for states)")
     strace = StraceBackend()
     strace_why = strace.check()
     if name == "strace":
         if strace_why:
             raise SessionError(f"strace backend unavailable: {strace_why}")
-        return [strace], "strace (ptrace: the target runs slower while traced)"
+        return _with_nvml([strace], "strace (ptrace: the target runs slower while traced)")
     if ebpf_why is None:
-        return [EbpfBackend(), proc], "ebpf+proc (BPF tracepoints load here; /proc for states)"
-    if strace_why is None:
-        return [strace, proc], f"strace+proc (ebpf not usable: {ebpf_why})"
-    return [proc], f"proc (ebpf not usable: {ebpf_why}; strace not usable: {strace_why})"
+        chosen, why = [EbpfBackend(), proc], "ebpf+proc (BPF tracepoints load here; /proc for states)"
+    elif strace_why is None:
+        chosen, why = [strace, proc], f"strace+proc (ebpf not usable: {ebpf_why})"
+    else:
+        chosen, why = [proc], f"proc (ebpf not usable: {ebpf_why}; strace not usable: {strace_why})"
+    return _with_nvml(chosen, why)
+
+
+def _with_nvml(backends: List[Backend], why: str) -> Tuple[List[Backend], str]:
+    """Add GPU sampling through NVML where the machine has it (never a reason to fail)."""
+    from .backends.nvml_backend import NvmlBackend
+    nvml = NvmlBackend()
+    if nvml.check() is None:
+        return backends + [nvml], why + "; nvml for GPU utilization"
+    return backends, why
 
 
 @dataclass

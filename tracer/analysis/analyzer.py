@@ -13,6 +13,7 @@ from .. import events as ev
 from ..report import ProcessReport, Report, ThreadReport
 from ..trace import TraceReader
 from .accumulate import Accumulator, Recording, ThreadStats
+from .gpu_rules import GpuAccumulator, GpuStats, gpu_findings
 from .process_rules import ProcessVerdict, judge_process
 from .thread_rules import NV_RM_CONTROL, ThreadVerdict, current_call_text, judge_thread
 from .tree_rules import judge_tree
@@ -25,21 +26,28 @@ class Analyzer:
                  roots: Optional[List[int]] = None, source: str = "attach") -> None:
         self.acc = Accumulator(start=start, backends=backends, capabilities=capabilities,
                                processes=processes, roots=roots)
+        self.gpu = GpuAccumulator()
         self.source = source
 
     def feed(self, event: ev.Event) -> None:
-        self.acc.feed(event)
+        if type(event) is ev.GpuSample:
+            self.gpu.feed(event)
+        else:
+            self.acc.feed(event)
 
     def feed_all(self, events: Iterable[ev.Event]) -> None:
-        feed = self.acc.feed
+        feed, feed_gpu, gpu_sample = self.acc.feed, self.gpu.feed, ev.GpuSample
         for e in events:
-            feed(e)
+            if type(e) is gpu_sample:
+                feed_gpu(e)
+            else:
+                feed(e)
 
     def report(self, *, end: Optional[float] = None, trace_path: Optional[str] = None,
                truncated: bool = False, extra_notes: Iterable[str] = ()) -> Report:
         rec = self.acc.finish(end, truncated=truncated)
         return build_report(rec, source=self.source, trace_path=trace_path,
-                            extra_notes=list(extra_notes))
+                            extra_notes=list(extra_notes), gpus=self.gpu.gpus)
 
 
 def analyze_trace(path: str) -> Report:
@@ -134,7 +142,8 @@ def _notes(rec: Recording) -> List[str]:
 
 
 def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional[str] = None,
-                 extra_notes: Optional[List[str]] = None) -> Report:
+                 extra_notes: Optional[List[str]] = None,
+                 gpus: Optional[Dict[int, GpuStats]] = None) -> Report:
     pvs: Dict[int, ProcessVerdict] = {}
     thread_reports: Dict[int, List[ThreadReport]] = {}
     for pid in sorted(rec.processes):
@@ -151,6 +160,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         pvs[pid] = judge_process(pid, rec, tvs)
         thread_reports[pid] = reports
     tree = judge_tree(pvs, rec)
+    gpu_notes = gpu_findings(gpus or {}, {pid: pv.verdict for pid, pv in pvs.items()},
+                             rec.window)
     processes = []
     for pid, pv in pvs.items():
         threads = thread_reports[pid]
@@ -167,7 +178,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         processes=processes,
         window={"start": rec.start, "end": rec.end, "duration": round(rec.end - rec.start, 3)},
         backends=rec.backends, source=source, trace_path=trace_path,
-        notes=_notes(rec) + list(extra_notes or []), lost=rec.lost, truncated=rec.truncated)
+        notes=gpu_notes + _notes(rec) + list(extra_notes or []), lost=rec.lost,
+        truncated=rec.truncated)
 
 
 __all__ = ["Analyzer", "analyze_trace", "build_report", "NV_RM_CONTROL"]

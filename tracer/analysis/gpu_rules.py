@@ -22,7 +22,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Set
 
 from .. import events as ev
 from .accumulate import Recording
-from .thread_rules import BUSY, YIELD_MIN_RATE, ThreadContext, ThreadVerdict
+from .verdict import BUSY, YIELD_MIN_RATE, ThreadContext, ThreadVerdict
 
 GPU_FD_KINDS = frozenset({"nvidia", "nvidiactl", "nvidia-uvm"})
 BUSY_UTIL = 90          # percent: the GPU is running a kernel (NVML utilization)

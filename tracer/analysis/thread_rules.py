@@ -10,64 +10,16 @@ tree rules decide whether that is a deadlock), idle, exited, unknown.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
-from .. import events as ev
 from .accumulate import ProcessStats, Recording, ThreadStats
+from .gpu_rules import rule_gpu_yield_wait
 from .roles import helper_kind
-from .waits import CpuUse, Wait, blocking_wait, cpu_use, parse_proc_syscall
+from .waits import blocking_wait, cpu_use, parse_proc_syscall
 
-PROGRESSING, BUSY, BLOCKED, IDLE, EXITED, UNKNOWN = (
-    "progressing", "busy-waiting", "blocked", "idle", "exited", "unknown")
-DEADLOCKED = "deadlocked"
-
-SPIN_CPU = 0.5            # on CPU at least this fraction of the window with nothing to show
-PERIODIC_MIN_WAKEUPS = 3  # timed waits that ran out, at least this many ...
-PERIODIC_MIN_RATE = 0.2   # ... and this often per second
-YIELD_MIN_RATE = 50.0
-NV_RM_CONTROL = 0x2A      # NV_ESC_RM_CONTROL (type 'F' = 0x46), see the nvidia reference
-WAIT_NAMES = frozenset({"futex", "poll", "ppoll", "select", "pselect6", "epoll_wait",
-                        "epoll_pwait", "epoll_pwait2", "nanosleep", "clock_nanosleep",
-                        "sched_yield", "restart_syscall", "rt_sigtimedwait", "rt_sigreturn"})
-
-
-@dataclass
-class ThreadVerdict:
-    verdict: str
-    rule: str
-    evidence: List[str] = field(default_factory=list)
-    wait: Optional[Wait] = None
-    cpu: Optional[CpuUse] = None
-    helper: Optional[str] = None
-    parked: bool = False
-
-    @property
-    def decides(self) -> bool:
-        """Whether this thread may decide its process's verdict (module doc)."""
-        return self.helper is None and not self.parked
-
-
-@dataclass
-class ThreadContext:
-    t: ThreadStats
-    rec: Recording
-    proc: ProcessStats
-    wait: Optional[Wait]
-    cpu: Optional[CpuUse]
-
-    @property
-    def fds(self) -> List[ev.FdInfo]:
-        return self.proc.info.fds if self.proc.info else []
-
-    @property
-    def listening(self) -> List[str]:
-        return self.proc.info.listening if self.proc.info else []
-
-    def rate(self, n: int) -> str:
-        if not self.rec.capabilities.get("timestamps", True):
-            return f"{n} times"
-        return f"{n / self.rec.window:.1f}/s"
+from .verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, NV_RM_CONTROL,  # noqa: F401
+                      PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS, PROGRESSING, SPIN_CPU, UNKNOWN,
+                      WAIT_NAMES, YIELD_MIN_RATE, ThreadContext, ThreadVerdict)
 
 
 def _bytes(n: int) -> str:
@@ -325,7 +277,7 @@ def rule_quiet(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
     rule_exited, rule_wrote_output, rule_process_output, rule_served_connections, rule_varied_work,
-    rule_gpu_spin_wait, rule_yield_loop, rule_cpu_spin, rule_waits_for_input,
+    rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_waits_for_input,
     rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,
 ]
 

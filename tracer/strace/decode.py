@@ -117,12 +117,42 @@ def parse_fd(text: str) -> FdInfo3:
         fd: Optional[int] = int(text[:lt])
     except ValueError:           # AT_FDCWD</srv>: a directory, but not an fd number
         fd = None
+    deleted = text.endswith(">" + _DELETED)
+    if deleted:
+        text = text[:-len(_DELETED)]
     inner = text[lt + 1:-1] if text.endswith(">") else text[lt + 1:]
     kind, target = _classify(inner)  # type: ignore[misc]
-    return fd, kind, target
+    return fd, kind, (target + " (deleted)" if deleted else target)
 
 
 _parse_fd_cached = _Memo(parse_fd).__getitem__
+
+
+_DELETED = "(deleted)"
+
+
+def decoration_end(args: str, lt: int) -> int:
+    """Index of the last character of the fd decoration that opens at ``args[lt] == '<'``.
+
+    Decorations nest (``3</dev/nvidiactl<char 195:255>>``), hold ``->`` between socket ends
+    (``5<TCP:[1.2.3.4:5->6.7.8.9:10]>``), and strace 6 prints an unlinked file
+    as ``3</tmp/#123>(deleted)``: the suffix belongs to the decoration. -1 when unterminated.
+    """
+    depth = 0
+    n = len(args)
+    i = lt
+    while i < n:
+        c = args[i]
+        if c == "<":
+            depth += 1
+        elif c == ">" and args[i - 1] != "-":    # "->" joins socket ends, it closes nothing
+            depth -= 1
+            if depth == 0:
+                if args.startswith(_DELETED, i + 1):
+                    i += len(_DELETED)
+                return i
+        i += 1
+    return -1
 
 
 def first_arg(args: str) -> str:
@@ -131,7 +161,7 @@ def first_arg(args: str) -> str:
     lt = args.find("<")
     if lt < 0 or (0 <= comma < lt):
         return args if comma < 0 else args[:comma]
-    end = args.find(">, ", lt)
+    end = decoration_end(args, lt)
     return args if end < 0 else args[:end + 1]
 
 
@@ -149,14 +179,9 @@ def split_args(args: str) -> List[str]:
         elif c in "]})":
             depth -= 1
         elif c == "<":
-            # skip an fd decoration: ends at the '>' that precedes ", " / "]" / end
-            j = args.find(">, ", i)
-            k = args.find(">]", i)
-            ends = [x for x in (j, k) if x >= 0]
-            if not ends and args.endswith(">"):
-                ends = [n - 1]
-            if ends:
-                i = min(ends) + 1
+            end = decoration_end(args, i)     # skip an fd decoration as a whole
+            if end >= 0:
+                i = end + 1
                 continue
         elif c == '"':
             j = i + 1
