@@ -113,6 +113,30 @@ def _analyze_strace_log(path: str, why: str):
         return report
 
 
+@main.command()
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("--format", "-f", "fmt", required=True, metavar="FORMAT",
+              help="Output format (see --help of the formats available: perfetto, json, dot).")
+@click.option("--output", "-o", metavar="FILE", help="Write here instead of stdout.")
+def export(trace: str, fmt: str, output: Optional[str]) -> None:
+    """Write a saved trace in another tool's format (timelines, graphs, JSON lines)."""
+    from .export import FORMATS, exporter
+    from .trace import TraceError
+    if fmt not in FORMATS:
+        _fail(f"unknown format {fmt!r} (available: {', '.join(sorted(FORMATS)) or 'none'})", 2)
+    try:
+        if output:
+            with open(output, "w") as out:
+                exporter(fmt)(trace, out)
+            click.echo(f"hangtrace: wrote {output}", err=True)
+        else:
+            exporter(fmt)(trace, sys.stdout)
+    except TraceError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{output or 'stdout'}: {exc.strerror or exc}")
+
+
 @main.command("import-strace")
 @click.argument("log", type=click.Path(dir_okay=False))
 @click.option("--output", "-o", metavar="FILE", help="Trace file to write (default: LOG.htrace.gz).")

@@ -17,7 +17,7 @@ import queue
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from . import events as ev
 from . import procfs
@@ -126,8 +126,17 @@ def _final_infos(pids: List[int]) -> List[ev.ProcessInfo]:
     return out
 
 
+# What may run at the end of a recording, after the backends detached and while the target is
+# still in the state it was recorded in: it reads what it needs (memory, stacks) and returns
+# events for the trace. ``probe(pids, analyzer)``; a probe that fails is reported, not fatal.
+EndProbe = Callable[[List[int], Analyzer], List[ev.Event]]
+
+
 def record(roots: List[int], backends: List[Backend], *, duration: float, output: str,
-           on_tick: Optional[Callable[[float], None]] = None) -> Recorded:
+           on_tick: Optional[Callable[[float, Analyzer], None]] = None,
+           end_probes: Sequence[EndProbe] = ()) -> Recorded:
+    """Record (module doc). ``on_tick(elapsed_s, analyzer)`` runs about 4 times a second in
+    this thread (a live view asks the analyzer for a provisional report there)."""
     from .backends.proc_backend import initial_process_infos
     all_pids = sorted(set(roots) | set(procfs.descendants(roots)))
     targets = TargetSet(roots)
@@ -179,8 +188,8 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                 pass
             if now >= next_alive_check:
                 next_alive_check = now + 0.25
-                if on_tick is not None:
-                    on_tick(now - (deadline - duration))
+                if on_tick is not None and analyzer is not None:
+                    on_tick(now - (deadline - duration), analyzer)
                 if not any(_running(p) for p in targets.pids()):
                     reason = "targets-exited"
                     break
@@ -200,6 +209,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                     break
             for info in _final_infos(targets.pids()):
                 take(info)
+            errors.extend(_run_probes(end_probes, targets.pids(), analyzer, take))
         finally:
             end = time.time()
             if writer is None:      # a backend failed to start: still leave a readable trace
@@ -216,6 +226,20 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     assert analyzer is not None
     report = analyzer.report(end=end, trace_path=output, extra_notes=notes + errors)
     return Recorded(report=report, trace_path=output, reason=reason, errors=errors)
+
+
+def _run_probes(probes: Sequence[EndProbe], pids: List[int], analyzer: Optional[Analyzer],
+                take: Callable[[ev.Event], None]) -> List[str]:
+    errors: List[str] = []
+    if analyzer is None:
+        return errors
+    for probe in probes:
+        try:
+            for e in probe(pids, analyzer):
+                take(e)
+        except Exception as exc:  # a probe is extra evidence; never lose the recording for it
+            errors.append(f"{getattr(probe, '__name__', 'probe')}: {exc}")
+    return errors
 
 
 def _stop_all(backends: List[Backend]) -> List[str]:
