@@ -1,0 +1,197 @@
+"""Reading strace's argument text: fd decorations and top-level argument splitting.
+
+Contract (pure functions, bounded memo caches only):
+- ``parse_fd(text) -> (fd, kind, target)`` reads an fd argument as strace prints it, with or
+  without -y/-yy decoration (``3</dev/nvidiactl<char 195:255>>``, ``16<anon_inode:[eventfd]>``,
+  ``5<TCP:[127.0.0.1:8000->127.0.0.1:5000]>``, ``3</tmp/#12>(deleted)``, plain ``3``); kind is
+  one of events.py's fd kinds.
+- ``first_arg`` / ``split_args`` cut argument text at top-level ", " without splitting inside
+  structs, arrays, strings or fd decorations.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, List, Optional, Tuple
+
+__all__ = ["FdInfo3", "parse_fd", "classify_target", "decoration_end", "first_arg",
+           "split_args", "memo"]
+
+FdInfo3 = Tuple[Optional[int], Optional[str], Optional[str]]
+
+_CACHE_MAX = 4096
+
+
+class _Memo(dict):
+    """A bounded memo for a pure str -> value function: ``memo[text]``. Hits are a plain dict
+    lookup (the same fd, futex op or poll set recurs millions of times in a log)."""
+
+    def __init__(self, fn: Callable[[str], object]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def __missing__(self, text: str) -> object:
+        if len(self) >= _CACHE_MAX:
+            self.clear()
+        v = self[text] = self.fn(text)
+        return v
+
+
+def memo(fn: Callable[[str], object]) -> Callable[[str], object]:
+    """Decorator form of ``_Memo`` for the public helpers (callable like the function)."""
+    return _Memo(fn).__getitem__
+
+
+# --------------------------------------------------------------------------- fds
+_ANON_KINDS = {"eventfd": "eventfd", "eventpoll": "epoll", "timerfd": "timerfd",
+               "signalfd": "signalfd", "pidfd": "pidfd", "inotify": "inotify"}
+_NVIDIA_N = re.compile(r"/dev/nvidia\d+$")
+
+
+def classify_target(target: str) -> Tuple[Optional[str], str]:
+    """Kind of an fd from its -y/-yy decoration text (without the outer ``<>``)."""
+    # -yy appends the device numbers: "/dev/nvidiactl<char 195:255>", "/dev/sda<block 8:0>".
+    dev = False
+    if target.endswith(">"):
+        i = target.rfind("<")
+        if i > 0 and (target.startswith("char ", i + 1) or target.startswith("block ", i + 1)):
+            target = target[:i]
+            dev = True
+    if target.startswith("/"):
+        if target.startswith("/dev/"):
+            if target == "/dev/nvidiactl":
+                return "nvidiactl", target
+            if target.startswith("/dev/nvidia-uvm"):
+                return "nvidia-uvm", target
+            if _NVIDIA_N.match(target):
+                return "nvidia", target
+            if target == "/dev/null":
+                return "null", target
+            if (target.startswith("/dev/pts/") or target.startswith("/dev/tty")
+                    or target == "/dev/console" or target == "/dev/ptmx"):
+                return "tty", target
+            return "dev", target
+        if dev:
+            return "dev", target
+        if target.startswith("/memfd:"):
+            return "anon", target
+        return "file", target
+    colon = target.find(":")
+    if colon > 0:
+        proto = target[:colon]
+        if proto == "anon_inode":
+            inner = target[colon + 1:].strip("[]")
+            return _ANON_KINDS.get(inner, "anon"), target
+        if proto == "pipe":
+            return "pipe", target
+        if proto == "socket":
+            return "socket", target
+        if proto.startswith("TCP"):
+            return "tcp", target
+        if proto.startswith("UDP"):
+            return "udp", target
+        if proto.startswith("UNIX"):
+            return "unix", target
+        if proto.startswith("NETLINK"):
+            return "netlink", target
+        if target[colon + 1:colon + 2] == "[":   # PACKET:[..], RAW:[..], other socket families
+            return "socket", target
+    return "anon", target
+
+
+_classify = _Memo(classify_target).__getitem__
+
+
+def parse_fd(text: str) -> FdInfo3:
+    """``"3</dev/nvidiactl<char 195:255>>"`` -> (3, "nvidiactl", "/dev/nvidiactl")."""
+    text = text.strip()
+    lt = text.find("<")
+    if lt < 0:
+        try:
+            return int(text), None, None
+        except ValueError:
+            return None, None, None
+    try:
+        fd: Optional[int] = int(text[:lt])
+    except ValueError:           # AT_FDCWD</srv>: a directory, but not an fd number
+        fd = None
+    deleted = text.endswith(">" + _DELETED)
+    if deleted:
+        text = text[:-len(_DELETED)]
+    inner = text[lt + 1:-1] if text.endswith(">") else text[lt + 1:]
+    kind, target = _classify(inner)  # type: ignore[misc]
+    return fd, kind, (target + " (deleted)" if deleted else target)
+
+
+_parse_fd_cached = _Memo(parse_fd).__getitem__
+
+
+_DELETED = "(deleted)"
+
+
+def decoration_end(args: str, lt: int) -> int:
+    """Index of the last character of the fd decoration that opens at ``args[lt] == '<'``.
+
+    Decorations nest (``3</dev/nvidiactl<char 195:255>>``), hold ``->`` between socket ends
+    (``5<TCP:[1.2.3.4:5->6.7.8.9:10]>``), and strace 6 prints an unlinked file
+    as ``3</tmp/#123>(deleted)``: the suffix belongs to the decoration. -1 when unterminated.
+    """
+    depth = 0
+    n = len(args)
+    i = lt
+    while i < n:
+        c = args[i]
+        if c == "<":
+            depth += 1
+        elif c == ">" and args[i - 1] != "-":    # "->" joins socket ends, it closes nothing
+            depth -= 1
+            if depth == 0:
+                if args.startswith(_DELETED, i + 1):
+                    i += len(_DELETED)
+                return i
+        i += 1
+    return -1
+
+
+def first_arg(args: str) -> str:
+    """The first argument's text; a decorated fd may contain ", " and "->" inside its ``<>``."""
+    comma = args.find(", ")
+    lt = args.find("<")
+    if lt < 0 or (0 <= comma < lt):
+        return args if comma < 0 else args[:comma]
+    end = decoration_end(args, lt)
+    return args if end < 0 else args[:end + 1]
+
+
+def split_args(args: str) -> List[str]:
+    """Split argument text on top-level ", " (not inside [], {}, () or fd ``<...>``)."""
+    out: List[str] = []
+    depth = 0
+    start = 0
+    i = 0
+    n = len(args)
+    while i < n:
+        c = args[i]
+        if c in "[{(":
+            depth += 1
+        elif c in "]})":
+            depth -= 1
+        elif c == "<":
+            end = decoration_end(args, i)     # skip an fd decoration as a whole
+            if end >= 0:
+                i = end + 1
+                continue
+        elif c == '"':
+            j = i + 1
+            while j < n and args[j] != '"':
+                j += 2 if args[j] == "\\" else 1
+            i = j + 1
+            continue
+        elif c == "," and depth == 0 and args.startswith(", ", i):
+            out.append(args[start:i])
+            start = i + 2
+            i += 2
+            continue
+        i += 1
+    if start < n or out:
+        out.append(args[start:])
+    return out
