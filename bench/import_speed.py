@@ -1,12 +1,16 @@
 """Benchmark: import a realistic 1,000,000-line ``strace -f -ttt -T -yy`` log.
 
-Usage: python bench/import_speed.py [--lines N] [--keep DIR] [--gz]
+Usage: python bench/import_speed.py [--lines N] [--keep DIR] [--gz] [--workers N] [--sequential]
 
 The generated log mimics an LLM server worker: a main thread writing logs and issuing
 NVIDIA ioctls, a CUDA event-handler thread polling /dev/nvidia0 fds with a 100 ms timeout,
 an asyncio thread in epoll_wait on TCP sockets, worker threads in futex waits (many as
 unfinished/resumed pairs), socket reads, and a few threads parked forever. Prints lines/s,
-wall time, CPU time (wall is noisy on a shared machine) and the peak RSS of this process (ru_maxrss).
+wall time, CPU time of this process and of the import workers (wall is noisy on a shared
+machine) and the peak RSS of this process and of the largest worker (ru_maxrss).
+``--workers 1`` (or ``--sequential``) is the single-process import; the default shards a log
+this large over min(2, cpus) workers (tracer/import_parallel.py); ``--sequential`` with the
+default also runs the sharded import after the sequential one, on the same log.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import resource
 import sys
 import tempfile
 import time
+from typing import Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -95,11 +100,33 @@ def generate(path: str, n_lines: int, seed: int = 1) -> None:
             f.write("\n".join(out) + "\n")
 
 
+def _import(log: str, out: str, workers: Optional[int]) -> None:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t1 = time.perf_counter()
+    c1 = time.process_time()
+    res = import_strace(log, out, workers=workers)
+    wall = time.perf_counter() - t1
+    cpu = time.process_time() - c1
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    child_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    how = "sequential" if workers == 1 else f"workers={workers or 'auto'}"
+    print(f"{how}: imported {res.lines:,} lines -> {res.events:,} events in {wall:.2f} s wall "
+          f"({res.lines / wall:,.0f} lines/s); CPU {cpu:.2f} s here + {child_cpu:.2f} s in "
+          f"workers = {cpu + child_cpu:.2f} s; unparsed {res.unparsed}; "
+          f"trace {os.path.getsize(out) / 1e6:.0f} MB; peak RSS {rss:.0f} MB here, "
+          f"{after.ru_maxrss / 1024:.0f} MB largest worker")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--keep", help="directory to keep the log and trace in")
     ap.add_argument("--gz", action="store_true", help="write a gzip trace (.htrace.gz)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="import workers (default: automatic; 1: sequential)")
+    ap.add_argument("--sequential", action="store_true",
+                    help="also time the sequential import first (before/after)")
     a = ap.parse_args()
     d = a.keep or tempfile.mkdtemp(prefix="hangtrace-bench-")
     os.makedirs(d, exist_ok=True)
@@ -109,14 +136,9 @@ def main() -> None:
     generate(log, a.lines)
     t1 = time.perf_counter()
     print(f"generated {a.lines:,} lines ({os.path.getsize(log) / 1e6:.0f} MB) in {t1 - t0:.1f} s")
-    c1 = time.process_time()
-    res = import_strace(log, out)
-    t2 = time.perf_counter()
-    cpu = time.process_time() - c1
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"imported {res.lines:,} lines -> {res.events:,} events in {t2 - t1:.2f} s "
-          f"({res.lines / (t2 - t1):,.0f} lines/s, CPU {cpu:.2f} s); unparsed {res.unparsed}; "
-          f"trace {os.path.getsize(out) / 1e6:.0f} MB; peak RSS {rss:.0f} MB")
+    if a.sequential and a.workers != 1:
+        _import(log, out, 1)
+    _import(log, out, a.workers)
     if not a.keep:
         os.unlink(log)
         os.unlink(out)

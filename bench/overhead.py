@@ -5,7 +5,10 @@ Compiles sysloop.c (gcc -O2), then runs it with N iterations (default 1,000,000:
 (proc, ebpf, strace), REPS times each, in one run. A backend is attached through the backend
 API (start/stop) to a target that waits on a pipe, so attach time is not counted in the loop's
 time; the eBPF backend's attach (BCC compile + load + attach) is measured separately.
-Prints a table of median wall times and ratios vs untraced.
+Prints a table of median wall times and ratios vs untraced, the target's median CPU time
+(user+sys from wait4's rusage: the probes run inside its syscalls, and CPU time is less
+disturbed than wall time by other work on the machine), the fastest run, and the load average
+before and after (a loaded machine makes every ratio noisy: repeat with more --reps).
 
     sudo .venv/bin/python bench/overhead.py [--iterations N] [--reps R] [--backends ...]
 """
@@ -33,7 +36,8 @@ def build(out_dir: str) -> str:
 
 
 def run_once(exe: str, n: int, make: Optional[Callable[[], Backend]]) -> tuple:
-    """(loop seconds, attach seconds) of one run; the target waits for a byte on stdin."""
+    """(loop seconds, attach seconds, target CPU seconds) of one run; the target waits for a
+    byte on stdin."""
     r, w = os.pipe()
     # "read" blocks until we write: the backend attaches to a shell that then execs sysloop.
     p = subprocess.Popen(["sh", "-c", f'read x; exec "$0" {n}', exe], stdin=r,
@@ -49,8 +53,10 @@ def run_once(exe: str, n: int, make: Optional[Callable[[], Backend]]) -> tuple:
             time.sleep(0.2)
         t0 = time.monotonic()
         os.write(w, b"\n")
-        p.wait()
+        _, status, ru = os.wait4(p.pid, 0)
         loop = time.monotonic() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        cpu = ru.ru_utime + ru.ru_stime
     finally:
         os.close(w)
         if backend is not None:
@@ -58,7 +64,7 @@ def run_once(exe: str, n: int, make: Optional[Callable[[], Backend]]) -> tuple:
         if p.poll() is None:
             p.kill()
             p.wait()
-    return loop, attach
+    return loop, attach, cpu
 
 
 def backends() -> Dict[str, Callable[[], Backend]]:
@@ -78,25 +84,36 @@ def main(argv: Optional[List[str]] = None) -> int:
     with tempfile.TemporaryDirectory() as d:
         exe = build(d)
         rows: Dict[str, List[float]] = {"untraced": []}
+        cpus: Dict[str, List[float]] = {"untraced": []}
         attach: Dict[str, List[float]] = {}
+        load0 = os.getloadavg()
         for _ in range(a.reps):
-            rows["untraced"].append(run_once(exe, a.iterations, None)[0])
+            loop, _, cpu = run_once(exe, a.iterations, None)
+            rows["untraced"].append(loop)
+            cpus["untraced"].append(cpu)
             for name in a.backends:
                 why = table[name]().check()
                 if why:
                     print(f"{name}: skipped ({why})", file=sys.stderr)
                     continue
-                loop, att = run_once(exe, a.iterations, table[name])
+                loop, att, cpu = run_once(exe, a.iterations, table[name])
                 rows.setdefault(name, []).append(loop)
+                cpus.setdefault(name, []).append(cpu)
                 attach.setdefault(name, []).append(att)
+        load1 = os.getloadavg()
     base = statistics.median(rows["untraced"])
-    print(f"sysloop {a.iterations:,} iterations, median of {a.reps} runs")
-    print(f"{'backend':<10}{'wall s':>10}{'ratio':>9}{'attach s':>10}  runs")
+    cbase = statistics.median(cpus["untraced"])
+    fbase = min(rows["untraced"])
+    print(f"sysloop {a.iterations:,} iterations, median of {a.reps} runs; "
+          f"{os.cpu_count()} CPUs, load average {load0[0]:.2f} before, {load1[0]:.2f} after")
+    print(f"{'backend':<10}{'wall s':>9}{'ratio':>8}{'cpu s':>8}{'ratio':>8}{'min s':>8}"
+          f"{'ratio':>8}{'attach s':>10}  runs (wall s)")
     for name, times in rows.items():
-        med = statistics.median(times)
+        med, cpu, fast = statistics.median(times), statistics.median(cpus[name]), min(times)
         att = f"{statistics.median(attach[name]):.2f}" if name in attach else "-"
         runs = " ".join(f"{t:.3f}" for t in times)
-        print(f"{name:<10}{med:>10.3f}{med / base:>8.2f}x{att:>10}  {runs}")
+        print(f"{name:<10}{med:>9.3f}{med / base:>7.2f}x{cpu:>8.3f}{cpu / cbase:>7.2f}x"
+              f"{fast:>8.3f}{fast / fbase:>7.2f}x{att:>10}  {runs}")
     return 0
 
 

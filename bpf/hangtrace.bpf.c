@@ -3,27 +3,37 @@
  * Contract (the Python half is tracer/backends/ebpf_backend.py; shared layout: hangtrace.h):
  *  - Tracepoints only (no kprobes: the kernels we run on may have none, and tracepoint
  *    argument layouts come from the running kernel's tracefs format files, so this compiles
- *    against another kernel's headers): raw_syscalls:sys_enter/sys_exit,
+ *    against another kernel's headers): the raw tracepoints sys_enter/sys_exit (their
+ *    arguments are the registers, struct pt_regs, whose layout is the architecture's ABI),
  *    sched:sched_process_fork/exec/exit, sched:sched_switch.
  *  - Only threads of the processes in "targets" (a tgid set) are looked at. Userspace fills it
  *    with the tree at attach; the fork tracepoint adds children IN THE KERNEL, before the child
  *    runs its first instruction, so no syscall of a new process is missed (a userspace poll
  *    would race with the child's first calls); exit removes the tgid when the group is dead.
- *  - Every syscall of a target thread is counted per (tid, nr) with its time ("aggr"). Calls
+ *  - Every syscall of a target thread is counted per (tid, nr) with its time (a per-thread
+ *    cache in "threads", flushed to "aggr" when a slot changes hands and at exit). Calls
  *    of the kinds in hangtrace.h (futex, poll family, writes, reads, ioctl, waits, yield,
  *    sleeps, accept) are also streamed one by one on the ring buffer, at most HT_RATE_MAX per
- *    thread per 100 ms; the rest of them are counted (dropped, HT_C_RATE_LIMITED). Ring buffer
- *    overflow is counted in HT_C_RINGBUF_FULL, never silent.
+ *    thread per 100 ms; the rest of them are counted (ht_agg.dropped, summed by userspace).
+ *    Ring buffer overflow is counted in HT_C_RINGBUF_FULL, never silent.
  *  - Nothing from a user buffer is ever copied: only syscall arguments, timeouts (struct
  *    timespec/timeval), the first pollfd fds, NVIDIA RM control cmd / alloc class (u32 fields
  *    of the ioctl parameter struct) and clone3's flags.
  */
 #include "hangtrace.h"
 
-BPF_HASH(targets, u32, u8, HT_MAX_TARGETS);
+#ifndef HT_PID_MAX
+#define HT_PID_MAX 4194304   /* set by userspace from /proc/sys/kernel/pid_max */
+#endif
+
+/* tgid -> 1 for a followed process: an array indexed by tgid (pids are < pid_max). */
+BPF_ARRAY(targets, u8, HT_PID_MAX);
 BPF_HASH(threads, u32, struct ht_thread, HT_MAX_THREADS);
 BPF_HASH(aggr, struct ht_agg_key, struct ht_agg, HT_MAX_AGG);
 BPF_ARRAY(kinds, u32, HT_MAX_NR);
+/* One all-zero struct ht_thread, never written: the value new entries are inserted with
+ * (at 592 bytes, a zeroed copy on the BPF stack would not fit beside struct pt_regs). */
+BPF_ARRAY(zero_thread, struct ht_thread, 1);
 BPF_ARRAY(counters, u64, HT_NCOUNTERS);
 BPF_RINGBUF_OUTPUT(events, HT_RINGBUF_PAGES);
 
@@ -154,112 +164,218 @@ static __always_inline void decode_enter(struct ht_thread *t, u32 kind)
     }
 }
 
-TRACEPOINT_PROBE(raw_syscalls, sys_enter)
+/* The head of the kernel's struct pt_regs, the first argument of the raw sys_enter/sys_exit
+ * tracepoints. Declared here rather than taken from <linux/ptrace.h>: that header drags in
+ * half the kernel's (another kernel's) headers and more than doubles the compile time of
+ * the attach. The layout is the architecture's ABI (x86_64: the order of ptrace's
+ * user_regs_struct; arm64: user_pt_regs followed by orig_x0, syscallno). Syscall arguments:
+ * x86_64 di, si, dx, r10, r8, r9 (r10, not cx: the syscall instruction clobbers rcx); arm64
+ * x0..x5, and x0 is still the first argument at enter (it becomes the result at exit). */
+#if defined(bpf_target_x86)
+struct ht_regs {
+    u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax;
+};
+#define HT_ARGS(r) {(r).di, (r).si, (r).dx, (r).r10, (r).r8, (r).r9}
+#define HT_NR(r) ((s32)(r).orig_ax)
+#elif defined(bpf_target_arm64)
+struct ht_regs {
+    u64 regs[31];
+    u64 sp, pc, pstate, orig_x0;
+    s32 syscallno;
+    u32 unused2;
+};
+#define HT_ARGS(r) {(r).regs[0], (r).regs[1], (r).regs[2], (r).regs[3], (r).regs[4], (r).regs[5]}
+#define HT_NR(r) ((r).syscallno)
+#else
+#error "hangtrace.bpf.c: struct ht_regs is only declared for x86_64 and arm64"
+#endif
+
+/* The cheap test every syscall and context switch of the machine pays first: an array lookup
+ * (the verifier inlines it, no helper call), not a hash lookup. */
+static __always_inline int is_target(u32 tgid)
+{
+    u8 *v = targets.lookup(&tgid);
+    return v && *v;
+}
+
+/* One count into the thread's cache slot; a slot held by another nr goes to "aggr" first. */
+static __always_inline void flush_slot(struct ht_thread *t, u32 tid, u32 s)
+{
+    s &= HT_AGG_SLOTS - 1;
+    if (t->c_count[s] == 0 && t->c_dropped[s] == 0)
+        return;
+    struct ht_agg_key key = {.tid = tid, .nr = (u32)t->c_nr[s]};
+    struct ht_agg *ag = aggr.lookup(&key);
+    if (!ag) {
+        struct ht_agg zero = {};
+        zero.tgid = t->tgid;
+        aggr.insert(&key, &zero);   /* fails (EEXIST) only if another CPU raced us: fine */
+        ag = aggr.lookup(&key);
+    }
+    if (ag) {
+        /* Only the thread itself flushes its own keys, one CPU at a time: no atomics. */
+        ag->count += t->c_count[s];
+        ag->total_ns += t->c_ns[s];
+        ag->dropped += t->c_dropped[s];
+    } else {
+        bump(HT_C_AGG_FULL);
+    }
+    t->c_count[s] = 0;
+    t->c_ns[s] = 0;
+    t->c_dropped[s] = 0;
+}
+
+static __always_inline void count(struct ht_thread *t, u32 tid, u32 slot, s32 nr, u64 dur,
+                                  u32 dropped)
+{
+    u32 s = slot & (HT_AGG_SLOTS - 1);
+    if (t->c_nr[s] != nr) {
+        flush_slot(t, tid, s);
+        t->c_nr[s] = nr;
+    }
+    t->c_count[s] += 1;
+    t->c_ns[s] += dur;
+    t->c_dropped[s] += dropped;
+}
+
+static __always_inline u32 kind_of(s32 nr)
+{
+    u32 kv = HT_K_NONE | ((HT_AGG_SLOTS - 1) << HT_SLOT_SHIFT);   /* nr out of the table */
+    if (nr >= 0 && nr < HT_MAX_NR) {
+        u32 k = nr;
+        u32 *kp = kinds.lookup(&k);
+        if (kp)
+            kv = *kp;
+    }
+    return kv;
+}
+
+/* Raw tracepoints, not the raw_syscalls trace events: a trace event program first has the
+ * kernel build a perf record of the event's fields (perf_trace_buf_alloc, all six arguments
+ * copied), for every syscall of every process once attached; a raw tracepoint program is
+ * called directly with the tracepoint's own arguments, (struct pt_regs *, long id) at enter,
+ * (struct pt_regs *, long ret) at exit. Measured on sysloop: the empty trace event pair costs
+ * about 0.6x of an untraced syscall, the empty raw pair about 0.1x. The registers are read
+ * (one bpf_probe_read_kernel) only for the calls whose arguments are used. */
+RAW_TRACEPOINT_PROBE(sys_enter)
 {
     u64 id = bpf_get_current_pid_tgid();
     u32 tgid = id >> 32, tid = (u32)id;
-    /* The tgid test comes first: it is the one lookup every syscall of the machine pays. */
-    if (!targets.lookup(&tgid))
+    if (!is_target(tgid))
         return 0;
-    u64 now = bpf_ktime_get_ns();
     struct ht_thread *t = threads.lookup(&tid);
     if (!t) {
         /* A thread userspace did not list at attach (born between its scan and the attach of
-         * the fork tracepoint). It is running this very instant: on CPU since now. */
-        struct ht_thread fresh = {};
-        fresh.tgid = tgid;
-        fresh.flags = HT_T_ON_CPU;
-        fresh.last_in_ns = now;
-        if (threads.insert(&tid, &fresh) != 0) {
+         * the fork tracepoint). It is running this very instant: on CPU since now. Only this
+         * CPU touches the entry while the thread runs here, so it is filled in after the
+         * insert. */
+        u32 z = 0;
+        struct ht_thread *zero = zero_thread.lookup(&z);
+        if (!zero)
+            return 0;
+        if (threads.insert(&tid, zero) != 0) {
             bump(HT_C_THREADS_FULL);
             return 0;
         }
         t = threads.lookup(&tid);
         if (!t)
             return 0;
+        t->tgid = tgid;
+        t->flags = HT_T_ON_CPU;
+        t->last_in_ns = bpf_ktime_get_ns();
     }
-    s32 nr = (s32)args->id;
-    u32 kind = 0;
-    if (nr >= 0 && nr < HT_MAX_NR) {
-        u32 k = nr;
-        u32 *kp = kinds.lookup(&k);
-        if (kp)
-            kind = *kp;
-    }
+    s32 nr = (s32)ctx->args[1];
+    u32 kv = kind_of(nr);
+    u32 kind = kv & HT_KIND_MASK;
     /* An enter while IN_CALL is already set means the previous call never reported its exit:
      * exit/exit_group (the thread is gone before any exit), a successful execve by another
-     * thread (its enter was recorded under its old tid), or rt_sigreturn on some paths. The
-     * new call simply replaces it. */
+     * thread (its enter was recorded under its old tid). The new call simply replaces it. */
     t->flags |= HT_T_IN_CALL;
     t->nr = nr;
-    t->enter_ns = now;
     t->kind = kind;
+    t->slot = kv >> HT_SLOT_SHIFT;
     t->cflags = 0;
+    /* bpf_ktime_get_ns costs as much as the rest of this program (about 40 ns in a KVM guest),
+     * so a call that is only counted does not read the clock: enter_ns = 0 means "not timed"
+     * and sched_switch sets it when the call first leaves the CPU (it blocked: from then on
+     * it is a wait, and the wait is what the analyzer needs the start of). */
+    t->enter_ns = 0;
+    if (kind == HT_K_NONE)
+        return 0;   /* counted at exit; its arguments are never used */
+    if (kind <= HT_K_STREAMED_MAX && t->win_count >= HT_RATE_MAX) {
+        /* Over the stream budget: counted only, arguments not read (if it is still in flight
+         * at stop, userspace takes them from /proc/PID/task/TID/syscall). Whether a new window
+         * has begun needs the clock, but only once per scheduler tick: jiffies (one load) says
+         * when the tick has moved, so a flood reads the clock at most HZ times a second and a
+         * thread that went quiet gets its budget back at its first call one tick later. */
+        u64 j = bpf_jiffies64();
+        if (j == t->win_jiffies) {
+            t->cflags = HT_F_DROPPED;
+            return 0;
+        }
+        t->win_jiffies = j;
+    }
+    u64 now = bpf_ktime_get_ns();
+    if (kind <= HT_K_STREAMED_MAX) {
+        if (now - t->win_start_ns >= HT_RATE_WINDOW_NS) {
+            t->win_start_ns = now;
+            t->win_count = 0;
+        }
+        if (t->win_count >= HT_RATE_MAX) {
+            t->cflags = HT_F_DROPPED;
+            return 0;
+        }
+        t->win_count += 1;
+    }
+    t->enter_ns = now;
+    struct ht_regs regs = {};
+    bpf_probe_read_kernel(&regs, sizeof(regs), (void *)ctx->args[0]);
+    u64 a[6] = HT_ARGS(regs);
     t->aux = 0;
 #pragma unroll
     for (int i = 0; i < 6; i++)
-        t->args[i] = args->args[i];
-    if (kind != HT_K_NONE)
-        decode_enter(t, kind);
+        t->args[i] = a[i];
+    decode_enter(t, kind);
     return 0;
 }
 
-static __always_inline void count(u32 tid, u32 tgid, s32 nr, u64 dur, u32 dropped)
-{
-    struct ht_agg_key key = {.tid = tid, .nr = (u32)nr};
-    struct ht_agg *ag = aggr.lookup(&key);
-    if (!ag) {
-        struct ht_agg zero = {};
-        zero.tgid = tgid;
-        aggr.insert(&key, &zero);   /* fails (EEXIST) only if another CPU raced us: fine */
-        ag = aggr.lookup(&key);
-        if (!ag) {
-            bump(HT_C_AGG_FULL);
-            return;
-        }
-    }
-    /* Only the thread itself updates its own keys, one CPU at a time: no atomics needed. */
-    ag->count += 1;
-    ag->total_ns += dur;
-    ag->dropped += dropped;
-}
-
-TRACEPOINT_PROBE(raw_syscalls, sys_exit)
+RAW_TRACEPOINT_PROBE(sys_exit)
 {
     u64 id = bpf_get_current_pid_tgid();
     u32 tgid = id >> 32, tid = (u32)id;
-    if (!targets.lookup(&tgid))
+    if (!is_target(tgid))
         return 0;
     struct ht_thread *t = threads.lookup(&tid);
     if (!t)
         return 0;
-    u64 now = bpf_ktime_get_ns();
-    s32 nr = (s32)args->id;
     t->flags |= HT_T_SEEN;
-    if (!(t->flags & HT_T_IN_CALL) || t->nr != nr) {
+    if (!(t->flags & HT_T_IN_CALL)) {
         /* The exit of a call entered before the attach (the thread was blocked in it when we
-         * arrived): count it, its duration is unknown. */
-        count(tid, tgid, nr, 0, 0);
+         * arrived), or of one whose enter the kernel did not report (seccomp or ptrace skipped
+         * it): count it, its duration is unknown. Its nr is only in the registers. The nr
+         * recorded at enter is trusted otherwise: rt_sigreturn, for one, exits with orig_ax
+         * already reset to -1 by the restored frame. */
+        struct ht_regs regs = {};
+        s32 nr = -1;
+        if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)ctx->args[0]) == 0)
+            nr = HT_NR(regs);
+        count(t, tid, kind_of(nr) >> HT_SLOT_SHIFT, nr, 0, 0);
         return 0;
     }
     t->flags &= ~HT_T_IN_CALL;
-    u64 dur = now - t->enter_ns;
+    s32 nr = t->nr;
     u32 kind = t->kind;
-    if (kind == HT_K_NONE || kind > HT_K_STREAMED_MAX) {
-        count(tid, tgid, nr, dur, 0);
+    if (kind == HT_K_NONE || kind > HT_K_STREAMED_MAX || (t->cflags & HT_F_DROPPED)) {
+        /* Counted only. Its time is known only if it blocked (enter_ns set by sched_switch,
+         * and then the clock read is cheap next to the context switches): ht_agg.total_ns
+         * of such calls is the time they spent blocked, not their full duration. */
+        u64 dur = t->enter_ns ? bpf_ktime_get_ns() - t->enter_ns : 0;
+        count(t, tid, t->slot, nr, dur, (t->cflags & HT_F_DROPPED) ? 1 : 0);
         return 0;
     }
-    if (now - t->win_start_ns >= HT_RATE_WINDOW_NS) {
-        t->win_start_ns = now;
-        t->win_count = 0;
-    }
-    if (t->win_count >= HT_RATE_MAX) {
-        count(tid, tgid, nr, dur, 1);
-        bump(HT_C_RATE_LIMITED);
-        return 0;
-    }
-    t->win_count += 1;
-    count(tid, tgid, nr, dur, 0);
+    u64 now = bpf_ktime_get_ns();
+    u64 dur = now - t->enter_ns;
+    count(t, tid, t->slot, nr, dur, 0);
     struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
     if (!e) {
         bump(HT_C_RINGBUF_FULL);
@@ -269,7 +385,7 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
     e->tgid = tgid;
     e->tid = tid;
     e->nr = nr;
-    e->ret = args->ret;
+    e->ret = (s64)ctx->args[1];
     e->enter_ns = t->enter_ns;
     e->exit_ns = now;
 #pragma unroll
@@ -292,11 +408,16 @@ TRACEPOINT_PROBE(sched, sched_switch)
 {
     u32 prev = args->prev_pid, next = args->next_pid;
     u64 now = bpf_ktime_get_ns();
-    struct ht_thread *t = threads.lookup(&prev);
+    struct ht_thread *t = NULL;
+    /* prev is current here (the switch has not happened yet): its tgid filters it cheaply */
+    if (is_target(bpf_get_current_pid_tgid() >> 32))
+        t = threads.lookup(&prev);
     if (t && (t->flags & HT_T_ON_CPU)) {
         t->on_cpu_ns += now - t->last_in_ns;
         t->flags &= ~HT_T_ON_CPU;
     }
+    if (t && (t->flags & HT_T_IN_CALL) && t->enter_ns == 0)
+        t->enter_ns = now;   /* an untimed call leaves the CPU: it blocks from now (sys_enter) */
     t = threads.lookup(&next);
     if (t) {
         t->last_in_ns = now;
@@ -313,7 +434,7 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
 {
     u64 id = bpf_get_current_pid_tgid();
     u32 ptgid = id >> 32, ptid = (u32)id;
-    if (!targets.lookup(&ptgid))
+    if (!is_target(ptgid))
         return 0;
     u32 child = args->child_pid;
     u32 flags = HT_F_NEW_PROCESS;
@@ -334,10 +455,17 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
         if (targets.update(&ctgid, &one) != 0)
             bump(HT_C_TARGETS_FULL);
     }
-    struct ht_thread fresh = {};
-    fresh.tgid = ctgid;   /* not on CPU yet: its first sched_switch in starts the clock */
-    if (threads.update(&child, &fresh) != 0)
+    /* not on CPU yet: its first sched_switch in starts the clock. The child does not run
+     * before this returns, so its entry is filled in after the insert. */
+    u32 z = 0;
+    struct ht_thread *zero = zero_thread.lookup(&z);
+    if (zero && threads.update(&child, zero) == 0) {
+        struct ht_thread *ct = threads.lookup(&child);
+        if (ct)
+            ct->tgid = ctgid;
+    } else {
         bump(HT_C_THREADS_FULL);
+    }
     struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
     if (!e) {
         bump(HT_C_RINGBUF_FULL);
@@ -363,15 +491,15 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
 {
     u64 id = bpf_get_current_pid_tgid();
     u32 tgid = id >> 32;
-    if (!targets.lookup(&tgid))
+    if (!is_target(tgid))
         return 0;
     u32 pid = args->pid, old = args->old_pid;
     if (pid != old) {
         struct ht_thread *ot = threads.lookup(&old);
-        if (ot) {
-            struct ht_thread moved = *ot;
-            moved.flags &= ~HT_T_IN_CALL;
-            threads.update(&pid, &moved);
+        if (ot && threads.update(&pid, ot) == 0) {
+            struct ht_thread *nt = threads.lookup(&pid);
+            if (nt)
+                nt->flags &= ~HT_T_IN_CALL;
             threads.delete(&old);
         }
     }
@@ -411,9 +539,16 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     group_dead = args->group_dead ? 1 : 0;
     /* The whole thread group is gone: forget the tgid (pids are reused). Without group_dead
      * (kernels < 6.x) userspace removes it once /proc shows the process gone. */
-    if (group_dead)
-        targets.delete(&tgid);
+    if (group_dead) {
+        u8 zero = 0;
+        targets.update(&tgid, &zero);
+    }
 #endif
+    /* The counts still cached in the entry go to "aggr" before it is deleted (this runs in
+     * the exiting thread itself, so nothing else touches the cache now). */
+#pragma clang loop unroll(disable)   /* a bounded loop: 16 inlined copies slow the attach */
+    for (u32 s = 0; s < HT_AGG_SLOTS; s++)
+        flush_slot(t, tid, s);
     threads.delete(&tid);
     struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
     if (!e) {

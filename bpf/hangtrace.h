@@ -50,6 +50,7 @@
 #define HT_F_PFDS 32         /* pfds[] holds the first polled fds (-1 = unused slot)         */
 #define HT_F_NEW_PROCESS 64  /* FORK: the child is a new process (not CLONE_THREAD)          */
 #define HT_F_GUESSED 128     /* FORK: clone flags unknown, process assumed (userspace checks) */
+#define HT_F_DROPPED 256     /* a streamed kind over the rate: counted only, args not read    */
 
 /* ---- struct ht_thread.flags ---- */
 #define HT_T_ON_CPU 1        /* on a CPU since last_in_ns                                    */
@@ -58,7 +59,7 @@
 
 /* ---- counters (the "counters" array) ---- */
 #define HT_C_RINGBUF_FULL 0  /* ring buffer reserve failed: events lost                      */
-#define HT_C_RATE_LIMITED 1  /* streamed kinds over the per-thread rate: counted only        */
+#define HT_C_RATE_LIMITED 1  /* (unused in the kernel: userspace sums ht_agg.dropped)        */
 #define HT_C_THREADS_FULL 2  /* thread map full: a thread of a target is not followed        */
 #define HT_C_AGG_FULL 3      /* aggregation map full: a (tid, nr) pair is not counted        */
 #define HT_C_TARGETS_FULL 4  /* tgid map full: a forked process is not followed              */
@@ -70,6 +71,9 @@
 #define HT_MAX_TARGETS 16384     /* processes followed                                      */
 #define HT_MAX_THREADS 32768     /* threads followed                                        */
 #define HT_MAX_AGG 65536         /* (tid, nr) pairs counted                                 */
+#define HT_AGG_SLOTS 16          /* per-thread count cache (struct ht_thread.c_*), direct-mapped */
+#define HT_SLOT_SHIFT 8          /* "kinds" value: kind | slot << HT_SLOT_SHIFT                */
+#define HT_KIND_MASK 255
 #define HT_RINGBUF_PAGES 256     /* 1 MiB with 4 KiB pages                                  */
 #define HT_RATE_WINDOW_NS 100000000  /* per-thread stream budget: HT_RATE_MAX events ...    */
 #define HT_RATE_MAX 100              /* ... per 100 ms window                               */
@@ -95,7 +99,10 @@ struct ht_event {
 };
 
 /* Per-thread state (value of the "threads" map, key: tid): CPU accounting, the stream
- * budget, and the call in flight (an enter seen without its exit yet). 136 bytes. */
+ * budget, the call in flight (an enter seen without its exit yet), and a small cache of the
+ * per-syscall counts (slot = "kinds"[nr] >> HT_SLOT_SHIFT, one nr per slot at a time; a slot
+ * taken by another nr is flushed to "aggr" first, and so is every slot at thread exit).
+ * 600 bytes. */
 struct ht_thread {
     __u32 tgid;
     __u32 flags;
@@ -105,12 +112,19 @@ struct ht_thread {
     __u64 win_start_ns;
     __u32 win_count;
     __s32 nr;
-    __u64 enter_ns;
+    __u64 enter_ns;       /* 0: a call not timed, that has not left the CPU yet */
     __u64 args[6];
     __u64 aux;
     __u32 cflags;
     __u32 kind;
     __s32 pfds[4];
+    __u32 slot;           /* count-cache slot of the call in flight */
+    __u32 pad;
+    __s32 c_nr[16];       /* cached counts: nr, calls, ns inside them, over the rate */
+    __u64 c_count[16];
+    __u64 c_ns[16];
+    __u64 c_dropped[16];
+    __u64 win_jiffies;    /* jiffies when the clock was last read over the stream budget */
 };
 
 /* Aggregation map: key (tid, nr) -> value. */

@@ -277,11 +277,35 @@ def test_parked_pool(scenario: StartScenario) -> None:
     assert io(sc.pid)["syscw"] - w0 >= 3
 
 
+def test_shared_mutex_killed(scenario: StartScenario) -> None:
+    sc = scenario("shared_mutex_killed")
+    child = int(sc.extra_fields[0])
+    addr = int(sc.extra_fields[1], 16)
+    # the child that held the process-shared mutex was SIGKILLed: a zombie, killed by signal 9
+    stat = read_stat(child)
+    assert stat is not None and stat[2] == "Z"
+    assert int(stat[51]) & 0x7F == 9
+    # the parent blocks on the futex word of that mutex, without timeout
+    args = blocked_syscall(sc.pid)
+    assert args[0] == "202" and int(args[1], 16) == addr and args[4] == "0x0"
+
+
+def test_slow_peer(scenario: StartScenario) -> None:
+    sc = scenario("slow_peer")
+    writer = int(sc.extra_fields[0])
+    args = blocked_syscall(sc.pid)
+    assert args[0] == "0"                          # the reader sits in read()
+    assert fd_target(sc.pid, int(args[1], 16)).startswith("pipe:[")
+    w0 = io(writer)["wchar"]
+    assert wait_until(lambda: io(writer)["wchar"] > w0, timeout=1.5)   # the writer logs
+
+
 # ---------------------------------------------------------------- harness
 
 def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
     tested = {"spin", "yield_spin", "lock_order_deadlock", "py_deadlock", "idle_server",
-              "pipe_deadlock", "dead_worker", "sglang_like", "healthy_worker", "parked_pool"}
+              "pipe_deadlock", "dead_worker", "sglang_like", "healthy_worker", "parked_pool",
+              "shared_mutex_killed", "slow_peer"}
     assert set(scenarios.available_scenarios()) == tested
     readme = (scenarios.SCENARIO_DIR / "README.md").read_text()
     for name in tested:

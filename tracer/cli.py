@@ -68,8 +68,17 @@ def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend:
     out = output or default_trace_path(roots)
     click.echo(f"hangtrace: attaching to {', '.join(map(str, roots))} for {duration:g} s "
                f"with {why}", err=True)
+    from .pystacks import py_stacks_probe
+    from .probes import DEFAULT_PROBES   # futex owners, unix socket peers (wait graph)
+    probes = list(DEFAULT_PROBES) + [py_stacks_probe]   # before py-spy, which stops threads
     try:
-        done = record(roots, backends, duration=duration, output=out)
+        if not as_json and sys.stdout.isatty():
+            from .live import LiveView
+            with LiveView(Console(), duration, roots) as view:
+                done = record(roots, backends, duration=duration, output=out,
+                              on_tick=view.on_tick, end_probes=probes)
+        else:
+            done = record(roots, backends, duration=duration, output=out, end_probes=probes)
     except OSError as exc:
         _fail(f"recording failed: {exc.strerror or exc} ({getattr(exc, 'filename', '') or ''})")
     click.echo(f"hangtrace: trace saved to {done.trace_path}", err=True)
@@ -167,7 +176,9 @@ def _default_import_path(log: str) -> str:
 @click.argument("pids", nargs=-1, type=int)
 @click.option("--name", "name", metavar="PATTERN", help="Processes whose title/cmdline matches.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def snapshot(pids: Tuple[int, ...], name: Optional[str], as_json: bool) -> None:
+@click.option("--stacks", is_flag=True,
+              help="Also take each Python process's stacks with py-spy (never pauses it).")
+def snapshot(pids: Tuple[int, ...], name: Optional[str], as_json: bool, stacks: bool) -> None:
     """One instant look: threads, current syscalls, wchan, fds and listening sockets."""
     from .render_snapshot import render_snapshot
     from .session import SessionError, resolve_targets
@@ -176,7 +187,7 @@ def snapshot(pids: Tuple[int, ...], name: Optional[str], as_json: bool) -> None:
         roots = resolve_targets(list(pids), name)
     except SessionError as exc:
         _fail(str(exc), 2 if "give at least one" in str(exc) else 1)
-    snap = take_snapshot(roots)
+    snap = take_snapshot(roots, stacks=stacks)
     if as_json:
         click.echo(json.dumps(snap.to_json(), indent=2))
     else:

@@ -336,3 +336,73 @@ class GpuSample(Event):
 EVENT_CLASSES[GpuSample.TAG] = GpuSample
 _FIELDS[GpuSample] = field_names(GpuSample)
 __all__.append("GpuSample")
+
+
+# --------------------------------------------------------------------------- Python stacks
+@dataclass(slots=True)
+class PyStack(Event):
+    """One thread's Python stack as ``py-spy dump`` saw it at the end of a recording
+    (tracer/pystacks.py). ``frames`` are "func (file:line)", innermost first; ``tid`` is the
+    OS thread id (py-spy's ``os_thread_id``). A stack that could not be taken has ``tid`` 0,
+    no frames and ``error`` saying why (py-spy not installed, permission denied, ...)."""
+    TAG: ClassVar[str] = "pys"
+    pid: int
+    tid: int
+    thread_name: str = ""
+    frames: List[str] = field(default_factory=list)
+    active: Optional[bool] = None
+    owns_gil: Optional[bool] = None
+    error: str = ""
+
+
+EVENT_CLASSES[PyStack.TAG] = PyStack
+_FIELDS[PyStack] = field_names(PyStack)
+__all__.append("PyStack")
+
+
+# --------------------------------------------------------------------------- end-of-recording probes
+@dataclass(slots=True)
+class FutexOwner(Event):
+    """Who holds the futex a thread of ``pid`` waits on, read from the target's memory at the end
+    of the recording (tracer/probes/futex_owner.py).
+
+    ``word`` is the 32-bit futex word at ``addr`` (None when the memory could not be read);
+    ``owner_tid`` the thread that holds it where that can be known, else None. ``kind`` says how
+    the word was read: "mutex" (a glibc pthread mutex: owner from its ``__owner`` field),
+    "pi-mutex" (owner tid in the word itself), "join" (pthread_join: the word is the tid of the
+    thread being joined, which holds it until it exits), "unknown" (a semaphore, condition or
+    other futex: no owner is recorded). ``owner_pid`` is the process of ``owner_tid`` at the
+    time of the probe, None when that thread no longer exists. ``shared`` is a futex without
+    FUTEX_PRIVATE_FLAG (possibly in memory shared between processes). ``waiters`` are the tids
+    of ``pid`` seen waiting on it.
+    """
+    TAG: ClassVar[str] = "fxo"
+    pid: int
+    addr: int
+    word: Optional[int] = None
+    owner_tid: Optional[int] = None
+    kind: str = "unknown"
+    owner_pid: Optional[int] = None
+    shared: bool = False
+    waiters: List[int] = field(default_factory=list)
+    why: str = ""
+
+
+@dataclass(slots=True)
+class SocketPeers(Event):
+    """The socket at the other end of each connected unix socket of ``pid`` (sock_diag).
+
+    ``peers`` maps an inode of one of its sockets to the peer socket's inode (JSON turns the keys
+    into strings: readers convert them back with int). ``outside`` maps a peer inode that no
+    traced process holds to the pids (outside the tree) that hold it; a peer inode in neither
+    belongs to a socket whose last holder closed it or exited."""
+    TAG: ClassVar[str] = "skp"
+    pid: int
+    peers: Dict[int, int] = field(default_factory=dict)
+    outside: Dict[int, List[int]] = field(default_factory=dict)
+
+
+for _cls in (FutexOwner, SocketPeers):
+    EVENT_CLASSES[_cls.TAG] = _cls
+    _FIELDS[_cls] = field_names(_cls)
+    __all__.append(_cls.__name__)

@@ -15,6 +15,7 @@ from rich.tree import Tree
 
 from .report import ProcessReport, Report, ThreadReport
 
+STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
          "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
          "unknown": "dim"}
@@ -48,6 +49,12 @@ def _thread_line(t: ThreadReport) -> Text:
     counters = _counters(t.counters)
     if counters:
         line += f"  [dim]{counters}[/]"
+    if t.stack:     # Python stack (py-spy), innermost frame first
+        shown = t.stack[:STACK_FRAMES]
+        more = len(t.stack) - len(shown)
+        line += "\n  [cyan]py:[/] " + "\n      ".join(f"[cyan]{escape(f)}[/]" for f in shown)
+        if more:
+            line += f"\n      [dim]… {more} outer frames[/]"
     return Text.from_markup(line)
 
 
@@ -118,7 +125,75 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     for r in roots:
         walk(tree, r)
     console.print(tree)
+    waits = wait_graph_tree(report.wait_graph, verbose)
+    if waits is not None:
+        console.print(waits)
     for n in report.notes:
         console.print(Text.from_markup(f"[yellow]note:[/] {escape(n)}"))
     if report.trace_path:
         console.print(Text.from_markup(f"[dim]trace saved: {escape(report.trace_path)}[/]"))
+
+
+# --------------------------------------------------------------------------- wait-for graph
+def wait_graph_tree(g: Optional[Dict], verbose: bool = False, limit: int = 8) -> Optional[Tree]:
+    """The wait-for graph as a tree of waits from the proof's first thread (or, with
+    ``verbose``, from every waiting thread nobody waits for), the proof's edges in red, the
+    cycle's closing node and dead ends marked. None when there is nothing to show."""
+    if not g or not g.get("edges"):
+        return None
+    proof = g.get("proof")
+    if not proof and not verbose:
+        return None
+    nodes = {n["id"]: n for n in g["nodes"]}
+    out: Dict[str, List[Dict]] = {}
+    for e in g["edges"]:
+        out.setdefault(e["src"], []).append(e)
+    hot = {(e["src"], e["dst"], e["object"]) for e in (proof or {}).get("path", [])}
+    kind = {"cycle": "a cycle", "dead-end": "a dead end", "closed": "no thread left to wake them"}
+    title = "[bold]wait-for graph[/]" + (f": [bold red]{kind.get(proof['kind'], proof['kind'])}"
+                                         "[/]" if proof else "")
+    tree = Tree(Text.from_markup(title), guide_style="dim")
+
+    def waiting_threads(pid: int) -> List[str]:
+        return [n["id"] for n in nodes.values() if n["kind"] == "thread" and n["pid"] == pid
+                and n["id"] in out]
+
+    def add(branch: Tree, nid: str, seen: List[str], depth: int) -> None:
+        edges = sorted(out.get(nid, []), key=lambda e: (e["src"], e["dst"], e["object"]) not in hot)
+        for e in edges[:limit]:
+            red = (e["src"], e["dst"], e["object"]) in hot
+            dst = nodes.get(e["dst"], {"label": e["dst"], "kind": "?"})
+            style = "bold red" if red else "white"
+            what = e["object"] if e["object"].startswith(e["kind"]) else f"{e['kind']} {e['object']}"
+            line = f"[{style}]{escape(what)}[/] -> {escape(dst['label'])}"
+            if e["dst"] in seen:
+                line += " [bold red](cycle: waits on the start of the loop)[/]"
+            elif dst.get("dead"):
+                line += f" [bold red](dead end: {escape(dst.get('state') or 'gone')})[/]"
+            child = branch.add(Text.from_markup(line))
+            if e["dst"] in seen or dst.get("dead") or depth >= limit:
+                continue
+            if dst.get("kind") == "process":
+                for t in waiting_threads(dst["pid"]):
+                    if t in seen:
+                        child.add(Text.from_markup(
+                            f"[bold red]{escape(nodes[t]['label'])} (cycle)[/]"))
+                    else:
+                        tn = child.add(Text.from_markup(f"{escape(nodes[t]['label'])} "
+                                                        f"[dim]{nodes[t]['state']}[/]"))
+                        add(tn, t, seen + [e["dst"], t], depth + 1)
+            else:
+                add(child, e["dst"], seen + [e["dst"]], depth + 1)
+
+    if proof:
+        starts = [proof["path"][0]["src"]] if proof.get("path") else []
+    else:
+        targets = {e["dst"] for e in g["edges"]}
+        starts = [s for s in out if s not in targets][:limit]
+    for s in starts:
+        n = nodes[s]
+        branch = tree.add(Text.from_markup(f"[bold]{escape(n['label'])}[/] [dim]{n['state']}[/]"))
+        add(branch, s, [s], 0)
+    if proof:
+        tree.add(Text.from_markup(f"[italic]{escape(proof['text'])}[/]"))
+    return tree

@@ -26,6 +26,7 @@ __all__ = ["render_snapshot"]
 _LISTED_KINDS = ("tcp", "udp", "unix", "socket", "pipe", "fifo", "file", "tty")
 _MAX_FDS_LISTED = 25
 _MAX_CMDLINE = 160
+_MAX_FRAMES = 6     # Python frames shown per thread (snapshot --stacks), innermost first
 _ADDR_RE = re.compile(r"0x[0-9a-f]+")
 _STATE_STYLE = {"R": "bold red", "D": "bold magenta", "Z": "bold yellow", "T": "yellow",
                 "t": "yellow"}
@@ -61,12 +62,15 @@ def _thread_line(t: ThreadSnapshot, count: int = 1, tids: str = "") -> str:
     wchan = f" [dim]wchan={escape(t.wchan)}[/]" if t.wchan else ""
     cpu = f" [dim]cpu {t.utime + t.stime:.2f}s[/]" if count == 1 else ""
     tail = f" [dim]tids {tids}[/]" if tids else ""
-    return f"{head} {_clean(t.comm)} {_state(t.state)} {_thread_doing(t)}{wchan}{cpu}{tail}"
+    stack = "".join(f"\n    [cyan]{'py: ' if i == 0 else '    '}{_clean(f)}[/]"
+                    for i, f in enumerate(t.stack[:_MAX_FRAMES]))
+    return f"{head} {_clean(t.comm)} {_state(t.state)} {_thread_doing(t)}{wchan}{cpu}{tail}{stack}"
 
 
 def _fold_key(t: ThreadSnapshot) -> Tuple[str, str, str, str]:
     # Addresses differ per thread (each waits on its own futex); the shape is what matters.
-    return (t.comm, t.state, _ADDR_RE.sub("0x…", t.blocking), t.wchan)
+    # Threads with different Python stacks are different threads.
+    return (t.comm, t.state, _ADDR_RE.sub("0x…", t.blocking), t.wchan + "|".join(t.stack))
 
 
 def _tid_ranges(tids: List[int]) -> str:

@@ -28,12 +28,14 @@ class ThreadReport:
     parked: bool = False
     current: str = ""
     counters: Dict[str, float] = field(default_factory=dict)
+    # Python stack from py-spy at the end of the recording: "func (file:line)", innermost first.
+    stack: List[str] = field(default_factory=list)
 
     def to_json(self) -> Dict[str, Any]:
         return {"tid": self.tid, "name": self.name, "state": self.state,
                 "verdict": self.verdict, "rule": self.rule, "evidence": self.evidence,
                 "helper": self.helper, "parked": self.parked, "current": self.current,
-                "counters": self.counters}
+                "counters": self.counters, "stack": self.stack}
 
 
 @dataclass
@@ -72,6 +74,8 @@ class Report:
     notes: List[str] = field(default_factory=list)
     lost: int = 0
     truncated: bool = False
+    # {"nodes", "edges", "cycle", "proof"} (tracer/analysis/waitgraph.py), None when not built
+    wait_graph: Optional[Dict[str, Any]] = None
 
     @property
     def exit_code(self) -> int:
@@ -86,4 +90,5 @@ class Report:
                 "backends": self.backends, "source": self.source, "trace": self.trace_path,
                 "notes": self.notes, "lost_events": self.lost, "truncated": self.truncated,
                 "exit_code": self.exit_code,
-                "processes": [p.to_json() for p in self.processes]}
+                "processes": [p.to_json() for p in self.processes],
+                "wait_graph": self.wait_graph}

@@ -48,6 +48,7 @@ class ThreadSnapshot:
     blocking: str = ""
     waits_on: str = ""
     has_timeout: Optional[bool] = None
+    stack: List[str] = field(default_factory=list)   # Python frames (--stacks), innermost first
 
 
 @dataclass
@@ -126,8 +127,11 @@ def _process_snapshot(pid: int, root: str) -> Optional[ProcessSnapshot]:
     return snap
 
 
-def take_snapshot(pids: Iterable[int], root: str = "/proc") -> Snapshot:
-    """Snapshot of every process of the trees rooted at ``pids``, each parent before its children."""
+def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = False) -> Snapshot:
+    """Snapshot of every process of the trees rooted at ``pids``, each parent before its children.
+
+    ``stacks``: also each Python process's stacks through py-spy (pystacks.py); a stack that
+    could not be taken is an ``errors`` line."""
     roots = list(dict.fromkeys(pids))
     snap = Snapshot(ts=time.time(), host=platform.node(), roots=roots)
     tree = procfs.children_map(root)
@@ -151,4 +155,22 @@ def take_snapshot(pids: Iterable[int], root: str = "/proc") -> Snapshot:
         if not ps.fds_readable:
             snap.errors.append(f"pid {pid}: fds not readable (another user's process: run as "
                                "root or as its owner)")
+    if stacks:
+        _add_stacks(snap)
     return snap
+
+
+def _add_stacks(snap: Snapshot) -> None:
+    from .pystacks import failure_notes, find_py_spy, is_python_process, take_stacks
+    exe = find_py_spy()
+    failures = []
+    for p in snap.processes:
+        if p.state in ("Z", "X") or not is_python_process(p.pid):
+            continue
+        by_tid = {t.tid: t for t in p.threads}
+        for s in take_stacks(p.pid, exe):
+            if s.error:
+                failures.append(s)
+            elif s.tid in by_tid:
+                by_tid[s.tid].stack = list(s.frames)
+    snap.errors.extend(failure_notes(failures))

@@ -32,6 +32,7 @@ class ThreadStats:
     output_bytes: int = 0                                   # to files, pipes, sockets, ttys
     output_writes: int = 0
     output_targets: Counter = field(default_factory=Counter)  # target text -> bytes
+    last_output_ts: Optional[float] = None                  # time of the last output write
     unjudged_writes: int = 0                                # small writes to unknown fds
     eventfd_writes: int = 0
     wakeup_writes: int = 0                                  # small writes to internal fds
@@ -348,6 +349,7 @@ class Accumulator:
     def _output(t: ThreadStats, e: ev.WriteCall, n: int) -> None:
         t.output_bytes += n
         t.output_writes += 1
+        t.last_output_ts = e.ts
         label = f"fd {e.fd} ({e.fd_target})" if e.fd_target else f"fd {e.fd}"
         if len(t.output_targets) < 32 or label in t.output_targets:
             t.output_targets[label] += n

@@ -17,6 +17,25 @@ from .gpu_rules import GpuAccumulator, GpuStats, gpu_findings
 from .process_rules import ProcessVerdict, judge_process
 from .thread_rules import NV_RM_CONTROL, ThreadVerdict, current_call_text, judge_thread
 from .tree_rules import judge_tree
+from .waitgraph import WaitFacts, build_wait_graph
+
+
+class StackTable:
+    """Python stacks (``PyStack`` events) by (pid, tid), and the ones that could not be taken."""
+
+    def __init__(self) -> None:
+        self.by_thread: Dict[tuple, List[str]] = {}
+        self.failures: List[ev.PyStack] = []
+
+    def feed(self, e: ev.PyStack) -> None:
+        if e.error:
+            self.failures.append(e)
+        else:
+            self.by_thread[(e.pid, e.tid)] = list(e.frames)
+
+    def notes(self) -> List[str]:
+        from ..pystacks import failure_notes
+        return failure_notes(self.failures)
 
 
 class Analyzer:
@@ -27,19 +46,30 @@ class Analyzer:
         self.acc = Accumulator(start=start, backends=backends, capabilities=capabilities,
                                processes=processes, roots=roots)
         self.gpu = GpuAccumulator()
+        self.stacks = StackTable()
+        self.facts = WaitFacts()      # what the end-of-recording probes found (wait graph)
         self.source = source
 
     def feed(self, event: ev.Event) -> None:
         if type(event) is ev.GpuSample:
             self.gpu.feed(event)
+        elif type(event) is ev.PyStack:
+            self.stacks.feed(event)  # type: ignore[arg-type]
+        elif type(event) in _FACTS:
+            self.facts.feed(event)
         else:
             self.acc.feed(event)
 
     def feed_all(self, events: Iterable[ev.Event]) -> None:
         feed, feed_gpu, gpu_sample = self.acc.feed, self.gpu.feed, ev.GpuSample
+        feed_stack, py_stack = self.stacks.feed, ev.PyStack
         for e in events:
             if type(e) is gpu_sample:
                 feed_gpu(e)
+            elif type(e) is py_stack:
+                feed_stack(e)  # type: ignore[arg-type]
+            elif type(e) in _FACTS:
+                self.facts.feed(e)
             else:
                 feed(e)
 
@@ -47,7 +77,11 @@ class Analyzer:
                truncated: bool = False, extra_notes: Iterable[str] = ()) -> Report:
         rec = self.acc.finish(end, truncated=truncated)
         return build_report(rec, source=self.source, trace_path=trace_path,
-                            extra_notes=list(extra_notes), gpus=self.gpu.gpus)
+                            extra_notes=list(extra_notes), gpus=self.gpu.gpus,
+                            stacks=self.stacks, facts=self.facts)
+
+
+_FACTS = (ev.FutexOwner, ev.SocketPeers)
 
 
 def analyze_trace(path: str) -> Report:
@@ -143,7 +177,9 @@ def _notes(rec: Recording) -> List[str]:
 
 def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional[str] = None,
                  extra_notes: Optional[List[str]] = None,
-                 gpus: Optional[Dict[int, GpuStats]] = None) -> Report:
+                 gpus: Optional[Dict[int, GpuStats]] = None,
+                 stacks: Optional[StackTable] = None,
+                 facts: Optional[WaitFacts] = None) -> Report:
     pvs: Dict[int, ProcessVerdict] = {}
     thread_reports: Dict[int, List[ThreadReport]] = {}
     for pid in sorted(rec.processes):
@@ -156,10 +192,12 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
             reports.append(ThreadReport(
                 tid=t.tid, name=t.comm, state=_thread_state(t, v), verdict=v.verdict,
                 rule=v.rule, evidence=v.evidence, helper=v.helper, parked=v.parked,
-                current=current_call_text(t), counters=thread_counters(t, v, rec)))
-        pvs[pid] = judge_process(pid, rec, tvs)
+                current=current_call_text(t), counters=thread_counters(t, v, rec),
+                stack=stacks.by_thread.get((pid, t.tid), []) if stacks else []))
+        pvs[pid] = judge_process(pid, rec, tvs, facts)
         thread_reports[pid] = reports
-    tree = judge_tree(pvs, rec)
+    graph = build_wait_graph(rec, pvs, facts)   # before judge_tree: it proves the deadlock
+    tree = judge_tree(pvs, rec, graph)
     gpu_notes = gpu_findings(gpus or {}, {pid: pv.verdict for pid, pv in pvs.items()},
                              rec.window)
     processes = []
@@ -178,8 +216,10 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         processes=processes,
         window={"start": rec.start, "end": rec.end, "duration": round(rec.end - rec.start, 3)},
         backends=rec.backends, source=source, trace_path=trace_path,
-        notes=gpu_notes + _notes(rec) + list(extra_notes or []), lost=rec.lost,
-        truncated=rec.truncated)
+        notes=gpu_notes + _notes(rec) + (stacks.notes() if stacks else [])
+        + [e for e in tree.evidence if e.startswith("some threads")]
+        + list(extra_notes or []), lost=rec.lost,
+        truncated=rec.truncated, wait_graph=graph.to_json())
 
 
 __all__ = ["Analyzer", "analyze_trace", "build_report", "NV_RM_CONTROL"]

@@ -4,14 +4,16 @@ Contract: ``judge_process`` is a pure function of the recording and the thread v
 threads whose verdict ``decides`` count (library helpers and pool threads parked in futex do
 not), unless nothing else is left. A process whose deciding threads are blocked without timeout
 gets ``blocked`` with ``waits_on`` edges (pipes and sockets resolved to the processes at the other
-end through the fd tables, wait4 to children, the GPU through libcuda's event thread), or
+end through the fd tables and, where the end-of-recording probes found them (``facts``), unix
+socket peers from sock_diag; wait4 to children; futexes to the holder of a pthread mutex read
+from the target's memory; the GPU through libcuda's event thread), or
 ``deadlocked`` when every wait is inside the process and no thread of it runs to end it. Whether
 a ``blocked`` process is part of a cross-process deadlock is the tree's question (tree_rules.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional
 
 from .. import events as ev
 from .accumulate import ProcessStats, Recording
@@ -20,6 +22,9 @@ from .thread_rules import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING,
                            ThreadVerdict)
 from .gpu_rules import blocking_sync_text, collective_peers
 from .waits import Wait
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .waitgraph import WaitFacts
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS",
             8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
@@ -92,20 +97,54 @@ def _holders(rec: Recording, target: str, mode: str, exclude: Optional[int] = No
     return sorted(out)
 
 
-def _socket_peer(rec: Recording, target: str, self_pid: int) -> List[int]:
-    """Processes holding the other end of a unix socketpair printed as UNIX-STREAM:[a->b]."""
-    if "->" not in target or "[" not in target:
+def _socket_peer(rec: Recording, target: str, self_pid: int, w: Optional[Wait] = None,
+                 facts: Optional["WaitFacts"] = None) -> List[int]:
+    """Processes holding the other end of a socket: a unix socket printed as
+    UNIX-STREAM:[a->b] (strace -yy) or whose peer inode sock_diag gave (``facts``), or a TCP
+    connection whose reversed addresses another traced process shows."""
+    from .waitgraph import socket_inode, strace_peer, tcp_reverse
+    rev = tcp_reverse(target)
+    if rev is not None:
+        return sorted(pid for pid, p in rec.processes.items() if p.info is not None
+                      and exit_text(p) is None and any(f.target == rev for f in p.info.fds))
+    want = strace_peer(target)
+    if want is None and facts is not None and facts.unix_peers:
+        info = rec.processes[self_pid].info if self_pid in rec.processes else None
+        inode = socket_inode(target, info.fds if info else [], w.fd if w else None)
+        want = facts.unix_peers.get(inode) if inode else None
+    if want is None:
         return []
-    inside = target[target.find("[") + 1:target.rfind("]")]
-    _, _, peer = inside.partition("->")
-    if not peer.isdigit():
-        return []
-    want = int(peer)
     return sorted(pid for pid, p in rec.processes.items()
                   if p.info is not None and any(f.inode == want for f in p.info.fds))
 
 
-def resolve_wait(rec: Recording, pid: int, tid: int, w: Wait) -> WaitEdge:
+def _pid_of_tid(rec: Recording, tid: int) -> Optional[int]:
+    pid = next((p for (p, t) in rec.threads if t == tid), None)
+    return pid if pid is not None or tid not in rec.processes else tid
+
+
+def _futex_edge(rec: Recording, pid: int, tid: int, w: Wait,
+                facts: Optional["WaitFacts"]) -> WaitEdge:
+    addr = w.futex_addr or 0
+    fo = facts.owner(pid, w.futex_addr) if facts is not None else None
+    if fo is None or not fo.owner_tid or fo.kind not in ("mutex", "pi-mutex", "join"):
+        return WaitEdge(tid, "thread", f"futex 0x{addr:x} without timeout")
+    owner = fo.owner_tid
+    what = (f"futex 0x{addr:x} without timeout: pthread_join of thread {owner}, which "
+            "holds it until it exits"
+            if fo.kind == "join" else
+            f"futex 0x{addr:x} without timeout: {'process-shared ' if fo.shared else ''}"
+            f"mutex held by thread {owner}")
+    opid = fo.owner_pid if fo.owner_pid is not None else _pid_of_tid(rec, owner)
+    if opid is None:
+        return WaitEdge(tid, "mutex", what + ", which no longer exists")
+    if opid == pid:
+        return WaitEdge(tid, "thread", what)
+    return WaitEdge(tid, "mutex", what + f" of pid {opid}", [opid])
+
+
+def resolve_wait(rec: Recording, pid: int, tid: int, w: Wait,
+                 facts: Optional["WaitFacts"] = None) -> WaitEdge:
     """Turn one blocking call into an edge of the wait-for graph."""
     if w.call in ("wait4", "waitid"):
         if w.child not in (None, -1, 0) and w.child > 0:
@@ -115,7 +154,7 @@ def resolve_wait(rec: Recording, pid: int, tid: int, w: Wait) -> WaitEdge:
                           if p.info is not None and p.info.ppid == pid)
         return WaitEdge(tid, "child", f"waits for {('pid ' + str(kids[0])) if len(kids) == 1 else 'its children'} in {w.call}", kids)
     if w.call == "futex":
-        return WaitEdge(tid, "thread", f"futex 0x{w.futex_addr or 0:x} without timeout")
+        return _futex_edge(rec, pid, tid, w, facts)
     target = w.fd_target or ""
     if w.fd_kind in ("pipe", "fifo") and target:
         writers = _holders(rec, target, "w")
@@ -128,7 +167,7 @@ def resolve_wait(rec: Recording, pid: int, tid: int, w: Wait) -> WaitEdge:
                             [pid])
         return WaitEdge(tid, "outside", f"reads {target}; no traced process holds its write end")
     if w.fd_kind in ("unix", "socket", "tcp", "udp") and target:
-        peers = [p for p in _socket_peer(rec, target, pid) if p != pid]
+        peers = [p for p in _socket_peer(rec, target, pid, w, facts) if p != pid]
         if peers:
             return WaitEdge(tid, "socket", f"reads {target}; peer: "
                             + ", ".join(f"pid {p}" for p in peers), peers)
@@ -149,7 +188,8 @@ def _gpu_event_thread(tvs: Dict[int, ThreadVerdict], rec: Recording, pid: int) -
     return None
 
 
-def judge_process(pid: int, rec: Recording, tvs: Dict[int, ThreadVerdict]) -> ProcessVerdict:
+def judge_process(pid: int, rec: Recording, tvs: Dict[int, ThreadVerdict],
+                  facts: Optional["WaitFacts"] = None) -> ProcessVerdict:
     p = rec.processes[pid]
     info = p.info or ev.ProcessInfo(ts=0.0, pid=pid, ppid=0)
     has_children = any(q.info is not None and q.info.ppid == pid for q in rec.processes.values())
@@ -178,7 +218,7 @@ def judge_process(pid: int, rec: Recording, tvs: Dict[int, ThreadVerdict]) -> Pr
             return pv
     blocked = {tid: v for tid, v in deciding.items() if v.verdict == BLOCKED and v.wait}
     if blocked:
-        return _judge_blocked(pv, p, rec, tvs, blocked)
+        return _judge_blocked(pv, p, rec, tvs, blocked, facts)
     idle = [tid for tid, v in deciding.items() if v.verdict == IDLE]
     key = pid if pid in idle else (idle[0] if idle else next(iter(deciding)))
     pv.verdict, pv.key_tid, pv.rule = IDLE, key, f"thread-{deciding[key].rule}"
@@ -187,12 +227,12 @@ def judge_process(pid: int, rec: Recording, tvs: Dict[int, ThreadVerdict]) -> Pr
 
 
 def _judge_blocked(pv: ProcessVerdict, p: ProcessStats, rec: Recording,
-                   tvs: Dict[int, ThreadVerdict], blocked: Dict[int, ThreadVerdict]
-                   ) -> ProcessVerdict:
+                   tvs: Dict[int, ThreadVerdict], blocked: Dict[int, ThreadVerdict],
+                   facts: Optional["WaitFacts"] = None) -> ProcessVerdict:
     pid = pv.pid
     key = pid if pid in blocked else min(blocked)
     pv.key_tid = key
-    edges = [resolve_wait(rec, pid, tid, v.wait) for tid, v in sorted(blocked.items())
+    edges = [resolve_wait(rec, pid, tid, v.wait, facts) for tid, v in sorted(blocked.items())
              if v.wait is not None]
     # Every thread of the process that still does something (helpers too) could end a wait
     # inside the process.
@@ -222,7 +262,7 @@ def _judge_blocked(pv: ProcessVerdict, p: ProcessStats, rec: Recording,
                  blocked[e.tid].wait.futex_addr in rec.futex_wakers]
         if not woken:
             # The parked threads are part of the picture now: list their waits too.
-            extra = [resolve_wait(rec, pid, tid, v.wait) for tid, v in sorted(tvs.items())
+            extra = [resolve_wait(rec, pid, tid, v.wait, facts) for tid, v in sorted(tvs.items())
                      if v.verdict == BLOCKED and v.wait is not None and tid not in blocked]
             pv.waits_on = edges + extra
             pv.evidence = [f"thread {e.tid}: {e.what}" for e in pv.waits_on]

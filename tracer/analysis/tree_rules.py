@@ -6,16 +6,20 @@ processes, only to cycles or to processes that have exited (a fixpoint over the 
 a wait can end when it reaches a process that runs, the GPU, or something outside the tree).
 The tree verdict is the most severe of: deadlocked > busy-waiting > blocked > progressing >
 idle > exited (exited only when everything has exited). The root cause names the process (and
-thread) that the others wait for, in words.
+thread) that the others wait for, in words. Given the wait-for graph (waitgraph.py), a deadlock's
+root cause ends with its proof: the cycle or the dead end, naming tids, pids and objects.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set
+from typing import TYPE_CHECKING, Dict, List, Optional, Set
 
 from .accumulate import Recording
 from .process_rules import ProcessVerdict, exit_failed
 from .thread_rules import BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .waitgraph import WaitGraph
 
 SEVERITY = [DEADLOCKED, BUSY, BLOCKED, PROGRESSING, IDLE, UNKNOWN, EXITED]
 
@@ -112,7 +116,30 @@ def _cycle_text(pvs: Dict[int, ProcessVerdict], start: ProcessVerdict) -> str:
     return "; ".join(parts)
 
 
-def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
+def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording,
+               graph: Optional["WaitGraph"] = None) -> TreeVerdict:
+    tree = _judge_tree(pvs, rec)
+    if graph is None:
+        return tree
+    if tree.verdict == DEADLOCKED:
+        stuck = sorted((pv for pv in pvs.values() if pv.verdict == DEADLOCKED),
+                       key=lambda pv: (pv.pid != tree.root_cause.pid, -_depth(pvs, pv.pid)))
+        starts = [t for pv in stuck for t in ([pv.key_tid] if pv.key_tid else []) + [pv.pid]]
+        proof = graph.prove(starts)
+        if proof is not None:
+            tree.root_cause.summary += f". Proof, {proof.text}"
+            tree.evidence.append(proof.text)
+    else:
+        from .waitgraph import definite_cycle
+        proof = definite_cycle(graph)
+        if proof is not None:
+            graph.proof = proof
+            tree.evidence.append("some threads are deadlocked although the tree goes on: "
+                                 + proof.text)
+    return tree
+
+
+def _judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
     resolve_deadlocks(pvs)
     if not pvs:
         return TreeVerdict(UNKNOWN, "no-processes", RootCause(None, None, "nothing was recorded"))

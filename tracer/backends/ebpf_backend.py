@@ -7,8 +7,10 @@ Contract (on top of base.py):
   otherwise one line saying why and what to install (scripts/setup-ebpf.sh). It imports
   nothing at module level: ``bcc`` is imported inside ``start``/``check`` only, so analysis
   and replay run anywhere.
-- ``start(targets, emit)`` compiles bpf/hangtrace.bpf.c, loads and attaches it (time kept in
-  ``attach_s``), fills the tgid map with the tree and the thread map with its threads, emits
+- ``start(targets, emit)`` compiles bpf/hangtrace.bpf.c (the tgid array sized from
+  kernel.pid_max), loads and attaches it (time kept in ``attach_s``), fills the "kinds" array
+  (kind and count-cache slot of every nr), the tgid array with the tree and the thread map
+  with its threads, emits
   one ``ThreadSample`` per thread, and starts one reader thread on the ring buffer. Processes
   forked later are followed in the kernel and added to ``targets``.
 - While recording: streamed calls become events.py syscall objects (ebpf_convert.py); forks ->
@@ -62,6 +64,15 @@ def _cap_eff() -> int:
     return 0
 
 
+def _pid_max() -> int:
+    """Size of the tgid-indexed "targets" array: every pid is below kernel.pid_max."""
+    try:
+        with open("/proc/sys/kernel/pid_max") as f:
+            return max(1024, min(int(f.read()), 4194304))
+    except (OSError, ValueError):
+        return 4194304   # PID_MAX_LIMIT on 64-bit
+
+
 def tracefs() -> Optional[str]:
     """The mounted tracefs directory (with events/), or None."""
     for d in TRACEFS_DIRS:
@@ -108,6 +119,7 @@ class EbpfBackend(Backend):
         self._conv = Converter(self._fds)
         self._table = syscall_table()
         self._kinds = L.kinds_for(self._table)
+        self._kinds_value = L.kinds_value(self._table)
         self._lock = threading.Lock()
         self._stopping = False
         self._done = threading.Event()
@@ -139,6 +151,7 @@ class EbpfBackend(Backend):
                     cflags.append("-DHT_HAVE_GROUP_DEAD")
         except OSError:
             pass
+        cflags.append(f"-DHT_PID_MAX={_pid_max()}")
         t0 = time.monotonic()
         self._bpf = BPF(src_file=str(L.PROGRAM).encode(), cflags=cflags)
         self.attach_s = time.monotonic() - t0
@@ -178,11 +191,10 @@ class EbpfBackend(Backend):
     def _setup(self, targets: TargetSet) -> None:
         b = self._bpf
         kinds = b[b"kinds"]
-        for nr, kind in self._kinds.items():
-            kinds[ct.c_int(nr)] = ct.c_uint32(kind)
+        for nr, value in self._kinds_value.items():
+            kinds[ct.c_int(nr)] = ct.c_uint32(value)
         self._start_ts = time.time()
         self._clock = Clock()
-        tmap = b[b"targets"]
         seen: Set[int] = set()
         # Twice: a process forked between the first scan and the tgid map fill is only in the
         # second scan (after the fill, the fork tracepoint catches every new child).
@@ -192,12 +204,22 @@ class EbpfBackend(Backend):
             for pid in pids:
                 if pid not in seen:
                     targets.add(pid)
-                    tmap[ct.c_uint32(pid)] = ct.c_uint8(1)
+                    self._set_target(pid, True)
             for pid in pids:
                 if pid not in seen:
                     seen.add(pid)
                     self._add_threads(pid)
         b[b"events"].open_ring_buffer(self._on_event)
+
+    def _set_target(self, pid: int, on: bool) -> None:
+        """Follow (or stop following) process ``pid``: "targets" is an array indexed by tgid."""
+        if self._bpf is None:
+            return
+        try:
+            self._bpf[b"targets"][ct.c_int(pid)] = ct.c_uint8(1 if on else 0)
+        except (IndexError, KeyError, OSError):
+            if on:
+                self.errors.append(f"ebpf: pid {pid} is above pid_max: not followed")
 
     def _add_threads(self, pid: int) -> None:
         assert self._emit is not None
@@ -264,7 +286,7 @@ class EbpfBackend(Backend):
             real = procfs.tgid_of(child)
             if real is not None and real != child:   # it was a thread after all
                 new_process, ctgid = False, real
-                self._bpf[b"targets"].pop(ct.c_uint32(child), None)
+                self._set_target(child, False)
                 key = ct.c_uint32(child)
                 try:
                     st = L.HtThread.from_buffer_copy(bytes(self._bpf[b"threads"][key]))
@@ -323,8 +345,7 @@ class EbpfBackend(Backend):
                 continue
             self._exited.add(pid)
             self._fds.forget(pid)
-            if self._bpf is not None:
-                self._bpf[b"targets"].pop(ct.c_uint32(pid), None)
+            self._set_target(pid, False)
             status, sig, core = None, None, False
             if st is not None and st.exit_code is not None and st.state in ("Z", "X"):
                 status, sig, core = decode_wait_status(st.exit_code)

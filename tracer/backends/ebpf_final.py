@@ -3,15 +3,21 @@
 Contract: ``final_events(backend)`` runs once, after the ring buffer is drained and before the
 BPF object is freed, and returns (in this order):
 1. summary ``Syscall`` events: one per (thread, call) for the calls the kernel counted but did
-   not stream (kinds never streamed, and streamed kinds over the per-thread rate); ``args``
-   reads "<N calls counted in kernel>", ``dur`` is their total time, ``ts`` the attach time;
+   not stream (kinds never streamed, and streamed kinds over the per-thread rate), from
+   "aggr" and the live threads' count caches; ``args`` reads "<N calls counted in kernel>",
+   ``ts`` is the attach time, ``dur`` their share of the kernel's total_ns, which for calls
+   counted only is the time they spent blocked (the kernel reads no clock for a call that
+   does not leave the CPU), so a lower bound of their time;
 2. the calls in flight at stop as ``ongoing`` events (ret None, dur = stop - enter): from the
-   kernel's in-flight state when the enter was seen; for a thread never seen entering or
+   kernel's in-flight state when the enter was seen (a call counted only is dated from when
+   it first left the CPU, or now if it never did; one over the stream rate has its arguments
+   from /proc/PID/task/TID/syscall, the kernel kept none); for a thread never seen entering or
    leaving a call, from /proc/PID/task/TID/syscall when it reads the same blocking call at
    attach and at stop (ts = attach time);
 3. ``ThreadCpu`` for every thread (live ones measured up to now, exited ones at their exit);
 4. ``ThreadSample`` for every live thread;
-5. ``Lost`` for rate-limited calls and ring-buffer overflow (the evidence is incomplete).
+5. ``Lost`` for rate-limited calls (the sum of the kernel's per-(tid, nr) dropped counts) and
+   ring-buffer overflow (the evidence is incomplete).
 """
 from __future__ import annotations
 
@@ -43,29 +49,43 @@ def final_events(be: "EbpfBackend") -> List[ev.Event]:
     start_ts = be._start_ts
     out: List[ev.Event] = []
 
-    # 1. calls counted in the kernel only
-    dropped = 0
+    # 1. calls counted in the kernel only: "aggr" plus what live threads still hold in their
+    #    count cache (exited threads flushed theirs to "aggr" in the kernel)
+    threads: Dict[int, L.HtThread] = {}
+    for k, v in b[b"threads"].items():
+        threads[ct.c_uint32.from_buffer_copy(bytes(k)).value] = \
+            L.HtThread.from_buffer_copy(bytes(v))
+    counts: Dict[Tuple[int, int], List[int]] = {}   # (tid, nr) -> [count, ns, dropped, tgid]
     for k, v in b[b"aggr"].items():
         key = L.HtAggKey.from_buffer_copy(bytes(k))
         agg = L.HtAgg.from_buffer_copy(bytes(v))
-        dropped += agg.dropped
-        n = agg.count - be._streamed.get((key.tid, key.nr), 0)
+        c = counts.setdefault((key.tid, _s32(key.nr)), [0, 0, 0, agg.tgid])
+        c[0] += agg.count
+        c[1] += agg.total_ns
+        c[2] += agg.dropped
+    for tid, st in threads.items():
+        for i in range(L.HT_AGG_SLOTS):
+            if st.c_count[i] or st.c_dropped[i]:
+                c = counts.setdefault((tid, st.c_nr[i]), [0, 0, 0, st.tgid])
+                c[0] += st.c_count[i]
+                c[1] += st.c_ns[i]
+                c[2] += st.c_dropped[i]
+    dropped = 0
+    for (tid, nr), (count, total_ns, ndropped, tgid) in sorted(counts.items()):
+        dropped += ndropped
+        streamed = be._streamed.get((tid, nr), 0)
+        n = count - streamed
         if n <= 0:
             continue
-        pid = agg.tgid or be._pid_of.get(key.tid, key.tid)
-        streamed = be._streamed.get((key.tid, key.nr), 0)
+        pid = tgid or be._pid_of.get(tid, tid)
         # total_ns covers every call; give the summary the share of the unstreamed ones.
-        share = agg.total_ns * n / agg.count if agg.count else 0
-        out.append(ev.Syscall(ts=start_ts, pid=pid, tid=key.tid, name=syscall_name(key.nr),
+        share = total_ns * n / count if count else 0
+        out.append(ev.Syscall(ts=start_ts, pid=pid, tid=tid, name=syscall_name(nr),
                               args=f"<{n} calls counted in kernel"
                                    + (f", {streamed} streamed>" if streamed else ">"),
                               ret=None, dur=share / 1e9))
 
     # 2-3. in-flight calls and CPU of live threads
-    threads: Dict[int, L.HtThread] = {}
-    for k, v in b[b"threads"].items():
-        threads[ct.c_uint32.from_buffer_copy(bytes(k)).value] = \
-            L.HtThread.from_buffer_copy(bytes(v))
     live: Dict[int, List[int]] = {}
     assert be._targets is not None
     for pid in be._targets.pids():
@@ -77,12 +97,17 @@ def final_events(be: "EbpfBackend") -> List[ev.Event]:
     for pid, tids in live.items():
         for tid in tids:
             st = threads.get(tid)
-            if st is not None and st.flags & L.HT_T_IN_CALL:
+            # enter_ns 0: an untimed call that has not left the CPU since it began (now, then)
+            enter_ns = (st.enter_ns or now_ns) if st is not None else now_ns
+            dur = max(0.0, (now_ns - enter_ns) / 1e9)
+            if st is not None and st.flags & L.HT_T_IN_CALL and st.cflags & L.HT_F_DROPPED:
+                # over the stream rate at enter: the kernel kept no arguments, /proc has them
+                out.append(_in_flight_from_proc(be, pid, tid, st, clock.epoch(enter_ns), dur))
+            elif st is not None and st.flags & L.HT_T_IN_CALL:
                 out.append(be._conv.syscall(
-                    ts=clock.epoch(st.enter_ns), pid=pid, tid=tid, name=syscall_name(st.nr),
-                    kind=st.kind, args=list(st.args), ret=None,
-                    dur=max(0.0, (now_ns - st.enter_ns) / 1e9), flags=st.cflags, aux=st.aux,
-                    pfds=list(st.pfds)))
+                    ts=clock.epoch(enter_ns), pid=pid, tid=tid, name=syscall_name(st.nr),
+                    kind=st.kind, args=list(st.args), ret=None, dur=dur, flags=st.cflags,
+                    aux=st.aux, pfds=list(st.pfds)))
             elif st is None or not st.flags & L.HT_T_SEEN:
                 e = _blocked_since_attach(be, pid, tid, start_ts, stop_ts)
                 if e is not None:
@@ -104,7 +129,7 @@ def final_events(be: "EbpfBackend") -> List[ev.Event]:
     # 5. what did not come one by one
     counters = b[b"counters"]
     full = counters[ct.c_int(L.HT_C_RINGBUF_FULL)].value
-    limited = counters[ct.c_int(L.HT_C_RATE_LIMITED)].value
+    limited = dropped   # the kernel counts them per (tid, nr) only (ht_agg.dropped)
     if full:
         out.append(ev.Lost(ts=stop_ts, count=int(full),
                            reason="eBPF ring buffer full: calls counted but not streamed"))
@@ -119,6 +144,31 @@ def final_events(be: "EbpfBackend") -> List[ev.Event]:
         if n:
             be.errors.append(f"ebpf: the kernel map for {what} was full {n} times")
     return out
+
+
+def _s32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+def _in_flight_from_proc(be: "EbpfBackend", pid: int, tid: int, st: L.HtThread, ts: float,
+                         dur: float) -> ev.Event:
+    """A call in flight at stop whose arguments the kernel did not keep (HT_F_DROPPED): they
+    are in /proc/PID/task/TID/syscall while the thread is still inside that call."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+            cs = parse_proc_syscall(f.read().strip())
+    except OSError:
+        cs = None
+    kind = st.kind if st.kind <= L.HT_K_STREAMED_MAX else L.HT_K_NONE
+    if cs is None or cs.kind != "syscall" or cs.nr != st.nr:
+        # it left the call since the kernel state was read: an ongoing call without arguments
+        return be._conv.syscall(ts=ts, pid=pid, tid=tid, name=syscall_name(st.nr),
+                                kind=L.HT_K_NONE, args=[], ret=None, dur=dur)
+    return be._conv.syscall(ts=ts, pid=pid, tid=tid, name=syscall_name(st.nr), kind=kind,
+                            args=list(cs.args), ret=None, dur=dur,
+                            flags=flags_from_registers(kind, cs.args),
+                            aux=aux_from_registers(kind, cs.args))
 
 
 def _blocked_since_attach(be: "EbpfBackend", pid: int, tid: int, start_ts: float,

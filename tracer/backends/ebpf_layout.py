@@ -51,6 +51,7 @@ HT_F_AUX = 16
 HT_F_PFDS = 32
 HT_F_NEW_PROCESS = 64
 HT_F_GUESSED = 128
+HT_F_DROPPED = 256
 HT_T_ON_CPU = 1
 HT_T_IN_CALL = 2
 HT_T_SEEN = 4
@@ -65,6 +66,9 @@ HT_MAX_PFDS = 4
 HT_MAX_TARGETS = 16384
 HT_MAX_THREADS = 32768
 HT_MAX_AGG = 65536
+HT_AGG_SLOTS = 16
+HT_SLOT_SHIFT = 8
+HT_KIND_MASK = 255
 HT_RINGBUF_PAGES = 256
 HT_RATE_WINDOW_NS = 100000000
 HT_RATE_MAX = 100
@@ -91,7 +95,10 @@ class HtThread(ct.Structure):
         ("last_in_ns", ct.c_uint64), ("switches", ct.c_uint64), ("win_start_ns", ct.c_uint64),
         ("win_count", ct.c_uint32), ("nr", ct.c_int32), ("enter_ns", ct.c_uint64),
         ("args", ct.c_uint64 * 6), ("aux", ct.c_uint64), ("cflags", ct.c_uint32),
-        ("kind", ct.c_uint32), ("pfds", ct.c_int32 * 4),
+        ("kind", ct.c_uint32), ("pfds", ct.c_int32 * 4), ("slot", ct.c_uint32),
+        ("pad", ct.c_uint32), ("c_nr", ct.c_int32 * 16), ("c_count", ct.c_uint64 * 16),
+        ("c_ns", ct.c_uint64 * 16), ("c_dropped", ct.c_uint64 * 16),
+        ("win_jiffies", ct.c_uint64),
     ]
 
 
@@ -132,6 +139,32 @@ def kinds_for(table: Mapping[int, str]) -> Dict[int, int]:
     """nr -> kind for every streamed or decoded call of ``table`` (nr < HT_MAX_NR)."""
     return {nr: KIND_OF_NAME[name] for nr, name in table.items()
             if name in KIND_OF_NAME and 0 <= nr < HT_MAX_NR}
+
+
+# The calls that get a count-cache slot of their own (struct ht_thread.c_*), most frequent in
+# the programs we diagnose first; every other nr shares the remaining slots (nr modulo).
+_OWN_SLOT = ("futex", "read", "write", "ioctl", "epoll_wait", "epoll_pwait", "poll", "ppoll",
+             "sched_yield", "recvfrom", "sendto", "recvmsg")
+
+
+def slots_for(table: Mapping[int, str]) -> Dict[int, int]:
+    """nr -> count-cache slot, for every nr below HT_MAX_NR."""
+    own = {name: i for i, name in enumerate(_OWN_SLOT)}
+    shared = HT_AGG_SLOTS - len(_OWN_SLOT)
+    by_name = {name: nr for nr, name in table.items()}
+    out = {nr: len(_OWN_SLOT) + nr % shared for nr in range(HT_MAX_NR)}
+    for name, slot in own.items():
+        nr = by_name.get(name)
+        if nr is not None and 0 <= nr < HT_MAX_NR:
+            out[nr] = slot
+    return out
+
+
+def kinds_value(table: Mapping[int, str]) -> Dict[int, int]:
+    """The "kinds" array the kernel reads: kind | slot << HT_SLOT_SHIFT, for every nr."""
+    kinds = kinds_for(table)
+    return {nr: kinds.get(nr, HT_K_NONE) | slot << HT_SLOT_SHIFT
+            for nr, slot in slots_for(table).items()}
 
 
 def constants() -> Dict[str, int]:

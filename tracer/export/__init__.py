@@ -12,6 +12,9 @@ from typing import Callable, Dict, TextIO
 
 FORMATS: Dict[str, str] = {}   # filled as formats land: {"perfetto": "tracer.export.perfetto"}
 
+FORMATS["perfetto"] = "tracer.export.perfetto"   # Chrome trace event JSON (Perfetto, chrome://tracing)
+FORMATS["json"] = "tracer.export.jsonl"          # JSON lines, one object per event
+FORMATS["dot"] = "tracer.export.dot"            # the wait-for graph for Graphviz
 
 def exporter(fmt: str) -> Callable[[str, TextIO], int]:
     return importlib.import_module(FORMATS[fmt]).export  # type: ignore[no-any-return]

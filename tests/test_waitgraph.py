@@ -1,0 +1,184 @@
+"""Wait-for graph and proofs from synthetic events, and the futex owner decoding."""
+from __future__ import annotations
+
+import struct
+
+from tracer import events as ev
+from tracer.analysis.waitgraph import WaitFacts, socket_inode, strace_peer, tcp_reverse
+from tracer.export.dot import render_dot
+from tracer.probes.futex_owner import decode_futex, parse_futex_syscall
+
+from test_rules import T0, fd, futex_block, info, run
+
+
+def mutex_bytes(lock, owner, nusers=1, kind=0):
+    return struct.pack("=IIiIi", lock, 0, owner, nusers, kind) + bytes(4)
+
+
+# --------------------------------------------------------------------------- futex decoding
+def test_normal_mutex_owner_from_owner_field():
+    k, owner, _ = decode_futex(mutex_bytes(2, 101), op="WAIT", val=2, private=True,
+                               same_process=lambda t: t in (100, 101))
+    assert (k, owner) == ("mutex", 101)
+
+
+def test_private_mutex_owner_must_be_a_thread_of_the_process():
+    k, owner, why = decode_futex(mutex_bytes(2, 555), op="WAIT", val=2, private=True,
+                                 same_process=lambda t: t in (100, 101))
+    assert (k, owner) == ("unknown", None) and "no thread" in why
+
+
+def test_process_shared_mutex_needs_the_pshared_kind_bit():
+    k, owner, _ = decode_futex(mutex_bytes(2, 777, kind=128), op="WAIT", val=2, private=False,
+                               same_process=lambda t: False)
+    assert (k, owner) == ("mutex", 777)
+    k, _, _ = decode_futex(mutex_bytes(2, 777, kind=0), op="WAIT", val=2, private=False,
+                           same_process=lambda t: False)
+    assert k == "unknown"
+
+
+def test_python_lock_is_a_semaphore_without_holder():
+    sem = struct.pack("=QiI", 1 << 32, 0, 0) + bytes(8)   # value 0, one waiter
+    k, owner, why = decode_futex(sem, op="WAIT_BITSET", val=0, private=True,
+                                 same_process=lambda t: True)
+    assert (k, owner) == ("unknown", None) and "semaphore" in why
+
+
+def test_join_and_pi_and_unreadable():
+    word = struct.pack("=I", 4242) + bytes(20)
+    assert decode_futex(word, op="WAIT_BITSET", val=4242, private=False,
+                        same_process=lambda t: t == 4242)[:2] == ("join", 4242)
+    pi = struct.pack("=I", 0x80000000 | 4243) + bytes(20)
+    assert decode_futex(pi, op="LOCK_PI", val=None, private=True,
+                        same_process=lambda t: True)[:2] == ("pi-mutex", 4243)
+    assert decode_futex(None, op="WAIT", val=2, private=True,
+                        same_process=lambda t: True)[:2] == ("unknown", None)
+
+
+def test_proc_syscall_line_of_a_futex_wait():
+    assert parse_futex_syscall("202 0x560c729a40a0 0x80 0x2 0x0 0x0 0x0 0x7f 0x7f") == \
+        (0x560c729a40a0, "WAIT", 2, True)
+    assert parse_futex_syscall("202 0x7f2138bea990 0x109 0x69bd 0x0 0x0 0xffffffff 0x1 0x2") \
+        == (0x7f2138bea990, "WAIT_BITSET", 0x69bd, False)
+    assert parse_futex_syscall("202 0x1 0x81 0x1 0 0 0 0 0") is None     # FUTEX_WAKE
+    assert parse_futex_syscall("0 0x3 0x1 0x40 0 0 0 0 0") is None
+
+
+def test_socket_target_helpers():
+    assert strace_peer("UNIX-STREAM:[5->6]") == 6 and strace_peer("UNIX-STREAM:[5]") is None
+    assert socket_inode("UNIX-STREAM:[12,/x.sock]", [], None) == 12
+    assert socket_inode("socket:[1]", [fd(3, "unix", "x", inode=99)], 3) == 99
+    assert tcp_reverse("TCP:[1.1.1.1:5->2.2.2.2:80]") == "TCP:[2.2.2.2:80->1.1.1.1:5]"
+
+
+def test_socket_peers_keys_survive_json():
+    f = WaitFacts()
+    f.feed(ev.SocketPeers(ts=T0, pid=1, peers={"10": 11}, outside={"11": [7]}))  # as read back
+    assert f.unix_peers == {10: 11} and f.outside == {11: [7]}
+
+
+# --------------------------------------------------------------------------- proofs
+def owner(pid, addr, tid, kind="mutex", owner_pid=None, shared=False):
+    return ev.FutexOwner(ts=T0 + 5.0, pid=pid, addr=addr, word=2, owner_tid=tid, kind=kind,
+                         owner_pid=pid if owner_pid is None else owner_pid, shared=shared)
+
+
+def graph(r):
+    return r.wait_graph
+
+
+def test_abba_cycle_names_both_mutexes_and_threads():
+    threads = {10: "main", 11: "w1", 12: "w2"}
+    evs = [futex_block(10, 10, 0x900), futex_block(10, 11, 0xA0), futex_block(10, 12, 0xB0),
+           owner(10, 0x900, 11, kind="join"), owner(10, 0xA0, 12), owner(10, 0xB0, 11)]
+    r = run(evs, [info(10, threads=threads)])
+    assert r.verdict == "deadlocked"
+    p = graph(r)["proof"]
+    assert p["kind"] == "cycle" and set(graph(r)["cycle"]) == {"T11", "T12"}
+    assert "thread 11 of python3 (pid 10) waits for mutex 0xa0 held by thread 12" in p["text"]
+    assert "thread 12 of python3 (pid 10) waits for mutex 0xb0 held by thread 11" in p["text"]
+    assert "pthread_join" in p["text"]
+    assert "Proof, " in r.root_cause["summary"] and "mutex 0xa0" in r.root_cause["summary"]
+    dot = render_dot(graph(r))
+    assert '"T11" -> "T12"' in dot and "color=red" in dot
+
+
+def test_abba_cycle_while_main_progresses_is_a_note_not_the_verdict():
+    threads = {10: "main", 11: "w1", 12: "w2"}
+    writes = [ev.WriteCall(ts=T0 + i * 0.5, pid=10, tid=10, name="write", fd=1, fd_kind="file",
+                           fd_target="/var/log/x", ret=40, nbytes=40, dur=1e-5) for i in range(8)]
+    evs = writes + [futex_block(10, 11, 0xA0), futex_block(10, 12, 0xB0),
+                    owner(10, 0xA0, 12), owner(10, 0xB0, 11)]
+    r = run(evs, [info(10, threads=threads)])
+    assert r.verdict == "progressing"
+    assert graph(r)["proof"]["kind"] == "cycle"
+    assert any("deadlocked although the tree goes on" in n for n in r.notes)
+
+
+def test_unknown_holder_is_a_closed_set_not_a_cycle():
+    evs = [futex_block(10, 10, 0x900), futex_block(10, 11, 0xA0)]
+    r = run(evs, [info(10, threads={10: "m", 11: "w"})])
+    p = graph(r)["proof"]
+    assert r.verdict == "deadlocked" and p["kind"] == "closed"
+    assert "unknown holder" in p["text"] and "no thread of python3 (pid 10) runs" in p["text"]
+
+
+def test_mutex_held_by_a_killed_process_is_a_dead_end():
+    parent = info(20, threads={20: "p"})
+    child = info(21, ppid=20, threads={21: "c"}, state="Z", exit_code=9)   # killed, zombie
+    evs = [futex_block(20, 20, 0x7000), owner(20, 0x7000, 21, owner_pid=21, shared=True)]
+    r = run(evs, [parent, child])
+    assert r.verdict == "deadlocked" and r.root_cause["pid"] == 21
+    p = graph(r)["proof"]
+    assert p["kind"] == "dead-end"
+    assert "process-shared mutex 0x7000 held by python3 (pid 21), which was killed by SIGKILL" \
+        in p["text"]
+    assert r.process(20).waits_on[0]["pids"] == [21]
+
+
+def test_holder_thread_gone_is_a_dead_end():
+    evs = [futex_block(20, 20, 0x7000), owner(20, 0x7000, 99999, owner_pid=None)]
+    evs[-1].owner_pid = None
+    r = run(evs, [info(20)])
+    assert r.verdict == "deadlocked"
+    assert "thread 99999, which no longer exists" in graph(r)["proof"]["text"]
+
+
+def test_pipe_cycle_and_wait4_cycle():
+    a = info(30, fds=[fd(3, "pipe", "pipe:[1]", "r"), fd(4, "pipe", "pipe:[2]", "w")])
+    b = info(31, ppid=30, fds=[fd(3, "pipe", "pipe:[2]", "r"), fd(4, "pipe", "pipe:[1]", "w")])
+    evs = [ev.ReadCall(ts=T0 + 0.01, pid=p, tid=p, name="read", fd=3, fd_kind="pipe",
+                       fd_target=t, ongoing=True) for p, t in ((30, "pipe:[1]"), (31, "pipe:[2]"))]
+    r = run(evs, [a, b])
+    p = graph(r)["proof"]
+    assert r.verdict == "deadlocked" and p["kind"] == "cycle"
+    assert "reads pipe:[1] whose only writer is" in p["text"] and "(pid 31)" in p["text"]
+    assert "reads pipe:[2] whose only writer is" in p["text"] and "(pid 30)" in p["text"]
+
+
+def test_reader_of_a_live_slow_writer_is_not_stuck():
+    a = info(40, fds=[fd(3, "pipe", "pipe:[5]", "r")])
+    b = info(41, ppid=40, fds=[fd(4, "pipe", "pipe:[5]", "w")])
+    evs = [ev.ReadCall(ts=T0 + 0.01, pid=40, tid=40, name="read", fd=3, fd_kind="pipe",
+                       fd_target="pipe:[5]", ongoing=True)]
+    evs += [ev.WriteCall(ts=T0 + i * 0.3, pid=41, tid=41, name="write", fd=1, fd_kind="file",
+                         fd_target="/log", ret=20, nbytes=20, dur=1e-5) for i in range(10)]
+    r = run(evs, [a, b])
+    assert r.verdict == "progressing" and graph(r)["proof"] is None
+    assert not any(n["stuck"] for n in graph(r)["nodes"])
+
+
+def test_unix_peer_from_sock_diag_resolves_the_other_process():
+    a = info(50, fds=[fd(3, "unix", "UNIX-STREAM:[700]", inode=700)])
+    b = info(51, ppid=50, fds=[fd(3, "unix", "UNIX-STREAM:[701]", inode=701)])
+    evs = [ev.ReadCall(ts=T0 + 0.01, pid=p, tid=p, name="recvfrom", fd=3, fd_kind="unix",
+                       fd_target=f"UNIX-STREAM:[{i}]", ongoing=True)
+           for p, i in ((50, 700), (51, 701))]
+    evs += [ev.SocketPeers(ts=T0 + 5.0, pid=50, peers={700: 701}),
+            ev.SocketPeers(ts=T0 + 5.0, pid=51, peers={701: 700})]
+    r = run(evs, [a, b])
+    assert r.verdict == "deadlocked" and graph(r)["proof"]["kind"] == "cycle"
+    assert "whose peer socket 701 is held by" in graph(r)["proof"]["text"]
+    # Without the probe's facts the same waits look like waits on the outside world.
+    r2 = run(evs[:2], [a, b])
+    assert r2.verdict != "deadlocked"

@@ -1,0 +1,17 @@
+"""End-of-recording probes (session.py's ``EndProbe``): after the backends detached and while
+the target is still in the state it was recorded in, each reads what the recording could not
+see and returns events for the trace. They only read /proc (never write, never stop a thread);
+what they cannot read gives fewer events, never an error.
+
+``DEFAULT_PROBES`` is what ``hangtrace attach`` passes to ``session.record(end_probes=...)``.
+"""
+from __future__ import annotations
+
+from typing import List
+
+from .futex_owner import futex_owner_probe
+from .socket_peers import socket_peers_probe
+
+DEFAULT_PROBES: List = [futex_owner_probe, socket_peers_probe]
+
+__all__ = ["DEFAULT_PROBES", "futex_owner_probe", "socket_peers_probe"]
