@@ -109,11 +109,14 @@ def _cycle_text(pvs: Dict[int, ProcessVerdict], start: ProcessVerdict) -> str:
     parts, seen, cur = [], set(), start
     while cur is not None and cur.pid not in seen:
         seen.add(cur.pid)
+        if cur.verdict == EXITED:           # the chain ends at a process that is gone
+            parts.append(f"{cur.label} {cur.exit_status}" if cur is start else "")
+            break
         nxt_pids = [t for e in cur.waits_on for t in e.pids if t != cur.pid]
         edge = next((e for e in cur.waits_on if e.pids), cur.waits_on[0] if cur.waits_on else None)
         parts.append(f"{cur.label} {edge.what}" if edge else f"{cur.label} is blocked")
         cur = pvs.get(nxt_pids[0]) if nxt_pids else None
-    return "; ".join(parts)
+    return "; ".join(p for p in parts if p)
 
 
 def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording,
