@@ -28,7 +28,7 @@ import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .. import events as ev
-from .decode import parse_fd, first_arg, split_args, to_event
+from .decode import parse_fd, split_args, to_event
 from .lines import StraceLine, parse_line
 
 __all__ = ["StraceConverter"]

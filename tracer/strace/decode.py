@@ -199,6 +199,22 @@ def ioctl_request(text: str) -> Tuple[int, Optional[str]]:
     return _IOCTL_NAMES.get(text, 0), text
 
 
+_NV_NAMES: Dict[Tuple[str, int, Optional[str]], Optional[str]] = {}
+
+
+def _nv_name(kind: str, request: int, name: Optional[str]) -> Optional[str]:
+    """NVIDIA request names, memoised: a GPU process repeats a handful of requests."""
+    key = (kind, request, name)
+    hit = _NV_NAMES.get(key, _NV_NAMES)
+    if hit is not _NV_NAMES:
+        return hit  # type: ignore[return-value]
+    from ..nvidia import nv_request_name
+    if len(_NV_NAMES) > 4096:
+        _NV_NAMES.clear()
+    value = _NV_NAMES[key] = nv_request_name(kind, request, name)
+    return value
+
+
 def _ioctl(ts: float, pid: int, tid: int, name: str, args: str, sargs: str, ret: Optional[int],
            err: Optional[str], dur: Optional[float], ongoing: bool) -> ev.Syscall:
     first = first_arg(args)
@@ -207,8 +223,7 @@ def _ioctl(ts: float, pid: int, tid: int, name: str, args: str, sargs: str, ret:
     req_text = rest[:rest.find(")") + 1] if rest.startswith("_IOC(") else rest.split(", ", 1)[0]
     request, request_name = ioctl_request(req_text)  # type: ignore[misc]
     if kind in ("nvidiactl", "nvidia", "nvidia-uvm"):   # RM_CONTROL, UVM_REGISTER_CHANNEL...
-        from ..nvidia import nv_request_name
-        request_name = nv_request_name(kind, request, request_name)
+        request_name = _nv_name(kind, request, request_name)
     return ev.IoctlCall(ts, pid, tid, name, sargs, ret, err, dur, fd, kind, target, ongoing,
                         request, request_name)
 
