@@ -1,5 +1,4 @@
 """import_strace end to end: header, events readable by trace.py, gzip, truncation, errors."""
-import gzip
 import os
 import shutil
 

@@ -30,7 +30,7 @@ def test_lock_order_cycle_names_both_mutexes_and_holders(scenario, backend, tmp_
            f"thread {t2}" in p["text"]
     assert f"thread {t2} of lock_order_dead (pid {sc.pid}) waits for mutex {a2:#x} held by " \
            f"thread {t1}" in p["text"]
-    assert f"to exit (pthread_join" in p["text"]
+    assert "to exit (pthread_join" in p["text"]
     assert p["text"] in r["root_cause"]["summary"]
 
 

@@ -144,11 +144,12 @@ def _worker(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
 
 
 def _work(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
-    from .importer import _Log, _RowEncoder   # circular at module level: importer imports us
+    from .importer import _Log   # circular at module level: importer imports us
+    from .trace_rows import RowEncoder
     gc.disable()             # as importer._convert: millions of acyclic short-lived objects
     conv = StraceConverter(base_date=plan.base_date, root_pid=plan.root_pid)
     feed = conv.feed_text
-    fmt = _RowEncoder().text
+    fmt = RowEncoder().text
     n = plan.workers
     owner_of = plan.assign.get
     tid_pid = conv._tid_pid  # noqa: SLF001 - "does the converter know this tid yet"
@@ -310,7 +311,7 @@ def _message(raw: bytes, k: int) -> tuple:
 
 def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None]) -> ShardedResult:
     """Run the plan's workers over the log; merged rows go to ``write`` (module doc)."""
-    from .importer import _RowEncoder
+    from .trace_rows import RowEncoder
     ctx = _context()
     conns: List[Connection] = []
     procs = []
@@ -365,7 +366,7 @@ def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None]) -
         bad_sample = min(bad, key=lambda s: s["bad_line"])["bad_sample"] if bad else ""
         if unparsed:
             end = end_ts if end_ts is not None else 0.0
-            out.append(_RowEncoder().text(ev.Lost(end, unparsed, "unparsed strace lines",
+            out.append(RowEncoder().text(ev.Lost(end, unparsed, "unparsed strace lines",
                                                   bad_sample)))
         if out:
             write("".join(out).encode("utf-8", "surrogateescape"))

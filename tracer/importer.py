@@ -21,25 +21,22 @@ Contract:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as _dt
 import gzip
 import io
 import gc
-import json
 import os
 import re
-import shutil
 import tempfile
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import IO, Callable, Dict, Iterator, List, Optional, Set
 
 from . import events as ev
 from . import trace
 from .strace.convert import StraceConverter
+from .trace_rows import RowEncoder, RowSink, write_trace
 from .strace.lines import parse_line
 
 __all__ = ["ImportError_", "ImportResult", "import_strace"]
@@ -271,9 +268,9 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
                                           delete=False)
     except OSError as e:
         raise ImportError_(f"{out_path}: cannot write here: {e.strerror}") from None
-    sink: Optional[_RowSink] = None
+    sink: Optional[RowSink] = None
     try:
-        sink = _RowSink(tmp, compress)
+        sink = RowSink(tmp, compress)
         if plan is not None:
             try:
                 sharded = convert_sharded(log_path, plan, sink.write)
@@ -297,7 +294,7 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
             options={"log": os.path.basename(log_path), "capabilities": caps,
                      "lines": conv.lines + conv.unparsed, "unparsed": conv.unparsed,
                      "log_truncated": conv.truncated})
-        _write_trace(out_path, header, tmp.name, conv.rows, compress=compress, end_ts=end,
+        write_trace(out_path, header, tmp.name, conv.rows, compress=compress, end_ts=end,
                      reason="log-truncated" if conv.truncated else "complete")
     except OSError as e:
         raise ImportError_(f"{out_path}: write failed: {e.strerror}") from None
@@ -334,7 +331,7 @@ def _convert_sequential(log_path: str, root_pid: Optional[int],
     finally:
         log.close()
     tail = conv.finish(conv.last_ts)
-    encode = _RowEncoder().encode
+    encode = RowEncoder().encode
     for e in tail:
         write(encode(e))
     return _Converted(count + len(tail), conv.lines, conv.unparsed, conv.capabilities,
@@ -344,7 +341,7 @@ def _convert_sequential(log_path: str, root_pid: Optional[int],
 def _convert(log: _Log, conv: StraceConverter, write: Callable[[bytes], None]) -> int:
     """The hot loop: every log line through the converter, events as JSON rows to ``write``."""
     feed = conv.feed_text
-    fmt = _RowEncoder().text
+    fmt = RowEncoder().text
     count = 0
     # Millions of short-lived, acyclic objects: reference counting frees them all; the cyclic
     # collector would only rescan them over and over (about 15% of the run).
@@ -367,87 +364,3 @@ def _convert(log: _Log, conv: StraceConverter, write: Callable[[bytes], None]) -
         if gc_was_enabled:
             gc.enable()
     return count
-
-
-# How each field type of the syscall event classes is written, as f-string code (with
-# the value: "$"); the result must equal json.dumps(value, separators=(",", ":")).
-_FIELD_CODE = {
-    "int": "{$}",
-    "float": "{F($)}",
-    "str": "{E($)}",
-    "bool": "{'true' if $ else 'false'}",
-    "Optional[int]": "{'null' if $ is None else $}",
-    "Optional[float]": "{'null' if $ is None else F($)}",
-    "Optional[str]": "{'null' if $ is None else E($)}",
-    "Tuple[str, ...]": "{T($)}",
-}
-
-
-class _RowEncoder:
-    """``events.event_to_row`` + JSON, byte-identical to ``TraceWriter.write``, ~3x faster.
-
-    For each Syscall-family class a formatter is generated from the dataclass field types (all
-    scalars or a tuple of strings); other classes, rare, go through event_to_row + json.
-    """
-
-    def __init__(self) -> None:
-        self._json = json.JSONEncoder(separators=(",", ":")).encode
-        self._fmt: Dict[type, Callable[[ev.Event], str]] = {}
-
-    def _compile(self, cls: type) -> Optional[Callable[[ev.Event], str]]:
-        parts = [json.dumps(cls.TAG)]
-        for f in dataclasses.fields(cls):
-            code = _FIELD_CODE.get(str(f.type))
-            if code is None:
-                return None
-            parts.append(code.replace("$", f"e.{f.name}"))
-        src = "def fmt(e):\n    return f\"[" + ",".join(parts).replace('"', '\\"') + "]\\n\"\n"
-        scope = {"F": float.__repr__, "E": encode_basestring_ascii,
-                 "T": lambda t: "[" + ",".join(encode_basestring_ascii(x) for x in t) + "]"}
-        exec(compile(src, f"<row formatter {cls.__name__}>", "exec"), scope)  # noqa: S102
-        return scope["fmt"]  # type: ignore[return-value]
-
-    def text(self, e: ev.Event) -> str:
-        """The row as one line of text, newline included."""
-        fmt = self._fmt.get(type(e))
-        if fmt is None:
-            cls = type(e)
-            compiled = self._compile(cls) if issubclass(cls, ev.Syscall) else None
-            fmt = self._fmt[cls] = compiled or (lambda x: self._json(ev.event_to_row(x)) + "\n")
-        return fmt(e)
-
-    def encode(self, e: ev.Event) -> bytes:
-        return self.text(e).encode("utf-8", "surrogateescape")
-
-
-class _RowSink:
-    """Where event rows go before the header can be written (it lists every process): a temp
-    file next to the output, gzip-compressed on the way when the trace will be (level 3, as
-    TraceWriter), so no second pass over the uncompressed rows is needed."""
-
-    def __init__(self, tmp: IO[bytes], compress: bool) -> None:
-        self._gz = (gzip.GzipFile(fileobj=tmp, mode="wb", compresslevel=3, mtime=0)
-                    if compress else None)
-        self.write: Callable[[bytes], object] = (self._gz or tmp).write
-
-    def close(self) -> None:
-        """End the gzip member; tmp itself stays open. A second call does nothing."""
-        if self._gz is not None:
-            self._gz.close()
-
-
-def _write_trace(out_path: str, header: Dict[str, object], rows_path: str, count: int, *,
-                 compress: bool, end_ts: float, reason: str) -> None:
-    """The trace file as TraceWriter writes it (header line, rows, end record), from rows
-    already encoded in ``rows_path``. Compressed, the file is three gzip members (header,
-    rows, end record): one stream to gzip.GzipFile (TraceReader), zcat and gzip -t."""
-    head = (json.dumps(header, separators=(",", ":")) + "\n").encode("utf-8", "surrogateescape")
-    start = float(header["start"])  # type: ignore[arg-type]
-    end = ev.RecordingEnd(ts=end_ts, reason=reason, duration=max(0.0, end_ts - start),
-                          events=count)
-    tail = (json.dumps(ev.event_to_row(end), separators=(",", ":")) + "\n").encode()
-    with open(out_path, "wb") as out:
-        out.write(gzip.compress(head, compresslevel=3) if compress else head)
-        with open(rows_path, "rb") as rows:
-            shutil.copyfileobj(rows, out, 1 << 20)
-        out.write(gzip.compress(tail, compresslevel=3) if compress else tail)
