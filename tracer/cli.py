@@ -58,7 +58,7 @@ def main() -> None:
 def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend: str,
            rate: float, output: Optional[str], as_json: bool, verbose: bool) -> None:
     """Record the process trees under PIDS, save the trace and print the verdict."""
-    from .session import SessionError, choose_backends, record, resolve_targets
+    from .session import SessionError, choose_backends, resolve_targets
     from .trace import default_trace_path
     try:
         roots = resolve_targets(list(pids), name)
@@ -68,21 +68,27 @@ def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend:
     out = output or default_trace_path(roots)
     click.echo(f"hangtrace: attaching to {', '.join(map(str, roots))} for {duration:g} s "
                f"with {why}", err=True)
-    from .pystacks import py_stacks_probe
+    done = _record(roots, backends, duration, out, as_json)
+    click.echo(f"hangtrace: trace saved to {done.trace_path}", err=True)
+    _emit(done.report, as_json, verbose)
+
+
+def _record(roots: List[int], backends: list, duration: float, out: str, as_json: bool):
+    """One recording as ``attach`` makes it: end-of-recording probes, and the live view when
+    the report goes to a terminal."""
     from .probes import DEFAULT_PROBES   # futex owners, unix socket peers (wait graph)
+    from .pystacks import py_stacks_probe
+    from .session import record
     probes = list(DEFAULT_PROBES) + [py_stacks_probe]   # before py-spy, which stops threads
     try:
         if not as_json and sys.stdout.isatty():
             from .live import LiveView
             with LiveView(Console(), duration, roots) as view:
-                done = record(roots, backends, duration=duration, output=out,
+                return record(roots, backends, duration=duration, output=out,
                               on_tick=view.on_tick, end_probes=probes)
-        else:
-            done = record(roots, backends, duration=duration, output=out, end_probes=probes)
+        return record(roots, backends, duration=duration, output=out, end_probes=probes)
     except OSError as exc:
         _fail(f"recording failed: {exc.strerror or exc} ({getattr(exc, 'filename', '') or ''})")
-    click.echo(f"hangtrace: trace saved to {done.trace_path}", err=True)
-    _emit(done.report, as_json, verbose)
 
 
 @main.command()
@@ -205,7 +211,7 @@ def demo(scenario: str, duration: float, backend: str, as_json: bool) -> None:
     attach to it and print the verdict; the scenario is killed afterwards."""
     import tempfile
     from .demo import DemoError, RunningScenario
-    from .session import SessionError, choose_backends, record
+    from .session import SessionError, choose_backends
     try:
         backends, why = choose_backends(backend)
         sc = RunningScenario(scenario)
@@ -215,7 +221,7 @@ def demo(scenario: str, duration: float, backend: str, as_json: bool) -> None:
         out = os.path.join(tempfile.gettempdir(), f"hangtrace-demo-{scenario}.htrace.gz")
         click.echo(f"hangtrace: scenario {scenario} running as pid {sc.pid}; attaching for "
                    f"{duration:g} s with {why}", err=True)
-        done = record([sc.pid], backends, duration=duration, output=out)
+        done = _record([sc.pid], backends, duration, out, as_json)
     finally:
         sc.kill()
     _emit(done.report, as_json)
