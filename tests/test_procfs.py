@@ -151,3 +151,58 @@ def test_live_self():
     assert info.pid == me and me in info.threads and info.cmdline
     assert procfs.tgid_of(me) == me and procfs.pid_exists(me)
     assert me in procfs.descendants([os.getppid()])
+
+
+# fdinfo of two eventfds and of a pipe, as Linux 6.18 prints them (count in hex, id decimal)
+_EFD_FDINFO = {
+    3: "pos:\t0\nflags:\t02000002\nmnt_id:\t17\nino:\t1044\n"
+       "eventfd-count:               1a\neventfd-id: 1\neventfd-semaphore: 0\n",
+    4: "pos:\t0\nflags:\t02\nmnt_id:\t17\nino:\t1044\n"
+       "eventfd-count:                0\neventfd-id: 12\neventfd-semaphore: 1\n",
+    5: "pos:\t0\nflags:\t02000002\nmnt_id:\t17\nino:\t1044\n",   # a kernel without eventfd-id
+    6: "pos:\t0\nflags:\t01\nmnt_id:\t15\nino:\t146979\n",
+}
+_EFD_LINKS = {3: "anon_inode:[eventfd]", 4: "anon_inode:[eventfd]", 5: "anon_inode:[eventfd]",
+              6: "pipe:[146979]"}
+
+
+def test_eventfd_fdinfo_fields():
+    assert parse_fdinfo(_EFD_FDINFO[3]) == {"pos": 0, "flags": 0o2000002, "ino": 1044,
+                                            "eventfd-count": 26, "eventfd-id": 1}
+
+
+@pytest.mark.parametrize("n,kind,target,mode,inode", [
+    (3, "eventfd", "eventfd:[1]", "rw", 1044),
+    (4, "eventfd", "eventfd:[12]", "rw", 1044),
+    (5, "eventfd", "anon_inode:[eventfd]", "rw", 1044),
+    (6, "pipe", "pipe:[146979]", "w", 146979),
+])
+def test_read_fds_names_eventfds_by_id(tmp_path, n, kind, target, mode, inode):
+    (tmp_path / "77" / "fd").mkdir(parents=True)
+    (tmp_path / "77" / "fdinfo").mkdir()
+    for k, link in _EFD_LINKS.items():
+        os.symlink(link, tmp_path / "77" / "fd" / str(k))
+        (tmp_path / "77" / "fdinfo" / str(k)).write_text(_EFD_FDINFO[k])
+    fds = {f.fd: f for f in procfs.read_fds(77, root=str(tmp_path))}
+    f = fds[n]
+    assert (f.kind, f.target, f.mode, f.inode) == (kind, target, mode, inode)
+    assert classify_fd_target(f.target) == kind
+
+
+def test_read_fds_eventfd_ids_of_a_live_process():
+    a, b = os.eventfd(0), os.eventfd(0)
+    try:
+        with open(f"/proc/self/fdinfo/{a}") as f:
+            if "eventfd-id:" not in f.read():
+                pytest.skip("this kernel's eventfd fdinfo has no eventfd-id line")
+        fds = {f.fd: f for f in procfs.read_fds(os.getpid())}
+        ta, tb = fds[a].target, fds[b].target
+        assert ta.startswith("eventfd:[") and tb.startswith("eventfd:[") and ta != tb
+        dup = os.dup(a)
+        try:
+            assert {f.fd: f for f in procfs.read_fds(os.getpid())}[dup].target == ta
+        finally:
+            os.close(dup)
+    finally:
+        os.close(a)
+        os.close(b)

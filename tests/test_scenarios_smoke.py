@@ -208,6 +208,32 @@ def test_pipe_deadlock(scenario: StartScenario) -> None:
     assert reading[parent] in fd_targets(child).values()
 
 
+def fdinfo(pid: int, fd: int | str) -> dict[str, str]:
+    with open(f"/proc/{pid}/fdinfo/{int(str(fd), 0)}") as f:
+        return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in f)}
+
+
+def test_eventfd_deadlock(scenario: StartScenario) -> None:
+    sc = scenario("eventfd_deadlock")
+    parent, child = sc.pid, int(sc.extra)
+    assert sc.all_pids() == [parent, child]
+    psys, csys = blocked_syscall(parent), blocked_syscall(child)
+    assert int(psys[0]) == SYS_READ and int(csys[0]) == SYS_READ, (psys, csys)
+    assert read_stat(parent)[2] == "S" and read_stat(child)[2] == "S"
+    assert fd_target(parent, psys[1]) == "anon_inode:[eventfd]"
+    info = fdinfo(parent, psys[1])
+    assert int(info["eventfd-count"], 16) == 0
+    # the child holds the same eventfd object (same id), not just some eventfd
+    child_ids = [fdinfo(child, fd).get("eventfd-id") for fd, t in fd_targets(child).items()
+                 if t == "anon_inode:[eventfd]"]
+    assert child_ids == [info["eventfd-id"]]
+    # the child reads the pipe whose only write end the parent holds
+    pipe = fd_target(child, csys[1])
+    assert pipe.startswith("pipe:[")
+    assert pipe in fd_targets(parent).values()
+    assert list(fd_targets(child).values()).count(pipe) == 1
+
+
 def test_dead_worker(scenario: StartScenario) -> None:
     sc = scenario("dead_worker")
     tp0, tp1 = map(int, sc.extra_fields)
@@ -304,7 +330,7 @@ def test_slow_peer(scenario: StartScenario) -> None:
 
 def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
     tested = {"spin", "yield_spin", "lock_order_deadlock", "py_deadlock", "idle_server",
-              "pipe_deadlock", "dead_worker", "sglang_like", "healthy_worker", "parked_pool",
+              "pipe_deadlock", "eventfd_deadlock", "dead_worker", "sglang_like", "healthy_worker", "parked_pool",
               "shared_mutex_killed", "slow_peer"}
     assert set(scenarios.available_scenarios()) == tested
     readme = (scenarios.SCENARIO_DIR / "README.md").read_text()

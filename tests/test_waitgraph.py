@@ -182,3 +182,67 @@ def test_unix_peer_from_sock_diag_resolves_the_other_process():
     # Without the probe's facts the same waits look like waits on the outside world.
     r2 = run(evs[:2], [a, b])
     assert r2.verdict != "deadlocked"
+
+
+# --------------------------------------------------------------------------- eventfds
+EFD = "anon_inode:[eventfd]"   # what strace -yy prints for every eventfd
+
+
+def efd_read(pid, tid, n=5):
+    return ev.ReadCall(ts=T0 + 0.01, pid=pid, tid=tid, name="read", fd=n, fd_kind="eventfd",
+                       fd_target=EFD, ongoing=True)
+
+
+def test_eventfd_and_pipe_cycle_between_two_processes():
+    # parent reads eventfd 7 (shared with the child); the child reads a pipe only the parent
+    # writes. The fd tables name the eventfd by its id; strace's decoration does not.
+    a = info(60, fds=[fd(4, "pipe", "pipe:[9]", "w"), fd(5, "eventfd", "eventfd:[7]")])
+    b = info(61, ppid=60, fds=[fd(3, "pipe", "pipe:[9]", "r"), fd(5, "eventfd", "eventfd:[7]")])
+    evs = [efd_read(60, 60),
+           ev.ReadCall(ts=T0 + 0.01, pid=61, tid=61, name="read", fd=3, fd_kind="pipe",
+                       fd_target="pipe:[9]", ongoing=True)]
+    r = run(evs, [a, b])
+    p = graph(r)["proof"]
+    assert r.verdict == "deadlocked" and p["kind"] == "cycle"
+    assert set(graph(r)["cycle"]) == {"T60", "P60", "T61", "P61"}
+    assert {e["kind"] for e in p["path"]} == {"eventfd", "pipe"}
+    assert "(pid 60) waits in read on eventfd:[7], which python3 (pid 61) holds" in p["text"]
+    w = r.process(60).waits_on
+    assert [(x["kind"], x["pids"]) for x in w] == [("eventfd", [61])]
+    assert "other holders: pid 61" in w[0]["what"]
+
+
+def test_eventfd_of_another_id_is_no_edge():
+    # the child holds an eventfd too, but another one: each waits on an eventfd no other traced
+    # process holds, which the kernel (io_uring, aio) may signal: an outside wait, not a deadlock
+    a = info(62, fds=[fd(5, "eventfd", "eventfd:[7]")])
+    b = info(63, ppid=62, fds=[fd(5, "eventfd", "eventfd:[8]")])
+    r = run([efd_read(62, 62), efd_read(63, 63)], [a, b])
+    assert r.verdict != "deadlocked" and graph(r)["proof"] is None
+    w = r.process(62).waits_on[0]
+    assert w["kind"] == "outside" and "only this process holds it" in w["what"]
+    assert [e["dst"] for e in graph(r)["edges"] if e["src"] == "T62"] == ["outside"]
+
+
+def test_eventfd_without_id_is_outside_as_before():
+    # old traces (or kernels without eventfd-id): every eventfd looks alike, nothing resolves
+    a = info(64, fds=[fd(5, "eventfd", EFD)])
+    b = info(65, ppid=64, fds=[fd(5, "eventfd", EFD)])
+    r = run([efd_read(64, 64), efd_read(65, 65)], [a, b])
+    assert r.verdict != "deadlocked"
+    assert {x["kind"] for p in (64, 65) for x in r.process(p).waits_on} == {"outside"}
+
+
+def test_eventfd_reader_with_a_running_thread_of_its_own_is_alive():
+    # the parent also holds the eventfd and a helper thread of it keeps running: not stuck
+    a = info(66, threads={66: "main", 67: "helper"}, fds=[fd(5, "eventfd", "eventfd:[7]")])
+    b = info(68, ppid=66, fds=[fd(3, "pipe", "pipe:[9]", "r"), fd(5, "eventfd", "eventfd:[7]")])
+    c = info(69, ppid=66, fds=[fd(4, "pipe", "pipe:[9]", "w")])
+    evs = [efd_read(66, 66), efd_read(68, 68, n=5)]
+    evs += [ev.WriteCall(ts=T0 + i * 0.3, pid=66, tid=67, name="write", fd=1, fd_kind="file",
+                         fd_target="/log", ret=20, nbytes=20, dur=1e-5) for i in range(10)]
+    r = run(evs, [a, b, c])
+    assert r.verdict != "deadlocked" and graph(r)["proof"] is None
+    assert not any(n["stuck"] for n in graph(r)["nodes"])
+    edges = [e for e in graph(r)["edges"] if e["src"] == "T66"]
+    assert [(e["kind"], e["dst"]) for e in edges] == [("eventfd", "P68"), ("eventfd", "P66")]

@@ -70,6 +70,30 @@ def test_pipe_cycle_between_two_processes(scenario, backend, tmp_path):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_eventfd_and_pipe_cycle_between_two_processes(scenario, backend, tmp_path):
+    sc = scenario("eventfd_deadlock")
+    child = int(sc.extra_fields[0])
+    efd = int(open(f"/proc/{sc.pid}/syscall").read().split()[1], 16)
+    eid = next(line.split(":")[1].strip() for line in open(f"/proc/{sc.pid}/fdinfo/{efd}")
+               if line.startswith("eventfd-id:"))
+    r = attach_json(sc.pid, backend, 1.5, str(tmp_path / "t.htrace.gz"))
+    p = _proof(r)
+    assert r["verdict"] == "deadlocked" and p["kind"] == "cycle", r["root_cause"]
+    assert set(r["wait_graph"]["cycle"]) == {f"T{sc.pid}", f"P{sc.pid}", f"T{child}",
+                                             f"P{child}"}
+    assert {e["kind"] for e in p["path"]} == {"eventfd", "pipe"}
+    ev = next(e for e in p["path"] if e["kind"] == "eventfd")
+    assert (ev["src"], ev["dst"], ev["object"]) == (f"T{sc.pid}", f"P{child}",
+                                                    f"eventfd:[{eid}]")
+    assert f"(pid {sc.pid}) waits in read on eventfd:[{eid}], which " in p["text"]
+    assert f"(pid {child}) holds and could write" in p["text"]
+    procs = {q["pid"]: q for q in r["processes"]}
+    assert procs[sc.pid]["verdict"] == procs[child]["verdict"] == "deadlocked"
+    assert any(w["kind"] == "eventfd" and w["pids"] == [child]
+               for w in procs[sc.pid]["waits_on"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_dead_worker_cycle_through_the_launcher(scenario, backend, tmp_path):
     sc = scenario("dead_worker")
     tp0, tp1 = int(sc.extra_fields[0]), int(sc.extra_fields[1])

@@ -31,7 +31,7 @@ import tempfile
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import IO, Callable, Dict, Iterator, List, Optional, Set
+from typing import Callable, Dict, Iterator, List, Optional, Set
 
 from . import events as ev
 from . import trace
@@ -72,21 +72,7 @@ class _Log:
     def __init__(self, path: str) -> None:
         self.path = path
         self.truncated = False
-        try:
-            raw = open(path, "rb")
-        except FileNotFoundError:
-            raise ImportError_(f"{path}: no such file") from None
-        except PermissionError:
-            raise ImportError_(f"{path}: permission denied") from None
-        except IsADirectoryError:
-            raise ImportError_(f"{path}: is a directory") from None
-        except OSError as e:
-            raise ImportError_(f"{path}: cannot open: {e.strerror}") from None
-        magic = raw.read(2)
-        raw.seek(0)
-        # Detect compression by content, not by name: logs get renamed and piped around.
-        self._stream: IO[bytes] = (gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
-                                   if magic == b"\x1f\x8b" else raw)
+        raw, self._stream = trace.open_input(path, ImportError_)
         self._raw = raw
 
     def __iter__(self) -> Iterator[bytes]:

@@ -7,6 +7,10 @@ Contract:
   (/proc/PID/net/*, not /proc/net, which is the reader's), directories from O_DIRECTORY.
   Socket targets are written like strace -yy: "TCP:[127.0.0.1:5000->127.0.0.1:8000]",
   "TCPv6:[[::]:8000]", "UNIX-STREAM:[123,/tmp/x.sock]".
+- An eventfd's link reads "anon_inode:[eventfd]" for every eventfd (one anon inode for all), so
+  its target is "eventfd:[ID]" when fdinfo has an "eventfd-id:" line (seen on 6.18): the id
+  names the eventfd object, shared by every fd (of any process) that refers to it. Without that
+  line the target stays "anon_inode:[eventfd]". The kind is "eventfd" either way.
 - Nothing here stat()s an fd's target: stat on a file of a dead NFS server blocks forever, and a
   hang tracer must not hang. A named FIFO therefore reads as kind "file".
 - Like procfs.py: vanished fds are skipped, unreadable tables give what could be read.
@@ -22,8 +26,8 @@ from typing import Dict, List, Optional
 
 from .events import FdInfo
 
-__all__ = ["SocketEntry", "classify_fd_target", "parse_fdinfo", "read_fds", "read_fds_checked",
-           "socket_table", "listening_sockets", "TCP_STATES"]
+__all__ = ["SocketEntry", "classify_fd_target", "eventfd_target", "parse_fdinfo", "read_fds",
+           "read_fds_checked", "socket_table", "listening_sockets", "TCP_STATES"]
 
 _ANON_KINDS = {
     "[eventfd]": "eventfd", "[eventpoll]": "epoll", "[timerfd]": "timerfd",
@@ -46,6 +50,8 @@ def classify_fd_target(target: str) -> Optional[str]:
         return "pipe"
     if target.startswith("anon_inode:"):
         return _ANON_KINDS.get(target[len("anon_inode:"):], "anon")
+    if target.startswith("eventfd:["):  # read_fds's name for an eventfd with a known id
+        return "eventfd"
     if target.startswith("pidfd:"):  # pidfs (Linux >= 6.9) names pidfds "pidfd:[ino]"
         return "pidfd"
     if target.startswith("/"):
@@ -76,15 +82,18 @@ _MODES = {0: "r", 1: "w", 2: "rw"}
 
 
 def parse_fdinfo(text: str) -> Dict[str, int]:
-    """pos, flags (octal in the file) and ino (Linux >= 5.14) from /proc/PID/fdinfo/N."""
+    """pos, flags (octal in the file) and ino (Linux >= 5.14) from /proc/PID/fdinfo/N; for an
+    eventfd also eventfd-id (decimal) and eventfd-count (hex in the file)."""
     out: Dict[str, int] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
         try:
             if key == "flags":
                 out["flags"] = int(value, 8)
-            elif key in ("pos", "ino"):
+            elif key in ("pos", "ino", "eventfd-id"):
                 out[key] = int(value)
+            elif key == "eventfd-count":
+                out[key] = int(value, 16)
         except ValueError:
             pass
     return out
@@ -206,6 +215,11 @@ def socket_table(root: str = "/proc", pid: Optional[int] = None) -> Dict[int, So
 
 
 # --------------------------------------------------------------------------- fd table
+def eventfd_target(eventfd_id: int) -> str:
+    """The fd target read_fds gives an eventfd whose fdinfo names its id: "eventfd:[3]"."""
+    return f"eventfd:[{eventfd_id}]"
+
+
 _INODE_RE = re.compile(r"^(?:socket|pipe|pidfd):\[(\d+)\]$")
 
 
@@ -238,6 +252,8 @@ def read_fds_checked(pid: int, root: str = "/proc",
         if kind == "file" and flags is not None and flags & _O_DIRECTORY \
                 and not flags & _O_TMPFILE_BIT:
             kind = "dir"
+        if kind == "eventfd" and "eventfd-id" in info:
+            target = eventfd_target(info["eventfd-id"])
         if kind == "socket" and inode is not None:
             if sockets is None:
                 sockets = socket_table(root, pid)

@@ -28,7 +28,7 @@ import platform
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Dict, Iterator, List, Optional
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from . import events as ev
 
@@ -153,13 +153,24 @@ def _decoder(tag: str, names: List[str]) -> Callable[[list], ev.Event]:
     return decode
 
 
-def _open_text(path: str) -> IO[bytes]:
-    f = open(path, "rb")
-    magic = f.read(2)
-    f.seek(0)
-    if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
-    return f
+def open_input(path: str, error: Type[Exception]) -> Tuple[IO[bytes], IO[bytes]]:
+    """(raw file, stream) for a plain or gzip file, compression told by content, not by name
+    (files get renamed and piped around). Opening trouble raises ``error`` with one line."""
+    try:
+        raw = open(path, "rb")
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except PermissionError:
+        raise error(f"{path}: permission denied") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a directory") from None
+    except OSError as e:
+        raise error(f"{path}: cannot open: {e.strerror}") from None
+    if raw.read(2) == b"\x1f\x8b":
+        raw.seek(0)
+        return raw, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    raw.seek(0)
+    return raw, raw
 
 
 def _lines(stream: IO[bytes], info: TraceInfo) -> Iterator[str]:
@@ -180,14 +191,7 @@ class TraceReader:
     """Reads a trace: ``info`` after construction, then iterate ``events()`` once."""
 
     def __init__(self, path: str) -> None:
-        try:
-            self._stream = _open_text(path)
-        except FileNotFoundError:
-            raise TraceError(f"{path}: no such file") from None
-        except PermissionError:
-            raise TraceError(f"{path}: permission denied") from None
-        except IsADirectoryError:
-            raise TraceError(f"{path}: is a directory") from None
+        _, self._stream = open_input(path, TraceError)
         self.info = TraceInfo(header={}, path=path)
         self._it = _lines(self._stream, self.info)
         first = next(self._it, None)

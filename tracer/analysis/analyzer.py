@@ -84,18 +84,23 @@ class Analyzer:
 _FACTS = (ev.FutexOwner, ev.SocketPeers)
 
 
+def analyzer_for(reader: TraceReader) -> Analyzer:
+    """An Analyzer set up from a trace's header (start, backends, capabilities, processes)."""
+    h = reader.info.header
+    opts = h.get("options") or {}
+    return Analyzer(start=h.get("start"), backends=h.get("backends"),
+                    capabilities=opts.get("capabilities"), processes=reader.info.processes,
+                    roots=h.get("targets"), source=h.get("source", "attach"))
+
+
 def analyze_trace(path: str) -> Report:
     """Read a trace file (streaming) and analyze it. Raises trace.TraceError on bad files."""
     reader = TraceReader(path)
-    h = reader.info.header
-    opts = h.get("options") or {}
-    an = Analyzer(start=h.get("start"), backends=h.get("backends"),
-                  capabilities=opts.get("capabilities"), processes=reader.info.processes,
-                  roots=h.get("targets"), source=h.get("source", "attach"))
+    an = analyzer_for(reader)
     an.feed_all(reader.events())
     info = reader.info
     end = info.end.ts if info.end is not None else None
-    notes = list(opts.get("errors", []))
+    notes = list((info.header.get("options") or {}).get("errors", []))
     if info.bad_lines:
         notes.append(f"{info.bad_lines} corrupt lines in the trace were skipped")
     return an.report(end=end, trace_path=path, truncated=info.truncated, extra_notes=notes)

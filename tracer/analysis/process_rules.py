@@ -4,7 +4,7 @@ Contract: ``judge_process`` is a pure function of the recording and the thread v
 threads whose verdict ``decides`` count (library helpers and pool threads parked in futex do
 not), unless nothing else is left. A process whose deciding threads are blocked without timeout
 gets ``blocked`` with ``waits_on`` edges (pipes and sockets resolved to the processes at the other
-end through the fd tables and, where the end-of-recording probes found them (``facts``), unix
+end through the fd tables, eventfds to the other processes holding the same eventfd id and, where the end-of-recording probes found them (``facts``), unix
 socket peers from sock_diag; wait4 to children; futexes to the holder of a pthread mutex read
 from the target's memory; the GPU through libcuda's event thread), or
 ``deadlocked`` when every wait is inside the process and no thread of it runs to end it. Whether
@@ -21,7 +21,7 @@ from .roles import Role, role_of
 from .thread_rules import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN,
                            ThreadVerdict)
 from .gpu_rules import blocking_sync_text, collective_peers
-from .waits import Wait
+from .waits import Wait, eventfd_object
 
 if TYPE_CHECKING:  # pragma: no cover
     from .waitgraph import WaitFacts
@@ -33,11 +33,13 @@ _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7
 @dataclass
 class WaitEdge:
     """Thread ``tid`` of the process waits on ``kind`` (pipe, socket, child, gpu, thread, outside,
-    self); ``pids`` are the traced processes that could end the wait."""
+    self, eventfd); ``pids`` are the traced processes that could end the wait. ``self_holds``:
+    this process holds the object too (an eventfd), so one of its running threads could end it."""
     tid: int
     kind: str
     what: str
     pids: List[int] = field(default_factory=list)
+    self_holds: bool = False
 
 
 @dataclass
@@ -166,6 +168,11 @@ def resolve_wait(rec: Recording, pid: int, tid: int, w: Wait,
             return WaitEdge(tid, "self", f"reads {target} whose only writer is this process",
                             [pid])
         return WaitEdge(tid, "outside", f"reads {target}; no traced process holds its write end")
+    if w.fd_kind == "eventfd":
+        info = rec.processes[pid].info if pid in rec.processes else None
+        obj = eventfd_object(info.fds if info else [], w)
+        if obj is not None:
+            return _eventfd_edge(rec, pid, tid, w, obj)
     if w.fd_kind in ("unix", "socket", "tcp", "udp") and target:
         peers = [p for p in _socket_peer(rec, target, pid, w, facts) if p != pid]
         if peers:
@@ -174,6 +181,22 @@ def resolve_wait(rec: Recording, pid: int, tid: int, w: Wait,
         return WaitEdge(tid, "outside", f"waits on {target} (peer outside the traced tree "
                         "or unknown)")
     return WaitEdge(tid, "outside", f"waits in {w.describe()}")
+
+
+def _eventfd_edge(rec: Recording, pid: int, tid: int, w: Wait, obj: str) -> WaitEdge:
+    """Any process holding the eventfd may write (or read) it: those are the wait's ends."""
+    holders = _holders(rec, obj, "")
+    others = [p for p in holders if p != pid]
+    mine = pid in holders
+    if others:
+        return WaitEdge(tid, "eventfd", f"waits in {w.call} on {obj}; other holders: "
+                        + ", ".join(f"pid {p}" for p in others)
+                        + ("; this process holds it too" if mine else ""), others, mine)
+    # Only this process holds it: another thread of it, or the kernel (an eventfd registered with
+    # io_uring, aio or KVM), could signal it; no other traced process can.
+    why = ("only this process holds it (another thread of it or a kernel producer such as "
+           "io_uring or aio could signal it)" if mine else "no traced process holds it")
+    return WaitEdge(tid, "outside", f"waits in {w.call} on {obj}; {why}")
 
 
 def _gpu_event_thread(tvs: Dict[int, ThreadVerdict], rec: Recording, pid: int) -> Optional[int]:
@@ -248,6 +271,9 @@ def _judge_blocked(pv: ProcessVerdict, p: ProcessStats, rec: Recording,
             e.kind, e.what = "gpu", blocking_sync_text(e.what, gpu_tid)
         elif e.kind == "thread" and running:
             e.what += f"; threads {', '.join(map(str, running[:4]))} still run and could wake it"
+        elif e.kind == "eventfd" and e.self_holds and running:
+            e.what += (f"; threads {', '.join(map(str, running[:4]))} of this process still run "
+                       "and could write it")
     pv.waits_on = edges
     pv.evidence = [f"thread {e.tid}: {e.what}" for e in edges]
     if any(e.kind == "gpu" for e in edges):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Set
 
 from .accumulate import Recording
-from .process_rules import ProcessVerdict, exit_failed
+from .process_rules import ProcessVerdict, WaitEdge, exit_failed
 from .thread_rules import BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,10 +39,13 @@ class TreeVerdict:
     evidence: List[str] = field(default_factory=list)
 
 
-def _alive_edge(kind: str, pv: ProcessVerdict) -> bool:
+def _alive_edge(e: WaitEdge, pv: ProcessVerdict) -> bool:
     # A wait on the GPU, on something outside the tree, or on a thread that still runs in the
-    # same process can end without any traced process doing anything.
-    return kind in ("gpu", "outside") or (kind == "thread" and pv.rule == "waits-on-peers")
+    # same process (a lock, an eventfd this process holds too) can end without any other traced
+    # process doing anything.
+    if e.kind == "eventfd" and e.self_holds:
+        return any(v.verdict in (PROGRESSING, BUSY, IDLE) for v in pv.threads.values())
+    return e.kind in ("gpu", "outside") or (e.kind == "thread" and pv.rule == "waits-on-peers")
 
 
 def resolve_deadlocks(pvs: Dict[int, ProcessVerdict]) -> None:
@@ -52,7 +55,7 @@ def resolve_deadlocks(pvs: Dict[int, ProcessVerdict]) -> None:
     blocked = [pid for pid, pv in pvs.items() if pv.verdict == BLOCKED]
     for pid in blocked:
         pv = pvs[pid]
-        if any(_alive_edge(e.kind, pv) for e in pv.waits_on):
+        if any(_alive_edge(e, pv) for e in pv.waits_on):
             can_end.add(pid)
     changed = True
     while changed:

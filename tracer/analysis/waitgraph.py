@@ -8,7 +8,8 @@ Contract (pure functions of the recording, the process verdicts and the probes' 
   a lock that records no owner), plus the GPU, the outside world and things that are gone. Every
   thread blocked without timeout gets edges to what could end its wait (alternatives: the wait
   ends when any of them acts), each labelled with the object (mutex/futex address, pipe or
-  socket inode, wait4) and a sentence naming tids and pids.
+  socket inode, eventfd id, wait4) and a sentence naming tids and pids. A read of an eventfd
+  leads to every traced process holding it (any holder may write it), its own process last.
 - A fixpoint marks what can still act: a thread that is not blocked, a blocked thread with an
   edge to something that can act, a process with such a thread, the GPU, the outside. Blocked
   threads left over are ``stuck``: nothing running can ever end their waits.
@@ -102,8 +103,9 @@ class Node:
 class Edge:
     src: str
     dst: str
-    kind: str                  # mutex, join, futex, pipe, socket, child, gpu, collective, outside
-    obj: str                   # "mutex 0x7f..", "pipe:[123]", "wait4", ...
+    kind: str                  # mutex, join, futex, pipe, eventfd, socket, child, gpu, collective,
+    #                            outside
+    obj: str                   # "mutex 0x7f..", "pipe:[123]", "eventfd:[3]", "wait4", ...
     text: str                  # a sentence naming both ends
 
     def to_json(self) -> Dict[str, str]:
@@ -219,7 +221,11 @@ class WaitGraph:
                 outs = self.out(cur)
                 if not outs:
                     return self._dead_end(edges, node)
+                # Dead ends first, then other processes before the thread's own (a pipe or an
+                # eventfd it holds too), then what closes a cycle, then threads.
+                own = pnode(node.pid) if node.pid is not None else None
                 outs = sorted(outs, key=lambda e: (not self.nodes[e.dst].dead,
+                                                   e.dst == own and len(outs) > 1,
                                                    e.dst not in path,
                                                    self.nodes[e.dst].kind != "thread"))
                 edges.append(outs[0])

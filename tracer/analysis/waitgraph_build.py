@@ -16,7 +16,7 @@ from .process_rules import ProcessVerdict, exit_text
 from .verdict import BLOCKED, EXITED, ThreadVerdict
 from .waitgraph import (GPU, OUTSIDE, Edge, Node, WaitFacts, WaitGraph, pnode, socket_inode,
                         strace_peer, tcp_reverse, tnode)
-from .waits import Wait
+from .waits import Wait, eventfd_object
 
 class GraphBuilder:
     def __init__(self, rec: Recording, pvs: Dict[int, ProcessVerdict], facts: WaitFacts):
@@ -112,6 +112,8 @@ class GraphBuilder:
                 self.outside(src, who, w)
         elif w.fd_kind in ("pipe", "fifo") and w.fd_target:
             self.pipe_edges(pid, src, who, w)
+        elif w.fd_kind == "eventfd" and self.eventfd_of(pid, w):
+            self.eventfd_edges(pid, src, who, w, self.eventfd_of(pid, w) or "")
         elif w.fd_kind in ("unix", "socket", "tcp", "tcpv6") and w.fd_target:
             self.socket_edges(pid, src, who, w)
         else:
@@ -181,6 +183,30 @@ class GraphBuilder:
             name = "this process" if q == pid else self.plabel(q)
             self.edge(src, self.process(q), "pipe", target,
                       f"{who} reads {target} whose {only} {name}")
+
+    def eventfd_of(self, pid: int, w: Wait) -> Optional[str]:
+        p = self.rec.processes.get(pid)
+        return eventfd_object(p.info.fds if p is not None and p.info else [], w)
+
+    def eventfd_edges(self, pid: int, src: str, who: str, w: Wait, obj: str) -> None:
+        """Any holder of the eventfd can write it: an edge to each other process holding it, and
+        to this process when it holds it and has another thread (alive when that one runs).
+        Held by no other traced process, it is an outside wait: the kernel (io_uring, aio, KVM)
+        may signal an eventfd too."""
+        holders = self.holders(obj, "")
+        others = [q for q in holders if q != pid]
+        if not others:
+            why = (f"; no other traced process holds {obj} (another thread or the kernel may "
+                   "signal it)" if holders else f"; no traced process holds {obj}")
+            self.outside(src, who, w, why)
+            return
+        tid = self.g.nodes[src].tid
+        if pid in holders and any(n.tid != tid for n in self.g.threads_of(pid)):
+            others.append(pid)      # last: a proof walks the other processes first
+        for q in others:
+            name = "this process" if q == pid else self.plabel(q)
+            self.edge(src, self.process(q), "eventfd", obj,
+                      f"{who} waits in {w.call} on {obj}, which {name} holds and could write")
 
     def socket_edges(self, pid: int, src: str, who: str, w: Wait) -> None:
         target = w.fd_target or ""

@@ -81,6 +81,21 @@ def _fd_lookup(fds: List[ev.FdInfo], fd: int) -> Tuple[Optional[str], Optional[s
     return None, None
 
 
+def eventfd_object(fds: List[ev.FdInfo], w: Wait) -> Optional[str]:
+    """The eventfd a wait is on, as read_fds names it ("eventfd:[ID]"), or None.
+
+    The fd number (strace/ebpf call, /proc syscall args) goes through the process's fd table:
+    strace -yy decorates every eventfd alike ("anon_inode:[eventfd]"). A wait on another fd
+    kind (an epoll fd, poll without a known fd) gives None.
+    """
+    if w.fd is not None:
+        for f in fds:
+            if f.fd == w.fd:
+                return f.target if f.target.startswith("eventfd:[") else None
+    target = w.fd_target or ""
+    return target if target.startswith("eventfd:[") else None
+
+
 def parse_proc_syscall(text: str) -> Optional[Tuple[str, List[int]]]:
     """(name, args) of a /proc .../syscall line for a blocking call, or None."""
     parts = text.split()

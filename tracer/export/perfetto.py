@@ -27,7 +27,7 @@ import json
 from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
 from .. import events as ev
-from ..analysis.analyzer import Analyzer
+from ..analysis.analyzer import analyzer_for
 from ..nvidia import describe_ioctl
 from ..report import Report
 from ..trace import TraceReader
@@ -195,10 +195,7 @@ def _annotations(tl: _Timeline, report: Report) -> None:
 def export(trace_path: str, out: TextIO) -> int:
     reader = TraceReader(trace_path)
     h = reader.info.header
-    opts = h.get("options") or {}
-    analyzer = Analyzer(start=h.get("start"), backends=h.get("backends"),
-                        capabilities=opts.get("capabilities"), processes=reader.info.processes,
-                        roots=h.get("targets"), source=h.get("source", "attach"))
+    analyzer = analyzer_for(reader)
     o = _Out(out)
     tl = _Timeline(o)
     feed, is_internal = analyzer.feed, analyzer.acc.is_internal
