@@ -67,7 +67,8 @@ def build_scenarios(force: bool = False) -> dict[str, Path]:
 def available_scenarios() -> list[str]:
     """Names of all scenarios (C and Python)."""
     names = {p.stem for p in SCENARIO_DIR.glob("*.c")}
-    names |= {p.stem for p in SCENARIO_DIR.glob("*.py") if p.stem != "build"}
+    names |= {p.stem for p in SCENARIO_DIR.glob("*.py")
+              if p.stem != "build" and not p.stem.startswith("_")}
     return sorted(names)
 
 

@@ -9,7 +9,8 @@ Contract (pure functions of the recording, the process verdicts and the probes' 
   thread blocked without timeout gets edges to what could end its wait (alternatives: the wait
   ends when any of them acts), each labelled with the object (mutex/futex address, pipe or
   socket inode, eventfd id, wait4) and a sentence naming tids and pids. A read of an eventfd
-  leads to every traced process holding it (any holder may write it), its own process last.
+  leads to every other traced process holding it (any holder may write it), then to its own
+  process when another thread of it could; held by no other one, it is an outside wait.
 - A fixpoint marks what can still act: a thread that is not blocked, a blocked thread with an
   edge to something that can act, a process with such a thread, the GPU, the outside. Blocked
   threads left over are ``stuck``: nothing running can ever end their waits.
