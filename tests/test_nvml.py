@@ -10,7 +10,8 @@ import pytest
 from tracer import events as ev
 from tracer.backends.base import TargetSet
 from tracer.backends.nvml_backend import NvmlBackend
-from tracer.nvml import GpuReading, NvmlError, open_nvml
+from tracer.events import GpuSample
+from tracer.nvml import NvmlError, open_nvml
 from tracer.trace import TraceReader, TraceWriter, make_header
 
 
@@ -19,10 +20,10 @@ class FakeNvml:
         self.closed = False
         self.reads = 0
 
-    def read(self):
+    def read(self, ts):
         self.reads += 1
-        return [GpuReading(0, "GPU-aaaa", 100, 5 << 20, 140 << 30, [437]),
-                GpuReading(1, "GPU-bbbb", None, None, None, [])]
+        return [GpuSample(ts, 0, "GPU-aaaa", 100, 5 << 20, 140 << 30, [437]),
+                GpuSample(ts, 1, "GPU-bbbb", None, None, None, [])]
 
     def close(self):
         self.closed = True
@@ -79,7 +80,7 @@ def test_gpu_sample_round_trips_through_a_trace(tmp_path):
 def test_real_nvml_reads_every_gpu():
     nv = open_nvml()
     try:
-        readings = nv.read()
+        readings = nv.read(0.0)
     finally:
         nv.close()
     assert readings and all(r.uuid.startswith("GPU-") for r in readings)

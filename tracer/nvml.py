@@ -3,7 +3,7 @@
 Contract:
 - ``open_nvml()`` returns an ``Nvml`` or raises ``NvmlError`` with one line saying why not (no
   library, init failed, no GPU). No pip dependency: the library ships with the driver.
-- ``Nvml.read()`` returns one ``GpuReading`` per GPU: utilization (percent of the driver's last
+- ``Nvml.read(ts)`` returns one ``events.GpuSample`` per GPU: utilization (percent of the driver's last
   sample period, 1/6 s to 1 s, in which a kernel ran), memory used/total in bytes, and the pids of
   the compute processes holding a context on it. A value NVML refuses is None (or an empty list),
   never a guess. ``close()`` shuts NVML down; both are safe to call from one thread at a time.
@@ -18,8 +18,9 @@ uint computeInstanceId}), falling back to the v1 call ({uint pid; ull usedGpuMem
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, List
+
+from .events import GpuSample
 
 NVML_SUCCESS = 0
 NVML_ERROR_INSUFFICIENT_SIZE = 7
@@ -28,16 +29,6 @@ LIBRARY_NAMES = ("libnvidia-ml.so.1", "libnvidia-ml.so")
 
 class NvmlError(Exception):
     """NVML cannot be used here; the message is one line for the user."""
-
-
-@dataclass
-class GpuReading:
-    gpu: int
-    uuid: str = ""
-    util_pct: Optional[int] = None
-    mem_used: Optional[int] = None
-    mem_total: Optional[int] = None
-    pids: List[int] = field(default_factory=list)
 
 
 class _Util(ctypes.Structure):
@@ -114,10 +105,10 @@ class Nvml:
             return []
         return []
 
-    def read(self) -> List[GpuReading]:
+    def read(self, ts: float) -> List[GpuSample]:
         out = []
         for i, h in enumerate(self._handles):
-            r = GpuReading(gpu=i, uuid=self.uuids[i])
+            r = GpuSample(ts=ts, gpu=i, uuid=self.uuids[i])
             u = _Util()
             if self.lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)) == NVML_SUCCESS:
                 r.util_pct = int(u.gpu)

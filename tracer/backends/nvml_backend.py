@@ -17,7 +17,6 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from ..events import GpuSample
 from ..nvml import NvmlError, open_nvml
 from .base import Backend, Emit, TargetSet
 
@@ -48,12 +47,10 @@ class NvmlBackend(Backend):
 
     def sample_once(self, emit: Emit) -> int:
         """One round of readings (also used by tests); returns how many were emitted."""
-        ts = time.time()
-        n = 0
-        for r in self._nv.read():
-            emit(GpuSample(ts, r.gpu, r.uuid, r.util_pct, r.mem_used, r.mem_total, list(r.pids)))
-            n += 1
-        return n
+        samples = self._nv.read(time.time())
+        for s in samples:
+            emit(s)
+        return len(samples)
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
         self._nv = self._opener()
