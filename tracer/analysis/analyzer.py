@@ -16,7 +16,9 @@ from .accumulate import Accumulator, Recording, ThreadStats
 from .gpu_rules import GpuAccumulator, GpuStats, gpu_findings
 from .process_rules import ProcessVerdict, judge_process
 from .thread_rules import NV_RM_CONTROL, ThreadVerdict, current_call_text, judge_thread
-from .tree_rules import judge_tree
+from .collective import apply_stragglers, find_stragglers, straggler_summary
+from .tree_rules import RootCause, TreeVerdict, judge_tree
+from .verdict import BUSY
 from .waitgraph import WaitFacts, build_wait_graph
 
 
@@ -201,8 +203,14 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                 stack=stacks.by_thread.get((pid, t.tid), []) if stacks else []))
         pvs[pid] = judge_process(pid, rec, tvs, facts)
         thread_reports[pid] = reports
+    stragglers = find_stragglers(rec, pvs, gpus or {})   # NCCL: who stopped joining
+    apply_stragglers(stragglers, pvs)
     graph = build_wait_graph(rec, pvs, facts)   # before judge_tree: it proves the deadlock
     tree = judge_tree(pvs, rec, graph)
+    if stragglers and tree.verdict == BUSY:
+        st = stragglers[0]
+        tree = TreeVerdict(BUSY, "collective-straggler",
+                           RootCause(st.pid, pvs[st.pid].key_tid, straggler_summary(st, pvs)))
     gpu_notes = gpu_findings(gpus or {}, {pid: pv.verdict for pid, pv in pvs.items()},
                              rec.window)
     processes = []

@@ -43,9 +43,10 @@ def _alive_edge(e: WaitEdge, pv: ProcessVerdict) -> bool:
     # A wait on the GPU, on something outside the tree, or on a thread that still runs in the
     # same process (a lock, an eventfd this process holds too) can end without any other traced
     # process doing anything.
-    if e.kind == "eventfd" and e.self_holds:
-        return any(v.verdict in (PROGRESSING, BUSY, IDLE) for v in pv.threads.values())
-    return e.kind in ("gpu", "outside") or (e.kind == "thread" and pv.rule == "waits-on-peers")
+    if (e.kind == "eventfd" and e.self_holds) or e.kind == "thread":
+        return any(v.verdict in (PROGRESSING, BUSY, IDLE) for tid, v in pv.threads.items()
+                   if tid != e.tid)
+    return e.kind in ("gpu", "outside")
 
 
 def resolve_deadlocks(pvs: Dict[int, ProcessVerdict]) -> None:
