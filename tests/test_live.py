@@ -46,6 +46,19 @@ class Case:
     contains: List[str] = field(default_factory=list)
     processes: Callable[[Scenario], Dict[int, str]] = lambda sc: {}
 
+    def check(self, report: dict, sc: Scenario) -> None:
+        """Assert a report (JSON form) against this case: verdict, root cause, processes."""
+        summary = report["root_cause"]["summary"]
+        assert report["verdict"] == self.verdict, json.dumps(report, indent=1)[:4000]
+        want_root = self.root(sc)
+        if want_root is not None:
+            assert report["root_cause"]["pid"] == want_root, summary
+        for text in self.contains:
+            assert text in summary, summary
+        procs = {p["pid"]: p for p in report["processes"]}
+        for pid, verdict in self.processes(sc).items():
+            assert procs[pid]["verdict"] == verdict, (pid, procs[pid])
+
 
 CASES: Dict[str, Case] = {
     "spin": Case("busy-waiting", contains=["busy-waits", "no output"]),
@@ -86,17 +99,9 @@ def test_attach_gives_the_right_verdict(scenario, name, backend, tmp_path):
     case = CASES[name]
     sc = scenario(name)
     report = attach_json(sc.pid, backend, case.duration, str(tmp_path / "t.htrace.gz"))
-    summary = report["root_cause"]["summary"]
-    assert report["verdict"] == case.verdict, json.dumps(report, indent=1)[:4000]
-    want_root = case.root(sc)
-    if want_root is not None:
-        assert report["root_cause"]["pid"] == want_root, summary
-    for text in case.contains:
-        assert text in summary, summary
-    procs = {p["pid"]: p for p in report["processes"]}
-    for pid, verdict in case.processes(sc).items():
-        assert procs[pid]["verdict"] == verdict, (pid, procs[pid])
-    assert set(sc.all_pids()) <= set(procs), "every process of the tree is in the report"
+    case.check(report, sc)
+    procs = {p["pid"] for p in report["processes"]}
+    assert set(sc.all_pids()) <= procs, "every process of the tree is in the report"
     # The saved trace replays to the same verdict.
     p = subprocess.run([sys.executable, "-m", "tracer", "analyze", str(tmp_path / "t.htrace.gz"),
                         "--json"], capture_output=True, text=True, timeout=60)
