@@ -123,3 +123,17 @@ def test_target_exiting_ends_the_recording(tmp_path):
         child.wait()
     doc = json.loads(p.stdout)
     assert doc["verdict"] == "exited" and p.returncode == 5, p.stderr
+
+
+def test_name_picks_every_scheduler_by_title(scenario, tmp_path):
+    sc = scenario("sglang_like")
+    schedulers = [int(p) for p in sc.extra_fields
+                  if open(f"/proc/{p}/cmdline").read().startswith("sglang::scheduler")]
+    assert len(schedulers) == 2
+    p = run("attach", "--name", "sglang::scheduler", "--backend", "proc", "--duration", "3.5",
+            "--json", "--output", str(tmp_path / "t.htrace.gz"))
+    doc = json.loads(p.stdout)
+    pids = {q["pid"] for q in doc["processes"]}
+    assert set(schedulers) <= pids and sc.pid not in pids, p.stderr
+    assert {q["role"] for q in doc["processes"]} == {"scheduler TP0", "scheduler TP1"}
+    assert doc["verdict"] == "busy-waiting" and doc["root_cause"]["pid"] in schedulers
