@@ -14,20 +14,19 @@ the times the thread was scheduled in: unchanged between two samples means it ne
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from .. import events as ev
+from ..syscall_table import parse_proc_syscall as decode_proc_syscall
 from .accumulate import Recording, ThreadStats
 
-# x86_64 numbers of the calls a hung thread sits in (the full table is tracer/syscall_table.py).
-_BLOCKING_NR: Dict[int, str] = {
-    0: "read", 7: "poll", 17: "pread64", 19: "readv", 23: "select", 35: "nanosleep",
-    43: "accept", 45: "recvfrom", 47: "recvmsg", 61: "wait4", 202: "futex", 230: "clock_nanosleep",
-    232: "epoll_wait", 247: "waitid", 270: "pselect6", 271: "ppoll", 281: "epoll_pwait",
-    288: "accept4", 299: "recvmmsg", 441: "epoll_pwait2", 24: "sched_yield", 16: "ioctl",
-    34: "pause", 130: "rt_sigsuspend", 128: "rt_sigtimedwait", 1: "write", 44: "sendto",
-    46: "sendmsg", 20: "writev", 42: "connect",
-}
+# The calls a hung thread sits in; numbers are decoded by tracer/syscall_table.py.
+BLOCKING_CALLS = frozenset({
+    "read", "poll", "pread64", "readv", "select", "nanosleep", "accept", "recvfrom", "recvmsg",
+    "wait4", "futex", "clock_nanosleep", "epoll_wait", "waitid", "pselect6", "ppoll",
+    "epoll_pwait", "accept4", "recvmmsg", "epoll_pwait2", "sched_yield", "ioctl", "pause",
+    "rt_sigsuspend", "rt_sigtimedwait", "write", "sendto", "sendmsg", "writev", "connect",
+})
 _FD_FIRST = {"read", "pread64", "readv", "accept", "accept4", "recvfrom", "recvmsg", "recvmmsg",
              "ioctl", "write", "writev", "sendto", "sendmsg", "connect", "epoll_wait",
              "epoll_pwait", "epoll_pwait2"}
@@ -97,19 +96,15 @@ def eventfd_object(fds: List[ev.FdInfo], w: Wait) -> Optional[str]:
 
 
 def parse_proc_syscall(text: str) -> Optional[Tuple[str, List[int]]]:
-    """(name, args) of a /proc .../syscall line for a blocking call, or None."""
+    """(name, args) of a /proc .../syscall line for a blocking call, or None. The trailing
+    sp/pc may be missing (ThreadStats.sample_calls keeps lines without them)."""
     parts = text.split()
-    if len(parts) < 7 or not parts[0].lstrip("-").isdigit():
+    if len(parts) == 7:
+        parts += ["0", "0"]
+    cs = decode_proc_syscall(" ".join(parts))
+    if cs is None or cs.kind != "syscall" or cs.name not in BLOCKING_CALLS:
         return None
-    nr = int(parts[0])
-    name = _BLOCKING_NR.get(nr)
-    if not name:
-        return None
-    try:
-        args = [int(p, 16) for p in parts[1:7]]
-    except ValueError:
-        return None
-    return name, args
+    return cs.name, list(cs.args)
 
 
 def wait_from_proc(text: str, fds: List[ev.FdInfo]) -> Optional[Wait]:
