@@ -9,7 +9,7 @@ unfinished/resumed pairs), socket reads, and a few threads parked forever. Print
 wall time, CPU time of this process and of the import workers (wall is noisy on a shared
 machine) and the peak RSS of this process and of the largest worker (ru_maxrss).
 ``--workers 1`` (or ``--sequential``) is the single-process import; the default shards a log
-this large over min(2, cpus) workers (tracer/import_parallel.py); ``--sequential`` with the
+this large over min(2, cpus) workers (tracer/tracefile/strace_parallel.py); ``--sequential`` with the
 default also runs the sharded import after the sequential one, on the same log.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from tracer.importer import import_strace  # noqa: E402
+from tracer.tracefile.strace_import import import_strace  # noqa: E402
 
 POLL_FDS = ", ".join(
     ["{fd=16<anon_inode:[eventfd]>, events=POLLIN}"]

@@ -24,7 +24,7 @@ import time
 from typing import Callable, Dict, List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tracer.backends.base import Backend, TargetSet  # noqa: E402
+from tracer.record.backends.base import Backend, TargetSet  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -68,9 +68,9 @@ def run_once(exe: str, n: int, make: Optional[Callable[[], Backend]]) -> tuple:
 
 
 def backends() -> Dict[str, Callable[[], Backend]]:
-    from tracer.backends.ebpf_backend import EbpfBackend
-    from tracer.backends.proc_backend import ProcBackend
-    from tracer.backends.strace_backend import StraceBackend
+    from tracer.record.backends.ebpf_backend import EbpfBackend
+    from tracer.record.backends.proc_backend import ProcBackend
+    from tracer.record.backends.strace_backend import StraceBackend
     return {"proc": ProcBackend, "ebpf": EbpfBackend, "strace": StraceBackend}
 
 

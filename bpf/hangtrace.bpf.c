@@ -1,6 +1,6 @@
 /* hangtrace.bpf.c - in-kernel half of hangtrace's eBPF backend (compiled by BCC at attach).
  *
- * Contract (the Python half is tracer/backends/ebpf_backend.py; shared layout: hangtrace.h):
+ * Contract (the Python half is tracer/record/backends/ebpf_backend.py; shared layout: hangtrace.h):
  *  - Tracepoints only (no kprobes: the kernels we run on may have none, and tracepoint
  *    argument layouts come from the running kernel's tracefs format files, so this compiles
  *    against another kernel's headers): the raw tracepoints sys_enter/sys_exit (their

@@ -1,5 +1,5 @@
 /* hangtrace.h - the one contract between bpf/hangtrace.bpf.c and its Python mirror
- * (tracer/backends/ebpf_layout.py, checked by tests/test_ebpf_layout.py).
+ * (tracer/record/backends/ebpf_layout.py, checked by tests/test_ebpf_layout.py).
  *
  * Rules for this file, so that the mirror test can parse it:
  *  - constants are plain "#define HT_NAME <integer>" lines;
@@ -19,7 +19,7 @@
                             /* args[1] on-CPU ns, args[2] switches                          */
 
 /* ---- what the kernel does with each syscall nr (the "kinds" array, filled by userspace
- *      from tracer/syscall_table.py, so the BPF code has no architecture's numbers) ---- */
+ *      from tracer/linux/syscall_table.py, so the BPF code has no architecture's numbers) ---- */
 #define HT_K_NONE 0          /* counted in the aggregation map only                          */
 #define HT_K_FUTEX 1         /* futex(uaddr, op, val, timeout|val2, ...)                     */
 #define HT_K_POLL 2          /* poll(fds, nfds, int ms)                                      */

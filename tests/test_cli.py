@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tracer.trace import TraceReader
+from tracer.tracefile.format import TraceReader
 
 HANGTRACE = [sys.executable, "-m", "tracer"]
 

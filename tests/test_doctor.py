@@ -6,8 +6,8 @@ import json
 
 from rich.console import Console
 
-from tracer.backends.ebpf_backend import EbpfBackend
-from tracer.doctor import doctor_facts, run_doctor
+from tracer.record.backends.ebpf_backend import EbpfBackend
+from tracer.record.doctor import doctor_facts, run_doctor
 
 KEYS = {"bpf_syscall", "btf", "tracefs", "tracepoints", "kprobes", "uprobes", "ptrace", "strace",
         "bcc", "kernel_headers", "nvidia", "py_spy"}

@@ -15,9 +15,9 @@ import pytest
 
 from test_live import CASES
 from tracer import events as ev
-from tracer.backends.ebpf_backend import EbpfBackend
-from tracer.session import record
-from tracer.trace import TraceReader
+from tracer.record.backends.ebpf_backend import EbpfBackend
+from tracer.record.session import record
+from tracer.tracefile.format import TraceReader
 
 _WHY = EbpfBackend().check()
 pytestmark = [pytest.mark.live, pytest.mark.skipif(_WHY is not None, reason=str(_WHY))]
@@ -63,7 +63,7 @@ def test_stop_is_idempotent_and_unloads_everything(scenario):
     before = _bpf_fds()
     got: list = []
     b = EbpfBackend()
-    from tracer.backends.base import TargetSet
+    from tracer.record.backends.base import TargetSet
     b.start(TargetSet([sc.pid]), got.append)
     assert _bpf_fds() > before
     assert b.attach_s is not None and b.attach_s < 10

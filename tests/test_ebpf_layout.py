@@ -1,4 +1,4 @@
-"""The Python mirror (tracer/backends/ebpf_layout.py) matches bpf/hangtrace.h, field by field.
+"""The Python mirror (tracer/record/backends/ebpf_layout.py) matches bpf/hangtrace.h, field by field.
 
 Needs neither root nor bcc: the header is parsed as text (it follows the rules in its own
 comment: #define HT_NAME <int>, structs of __u32/__s32/__u64/__s64 fields and arrays).
@@ -9,8 +9,8 @@ import ctypes as ct
 import re
 from typing import Dict, List, Tuple
 
-from tracer.backends import ebpf_layout as L
-from tracer.syscall_table import X86_64, AARCH64
+from tracer.record.backends import ebpf_layout as L
+from tracer.linux.syscall_table import X86_64, AARCH64
 
 _SIZES = {"__u32": 4, "__s32": 4, "__u64": 8, "__s64": 8}
 _CTYPES = {"__u32": ct.c_uint32, "__s32": ct.c_int32, "__u64": ct.c_uint64, "__s64": ct.c_int64}

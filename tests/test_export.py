@@ -15,10 +15,10 @@ import pytest
 
 from tracer import events as ev
 from tracer.analysis.analyzer import analyze_trace
-from tracer.export import FORMATS, exporter
-from tracer.export.jsonl import event_dict
-from tracer.export.perfetto import VERDICT_TID_BASE
-from tracer.trace import TraceReader, make_header
+from tracer.render.export import FORMATS, exporter
+from tracer.render.export.jsonl import event_dict
+from tracer.render.export.perfetto import VERDICT_TID_BASE
+from tracer.tracefile.format import TraceReader, make_header
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = sorted((ROOT / "fixtures" / "traces").glob("*.htrace.gz"))
@@ -74,8 +74,8 @@ def export_doc(path: Path, fmt: str = "perfetto") -> str:
 
 
 def test_formats_registered() -> None:
-    assert FORMATS["perfetto"] == "tracer.export.perfetto"
-    assert FORMATS["json"] == "tracer.export.jsonl"
+    assert FORMATS["perfetto"] == "tracer.render.export.perfetto"
+    assert FORMATS["json"] == "tracer.render.export.jsonl"
 
 
 @pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])

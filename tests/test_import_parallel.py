@@ -1,4 +1,4 @@
-"""Sharded import (tracer/import_parallel.py): exactly the sequential import, whatever the log.
+"""Sharded import (tracer/tracefile/strace_parallel.py): exactly the sequential import, whatever the log.
 
 The sharded path is forced with ``import_strace(..., workers=N)`` and tiny batches, then
 compared with ``workers=1``: same trace bytes (rows in the same order), hence the same multiset
@@ -15,12 +15,12 @@ import sys
 
 import pytest
 
-from tracer import import_parallel
-from tracer import trace
+from tracer.tracefile import strace_parallel as import_parallel
+from tracer.tracefile import format as trace
 from tracer.analysis.analyzer import analyze_trace
-from tracer.import_parallel import classify
-from tracer.importer import ImportError_, _first_pass, import_strace
-from tracer.strace.lines import parse_line
+from tracer.tracefile.strace_parallel import classify
+from tracer.tracefile.strace_import import ImportError_, _first_pass, import_strace
+from tracer.tracefile.strace.lines import parse_line
 
 HERE = os.path.dirname(__file__)
 FIXTURES = os.path.join(HERE, "..", "fixtures", "gpu-h200")

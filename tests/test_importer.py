@@ -5,8 +5,8 @@ import shutil
 import pytest
 
 from tracer import events as ev
-from tracer import trace
-from tracer.importer import ImportError_, import_strace
+from tracer.tracefile import format as trace
+from tracer.tracefile.strace_import import ImportError_, import_strace
 
 HERE = os.path.dirname(__file__)
 FIXTURES = os.path.join(HERE, "..", "fixtures", "gpu-h200")

@@ -23,7 +23,7 @@ HAVE_STRACE = shutil.which("strace") is not None
 
 
 def _ebpf_problem():
-    from tracer.backends.ebpf_backend import EbpfBackend
+    from tracer.record.backends.ebpf_backend import EbpfBackend
     return EbpfBackend().check()
 
 

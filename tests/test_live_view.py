@@ -19,7 +19,7 @@ from rich.console import Console
 
 from tracer import events as ev
 from tracer.analysis.analyzer import Analyzer
-from tracer.live import LiveView
+from tracer.render.live import LiveView
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 

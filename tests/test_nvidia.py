@@ -1,4 +1,4 @@
-"""NVIDIA ioctl decoding (tracer/nvidia.py) on request numbers taken from the H200 recordings."""
+"""NVIDIA ioctl decoding (tracer/gpu/nvidia.py) on request numbers taken from the H200 recordings."""
 from __future__ import annotations
 
 from collections import Counter
@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from tracer.analysis.analyzer import analyze_trace
-from tracer.importer import import_strace
-from tracer.nvidia import (describe_ioctl, ioc_fields, nv_request_name, rm_class_name,
+from tracer.tracefile.strace_import import import_strace
+from tracer.gpu.nvidia import (describe_ioctl, ioc_fields, nv_request_name, rm_class_name,
                            rm_control_name)
-from tracer.strace.decode import ioctl_request
+from tracer.tracefile.strace.decode import ioctl_request
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -1,4 +1,4 @@
-"""NVML reader and backend (tracer/nvml.py, tracer/backends/nvml_backend.py) with fakes; the
+"""NVML reader and backend (tracer/gpu/nvml.py, tracer/record/backends/nvml_backend.py) with fakes; the
 real library is used only where one is installed (the GPU machine)."""
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import threading
 import pytest
 
 from tracer import events as ev
-from tracer.backends.base import TargetSet
-from tracer.backends.nvml_backend import NvmlBackend
+from tracer.record.backends.base import TargetSet
+from tracer.record.backends.nvml_backend import NvmlBackend
 from tracer.events import GpuSample
-from tracer.nvml import NvmlError, open_nvml
-from tracer.trace import TraceReader, TraceWriter, make_header
+from tracer.gpu.nvml import NvmlError, open_nvml
+from tracer.tracefile.format import TraceReader, TraceWriter, make_header
 
 
 class FakeNvml:

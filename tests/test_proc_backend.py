@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from tracer.backends.base import TargetSet
-from tracer.backends.proc_backend import ProcBackend, decode_wait_status, initial_process_infos
+from tracer.record.backends.base import TargetSet
+from tracer.record.backends.proc_backend import ProcBackend, decode_wait_status, initial_process_infos
 from tracer.events import ProcessExit, ProcessInfo, ProcessIO, ThreadSample, ThreadStart
-from tracer.syscall_table import describe_blocking, parse_proc_syscall
+from tracer.linux.syscall_table import describe_blocking, parse_proc_syscall
 
 # Holds a lock forever in thread "stuck"; on "fork\n" starts a child that prints its pid and
 # sleeps; on "exit N\n" exits with status N.

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from tracer import procfs
-from tracer.procfs_fds import (SocketEntry, _parse_inet, classify_fd_target, parse_fdinfo,
+from tracer.linux import procfs
+from tracer.linux.procfs_fds import (SocketEntry, _parse_inet, classify_fd_target, parse_fdinfo,
                                socket_table)
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "procfs")

@@ -9,8 +9,8 @@ import time
 import pytest
 from rich.console import Console
 
-from tracer.render_snapshot import render_snapshot
-from tracer.snapshot import FORMAT, take_snapshot
+from tracer.render.snapshot import render_snapshot
+from tracer.record.snapshot import FORMAT, take_snapshot
 
 SCENARIO = os.path.join(os.path.dirname(__file__), "data", "procfs", "scenario.py")
 DATA = os.path.join(os.path.dirname(__file__), "data", "procfs")

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from tracer import sockdiag
+from tracer.linux import sockdiag
 
 # One NETLINK_SOCK_DIAG unix dump (UDIAG_SHOW_PEER | UDIAG_SHOW_NAME) captured on this VM
 # (Linux 6.18, x86_64) while the test process held: a socketpair (inodes 78123, 78124), a

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from tracer import events as ev
-from tracer.backends.base import TargetSet
-from tracer.backends.strace_backend import StraceBackend, read_tgid
+from tracer.record.backends.base import TargetSet
+from tracer.record.backends.strace_backend import StraceBackend, read_tgid
 
 _backend = StraceBackend()
 pytestmark = pytest.mark.skipif(_backend.check() is not None,

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from tracer import events as ev
-from tracer.strace.convert import StraceConverter
-from tracer.strace.lines import parse_line
+from tracer.tracefile.strace.convert import StraceConverter
+from tracer.tracefile.strace.lines import parse_line
 
 HERE = os.path.dirname(__file__)
 DATA = os.path.join(HERE, "data", "strace")

@@ -2,7 +2,7 @@
 import pytest
 
 from tracer import events as ev
-from tracer.strace.decode import parse_fd, split_args, to_event, ioctl_request, futex_op
+from tracer.tracefile.strace.decode import parse_fd, split_args, to_event, ioctl_request, futex_op
 
 
 @pytest.mark.parametrize("text, fd, kind, target", [
@@ -153,7 +153,7 @@ def test_wait_and_plain():
      "/tmp/tmpab12 (x) (deleted)"),
 ])
 def test_deleted_file_decoration(args, first, fd_target):
-    from tracer.strace.decode import first_arg, split_args, to_event
+    from tracer.tracefile.strace.decode import first_arg, split_args, to_event
     assert first_arg(args) == first
     assert split_args(args)[0] == first and len(split_args(args)) == 3
     e = to_event(1, 1, "write", args, 5, None, 0.1, 1.0)

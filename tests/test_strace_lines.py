@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tracer.strace.lines import parse_line
+from tracer.tracefile.strace.lines import parse_line
 
 HERE = os.path.dirname(__file__)
 DATA = os.path.join(HERE, "data", "strace")

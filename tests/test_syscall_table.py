@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from tracer.procfs import read_fds
-from tracer.syscall_table import (AARCH64, X86_64, describe_blocking, futex_op_name,
+from tracer.linux.procfs import read_fds
+from tracer.linux.syscall_table import (AARCH64, X86_64, describe_blocking, futex_op_name,
                                   parse_proc_syscall, syscall_name)
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "procfs")

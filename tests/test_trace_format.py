@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tracer import events as ev
-from tracer.trace import TraceError, TraceReader, TraceWriter, make_header
+from tracer.tracefile.format import TraceError, TraceReader, TraceWriter, make_header
 
 
 def _header(pids=(10,)):

@@ -5,8 +5,8 @@ import struct
 
 from tracer import events as ev
 from tracer.analysis.waitgraph import WaitFacts, socket_inode, strace_peer, tcp_reverse
-from tracer.export.dot import render_dot
-from tracer.probes.futex_owner import decode_futex, parse_futex_syscall
+from tracer.render.export.dot import render_dot
+from tracer.record.probes.futex_owner import decode_futex, parse_futex_syscall
 
 from test_rules import T0, fd, futex_block, info, run
 

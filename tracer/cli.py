@@ -24,7 +24,7 @@ def _fail(msg: str, code: int = 1) -> NoReturn:
 
 
 def _emit(report, as_json: bool, verbose: bool = False) -> NoReturn:
-    from .render import render_report
+    from .render.console import render_report
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -58,8 +58,8 @@ def main() -> None:
 def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend: str,
            rate: float, output: Optional[str], as_json: bool, verbose: bool) -> None:
     """Record the process trees under PIDS, save the trace and print the verdict."""
-    from .session import SessionError, choose_backends, resolve_targets
-    from .trace import default_trace_path
+    from .record.session import SessionError, choose_backends, resolve_targets
+    from .tracefile.format import default_trace_path
     try:
         roots = resolve_targets(list(pids), name)
         backends, why = choose_backends(backend, rate)
@@ -76,13 +76,13 @@ def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend:
 def _record(roots: List[int], backends: list, duration: float, out: str, as_json: bool):
     """One recording as ``attach`` makes it: end-of-recording probes, and the live view when
     the report goes to a terminal."""
-    from .probes import DEFAULT_PROBES   # futex owners, unix socket peers (wait graph)
-    from .pystacks import py_stacks_probe
-    from .session import record
+    from .record.probes import DEFAULT_PROBES   # futex owners, unix socket peers (wait graph)
+    from .record.pystacks import py_stacks_probe
+    from .record.session import record
     probes = list(DEFAULT_PROBES) + [py_stacks_probe]   # before py-spy, which stops threads
     try:
         if not as_json and sys.stdout.isatty():
-            from .live import LiveView
+            from .render.live import LiveView
             with LiveView(Console(), duration, roots) as view:
                 return record(roots, backends, duration=duration, output=out,
                               on_tick=view.on_tick, end_probes=probes)
@@ -98,7 +98,7 @@ def _record(roots: List[int], backends: list, duration: float, out: str, as_json
 def analyze(trace: str, as_json: bool, verbose: bool) -> None:
     """Analyze a saved trace (or a raw strace log) and print the verdict."""
     from .analysis.analyzer import analyze_trace
-    from .trace import TraceError
+    from .tracefile.format import TraceError
     try:
         report = analyze_trace(trace)
     except TraceError as exc:
@@ -112,7 +112,7 @@ def _analyze_strace_log(path: str, why: str):
     """``analyze`` on a raw strace log: import it to a temporary trace first."""
     import tempfile
     from .analysis.analyzer import analyze_trace
-    from .importer import ImportError_, import_strace
+    from .tracefile.strace_import import ImportError_, import_strace
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "log.htrace")
         try:
@@ -135,8 +135,8 @@ def _analyze_strace_log(path: str, why: str):
 @click.option("--output", "-o", metavar="FILE", help="Write here instead of stdout.")
 def export(trace: str, fmt: str, output: Optional[str]) -> None:
     """Write a saved trace in another tool's format (timelines, graphs, JSON lines)."""
-    from .export import FORMATS, exporter
-    from .trace import TraceError
+    from .render.export import FORMATS, exporter
+    from .tracefile.format import TraceError
     if fmt not in FORMATS:
         _fail(f"unknown format {fmt!r} (available: {', '.join(sorted(FORMATS)) or 'none'})", 2)
     try:
@@ -159,7 +159,7 @@ def export(trace: str, fmt: str, output: Optional[str]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
 def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool) -> None:
     """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip) to a trace."""
-    from .importer import ImportError_ as ImportFailed, import_strace
+    from .tracefile.strace_import import ImportError_ as ImportFailed, import_strace
     out = output or _default_import_path(log)
     try:
         result = import_strace(log, out)
@@ -186,9 +186,9 @@ def _default_import_path(log: str) -> str:
               help="Also take each Python process's stacks with py-spy (never pauses it).")
 def snapshot(pids: Tuple[int, ...], name: Optional[str], as_json: bool, stacks: bool) -> None:
     """One instant look: threads, current syscalls, wchan, fds and listening sockets."""
-    from .render_snapshot import render_snapshot
-    from .session import SessionError, resolve_targets
-    from .snapshot import take_snapshot
+    from .render.snapshot import render_snapshot
+    from .record.session import SessionError, resolve_targets
+    from .record.snapshot import take_snapshot
     try:
         roots = resolve_targets(list(pids), name)
     except SessionError as exc:
@@ -210,8 +210,8 @@ def demo(scenario: str, duration: float, backend: str, as_json: bool) -> None:
     """Start a bundled hanging scenario (default: an SGLang-like tree that went silent),
     attach to it and print the verdict; the scenario is killed afterwards."""
     import tempfile
-    from .demo import DemoError, RunningScenario
-    from .session import SessionError, choose_backends
+    from .record.demo import DemoError, RunningScenario
+    from .record.session import SessionError, choose_backends
     try:
         backends, why = choose_backends(backend)
         sc = RunningScenario(scenario)
@@ -232,7 +232,7 @@ def demo(scenario: str, duration: float, backend: str, as_json: bool) -> None:
 def doctor(as_json: bool) -> None:
     """What this machine allows (BPF, BTF, tracepoints, kprobes, uprobes, ptrace, strace, BCC,
     headers) and what to install where something is missing."""
-    from .doctor import doctor_facts, run_doctor
+    from .record.doctor import doctor_facts, run_doctor
     if as_json:
         click.echo(json.dumps(doctor_facts(), indent=2))
         sys.exit(0)

@@ -321,7 +321,7 @@ def schema() -> Dict[str, List[str]]:
 # --------------------------------------------------------------------------- GPU (NVML)
 @dataclass(slots=True)
 class GpuSample(Event):
-    """One look at one GPU through NVML (tracer/nvml.py): utilization over the driver's last
+    """One look at one GPU through NVML (tracer/gpu/nvml.py): utilization over the driver's last
     sample period (percent of time a kernel ran), memory in bytes, and the pids of the compute
     processes that hold a context on it. ``util_pct`` is None where NVML could not say."""
     TAG: ClassVar[str] = "gpu"
@@ -342,7 +342,7 @@ __all__.append("GpuSample")
 @dataclass(slots=True)
 class PyStack(Event):
     """One thread's Python stack as ``py-spy dump`` saw it at the end of a recording
-    (tracer/pystacks.py). ``frames`` are "func (file:line)", innermost first; ``tid`` is the
+    (tracer/record/pystacks.py). ``frames`` are "func (file:line)", innermost first; ``tid`` is the
     OS thread id (py-spy's ``os_thread_id``). A stack that could not be taken has ``tid`` 0,
     no frames and ``error`` saying why (py-spy not installed, permission denied, ...)."""
     TAG: ClassVar[str] = "pys"
@@ -364,7 +364,7 @@ __all__.append("PyStack")
 @dataclass(slots=True)
 class FutexOwner(Event):
     """Who holds the futex a thread of ``pid`` waits on, read from the target's memory at the end
-    of the recording (tracer/probes/futex_owner.py).
+    of the recording (tracer/record/probes/futex_owner.py).
 
     ``word`` is the 32-bit futex word at ``addr`` (None when the memory could not be read);
     ``owner_tid`` the thread that holds it where that can be known, else None. ``kind`` says how

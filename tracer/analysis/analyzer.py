@@ -11,7 +11,7 @@ from typing import Dict, Iterable, List, Optional
 
 from .. import events as ev
 from ..report import ProcessReport, Report, ThreadReport
-from ..trace import TraceReader
+from ..tracefile.format import TraceReader
 from .accumulate import Accumulator, Recording, ThreadStats
 from .gpu_rules import GpuAccumulator, GpuStats, gpu_findings
 from .process_rules import ProcessVerdict, judge_process
@@ -36,7 +36,7 @@ class StackTable:
             self.by_thread[(e.pid, e.tid)] = list(e.frames)
 
     def notes(self) -> List[str]:
-        from ..pystacks import failure_notes
+        from ..record.pystacks import failure_notes
         return failure_notes(self.failures)
 
 
@@ -111,7 +111,7 @@ def analyze_trace(path: str) -> Report:
 # --------------------------------------------------------------------------- building
 def _gpu_ioctls(t: ThreadStats) -> Dict[str, int]:
     """ioctls on /dev/nvidia* fds by decoded name: {"RM_CONTROL on /dev/nvidiactl": 8, ...}."""
-    from ..nvidia import describe_ioctl
+    from ..gpu.nvidia import describe_ioctl
     out: Dict[str, int] = {}
     for (kind, req, name), n in t.ioctls.items():
         d = describe_ioctl(kind, req, name or None)

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from .. import events as ev
-from ..syscall_table import parse_proc_syscall as decode_proc_syscall
+from ..linux.syscall_table import parse_proc_syscall as decode_proc_syscall
 from .accumulate import Recording, ThreadStats
 
-# The calls a hung thread sits in; numbers are decoded by tracer/syscall_table.py.
+# The calls a hung thread sits in; numbers are decoded by tracer/linux/syscall_table.py.
 BLOCKING_CALLS = frozenset({
     "read", "poll", "pread64", "readv", "select", "nanosleep", "accept", "recvfrom", "recvmsg",
     "wait4", "futex", "clock_nanosleep", "epoll_wait", "waitid", "pselect6", "ppoll",

@@ -1,0 +1,2 @@
+"""NVIDIA GPUs: ioctl request decoding (nvidia) and NVML readings through ctypes (nvml).
+May import: tracer.events, tracer.linux."""

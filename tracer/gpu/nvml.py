@@ -1,0 +1,156 @@
+"""Per-GPU readings from NVIDIA's management library (libnvidia-ml.so.1) through ctypes.
+
+Contract:
+- ``open_nvml()`` returns an ``Nvml`` or raises ``NvmlError`` with one line saying why not (no
+  library, init failed, no GPU). No pip dependency: the library ships with the driver.
+- ``Nvml.read(ts)`` returns one ``events.GpuSample`` per GPU: utilization (percent of the driver's last
+  sample period, 1/6 s to 1 s, in which a kernel ran), memory used/total in bytes, and the pids of
+  the compute processes holding a context on it. A value NVML refuses is None (or an empty list),
+  never a guess. ``close()`` shuts NVML down; both are safe to call from one thread at a time.
+- Nothing here classifies; the analysis of readings is tracer/analysis/gpu_rules.py.
+
+ABI used (nvml.h, stable since driver 450): nvmlInit_v2, nvmlDeviceGetCount_v2,
+nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetUUID, nvmlDeviceGetUtilizationRates
+({uint gpu, uint memory}), nvmlDeviceGetMemoryInfo ({ull total, free, used}),
+nvmlDeviceGetComputeRunningProcesses_v3/_v2 ({uint pid; ull usedGpuMemory; uint gpuInstanceId;
+uint computeInstanceId}), falling back to the v1 call ({uint pid; ull usedGpuMemory}).
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any, List
+
+from ..events import GpuSample
+
+NVML_SUCCESS = 0
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+LIBRARY_NAMES = ("libnvidia-ml.so.1", "libnvidia-ml.so")
+
+
+class NvmlError(Exception):
+    """NVML cannot be used here; the message is one line for the user."""
+
+
+class _Util(ctypes.Structure):
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+class _Memory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                ("used", ctypes.c_ulonglong)]
+
+
+class _ProcV2(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
+
+
+class _ProcV1(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+class Nvml:
+    """An initialised NVML (module doc). Built by ``open_nvml``; ``lib`` is the ctypes CDLL."""
+
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+        self._handles: List[ctypes.c_void_p] = []
+        n = ctypes.c_uint(0)
+        rc = lib.nvmlDeviceGetCount_v2(ctypes.byref(n))
+        if rc != NVML_SUCCESS:
+            raise NvmlError(f"nvmlDeviceGetCount failed ({self._error(rc)})")
+        for i in range(n.value):
+            h = ctypes.c_void_p()
+            rc = lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(i), ctypes.byref(h))
+            if rc != NVML_SUCCESS:
+                raise NvmlError(f"nvmlDeviceGetHandleByIndex({i}) failed ({self._error(rc)})")
+            self._handles.append(h)
+        self.uuids = [self._uuid(h) for h in self._handles]
+
+    def _error(self, rc: int) -> str:
+        try:
+            f = self.lib.nvmlErrorString
+            f.restype = ctypes.c_char_p
+            return (f(ctypes.c_int(rc)) or b"").decode() or f"error {rc}"
+        except (AttributeError, UnicodeDecodeError):
+            return f"error {rc}"
+
+    def _uuid(self, h: ctypes.c_void_p) -> str:
+        buf = ctypes.create_string_buffer(96)
+        if self.lib.nvmlDeviceGetUUID(h, buf, ctypes.c_uint(96)) != NVML_SUCCESS:
+            return ""
+        return buf.value.decode(errors="replace")
+
+    @property
+    def count(self) -> int:
+        return len(self._handles)
+
+    def _pids(self, h: ctypes.c_void_p) -> List[int]:
+        for name, struct in (("nvmlDeviceGetComputeRunningProcesses_v3", _ProcV2),
+                             ("nvmlDeviceGetComputeRunningProcesses_v2", _ProcV2),
+                             ("nvmlDeviceGetComputeRunningProcesses", _ProcV1)):
+            fn = getattr(self.lib, name, None)
+            if fn is None:
+                continue
+            size = 64
+            for _ in range(3):
+                n = ctypes.c_uint(size)
+                arr = (struct * size)()
+                rc = fn(h, ctypes.byref(n), arr)
+                if rc == NVML_SUCCESS:
+                    return sorted({int(arr[i].pid) for i in range(n.value)})
+                if rc != NVML_ERROR_INSUFFICIENT_SIZE:
+                    break
+                size = max(size * 2, n.value + 8)
+            return []
+        return []
+
+    def read(self, ts: float) -> List[GpuSample]:
+        out = []
+        for i, h in enumerate(self._handles):
+            r = GpuSample(ts=ts, gpu=i, uuid=self.uuids[i])
+            u = _Util()
+            if self.lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)) == NVML_SUCCESS:
+                r.util_pct = int(u.gpu)
+            m = _Memory()
+            if self.lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m)) == NVML_SUCCESS:
+                r.mem_used, r.mem_total = int(m.used), int(m.total)
+            r.pids = self._pids(h)
+            out.append(r)
+        return out
+
+    def close(self) -> None:
+        if self.lib is not None:
+            try:
+                self.lib.nvmlShutdown()
+            finally:
+                self.lib = None
+
+
+def open_nvml(names: tuple = LIBRARY_NAMES) -> Nvml:
+    """Load and initialise NVML (module doc); raises NvmlError with the reason."""
+    lib = None
+    last = ""
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError as exc:
+            last = str(exc)
+    if lib is None:
+        raise NvmlError(f"no NVIDIA management library ({names[0]}: {last or 'not found'})")
+    init = getattr(lib, "nvmlInit_v2", None) or getattr(lib, "nvmlInit", None)
+    if init is None:
+        raise NvmlError("libnvidia-ml has no nvmlInit")
+    rc = init()
+    if rc != NVML_SUCCESS:
+        raise NvmlError(f"nvmlInit failed (NVML error {rc}: driver not loaded or no GPU)")
+    try:
+        nv = Nvml(lib)
+    except NvmlError:
+        lib.nvmlShutdown()
+        raise
+    if nv.count == 0:
+        nv.close()
+        raise NvmlError("NVML sees no GPU")
+    return nv

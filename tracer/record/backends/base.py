@@ -1,0 +1,69 @@
+"""The one small interface every recording backend implements.
+
+Contract:
+- ``check()`` returns None when the backend can run here, else one line saying why not
+  (missing tool, no permission); it never raises and has no side effects.
+- ``start(targets, emit)`` begins recording the process trees in ``targets`` and returns quickly;
+  the backend calls ``emit(event)`` (thread-safe, from any thread) with events.py objects only.
+  Backends never classify: they report what happened.
+- A backend that sees a new process in the tree (fork/clone) calls ``targets.add(pid)`` so that
+  other backends running beside it follow it too.
+- ``stop()`` is idempotent, safe from a signal handler's aftermath and from ``finally`` blocks,
+  and returns only when the backend has detached: no strace child, probe or thread left behind,
+  and the target never left stopped. After ``stop()`` no more events are emitted.
+- ``errors`` collects one-line messages about trouble during recording (a target that vanished,
+  a tool that died) for the report.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable, Iterable, List, Optional, Set
+
+from ...events import Event
+
+Emit = Callable[[Event], None]
+
+
+class TargetSet:
+    """The pids being recorded (thread-safe); roots are what the user asked for."""
+
+    def __init__(self, roots: Iterable[int]) -> None:
+        self.roots: List[int] = list(roots)
+        self._pids: Set[int] = set(self.roots)
+        self._lock = threading.Lock()
+
+    def add(self, pid: int) -> bool:
+        """Add a pid; True when it was new."""
+        with self._lock:
+            if pid in self._pids:
+                return False
+            self._pids.add(pid)
+            return True
+
+    def discard(self, pid: int) -> None:
+        with self._lock:
+            self._pids.discard(pid)
+
+    def pids(self) -> List[int]:
+        with self._lock:
+            return sorted(self._pids)
+
+    def __contains__(self, pid: int) -> bool:
+        with self._lock:
+            return pid in self._pids
+
+
+class Backend:
+    name: str = "base"
+
+    def __init__(self) -> None:
+        self.errors: List[str] = []
+
+    def check(self) -> Optional[str]:
+        raise NotImplementedError
+
+    def start(self, targets: TargetSet, emit: Emit) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError

@@ -1,0 +1,368 @@
+"""Live recording backend on eBPF tracepoints (BCC): syscalls, forks, execs, exits and on-CPU
+time of a process tree, without ever stopping the target.
+
+Contract (on top of base.py):
+- ``check()`` returns None only when the program can load here: root or CAP_BPF+CAP_PERFMON,
+  ``bcc`` importable, kernel headers at /lib/modules/$(uname -r)/build, tracefs mounted;
+  otherwise one line saying why and what to install (scripts/setup-ebpf.sh). It imports
+  nothing at module level: ``bcc`` is imported inside ``start``/``check`` only, so analysis
+  and replay run anywhere.
+- ``start(targets, emit)`` compiles bpf/hangtrace.bpf.c (the tgid array sized from
+  kernel.pid_max), loads and attaches it (time kept in ``attach_s``), fills the "kinds" array
+  (kind and count-cache slot of every nr), the tgid array with the tree and the thread map
+  with its threads, emits
+  one ``ThreadSample`` per thread, and starts one reader thread on the ring buffer. Processes
+  forked later are followed in the kernel and added to ``targets``.
+- While recording: streamed calls become events.py syscall objects (ebpf_convert.py); forks ->
+  ``ThreadStart``(+``ProcessInfo`` for a new process), execs -> ``ProcessExec``, thread exits
+  -> ``ThreadExit``, the last thread of a process -> ``ProcessExit`` (status from the zombie's
+  /proc stat, None when it was reaped first).
+- ``stop()`` (idempotent, any thread, any exit path) drains the ring buffer, then emits: the
+  calls in flight as ``ongoing`` events (from the kernel's in-flight state, or from /proc for
+  threads blocked since before the attach), one summary ``Syscall`` per (thread, call) for the
+  calls counted only in the kernel (``args`` says how many), ``ThreadCpu`` per thread,
+  ``ThreadSample`` per live thread, ``Lost`` for rate-limited and overflowed events; then it
+  detaches every tracepoint and frees the BPF object (BPF.cleanup). Nothing after.
+"""
+from __future__ import annotations
+
+import ctypes as ct
+import os
+import threading
+import time
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from ... import events as ev
+from ...linux import procfs
+from ...linux.syscall_table import syscall_name, syscall_table
+from . import ebpf_layout as L
+from .base import Backend, Emit, TargetSet
+from .ebpf_convert import Clock, Converter, FdCache
+from .proc_backend import decode_wait_status
+
+__all__ = ["EbpfBackend", "ebpf_problem", "TRACEFS_DIRS"]
+
+TRACEFS_DIRS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+_CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
+# BCC compiles against /lib/modules/$(uname -r)/build, possibly another kernel's headers (6.1
+# headers on 6.18): silence what their macros trigger with BCC's clang.
+_CFLAGS = ["-Wno-macro-redefined", "-Wno-unknown-warning-option",
+           "-Wno-duplicate-decl-specifier",
+           "-Wno-address-of-packed-member", "-Wno-unused-value", "-Wno-pointer-sign",
+           "-Wno-compare-distinct-pointer-types", "-Wno-gnu-variable-sized-type-not-at-end"]
+_PENDING_EXIT_S = 1.0
+
+
+def _cap_eff() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _pid_max() -> int:
+    """Size of the tgid-indexed "targets" array: every pid is below kernel.pid_max."""
+    try:
+        with open("/proc/sys/kernel/pid_max") as f:
+            return max(1024, min(int(f.read()), 4194304))
+    except (OSError, ValueError):
+        return 4194304   # PID_MAX_LIMIT on 64-bit
+
+
+def tracefs() -> Optional[str]:
+    """The mounted tracefs directory (with events/), or None."""
+    for d in TRACEFS_DIRS:
+        if os.path.isdir(os.path.join(d, "events", "raw_syscalls")):
+            return d
+    return None
+
+
+def ebpf_problem() -> Optional[str]:
+    """Why the eBPF backend cannot load here (one line), or None."""
+    caps = _cap_eff()
+    if os.geteuid() != 0 and not (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1) \
+            and not caps >> _CAP_SYS_ADMIN & 1:
+        return "eBPF needs root (or CAP_BPF and CAP_PERFMON): run with sudo"
+    try:
+        import bcc  # noqa: F401  (imported here only: see the module doc)
+    except Exception as e:  # ImportError, or a broken libbcc
+        return (f"BCC is not importable ({type(e).__name__}): apt install bpfcc-tools "
+                "python3-bpfcc (see scripts/setup-ebpf.sh)")
+    build = f"/lib/modules/{os.uname().release}/build"
+    if not os.path.exists(build):
+        return (f"no kernel headers at {build}: apt install linux-headers-$(uname -r) "
+                "(or run scripts/setup-ebpf.sh)")
+    if tracefs() is None:
+        return "tracefs is not mounted: mount -t tracefs nodev /sys/kernel/tracing"
+    if not L.PROGRAM.exists():
+        return f"BPF program missing: {L.PROGRAM}"
+    return None
+
+
+class EbpfBackend(Backend):
+    name = "ebpf"
+
+    def __init__(self, poll_ms: int = 100) -> None:
+        super().__init__()
+        self.poll_ms = poll_ms
+        self.attach_s: Optional[float] = None
+        self.events_read = 0
+        self._bpf: Any = None
+        self._emit: Optional[Emit] = None
+        self._targets: Optional[TargetSet] = None
+        self._clock = Clock()
+        self._fds = FdCache()
+        self._conv = Converter(self._fds)
+        self._table = syscall_table()
+        self._kinds = L.kinds_for(self._table)
+        self._kinds_value = L.kinds_value(self._table)
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._done = threading.Event()
+        self._quit = threading.Event()
+        self._reader: Optional[threading.Thread] = None
+        self._start_ts = 0.0
+        self._start_samples: Dict[int, ev.ThreadSample] = {}
+        self._pid_of: Dict[int, int] = {}
+        self._born: Dict[int, float] = {}                 # tid -> epoch ts of its fork
+        self._streamed: Dict[Tuple[int, int], int] = {}   # (tid, nr) -> events received
+        self._exited_cpu: List[ev.ThreadCpu] = []
+        self._pending_exits: Dict[int, float] = {}        # pid -> deadline (monotonic)
+        self._exited: Set[int] = set()
+
+    # ------------------------------------------------------------------ contract
+    def check(self) -> Optional[str]:
+        return ebpf_problem()
+
+    def start(self, targets: TargetSet, emit: Emit) -> None:
+        if self._bpf is not None or self._stopping:
+            raise RuntimeError("EbpfBackend.start called twice")
+        from bcc import BPF  # noqa: WPS433 (see the module doc)
+        self._emit, self._targets = emit, targets
+        cflags = ["-I" + str(L.BPF_DIR), *_CFLAGS]
+        tfs = tracefs() or TRACEFS_DIRS[0]
+        try:
+            with open(f"{tfs}/events/sched/sched_process_exit/format") as f:
+                if "group_dead" in f.read():
+                    cflags.append("-DHT_HAVE_GROUP_DEAD")
+        except OSError:
+            pass
+        cflags.append(f"-DHT_PID_MAX={_pid_max()}")
+        t0 = time.monotonic()
+        self._bpf = BPF(src_file=str(L.PROGRAM).encode(), cflags=cflags)
+        self.attach_s = time.monotonic() - t0
+        try:
+            self._setup(targets)
+        except BaseException:
+            self._cleanup()
+            raise
+        self._reader = threading.Thread(target=self._read_loop, name="hangtrace-ebpf",
+                                        daemon=True)
+        self._reader.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            already, self._stopping = self._stopping, True
+        if already:
+            self._done.wait(timeout=15)
+            return
+        try:
+            self._quit.set()
+            reader, self._reader = self._reader, None
+            if reader is not None and reader is not threading.current_thread():
+                reader.join(timeout=10)
+            if self._bpf is not None and self._emit is not None:
+                try:
+                    self._bpf.ring_buffer_consume()
+                    self._resolve_exits(final=True)
+                    self._final_events()
+                except Exception as e:  # noqa: BLE001 - detaching must still happen
+                    self.errors.append(f"ebpf: final read failed: {type(e).__name__}: {e}")
+        finally:
+            self._cleanup()
+            self._emit = None
+            self._done.set()
+
+    # ------------------------------------------------------------------ setup
+    def _setup(self, targets: TargetSet) -> None:
+        b = self._bpf
+        kinds = b[b"kinds"]
+        for nr, value in self._kinds_value.items():
+            kinds[ct.c_int(nr)] = ct.c_uint32(value)
+        self._start_ts = time.time()
+        self._clock = Clock()
+        seen: Set[int] = set()
+        # Twice: a process forked between the first scan and the tgid map fill is only in the
+        # second scan (after the fill, the fork tracepoint catches every new child).
+        for _ in range(2):
+            pids = targets.pids()
+            pids = sorted(set(pids) | set(procfs.descendants(pids)))
+            for pid in pids:
+                if pid not in seen:
+                    targets.add(pid)
+                    self._set_target(pid, True)
+            for pid in pids:
+                if pid not in seen:
+                    seen.add(pid)
+                    self._add_threads(pid)
+        b[b"events"].open_ring_buffer(self._on_event)
+
+    def _set_target(self, pid: int, on: bool) -> None:
+        """Follow (or stop following) process ``pid``: "targets" is an array indexed by tgid."""
+        if self._bpf is None:
+            return
+        try:
+            self._bpf[b"targets"][ct.c_int(pid)] = ct.c_uint8(1 if on else 0)
+        except (IndexError, KeyError, OSError):
+            if on:
+                self.errors.append(f"ebpf: pid {pid} is above pid_max: not followed")
+
+    def _add_threads(self, pid: int) -> None:
+        assert self._emit is not None
+        threads = self._bpf[b"threads"]
+        now_ns = self._clock.now_ns()
+        for tid in procfs.list_tids(pid):
+            s = procfs.read_thread_sample(pid, tid, ts=self._start_ts)
+            if s is None:
+                continue
+            self._pid_of[tid] = pid
+            self._start_samples[tid] = s
+            st = L.HtThread(tgid=pid, last_in_ns=now_ns)
+            # "R" is running or runnable: counted as on CPU from now until its first switch.
+            st.flags = L.HT_T_ON_CPU if s.state == "R" else 0
+            key = ct.c_uint32(tid)
+            if key not in threads:   # the kernel may have created it already (a syscall)
+                threads[key] = threads.Leaf.from_buffer_copy(bytes(st))
+            self._emit(s)
+
+    # ------------------------------------------------------------------ reading
+    def _read_loop(self) -> None:
+        while not self._quit.is_set():
+            try:
+                self._bpf.ring_buffer_poll(self.poll_ms)
+                if self._pending_exits:
+                    self._resolve_exits()
+            except Exception as e:  # noqa: BLE001
+                self.errors.append(f"ebpf: reader failed: {type(e).__name__}: {e}")
+                return
+
+    def _on_event(self, ctx: Any, data: Any, size: int) -> int:
+        try:
+            e = ct.cast(data, ct.POINTER(L.HtEvent)).contents
+            self.events_read += 1
+            if e.type == L.HT_EV_SYSCALL:
+                self._on_syscall(e)
+            elif e.type == L.HT_EV_FORK:
+                self._on_fork(e)
+            elif e.type == L.HT_EV_EXEC:
+                self._on_exec(e)
+            elif e.type == L.HT_EV_EXIT:
+                self._on_exit(e)
+        except Exception as exc:  # noqa: BLE001 - a bad record must not stop the reader
+            if len(self.errors) < 20:
+                self.errors.append(f"ebpf: event dropped: {type(exc).__name__}: {exc}")
+        return 0
+
+    def _on_syscall(self, e: L.HtEvent) -> None:
+        key = (e.tid, e.nr)
+        self._streamed[key] = self._streamed.get(key, 0) + 1
+        self._pid_of.setdefault(e.tid, e.tgid)
+        emit = self._emit
+        if emit is None:
+            return
+        emit(self._conv.syscall(
+            ts=self._clock.epoch(e.enter_ns), pid=e.tgid, tid=e.tid,
+            name=syscall_name(e.nr), kind=e.kind, args=list(e.args), ret=e.ret,
+            dur=(e.exit_ns - e.enter_ns) / 1e9, flags=e.flags, aux=e.aux, pfds=list(e.pfds)))
+
+    def _on_fork(self, e: L.HtEvent) -> None:
+        child, ctgid = int(e.args[0]), int(e.args[1])
+        new_process = bool(e.flags & L.HT_F_NEW_PROCESS)
+        if e.flags & L.HT_F_GUESSED:
+            real = procfs.tgid_of(child)
+            if real is not None and real != child:   # it was a thread after all
+                new_process, ctgid = False, real
+                self._set_target(child, False)
+                key = ct.c_uint32(child)
+                try:
+                    st = L.HtThread.from_buffer_copy(bytes(self._bpf[b"threads"][key]))
+                    st.tgid = real
+                    self._bpf[b"threads"][key] = self._bpf[b"threads"].Leaf.from_buffer_copy(
+                        bytes(st))
+                except KeyError:
+                    pass
+        ts = self._clock.epoch(e.enter_ns)
+        self._pid_of[child] = ctgid
+        self._born[child] = ts
+        assert self._emit is not None and self._targets is not None
+        if new_process:
+            self._targets.add(ctgid)
+            info = procfs.read_process_info(ctgid)
+            if info is not None:
+                self._emit(info)
+        self._emit(ev.ThreadStart(ts=ts, pid=ctgid, tid=child, parent_tid=e.tid,
+                                  new_process=new_process))
+
+    def _on_exec(self, e: L.HtEvent) -> None:
+        pid = e.tgid
+        self._fds.forget(pid)
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            exe = ""
+        assert self._emit is not None
+        self._emit(ev.ProcessExec(ts=self._clock.epoch(e.enter_ns), pid=pid, tid=e.tid,
+                                  filename=exe, argv=procfs.read_cmdline(pid)))
+
+    def _on_exit(self, e: L.HtEvent) -> None:
+        ts = self._clock.epoch(e.enter_ns)
+        pid, tid = e.tgid, e.tid
+        since = max(self._start_ts, self._born.get(tid, self._start_ts))
+        self._exited_cpu.append(ev.ThreadCpu(ts=ts, pid=pid, tid=tid, since=since,
+                                             on_cpu_ns=int(e.args[1]),
+                                             switches=int(e.args[2])))
+        assert self._emit is not None
+        self._emit(ev.ThreadExit(ts=ts, pid=pid, tid=tid))
+        group_dead = int(e.args[0])
+        if group_dead == 1 or (group_dead == 2 and not procfs.list_tids(pid)):
+            self._pending_exits.setdefault(pid, time.monotonic() + _PENDING_EXIT_S)
+            self._resolve_exits()
+
+    def _resolve_exits(self, final: bool = False) -> None:
+        """ProcessExit once /proc shows the zombie (its exit code) or the pid gone."""
+        emit = self._emit
+        for pid, deadline in list(self._pending_exits.items()):
+            st = procfs.read_stat(pid)
+            if st is not None and st.state not in ("Z", "X") and not final \
+                    and time.monotonic() < deadline:
+                continue   # still inside do_exit(): not a zombie yet
+            del self._pending_exits[pid]
+            if pid in self._exited or emit is None:
+                continue
+            self._exited.add(pid)
+            self._fds.forget(pid)
+            self._set_target(pid, False)
+            status, sig, core = None, None, False
+            if st is not None and st.exit_code is not None and st.state in ("Z", "X"):
+                status, sig, core = decode_wait_status(st.exit_code)
+            emit(ev.ProcessExit(ts=time.time(), pid=pid, status=status, signal=sig,
+                                core_dumped=core))
+
+    # ------------------------------------------------------------------ stop
+    def _final_events(self) -> None:
+        from .ebpf_final import final_events
+        assert self._emit is not None
+        for e in final_events(self):
+            self._emit(e)
+
+    def _cleanup(self) -> None:
+        b, self._bpf = self._bpf, None
+        if b is not None:
+            try:
+                b.cleanup()   # detaches every tracepoint, closes map and program fds
+            except Exception as e:  # noqa: BLE001
+                self.errors.append(f"ebpf: cleanup failed: {type(e).__name__}: {e}")

@@ -1,0 +1,85 @@
+"""The NVML backend: per-GPU utilization, memory and compute pids, sampled beside the others.
+
+Contract (on top of backends/base.py):
+- ``check()`` returns None when NVML can be opened here, else one line why not (no library, no
+  GPU); it opens and closes NVML once and never raises.
+- ``start()`` opens NVML and starts one daemon thread that emits a ``GpuSample`` per GPU every
+  ``1 / rate_hz`` seconds (the first at once). It never touches the target processes: NVML
+  reads the driver. Readings of every GPU are emitted, not only those the targets use: the
+  analysis (tracer/analysis/gpu_rules.py) matches ``pids`` with the traced processes.
+- ``stop()`` is idempotent and returns when the thread has ended and NVML is shut down.
+- ``opener`` replaces ``tracer.nvml.open_nvml`` in tests (anything with ``read()`` and
+  ``close()``).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from ...gpu.nvml import NvmlError, open_nvml
+from .base import Backend, Emit, TargetSet
+
+
+class NvmlBackend(Backend):
+    name = "nvml"
+
+    def __init__(self, rate_hz: float = 2.0, opener: Callable[[], Any] = open_nvml) -> None:
+        super().__init__()
+        self.interval = 1.0 / max(rate_hz, 0.1)
+        self._opener = opener
+        self._nv: Any = None
+        self._thread: Optional[threading.Thread] = None
+        self._stop = threading.Event()
+
+    def check(self) -> Optional[str]:
+        try:
+            nv = self._opener()
+        except NvmlError as exc:
+            return str(exc)
+        except Exception as exc:  # a broken library must not break attach
+            return f"NVML unusable: {exc}"
+        try:
+            nv.close()
+        except Exception:
+            pass
+        return None
+
+    def sample_once(self, emit: Emit) -> int:
+        """One round of readings (also used by tests); returns how many were emitted."""
+        samples = self._nv.read(time.time())
+        for s in samples:
+            emit(s)
+        return len(samples)
+
+    def start(self, targets: TargetSet, emit: Emit) -> None:
+        self._nv = self._opener()
+        self._stop.clear()
+
+        def loop() -> None:
+            failures = 0
+            while not self._stop.is_set():
+                try:
+                    self.sample_once(emit)
+                except Exception as exc:
+                    failures += 1
+                    if failures == 1:
+                        self.errors.append(f"NVML read failed: {exc}")
+                    if failures >= 3:
+                        return
+                self._stop.wait(self.interval)
+
+        self._thread = threading.Thread(target=loop, name="hangtrace-nvml", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        t, self._thread = self._thread, None
+        if t is not None:
+            t.join(timeout=5)
+        nv, self._nv = self._nv, None
+        if nv is not None:
+            try:
+                nv.close()
+            except Exception as exc:
+                self.errors.append(f"NVML shutdown failed: {exc}")

@@ -1,0 +1,289 @@
+"""The /proc sampling backend: periodic looks at every thread of every target process.
+
+Contract (on top of backends/base.py):
+- Never stops, signals or ptrace-attaches the target: it only reads /proc. It works without
+  root on one's own processes; what cannot be read is skipped and one line per kind of trouble
+  goes to ``errors``.
+- One daemon thread samples at ``rate_hz``. Each tick:
+  * descendants of every target are looked for; a new one is added to ``targets`` and gets a
+    ``ProcessInfo`` and a ``ThreadStart(new_process=True)``. The targets and their descendants
+    at ``start`` are assumed to be in the trace header (``initial_process_infos``): they are
+    added to ``targets`` silently.
+  * every thread of every live target -> ``ThreadSample``; a thread that appeared ->
+    ``ThreadStart``; one that disappeared -> ``ThreadExit``; every process -> ``ProcessIO``.
+  * every ``info_interval`` seconds the fd table is re-read and a fresh ``ProcessInfo`` emitted
+    when something other than file positions changed (threads, fds, sockets, state, exec).
+  * a process that is gone -> ``ProcessExit(status=None)`` once (it was reaped: the status is
+    lost); a zombie -> ``ProcessExit`` once with the wait status kept in stat field 52.
+- ``prepare()`` + ``tick()`` are public: one sampling round at a time, without the thread
+  (tests, cost measures).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+from ...linux import procfs
+from ...events import ProcessExit, ProcessInfo, ThreadExit, ThreadStart
+from ...linux.procfs_fds import SocketEntry, listening_sockets, read_fds_checked, socket_table
+from .base import Backend, Emit, TargetSet
+
+__all__ = ["ProcBackend", "initial_process_infos", "decode_wait_status"]
+
+
+def decode_wait_status(code: int) -> Tuple[Optional[int], Optional[str], bool]:
+    """(exit status, signal name, core dumped) from a wait(2) status word.
+
+    A normal exit keeps its status in bits 8-15 with the low 7 bits zero; a death by signal keeps
+    the signal number in the low 7 bits and 0x80 when a core was dumped.
+    """
+    sig = code & 0x7F
+    if sig == 0:
+        return (code >> 8) & 0xFF, None, False
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"SIG{sig}"
+    return None, name, bool(code & 0x80)
+
+
+def initial_process_infos(pids: Iterable[int], root: str = "/proc") -> List[ProcessInfo]:
+    """ProcessInfo of every pid in ``pids`` and all of their descendants, sorted by pid."""
+    pids = list(pids)
+    out = []
+    for pid in sorted(set(pids) | set(procfs.descendants(pids, root))):
+        info = procfs.read_process_info(pid, root)
+        if info is not None:
+            out.append(info)
+    return out
+
+
+def _info_signature(info: ProcessInfo) -> tuple:
+    # File positions move with every write; they are not a change of what the process holds.
+    return (info.comm, tuple(info.cmdline), tuple(sorted(info.threads.items())),
+            tuple((f.fd, f.kind, f.target, f.mode) for f in info.fds), tuple(info.listening),
+            info.state)
+
+
+@dataclass
+class _Tracked:
+    """What the backend last saw of one process."""
+    tids: Set[int]
+    signature: Optional[tuple] = None
+    next_info: float = 0.0
+    exited: bool = False
+
+
+@dataclass
+class _ParentCache:
+    """pid -> ppid, updated from the /proc listing: only new pids have their stat read.
+
+    A pid that died and was reused between two ticks (100 ms) keeps a stale parent; a child whose
+    parent died is re-parented by the kernel but keeps its old parent here, which is what
+    descendant discovery wants (it stays in the tree it was born in).
+    """
+    ppid: Dict[int, int] = field(default_factory=dict)
+
+    def refresh(self, root: str) -> Dict[int, List[int]]:
+        live = set(procfs.list_pids(root))
+        for pid in list(self.ppid):
+            if pid not in live:
+                del self.ppid[pid]
+        for pid in live - self.ppid.keys():
+            st = procfs.read_stat(pid, root=root)
+            if st is not None:
+                self.ppid[pid] = st.ppid
+        tree: Dict[int, List[int]] = {}
+        for pid, ppid in self.ppid.items():
+            tree.setdefault(ppid, []).append(pid)
+        return tree
+
+
+class ProcBackend(Backend):
+    name = "proc"
+
+    def __init__(self, rate_hz: float = 10.0, root: str = "/proc",
+                 info_interval: float = 1.0) -> None:
+        super().__init__()
+        self.interval = 1.0 / rate_hz
+        self.root = root
+        self.info_interval = info_interval
+        self.ticks = 0
+        self.last_tick_s = 0.0
+        self.max_tick_s = 0.0
+        self._targets: Optional[TargetSet] = None
+        self._emit: Optional[Emit] = None
+        self._tracked: Dict[int, _Tracked] = {}
+        self._parents = _ParentCache()
+        self._reported: Set[str] = set()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()  # tick() from the thread and from callers never overlap
+
+    # ------------------------------------------------------------------ Backend interface
+    def check(self) -> Optional[str]:
+        try:
+            os.listdir(self.root)
+        except OSError as e:
+            return f"{self.root} is not readable: {e.strerror}"
+        if procfs.read_stat(os.getpid(), root=self.root) is None and self.root == "/proc":
+            return "/proc is mounted without our own process (hidepid or another pid namespace)"
+        return None
+
+    def start(self, targets: TargetSet, emit: Emit) -> None:
+        self.prepare(targets, emit)
+        self._thread = threading.Thread(target=self._run, name="hangtrace-proc", daemon=True)
+        self._thread.start()
+
+    def prepare(self, targets: TargetSet, emit: Emit) -> None:
+        """Everything ``start`` does but the thread: then call ``tick()`` by hand."""
+        self._targets, self._emit = targets, emit
+        self._stop.clear()
+        # The trace header (initial_process_infos) covers the targets and their descendants as
+        # they are now: track them all silently; only later arrivals are announced.
+        roots = targets.pids()
+        for pid in roots + procfs.descendants(roots, self.root):
+            targets.add(pid)
+            info = procfs.read_process_info(pid, self.root)
+            tids = set(info.threads) if info else set(procfs.list_tids(pid, self.root))
+            self._tracked[pid] = _Tracked(tids, _info_signature(info) if info else None,
+                                          time.time() + self.info_interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        with self._lock:
+            self._emit = None  # nothing after stop(), even from a concurrent tick() caller
+
+    # ------------------------------------------------------------------ sampling
+    def _run(self) -> None:
+        deadline = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception as e:  # never let one odd /proc read kill the recording
+                self._error("tick", f"proc: sampling error: {type(e).__name__}: {e}")
+            deadline += self.interval
+            now = time.monotonic()
+            if deadline < now:  # fell behind (a slow tick, a suspended VM): do not burst
+                deadline = now
+            self._stop.wait(deadline - now)
+
+    def tick(self) -> None:
+        """One sampling round over every target (see the module docstring)."""
+        with self._lock:
+            if self._emit is None or self._targets is None:
+                return
+            t0 = time.perf_counter()
+            self._discover()
+            sockets: Dict[str, Dict[int, SocketEntry]] = {}
+            for pid in self._targets.pids():
+                self._sample_process(pid, sockets)
+            self.last_tick_s = time.perf_counter() - t0
+            self.max_tick_s = max(self.max_tick_s, self.last_tick_s)
+            self.ticks += 1
+
+    def _error(self, key: str, line: str) -> None:
+        if key not in self._reported:
+            self._reported.add(key)
+            self.errors.append(line)
+
+    def _discover(self) -> None:
+        assert self._targets is not None and self._emit is not None
+        tree = self._parents.refresh(self.root)
+        tracked_or_targets = set(self._targets.pids()) | self._tracked.keys()
+        for pid in procfs.descendants(tracked_or_targets, self.root, tree=tree):
+            if pid in self._tracked:
+                continue
+            added = self._targets.add(pid)
+            info = procfs.read_process_info(pid, self.root)
+            if info is None:
+                continue  # born and gone within one tick: nothing to say about it
+            self._tracked[pid] = _Tracked(set(info.threads), _info_signature(info),
+                                          time.time() + self.info_interval)
+            self._emit(info)
+            if added:
+                self._emit(ThreadStart(ts=info.ts, pid=pid, tid=pid, parent_tid=info.ppid,
+                                       new_process=True))
+
+    def _sample_process(self, pid: int, sockets: Dict[str, Dict[int, SocketEntry]]) -> None:
+        assert self._emit is not None
+        emit, root = self._emit, self.root
+        tr = self._tracked.get(pid)
+        if tr is None:  # added by another backend since the last discovery
+            tr = self._tracked[pid] = _Tracked(set())
+        if tr.exited:
+            return
+        now = time.time()
+        st = procfs.read_stat(pid, root=root)
+        if st is None:
+            tr.exited = True
+            emit(ProcessExit(ts=now, pid=pid, status=None))
+            return
+        # A zombie leader with other threads alive is a process whose main thread called
+        # pthread_exit: it is still running. A real zombie has only its leader left.
+        if st.state in ("Z", "X") and st.num_threads <= 1:
+            tr.exited = True
+            status, sig, core = decode_wait_status(st.exit_code or 0)
+            if st.exit_code is None:
+                self._error(f"exit{pid}", f"proc: exit code of {pid} unknown (kernel < 3.5)")
+            emit(ProcessExit(ts=now, pid=pid, status=status, signal=sig, core_dumped=core))
+            return
+
+        tids = procfs.list_tids(pid, root)
+        for tid in tids:
+            sample = procfs.read_thread_sample(pid, tid, root, ts=now)
+            if sample is None:
+                continue  # exited between the listing and the read
+            if tid not in tr.tids:
+                emit(ThreadStart(ts=now, pid=pid, tid=tid, parent_tid=None))
+            if not sample.syscall and sample.state not in ("Z", "X"):
+                self._error("syscall", f"proc: /proc/{pid}/task/*/syscall is not readable "
+                            "(needs ptrace access: same user and Yama ptrace_scope 0, or root)")
+            emit(sample)
+        current = set(tids)
+        for tid in sorted(tr.tids - current):
+            emit(ThreadExit(ts=now, pid=pid, tid=tid))
+        tr.tids = current
+
+        io = procfs.read_io(pid, root, ts=now)
+        if io is not None:
+            emit(io)
+        else:
+            self._error(f"io{pid}", f"proc: /proc/{pid}/io is not readable; I/O counters skipped")
+
+        if now >= tr.next_info:
+            tr.next_info = now + self.info_interval
+            self._refresh_info(pid, tr, sockets)
+
+    def _refresh_info(self, pid: int, tr: _Tracked,
+                      sockets: Dict[str, Dict[int, SocketEntry]]) -> None:
+        assert self._emit is not None
+        root = self.root
+        # Socket tables are per network namespace; processes of one tree usually share one.
+        try:
+            netns = os.readlink(f"{root}/{pid}/ns/net")
+        except OSError:
+            netns = f"pid{pid}"
+        if netns not in sockets:
+            sockets[netns] = socket_table(root, pid)
+        fds = read_fds_checked(pid, root, sockets[netns])
+        if fds is None:
+            if procfs.pid_exists(pid, root):
+                self._error(f"fd{pid}", f"proc: /proc/{pid}/fd is not readable; fds skipped")
+            fds = []
+        info = procfs.read_process_info(pid, root, with_fds=False)
+        if info is None:
+            return
+        info.fds = fds
+        info.listening = listening_sockets(pid, root, fds=fds, sockets=sockets[netns])
+        sig = _info_signature(info)
+        if sig != tr.signature:
+            tr.signature = sig
+            self._emit(info)

@@ -1,0 +1,255 @@
+"""Live recording backend: runs strace on the target pids and streams its output as events.
+
+Contract (see base.py): ``check()`` says whether strace can run here; ``start(targets, emit)``
+attaches ``strace -f -ttt -T -yy -s 0 -q`` to every pid of ``targets`` and returns; a reader
+thread parses strace's output as it streams (lines.py/convert.py) and calls ``emit``; processes
+the tracees fork are added to ``targets``. ``stop()`` makes strace detach (SIGINT; SIGKILL only
+as a last resort), joins the reader, emits the converter's final events (calls still blocked
+become ``ongoing``), then nothing more. It is idempotent. If strace exits by itself (every
+tracee gone) the reader notices, emits the final events and the backend is stopped.
+
+strace facts relied on:
+- On SIGINT/SIGTERM strace detaches every tracee (PTRACE_DETACH resumes them) and exits; a
+  tracee is never left in a ptrace stop. If strace is SIGKILLed the kernel detaches the
+  tracees itself when the tracer dies, so even the last resort does not leave them stopped.
+- ``-s 0`` prints no buffer contents at all (strings as ``""...``): nothing to leak, less to
+  parse. exec argv is therefore read from /proc/PID/cmdline instead.
+- ``-q`` hides attach/detach chatter but keeps ``+++ exited with N +++`` (``-qq`` would drop
+  those, and with them ProcessExit).
+- ``-X`` is left at its default: ioctl requests print as ``_IOC(...)`` or a known name, both
+  decodable (decode.py), and futex ops stay symbolic.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from typing import IO, Dict, List, Optional
+
+from ... import events as ev
+from ...tracefile.strace.convert import StraceConverter
+from .base import Backend, Emit, TargetSet
+
+__all__ = ["StraceBackend", "read_tgid", "ptrace_problem"]
+
+_PR_SET_PDEATHSIG = 1
+STRACE_ARGS = ["-f", "-ttt", "-T", "-yy", "-s", "0", "-q"]
+
+
+def read_tgid(tid: int) -> Optional[int]:
+    """The process (thread group) of a thread, from /proc/TID/status; None when it is gone."""
+    try:
+        with open(f"/proc/{tid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Tgid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _read_cmdline(pid: int) -> List[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    return [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0") if a]
+
+
+def _read_comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _elided(argv: List[str]) -> bool:
+    """True for an argv strace printed without its strings (-s 0: ``[""..., ""...]``)."""
+    return not argv or any(a.endswith("...") for a in argv)
+
+
+def ptrace_problem() -> Optional[str]:
+    """Why ptrace attach would fail here (Yama LSM policy vs our privileges), or None."""
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            scope = int(f.read().strip())
+    except (OSError, ValueError):
+        return None                  # no Yama: classic rules (same uid or CAP_SYS_PTRACE)
+    if scope >= 3:
+        return "ptrace is disabled on this host (kernel.yama.ptrace_scope=3, needs a reboot)"
+    if scope >= 1 and os.geteuid() != 0:
+        return (f"kernel.yama.ptrace_scope={scope}: attaching to a running process needs root "
+                "(run with sudo) or CAP_SYS_PTRACE")
+    return None
+
+
+def _pdeathsig_term() -> None:
+    """Runs in the strace child before exec: die (and so detach) if hangtrace dies.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, so ``start`` must be
+    called from a thread that lives as long as the recording (the CLI's main thread).
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+class StraceBackend(Backend):
+    name = "strace"
+
+    def __init__(self, strace_path: Optional[str] = None, stop_timeout: float = 2.0) -> None:
+        super().__init__()
+        self._strace = strace_path
+        self._stop_timeout = stop_timeout
+        self._proc: Optional[subprocess.Popen] = None
+        self._reader: Optional[threading.Thread] = None
+        self._err_reader: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()     # set once the final events are out
+        self._stopping = False
+        self._emit: Optional[Emit] = None
+        self._targets: Optional[TargetSet] = None
+        self._tgid_cache: Dict[int, Optional[int]] = {}
+        self.converter: Optional[StraceConverter] = None
+        self.lines = 0
+
+    # ------------------------------------------------------------------ contract
+    def check(self) -> Optional[str]:
+        path = self._strace or shutil.which("strace")
+        if not path:
+            return "strace is not installed (apt install strace / dnf install strace)"
+        return ptrace_problem()
+
+    def start(self, targets: TargetSet, emit: Emit) -> None:
+        if self._proc is not None:
+            raise RuntimeError("StraceBackend.start called twice")
+        path = self._strace or shutil.which("strace") or "strace"
+        pids = targets.pids()
+        if not pids:
+            raise ValueError("no target pids")
+        self._emit = emit
+        self._targets = targets
+        self.converter = StraceConverter(pid_of=self._pid_of)
+        read_fd, write_fd = os.pipe()
+        cmd = [path, *STRACE_ARGS, "-o", f"/dev/fd/{write_fd}"]
+        for pid in pids:
+            cmd += ["-p", str(pid)]
+        try:
+            self._proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, pass_fds=(write_fd,), preexec_fn=_pdeathsig_term,
+                close_fds=True)
+        finally:
+            # Our copy of the write end must go, or the reader never sees EOF.
+            os.close(write_fd)
+        out = os.fdopen(read_fd, "r", encoding="utf-8", errors="surrogateescape", newline="")
+        self._reader = threading.Thread(target=self._read_trace, args=(out,),
+                                        name="hangtrace-strace-reader", daemon=True)
+        self._err_reader = threading.Thread(target=self._read_errors,
+                                            args=(self._proc.stderr,),
+                                            name="hangtrace-strace-stderr", daemon=True)
+        self._reader.start()
+        self._err_reader.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._stopping:
+                already = True
+            else:
+                already = False
+                self._stopping = True
+        if already or self._proc is None:
+            self._stopped.wait(timeout=self._stop_timeout + 5)
+            return
+        proc = self._proc
+        if proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGINT)     # strace detaches every tracee, then exits
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=self._stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.errors.append(f"strace did not exit within {self._stop_timeout:.0f} s "
+                                   "of SIGINT; killed it (the kernel detaches its tracees)")
+                proc.kill()
+                proc.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=10)
+        if self._err_reader is not None:
+            self._err_reader.join(timeout=2)
+        self._stopped.wait(timeout=5)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and not self._stopped.is_set()
+
+    # ------------------------------------------------------------------ threads
+    def _pid_of(self, tid: int) -> Optional[int]:
+        # A tid whose clone we did not see (threads that existed before attach): ask /proc.
+        # Cached: tids are not reused while the process lives, and lookups are per first sight.
+        if tid not in self._tgid_cache:
+            self._tgid_cache[tid] = read_tgid(tid)
+        return self._tgid_cache[tid]
+
+    def _read_trace(self, out: IO[str]) -> None:
+        conv = self.converter
+        assert conv is not None and self._emit is not None and self._targets is not None
+        emit = self._emit
+        targets = self._targets
+        try:
+            for text in out:
+                self.lines += 1
+                for e in conv.feed_text(text):
+                    if isinstance(e, ev.ThreadStart) and e.new_process:
+                        targets.add(e.pid)
+                    elif isinstance(e, ev.ProcessExec) and _elided(e.argv):
+                        # -s 0 prints argv as ""...: the exec has completed, so /proc has it
+                        e.argv = _read_cmdline(e.pid) or e.argv
+                        try:
+                            e.filename = os.readlink(f"/proc/{e.pid}/exe")
+                        except OSError:
+                            pass
+                    elif isinstance(e, ev.ProcessInfo) and _elided(e.cmdline):
+                        e.cmdline = _read_cmdline(e.pid) or e.cmdline
+                        if e.cmdline and not _elided(e.cmdline):
+                            e.comm = _read_comm(e.pid) or e.comm
+                    emit(e)
+        except Exception as exc:  # noqa: BLE001 - a reader crash must not hang stop()
+            self.errors.append(f"strace reader failed: {type(exc).__name__}: {exc}")
+        finally:
+            out.close()
+            proc = self._proc
+            if proc is not None:
+                try:
+                    proc.wait(timeout=self._stop_timeout + 5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                if not self._stopping and proc.returncode not in (0, None):
+                    self.errors.append(f"strace exited with status {proc.returncode}")
+            for e in conv.finish(time.time()):
+                emit(e)
+            self._stopping = True
+            self._stopped.set()
+
+    def _read_errors(self, err: Optional[IO[bytes]]) -> None:
+        if err is None:
+            return
+        for raw in err:
+            line = raw.decode("utf-8", "replace").strip()
+            if not line:
+                continue
+            # "strace: ..." or "/usr/bin/strace: attach: ptrace(PTRACE_SEIZE, 12): ..."
+            head, sep, tail = line.partition("strace: ")
+            msg = tail if sep and " " not in head else line
+            if msg.startswith("Process ") and (msg.endswith(" attached") or
+                                               msg.endswith(" detached")):
+                continue
+            self.errors.append(msg)
+        err.close()

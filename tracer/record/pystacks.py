@@ -1,0 +1,151 @@
+"""Python stacks of traced processes, through ``py-spy dump`` (optional dependency).
+
+Contract:
+- ``py_stacks_probe(pids, analyzer)`` is a session ``EndProbe``: after the backends detached,
+  it takes one ``py-spy dump --json --nonblocking`` per running Python process (the target is
+  never paused) and returns ``PyStack`` events, one per thread, matched to the kernel's thread
+  by py-spy's ``os_thread_id``. It never raises for one process: a stack that could not be
+  taken becomes a ``PyStack`` with ``tid`` 0 and ``error`` (py-spy not installed, permission
+  denied, not a CPython it can read), which the report turns into one note line
+  (``failure_notes``).
+- ``take_stacks(pid)`` is the same for one pid (snapshot --stacks uses it).
+- Which py-spy: ``$HANGTRACE_PY_SPY`` if set (an empty value means "none"), else ``py-spy`` on
+  PATH, else next to the running interpreter (a virtual environment's bin/).
+- A process is a Python process when its executable is named python*, or it maps libpython.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, List, Optional, Sequence
+
+from .. import events as ev
+
+__all__ = ["find_py_spy", "is_python_process", "take_stacks", "py_stacks_probe",
+           "failure_notes", "format_frame", "NOT_INSTALLED"]
+
+NOT_INSTALLED = "py-spy is not installed (pip install 'hangtrace[stacks]')"
+_PY_EXE = re.compile(r"^python[\d.]*(-dbg)?$")
+_TIMEOUT_S = 10.0
+
+
+def find_py_spy() -> Optional[str]:
+    """Path of the py-spy binary to use, or None (module doc)."""
+    env = os.environ.get("HANGTRACE_PY_SPY")
+    if env is not None:
+        return env if env and os.access(env, os.X_OK) else None
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return beside if os.access(beside, os.X_OK) else None
+
+
+def is_python_process(pid: int) -> bool:
+    """True for a CPython process (by executable name, or by a mapped libpython)."""
+    try:
+        if _PY_EXE.match(os.path.basename(os.readlink(f"/proc/{pid}/exe"))):
+            return True
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return any("libpython" in line for line in f)
+    except OSError:
+        return False
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return data[data.rindex(")") + 2:][:1] not in ("Z", "X")
+
+
+def format_frame(frame: Dict[str, Any]) -> str:
+    """One py-spy frame as "func (file:line)"."""
+    name = frame.get("name") or "?"
+    fname = frame.get("short_filename") or os.path.basename(frame.get("filename") or "?")
+    line = frame.get("line")
+    return f"{name} ({fname}:{line})" if line else f"{name} ({fname})"
+
+
+def _why(stderr: str) -> str:
+    text = stderr.strip()
+    low = text.lower()
+    if "permission denied" in low or "operation not permitted" in low:
+        return "permission denied (py-spy needs root or CAP_SYS_PTRACE over the target)"
+    if "no such process" in low:
+        return "the process exited before its stack was taken"
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "no output")
+    return f"py-spy failed: {first[:160]}"
+
+
+def take_stacks(pid: int, py_spy: Optional[str] = None,
+                timeout: float = _TIMEOUT_S) -> List[ev.PyStack]:
+    """``PyStack`` events for every thread of ``pid`` (or one failure event; module doc)."""
+    now = time.time()
+    exe = py_spy or find_py_spy()
+    if exe is None:
+        return [ev.PyStack(ts=now, pid=pid, tid=0, error=NOT_INSTALLED)]
+    try:
+        p = subprocess.run([exe, "dump", "--pid", str(pid), "--json", "--nonblocking"],
+                           capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return [ev.PyStack(ts=now, pid=pid, tid=0, error=f"py-spy took more than {timeout:g} s")]
+    except OSError as exc:
+        return [ev.PyStack(ts=now, pid=pid, tid=0, error=f"py-spy could not run: {exc}")]
+    if p.returncode != 0:
+        return [ev.PyStack(ts=now, pid=pid, tid=0, error=_why(p.stderr))]
+    try:
+        threads = json.loads(p.stdout)
+    except ValueError:
+        return [ev.PyStack(ts=now, pid=pid, tid=0, error="py-spy printed no JSON")]
+    out: List[ev.PyStack] = []
+    for t in threads if isinstance(threads, list) else []:
+        tid = t.get("os_thread_id")
+        if not isinstance(tid, int):
+            continue   # py-spy could not map the pthread id to a kernel tid
+        out.append(ev.PyStack(
+            ts=now, pid=int(t.get("pid") or pid), tid=tid,
+            thread_name=str(t.get("thread_name") or ""),
+            frames=[format_frame(f) for f in t.get("frames") or []],
+            active=t.get("active"), owns_gil=t.get("owns_gil")))
+    return out
+
+
+def py_stacks_probe(pids: List[int], analyzer: object = None) -> List[ev.PyStack]:
+    """EndProbe (session.py): stacks of every running Python process among ``pids``."""
+    targets = [p for p in pids if _running(p) and is_python_process(p)]
+    if not targets:
+        return []
+    exe = find_py_spy()
+    if exe is None:
+        now = time.time()
+        return [ev.PyStack(ts=now, pid=p, tid=0, error=NOT_INSTALLED) for p in targets]
+    with ThreadPoolExecutor(max_workers=min(8, len(targets))) as pool:
+        results = list(pool.map(lambda p: take_stacks(p, exe), targets))
+    return [s for r in results for s in r]
+
+
+py_stacks_probe.__name__ = "python stacks"
+
+
+def failure_notes(failures: Sequence[ev.PyStack]) -> List[str]:
+    """One note line per distinct reason: "Python stacks not taken for pid 1, 2: <why>"."""
+    by_reason: Dict[str, List[int]] = {}
+    for f in failures:
+        pids = by_reason.setdefault(f.error, [])
+        if f.pid not in pids:
+            pids.append(f.pid)
+    return [f"Python stacks not taken for pid {', '.join(map(str, pids))}: {why}"
+            for why, pids in by_reason.items()]

@@ -1,0 +1,199 @@
+"""Human rendering of a ``Report`` with rich: the verdict, the root cause, the process tree.
+
+Contract: reads only the Report (never /proc, never the trace). Threads that did not decide a
+verdict (library helpers, parked pool threads) are folded into one line per process unless
+``verbose``; everything else shows its verdict, the rule that fired and its evidence.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+from rich.tree import Tree
+
+from ..report import ProcessReport, Report, ThreadReport
+
+STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
+STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
+         "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
+         "unknown": "dim"}
+
+
+def _verdict(v: str) -> str:
+    return f"[{STYLE.get(v, 'white')}]{v}[/]"
+
+
+def _counters(c: Dict[str, float]) -> str:
+    parts = []
+    if "syscalls_per_s" in c:
+        parts.append(f"{c['syscalls_per_s']:.0f} syscalls/s")
+    elif c.get("syscalls"):
+        parts.append(f"{c['syscalls']:.0f} syscalls")
+    for key, label in (("eventfd_writes", "eventfd writes"), ("futex_waits", "futex waits"),
+                       ("gpu_ioctls", "GPU ioctls"), ("poll_timeouts", "poll timeouts")):
+        if c.get(key):
+            parts.append(f"{c[key]:.0f} {label}")
+    if c.get("bytes_written"):
+        parts.append(f"{c['bytes_written']:.0f} B written")
+    if "cpu_pct" in c:
+        parts.append(f"CPU {c['cpu_pct']:.0f}%")
+    return ", ".join(parts)
+
+
+def _thread_line(t: ThreadReport) -> Text:
+    name = escape(t.name or "?")
+    cur = f" in {escape(t.current)}" if t.current else ""
+    line = f"[bold]{t.tid}[/] {name} [dim]{t.state}{cur}[/]  {_verdict(t.verdict)} [dim]({t.rule})[/]"
+    counters = _counters(t.counters)
+    if counters:
+        line += f"  [dim]{counters}[/]"
+    if t.stack:     # Python stack (py-spy), innermost frame first
+        shown = t.stack[:STACK_FRAMES]
+        more = len(t.stack) - len(shown)
+        line += "\n  [cyan]py:[/] " + "\n      ".join(f"[cyan]{escape(f)}[/]" for f in shown)
+        if more:
+            line += f"\n      [dim]… {more} outer frames[/]"
+    return Text.from_markup(line)
+
+
+def _process_label(p: ProcessReport) -> Text:
+    cmd = escape(" ".join(p.cmdline)[:90] or p.comm)
+    role = f"[bold]{escape(p.role)}[/] " if p.role != "other" else ""
+    line = f"{role}pid [bold]{p.pid}[/] {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
+    counters = _counters(p.counters)
+    if counters:
+        line += f"\n[dim]{counters}[/]"
+    return Text.from_markup(line)
+
+
+def _add_process(node: Tree, p: ProcessReport, verbose: bool) -> None:
+    if not p.rule.startswith("thread-"):     # thread-level evidence is shown at its thread
+        for e in p.evidence:
+            node.add(Text.from_markup(f"[italic]{escape(e)}[/]"))
+    for w in p.waits_on:
+        if w["pids"]:
+            node.add(Text.from_markup(f"waits on pid {', '.join(map(str, w['pids']))} "
+                                      f"[dim]({escape(w['kind'])})[/]"))
+    folded: List[ThreadReport] = []
+    for t in p.threads:
+        if not verbose and (t.helper or t.parked) and len(p.threads) > 3:
+            folded.append(t)
+            continue
+        tn = node.add(_thread_line(t))
+        for e in t.evidence:
+            tn.add(Text.from_markup(f"[dim]{escape(e)}[/]"))
+    if folded:
+        helpers = sum(1 for t in folded if t.helper)
+        parked = len(folded) - helpers
+        bits = []
+        if helpers:
+            names = sorted({t.name or (t.helper or "").split(" (")[0]
+                            for t in folded if t.helper})
+            bits.append(f"{helpers} library helper threads ({escape(', '.join(names[:4]))})")
+        if parked:
+            bits.append(f"{parked} threads parked in one wait all along (pool/I-O threads)")
+        node.add(Text.from_markup(f"[dim]+ {' and '.join(bits)}: they do not decide the "
+                                  "verdict (--verbose shows them)[/]"))
+
+
+def render_report(report: Report, console: Optional[Console] = None, *,
+                  verbose: bool = False) -> None:
+    console = console or Console()
+    v = report.verdict
+    console.print(Text.from_markup(f"[bold]hangtrace verdict:[/] {_verdict(v)}  "
+                                   f"[dim]({report.rule}, {report.window['duration']:.1f} s, "
+                                   f"backends: {', '.join(report.backends) or '?'})[/]"))
+    rc = report.root_cause
+    if rc.get("summary"):
+        who = f"pid {rc['pid']}" + (f" tid {rc['tid']}" if rc.get("tid") else "") \
+            if rc.get("pid") else ""
+        console.print(Text.from_markup(f"[bold]root cause[/] [dim]{who}[/]: "
+                                       f"{escape(rc['summary'])}"))
+    by_pid = {p.pid: p for p in report.processes}
+    roots = [p for p in report.processes if p.ppid not in by_pid]
+    tree = Tree("[bold]process tree[/]", guide_style="dim")
+
+    def walk(node: Tree, p: ProcessReport) -> None:
+        child = node.add(_process_label(p))
+        _add_process(child, p, verbose)
+        for c in report.processes:
+            if c.ppid == p.pid and c.pid != p.pid:
+                walk(child, c)
+
+    for r in roots:
+        walk(tree, r)
+    console.print(tree)
+    waits = wait_graph_tree(report.wait_graph, verbose)
+    if waits is not None:
+        console.print(waits)
+    for n in report.notes:
+        console.print(Text.from_markup(f"[yellow]note:[/] {escape(n)}"))
+    if report.trace_path:
+        console.print(Text.from_markup(f"[dim]trace saved: {escape(report.trace_path)}[/]"))
+
+
+# --------------------------------------------------------------------------- wait-for graph
+def wait_graph_tree(g: Optional[Dict], verbose: bool = False, limit: int = 8) -> Optional[Tree]:
+    """The wait-for graph as a tree of waits from the proof's first thread (or, with
+    ``verbose``, from every waiting thread nobody waits for), the proof's edges in red, the
+    cycle's closing node and dead ends marked. None when there is nothing to show."""
+    if not g or not g.get("edges"):
+        return None
+    proof = g.get("proof")
+    if not proof and not verbose:
+        return None
+    nodes = {n["id"]: n for n in g["nodes"]}
+    out: Dict[str, List[Dict]] = {}
+    for e in g["edges"]:
+        out.setdefault(e["src"], []).append(e)
+    hot = {(e["src"], e["dst"], e["object"]) for e in (proof or {}).get("path", [])}
+    kind = {"cycle": "a cycle", "dead-end": "a dead end", "closed": "no thread left to wake them"}
+    title = "[bold]wait-for graph[/]" + (f": [bold red]{kind.get(proof['kind'], proof['kind'])}"
+                                         "[/]" if proof else "")
+    tree = Tree(Text.from_markup(title), guide_style="dim")
+
+    def waiting_threads(pid: int) -> List[str]:
+        return [n["id"] for n in nodes.values() if n["kind"] == "thread" and n["pid"] == pid
+                and n["id"] in out]
+
+    def add(branch: Tree, nid: str, seen: List[str], depth: int) -> None:
+        edges = sorted(out.get(nid, []), key=lambda e: (e["src"], e["dst"], e["object"]) not in hot)
+        for e in edges[:limit]:
+            red = (e["src"], e["dst"], e["object"]) in hot
+            dst = nodes.get(e["dst"], {"label": e["dst"], "kind": "?"})
+            style = "bold red" if red else "white"
+            what = e["object"] if e["object"].startswith(e["kind"]) else f"{e['kind']} {e['object']}"
+            line = f"[{style}]{escape(what)}[/] -> {escape(dst['label'])}"
+            if e["dst"] in seen:
+                line += " [bold red](cycle: waits on the start of the loop)[/]"
+            elif dst.get("dead"):
+                line += f" [bold red](dead end: {escape(dst.get('state') or 'gone')})[/]"
+            child = branch.add(Text.from_markup(line))
+            if e["dst"] in seen or dst.get("dead") or depth >= limit:
+                continue
+            if dst.get("kind") == "process":
+                for t in waiting_threads(dst["pid"]):
+                    if t in seen:
+                        child.add(Text.from_markup(
+                            f"[bold red]{escape(nodes[t]['label'])} (cycle)[/]"))
+                    else:
+                        tn = child.add(Text.from_markup(f"{escape(nodes[t]['label'])} "
+                                                        f"[dim]{nodes[t]['state']}[/]"))
+                        add(tn, t, seen + [e["dst"], t], depth + 1)
+            else:
+                add(child, e["dst"], seen + [e["dst"]], depth + 1)
+
+    if proof:
+        starts = [proof["path"][0]["src"]] if proof.get("path") else []
+    else:
+        targets = {e["dst"] for e in g["edges"]}
+        starts = [s for s in out if s not in targets][:limit]
+    for s in starts:
+        n = nodes[s]
+        branch = tree.add(Text.from_markup(f"[bold]{escape(n['label'])}[/] [dim]{n['state']}[/]"))
+        add(branch, s, [s], 0)
+    if proof:
+        tree.add(Text.from_markup(f"[italic]{escape(proof['text'])}[/]"))
+    return tree

@@ -1,0 +1,267 @@
+"""The live view of ``hangtrace attach`` in a terminal: a top-like table redrawn while recording.
+
+Contract:
+- ``LiveView(console, duration, roots)`` is a context manager around a rich ``Live`` display;
+  its ``on_tick(elapsed_s, analyzer)`` is session.record's on_tick (it runs in the recording
+  thread, about 4 times a second). Everything it shows comes from ``analyzer.report()`` (the
+  same provisional report replay builds, never a second set of rules) plus the analyzer's own
+  per-thread ``last_output_ts``; it never reads /proc or the trace.
+- Shown: the provisional tree verdict and root cause, a progress bar of the recording window,
+  and the process tree with each process's and each deciding thread's state and verdict, the
+  rates over about the last 2 s (syscalls/s, eventfd writes/s, futex waits/s, GPU ioctls/s,
+  bytes written/s), CPU% over the window, and the time since it last wrote output.
+- Cost: the display is redrawn at most every ``refresh_s`` (0.5 s); ``report()`` runs at most
+  every max(refresh_s, 10 x its last cost), so that the view takes at most about a tenth of the
+  recording thread even when a report is slow (many threads). ``stats`` says what it cost.
+- Rows: at most ``max_threads`` threads per process are listed (those that decide its verdict
+  first); the others (library helpers, parked pool threads) are folded into one row.
+- Ctrl-C is not handled here: the KeyboardInterrupt raised in the recording thread ends the
+  recording (session.py) and the caller prints the final report after the view is closed.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markup import escape
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from ..report import ProcessReport, Report
+
+__all__ = ["LiveView", "LiveStats", "RATE_KEYS"]
+
+# Counters turned into per-second rates between two refreshes, and their column titles.
+RATE_KEYS: Tuple[Tuple[str, str], ...] = (
+    ("syscalls", "sys/s"), ("eventfd_writes", "efd w/s"), ("futex_waits", "futex/s"),
+    ("gpu_ioctls", "GPU ioctl/s"), ("bytes_written", "out B/s"))
+
+RATE_WINDOW_S = 2.0     # rates are over about the last 2 s
+STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
+         "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
+         "unknown": "dim"}
+
+
+@dataclass
+class LiveStats:
+    """What the view cost: report() and draw times, in seconds (for tests and --verbose)."""
+    reports: int = 0
+    report_s: float = 0.0
+    max_report_s: float = 0.0
+    draws: int = 0
+    draw_s: float = 0.0
+
+
+Key = Tuple[int, int]     # (pid, tid)
+
+
+class LiveView:
+    def __init__(self, console: Console, duration: float, roots: Sequence[int], *,
+                 refresh_s: float = 0.5, max_threads: int = 8) -> None:
+        self.console = console
+        self.duration = duration
+        self.roots = list(roots)
+        self.refresh_s = refresh_s
+        self.max_threads = max_threads
+        self.stats = LiveStats()
+        self._live = Live(console=console, auto_refresh=False, transient=True,
+                          redirect_stdout=True, redirect_stderr=True)
+        self._report: Optional[Report] = None
+        self._rates: Dict[Key, Dict[str, float]] = {}
+        self._hist: Deque[Tuple[float, Dict[Key, Dict[str, float]]]] = deque(maxlen=8)
+        self._last_output: Dict[Key, float] = {}
+        self._has_syscalls = False
+        self._next_report = 0.0
+        self._next_draw = 0.0
+        self._elapsed = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "LiveView":
+        self._live.start()
+        self._live.update(self._render(), refresh=True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._live.stop()
+
+    # ------------------------------------------------------------------ ticking
+    def on_tick(self, elapsed: float, analyzer: Any) -> None:
+        """session.record's on_tick: refresh the report (throttled) and redraw (throttled)."""
+        now = time.monotonic()
+        self._elapsed = elapsed
+        if now < self._next_draw:
+            return
+        if now >= self._next_report:
+            t0 = time.perf_counter()
+            self._take_report(analyzer)
+            cost = time.perf_counter() - t0
+            self.stats.reports += 1
+            self.stats.report_s += cost
+            self.stats.max_report_s = max(self.stats.max_report_s, cost)
+            self._next_report = now + max(self.refresh_s, 10 * cost)
+        t0 = time.perf_counter()
+        self._live.update(self._render(), refresh=True)
+        self.stats.draws += 1
+        self.stats.draw_s += time.perf_counter() - t0
+        self._next_draw = now + self.refresh_s
+
+    def _take_report(self, analyzer: Any) -> None:
+        wall = time.time()
+        report: Report = analyzer.report(end=wall)
+        self._has_syscalls = any(b.startswith("strace") or b == "ebpf" for b in report.backends)
+        counts: Dict[Key, Dict[str, float]] = {}
+        for p in report.processes:
+            for t in p.threads:
+                counts[(p.pid, t.tid)] = {k: float(t.counters.get(k, 0.0)) for k, _ in RATE_KEYS}
+        # Rates over the last RATE_WINDOW_S (a loop that wakes once a second must not read 0
+        # in every other refresh); before that, over the window so far.
+        base = next((h for h in self._hist if wall - h[0] <= RATE_WINDOW_S + 0.1), None)
+        span = max(report.window["duration"], 0.05)
+        self._rates = {}
+        for key, now_c in counts.items():
+            before = base[1].get(key) if base is not None else None
+            if before is not None and wall - base[0] > 0.05:   # type: ignore[index]
+                dt = wall - base[0]                              # type: ignore[index]
+                self._rates[key] = {k: max(0.0, (v - before[k]) / dt) for k, v in now_c.items()}
+            else:
+                self._rates[key] = {k: v / span for k, v in now_c.items()}
+        self._hist.append((wall, counts))
+        # The one thing the report does not carry: when each thread last wrote output.
+        for (pid, tid), ts in _last_outputs(analyzer).items():
+            self._last_output[(pid, tid)] = ts
+        self._report = report
+
+    # ------------------------------------------------------------------ drawing
+    def _render(self) -> RenderableType:
+        head = Table.grid(padding=(0, 1))
+        head.add_column()
+        head.add_column()
+        head.add_column()
+        done = min(self._elapsed, self.duration)
+        head.add_row(Text("hangtrace live", style="bold"),
+                     ProgressBar(total=self.duration, completed=done, width=40),
+                     Text(f"{done:4.1f}/{self.duration:g} s  "
+                          f"pids {', '.join(map(str, self.roots))}"))
+        parts: List[RenderableType] = [head]
+        r = self._report
+        if r is None:
+            parts.append(Text("waiting for the first events…", style="dim"))
+        else:
+            line = Text.from_markup(f"[bold]provisional verdict:[/] {_verdict(r.verdict)} "
+                                    f"[dim]({escape(r.rule)})[/]")
+            parts.append(line)
+            if r.root_cause.get("summary"):
+                parts.append(Text(f"root cause: {r.root_cause['summary']}", style="italic",
+                                  overflow="ellipsis", no_wrap=True))
+            parts.append(self._table(r))
+        parts.append(Text("Ctrl-C ends the recording early and prints the report", style="dim"))
+        return Group(*parts)
+
+    def _table(self, r: Report) -> Table:
+        t = Table(box=None, pad_edge=False, header_style="bold dim", expand=False)
+        t.add_column("pid/tid", no_wrap=True)
+        t.add_column("name", no_wrap=True, max_width=34, overflow="ellipsis")
+        t.add_column("st")
+        t.add_column("verdict", no_wrap=True)
+        for _, title in RATE_KEYS:
+            t.add_column(title, justify="right")
+        t.add_column("CPU%", justify="right")
+        t.add_column("last out", justify="right")
+        now = time.time()
+        by_pid = {p.pid: p for p in r.processes}
+        order: List[Tuple[int, ProcessReport]] = []
+
+        def walk(p: ProcessReport, depth: int) -> None:
+            order.append((depth, p))
+            for c in r.processes:
+                if c.ppid == p.pid and c.pid != p.pid:
+                    walk(c, depth + 1)
+
+        for p in r.processes:
+            if p.ppid not in by_pid:
+                walk(p, 0)
+        for depth, p in order:
+            self._process_rows(t, p, depth, now)
+        return t
+
+    def _process_rows(self, table: Table, p: ProcessReport, depth: int, now: float) -> None:
+        keys = [(p.pid, th.tid) for th in p.threads]
+        rates = _sum_rates(self._rates.get(k) for k in keys)
+        cpu = sum(th.counters.get("cpu_pct", 0.0) for th in p.threads)
+        has_cpu = any("cpu_pct" in th.counters for th in p.threads)
+        last = max((self._last_output.get(k, 0.0) for k in keys), default=0.0)
+        indent = "  " * depth
+        label = p.role if p.role != "other" else (" ".join(p.cmdline)[:40] or p.comm)
+        table.add_row(Text(f"{indent}{p.pid}", style="bold"), Text(label, style="bold"),
+                      Text(f"{len(p.threads)}t", style="dim"), Text.from_markup(_verdict(p.verdict)),
+                      *self._rate_cells(rates), _cpu(cpu if has_cpu else None),
+                      self._ago(last, now))
+        deciding = [th for th in p.threads if not (th.helper or th.parked)]
+        others = [th for th in p.threads if th.helper or th.parked]
+        shown = (deciding + others)[:self.max_threads]
+        for th in shown:
+            key = (p.pid, th.tid)
+            table.add_row(Text(f"{indent}  {th.tid}"), Text(th.name or "?"),
+                          Text(th.state), Text.from_markup(_verdict(th.verdict, dim=bool(
+                              th.helper or th.parked))),
+                          *self._rate_cells(self._rates.get(key)),
+                          _cpu(th.counters.get("cpu_pct")),
+                          self._ago(self._last_output.get(key, 0.0), now))
+        hidden = len(p.threads) - len(shown)
+        if hidden > 0:
+            table.add_row(Text(f"{indent}  +{hidden}", style="dim"),
+                          Text("more threads (helpers / parked)", style="dim"))
+
+    def _rate_cells(self, rates: Optional[Dict[str, float]]) -> List[Text]:
+        if not self._has_syscalls or rates is None:
+            return [Text("–", style="dim") for _ in RATE_KEYS]
+        return [Text(_num(rates.get(k, 0.0)), style="" if rates.get(k) else "dim")
+                for k, _ in RATE_KEYS]
+
+    def _ago(self, ts: float, now: float) -> Text:
+        if not self._has_syscalls:
+            return Text("–", style="dim")
+        if not ts:
+            return Text("never", style="dim")
+        return Text(f"{max(0.0, now - ts):.1f}s ago")
+
+
+def _last_outputs(analyzer: Any) -> Dict[Key, float]:
+    threads = getattr(getattr(analyzer, "acc", None), "threads", {}) or {}
+    return {k: t.last_output_ts for k, t in list(threads.items())
+            if getattr(t, "last_output_ts", None)}
+
+
+def _sum_rates(items: Any) -> Optional[Dict[str, float]]:
+    out: Optional[Dict[str, float]] = None
+    for r in items:
+        if r is None:
+            continue
+        out = out or {k: 0.0 for k, _ in RATE_KEYS}
+        for k in out:
+            out[k] += r.get(k, 0.0)
+    return out
+
+
+def _verdict(v: str, dim: bool = False) -> str:
+    style = "dim" if dim else STYLE.get(v, "white")
+    return f"[{style}]{escape(v)}[/]"
+
+
+def _num(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.1f}M"
+    if x >= 1e4:
+        return f"{x / 1e3:.0f}k"
+    if x >= 10 or x == 0:
+        return f"{x:.0f}"
+    return f"{x:.1f}"
+
+
+def _cpu(v: Optional[float]) -> Text:
+    return Text("–", style="dim") if v is None else Text(f"{v:.0f}")
