@@ -1,4 +1,4 @@
-"""Live tests of the eBPF backend: real scenario programs recorded through tracer.session.record.
+"""Live tests of the eBPF backend: real scenario programs recorded through tracer.record.session.record.
 
 Skipped (with the backend's own reason) where EbpfBackend().check() is not None: not root, no
 BCC, no kernel headers (scripts/setup-ebpf.sh sets them up). The expected verdicts are the ones

@@ -189,7 +189,7 @@ def generate_trace(path: Path, n: int, threads: int = 100, pid: int = 4242) -> N
 
 _MEASURE = """
 import os, resource, sys
-from tracer.export import exporter
+from tracer.render.export import exporter
 with open(os.devnull, "w") as out:
     n = exporter(sys.argv[2])(sys.argv[1], out)
 print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

@@ -8,7 +8,7 @@ Contract (on top of backends/base.py):
   reads the driver. Readings of every GPU are emitted, not only those the targets use: the
   analysis (tracer/analysis/gpu_rules.py) matches ``pids`` with the traced processes.
 - ``stop()`` is idempotent and returns when the thread has ended and NVML is shut down.
-- ``opener`` replaces ``tracer.nvml.open_nvml`` in tests (anything with ``read()`` and
+- ``opener`` replaces ``tracer.gpu.nvml.open_nvml`` in tests (anything with ``read()`` and
   ``close()``).
 """
 from __future__ import annotations

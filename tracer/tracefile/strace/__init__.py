@@ -1,7 +1,7 @@
 """strace support: parse strace output (lines), decode syscalls into typed events (decode) and
 turn a stream of lines into events with tid->pid and call pairing (convert).
 
-Used by ``tracer.importer`` (``hangtrace import-strace``) and by the live strace backend.
+Used by ``tracer.tracefile.strace_import`` (``hangtrace import-strace``) and by the live strace backend.
 """
 from .convert import StraceConverter
 from .decode import parse_fd, to_event
