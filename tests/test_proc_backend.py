@@ -12,7 +12,8 @@ import pytest
 from tracer.record.backends.base import TargetSet
 from tracer.record.backends.proc_backend import ProcBackend, decode_wait_status, initial_process_infos
 from tracer.events import ProcessExit, ProcessInfo, ProcessIO, ThreadSample, ThreadStart
-from tracer.linux.syscall_table import describe_blocking, parse_proc_syscall
+from tracer.linux.blocking import decode_blocking as describe_blocking
+from tracer.linux.syscall_table import parse_proc_syscall
 
 # Holds a lock forever in thread "stuck"; on "fork\n" starts a child that prints its pid and
 # sleeps; on "exit N\n" exits with status N.

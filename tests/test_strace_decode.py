@@ -25,7 +25,7 @@ from tracer.tracefile.strace.decode import parse_fd, split_args, to_event, ioctl
     ("0</dev/pts/0<char 136:0>>", 0, "tty", "/dev/pts/0"),
     ("2</dev/null<char 1:3>>", 2, "null", "/dev/null"),
     ("1</srv/out/progress.log>", 1, "file", "/srv/out/progress.log"),
-    ("3</dev/shm/x>", 3, "dev", "/dev/shm/x"),
+    ("3</dev/shm/x>", 3, "file", "/dev/shm/x"),   # tmpfs: a regular file (as /proc says)
     ("AT_FDCWD</tmp/rec>", None, "file", "/tmp/rec"),
     ("3", 3, None, None),
     ("NULL", None, None, None),

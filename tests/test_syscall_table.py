@@ -9,8 +9,11 @@ import os
 import pytest
 
 from tracer.linux.procfs import read_fds
-from tracer.linux.syscall_table import (AARCH64, X86_64, describe_blocking, futex_op_name,
-                                  parse_proc_syscall, syscall_name)
+from tracer.linux.blocking import decode_blocking as describe_blocking
+from tracer.linux.futex import decode_op
+from tracer.linux.futex import parse_op_text
+from tracer.linux.syscall_table import (AARCH64, X86_64, parse_proc_syscall, syscall_name,
+                                        syscall_number)
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "procfs")
 
@@ -43,10 +46,34 @@ def test_parse_proc_syscall_rejects_garbage(line):
 
 
 def test_futex_op_flags():
-    assert futex_op_name(0x189) == ("WAIT_BITSET", True)  # |PRIVATE|CLOCK_REALTIME
-    assert futex_op_name(0x80) == ("WAIT", True)
-    assert futex_op_name(0x1) == ("WAKE", False)
-    assert futex_op_name(0x86) == ("LOCK_PI", True)
+    assert (decode_op(0x189).name, decode_op(0x189).private) == ("WAIT_BITSET", True)
+    assert decode_op(0x189).realtime                      # |PRIVATE|CLOCK_REALTIME
+    assert (decode_op(0x80).name, decode_op(0x80).private) == ("WAIT", True)
+    assert (decode_op(0x1).name, decode_op(0x1).private) == ("WAKE", False)
+    assert decode_op(0x86).is_pi and decode_op(0x86).is_wait
+    assert decode_op(0x1).is_wake and not decode_op(0x1).is_wait
+    assert decode_op(0x7f).name == "OP_127"
+
+
+@pytest.mark.parametrize("text,name,private,realtime", [
+    # strace's three renderings of the same word, and plain ones (real strace 6.1 output)
+    ("FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME", "WAIT_BITSET", True, True),
+    ("0x189", "WAIT_BITSET", True, True),
+    ("0x189 /* FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME */", "WAIT_BITSET", True, True),
+    ("FUTEX_WAKE_PRIVATE", "WAKE", True, False),
+    ("FUTEX_LOCK_PI", "LOCK_PI", False, False),
+    ("FUTEX_WAIT", "WAIT", False, False),
+])
+def test_futex_op_text(text, name, private, realtime):
+    op = parse_op_text(text)
+    assert (op.name, op.private, op.realtime) == (name, private, realtime)
+    assert op == decode_op(0x189) or text != "0x189"
+
+
+def test_syscall_number_per_architecture():
+    assert syscall_number("futex", "x86_64") == 202
+    assert syscall_number("futex", "aarch64") == 98
+    assert syscall_number("no_such_call", "x86_64") is None
 
 
 H200 = [  # (line, text, waits_on, has_timeout, timeout)
@@ -90,9 +117,9 @@ def test_describe_captured_threads():
     assert d["sleeper"].waits_on == "timer"
     assert d["main"].call == f"wait4({m['odd']})" and d["main"].has_timeout is False
     # read/accept name the fd as strace -y would
-    assert d["reader"].call.startswith("read(3<pipe:[") and d["reader"].fd.kind == "pipe"
+    assert d["reader"].call.startswith("read(3<pipe:[") and d["reader"].fd_info.kind == "pipe"
     assert d["acceptor"].call == f"accept4(7<TCP:[127.0.0.1:{m['tcp_port']}]>)"
-    assert d["acceptor"].fd.kind == "tcp"
+    assert d["acceptor"].fd_info.kind == "tcp"
 
 
 def test_describe_misc():

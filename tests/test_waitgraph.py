@@ -62,6 +62,10 @@ def test_proc_syscall_line_of_a_futex_wait():
         == (0x7f2138bea990, "WAIT_BITSET", 0x69bd, False)
     assert parse_futex_syscall("202 0x1 0x81 0x1 0 0 0 0 0") is None     # FUTEX_WAKE
     assert parse_futex_syscall("0 0x3 0x1 0x40 0 0 0 0 0") is None
+    # aarch64 numbers futex 98 (and 202 is accept there)
+    assert parse_futex_syscall("98 0x560c729a40a0 0x80 0x2 0x0 0x0 0x0 0x7f 0x7f", "aarch64") \
+        == (0x560c729a40a0, "WAIT", 2, True)
+    assert parse_futex_syscall("202 0x560c729a40a0 0x80 0x2 0 0 0 0x7f 0x7f", "aarch64") is None
 
 
 def test_socket_target_helpers():

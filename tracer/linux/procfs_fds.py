@@ -1,7 +1,7 @@
 """Open files and sockets of a process, from /proc/PID/fd, fdinfo and /proc/PID/net.
 
 Contract:
-- ``classify_fd_target`` is pure: readlink text -> fd kind (the kinds of events.py's docstring).
+- ``classify_fd_target`` is fdtarget.fd_kind: readlink text -> fd kind (events.py's kinds).
 - ``read_fds`` returns the fd table with kinds refined from what /proc tells: sockets resolved
   to tcp/udp/unix/netlink through the socket tables of the process's OWN network namespace
   (/proc/PID/net/*, not /proc/net, which is the reader's), directories from O_DIRECTORY.
@@ -25,52 +25,14 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from ..events import FdInfo
+from .fdtarget import fd_kind
 
 __all__ = ["SocketEntry", "classify_fd_target", "eventfd_target", "parse_fdinfo", "read_fds",
            "read_fds_checked", "socket_table", "listening_sockets", "TCP_STATES"]
 
-_ANON_KINDS = {
-    "[eventfd]": "eventfd", "[eventpoll]": "epoll", "[timerfd]": "timerfd",
-    "[signalfd]": "signalfd", "[pidfd]": "pidfd", "inotify": "inotify", "[inotify]": "inotify",
-}
-_NVIDIA_RE = re.compile(r"/dev/nvidia\d+$")
-_TTY_RE = re.compile(r"/dev/(pts/\d+|tty\w*|console|ptmx)$")
-
-
-def classify_fd_target(target: str) -> Optional[str]:
-    """Kind of an fd from its /proc/PID/fd/N link text ("pipe:[12]" -> "pipe"); None if empty.
-
-    Sockets are "socket" here: only the socket tables tell tcp from unix (see read_fds).
-    """
-    if not target:
-        return None
-    if target.startswith("socket:["):
-        return "socket"
-    if target.startswith("pipe:["):
-        return "pipe"
-    if target.startswith("anon_inode:"):
-        return _ANON_KINDS.get(target[len("anon_inode:"):], "anon")
-    if target.startswith("eventfd:["):  # read_fds's name for an eventfd with a known id
-        return "eventfd"
-    if target.startswith("pidfd:"):  # pidfs (Linux >= 6.9) names pidfds "pidfd:[ino]"
-        return "pidfd"
-    if target.startswith("/"):
-        path = target[:-len(" (deleted)")] if target.endswith(" (deleted)") else target
-        if not path.startswith("/dev/") or path.startswith("/dev/shm/"):  # shm: tmpfs files
-            return "file"
-        if path == "/dev/null":
-            return "null"
-        if path == "/dev/nvidiactl":
-            return "nvidiactl"
-        if path.startswith("/dev/nvidia-uvm"):  # nvidia-uvm and nvidia-uvm-tools
-            return "nvidia-uvm"
-        if _NVIDIA_RE.match(path):
-            return "nvidia"
-        if _TTY_RE.match(path):
-            return "tty"
-        return "dev"
-    # "net:[4026531840]", "mnt:[...]" (namespace fds), "/memfd:..." is a path: handled above.
-    return "anon"
+# The kind of a /proc/PID/fd link text ("pipe:[12]" -> "pipe"): fdtarget.py's reader; sockets
+# are "socket" there, only the socket tables tell tcp from unix (read_fds).
+classify_fd_target = fd_kind
 
 
 _O_ACCMODE = 0o3

@@ -10,21 +10,18 @@ Contract:
   "-1 SP PC" (blocked, but not inside a system call: a page fault, a stop) or
   "NR A0 A1 A2 A3 A4 A5 SP PC" (all hex but NR). Returns None for empty or garbled text
   (the file is unreadable without ptrace access, and empty while the thread exits).
-- ``describe_blocking`` turns a decoded call into what the thread waits on and whether the wait
-  has a timeout, for the calls a hung process usually sits in. It reads nothing: the arguments
-  are the raw register values, so a timeout passed by pointer is only known as "some timeout"
-  (the struct lives in the target's memory) and a pointer of 0 means "no timeout".
+- ``syscall_number(name, machine)`` is the reverse lookup ("futex" -> 202 on x86_64, 98 on
+  aarch64). What a blocked call waits on is blocking.py's.
 """
 from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
-from typing import Dict, Iterable, Mapping, Optional, Tuple, Union
+from functools import lru_cache
+from typing import Dict, Optional, Tuple
 
-from ..events import FdInfo
-
-__all__ = ["X86_64", "AARCH64", "CurrentSyscall", "Blocking", "syscall_name", "syscall_table",
-           "parse_proc_syscall", "describe_blocking", "futex_op_name"]
+__all__ = ["X86_64", "AARCH64", "CurrentSyscall", "syscall_name", "syscall_table",
+           "syscall_number", "parse_proc_syscall"]
 
 # fmt: off
 X86_64: Dict[int, str] = {
@@ -196,6 +193,15 @@ def syscall_name(nr: int, machine: Optional[str] = None) -> str:
     return syscall_table(machine).get(nr, f"syscall_{nr}")
 
 
+@lru_cache(maxsize=64)
+def syscall_number(name: str, machine: Optional[str] = None) -> Optional[int]:
+    """The number of system call ``name`` on ``machine`` (this host's when None), or None."""
+    for nr, n in syscall_table(machine).items():
+        if n == name:
+            return nr
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class CurrentSyscall:
     """One decoded /proc/.../syscall line.
@@ -228,163 +234,3 @@ def parse_proc_syscall(text: str, machine: Optional[str] = None) -> Optional[Cur
     if nr < 0 or len(values) != 8:
         return None
     return CurrentSyscall("syscall", nr, syscall_name(nr, machine), values[:6], values[6], values[7])
-
-
-# --------------------------------------------------------------------------- blocking calls
-@dataclass(frozen=True, slots=True)
-class Blocking:
-    """What a thread blocked in a system call waits for.
-
-    ``call`` is a short rendering ("futex(0x7f19275f7060, WAIT_BITSET|PRIVATE)"), ``waits_on``
-    says on what ("futex 0x7f..", "fd 3 pipe:[123]", "child 1234", "any child", "timer", "CPU").
-    ``timeout`` is seconds when the value is in a register, None otherwise; ``has_timeout`` is
-    False for an infinite wait, True for a bounded one and None when it cannot be told.
-    """
-    call: str
-    waits_on: str
-    has_timeout: Optional[bool] = None
-    timeout: Optional[float] = None
-    fd: Optional[FdInfo] = None
-
-    def timeout_text(self) -> str:
-        if self.has_timeout is False:
-            return "no timeout"
-        if self.timeout is not None:
-            return f"timeout {self.timeout * 1000:g} ms"
-        return "with timeout" if self.has_timeout else ""
-
-    def __str__(self) -> str:
-        t = self.timeout_text()
-        return f"{self.call} {t}" if t else self.call
-
-
-_FUTEX_OPS = ("WAIT", "WAKE", "FD", "REQUEUE", "CMP_REQUEUE", "WAKE_OP", "LOCK_PI", "UNLOCK_PI",
-              "TRYLOCK_PI", "WAIT_BITSET", "WAKE_BITSET", "WAIT_REQUEUE_PI", "CMP_REQUEUE_PI",
-              "LOCK_PI2")
-FUTEX_PRIVATE_FLAG = 128
-FUTEX_CLOCK_REALTIME = 256
-_FUTEX_CMD_MASK = ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME)
-# Operations whose 4th argument is a timeout pointer (for the others it is val2 or unused).
-_FUTEX_TIMED = {"WAIT", "WAIT_BITSET", "LOCK_PI", "LOCK_PI2", "WAIT_REQUEUE_PI"}
-
-
-def futex_op_name(op: int) -> Tuple[str, bool]:
-    """(operation name without flags, private flag) for a futex op word (0x189 -> WAIT_BITSET)."""
-    cmd = op & _FUTEX_CMD_MASK & 0x7F
-    name = _FUTEX_OPS[cmd] if cmd < len(_FUTEX_OPS) else f"op_{cmd}"
-    return name, bool(op & FUTEX_PRIVATE_FLAG)
-
-
-def _s32(v: int) -> int:
-    """An ``int`` argument as the kernel sees it: the low 32 bits, signed (0xffffffff = -1)."""
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v & 0x80000000 else v
-
-
-def _s64(v: int) -> int:
-    v &= 0xFFFFFFFFFFFFFFFF
-    return v - (1 << 64) if v & (1 << 63) else v
-
-
-def _ms_timeout(ms: int) -> Tuple[Optional[bool], Optional[float]]:
-    """poll/epoll_wait style int timeout in ms: negative = infinite."""
-    return (False, None) if ms < 0 else (True, ms / 1000.0)
-
-
-def _ptr_timeout(ptr: int) -> Tuple[Optional[bool], Optional[float]]:
-    """A struct timespec/timeval pointer: NULL = infinite; otherwise the value is out of reach."""
-    return (False, None) if ptr == 0 else (True, None)
-
-
-FdTable = Union[Mapping[int, FdInfo], Iterable[FdInfo], None]
-
-
-def _lookup_fd(fds: FdTable, fd: int) -> Optional[FdInfo]:
-    if fds is None:
-        return None
-    if isinstance(fds, Mapping):
-        return fds.get(fd)
-    for f in fds:
-        if f.fd == fd:
-            return f
-    return None
-
-
-def _fd_text(fd: int, info: Optional[FdInfo]) -> str:
-    """strace -y style: 3<pipe:[123]>, or just 3 when the fd table is unknown."""
-    return f"{fd}<{info.target}>" if info is not None else str(fd)
-
-
-# Calls whose first argument is the fd the thread waits on (reads, writes to a full pipe or
-# socket, accepts, connects, locks, device ioctls).
-_FD_CALLS = frozenset({
-    "read", "readv", "pread64", "preadv", "preadv2", "recvfrom", "recvmsg", "recvmmsg",
-    "accept", "accept4", "write", "writev", "pwrite64", "pwritev", "pwritev2", "sendto",
-    "sendmsg", "sendmmsg", "connect", "flock", "fcntl", "ioctl", "fsync", "fdatasync",
-    "splice", "tee", "sendfile",
-})
-_WAITID_TYPES = {0: "any child", 1: "child {}", 2: "process group {}", 3: "pidfd {}"}
-
-
-def describe_blocking(cs: Optional[CurrentSyscall], fds: FdTable = None) -> Optional[Blocking]:
-    """What ``cs`` waits on, for a thread found in a system call; None when not in one.
-
-    ``fds`` is the process's fd table (a list of FdInfo or a dict fd -> FdInfo) so that fd
-    arguments read like strace -y output. Calls not known here are rendered as name(a0, a1, a2).
-    """
-    if cs is None or cs.kind != "syscall" or cs.name is None:
-        return None
-    name, a = cs.name, cs.args + (0,) * (6 - len(cs.args))
-    if name == "futex":
-        op, private = futex_op_name(a[1])
-        flags = op + ("|PRIVATE" if private else "")
-        call = f"futex({a[0]:#x}, {flags})"
-        if op in _FUTEX_TIMED:
-            return Blocking(call, f"futex {a[0]:#x}", *_ptr_timeout(a[3]))
-        return Blocking(call, f"futex {a[0]:#x}")
-    if name == "futex_wait":  # futex_wait(uaddr, val, mask, flags, timeout, clockid)
-        return Blocking(f"futex_wait({a[0]:#x})", f"futex {a[0]:#x}", *_ptr_timeout(a[4]))
-    if name == "futex_waitv":  # futex_waitv(waiters, nr_futexes, flags, timeout, clockid)
-        return Blocking(f"futex_waitv({_s32(a[1])} futexes)", "futexes", *_ptr_timeout(a[3]))
-    if name == "poll":
-        return Blocking(f"poll({_s32(a[1])} fds)", "fds", *_ms_timeout(_s32(a[2])))
-    if name == "ppoll":
-        return Blocking(f"ppoll({_s32(a[1])} fds)", "fds", *_ptr_timeout(a[2]))
-    if name in ("epoll_wait", "epoll_pwait"):
-        return Blocking(f"{name}({_fd_text(_s32(a[0]), _lookup_fd(fds, _s32(a[0])))})", "epoll",
-                        *_ms_timeout(_s32(a[3])), fd=_lookup_fd(fds, _s32(a[0])))
-    if name == "epoll_pwait2":
-        info = _lookup_fd(fds, _s32(a[0]))
-        return Blocking(f"{name}({_fd_text(_s32(a[0]), info)})", "epoll", *_ptr_timeout(a[3]),
-                        fd=info)
-    if name in ("select", "pselect6"):
-        return Blocking(f"{name}(nfds={_s32(a[0])})", "fds", *_ptr_timeout(a[4]))
-    if name in _FD_CALLS:
-        fd = _s32(a[0])
-        info = _lookup_fd(fds, fd)
-        extra = f", {a[1]:#x}" if name == "ioctl" else ""
-        what = f"fd {fd} {info.target}" if info else f"fd {fd}"
-        # accept/connect/read on a socket may carry SO_RCVTIMEO; it is not visible here.
-        return Blocking(f"{name}({_fd_text(fd, info)}{extra})", what, fd=info)
-    if name == "wait4":
-        pid = _s32(a[0])
-        what = "any child" if pid == -1 else (f"child {pid}" if pid > 0 else "child in group")
-        return Blocking(f"wait4({pid})", what, False if not a[2] & 1 else True, None)
-    if name == "waitid":
-        what = _WAITID_TYPES.get(_s32(a[0]), "child").format(_s32(a[1]))
-        return Blocking(f"waitid({what})", what, False if not a[3] & 1 else True, None)
-    if name == "nanosleep":
-        return Blocking("nanosleep()", "timer", True, None)
-    if name == "clock_nanosleep":  # (clockid, flags, request, remain); flags 1 = TIMER_ABSTIME
-        return Blocking("clock_nanosleep(abs)" if a[1] & 1 else "clock_nanosleep()", "timer",
-                        True, None)
-    if name == "sched_yield":
-        return Blocking("sched_yield()", "CPU (yielding in a loop)", True, 0.0)
-    if name in ("pause", "rt_sigsuspend"):
-        return Blocking(f"{name}()", "signal", False, None)
-    if name == "rt_sigtimedwait":
-        return Blocking("rt_sigtimedwait()", "signal", *_ptr_timeout(a[2]))
-    if name == "io_uring_enter":
-        return Blocking(f"io_uring_enter({_s32(a[0])})", "io_uring completions")
-    args = ", ".join(f"{v:#x}" for v in a[:3])
-    return Blocking(f"{name}({args})", name)

@@ -19,7 +19,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from ..linux import procfs
 from ..events import FdInfo
 from ..linux.procfs_fds import read_fds_checked
-from ..linux.syscall_table import describe_blocking, parse_proc_syscall
+from ..linux.blocking import decode_blocking
+from ..linux.syscall_table import parse_proc_syscall
 
 __all__ = ["ThreadSnapshot", "ProcessSnapshot", "Snapshot", "take_snapshot", "STATE_NAMES",
            "FORMAT"]
@@ -34,7 +35,7 @@ STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stopped
 @dataclass
 class ThreadSnapshot:
     """One thread. ``syscall`` is the call name, "running" or "" (blocked outside a call or
-    unreadable); ``blocking`` is describe_blocking's text ("futex(0x7f.., WAIT_BITSET) no
+    unreadable); ``blocking`` is decode_blocking's text ("futex(0x7f.., WAIT_BITSET) no
     timeout"); ``has_timeout`` False marks a wait that only another thread or process can end.
     """
     tid: int
@@ -90,7 +91,7 @@ def _thread_snapshot(pid: int, tid: int, fds: Dict[int, FdInfo], root: str,
     if sample is None:
         return None  # exited while we looked
     cs = parse_proc_syscall(sample.syscall)
-    block = describe_blocking(cs, fds)
+    block = decode_blocking(cs, fds)
     if cs is None:
         name = ""
     elif cs.kind == "running":

@@ -22,13 +22,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ... import events as ev
 from ...linux.procfs_fds import read_fds, read_text
-from ...linux.syscall_table import futex_op_name
+from ...linux.futex import decode_op
 from . import ebpf_layout as L
 
 # Kernel-internal codes a traced exit can show when a signal interrupted the call.
 _ERRNO_EXTRA = {512: "ERESTARTSYS", 513: "ERESTARTNOINTR", 514: "ERESTARTNOHAND",
                 515: "ENOIOCTLCMD", 516: "ERESTART_RESTARTBLOCK"}
-_FUTEX_TIMED = {"WAIT", "WAIT_BITSET", "LOCK_PI", "LOCK_PI2", "WAIT_REQUEUE_PI"}
 
 
 def errno_name(code: int) -> str:
@@ -119,7 +118,7 @@ def flags_from_registers(kind: int, args: Sequence[int]) -> int:
         return L.HT_F_NO_TIMEOUT if p == 0 else (L.HT_F_TIMEOUT | L.HT_F_UNREADABLE)
 
     if kind == L.HT_K_FUTEX:
-        return ptr(args[3]) if futex_op_name(args[1])[0] in _FUTEX_TIMED else 0
+        return ptr(args[3]) if decode_op(args[1]).is_wait else 0
     if kind == L.HT_K_POLL:
         return L.HT_F_NO_TIMEOUT if _s32(args[2]) < 0 else L.HT_F_TIMEOUT
     if kind == L.HT_K_EPOLL:
@@ -182,11 +181,11 @@ class Converter:
             err, ret = errno_name(-ret), -1
         a = list(args) + [0] * (6 - len(args))
         if kind == L.HT_K_FUTEX:
-            op, private = futex_op_name(a[1])
-            timeout = _timeout(flags, aux) if op in _FUTEX_TIMED else None
-            return ev.FutexCall(ts, pid, tid, name, f"{a[0]:#x}, {op}, {_s32(a[2])}", ret, err,
-                                dur, None, None, None, ongoing, op, a[0], _s32(a[2]), timeout,
-                                private)
+            op = decode_op(a[1])
+            timeout = _timeout(flags, aux) if op.is_wait else None
+            return ev.FutexCall(ts, pid, tid, name, f"{a[0]:#x}, {op.name}, {_s32(a[2])}", ret,
+                                err, dur, None, None, None, ongoing, op.name, a[0], _s32(a[2]),
+                                timeout, op.private)
         fd = _s32(a[0])
         if kind in (L.HT_K_POLL, L.HT_K_PPOLL, L.HT_K_SELECT, L.HT_K_PSELECT):
             kinds: List[str] = []

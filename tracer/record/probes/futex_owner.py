@@ -39,22 +39,18 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Set,
 
 from ... import events as ev
 from ...linux import procfs
+from ...linux.futex import PI_COMMANDS, WAIT_COMMANDS, decode_op
+from ...linux.syscall_table import parse_proc_syscall
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...analysis.analyzer import Analyzer
 
 FUTEX_TID_MASK = 0x3FFFFFFF
-FUTEX_PRIVATE_FLAG = 128
-FUTEX_CLOCK_REALTIME = 256
-# futex(2) commands a waiter sleeps in (linux/futex.h)
-WAIT_CMDS = {0: "WAIT", 9: "WAIT_BITSET", 6: "LOCK_PI", 13: "LOCK_PI2", 11: "WAIT_REQUEUE_PI"}
-PI_CMDS = {"LOCK_PI", "LOCK_PI2"}
 MUTEX_PSHARED = 128
 MUTEX_KIND_BITS = 3 | 16 | 32 | 64 | 128 | 256 | 512   # type, robust, PI, PP, pshared, elision
 MUTEX_KIND_MAX = 1 << 19        # above: PRIO_PROTECT ceiling bits (<< 19), allowed only with 64
 _MUTEX = struct.Struct("=IIiIi")  # __lock, __count, __owner, __nusers, __kind
 READ_SIZE = 24
-FUTEX_NR = 202                  # x86_64
 
 
 def decode_futex(raw: Optional[bytes], *, op: str, val: Optional[int], private: bool,
@@ -65,7 +61,7 @@ def decode_futex(raw: Optional[bytes], *, op: str, val: Optional[int], private: 
         return "unknown", None, "memory not readable"
     lock, _count, owner, nusers, kind = _MUTEX.unpack_from(raw)
     word_tid = lock & FUTEX_TID_MASK
-    if op in PI_CMDS:
+    if op in PI_COMMANDS:
         # The kernel itself reads the owner from the word for PI futexes.
         if word_tid:
             return "pi-mutex", word_tid, "PI futex: owner tid in the lock word"
@@ -123,19 +119,17 @@ def waits_now(pid: int) -> List[Wait]:
     return out
 
 
-def parse_futex_syscall(text: str) -> Optional[Tuple[int, str, Optional[int], bool]]:
-    """(addr, op, val, private) from a /proc .../syscall line of a futex wait, else None."""
-    parts = text.split()
-    if len(parts) < 7 or parts[0] != str(FUTEX_NR):
+def parse_futex_syscall(text: str, machine: Optional[str] = None
+                        ) -> Optional[Tuple[int, str, Optional[int], bool]]:
+    """(addr, op, val, private) from a /proc .../syscall line of a futex wait, else None.
+    The call number is this host's (``machine``: platform.machine() spelling) futex."""
+    cs = parse_proc_syscall(text, machine)
+    if cs is None or cs.name != "futex" or len(cs.args) < 3:
         return None
-    try:
-        addr, opflags, val = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
-    except ValueError:
+    op = decode_op(cs.args[1])
+    if not op.is_wait:
         return None
-    op = WAIT_CMDS.get(opflags & ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME))
-    if op is None:
-        return None
-    return addr, op, val & 0xFFFFFFFF, bool(opflags & FUTEX_PRIVATE_FLAG)
+    return cs.args[0], op.name, cs.args[2] & 0xFFFFFFFF, op.private
 
 
 def _traced_waits(analyzer: Optional["Analyzer"], pids: Set[int]) -> Dict[int, List[Wait]]:
@@ -146,7 +140,7 @@ def _traced_waits(analyzer: Optional["Analyzer"], pids: Set[int]) -> Dict[int, L
         return out
     for (pid, tid), t in analyzer.acc.threads.items():
         c = t.ongoing
-        if pid in pids and isinstance(c, ev.FutexCall) and c.op in WAIT_CMDS.values():
+        if pid in pids and isinstance(c, ev.FutexCall) and c.op in WAIT_COMMANDS:
             out.setdefault(pid, []).append((tid, c.addr, c.op, c.val, c.private))
     return out
 

@@ -10,8 +10,9 @@ Contract (pure functions, bounded memo caches only):
 """
 from __future__ import annotations
 
-import re
 from typing import Callable, List, Optional, Tuple
+
+from ...linux.fdtarget import fd_kind, strip_device
 
 __all__ = ["FdInfo3", "parse_fd", "classify_target", "decoration_end", "first_arg",
            "split_args", "memo"]
@@ -42,60 +43,10 @@ def memo(fn: Callable[[str], object]) -> Callable[[str], object]:
 
 
 # --------------------------------------------------------------------------- fds
-_ANON_KINDS = {"eventfd": "eventfd", "eventpoll": "epoll", "timerfd": "timerfd",
-               "signalfd": "signalfd", "pidfd": "pidfd", "inotify": "inotify"}
-_NVIDIA_N = re.compile(r"/dev/nvidia\d+$")
-
-
 def classify_target(target: str) -> Tuple[Optional[str], str]:
-    """Kind of an fd from its -y/-yy decoration text (without the outer ``<>``)."""
-    # -yy appends the device numbers: "/dev/nvidiactl<char 195:255>", "/dev/sda<block 8:0>".
-    dev = False
-    if target.endswith(">"):
-        i = target.rfind("<")
-        if i > 0 and (target.startswith("char ", i + 1) or target.startswith("block ", i + 1)):
-            target = target[:i]
-            dev = True
-    if target.startswith("/"):
-        if target.startswith("/dev/"):
-            if target == "/dev/nvidiactl":
-                return "nvidiactl", target
-            if target.startswith("/dev/nvidia-uvm"):
-                return "nvidia-uvm", target
-            if _NVIDIA_N.match(target):
-                return "nvidia", target
-            if target == "/dev/null":
-                return "null", target
-            if (target.startswith("/dev/pts/") or target.startswith("/dev/tty")
-                    or target == "/dev/console" or target == "/dev/ptmx"):
-                return "tty", target
-            return "dev", target
-        if dev:
-            return "dev", target
-        if target.startswith("/memfd:"):
-            return "anon", target
-        return "file", target
-    colon = target.find(":")
-    if colon > 0:
-        proto = target[:colon]
-        if proto == "anon_inode":
-            inner = target[colon + 1:].strip("[]")
-            return _ANON_KINDS.get(inner, "anon"), target
-        if proto == "pipe":
-            return "pipe", target
-        if proto == "socket":
-            return "socket", target
-        if proto.startswith("TCP"):
-            return "tcp", target
-        if proto.startswith("UDP"):
-            return "udp", target
-        if proto.startswith("UNIX"):
-            return "unix", target
-        if proto.startswith("NETLINK"):
-            return "netlink", target
-        if target[colon + 1:colon + 2] == "[":   # PACKET:[..], RAW:[..], other socket families
-            return "socket", target
-    return "anon", target
+    """(kind, target) of an fd from its -y/-yy decoration text (without the outer ``<>``):
+    the kind from linux/fdtarget.py, the target without -yy's device numbers."""
+    return fd_kind(target), strip_device(target)[0]
 
 
 _classify = _Memo(classify_target).__getitem__

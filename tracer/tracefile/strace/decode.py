@@ -13,6 +13,7 @@ import re
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ... import events as ev
+from ...linux.futex import FutexOp, parse_op_text
 
 __all__ = ["parse_fd", "classify_target", "to_event", "split_args", "first_arg",
            "parse_timespec", "ioctl_request", "futex_op"]
@@ -51,47 +52,27 @@ def _to_int(text: str) -> Optional[int]:
 
 
 # --------------------------------------------------------------------------- futex
-_FUTEX_CMDS = {0: "WAIT", 1: "WAKE", 2: "FD", 3: "REQUEUE", 4: "CMP_REQUEUE", 5: "WAKE_OP",
-               6: "LOCK_PI", 7: "UNLOCK_PI", 8: "TRYLOCK_PI", 9: "WAIT_BITSET",
-               10: "WAKE_BITSET", 11: "WAIT_REQUEUE_PI", 12: "CMP_REQUEUE_PI", 13: "LOCK_PI2"}
-# Ops whose 4th argument is a timeout; for these the kernel reads an ABSOLUTE deadline except
-# FUTEX_WAIT, whose timeout is relative (futex(2)).
-_FUTEX_TIMED = {"WAIT": False, "WAIT_BITSET": True, "LOCK_PI": True, "LOCK_PI2": True,
-                "WAIT_REQUEUE_PI": True}
-
-
-@_memo
 def futex_op(text: str) -> Tuple[str, bool]:
-    """``FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME`` -> ("WAIT_BITSET", True).
-
-    Also reads -X raw (``0x89``) and -X verbose (``0x89 /* FUTEX_... */``) forms.
-    """
-    k = text.find("/* ")
-    if k >= 0:
-        text = text[k + 3:text.rfind(" */")]
-    if text[:2] == "0x" or text.isdigit():
-        num = int(text, 0)
-        return _FUTEX_CMDS.get(num & 0x7f, f"OP_{num & 0x7f}"), bool(num & 0x80)
-    base = text.split("|", 1)[0]
-    private = base.endswith("_PRIVATE")
-    if private:
-        base = base[:-8]
-    if base.startswith("FUTEX_"):
-        base = base[6:]
-    return base, private
+    """``FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME`` -> ("WAIT_BITSET", True) (also -X raw
+    and -X verbose forms: linux/futex.py)."""
+    op = parse_op_text(text)
+    return op.name, op.private
 
 
 def _futex(ts: float, pid: int, tid: int, name: str, args: str, sargs: str, ret: Optional[int],
            err: Optional[str], dur: Optional[float], ongoing: bool) -> ev.Syscall:
     parts = args.split(", ", 3)
     addr = _to_int(parts[0]) or 0 if parts else 0
-    op, private = futex_op(parts[1]) if len(parts) > 1 else ("", False)  # type: ignore[misc]
+    op = parse_op_text(parts[1]) if len(parts) > 1 else _NO_OP
     val = _to_int(parts[2]) if len(parts) > 2 else None
     timeout: Optional[float] = None
-    if len(parts) > 3 and op in _FUTEX_TIMED and parts[3][:1] == "{":
-        timeout = -1.0 if _FUTEX_TIMED[op] else parse_timespec(parts[3])
+    if len(parts) > 3 and op.is_wait and parts[3][:1] == "{":
+        timeout = -1.0 if op.timeout_is_absolute else parse_timespec(parts[3])
     return ev.FutexCall(ts, pid, tid, name, sargs, ret, err, dur, None, None, None, ongoing,
-                        op, addr, val, timeout, private)
+                        op.name, addr, val, timeout, op.private)
+
+
+_NO_OP = FutexOp("")
 
 
 # --------------------------------------------------------------------------- poll family
