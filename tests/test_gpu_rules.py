@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tracer import events as ev
 from tracer.analysis.accumulate import Accumulator
-from tracer.analysis.gpu_rules import (GpuAccumulator, collective_peers, gpu_findings,
-                                       rule_gpu_yield_wait)
+from tracer.analysis.collective import collective_peers
+from tracer.analysis.gpu_rules import GpuAccumulator, gpu_findings, rule_gpu_yield_wait
 from tracer.analysis.thread_rules import ThreadContext
 
 T0 = 1000.0

@@ -14,7 +14,8 @@ import pytest
 
 from scenarios import SCENARIO_DIR, Scenario
 from tracer import events as ev
-from tracer.record.pystacks import NOT_INSTALLED, failure_notes, find_py_spy, format_frame
+from tracer.analysis.stacks import failure_notes
+from tracer.record.pystacks import NOT_INSTALLED, find_py_spy, format_frame
 
 HAVE_PY_SPY = find_py_spy() is not None
 needs_py_spy = pytest.mark.skipif(not HAVE_PY_SPY, reason="py-spy is not installed "

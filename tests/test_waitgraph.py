@@ -4,7 +4,7 @@ from __future__ import annotations
 import struct
 
 from tracer import events as ev
-from tracer.analysis.waitgraph import WaitFacts, socket_inode, strace_peer, tcp_reverse
+from tracer.analysis.facts import WaitFacts
 from tracer.render.export.dot import render_dot
 from tracer.record.probes.futex_owner import decode_futex, parse_futex_syscall
 
@@ -66,13 +66,6 @@ def test_proc_syscall_line_of_a_futex_wait():
     assert parse_futex_syscall("98 0x560c729a40a0 0x80 0x2 0x0 0x0 0x0 0x7f 0x7f", "aarch64") \
         == (0x560c729a40a0, "WAIT", 2, True)
     assert parse_futex_syscall("202 0x560c729a40a0 0x80 0x2 0 0 0 0x7f 0x7f", "aarch64") is None
-
-
-def test_socket_target_helpers():
-    assert strace_peer("UNIX-STREAM:[5->6]") == 6 and strace_peer("UNIX-STREAM:[5]") is None
-    assert socket_inode("UNIX-STREAM:[12,/x.sock]", [], None) == 12
-    assert socket_inode("socket:[1]", [fd(3, "unix", "x", inode=99)], 3) == 99
-    assert tcp_reverse("TCP:[1.1.1.1:5->2.2.2.2:80]") == "TCP:[2.2.2.2:80->1.1.1.1:5]"
 
 
 def test_socket_peers_keys_survive_json():
@@ -249,4 +242,40 @@ def test_eventfd_reader_with_a_running_thread_of_its_own_is_alive():
     assert r.verdict != "deadlocked" and graph(r)["proof"] is None
     assert not any(n["stuck"] for n in graph(r)["nodes"])
     edges = [e for e in graph(r)["edges"] if e["src"] == "T66"]
-    assert [(e["kind"], e["dst"]) for e in edges] == [("eventfd", "P68"), ("eventfd", "P66")]
+    # the other holder as a process (its deciding threads), then any other thread of its own
+    assert [(e["kind"], e["dst"]) for e in edges] == [("eventfd", "P68"), ("eventfd", "A66")]
+
+
+# --------------------------------------------------------------------------- one model
+def test_a_peer_counts_by_its_deciding_threads_not_its_helpers():
+    # The launcher waits for its worker in wait4; the worker reads a pipe only the launcher
+    # writes. The worker's NCCL-named helper keeps polling with a timeout: it could end a wait
+    # inside the worker, but it will not make the worker's main thread exit or write the pipe.
+    launcher = info(70, threads={70: "launch"}, fds=[fd(4, "pipe", "pipe:[11]", "w")])
+    worker = info(71, ppid=70, threads={71: "worker", 72: "NCCL Service"},
+                  fds=[fd(3, "pipe", "pipe:[11]", "r")])
+    evs = [ev.WaitChild(ts=T0 + 0.01, pid=70, tid=70, name="wait4", child=71, ongoing=True),
+           ev.ReadCall(ts=T0 + 0.01, pid=71, tid=71, name="read", fd=3, fd_kind="pipe",
+                       fd_target="pipe:[11]", ongoing=True)]
+    evs += [ev.PollCall(ts=T0 + i * 0.5, pid=71, tid=72, name="poll", ret=0, timeout=0.5,
+                        timed_out=True, dur=0.5) for i in range(9)]
+    r = run(evs, [launcher, worker])
+    assert r.verdict == "deadlocked"
+    assert {e["kind"] for e in graph(r)["proof"]["path"]} == {"child", "pipe"}
+    stuck = {n["id"] for n in graph(r)["nodes"] if n["stuck"]}
+    assert stuck == {"T70", "T71"}
+
+
+def test_a_lock_inside_a_process_counts_any_thread_helpers_included():
+    # PyTorch's watchdog (a library helper) wakes the main thread's work.wait(): a futex with no
+    # recorded holder inside the process is not stuck while any thread of it runs.
+    p = info(80, threads={80: "main", 81: "pt_nccl_watchdg"})
+    evs = [futex_block(80, 80, 0xC0)]
+    evs += [ev.FutexCall(ts=T0 + i * 0.1, pid=80, tid=81, name="futex", op="WAIT_BITSET",
+                         addr=0xD0, timeout=-1.0, ret=-1, err="ETIMEDOUT", dur=0.1)
+            for i in range(40)]
+    r = run(evs, [p])
+    assert r.verdict != "deadlocked" and graph(r)["proof"] is None
+    edge = next(e for e in graph(r)["edges"] if e["src"] == "T80")
+    assert (edge["kind"], edge["dst"]) == ("futex", "A80")
+    assert not any(n["stuck"] for n in graph(r)["nodes"])

@@ -30,12 +30,14 @@ class ThreadReport:
     counters: Dict[str, float] = field(default_factory=dict)
     # Python stack from py-spy at the end of the recording: "func (file:line)", innermost first.
     stack: List[str] = field(default_factory=list)
+    last_output_ts: Optional[float] = None     # when it last wrote output (epoch seconds)
 
     def to_json(self) -> Dict[str, Any]:
         return {"tid": self.tid, "name": self.name, "state": self.state,
                 "verdict": self.verdict, "rule": self.rule, "evidence": self.evidence,
                 "helper": self.helper, "parked": self.parked, "current": self.current,
-                "counters": self.counters, "stack": self.stack}
+                "counters": self.counters, "stack": self.stack,
+                "last_output_ts": self.last_output_ts}
 
 
 @dataclass

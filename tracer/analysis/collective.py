@@ -1,36 +1,65 @@
-"""Collectives on the GPU (NCCL): which rank stopped joining, when the others spin waiting for it.
+"""Collectives between ranks: who is connected to whom, and which rank stopped joining.
 
-Contract: ``find_stragglers(rec, pvs, gpus)`` is a pure function of the process verdicts and the
-NVML readings. With NCCL a collective runs as a GPU kernel: a rank that entered it while a peer
-did not has its kernel spin on the GPU, and its host thread spin-waits (or yield-waits) in the
-stream synchronize behind it. The peer that never arrived shows the opposite picture: its GPU is
-idle and its host is not waiting for the GPU at all (blocked in a Python-level wait, idle, or
-busy on something else). So, between ranks connected by sockets (TCPStore / NCCL bootstrap):
-- spinning rank: verdict busy-waiting by a GPU wait rule, its GPU busy in most NVML samples;
-- straggler: a rank that is neither progressing nor in a GPU wait, its GPU idle in most samples.
-``apply_stragglers`` then rewrites the edges: the spinning ranks wait (kind ``collective``) for the
-straggler, and the straggler's own "waits in a collective" edge toward them (inferred from a
-futex wait plus sockets, the gloo picture) is dropped, since its GPU shows it is not in one.
-Without NVML readings nothing is concluded: the two pictures cannot be told apart from syscalls.
+Contract: pure functions of the recording, the thread verdicts and the NVML readings.
+- ``collective_peers(rec, pid)``: the traced processes at the other end of pid's connected
+  TCP/unix sockets (gloo pairs, TCPStore, NCCL bootstrap): a rank blocked in a futex while
+  connected to peer ranks waits in a collective for them (graph_build.py).
+- ``find_stragglers(rec, procs, threads, gpus)``: with NCCL a collective runs as a GPU kernel:
+  a rank that entered it while a peer did not has its kernel spin on the GPU and its host thread
+  spin-waits (or yield-waits) in the stream synchronize behind it. The peer that never arrived
+  shows the opposite picture: its GPU is idle and its host is not waiting for the GPU (blocked
+  in a Python-level wait, idle, or busy on something else). So, between connected ranks:
+  spinning rank = a deciding thread in a GPU wait (thread_rules) and nothing progressing, its GPU
+  busy in most NVML samples; straggler = a rank neither progressing nor in a GPU wait, its GPU
+  idle in most samples. Without NVML readings nothing is concluded: the two pictures cannot be
+  told apart from syscalls. The wait-for graph then makes the spinning ranks wait for the
+  straggler, and the straggler's own futex wait a wait inside its process.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Set
 
+from ..linux.fdtarget import FdTarget
 from .accumulate import Recording
-from .gpu_rules import MOST, GpuStats, collective_peers
-from .process_rules import ProcessVerdict, WaitEdge
-from .verdict import BLOCKED, BUSY, IDLE
+from .gpu_rules import MOST, GpuStats
+from .process_facts import ProcessFacts
+from .verdict import BUSY, EXITED, PROGRESSING, UNKNOWN, ThreadVerdict
 
-GPU_WAIT_RULES = ("thread-gpu-spin-wait", "thread-gpu-yield-wait")
+_SOCKETS = ("tcp", "unix", "socket")
 
 
 @dataclass
 class Straggler:
     pid: int
-    gpus: List[int]            # its GPUs, idle
+    gpus: List[int]                 # its GPUs, idle
     waiters: Dict[int, List[int]]   # spinning rank pid -> its busy GPUs
+
+
+def collective_peers(rec: Recording, pid: int) -> List[int]:
+    """Traced processes (alive, other than ``pid``) at the other end of pid's connected sockets
+    (module doc): TCP by reversed endpoints, unix socketpairs by inode."""
+    p = rec.processes.get(pid)
+    if p is None or p.info is None:
+        return []
+    mine = {e for e in (FdTarget.parse(f.target).endpoints() for f in p.info.fds
+                        if f.kind in _SOCKETS) if e is not None}
+    if not mine:
+        return []
+    want = {(remote, local) for local, remote in mine}      # what the other end shows
+    peer_inodes = {remote for _, remote in mine if remote.isdigit()}
+    out: Set[int] = set()
+    for qpid, q in rec.processes.items():
+        if qpid == pid or q.info is None or q.exited is not None:
+            continue
+        for f in q.info.fds:
+            if f.kind not in _SOCKETS:
+                continue
+            if FdTarget.parse(f.target).endpoints() in want or (
+                    f.kind == "unix" and f.inode is not None and str(f.inode) in peer_inodes):
+                out.add(qpid)
+                break
+    return sorted(out)
 
 
 def _gpus_of(pid: int, gpus: Mapping[int, GpuStats], *, busy: bool) -> List[int]:
@@ -44,61 +73,53 @@ def _gpus_of(pid: int, gpus: Mapping[int, GpuStats], *, busy: bool) -> List[int]
     return sorted(out)
 
 
-def find_stragglers(rec: Recording, pvs: Mapping[int, ProcessVerdict],
-                    gpus: Mapping[int, GpuStats]) -> List[Straggler]:
-    ranks = {pid: pv for pid, pv in pvs.items() if pv.role.kind == "rank"}
-    spinning = {pid: _gpus_of(pid, gpus, busy=True) for pid, pv in ranks.items()
-                if pv.verdict == BUSY and pv.rule in GPU_WAIT_RULES}
-    spinning = {pid: g for pid, g in spinning.items() if g}
+def _deciding(tvs: Mapping[int, ThreadVerdict]) -> List[ThreadVerdict]:
+    live = [v for v in tvs.values() if v.verdict not in (EXITED, UNKNOWN)]
+    return [v for v in live if v.decides] or live
+
+
+def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
+                    threads: Mapping[int, Mapping[int, ThreadVerdict]],
+                    gpus: Mapping[int, GpuStats],
+                    peers: Mapping[int, List[int]]) -> List[Straggler]:
+    """Ranks that stopped joining a collective their peers spin in (module doc)."""
+    ranks = [pid for pid, pf in procs.items() if pf.role.kind == "rank" and pf.gone is None]
+    state = {pid: _deciding(threads.get(pid, {})) for pid in ranks}
+    spinning: Dict[int, List[int]] = {}
+    for pid in ranks:
+        vs = state[pid]
+        if vs and not any(v.verdict == PROGRESSING for v in vs) \
+                and any(v.verdict == BUSY and v.gpu_wait for v in vs):
+            busy = _gpus_of(pid, gpus, busy=True)
+            if busy:
+                spinning[pid] = busy
     if not spinning:
         return []
     out = []
-    for pid, pv in sorted(ranks.items()):
-        if pid in spinning or pv.verdict not in (BLOCKED, IDLE, BUSY):
-            continue
-        if pv.verdict == BUSY and pv.rule in GPU_WAIT_RULES:
+    for pid in sorted(ranks):
+        vs = state[pid]
+        if pid in spinning or not vs or any(v.verdict == PROGRESSING or v.gpu_wait for v in vs):
             continue
         idle = _gpus_of(pid, gpus, busy=False)
         if not idle:
             continue
-        peers = set(collective_peers(rec, pid))
-        waiters = {s: g for s, g in spinning.items()
-                   if s in peers or pid in collective_peers(rec, s)}
+        mine = set(peers.get(pid, []))
+        waiters = {s: g for s, g in spinning.items() if s in mine or pid in peers.get(s, [])}
         if waiters:
             out.append(Straggler(pid, idle, waiters))
     return out
 
 
-def apply_stragglers(stragglers: List[Straggler], pvs: Dict[int, ProcessVerdict]) -> None:
-    """Rewrite the wait-for edges of the ranks involved (module doc)."""
-    for st in stragglers:
-        late = pvs[st.pid]
-        for e in late.waits_on:
-            if e.kind == "collective" and set(e.pids) & set(st.waiters):
-                # Not a collective after all: a wait inside the process (Python-level, a lock).
-                e.kind, e.pids = "thread", []
-                e.what = e.what.split(";")[0] + " (a wait inside the process: its GPU is idle, " \
-                    "so it is not in the collective)"
-        late.rule = "stopped-joining-collective"
-        late.evidence = [f"thread {e.tid}: {e.what}" for e in late.waits_on]
-        late.evidence.append(
-            f"its GPU {', '.join(map(str, st.gpus))} is idle and it is not waiting for the GPU, "
-            f"while {', '.join(pvs[w].label for w in st.waiters)} spin-wait in the collective: "
+def straggler_evidence(st: Straggler, labels: Mapping[int, str]) -> str:
+    return (f"its GPU {', '.join(map(str, st.gpus))} is idle and it is not waiting for the GPU, "
+            f"while {', '.join(labels[w] for w in st.waiters)} spin-wait in the collective: "
             "it stopped joining")
-        for w, busy_gpus in st.waiters.items():
-            pvs[w].waits_on.append(WaitEdge(
-                tid=pvs[w].key_tid or w, kind="collective",
-                what=(f"its collective kernel on GPU {', '.join(map(str, busy_gpus))} spins "
-                      f"waiting for {late.label}, which has not joined"),
-                pids=[st.pid]))
 
 
-def straggler_summary(st: Straggler, pvs: Mapping[int, ProcessVerdict]) -> str:
-    late = pvs[st.pid]
-    why = next((e for e in late.evidence if not e.startswith("its GPU")), late.rule)
-    if why.startswith(f"thread {late.key_tid}: "):
-        why = why[len(f"thread {late.key_tid}: "):]
-    waiting = "; ".join(f"{pvs[w].label} spin-waits on GPU {', '.join(map(str, g))} in the "
+def straggler_summary(st: Straggler, labels: Mapping[int, str], why: str) -> str:
+    """The root cause line (tree_rules): ``why`` is the straggler's own first evidence line."""
+    waiting = "; ".join(f"{labels[w]} spin-waits on GPU {', '.join(map(str, g))} in the "
                         "collective, waiting for it" for w, g in st.waiters.items())
-    return (f"{late.label} stopped joining the collective: GPU {', '.join(map(str, st.gpus))} "
-            f"idle, and it is not waiting for the GPU ({why}); {waiting}")
+    return (f"{labels[st.pid]} stopped joining the collective: GPU "
+            f"{', '.join(map(str, st.gpus))} idle, and it is not waiting for the GPU ({why}); "
+            f"{waiting}")

@@ -1,15 +1,12 @@
-"""GPU waits as first-class evidence: thread rules, collective peers and NVML readings.
+"""GPU waits as first-class evidence: thread rules and NVML readings.
 
 Contract: pure functions of the accumulated recording (no I/O), like thread_rules.py.
 - ``rule_gpu_yield_wait`` (``ThreadContext -> Optional[ThreadVerdict]``): a ``sched_yield`` loop
   in a process holding /dev/nvidia* fds is a yield-sync wait on the GPU. It goes into
   ``thread_rules.THREAD_RULES`` right before ``rule_yield_loop``. The spin-sync rule is
   ``thread_rules.rule_gpu_spin_wait`` (state R plus a ~1 Hz RM_CONTROL on /dev/nvidiactl); the
-  blocking-sync wait is a process fact (``process_rules``: a futex wait woken by libcuda's event
-  thread), whose words come from ``blocking_sync_text``.
-- ``collective_peers(rec, pid)``: the traced processes at the other end of the process's
-  connected TCP/unix sockets (gloo pairs, TCPStore, NCCL bootstrap); a rank blocked in futex
-  while connected to a peer rank waits in a collective for that peer (process_rules uses it).
+  blocking-sync wait is an edge of the wait-for graph (graph_build.py: a futex wait in a process
+  whose libcuda event thread runs leads to the GPU).
 - ``GpuAccumulator`` takes ``events.GpuSample`` (NVML backend) and ``gpu_findings`` turns the
   per-GPU statistics and the process verdicts into report notes: "GPU 0 at 100% ... with no host
   progress: a kernel that does not finish" versus "GPU 0 idle while the host waits on it".
@@ -21,10 +18,9 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Set
 
 from .. import events as ev
-from .accumulate import Recording
+from ..linux.fdtarget import GPU_KINDS as GPU_FD_KINDS
 from .verdict import BUSY, YIELD_MIN_RATE, ThreadContext, ThreadVerdict
 
-GPU_FD_KINDS = frozenset({"nvidia", "nvidiactl", "nvidia-uvm"})
 BUSY_UTIL = 90          # percent: the GPU is running a kernel (NVML utilization)
 IDLE_UTIL = 5           # percent: nothing runs on the GPU
 MOST = 0.8              # fraction of samples that must agree
@@ -50,59 +46,7 @@ def rule_gpu_yield_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
     if gpu_calls:
         ev_.append(f"{gpu_calls} ioctls on /dev/nvidia* fds")
     ev_.append("no output")
-    return ThreadVerdict(BUSY, "gpu-yield-wait", ev_, cpu=c.cpu)
-
-
-def blocking_sync_text(wait_text: str, poller_tid: int) -> str:
-    """Evidence words for a blocking-sync wait (process_rules' ``waits-on-gpu`` edge)."""
-    return (f"{wait_text}; thread {poller_tid} polls the GPU's fds and wakes it when the GPU "
-            "finishes (blocking-sync wait on the GPU: the kernel or copy it waits for has not "
-            "completed)")
-
-
-# --------------------------------------------------------------------------- collectives
-def _endpoints(target: str) -> Optional[tuple]:
-    """"TCP:[127.0.0.1:33245->127.0.0.1:52370]" -> ("127.0.0.1:33245", "127.0.0.1:52370")."""
-    if "->" not in target or "[" not in target:
-        return None
-    inside = target[target.find("[") + 1:target.rfind("]")]
-    a, _, b = inside.partition("->")
-    if not a or not b:
-        return None
-    norm = lambda s: s.replace("[::ffff:", "").replace("]", "").strip("[")  # noqa: E731
-    return norm(a), norm(b)
-
-
-def collective_peers(rec: Recording, pid: int) -> List[int]:
-    """Traced processes (alive, other than ``pid``) at the other end of pid's connected sockets.
-
-    TCP connections are matched by their reversed endpoints in the other process's fd table
-    (as strace -yy / /proc show them); unix socketpairs "UNIX-STREAM:[a->b]" by inode.
-    """
-    p = rec.processes.get(pid)
-    if p is None or p.info is None:
-        return []
-    mine = []
-    for f in p.info.fds:
-        if f.kind in ("tcp", "unix", "socket"):
-            e = _endpoints(f.target)
-            if e is not None:
-                mine.append(e)
-    if not mine:
-        return []
-    want = {(b, a) for a, b in mine}
-    peer_inodes = {b for _, b in mine if b.isdigit()}
-    out: Set[int] = set()
-    for qpid, q in rec.processes.items():
-        if qpid == pid or q.info is None or q.exited is not None:
-            continue
-        for f in q.info.fds:
-            e = _endpoints(f.target) if f.kind in ("tcp", "unix", "socket") else None
-            if (e is not None and e in want) or (f.inode is not None and str(f.inode) in
-                                                 peer_inodes and f.kind == "unix"):
-                out.add(qpid)
-                break
-    return sorted(out)
+    return ThreadVerdict(BUSY, "gpu-yield-wait", ev_, cpu=c.cpu, gpu_wait=True)
 
 
 # --------------------------------------------------------------------------- NVML

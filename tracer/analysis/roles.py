@@ -82,9 +82,17 @@ def role_of(cmdline: Sequence[str], comm: str, *, has_children: bool = False,
     return Role("other", None, "other")
 
 
+# libcuda's event thread: it polls the /dev/nvidia* fds and wakes blocking-sync waits.
+GPU_EVENT_THREAD = "cuda-EvtHandlr"
+
+
+def is_gpu_event_thread(comm: str) -> bool:
+    return comm == GPU_EVENT_THREAD
+
+
 # Library threads that poll or park forever in every process of their kind (module doc).
 HELPER_THREAD_PATTERNS: List[tuple] = [
-    ("cuda-EvtHandlr", "libcuda event handler (polls the GPU fds, wakes blocking-sync waits)"),
+    (GPU_EVENT_THREAD, "libcuda event handler (polls the GPU fds, wakes blocking-sync waits)"),
     ("cuda0*", "libcuda poller"),
     ("cuda-*", "libcuda helper"),
     ("pt_nccl_watchdg", "PyTorch NCCL watchdog"),

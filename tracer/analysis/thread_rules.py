@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional
 
+from ..gpu.nvidia import NV_ESCAPES, is_nv_escape
+from ..linux.syscall_table import parse_proc_syscall
 from .accumulate import ProcessStats, Recording, ThreadStats
 from .gpu_rules import rule_gpu_yield_wait
 from .roles import helper_kind
-from .waits import blocking_wait, cpu_use, parse_proc_syscall
+from .waits import blocking_wait, cpu_use, wait_from_proc
+from .verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
+                      PROGRESSING, SPIN_CPU, UNKNOWN, WAIT_NAMES, YIELD_MIN_RATE, ThreadContext,
+                      ThreadVerdict)
 
-from .verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, NV_RM_CONTROL,  # noqa: F401
-                      PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS, PROGRESSING, SPIN_CPU, UNKNOWN,
-                      WAIT_NAMES, YIELD_MIN_RATE, ThreadContext, ThreadVerdict)
+NV_RM_CONTROL = next(nr for nr, name in NV_ESCAPES.items() if name == "RM_CONTROL")
 
 
 def _bytes(n: int) -> str:
@@ -120,7 +123,7 @@ def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:
 def _rm_controls(t: ThreadStats) -> int:
     return sum(n for (kind, req, _), n in t.ioctls.items()
                if kind in ("nvidiactl", "nvidia") and (req & 0xFF) == NV_RM_CONTROL
-               and ((req >> 8) & 0xFF) == 0x46)
+               and is_nv_escape(req))
 
 
 def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -135,7 +138,7 @@ def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
            + ": spin-sync wait, the host spin-waits for the GPU (device/stream synchronize "
            "under the default spin schedule) and the GPU work it waits for has not finished",
            c.cpu.describe(c.rec.window), "no output"]
-    return ThreadVerdict(BUSY, "gpu-spin-wait", ev_, cpu=c.cpu)
+    return ThreadVerdict(BUSY, "gpu-spin-wait", ev_, cpu=c.cpu, gpu_wait=True)
 
 
 def rule_yield_loop(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -195,7 +198,6 @@ def _sampled_timed_wait(c: ThreadContext) -> Optional[str]:
     if woke < PERIODIC_MIN_WAKEUPS or woke / c.rec.window < PERIODIC_MIN_RATE:
         return None
     text, n = t.sample_calls.most_common(1)[0]
-    from .waits import wait_from_proc
     w = wait_from_proc(text, c.fds)
     if w is None or w.timeout is None or n < 0.6 * t.samples:
         return None
@@ -311,7 +313,7 @@ def current_call_text(t: ThreadStats) -> str:
         s = t.last_sample.syscall
         if s.startswith("running"):
             return "running"
-        p = parse_proc_syscall(s)
-        if p:
-            return p[0]
+        cs = parse_proc_syscall(s)
+        if cs is not None and cs.name:
+            return cs.name
     return t.last_call.name if t.last_call is not None else ""

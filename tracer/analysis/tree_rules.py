@@ -1,25 +1,27 @@
-"""Tree rules: cross-process deadlocks, the tree's verdict and its root cause.
+"""Tree rules: the tree's verdict, its root cause and, for a deadlock, the proof.
 
-Contract: ``judge_tree`` is a pure function of the process verdicts. A ``blocked`` process is
-``deadlocked`` when none of its waits can end: every wait leads, through other blocked
-processes, only to cycles or to processes that have exited (a fixpoint over the wait-for graph:
-a wait can end when it reaches a process that runs, the GPU, or something outside the tree).
-The tree verdict is the most severe of: deadlocked > busy-waiting > blocked > progressing >
-idle > exited (exited only when everything has exited). The root cause names the process (and
-thread) that the others wait for, in words. Given the wait-for graph (waitgraph.py), a deadlock's
-root cause ends with its proof: the cycle or the dead end, naming tids, pids and objects.
+Contract: ``judge_tree`` is a pure function of the process verdicts and the settled wait-for
+graph (which already decided who is stuck: no fixpoint here). The tree verdict is the most
+severe of: deadlocked > busy-waiting > blocked > progressing > idle > unknown > exited (exited
+only when everything has exited); a process blocked on peers that can still act does not set it
+(a launcher waiting for healthy workers is not a blocked tree). The root cause names the process
+(and thread) the others wait for, in words; a deadlock's root cause ends with the graph's proof,
+naming tids, pids and objects. A rank that stopped joining a collective while its peers spin is
+the root cause of a busy-waiting tree (``collective-straggler``). A deadlock among some threads
+while the tree goes on is a note (``NoteKind.PARTIAL_DEADLOCK``), not the verdict.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional, Set
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from .accumulate import Recording
-from .process_rules import ProcessVerdict, WaitEdge, exit_failed
-from .thread_rules import BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .waitgraph import WaitGraph
+from .collective import Straggler, straggler_summary
+from .process_facts import exit_failed
+from .process_rules import ProcessVerdict
+from .verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN, BlockKind,
+                      Note, NoteKind, Verdict)
+from .waitgraph import WaitGraph
 
 SEVERITY = [DEADLOCKED, BUSY, BLOCKED, PROGRESSING, IDLE, UNKNOWN, EXITED]
 
@@ -33,59 +35,18 @@ class RootCause:
 
 @dataclass
 class TreeVerdict:
-    verdict: str
+    verdict: Verdict
     rule: str
     root_cause: RootCause
-    evidence: List[str] = field(default_factory=list)
+    notes: List[Note] = field(default_factory=list)
 
 
-def _alive_edge(e: WaitEdge, pv: ProcessVerdict) -> bool:
-    # A wait on the GPU, on something outside the tree, or on a thread that still runs in the
-    # same process (a lock, an eventfd this process holds too) can end without any other traced
-    # process doing anything.
-    if (e.kind == "eventfd" and e.self_holds) or e.kind == "thread":
-        return any(v.verdict in (PROGRESSING, BUSY, IDLE) for tid, v in pv.threads.items()
-                   if tid != e.tid)
-    return e.kind in ("gpu", "outside")
+def _waiters(pvs: Mapping[int, ProcessVerdict], pid: int) -> List[ProcessVerdict]:
+    return [pv for pv in pvs.values() if pv.pid != pid
+            and any(pid in w.pids for w in pv.waits_on)]
 
 
-def resolve_deadlocks(pvs: Dict[int, ProcessVerdict]) -> None:
-    """Mark blocked processes whose waits can never end as deadlocked (module doc)."""
-    can_end: Set[int] = {pid for pid, pv in pvs.items()
-                         if pv.verdict in (PROGRESSING, BUSY, IDLE, UNKNOWN)}
-    blocked = [pid for pid, pv in pvs.items() if pv.verdict == BLOCKED]
-    for pid in blocked:
-        pv = pvs[pid]
-        if any(_alive_edge(e, pv) for e in pv.waits_on):
-            can_end.add(pid)
-    changed = True
-    while changed:
-        changed = False
-        for pid in blocked:
-            if pid in can_end:
-                continue
-            targets = [t for e in pvs[pid].waits_on for t in e.pids if t != pid]
-            # Peers outside the traced set are unknown: assume they can act.
-            if any(t in can_end or t not in pvs for t in targets):
-                can_end.add(pid)
-                changed = True
-    for pid in blocked:
-        if pid not in can_end:
-            pv = pvs[pid]
-            pv.verdict, pv.rule = DEADLOCKED, "wait-cycle-or-dead-end"
-            for e in pv.waits_on:
-                for t in e.pids:
-                    q = pvs.get(t)
-                    if q is not None and q.verdict == EXITED:
-                        pv.evidence.append(f"waits for {q.label}, which {q.exit_status}")
-
-
-def _waiters(pvs: Dict[int, ProcessVerdict], pid: int) -> List[ProcessVerdict]:
-    return [pv for pv in pvs.values() if any(pid in e.pids for e in pv.waits_on)
-            and pv.pid != pid]
-
-
-def _depth(pvs: Dict[int, ProcessVerdict], pid: int) -> int:
+def _depth(pvs: Mapping[int, ProcessVerdict], pid: int) -> int:
     d, seen = 0, set()
     while pid in pvs and pid not in seen:
         seen.add(pid)
@@ -94,87 +55,83 @@ def _depth(pvs: Dict[int, ProcessVerdict], pid: int) -> int:
     return d
 
 
-def _waiter_text(pvs: Dict[int, ProcessVerdict], pid: int) -> str:
+def _waiter_text(pvs: Mapping[int, ProcessVerdict], pid: int) -> str:
     parts = []
     for w in _waiters(pvs, pid):
-        edge = next(e for e in w.waits_on if pid in e.pids)
-        parts.append(f"{w.label} waits for it ({edge.kind}: {edge.what})")
+        wait = next(x for x in w.waits_on if pid in x.pids)
+        parts.append(f"{w.label} waits for it ({wait.kind}: {wait.what})")
     return "; ".join(parts)
 
 
-def _pick(pvs: Dict[int, ProcessVerdict], verdict: str) -> Optional[ProcessVerdict]:
+def _pick(pvs: Mapping[int, ProcessVerdict], verdict: Verdict) -> Optional[ProcessVerdict]:
     hits = [pv for pv in pvs.values() if pv.verdict == verdict]
     if not hits:
         return None
     return max(hits, key=lambda pv: (len(_waiters(pvs, pv.pid)), _depth(pvs, pv.pid), -pv.pid))
 
 
-def _cycle_text(pvs: Dict[int, ProcessVerdict], start: ProcessVerdict) -> str:
+def _chain_text(pvs: Mapping[int, ProcessVerdict], start: ProcessVerdict) -> str:
+    """start waits for X, which waits for Y ... (process level, up to a repeat or a dead one)."""
     parts, seen, cur = [], set(), start
     while cur is not None and cur.pid not in seen:
         seen.add(cur.pid)
         if cur.verdict == EXITED:           # the chain ends at a process that is gone
-            parts.append(f"{cur.label} {cur.exit_status}" if cur is start else "")
+            if cur is start:
+                parts.append(f"{cur.label} {cur.exit_status}")
             break
-        nxt_pids = [t for e in cur.waits_on for t in e.pids if t != cur.pid]
-        edge = next((e for e in cur.waits_on if e.pids), cur.waits_on[0] if cur.waits_on else None)
-        parts.append(f"{cur.label} {edge.what}" if edge else f"{cur.label} is blocked")
-        cur = pvs.get(nxt_pids[0]) if nxt_pids else None
-    return "; ".join(p for p in parts if p)
+        nxt = [q for w in cur.waits_on for q in w.pids if q != cur.pid]
+        wait = next((w for w in cur.waits_on if w.pids), cur.waits_on[0] if cur.waits_on else None)
+        parts.append(f"{cur.label} {wait.what}" if wait else f"{cur.label} is blocked")
+        cur = pvs.get(nxt[0]) if nxt else None
+    return "; ".join(parts)
 
 
-def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording,
-               graph: Optional["WaitGraph"] = None) -> TreeVerdict:
-    tree = _judge_tree(pvs, rec)
-    if graph is None:
-        return tree
-    if tree.verdict == DEADLOCKED:
+def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
+               stragglers: Sequence[Straggler] = ()) -> TreeVerdict:
+    if not pvs:
+        return TreeVerdict(UNKNOWN, "no-processes", RootCause(None, None, "nothing was recorded"))
+    if all(pv.verdict == EXITED for pv in pvs.values()):
+        root = min(pvs.values(), key=lambda pv: (not exit_failed(rec.processes[pv.pid]),
+                                                 _depth(pvs, pv.pid)))
+        return TreeVerdict(EXITED, "all-exited", RootCause(
+            root.pid, None, f"the tree is gone: {root.label} {root.exit_status}"))
+    deciding = [pv.verdict for pv in pvs.values() if pv.verdict != EXITED
+                and not (pv.verdict == BLOCKED and pv.block == BlockKind.PEERS)]
+    verdict = min(deciding or [BLOCKED], key=SEVERITY.index)
+    dead = [pv for pv in pvs.values() if pv.verdict == EXITED
+            and exit_failed(rec.processes[pv.pid])]
+    if verdict == DEADLOCKED:
+        tree = _deadlock_cause(pvs, dead)
         stuck = sorted((pv for pv in pvs.values() if pv.verdict == DEADLOCKED),
                        key=lambda pv: (pv.pid != tree.root_cause.pid, -_depth(pvs, pv.pid)))
         starts = [t for pv in stuck for t in ([pv.key_tid] if pv.key_tid else []) + [pv.pid]]
         proof = graph.prove(starts)
         if proof is not None:
             tree.root_cause.summary += f". Proof, {proof.text}"
-            tree.evidence.append(proof.text)
+        return tree
+    if verdict == BUSY and stragglers:
+        tree = _straggler_cause(pvs, stragglers[0])
     else:
-        from .waitgraph import definite_cycle
-        proof = definite_cycle(graph)
-        if proof is not None:
-            graph.proof = proof
-            tree.evidence.append("some threads are deadlocked although the tree goes on: "
-                                 + proof.text)
+        tree = _plain_cause(pvs, verdict, dead)
+    proof = graph.definite_cycle()
+    if proof is not None:
+        graph.proof = proof
+        tree.notes.append(Note(NoteKind.PARTIAL_DEADLOCK, "some threads are deadlocked although "
+                               "the tree goes on: " + proof.text))
     return tree
 
 
-def _judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
-    resolve_deadlocks(pvs)
-    if not pvs:
-        return TreeVerdict(UNKNOWN, "no-processes", RootCause(None, None, "nothing was recorded"))
-    if all(pv.verdict == EXITED for pv in pvs.values()):
-        root = min(pvs.values(), key=lambda pv: (not exit_failed(rec.processes[pv.pid]),
-                                                 _depth(pvs, pv.pid)))
-        return TreeVerdict(EXITED, "all-exited",
-                           RootCause(root.pid, None, f"the tree is gone: {root.label} "
-                                     f"{root.exit_status}"))
-    # A process blocked on a live peer is decided by that peer: it does not set the tree's
-    # verdict (a launcher waiting for healthy workers is not a blocked tree). Blocked on the GPU
-    # (or on something outside the tree) it does.
-    deciding = [pv.verdict for pv in pvs.values() if pv.verdict != EXITED
-                and not (pv.verdict == BLOCKED and pv.rule == "waits-on-peers")]
-    verdict = min(deciding or [BLOCKED], key=SEVERITY.index)
-    dead = [pv for pv in pvs.values() if pv.verdict == EXITED and exit_failed(rec.processes[pv.pid])]
-    if verdict == DEADLOCKED:
-        return _deadlock_cause(pvs, dead)
+def _plain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
+                 dead: List[ProcessVerdict]) -> TreeVerdict:
     pick = _pick(pvs, verdict)
     assert pick is not None
-    prefix = f"thread {pick.key_tid}: "
-    lines = [e[len(prefix):] if e.startswith(prefix) else e for e in pick.evidence]
+    lines = pick.key_lines()
     lines = lines[:2] + [e for e in lines[2:] if e == "no output"]
     first = "; ".join(lines) or pick.rule
     thread = f" thread {pick.key_tid}" if pick.key_tid not in (None, pick.pid) else ""
     words = {BUSY: "busy-waits", BLOCKED: "is blocked", PROGRESSING: "makes progress",
              IDLE: "is idle", UNKNOWN: "could not be judged"}[verdict]
-    if pick.rule == "waits-on-gpu":
+    if pick.block == BlockKind.GPU:
         words = "waits for the GPU"
     summary = f"{pick.label}{thread} {words}: {first}"
     others = _waiter_text(pvs, pick.pid)
@@ -185,18 +142,27 @@ def _judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
     return TreeVerdict(verdict, f"process-{pick.rule}", RootCause(pick.pid, pick.key_tid, summary))
 
 
-def _deadlock_cause(pvs: Dict[int, ProcessVerdict], dead: List[ProcessVerdict]) -> TreeVerdict:
+def _straggler_cause(pvs: Mapping[int, ProcessVerdict], st: Straggler) -> TreeVerdict:
+    late = pvs[st.pid]
+    why = next((line for line in late.key_lines() if not line.startswith("its GPU")), late.rule)
+    labels = {pid: pv.label for pid, pv in pvs.items()}
+    return TreeVerdict(BUSY, "collective-straggler",
+                       RootCause(st.pid, late.key_tid, straggler_summary(st, labels, why)))
+
+
+def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict]) -> TreeVerdict:
     stuck = [pv for pv in pvs.values() if pv.verdict == DEADLOCKED]
     start = max(stuck, key=lambda pv: (_depth(pvs, pv.pid), len(_waiters(pvs, pv.pid))))
-    chain = _cycle_text(pvs, start)
+    chain = _chain_text(pvs, start)
     if dead:
         d = max(dead, key=lambda pv: _depth(pvs, pv.pid))
-        summary = f"{d.label} {d.exit_status}; {chain}"
-        return TreeVerdict(DEADLOCKED, "dead-peer", RootCause(d.pid, None, summary))
-    if len(stuck) == 1 and stuck[0].rule == "all-threads-blocked":
+        return TreeVerdict(DEADLOCKED, "dead-peer",
+                           RootCause(d.pid, None, f"{d.label} {d.exit_status}; {chain}"))
+    if len(stuck) == 1 and stuck[0].block == BlockKind.CLOSED:
         pv = stuck[0]
-        waits = "; ".join(f"thread {e.tid} in {e.what}" for e in pv.waits_on[:4])
+        waits = "; ".join(f"thread {w.tid} in {w.what}" for w in pv.waits_on[:4])
         summary = (f"{pv.label}: every thread is blocked without timeout ({waits}) "
                    "and none runs to wake the others")
-        return TreeVerdict(DEADLOCKED, "in-process-deadlock", RootCause(pv.pid, pv.key_tid, summary))
+        return TreeVerdict(DEADLOCKED, "in-process-deadlock",
+                           RootCause(pv.pid, pv.key_tid, summary))
     return TreeVerdict(DEADLOCKED, "wait-cycle", RootCause(start.pid, start.key_tid, chain))

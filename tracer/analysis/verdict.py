@@ -1,28 +1,80 @@
-"""Verdict names, thresholds and the two types every rule module shares.
+"""The typed vocabulary every rule module shares: verdicts, how a process waits, notes, and the
+thread rule's input and output.
 
-Contract: ``ThreadVerdict`` is what a thread rule returns (verdict, the rule that fired, its
-evidence); ``ThreadContext`` is what it is given (one thread's statistics, the recording, its
-process, what it is blocked in, its CPU use). Rule modules (thread_rules, gpu_rules) import these
+Contract: ``Verdict`` is the verdict of a thread, process or tree (a ``str`` enum: it prints
+and serialises as its value, "busy-waiting"); ``BlockKind`` says what a blocked process waits
+on (the process rules derive it from the wait-for graph; the tree rules read it, never a rule
+name); ``Note`` is a report note with a typed ``kind``. ``ThreadVerdict`` is what a thread rule
+returns (verdict, the rule that fired, its evidence, and typed facts: the wait, CPU use, whether
+the thread waits for the GPU); ``ThreadContext`` is what it is given. Rule modules import these
 from here, so they can import each other's rules without a cycle.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import List, Optional
 
 from .. import events as ev
 from .accumulate import ProcessStats, Recording, ThreadStats
 from .waits import CpuUse, Wait
 
-PROGRESSING, BUSY, BLOCKED, IDLE, EXITED, UNKNOWN = (
-    "progressing", "busy-waiting", "blocked", "idle", "exited", "unknown")
-DEADLOCKED = "deadlocked"
+
+class _StrEnum(str, Enum):
+    """A ``str`` enum that prints, formats, hashes and serialises as its value."""
+    __hash__ = str.__hash__
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Verdict(_StrEnum):
+    PROGRESSING = "progressing"
+    BUSY = "busy-waiting"
+    BLOCKED = "blocked"
+    DEADLOCKED = "deadlocked"
+    IDLE = "idle"
+    EXITED = "exited"
+    UNKNOWN = "unknown"
+
+
+PROGRESSING, BUSY, BLOCKED, DEADLOCKED = (Verdict.PROGRESSING, Verdict.BUSY, Verdict.BLOCKED,
+                                          Verdict.DEADLOCKED)
+IDLE, EXITED, UNKNOWN = Verdict.IDLE, Verdict.EXITED, Verdict.UNKNOWN
+ACTIVE = frozenset({PROGRESSING, BUSY, IDLE, UNKNOWN})   # a thread that can still act
+
+
+class BlockKind(_StrEnum):
+    """What the waits of a blocked process lead to (process_rules, from the graph)."""
+    GPU = "gpu"                  # a blocking-sync wait that the GPU will end
+    COLLECTIVE = "collective"    # a collective that waits for other ranks
+    PEERS = "peers"              # other traced processes that can still act
+    OUTSIDE = "outside"          # nothing in the tree: input from outside
+    STUCK = "stuck"              # nothing that can act: a cycle or a dead end across processes
+    CLOSED = "closed"            # every thread blocked inside the process, none runs
+
+
+class NoteKind(_StrEnum):
+    GPU = "gpu"                          # NVML findings
+    INPUT = "input"                      # what the log or the backends could not show
+    STACKS = "stacks"                    # py-spy could not take stacks
+    PARTIAL_DEADLOCK = "partial-deadlock"  # a deadlock among some threads while the tree goes on
+    RECORDING = "recording"              # the recording's own trouble (ended early, errors)
+
+
+@dataclass(frozen=True)
+class Note:
+    kind: NoteKind
+    text: str
+
 
 SPIN_CPU = 0.5            # on CPU at least this fraction of the window with nothing to show
 PERIODIC_MIN_WAKEUPS = 3  # timed waits that ran out, at least this many ...
 PERIODIC_MIN_RATE = 0.2   # ... and this often per second
 YIELD_MIN_RATE = 50.0
-NV_RM_CONTROL = 0x2A      # NV_ESC_RM_CONTROL (type 'F' = 0x46), see the nvidia reference
 WAIT_NAMES = frozenset({"futex", "poll", "ppoll", "select", "pselect6", "epoll_wait",
                         "epoll_pwait", "epoll_pwait2", "nanosleep", "clock_nanosleep",
                         "sched_yield", "restart_syscall", "rt_sigtimedwait", "rt_sigreturn"})
@@ -30,17 +82,19 @@ WAIT_NAMES = frozenset({"futex", "poll", "ppoll", "select", "pselect6", "epoll_w
 
 @dataclass
 class ThreadVerdict:
-    verdict: str
+    verdict: Verdict
     rule: str
     evidence: List[str] = field(default_factory=list)
     wait: Optional[Wait] = None
     cpu: Optional[CpuUse] = None
     helper: Optional[str] = None
     parked: bool = False
+    gpu_wait: bool = False       # it waits for the GPU (spin-sync or yield-sync)
 
     @property
     def decides(self) -> bool:
-        """Whether this thread may decide its process's verdict (module doc)."""
+        """Whether this thread may decide its process's verdict (library helpers and pool
+        threads parked for the whole recording do not)."""
         return self.helper is None and not self.parked
 
 

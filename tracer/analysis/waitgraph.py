@@ -1,116 +1,82 @@
-"""The wait-for graph of the traced tree and the proof of a deadlock (a cycle or a dead end).
+"""The wait-for graph: the one model that decides who is stuck, and the proof of a deadlock.
 
-Contract (pure functions of the recording, the process verdicts and the probes' facts):
-- ``WaitFacts`` collects what the end-of-recording probes found (``FutexOwner``, ``SocketPeers``
-  events); empty facts are fine (replays of old traces): waits then resolve as before.
-- ``build_wait_graph(rec, pvs, facts)`` gives a ``WaitGraph``: one node per thread of the tree,
-  one per process (meaning "some thread of it": a pipe's writer, a child in wait4, the holder of
-  a lock that records no owner), plus the GPU, the outside world and things that are gone. Every
-  thread blocked without timeout gets edges to what could end its wait (alternatives: the wait
-  ends when any of them acts), each labelled with the object (mutex/futex address, pipe or
-  socket inode, eventfd id, wait4) and a sentence naming tids and pids. A read of an eventfd
-  leads to every other traced process holding it (any holder may write it), then to its own
-  process when another thread of it could; held by no other one, it is an outside wait.
-- A fixpoint marks what can still act: a thread that is not blocked, a blocked thread with an
-  edge to something that can act, a process with such a thread, the GPU, the outside. Blocked
-  threads left over are ``stuck``: nothing running can ever end their waits.
-- ``WaitGraph.prove(start_tids)`` walks from a stuck thread along stuck edges to the first node
-  seen twice (``cycle``: "T1 waits for mutex 0x.. held by T2; T2 waits for mutex 0x.. held by
-  T1"), to something dead (``dead-end``: an exited or killed process, a zombie, a thread that no
-  longer exists), or around a process whose every thread waits on locks with no recorded holder
-  (``closed``: no thread of it runs to wake the others).
+Contract:
+- Nodes: one per thread (``T<tid>``); per process two: ``P<pid>``, the process as other
+  processes see it (it can act when one of the threads that decide its verdict can: a pipe's
+  writer, a child that wait4 waits to exit, a peer rank), and ``A<pid>``, any thread of it (a
+  futex with no recorded holder, a pipe or eventfd only the process itself holds: any of its
+  threads, library helpers included, could end the wait); plus the GPU, the outside world and
+  things that are gone (``G<...>``).
+- Edges (``Edge``, kind from ``EdgeKind``) run from a waiting thread to what could end its
+  wait: alternatives, the wait ends when any of them acts. graph_build.py makes them.
+- ``settle()`` is a least fixpoint: a thread that does not wait and has not exited can act
+  (progressing, busy, idle, unknown); a waiting thread can when one of its edges leads to
+  something that can; ``P<pid>`` when one of its deciding threads can (or none decides and it has
+  not exited); ``A<pid>`` when any of its threads can; the GPU and the outside always can. What
+  cannot, among the waiting threads, is ``stuck``: nothing running can ever end their waits.
+- ``prove(start_tids)`` walks from a stuck thread along edges to the first node seen twice
+  (``cycle``), to something dead (``dead-end``: an exited or killed process, a zombie, a thread
+  that no longer exists), or around a process whose every thread waits on locks with no recorded
+  holder (``closed``). ``definite_cycle()`` finds a cycle of waits whose holders are all known
+  (mutex owners, pthread_join): a deadlock even while other threads of the process still run.
 - ``to_json()`` is the report's ``wait_graph``: {"nodes", "edges", "cycle", "proof"}.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set
 
-from .. import events as ev
-from .accumulate import Recording
-from .process_rules import ProcessVerdict
+from .verdict import _StrEnum
 
 GPU, OUTSIDE = "gpu", "outside"
 
 
-# --------------------------------------------------------------------------- facts
-@dataclass
-class WaitFacts:
-    """What the end-of-recording probes found; ``feed`` takes their events."""
-    futex: Dict[Tuple[int, int], ev.FutexOwner] = field(default_factory=dict)
-    unix_peers: Dict[int, int] = field(default_factory=dict)
-    outside: Dict[int, List[int]] = field(default_factory=dict)
-
-    def feed(self, e: ev.Event) -> None:
-        if isinstance(e, ev.FutexOwner):
-            self.futex[(e.pid, e.addr)] = e
-        elif isinstance(e, ev.SocketPeers):
-            # A trace file turns the int keys into strings (JSON objects): convert back.
-            self.unix_peers.update({int(k): int(v) for k, v in (e.peers or {}).items()})
-            self.outside.update({int(k): list(v) for k, v in (e.outside or {}).items()})
-
-    def owner(self, pid: int, addr: Optional[int]) -> Optional[ev.FutexOwner]:
-        if addr is None:
-            return None
-        return self.futex.get((pid, addr))
+class EdgeKind(_StrEnum):
+    MUTEX = "mutex"            # a pthread mutex whose owner the probe read
+    JOIN = "join"              # pthread_join: the joined thread, until it exits
+    FUTEX = "futex"            # a futex whose holder is unknown (or its last waker)
+    PIPE = "pipe"
+    EVENTFD = "eventfd"
+    SOCKET = "socket"
+    CHILD = "child"            # wait4/waitid
+    GPU = "gpu"                # a blocking-sync wait the GPU ends
+    COLLECTIVE = "collective"  # a collective that waits for another rank
+    OUTSIDE = "outside"        # nothing in the tree can end it (or we cannot tell)
 
 
-def socket_inode(target: str, fds: Iterable[ev.FdInfo], fd: Optional[int]) -> Optional[int]:
-    """The inode of a socket from its fd (the fd table) or its target text "UNIX-STREAM:[12]",
-    "UNIX-STREAM:[12,/path]", "UNIX-STREAM:[12->13]"."""
-    for f in fds:
-        if f.fd == fd and f.inode:
-            return f.inode
-    if "[" in target:
-        inside = target[target.find("[") + 1:target.rfind("]")]
-        first = inside.split("->")[0].split(",")[0]
-        if first.isdigit():
-            return int(first)
-    return None
+class NodeKind(_StrEnum):
+    THREAD = "thread"
+    PROCESS = "process"        # P<pid>
+    ANY_THREAD = "any-thread"  # A<pid>
+    GPU = "gpu"
+    OUTSIDE = "outside"
+    GONE = "gone"
 
 
-def strace_peer(target: str) -> Optional[int]:
-    """The peer inode strace -yy prints for a connected unix socket: UNIX-STREAM:[a->b]."""
-    if "->" not in target or not target.startswith("UNIX"):
-        return None
-    peer = target[target.find("->") + 2:target.rfind("]")].split(",")[0]
-    return int(peer) if peer.isdigit() else None
-
-
-def tcp_reverse(target: str) -> Optional[str]:
-    """"TCP:[a->b]" -> "TCP:[b->a]": the target the peer's fd shows, when both ends are ours."""
-    for proto in ("TCP:[", "TCPv6:["):
-        if target.startswith(proto) and "->" in target:
-            a, _, b = target[len(proto):-1].partition("->")
-            return f"{proto}{b}->{a}]"
-    return None
-
-
-# --------------------------------------------------------------------------- graph
 @dataclass
 class Node:
     id: str
-    kind: str                  # thread, process, gpu, outside, gone
+    kind: NodeKind
     label: str
     pid: Optional[int] = None
     tid: Optional[int] = None
-    state: str = ""            # thread verdict, "exited", "zombie", "gone", ...
+    state: str = ""            # thread verdict, "exited", "gone", ...
     dead: bool = False         # can never act again (exited, killed, zombie, gone)
     dead_text: str = ""        # "was killed by SIGKILL (zombie, not reaped)"
     decides: bool = True       # a thread that may decide its process's verdict
+    active: bool = False       # a thread that does not wait (progressing, busy, idle, unknown)
 
 
 @dataclass
 class Edge:
     src: str
     dst: str
-    kind: str                  # mutex, join, futex, pipe, eventfd, socket, child, gpu, collective,
-    #                            outside
+    kind: EdgeKind
     obj: str                   # "mutex 0x7f..", "pipe:[123]", "eventfd:[3]", "wait4", ...
     text: str                  # a sentence naming both ends
 
     def to_json(self) -> Dict[str, str]:
-        return {"src": self.src, "dst": self.dst, "kind": self.kind, "object": self.obj,
+        return {"src": self.src, "dst": self.dst, "kind": str(self.kind), "object": self.obj,
                 "text": self.text}
 
 
@@ -134,47 +100,69 @@ def pnode(pid: int) -> str:
     return f"P{pid}"
 
 
+def anode(pid: int) -> str:
+    return f"A{pid}"
+
+
+_PROCESS_KINDS = (NodeKind.PROCESS, NodeKind.ANY_THREAD)
+
+
 @dataclass
 class WaitGraph:
     nodes: Dict[str, Node] = field(default_factory=dict)
     edges: List[Edge] = field(default_factory=list)
     live: Set[str] = field(default_factory=set)
     proof: Optional[Proof] = None
+    _out: Dict[str, List[Edge]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ building
+    def add_edge(self, e: Edge) -> None:
+        self.edges.append(e)
+        self._out.setdefault(e.src, []).append(e)
 
     # ------------------------------------------------------------------ queries
     def out(self, nid: str) -> List[Edge]:
-        return [e for e in self.edges if e.src == nid]
+        return self._out.get(nid, [])
 
     def threads_of(self, pid: int) -> List[Node]:
-        return sorted((n for n in self.nodes.values() if n.kind == "thread" and n.pid == pid),
-                      key=lambda n: (n.tid != pid, n.tid))
+        return sorted((n for n in self.nodes.values() if n.kind == NodeKind.THREAD
+                       and n.pid == pid), key=lambda n: (n.tid != pid, n.tid))
+
+    def can_act(self, nid: str) -> bool:
+        return nid in self.live
 
     @property
     def stuck(self) -> List[str]:
-        """Blocked threads that nothing running can ever unblock (module doc)."""
-        srcs = {e.src for e in self.edges}
-        return sorted((n for n in srcs if n not in self.live
-                       and self.nodes[n].kind == "thread" and not self.nodes[n].dead),
+        """Waiting threads that nothing running can ever unblock (module doc)."""
+        return sorted((n for n in self._out if n not in self.live
+                       and self.nodes[n].kind == NodeKind.THREAD and not self.nodes[n].dead),
                       key=lambda n: (self.nodes[n].pid or 0, self.nodes[n].tid or 0))
+
+    def is_stuck(self, tid: int) -> bool:
+        nid = tnode(tid)
+        return nid in self._out and nid not in self.live and not self.nodes[nid].dead
 
     # ------------------------------------------------------------------ fixpoint
     def settle(self) -> None:
         """Compute ``live`` (module doc): least fixpoint, so cycles stay stuck."""
-        waiting = {e.src for e in self.edges}
+        threads: Dict[int, List[Node]] = {}
+        for n in self.nodes.values():
+            if n.kind == NodeKind.THREAD and n.pid is not None:
+                threads.setdefault(n.pid, []).append(n)
         live = {nid for nid, n in self.nodes.items() if not n.dead and (
-            n.kind in (GPU, OUTSIDE) or (n.kind == "thread" and nid not in waiting))}
-        members: Dict[str, List[str]] = {}
-        for nid, n in self.nodes.items():
-            if n.kind == "thread" and n.pid is not None:
-                members.setdefault(pnode(n.pid), []).append(nid)
+            n.kind in (NodeKind.GPU, NodeKind.OUTSIDE)
+            or (n.kind == NodeKind.THREAD and n.active and nid not in self._out)
+            or (n.kind == NodeKind.PROCESS and not _deciders(threads.get(n.pid or 0, []))))}
         changed = True
         while changed:
             changed = False
             for nid, n in self.nodes.items():
                 if nid in live or n.dead:
                     continue
-                if n.kind == "process":
-                    ok = any(m in live for m in members.get(nid, []))
+                if n.kind == NodeKind.PROCESS:
+                    ok = any(t.id in live for t in _deciders(threads.get(n.pid or 0, [])))
+                elif n.kind == NodeKind.ANY_THREAD:
+                    ok = any(t.id in live for t in threads.get(n.pid or 0, []))
                 else:
                     ok = any(e.dst in live for e in self.out(nid))
                 if ok:
@@ -192,21 +180,33 @@ class WaitGraph:
         order = [tnode(t) for t in start_tids if tnode(t) in stuck]
         order += [s for s in stuck if self.nodes[s].decides and s not in order]
         order += [s for s in stuck if s not in order]
-        self.proof = self._walk(order[0])
+        self.proof = self.walk(order[0])
         return self.proof
 
-    def _next_thread(self, pid: int, path: List[str]) -> Optional[str]:
+    def definite_cycle(self) -> Optional[Proof]:
+        """A cycle made only of waits whose holder is known (module doc)."""
+        for s in self.stuck:
+            p = self.walk(s)
+            if p.kind == "cycle" and all(e.kind in (EdgeKind.MUTEX, EdgeKind.JOIN)
+                                         for e in p.path if e.src in p.cycle):
+                return p
+        return None
+
+    def _next_thread(self, node: Node, path: List[str]) -> Optional[str]:
         """Step from a process node into one of its threads that cannot act: one already on
         the path closes a cycle; else the main thread, else a deciding one."""
-        candidates = [n.id for n in self.threads_of(pid) if n.id not in self.live]
+        members = self.threads_of(node.pid or 0)
+        if node.kind == NodeKind.PROCESS:
+            members = _deciders(members) or members
+        candidates = [n.id for n in members if n.id not in self.live]
         on_path = [c for c in candidates if c in path and self.out(c)]
         if on_path:
             return on_path[-1]
         waiting = [c for c in candidates if self.out(c)]
-        waiting.sort(key=lambda c: (not self.nodes[c].decides, self.nodes[c].tid != pid))
+        waiting.sort(key=lambda c: (not self.nodes[c].decides, self.nodes[c].tid != node.pid))
         return waiting[0] if waiting else None
 
-    def _walk(self, start: str) -> Proof:
+    def walk(self, start: str) -> Proof:
         path: List[str] = [start]
         edges: List[Edge] = []
         cur = start
@@ -214,8 +214,8 @@ class WaitGraph:
             node = self.nodes[cur]
             if node.dead:
                 return self._dead_end(edges, node)
-            if node.kind == "process":
-                nxt = self._next_thread(node.pid or 0, path)
+            if node.kind in _PROCESS_KINDS:
+                nxt = self._next_thread(node, path)
                 if nxt is None:        # no thread left that waits: the process is gone
                     return self._dead_end(edges, node)
             else:
@@ -224,11 +224,11 @@ class WaitGraph:
                     return self._dead_end(edges, node)
                 # Dead ends first, then other processes before the thread's own (a pipe or an
                 # eventfd it holds too), then what closes a cycle, then threads.
-                own = pnode(node.pid) if node.pid is not None else None
+                own = (pnode(node.pid), anode(node.pid)) if node.pid is not None else ()
                 outs = sorted(outs, key=lambda e: (not self.nodes[e.dst].dead,
-                                                   e.dst == own and len(outs) > 1,
+                                                   e.dst in own and len(outs) > 1,
                                                    e.dst not in path,
-                                                   self.nodes[e.dst].kind != "thread"))
+                                                   self.nodes[e.dst].kind != NodeKind.THREAD))
                 edges.append(outs[0])
                 nxt = outs[0].dst
             if nxt in path:
@@ -249,14 +249,16 @@ class WaitGraph:
         in_cycle = set(cycle)
         lead = [e for e in edges if e.src not in in_cycle]
         loop = [e for e in edges if e.src in in_cycle]
-        # A loop through a process node by waits on locks without a recorded holder proves only
-        # that no thread of that process runs: say so, listing every stuck thread's wait.
-        closed = [self.nodes[c] for c in cycle if self.nodes[c].kind == "process"
-                  and any(e.dst == c and e.kind == "futex" for e in loop)]
+        # A loop through a process by waits on locks without a recorded holder proves only that
+        # no thread of that process runs: say so, listing every stuck thread's wait.
+        closed = [self.nodes[c] for c in cycle if self.nodes[c].kind in _PROCESS_KINDS
+                  and any(e.dst == c and e.kind == EdgeKind.FUTEX for e in loop)]
         if closed:
             p = closed[0]
             waits = [e for n in self.threads_of(p.pid or 0) for e in self.out(n.id)]
-            text = (f"no thread of {p.label} runs to end these waits: "
+            label = self.nodes[pnode(p.pid)].label if pnode(p.pid or 0) in self.nodes \
+                else p.label
+            text = (f"no thread of {label} runs to end these waits: "
                     + "; ".join(e.text for e in waits[:6])
                     + (f"; and {len(waits) - 6} more" if len(waits) > 6 else ""))
             return Proof("closed", lead + loop, cycle, text)
@@ -269,7 +271,7 @@ class WaitGraph:
     def to_json(self) -> Dict[str, object]:
         stuck = set(self.stuck)
         return {
-            "nodes": [{"id": n.id, "kind": n.kind, "label": n.label, "pid": n.pid,
+            "nodes": [{"id": n.id, "kind": str(n.kind), "label": n.label, "pid": n.pid,
                        "tid": n.tid, "state": n.state, "dead": n.dead,
                        "stuck": n.id in stuck} for n in self.nodes.values()],
             "edges": [e.to_json() for e in self.edges],
@@ -278,23 +280,12 @@ class WaitGraph:
         }
 
 
-def build_wait_graph(rec: Recording, pvs: Dict[int, ProcessVerdict],
-                     facts: Optional[WaitFacts] = None) -> WaitGraph:
-    """The wait-for graph of the tree (module doc); ``prove`` it for a proof."""
-    from .waitgraph_build import GraphBuilder    # it needs the classes above
-    return GraphBuilder(rec, pvs, facts or WaitFacts()).build()
+def _deciders(threads: List[Node]) -> List[Node]:
+    """The threads that decide a process's verdict: those not exited whose verdict is known,
+    without library helpers and parked pool threads unless nothing else is left."""
+    known = [t for t in threads if not t.dead and t.state != "unknown"]
+    return [t for t in known if t.decides] or known
 
 
-def definite_cycle(g: WaitGraph) -> Optional[Proof]:
-    """A cycle made only of waits whose holder is known (mutex owners, pthread_join, pipes,
-    children): a deadlock even while other threads of the process still run."""
-    for s in g.stuck:
-        p = g._walk(s)
-        if p.kind == "cycle" and all(e.kind in ("mutex", "join") for e in p.path
-                                     if e.src in p.cycle):
-            return p
-    return None
-
-
-__all__ = ["WaitFacts", "WaitGraph", "Node", "Edge", "Proof", "build_wait_graph",
-           "definite_cycle", "socket_inode", "strace_peer", "tcp_reverse"]
+__all__ = ["WaitGraph", "Node", "Edge", "Proof", "EdgeKind", "NodeKind", "tnode", "pnode",
+           "anode", "GPU", "OUTSIDE"]

@@ -7,7 +7,7 @@ Contract:
   by py-spy's ``os_thread_id``. It never raises for one process: a stack that could not be
   taken becomes a ``PyStack`` with ``tid`` 0 and ``error`` (py-spy not installed, permission
   denied, not a CPython it can read), which the report turns into one note line
-  (``failure_notes``).
+  (analysis/stacks.py's ``failure_notes``).
 - ``take_stacks(pid)`` is the same for one pid (snapshot --stacks uses it).
 - Which py-spy: ``$HANGTRACE_PY_SPY`` if set (an empty value means "none"), else ``py-spy`` on
   PATH, else next to the running interpreter (a virtual environment's bin/).
@@ -23,12 +23,12 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 from .. import events as ev
 
 __all__ = ["find_py_spy", "is_python_process", "take_stacks", "py_stacks_probe",
-           "failure_notes", "format_frame", "NOT_INSTALLED"]
+           "format_frame", "NOT_INSTALLED"]
 
 NOT_INSTALLED = "py-spy is not installed (pip install 'hangtrace[stacks]')"
 _PY_EXE = re.compile(r"^python[\d.]*(-dbg)?$")
@@ -138,14 +138,3 @@ def py_stacks_probe(pids: List[int], analyzer: object = None) -> List[ev.PyStack
 
 
 py_stacks_probe.__name__ = "python stacks"
-
-
-def failure_notes(failures: Sequence[ev.PyStack]) -> List[str]:
-    """One note line per distinct reason: "Python stacks not taken for pid 1, 2: <why>"."""
-    by_reason: Dict[str, List[int]] = {}
-    for f in failures:
-        pids = by_reason.setdefault(f.error, [])
-        if f.pid not in pids:
-            pids.append(f.pid)
-    return [f"Python stacks not taken for pid {', '.join(map(str, pids))}: {why}"
-            for why, pids in by_reason.items()]

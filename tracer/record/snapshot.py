@@ -162,7 +162,8 @@ def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = Fa
 
 
 def _add_stacks(snap: Snapshot) -> None:
-    from .pystacks import failure_notes, find_py_spy, is_python_process, take_stacks
+    from ..analysis.stacks import failure_notes
+    from .pystacks import find_py_spy, is_python_process, take_stacks
     exe = find_py_spy()
     failures = []
     for p in snap.processes:

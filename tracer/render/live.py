@@ -4,8 +4,8 @@ Contract:
 - ``LiveView(console, duration, roots)`` is a context manager around a rich ``Live`` display;
   its ``on_tick(elapsed_s, analyzer)`` is session.record's on_tick (it runs in the recording
   thread, about 4 times a second). Everything it shows comes from ``analyzer.report()`` (the
-  same provisional report replay builds, never a second set of rules) plus the analyzer's own
-  per-thread ``last_output_ts``; it never reads /proc or the trace.
+  same provisional report replay builds, never a second set of rules); it never reads /proc,
+  the trace or the analyzer's internals.
 - Shown: the provisional tree verdict and root cause, a progress bar of the recording window,
   and the process tree with each process's and each deciding thread's state and verdict, the
   rates over about the last 2 s (syscalls/s, eventfd writes/s, futex waits/s, GPU ioctls/s,
@@ -131,9 +131,10 @@ class LiveView:
             else:
                 self._rates[key] = {k: v / span for k, v in now_c.items()}
         self._hist.append((wall, counts))
-        # The one thing the report does not carry: when each thread last wrote output.
-        for (pid, tid), ts in _last_outputs(analyzer).items():
-            self._last_output[(pid, tid)] = ts
+        for p in report.processes:
+            for t in p.threads:
+                if t.last_output_ts:
+                    self._last_output[(p.pid, t.tid)] = t.last_output_ts
         self._report = report
 
     # ------------------------------------------------------------------ drawing
@@ -229,12 +230,6 @@ class LiveView:
         if not ts:
             return Text("never", style="dim")
         return Text(f"{max(0.0, now - ts):.1f}s ago")
-
-
-def _last_outputs(analyzer: Any) -> Dict[Key, float]:
-    threads = getattr(getattr(analyzer, "acc", None), "threads", {}) or {}
-    return {k: t.last_output_ts for k, t in list(threads.items())
-            if getattr(t, "last_output_ts", None)}
 
 
 def _sum_rates(items: Any) -> Optional[Dict[str, float]]:

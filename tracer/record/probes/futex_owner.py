@@ -138,10 +138,9 @@ def _traced_waits(analyzer: Optional["Analyzer"], pids: Set[int]) -> Dict[int, L
     out: Dict[int, List[Wait]] = {}
     if analyzer is None:
         return out
-    for (pid, tid), t in analyzer.acc.threads.items():
-        c = t.ongoing
-        if pid in pids and isinstance(c, ev.FutexCall) and c.op in WAIT_COMMANDS:
-            out.setdefault(pid, []).append((tid, c.addr, c.op, c.val, c.private))
+    for c in analyzer.futex_waits(pids):
+        if c.op in WAIT_COMMANDS:
+            out.setdefault(c.pid, []).append((c.tid, c.addr, c.op, c.val, c.private))
     return out
 
 
@@ -162,7 +161,7 @@ def probe_pids(pids: Iterable[int], analyzer: Optional["Analyzer"] = None,
         # exited since: its tid stays in __owner).
         tids = set(procfs.list_tids(pid))
         if analyzer is not None:
-            tids |= {t for (p, t) in analyzer.acc.threads if p == pid}
+            tids |= set(analyzer.known_tids(pid))
         for addr, ws in sorted(groups.items()):
             _, _, op, val, private = ws[0]
             raw = read_memory(pid, addr)

@@ -31,7 +31,7 @@ def render_dot(graph: Dict[str, Any], title: str = "") -> str:
         if n["id"] not in used:
             continue
         attrs = [f"label={_q(n['label'] + (' [' + n['state'] + ']' if n.get('state') else ''))}"]
-        if n["kind"] == "process":
+        if n["kind"] in ("process", "any-thread"):
             attrs.append('shape=folder')
         elif n["kind"] in ("outside", "gpu"):
             attrs.append("shape=ellipse")
@@ -44,7 +44,7 @@ def render_dot(graph: Dict[str, Any], title: str = "") -> str:
         lines.append(f"  {_q(n['id'])} [{', '.join(attrs)}];")
     nodes = {n["id"]: n for n in graph.get("nodes") or []}
     for n in nodes.values():      # "some thread of this process": dashed, to its waiting threads
-        if n["kind"] == "process" and n["id"] in used:
+        if n["kind"] in ("process", "any-thread") and n["id"] in used:
             for t in nodes.values():
                 if t["kind"] == "thread" and t["pid"] == n["pid"] and t["id"] in used \
                         and any(e["src"] == t["id"] for e in edges):

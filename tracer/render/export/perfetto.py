@@ -198,7 +198,7 @@ def export(trace_path: str, out: TextIO) -> int:
     analyzer = analyzer_for(reader)
     o = _Out(out)
     tl = _Timeline(o)
-    feed, is_internal = analyzer.feed, analyzer.acc.is_internal
+    feed, is_internal = analyzer.feed, analyzer.is_internal
     names: Dict[Key, str] = {}
     for p in reader.info.processes:
         for tid, comm in p.threads.items():

@@ -1,0 +1,109 @@
+"""Per-process facts every later stage reads: role and label, whether and how it ended, and an
+index of who holds which fd target.
+
+Contract (pure functions of the recording; no verdicts):
+- ``exit_text(p)``: "exited with status 3" / "killed by SIGKILL (zombie, not reaped)" / None
+  while the process runs; ``exit_failed`` tells a failure from a clean exit.
+- ``process_facts(rec)`` -> {pid: ProcessFacts}: role (roles.role_of), label ("scheduler TP1
+  (pid 42)"), ppid, comm, cmdline, ``gone`` (exit_text) and ``children``.
+- ``FdIndex(rec)``: for each fd target text, the live processes holding it and in which modes,
+  and each socket inode's holders: one pass over the fd tables instead of one per question.
+Kernel facts: a zombie's /proc/PID/stat still carries its wait status (exit_code: signal in the
+low 7 bits, status in bits 8-15), readable until the parent reaps it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+from .. import events as ev
+from .accumulate import ProcessStats, Recording
+from .roles import Role, role_of
+
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS",
+           8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
+
+
+def exit_text(p: ProcessStats) -> Optional[str]:
+    """'exited with status 3' / 'killed by SIGKILL' / None when the process is alive."""
+    if p.exited is not None:
+        if p.exited.signal:
+            return f"killed by {p.exited.signal}" + (" (core dumped)" if p.exited.core_dumped
+                                                      else "")
+        if p.exited.status is not None:
+            return f"exited with status {p.exited.status}"
+        return "exited"
+    info = p.info
+    if info is not None and info.state in ("Z", "X"):
+        code = info.exit_code
+        if code is None:
+            return "exited (zombie)"
+        if code & 0x7F:
+            sig = code & 0x7F
+            return f"killed by {SIGNALS.get(sig, f'signal {sig}')} (zombie, not reaped)"
+        return f"exited with status {code >> 8} (zombie, not reaped)"
+    return None
+
+
+def exit_failed(p: ProcessStats) -> bool:
+    """Killed by a signal, or exited with a non-zero status."""
+    if p.exited is not None:
+        return bool(p.exited.signal) or (p.exited.status not in (None, 0))
+    info = p.info
+    if info is not None and info.state in ("Z", "X") and info.exit_code is not None:
+        return info.exit_code != 0
+    return False
+
+
+@dataclass
+class ProcessFacts:
+    pid: int
+    ppid: int
+    role: Role
+    comm: str
+    cmdline: List[str]
+    gone: Optional[str] = None                 # exit_text: None while it runs
+    children: List[int] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        name = self.role.label if self.role.kind != "other" else (self.comm or "process")
+        return f"{name} (pid {self.pid})"
+
+
+def process_facts(rec: Recording) -> Dict[int, ProcessFacts]:
+    kids: Dict[int, List[int]] = {}
+    for pid, p in rec.processes.items():
+        if p.info is not None:
+            kids.setdefault(p.info.ppid, []).append(pid)
+    out: Dict[int, ProcessFacts] = {}
+    for pid in sorted(rec.processes):
+        p = rec.processes[pid]
+        info = p.info or ev.ProcessInfo(ts=0.0, pid=pid, ppid=0)
+        role = role_of(info.cmdline, info.comm, has_children=pid in kids,
+                       is_root=pid in rec.roots, environ_rank=info.environ_rank)
+        out[pid] = ProcessFacts(pid, info.ppid, role, info.comm, list(info.cmdline),
+                                exit_text(p), sorted(kids.get(pid, [])))
+    return out
+
+
+class FdIndex:
+    """Who holds what (module doc); only processes that still run are holders."""
+
+    def __init__(self, rec: Recording, facts: Dict[int, ProcessFacts]) -> None:
+        self.by_target: Dict[str, List[Tuple[int, str]]] = {}
+        self.by_inode: Dict[int, Set[int]] = {}
+        for pid, p in sorted(rec.processes.items()):
+            if p.info is None or facts[pid].gone is not None:
+                continue
+            for f in p.info.fds:
+                self.by_target.setdefault(f.target, []).append((pid, f.mode or "rw"))
+                if f.inode:
+                    self.by_inode.setdefault(f.inode, set()).add(pid)
+
+    def holders(self, target: str, mode: str = "") -> List[int]:
+        """Processes holding ``target`` with ``mode`` ("w": the write end of a pipe)."""
+        return sorted({pid for pid, m in self.by_target.get(target, []) if mode in m})
+
+    def inode_holders(self, inode: int) -> List[int]:
+        return sorted(self.by_inode.get(inode, ()))

@@ -1,0 +1,157 @@
+"""The analysis pipeline that turns an accumulated recording into a ``Report``.
+
+Contract: ``build_report(rec, ...)`` is pure and runs, in this order:
+1. thread rules for every thread (thread_rules.judge_thread);
+2. per-process facts (roles, labels, exits) and, for ranks, their connected peers;
+3. the collective stragglers (collective.find_stragglers: NVML plus thread verdicts);
+4. the wait-for graph, built and settled once (graph_build.py): the one model of who waits on
+   whom and who is stuck;
+5. process rules and tree rules, which read the graph and never resolve waits themselves;
+6. the report: verdicts, evidence, counters, the graph as JSON, typed notes rendered as text.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ..report import ProcessReport, Report, ThreadReport
+from .accumulate import Recording, ThreadStats
+from .collective import collective_peers, find_stragglers
+from .facts import WaitFacts
+from .gpu_rules import GpuStats, gpu_findings
+from .graph_build import GraphInput, build_wait_graph
+from .process_facts import process_facts
+from .process_rules import ProcessVerdict, judge_process
+from .stacks import StackTable
+from .thread_rules import current_call_text, judge_thread
+from .tree_rules import judge_tree
+from .verdict import Note, NoteKind, ThreadVerdict
+
+
+def _gpu_ioctls(t: ThreadStats) -> Dict[str, int]:
+    """ioctls on /dev/nvidia* fds by decoded name: {"RM_CONTROL on /dev/nvidiactl": 8, ...}."""
+    from ..gpu.nvidia import describe_ioctl
+    out: Dict[str, int] = {}
+    for (kind, req, name), n in t.ioctls.items():
+        d = describe_ioctl(kind, req, name or None)
+        if d is not None:
+            out[str(d)] = out.get(str(d), 0) + n
+    return out
+
+
+def thread_counters(t: ThreadStats, v: ThreadVerdict, rec: Recording) -> Dict[str, float]:
+    w = rec.window if rec.capabilities.get("timestamps", True) else 0.0
+    n = t.total_syscalls
+    out: Dict[str, float] = {}
+    if rec.has_syscalls:
+        gpu = _gpu_ioctls(t)
+        out.update(syscalls=n, eventfd_writes=t.eventfd_writes, futex_waits=t.futex_waits,
+                   gpu_ioctls=sum(gpu.values()), bytes_written=t.output_bytes,
+                   poll_timeouts=t.poll_timeouts)
+        # Per decoded name ("gpu_ioctls[RM_CONTROL on /dev/nvidiactl]"): summed per process too.
+        out.update({f"gpu_ioctls[{k}]": v for k, v in sorted(gpu.items())})
+        if w > 0:
+            out["syscalls_per_s"] = round(n / w, 2)
+    if v.cpu is not None:
+        out["cpu_pct"] = round(v.cpu.fraction * 100, 1)
+    return out
+
+
+def _thread_state(t: ThreadStats, v: ThreadVerdict) -> str:
+    if t.exited_at is not None:
+        return "exited"
+    if t.last_sample is not None:
+        return t.last_sample.state
+    if t.ongoing is not None:
+        return "S"
+    if v.cpu is not None and v.cpu.fraction > 0.5:
+        return "R"
+    return "?"
+
+
+def _process_counters(threads: List[ThreadReport]) -> Dict[str, float]:
+    out: Dict[str, float] = {}
+    for t in threads:
+        for k, val in t.counters.items():
+            out[k] = round(out.get(k, 0) + val, 2)
+    return out
+
+
+def input_notes(rec: Recording) -> List[Note]:
+    """What the log or the backends could not show (typed notes)."""
+    caps = rec.capabilities
+    notes = []
+    if caps.get("timestamps") is False:
+        notes.append("the log has no timestamps: rates, periodic loops and time on CPU could "
+                     "not be judged")
+    if caps.get("durations") is False:
+        notes.append("the log has no syscall durations (-T): time on CPU could not be inferred")
+    if caps.get("fd_paths") is False:
+        small = sum(t.unjudged_writes for t in rec.threads.values())
+        notes.append("the log has no fd paths (-y): output was judged only from writes larger "
+                     f"than 8 bytes; {small} small writes could be eventfd or wake-up writes")
+    if caps.get("pids") is False:
+        notes.append("the log has no pid column: all lines were taken as one thread")
+    if rec.lost:
+        notes.append(f"{rec.lost} events were lost or could not be parsed "
+                     f"({'; '.join(rec.lost_reasons)}): evidence may be incomplete")
+    if rec.truncated:
+        notes.append("the trace was cut short; it was analyzed up to its last complete event")
+    if not rec.has_syscalls and rec.has_samples:
+        notes.append("no syscall backend: verdicts rest on /proc samples alone")
+    return [Note(NoteKind.INPUT, n) for n in notes]
+
+
+def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional[str] = None,
+                 extra_notes: Optional[List[str]] = None,
+                 gpus: Optional[Dict[int, GpuStats]] = None,
+                 stacks: Optional[StackTable] = None,
+                 facts: Optional[WaitFacts] = None) -> Report:
+    gpus = gpus or {}
+    tvs: Dict[int, Dict[int, ThreadVerdict]] = {}
+    for pid in sorted(rec.processes):
+        tvs[pid] = {t.tid: judge_thread(t, rec, rec.processes[pid]) for t in rec.threads_of(pid)}
+    procs = process_facts(rec)
+    peers = {pid: collective_peers(rec, pid) for pid, pf in procs.items()
+             if pf.role.kind == "rank"}
+    stragglers = find_stragglers(rec, procs, tvs, gpus, peers)
+    built = build_wait_graph(GraphInput(rec, procs, tvs, facts or WaitFacts(), peers,
+                                        stragglers))
+    labels = {pid: pf.label for pid, pf in procs.items()}
+    late = {s.pid: s for s in stragglers}
+    pvs: Dict[int, ProcessVerdict] = {
+        pid: judge_process(procs[pid], tvs[pid], built.graph, built.waits.get(pid, []),
+                           late.get(pid), labels) for pid in sorted(rec.processes)}
+    tree = judge_tree(pvs, rec, built.graph, stragglers)
+    notes = [Note(NoteKind.GPU, n) for n in gpu_findings(
+        gpus, {pid: pv.verdict for pid, pv in pvs.items()}, rec.window)]
+    notes += input_notes(rec)
+    notes += [Note(NoteKind.STACKS, n) for n in (stacks.notes() if stacks else [])]
+    notes += tree.notes
+    notes += [Note(NoteKind.RECORDING, n) for n in extra_notes or []]
+    return Report(
+        verdict=tree.verdict, rule=tree.rule,
+        root_cause={"pid": tree.root_cause.pid, "tid": tree.root_cause.tid,
+                    "summary": tree.root_cause.summary},
+        processes=[_process_report(pv, rec, stacks) for pv in pvs.values()],
+        window={"start": rec.start, "end": rec.end, "duration": round(rec.end - rec.start, 3)},
+        backends=rec.backends, source=source, trace_path=trace_path,
+        notes=[n.text for n in notes], lost=rec.lost, truncated=rec.truncated,
+        wait_graph=built.graph.to_json())
+
+
+def _process_report(pv: ProcessVerdict, rec: Recording,
+                    stacks: Optional[StackTable]) -> ProcessReport:
+    threads = []
+    for t in rec.threads_of(pv.pid):
+        v = pv.threads[t.tid]
+        threads.append(ThreadReport(
+            tid=t.tid, name=t.comm, state=_thread_state(t, v), verdict=v.verdict,
+            rule=v.rule, evidence=v.evidence, helper=v.helper, parked=v.parked,
+            current=current_call_text(t), counters=thread_counters(t, v, rec),
+            stack=stacks.by_thread.get((pv.pid, t.tid), []) if stacks else [],
+            last_output_ts=t.last_output_ts))
+    return ProcessReport(
+        pid=pv.pid, ppid=pv.ppid, role=pv.role.label, comm=pv.facts.comm,
+        cmdline=pv.facts.cmdline, verdict=pv.verdict, rule=pv.rule, evidence=pv.evidence,
+        waits_on=[w.to_json() for w in pv.waits_on], threads=threads,
+        exit_status=pv.exit_status, counters=_process_counters(threads))
