@@ -402,7 +402,22 @@ class SocketPeers(Event):
     outside: Dict[int, List[int]] = field(default_factory=dict)
 
 
-for _cls in (FutexOwner, SocketPeers):
+@dataclass(slots=True)
+class NcclRasStatus(Event):
+    """What NCCL's RAS service answered to ``VERBOSE STATUS`` at the end of a recording
+    (record/probes/nccl_ras.py): the raw answer in ``fmt`` ("json" or "text"), parsed by
+    analysis/nccl_ras.py. ``pid`` listens on ``host:port``; ``error`` says why there is no
+    answer (refused, timed out)."""
+    TAG: ClassVar[str] = "ras"
+    pid: int
+    host: str = ""
+    port: int = 0
+    fmt: str = "json"
+    text: str = ""
+    error: str = ""
+
+
+for _cls in (FutexOwner, SocketPeers, NcclRasStatus):
     EVENT_CLASSES[_cls.TAG] = _cls
     _FIELDS[_cls] = field_names(_cls)
     __all__.append(_cls.__name__)

@@ -25,7 +25,7 @@ from .procfs_fds import listening_sockets, read_fds, socket_table
 
 __all__ = ["Stat", "read_bytes", "read_text", "read_stat", "read_cmdline", "read_comm",
            "list_pids", "list_tids", "read_threads", "read_process_info", "read_thread_sample",
-           "read_io", "read_environ_rank", "children_map", "descendants", "find_by_name",
+           "read_io", "read_environ_rank", "read_environ_vars", "children_map", "descendants", "find_by_name",
            "pid_exists", "tgid_of", "boot_time", "TICKS_HZ",
            # re-exported from procfs_fds
            "read_fds", "socket_table", "listening_sockets"]
@@ -161,6 +161,21 @@ def read_environ_rank(pid: int, root: str = "/proc") -> Optional[str]:
                 found.append(entry.decode("utf-8", "replace"))
                 break
     return " ".join(found) or None
+
+
+def read_environ_vars(pid: int, names: Iterable[str], root: str = "/proc") -> Dict[str, str]:
+    """The values of the variables ``names`` in /proc/PID/environ (only those: hangtrace never
+    keeps a whole environment); {} when unreadable."""
+    data = read_bytes(f"{root}/{pid}/environ")
+    if not data:
+        return {}
+    want = {n.encode() + b"=": n for n in names}
+    out: Dict[str, str] = {}
+    for entry in data.split(b"\0"):
+        for prefix, name in want.items():
+            if entry.startswith(prefix) and name not in out:
+                out[name] = entry[len(prefix):].decode("utf-8", "replace")
+    return out
 
 
 _btime_cache: Dict[str, float] = {}
