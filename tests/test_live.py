@@ -79,6 +79,14 @@ CASES: Dict[str, Case] = {
         contains=["scheduler TP", "busy-waits", "launcher"],
         processes=lambda sc: {sc.pid: "blocked"}),
     "healthy_worker": Case("progressing", contains=["makes progress"]),
+    # Its only output is what it sends on a TCP socket (and the connections it makes).
+    "chatty_client": Case("progressing", duration=2.0, root=lambda sc: None,
+                          contains=["makes progress"],
+                          processes=lambda sc: {sc.pid: "progressing"}),
+    # Helper threads chat (30 B each way every 0.5 s) while rank0's main thread spins and
+    # rank1's waits forever: keep-alives are not progress.
+    "heartbeat_hang": Case("busy-waiting", duration=3.0, contains=["busy-waits", "no output"],
+                           processes=lambda sc: {int(sc.extra_fields[0]): "blocked"}),
     "parked_pool": Case("progressing", contains=["makes progress"]),
 }
 

@@ -326,12 +326,32 @@ def test_slow_peer(scenario: StartScenario) -> None:
     assert wait_until(lambda: io(writer)["wchar"] > w0, timeout=1.5)   # the writer logs
 
 
+def test_chatty_client(scenario: StartScenario) -> None:
+    sc = scenario("chatty_client", "--period", "0.2")
+    server = int(sc.extra_fields[0])
+    assert wait_until(lambda: blocked_syscall(sc.pid)[0] == "230")   # clock_nanosleep
+    assert wait_until(lambda: blocked_syscall(server)[0] == "45")    # recvfrom
+    assert socket_inodes(sc.pid), "the client holds its TCP socket"
+
+
+def test_heartbeat_hang(scenario: StartScenario) -> None:
+    sc = scenario("heartbeat_hang")
+    peer = int(sc.extra_fields[0])
+    assert len(thread_ids(sc.pid)) == 2 and len(thread_ids(peer)) == 2   # main + keep-alive
+    u0, _ = cpu_ticks(sc.pid, sc.pid)
+    time.sleep(0.5)
+    assert cpu_ticks(sc.pid, sc.pid)[0] > u0            # rank0's main thread spins
+    assert_blocked_in_futex_forever(peer, peer)         # rank1's main thread waits forever
+    helper = next(t for t in thread_ids(peer) if t != peer)
+    assert wait_until(lambda: blocked_syscall(peer, helper)[0] in ("7", "45", "35", "230"))
+
+
 # ---------------------------------------------------------------- harness
 
 def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
     tested = {"spin", "yield_spin", "lock_order_deadlock", "py_deadlock", "idle_server",
               "pipe_deadlock", "eventfd_deadlock", "dead_worker", "sglang_like", "healthy_worker", "parked_pool",
-              "shared_mutex_killed", "slow_peer"}
+              "shared_mutex_killed", "slow_peer", "chatty_client", "heartbeat_hang"}
     assert set(scenarios.available_scenarios()) == tested
     readme = (scenarios.SCENARIO_DIR / "README.md").read_text()
     for name in tested:

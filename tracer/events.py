@@ -417,7 +417,22 @@ class NcclRasStatus(Event):
     error: str = ""
 
 
-for _cls in (FutexOwner, SocketPeers, NcclRasStatus):
+@dataclass(slots=True)
+class SocketCounters(Event):
+    """The kernel's own counters of one TCP socket of ``pid`` (inet_diag's tcp_info, read by the
+    proc backend: linux/inetdiag.py): bytes and data segments sent and received since the socket
+    was created, whatever call moved them. None where the kernel does not keep the counter."""
+    TAG: ClassVar[str] = "skc"
+    pid: int
+    fd: int
+    target: str = ""
+    bytes_sent: Optional[int] = None
+    bytes_received: Optional[int] = None
+    segs_out: Optional[int] = None
+    segs_in: Optional[int] = None
+
+
+for _cls in (FutexOwner, SocketPeers, NcclRasStatus, SocketCounters):
     EVENT_CLASSES[_cls.TAG] = _cls
     _FIELDS[_cls] = field_names(_cls)
     __all__.append(_cls.__name__)

@@ -8,111 +8,20 @@ the recording window and returns a ``Recording``: everything the rules need, not
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .. import events as ev
+from ..linux.fdtarget import FdTarget, OUTPUT_KINDS, SOCKET_KINDS
+from .stats import ProcessStats, Recording, TcpTrack, ThreadStats
+from .traffic import FdTraffic, keepalive
+
+__all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
 
 # Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
 # libzmq/libuv write 8 bytes to an eventfd, asyncio and signal wakeup fds write 1 byte.
 WAKEUP_MAX_BYTES = 8
 MAX_FUTEX_ADDRS = 4096
-
-
-@dataclass
-class ThreadStats:
-    pid: int
-    tid: int
-    comm: str = ""
-    first_ts: Optional[float] = None
-    last_ts: Optional[float] = None
-    syscalls: Counter = field(default_factory=Counter)      # name -> completed calls
-    syscall_time: float = 0.0                               # seconds inside syscalls
-    durations_known: bool = True
-    output_bytes: int = 0                                   # to files, pipes, sockets, ttys
-    output_writes: int = 0
-    output_targets: Counter = field(default_factory=Counter)  # target text -> bytes
-    last_output_ts: Optional[float] = None                  # time of the last output write
-    unjudged_writes: int = 0                                # small writes to unknown fds
-    eventfd_writes: int = 0
-    wakeup_writes: int = 0                                  # small writes to internal fds
-    input_bytes: int = 0                                    # reads from sockets/pipes/files
-    accepts: int = 0
-    file_reads: int = 0
-    futex_waits: int = 0
-    futex_waits_timeout: int = 0
-    futex_timeouts: int = 0                                 # ETIMEDOUT results
-    futex_wakes: int = 0
-    polls: int = 0
-    poll_timeouts: int = 0                                  # returned 0 / ETIMEDOUT
-    poll_infinite: int = 0
-    poll_timeout_values: Counter = field(default_factory=Counter)  # seconds -> calls
-    poll_fd_kinds: Counter = field(default_factory=Counter)
-    sleeps: int = 0
-    yields: int = 0
-    ioctls: Counter = field(default_factory=Counter)        # (fd_kind, request, name) -> n
-    ongoing: Optional[ev.Syscall] = None                    # still blocked in it at the end
-    last_call: Optional[ev.Syscall] = None
-    exited_at: Optional[float] = None
-    started_at: Optional[float] = None                      # born during the recording
-    # /proc samples
-    samples: int = 0
-    first_sample: Optional[ev.ThreadSample] = None
-    last_sample: Optional[ev.ThreadSample] = None
-    states: Counter = field(default_factory=Counter)
-    cpu: Optional[ev.ThreadCpu] = None                      # kernel-measured CPU (eBPF)
-    sample_calls: Counter = field(default_factory=Counter)  # /proc syscall text (no sp/pc)
-
-    @property
-    def total_syscalls(self) -> int:
-        return sum(self.syscalls.values())
-
-    @property
-    def is_main(self) -> bool:
-        return self.pid == self.tid
-
-
-@dataclass
-class ProcessStats:
-    pid: int
-    info: Optional[ev.ProcessInfo] = None
-    first_info: Optional[ev.ProcessInfo] = None
-    exited: Optional[ev.ProcessExit] = None
-    exec_seen: bool = False
-    first_io: Optional[ev.ProcessIO] = None
-    last_io: Optional[ev.ProcessIO] = None
-    signals: Counter = field(default_factory=Counter)
-
-
-@dataclass
-class Recording:
-    """What the rules see: the window, per-thread and per-process stats, and what was missing."""
-    start: float
-    end: float
-    threads: Dict[Tuple[int, int], ThreadStats]
-    processes: Dict[int, ProcessStats]
-    backends: List[str]
-    capabilities: Dict[str, bool]
-    lost: int = 0
-    lost_reasons: List[str] = field(default_factory=list)
-    truncated: bool = False
-    futex_wakers: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # addr -> (pid, tid)
-    roots: List[int] = field(default_factory=list)
-
-    @property
-    def window(self) -> float:
-        return max(self.end - self.start, 1e-9)
-
-    def threads_of(self, pid: int) -> List[ThreadStats]:
-        return sorted((t for (p, _), t in self.threads.items() if p == pid), key=lambda t: t.tid)
-
-    @property
-    def has_syscalls(self) -> bool:
-        return any(b.startswith("strace") or b == "ebpf" for b in self.backends)
-
-    @property
-    def has_samples(self) -> bool:
-        return "proc" in self.backends
+MAX_FDS_TRACKED = 64        # socket fds followed per thread (bounded memory)
 
 
 def _strip_sp_pc(text: str) -> str:
@@ -151,6 +60,7 @@ class Accumulator:
             ev.ThreadExit: self._on_thread_exit, ev.ThreadStart: self._on_thread_start,
             ev.ProcessExec: self._on_exec, ev.SignalDelivered: self._on_signal,
             ev.Lost: self._on_lost, ev.ThreadCpu: self._on_cpu,
+            ev.SocketCounters: self._on_socket_counters,
         }
         for info in processes or []:
             self._process_info(info)
@@ -205,16 +115,15 @@ class Accumulator:
         if internal and target in internal:
             return True
         # strace -yy prints socketpairs as UNIX-STREAM:[a->b]: internal if both inodes are ours.
-        if "->" in target and target.startswith("UNIX"):
-            inside = target[target.find("[") + 1:target.rfind("]")]
-            a, _, b = inside.partition("->")
-            inodes = self._inodes.get(pid)
-            if inodes is None:
-                info = self.processes.get(pid)
-                inodes = {f.inode for f in info.info.fds} if info and info.info else set()
-                self._inodes[pid] = inodes
-            return a.isdigit() and b.isdigit() and int(a) in inodes and int(b) in inodes
-        return False
+        t = FdTarget.parse(target)
+        if t.kind != "unix" or t.inode is None or t.peer_inode is None:
+            return False
+        inodes = self._inodes.get(pid)
+        if inodes is None:
+            info = self.processes.get(pid)
+            inodes = {f.inode for f in info.info.fds} if info and info.info else set()
+            self._inodes[pid] = inodes
+        return t.inode in inodes and t.peer_inode in inodes
 
     # ------------------------------------------------------------------ feeding
     def feed(self, e: ev.Event) -> None:
@@ -261,6 +170,18 @@ class Accumulator:
         if t.cpu is None or e.ts - e.since >= t.cpu.ts - t.cpu.since:
             t.cpu = e
 
+    def _on_socket_counters(self, e: ev.SocketCounters) -> None:
+        p = self._process(e.pid)
+        tr = p.tcp.get(e.fd)
+        if tr is None or tr.target != e.target:       # a new socket behind the fd number
+            if tr is None and len(p.tcp) >= MAX_FDS_TRACKED:
+                return
+            p.tcp[e.fd] = TcpTrack(e.fd, e.target, e, e)
+            return
+        if (e.segs_out or 0) > (tr.last.segs_out or 0):
+            tr.send_readings += 1
+        tr.last = e
+
     def _on_lost(self, e: ev.Lost) -> None:
         self.lost += e.count
         if e.reason and e.reason not in self.lost_reasons:
@@ -289,6 +210,8 @@ class Accumulator:
                 t.sleeps += 1
             elif e.name == "sched_yield":
                 t.yields += 1
+            elif e.name == "connect":
+                self._connect(t, e)
         elif kind is ev.WriteCall:
             self._write(t, e)  # type: ignore[arg-type]
         elif kind is ev.FutexCall:
@@ -316,11 +239,33 @@ class Accumulator:
         if e.name.startswith("accept"):
             if e.ret is not None and e.ret >= 0:
                 t.accepts += 1
-        elif e.ret and e.ret > 0 and e.fd_kind != "eventfd" \
-                and not self.is_internal(e.pid, e.fd_target):
-            t.input_bytes += e.ret
-            if e.fd_kind == "file":
-                t.file_reads += 1
+            return
+        if not e.ret or e.ret <= 0 or e.fd_kind == "eventfd" \
+                or self.is_internal(e.pid, e.fd_target):
+            return
+        if e.fd_kind in SOCKET_KINDS and e.fd is not None:
+            tr = self._traffic(t, e)
+            if tr is not None:
+                tr.receive(e.ret)
+        t.input_bytes += e.ret
+        if e.fd_kind == "file":
+            t.file_reads += 1
+
+    @staticmethod
+    def _traffic(t: ThreadStats, e: ev.Syscall) -> Optional[FdTraffic]:
+        tr = t.sockets.get(e.fd)  # type: ignore[arg-type]
+        if tr is None:
+            if len(t.sockets) >= MAX_FDS_TRACKED:
+                return None
+            tr = t.sockets[e.fd] = FdTraffic(e.fd, e.fd_target or "", e.fd_kind)  # type: ignore
+        return tr
+
+    def _connect(self, t: ThreadStats, e: ev.Syscall) -> None:
+        """A connection made (or under way: EINPROGRESS) counts as doing something outside."""
+        if e.err in (None, "EINPROGRESS") and (e.ret is None or e.ret >= -1):
+            t.connects += 1
+            if len(t.connect_targets) < 32:
+                t.connect_targets[e.fd_target or f"fd {e.fd}"] += 1
 
     def _write(self, t: ThreadStats, e: ev.WriteCall) -> None:
         n = max(e.nbytes, 0)
@@ -342,17 +287,25 @@ class Accumulator:
                 and self.is_internal(e.pid, e.fd_target):
             t.wakeup_writes += 1
             return
-        if kind in ev.OUTPUT_FD_KINDS:
+        if kind == "null":
+            t.null_writes += 1
+        elif kind in SOCKET_KINDS and e.fd is not None:
+            tr = self._traffic(t, e)
+            if tr is not None:
+                tr.send(e.ts, n)
+            else:                       # too many sockets to follow: count it as output
+                self._output(t, e, n)
+        elif kind in OUTPUT_KINDS:
             self._output(t, e, n)
 
     @staticmethod
     def _output(t: ThreadStats, e: ev.WriteCall, n: int) -> None:
-        t.output_bytes += n
-        t.output_writes += 1
-        t.last_output_ts = e.ts
-        label = f"fd {e.fd} ({e.fd_target})" if e.fd_target else f"fd {e.fd}"
-        if len(t.output_targets) < 32 or label in t.output_targets:
-            t.output_targets[label] += n
+        t.plain_bytes += n
+        t.plain_writes += 1
+        t.plain_last_ts = e.ts
+        label = _fd_label(e.fd, e.fd_target)
+        if len(t.plain_targets) < 32 or label in t.plain_targets:
+            t.plain_targets[label] += n
 
     def _futex(self, t: ThreadStats, e: ev.FutexCall) -> None:
         op = e.op
@@ -384,11 +337,41 @@ class Accumulator:
     def finish(self, end: Optional[float] = None, *, truncated: bool = False) -> Recording:
         start = self.start if self.start is not None else 0.0
         stop = end if end is not None else (self.last_ts if self.last_ts is not None else start)
+        window = max(stop - start, 1e-9)
+        for t in self.threads.values():
+            _judge_output(t, window)
         return Recording(start=start, end=max(stop, start), threads=self.threads,
                          processes=self.processes, backends=self.backends,
                          capabilities=self.capabilities, lost=self.lost,
                          lost_reasons=self.lost_reasons, truncated=truncated,
                          futex_wakers=self.futex_wakers, roots=self.roots)
+
+
+def _fd_label(fd: Optional[int], target: Optional[str]) -> str:
+    if fd is None:
+        return "an fd not seen opened"
+    return f"fd {fd} ({target})" if target else f"fd {fd}"
+
+
+def _judge_output(t: ThreadStats, window: float) -> None:
+    """The thread's output: plain writes plus socket traffic that is not a keep-alive
+    (traffic.keepalive). Recomputed from the accumulated state at every finish()."""
+    t.output_bytes, t.output_writes = t.plain_bytes, t.plain_writes
+    t.output_targets = Counter(t.plain_targets)
+    t.last_output_ts = t.plain_last_ts
+    t.keepalives = []
+    for tr in t.sockets.values():
+        if tr.sends == 0:
+            continue
+        if keepalive(tr, window):
+            t.keepalives.append(tr)
+            continue
+        t.output_bytes += tr.sent
+        t.output_writes += tr.sends
+        t.output_targets[_fd_label(tr.fd, tr.target)] += tr.sent
+        if tr.last_send is not None and (t.last_output_ts is None
+                                         or tr.last_send > t.last_output_ts):
+            t.last_output_ts = tr.last_send
 
 
 def _as_dict(info: ev.ProcessInfo) -> dict:

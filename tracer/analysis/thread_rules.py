@@ -10,13 +10,16 @@ tree rules decide whether that is a deadlock), idle, exited, unknown.
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from ..gpu.nvidia import NV_ESCAPES, is_nv_escape
 from ..linux.syscall_table import parse_proc_syscall
 from .accumulate import ProcessStats, Recording, ThreadStats
 from .gpu_rules import rule_gpu_yield_wait
 from .roles import helper_kind
+from .traffic import FdTraffic, keepalive
+from .traffic import describe as describe_traffic
+from .traffic import from_counters as counters_traffic
 from .waits import blocking_wait, cpu_use, wait_from_proc
 from .verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
                       PROGRESSING, SPIN_CPU, UNKNOWN, WAIT_NAMES, YIELD_MIN_RATE, ThreadContext,
@@ -34,7 +37,16 @@ def _bytes(n: int) -> str:
 
 
 def _no_output(c: ThreadContext) -> bool:
-    return c.t.output_bytes == 0 and c.t.accepts == 0
+    return c.t.output_bytes == 0 and c.t.accepts == 0 and c.t.connects == 0
+
+
+def _keepalive_evidence(t: ThreadStats) -> List[str]:
+    """Heartbeats the thread exchanged (traffic.keepalive): named, and said not to be output."""
+    if not t.keepalives:
+        return []
+    first = describe_traffic(t.keepalives[0])
+    more = f" and {len(t.keepalives) - 1} more" if len(t.keepalives) > 1 else ""
+    return [f"keep-alive traffic, not output: {first}{more}"]
 
 
 def _spin_evidence(c: ThreadContext) -> List[str]:
@@ -63,17 +75,38 @@ def rule_wrote_output(c: ThreadContext) -> Optional[ThreadVerdict]:
     return ThreadVerdict(PROGRESSING, "wrote-output", ev_)
 
 
-def process_output_bytes(p: ProcessStats) -> int:
-    """Bytes a process surely wrote for the outside world, from /proc counters alone.
+def socket_traffic(p: ProcessStats, window: float) -> Tuple[int, int, List[FdTraffic]]:
+    """(bytes sent on its TCP sockets, of which output, the keep-alive sockets) from the
+    kernel's TCP counters (the proc backend's SocketCounters; traffic.keepalive judges)."""
+    total = output = 0
+    beats: List[FdTraffic] = []
+    for tr in p.tcp.values():
+        sent = tr.delta("bytes_sent")
+        total += sent
+        traffic = counters_traffic(tr.fd, tr.target, tr.delta("segs_out"), sent,
+                                   tr.delta("segs_in"), tr.delta("bytes_received"))
+        if sent and keepalive(traffic, window):
+            beats.append(traffic)
+        else:
+            output += sent
+    return total, output, beats
 
-    /proc/PID/io counts every write: eventfd and wake-up writes move at most 8 bytes each, so
-    what exceeds 8 bytes per write syscall is real output. Regular files opened for writing whose
-    position advanced between two fd-table reads count too.
+
+def process_output_bytes(p: ProcessStats, window: float = 0.0) -> int:
+    """Bytes a process surely wrote for the outside world, from /proc and kernel counters.
+
+    /proc/PID/io counts every write(2): eventfd and wake-up writes move at most 8 bytes each, so
+    what exceeds 8 bytes per write syscall is real output, less what went to TCP sockets (which
+    the sockets' own counters judge: a keep-alive is not output). Bytes sent on TCP sockets that
+    are not keep-alives count, and so do regular files opened for writing whose position advanced
+    between two fd-table reads.
     """
     total = 0
+    sent, socket_output, _ = socket_traffic(p, window)
     a, b = p.first_io, p.last_io
     if a is not None and b is not None:
-        total += max(0, (b.wchar - a.wchar) - 8 * (b.syscw - a.syscw))
+        total += max(0, (b.wchar - a.wchar) - 8 * (b.syscw - a.syscw) - sent)
+    total += socket_output
     if p.first_info is not None and p.info is not None:
         before = {f.fd: f for f in p.first_info.fds if f.kind == "file" and "w" in (f.mode or "")}
         for f in p.info.fds:
@@ -89,7 +122,7 @@ def rule_process_output(c: ThreadContext) -> Optional[ThreadVerdict]:
     threads that ran while it was written."""
     if c.rec.has_syscalls:
         return None
-    n = process_output_bytes(c.proc)
+    n = process_output_bytes(c.proc, c.rec.window)
     a, b = c.t.first_sample, c.t.last_sample
     ran = (c.cpu is not None and c.cpu.fraction > 0.01) or (
         a is not None and b is not None and a.run_count is not None
@@ -106,6 +139,15 @@ def rule_served_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
         return None
     return ThreadVerdict(PROGRESSING, "served-connections",
                          [f"accepted {c.t.accepts} connections"])
+
+
+def rule_made_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
+    t = c.t
+    if t.connects <= 0:
+        return None
+    where = ", ".join(k for k, _ in t.connect_targets.most_common(3))
+    return ThreadVerdict(PROGRESSING, "made-connections",
+                         [f"made {t.connects} connections ({c.rate(t.connects)}) to {where}"])
 
 
 def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -127,7 +169,7 @@ def _rm_controls(t: ThreadStats) -> int:
 
 
 def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
-    if c.cpu is None or c.cpu.fraction < SPIN_CPU or not _no_output(c):
+    if c.cpu is None or c.cpu.demand < SPIN_CPU or not _no_output(c):
         return None
     n = _rm_controls(c.t)
     if n == 0 or n / c.rec.window > 20:
@@ -153,10 +195,10 @@ def rule_yield_loop(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 
 def rule_cpu_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
-    if c.cpu is None or c.cpu.fraction < SPIN_CPU or not _no_output(c):
+    if c.cpu is None or c.cpu.demand < SPIN_CPU or not _no_output(c):
         return None
     if c.t.samples and c.t.states.get("R", 0) == 0 and c.cpu.source == "samples" \
-            and c.cpu.fraction < 0.8:
+            and c.cpu.demand < 0.8:
         return None
     return ThreadVerdict(BUSY, "cpu-spin", _spin_evidence(c) + ["no output"], cpu=c.cpu)
 
@@ -235,6 +277,12 @@ def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
                         "signalling a loop that never produces output")
     if t.wakeup_writes:
         evidence.append(f"{t.wakeup_writes} wake-up writes to its own pipe/socketpair")
+    evidence += _keepalive_evidence(t)
+    if not c.rec.has_syscalls:
+        beats = socket_traffic(c.proc, c.rec.window)[2]
+        if beats:
+            evidence.append("the process exchanged keep-alives, not output: "
+                            + describe_traffic(beats[0]))
     a, b = c.proc.first_io, c.proc.last_io
     if not c.rec.has_syscalls and a is not None and b is not None and b.syscw > a.syscw:
         evidence.append(f"the process made {b.syscw - a.syscw} write calls of at most 8 bytes "
@@ -263,7 +311,8 @@ def rule_sleeping(c: ThreadContext) -> Optional[ThreadVerdict]:
     w = c.wait
     if w is None:
         return None
-    return ThreadVerdict(IDLE, "timed-wait", [f"waits in {w.describe()}"], wait=w, cpu=c.cpu)
+    return ThreadVerdict(IDLE, "timed-wait", [f"waits in {w.describe()}"]
+                         + _keepalive_evidence(c.t), wait=w, cpu=c.cpu)
 
 
 def rule_quiet(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -274,14 +323,37 @@ def rule_quiet(c: ThreadContext) -> Optional[ThreadVerdict]:
     ev_ = [f"{n} syscalls, no output, no spin" if c.rec.has_syscalls else "no output, no spin"]
     if c.cpu is not None:
         ev_.insert(0, c.cpu.describe(c.rec.window))
-    return ThreadVerdict(IDLE, "quiet", ev_, cpu=c.cpu)
+    return ThreadVerdict(IDLE, "quiet", ev_ + _keepalive_evidence(t), cpu=c.cpu)
 
 
 THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
-    rule_exited, rule_wrote_output, rule_process_output, rule_served_connections, rule_varied_work,
+    rule_exited, rule_wrote_output, rule_process_output, rule_served_connections,
+    rule_made_connections, rule_varied_work,
     rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_waits_for_input,
     rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,
 ]
+
+
+KEEPALIVE_HELPER = ("keep-alive thread (exchanges small messages with a peer at a steady "
+                    "period, like NCCL's RAS thread)")
+
+
+def _helper_by_behaviour(c: ThreadContext, v: ThreadVerdict) -> Optional[str]:
+    """Logs and unnamed library threads carry no telling names: know a helper by what it does.
+    Without per-thread syscalls (proc backend), a thread in a timed-wakeup loop of a process
+    whose only socket traffic is keep-alives is taken for the keep-alive thread."""
+    t = c.t
+    if t.output_bytes or t.accepts or t.connects:
+        return None
+    if t.poll_fd_kinds.get("nvidia"):
+        return "GPU event poller (polls /dev/nvidia* fds, like libcuda's cuda-EvtHandlr)"
+    if t.keepalives:
+        return KEEPALIVE_HELPER
+    if not c.rec.has_syscalls and v.rule == "periodic-wakeups":
+        _, socket_output, beats = socket_traffic(c.proc, c.rec.window)
+        if beats and not socket_output:
+            return KEEPALIVE_HELPER + ", judged from its process's TCP counters"
+    return None
 
 
 def judge_thread(t: ThreadStats, rec: Recording, proc: ProcessStats) -> ThreadVerdict:
@@ -292,10 +364,8 @@ def judge_thread(t: ThreadStats, rec: Recording, proc: ProcessStats) -> ThreadVe
     for rule in THREAD_RULES:
         v = rule(ctx)
         if v is not None:
-            if helper is None and not t.is_main and v.verdict in (BUSY, IDLE) \
-                    and t.poll_fd_kinds.get("nvidia") and not t.output_bytes:
-                # Logs carry no thread names: know libcuda's event thread by what it does.
-                helper = "GPU event poller (polls /dev/nvidia* fds, like libcuda's cuda-EvtHandlr)"
+            if helper is None and not t.is_main and v.verdict in (BUSY, IDLE):
+                helper = _helper_by_behaviour(ctx, v)
             v.helper = helper
             if v.wait is None:
                 v.wait = ctx.wait

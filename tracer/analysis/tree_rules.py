@@ -67,7 +67,10 @@ def _pick(pvs: Mapping[int, ProcessVerdict], verdict: Verdict) -> Optional[Proce
     hits = [pv for pv in pvs.values() if pv.verdict == verdict]
     if not hits:
         return None
-    return max(hits, key=lambda pv: (len(_waiters(pvs, pv.pid)), _depth(pvs, pv.pid), -pv.pid))
+    # The process others wait for; then one whose own main thread shows the verdict (not a
+    # helper thread's chatter); then the deepest (a worker before its launcher).
+    return max(hits, key=lambda pv: (len(_waiters(pvs, pv.pid)), pv.key_tid == pv.pid,
+                                     _depth(pvs, pv.pid), -pv.pid))
 
 
 def _chain_text(pvs: Mapping[int, ProcessVerdict], start: ProcessVerdict) -> str:

@@ -172,23 +172,46 @@ class CpuUse:
     fraction: float
     seconds: float
     source: str   # "samples" (measured) or "strace" (time outside syscalls, inferred)
+    # On CPU or waiting for one (schedstat's run + run-queue wait): a spinning thread wants the
+    # CPU all the time even when other work on a busy machine keeps it off it.
+    runnable: Optional[float] = None
+
+    @property
+    def demand(self) -> float:
+        """The fraction of the window the thread wanted the CPU (on it or runnable)."""
+        return max(self.fraction, self.runnable or 0.0)
 
     def describe(self, window: float) -> str:
         if self.source == "samples":
-            return f"on CPU {self.fraction:.0%} of {window:.1f} s (+{self.seconds:.2f} s CPU)"
+            text = f"on CPU {self.fraction:.0%} of {window:.1f} s (+{self.seconds:.2f} s CPU)"
+            if self.runnable is not None and self.runnable >= self.fraction + 0.2:
+                text += (f", runnable {self.runnable:.0%} (the rest it waited for a CPU the "
+                         "machine gave to others)")
+            return text
         return (f"outside syscalls {self.fraction:.0%} of {window:.1f} s "
                 "(on CPU or runnable, from strace timing)")
+
+
+def _runnable(t: "ThreadStats") -> Optional[float]:
+    """From /proc samples: the fraction of the time between the first and last sample that the
+    thread was on a CPU or waiting in a run queue for one (schedstat run + wait)."""
+    a, b = t.first_sample, t.last_sample
+    if a is None or b is None or b.ts <= a.ts or None in (a.run_ns, a.wait_ns, b.run_ns,
+                                                         b.wait_ns):
+        return None
+    wanted = (b.run_ns + b.wait_ns) - (a.run_ns + a.wait_ns)  # type: ignore[operator]
+    return min(1.0, max(0.0, wanted / 1e9 / (b.ts - a.ts)))
 
 
 def cpu_use(t: "ThreadStats", rec: "Recording") -> Optional[CpuUse]:
     if t.cpu is not None and t.cpu.ts > t.cpu.since:
         secs = t.cpu.on_cpu_ns / 1e9
-        return CpuUse(min(1.0, secs / (t.cpu.ts - t.cpu.since)), secs, "samples")
+        return CpuUse(min(1.0, secs / (t.cpu.ts - t.cpu.since)), secs, "samples", _runnable(t))
     a, b = t.first_sample, t.last_sample
     if a is not None and b is not None and b.ts > a.ts:
         secs = ((b.utime + b.stime) - (a.utime + a.stime)) / float(b.ticks_hz or 100)
         span = b.ts - a.ts
-        return CpuUse(min(1.0, max(0.0, secs / span)), secs, "samples")
+        return CpuUse(min(1.0, max(0.0, secs / span)), secs, "samples", _runnable(t))
     if not rec.has_syscalls or not rec.capabilities.get("durations", True) \
             or not rec.capabilities.get("timestamps", True) or not t.durations_known:
         return None

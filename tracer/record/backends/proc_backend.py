@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from ...linux import procfs
-from ...events import ProcessExit, ProcessInfo, ThreadExit, ThreadStart
+from ...linux.inetdiag import tcp_counters
+from ...events import ProcessExit, ProcessInfo, SocketCounters, ThreadExit, ThreadStart
 from ...linux.procfs_fds import SocketEntry, listening_sockets, read_fds_checked, socket_table
 from .base import Backend, Emit, TargetSet
 
@@ -76,6 +77,13 @@ class _Tracked:
     signature: Optional[tuple] = None
     next_info: float = 0.0
     exited: bool = False
+    tcp: Dict[int, Tuple[int, str]] = field(default_factory=dict)   # inode -> (fd, target)
+    counters: Dict[int, tuple] = field(default_factory=dict)        # inode -> last emitted
+
+
+def _tcp_fds(info: Optional[ProcessInfo]) -> Dict[int, Tuple[int, str]]:
+    return {f.inode: (f.fd, f.target) for f in (info.fds if info else [])
+            if f.kind == "tcp" and f.inode}
 
 
 @dataclass
@@ -107,11 +115,13 @@ class ProcBackend(Backend):
     name = "proc"
 
     def __init__(self, rate_hz: float = 10.0, root: str = "/proc",
-                 info_interval: float = 1.0) -> None:
+                 info_interval: float = 1.0, socket_interval: float = 0.5) -> None:
         super().__init__()
         self.interval = 1.0 / rate_hz
         self.root = root
         self.info_interval = info_interval
+        self.socket_interval = socket_interval
+        self._next_sockets = 0.0
         self.ticks = 0
         self.last_tick_s = 0.0
         self.max_tick_s = 0.0
@@ -151,7 +161,7 @@ class ProcBackend(Backend):
             info = procfs.read_process_info(pid, self.root)
             tids = set(info.threads) if info else set(procfs.list_tids(pid, self.root))
             self._tracked[pid] = _Tracked(tids, _info_signature(info) if info else None,
-                                          time.time() + self.info_interval)
+                                          time.time() + self.info_interval, tcp=_tcp_fds(info))
 
     def stop(self) -> None:
         self._stop.set()
@@ -185,6 +195,9 @@ class ProcBackend(Backend):
             sockets: Dict[str, Dict[int, SocketEntry]] = {}
             for pid in self._targets.pids():
                 self._sample_process(pid, sockets)
+            if time.monotonic() >= self._next_sockets:
+                self._next_sockets = time.monotonic() + self.socket_interval
+                self._sample_sockets()
             self.last_tick_s = time.perf_counter() - t0
             self.max_tick_s = max(self.max_tick_s, self.last_tick_s)
             self.ticks += 1
@@ -206,7 +219,7 @@ class ProcBackend(Backend):
             if info is None:
                 continue  # born and gone within one tick: nothing to say about it
             self._tracked[pid] = _Tracked(set(info.threads), _info_signature(info),
-                                          time.time() + self.info_interval)
+                                          time.time() + self.info_interval, tcp=_tcp_fds(info))
             self._emit(info)
             if added:
                 self._emit(ThreadStart(ts=info.ts, pid=pid, tid=pid, parent_tid=info.ppid,
@@ -283,7 +296,32 @@ class ProcBackend(Backend):
             return
         info.fds = fds
         info.listening = listening_sockets(pid, root, fds=fds, sockets=sockets[netns])
+        tr.tcp = _tcp_fds(info)
         sig = _info_signature(info)
         if sig != tr.signature:
             tr.signature = sig
             self._emit(info)
+
+    def _sample_sockets(self) -> None:
+        """TCP counters of the targets' sockets (linux/inetdiag.py), emitted when they moved:
+        socket sends are invisible in /proc/PID/io. Only this network namespace is visible."""
+        assert self._emit is not None
+        wanted = [(pid, tr) for pid, tr in self._tracked.items() if tr.tcp and not tr.exited]
+        if not wanted or self.root != "/proc":
+            return
+        table = tcp_counters()
+        if table is None:
+            self._error("inetdiag", "proc: TCP counters (NETLINK_SOCK_DIAG) not readable: "
+                        "socket sends are not seen without a syscall backend")
+            return
+        now = time.time()
+        for pid, tr in wanted:
+            for inode, (fd, target) in tr.tcp.items():
+                c = table.get(inode)
+                if c is None:
+                    continue
+                values = (c.bytes_sent, c.bytes_received, c.segs_out, c.segs_in)
+                if tr.counters.get(inode) == values:
+                    continue
+                tr.counters[inode] = values
+                self._emit(SocketCounters(now, pid, fd, target, *values))

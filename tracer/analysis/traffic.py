@@ -1,0 +1,114 @@
+"""Traffic on one socket fd of one thread, and what tells a keep-alive from output.
+
+Contract:
+- ``FdTraffic`` accumulates, for one (thread, fd), the sends and receives a syscall backend saw:
+  calls, bytes, smallest and largest message, first and last send, and the spread of the
+  intervals between sends (Welford's running mean and variance). eBPF's in-kernel counts fill
+  the same fields except the intervals (``merge_counts``).
+- ``keepalive(tr, window)`` is a pure predicate: small messages at a steady period in both
+  directions, with near-constant sizes, is a heartbeat (NCCL's RAS keep-alives, PyTorch's TCPStore
+  heartbeat, ZeroMQ heartbeats, a health check answered by a health check), which keeps a
+  connection alive and says nothing about progress; anything else sent on a socket is output.
+  It decides by behaviour only: thread and peer names are never consulted.
+Thresholds: a keep-alive message carries at most ``SMALL`` bytes (NCCL RAS: ~30 B; TCPStore
+check: a few bytes), its size varies by at most max(``SIZE_SLACK`` B, a quarter), it comes at
+most ``MAX_RATE`` times a second each way, and with three sends or more its intervals vary by
+at most ``MAX_CV`` of their mean (a steady period).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+SMALL = 256
+SIZE_SLACK = 32
+MAX_RATE = 20.0
+MAX_CV = 0.6
+
+
+@dataclass
+class FdTraffic:
+    fd: int
+    target: str = ""
+    kind: Optional[str] = None
+    sends: int = 0
+    sent: int = 0
+    min_send: Optional[int] = None
+    max_send: int = 0
+    first_send: Optional[float] = None
+    last_send: Optional[float] = None
+    receives: int = 0
+    received: int = 0
+    max_receive: int = 0
+    gaps: int = 0                 # Welford over the intervals between sends
+    gap_mean: float = 0.0
+    gap_m2: float = 0.0
+
+    def send(self, ts: float, n: int) -> None:
+        if self.last_send is not None and ts >= self.last_send:
+            gap = ts - self.last_send
+            self.gaps += 1
+            d = gap - self.gap_mean
+            self.gap_mean += d / self.gaps
+            self.gap_m2 += d * (gap - self.gap_mean)
+        if self.first_send is None:
+            self.first_send = ts
+        self.last_send = ts
+        self.sends += 1
+        self.sent += n
+        self.min_send = n if self.min_send is None else min(self.min_send, n)
+        self.max_send = max(self.max_send, n)
+
+    def receive(self, n: int) -> None:
+        self.receives += 1
+        self.received += n
+        self.max_receive = max(self.max_receive, n)
+
+    @property
+    def gap_cv(self) -> Optional[float]:
+        """Coefficient of variation of the intervals between sends (None: fewer than 2)."""
+        if self.gaps < 2 or self.gap_mean <= 0:
+            return None
+        return math.sqrt(self.gap_m2 / (self.gaps - 1)) / self.gap_mean
+
+    def period(self) -> Optional[float]:
+        if self.gaps >= 1 and self.gap_mean > 0:
+            return self.gap_mean
+        return None
+
+
+def keepalive(tr: FdTraffic, window: float) -> bool:
+    """Whether the traffic on this fd is a heartbeat, not output (module doc)."""
+    if tr.sends == 0 or tr.receives == 0 or tr.sent == 0:
+        return False
+    if tr.max_send > SMALL or tr.max_receive > SMALL:
+        return False
+    low = tr.min_send if tr.min_send is not None else tr.max_send
+    if tr.max_send - low > max(SIZE_SLACK, tr.max_send // 4):
+        return False
+    if window > 0 and (tr.sends / window > MAX_RATE or tr.receives / window > MAX_RATE):
+        return False
+    cv = tr.gap_cv
+    return tr.sends < 3 or cv is None or cv <= MAX_CV
+
+
+def from_counters(fd: int, target: str, sends: int, sent: int, receives: int,
+                  received: int) -> FdTraffic:
+    """A socket's traffic as the kernel's counters show it (no sizes per message, no times):
+    every message taken at the average size."""
+    avg_out = sent // sends if sends else 0
+    avg_in = received // receives if receives else 0
+    return FdTraffic(fd, target, "tcp", sends=sends, sent=sent, min_send=avg_out,
+                     max_send=avg_out, receives=receives, received=received,
+                     max_receive=avg_in)
+
+
+def describe(tr: FdTraffic) -> str:
+    """'fd 5 (TCP:[..]): 12 messages of 30 B each way, every 0.50 s' for the evidence."""
+    where = f"fd {tr.fd} ({tr.target})" if tr.target else f"fd {tr.fd}"
+    size = f"{tr.min_send}-{tr.max_send} B" if tr.min_send != tr.max_send else f"{tr.max_send} B"
+    period = tr.period()
+    every = f", every {period:.2f} s" if period else ""
+    return (f"{where}: {tr.sends} sends of {size} and {tr.receives} receives "
+            f"(at most {tr.max_receive} B){every}")
