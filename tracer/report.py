@@ -78,6 +78,8 @@ class Report:
     truncated: bool = False
     # {"nodes", "edges", "cycle", "proof"} (tracer/analysis/waitgraph.py), None when not built
     wait_graph: Optional[Dict[str, Any]] = None
+    # ranks grouped by their main thread's Python stack (analysis/stack_groups.py)
+    rank_stacks: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -93,4 +95,4 @@ class Report:
                 "notes": self.notes, "lost_events": self.lost, "truncated": self.truncated,
                 "exit_code": self.exit_code,
                 "processes": [p.to_json() for p in self.processes],
-                "wait_graph": self.wait_graph}
+                "wait_graph": self.wait_graph, "rank_stacks": self.rank_stacks}

@@ -31,6 +31,7 @@ class Analyzer:
         self.gpu = GpuAccumulator()
         self.stacks = StackTable()
         self.facts = WaitFacts()      # what the end-of-recording probes found (wait graph)
+        self.ras: List[ev.NcclRasStatus] = []     # what NCCL's RAS service answered
         self.source = source
 
     def feed(self, event: ev.Event) -> None:
@@ -40,6 +41,8 @@ class Analyzer:
             self.stacks.feed(event)  # type: ignore[arg-type]
         elif type(event) in _FACTS:
             self.facts.feed(event)
+        elif type(event) is ev.NcclRasStatus:
+            self.ras.append(event)  # type: ignore[arg-type]
         else:
             self.acc.feed(event)
 
@@ -53,6 +56,8 @@ class Analyzer:
                 feed_stack(e)  # type: ignore[arg-type]
             elif type(e) in _FACTS:
                 self.facts.feed(e)
+            elif type(e) is ev.NcclRasStatus:
+                self.ras.append(e)  # type: ignore[arg-type]
             else:
                 feed(e)
 
@@ -61,7 +66,7 @@ class Analyzer:
         rec = self.acc.finish(end, truncated=truncated)
         return build_report(rec, source=self.source, trace_path=trace_path,
                             extra_notes=list(extra_notes), gpus=self.gpu.gpus,
-                            stacks=self.stacks, facts=self.facts)
+                            stacks=self.stacks, facts=self.facts, ras=self.ras)
 
     # ------------------------------------------------------------------ for the probes
     def futex_waits(self, pids: Iterable[int]) -> List[ev.FutexCall]:

@@ -17,23 +17,37 @@ Contract: pure functions of the recording, the thread verdicts and the NVML read
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, List, Mapping, Set
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Set
 
 from ..linux.fdtarget import FdTarget
 from .accumulate import Recording
 from .gpu_rules import MOST, GpuStats
 from .process_facts import ProcessFacts
-from .verdict import BUSY, EXITED, PROGRESSING, UNKNOWN, ThreadVerdict
+from .nccl_ras import RasStatus, lagging_ranks, missing_ranks
+from .verdict import BLOCKED, BUSY, EXITED, PROGRESSING, UNKNOWN, ThreadVerdict, _StrEnum
 
 _SOCKETS = ("tcp", "unix", "socket")
 
 
+class LagSource(_StrEnum):
+    """What showed that a rank is behind (most to least direct)."""
+    RAS = "NCCL RAS"             # the job's own counts (operations launched per rank)
+    EXIT = "exit"                # the rank died while its peers wait in a collective
+    NVML = "NVML"                # its GPU idle while a peer spins on a busy GPU
+    STACKS = "Python stacks"     # it is the one rank whose main thread is not in a collective
+
+
 @dataclass
 class Straggler:
+    """A rank the others wait for in a collective, and how we know (``source``, ``why``)."""
     pid: int
-    gpus: List[int]                 # its GPUs, idle
-    waiters: Dict[int, List[int]]   # spinning rank pid -> its busy GPUs
+    source: LagSource
+    why: str                                 # "it launched up to AllReduce operation 6, ..."
+    waiters: Dict[int, str] = field(default_factory=dict)   # waiting rank -> what it does
+    gpus: List[int] = field(default_factory=list)           # its GPUs, idle (NVML)
+    op: str = ""
+    dead: bool = False
 
 
 def collective_peers(rec: Recording, pid: int) -> List[int]:
@@ -78,48 +92,137 @@ def _deciding(tvs: Mapping[int, ThreadVerdict]) -> List[ThreadVerdict]:
     return [v for v in live if v.decides] or live
 
 
-def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
-                    threads: Mapping[int, Mapping[int, ThreadVerdict]],
-                    gpus: Mapping[int, GpuStats],
-                    peers: Mapping[int, List[int]]) -> List[Straggler]:
-    """Ranks that stopped joining a collective their peers spin in (module doc)."""
-    ranks = [pid for pid, pf in procs.items() if pf.role.kind == "rank" and pf.gone is None]
-    state = {pid: _deciding(threads.get(pid, {})) for pid in ranks}
-    spinning: Dict[int, List[int]] = {}
-    for pid in ranks:
-        vs = state[pid]
-        if vs and not any(v.verdict == PROGRESSING for v in vs) \
-                and any(v.verdict == BUSY and v.gpu_wait for v in vs):
-            busy = _gpus_of(pid, gpus, busy=True)
-            if busy:
-                spinning[pid] = busy
-    if not spinning:
-        return []
+def _spinning(rank_pids: Sequence[int], state: Mapping[int, List[ThreadVerdict]]
+              ) -> List[int]:
+    """Ranks whose deciding threads wait for the GPU (spin/yield-sync) and do nothing else."""
+    return [pid for pid in rank_pids if state[pid]
+            and not any(v.verdict == PROGRESSING for v in state[pid])
+            and any(v.verdict == BUSY and v.gpu_wait for v in state[pid])]
+
+
+def _waiting(rank_pids: Sequence[int], state: Mapping[int, List[ThreadVerdict]]) -> List[int]:
+    """Ranks that wait: on the GPU in a collective kernel, or blocked (a gloo collective)."""
+    return [pid for pid in rank_pids if state[pid]
+            and not any(v.verdict == PROGRESSING for v in state[pid])
+            and any((v.verdict == BUSY and v.gpu_wait) or v.verdict == BLOCKED
+                    for v in state[pid])]
+
+
+def _doing(pid: int, state: Mapping[int, List[ThreadVerdict]],
+           gpus: Mapping[int, GpuStats]) -> str:
+    busy = _gpus_of(pid, gpus, busy=True)
+    if any(v.verdict == BUSY and v.gpu_wait for v in state.get(pid, [])):
+        on = f" on GPU {', '.join(map(str, busy))}" if busy else ""
+        return f"spin-waits{on} in the collective"
+    return "waits in the collective"
+
+
+def _from_ras(st: RasStatus, procs: Mapping[int, ProcessFacts],
+              state: Mapping[int, List[ThreadVerdict]], gpus: Mapping[int, GpuStats]
+              ) -> List[Straggler]:
+    out: List[Straggler] = []
+    for comm, m in missing_ranks(st):
+        if m.pid is None or m.pid not in procs:
+            continue
+        others = [r.pid for r in comm.ranks if r.pid is not None and r.pid in procs
+                  and r.pid != m.pid and procs[r.pid].gone is None]
+        if not others:   # the text answer lists only the missing ranks: its siblings that wait
+            others = _waiting([q for q, pf in procs.items() if q != m.pid and pf.gone is None
+                               and pf.ppid == procs[m.pid].ppid and q in state], state)
+        dead = m.dead or procs[m.pid].gone is not None
+        gpu = "" if m.gpu is None else f", GPU {m.gpu}"
+        why = (f"NCCL RAS got no data from it (rank {m.rank}{gpu})"
+               + (" and considers it dead" if m.dead else ""))
+        out.append(Straggler(m.pid, LagSource.RAS, why,
+                             {w: _doing(w, state, gpus) for w in others}, dead=dead))
+    for lag in lagging_ranks(st):
+        pid = lag.behind.pid
+        if pid is None or pid not in procs or any(s.pid == pid for s in out):
+            continue
+        ahead = [r for r in lag.ahead if r.pid is not None]
+        names = ", ".join(f"rank {r.rank} up to {r.counts.get(lag.op, 0)}" for r in ahead[:3])
+        why = (f"it launched up to {lag.op} operation {lag.behind.counts.get(lag.op, 0)}, "
+               f"{names} (NCCL RAS)")
+        waiters = {r.pid: f"launched up to {lag.op} operation {r.counts.get(lag.op, 0)} and "
+                   + _doing(r.pid, state, gpus)  # type: ignore[arg-type]
+                   for r in ahead if r.pid in procs and procs[r.pid].gone is None}
+        out.append(Straggler(pid, LagSource.RAS, why, waiters, op=lag.op))
+    return out
+
+
+def _from_exits(ranks: Sequence[int], procs: Mapping[int, ProcessFacts],
+                state: Mapping[int, List[ThreadVerdict]], gpus: Mapping[int, GpuStats]
+                ) -> List[Straggler]:
+    """A rank that died while ranks of the same job (the same parent) spin or wait."""
     out = []
-    for pid in sorted(ranks):
+    for pid in ranks:
+        pf = procs[pid]
+        if pf.gone is None:
+            continue
+        peers = [q for q in _waiting([q for q in ranks if procs[q].gone is None
+                                      and procs[q].ppid == pf.ppid], state)]
+        if peers:
+            how = ("was " if pf.gone.startswith("killed") else "") + pf.gone
+            out.append(Straggler(pid, LagSource.EXIT, f"it {how}",
+                                 {q: _doing(q, state, gpus) for q in peers}, dead=True))
+    return out
+
+
+def _from_nvml(ranks: Sequence[int], state: Mapping[int, List[ThreadVerdict]],
+               gpus: Mapping[int, GpuStats], peers: Mapping[int, List[int]]) -> List[Straggler]:
+    spinning = {pid: g for pid in _spinning(ranks, state)
+                if (g := _gpus_of(pid, gpus, busy=True))}
+    out = []
+    for pid in ranks:
         vs = state[pid]
         if pid in spinning or not vs or any(v.verdict == PROGRESSING or v.gpu_wait for v in vs):
             continue
         idle = _gpus_of(pid, gpus, busy=False)
-        if not idle:
-            continue
         mine = set(peers.get(pid, []))
-        waiters = {s: g for s, g in spinning.items() if s in mine or pid in peers.get(s, [])}
+        waiters = {s: f"spin-waits on GPU {', '.join(map(str, g))} in the collective"
+                   for s, g in spinning.items() if s in mine or pid in peers.get(s, [])}
+        if idle and waiters:
+            out.append(Straggler(pid, LagSource.NVML,
+                                 f"GPU {', '.join(map(str, idle))} idle, and it is not waiting "
+                                 "for the GPU", waiters, gpus=idle))
+    return out
+
+
+def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
+                    threads: Mapping[int, Mapping[int, ThreadVerdict]],
+                    gpus: Mapping[int, GpuStats], peers: Mapping[int, List[int]],
+                    ras: Optional[RasStatus] = None,
+                    stack_suspects: Optional[Mapping[int, str]] = None) -> List[Straggler]:
+    """Ranks the others wait for in a collective (module doc), one per rank, the most direct
+    evidence first: NCCL RAS, a rank that died, NVML, Python stacks."""
+    ranks = sorted(pid for pid, pf in procs.items() if pf.role.kind == "rank")
+    state = {pid: _deciding(threads.get(pid, {})) for pid in procs}
+    found: List[Straggler] = []
+    if ras is not None:
+        found += _from_ras(ras, procs, state, gpus)
+    found += _from_exits(ranks, procs, state, gpus)
+    live = [pid for pid in ranks if procs[pid].gone is None]
+    found += _from_nvml(live, state, gpus, peers)
+    for pid, why in (stack_suspects or {}).items():
+        waiters = {q: _doing(q, state, gpus) for q in _waiting(live, state) if q != pid}
         if waiters:
-            out.append(Straggler(pid, idle, waiters))
+            found.append(Straggler(pid, LagSource.STACKS, why, waiters))
+    out: List[Straggler] = []
+    for st in found:
+        if st.waiters and not any(o.pid == st.pid for o in out):
+            out.append(st)
     return out
 
 
 def straggler_evidence(st: Straggler, labels: Mapping[int, str]) -> str:
-    return (f"its GPU {', '.join(map(str, st.gpus))} is idle and it is not waiting for the GPU, "
-            f"while {', '.join(labels[w] for w in st.waiters)} spin-wait in the collective: "
-            "it stopped joining")
+    waiting = ", ".join(labels.get(w, f"pid {w}") for w in st.waiters)
+    return f"{st.why}; {waiting} wait for it in the collective ({st.source}): it stopped joining"
 
 
-def straggler_summary(st: Straggler, labels: Mapping[int, str], why: str) -> str:
-    """The root cause line (tree_rules): ``why`` is the straggler's own first evidence line."""
-    waiting = "; ".join(f"{labels[w]} spin-waits on GPU {', '.join(map(str, g))} in the "
-                        "collective, waiting for it" for w, g in st.waiters.items())
-    return (f"{labels[st.pid]} stopped joining the collective: GPU "
-            f"{', '.join(map(str, st.gpus))} idle, and it is not waiting for the GPU ({why}); "
-            f"{waiting}")
+def straggler_summary(st: Straggler, labels: Mapping[int, str], state: str) -> str:
+    """The root cause line (tree_rules): ``state`` is what the straggler itself is doing."""
+    late = labels.get(st.pid, f"pid {st.pid}")
+    what = f"stopped joining {st.op}" if st.op else "stopped joining the collective"
+    waiting = "; ".join(f"{labels.get(w, f'pid {w}')} {doing}, waiting for it"
+                        for w, doing in st.waiters.items())
+    return f"{late} {what}: {st.why}; it {state}; {waiting}"

@@ -368,20 +368,22 @@ class _Builder:
 
     # ------------------------------------------------------------------ collectives
     def straggler_edges(self, st: Straggler) -> None:
-        """Each rank spinning on its GPU in the collective waits for the one that stopped."""
+        """Each rank waiting in the collective waits for the one that stopped: an edge from
+        its thread that waits (spinning on the GPU, or blocked) to the straggler."""
         late = self.plabel(st.pid)
-        for w, busy_gpus in sorted(st.waiters.items()):
+        for w, doing in sorted(st.waiters.items()):
             tvs = self.inp.threads.get(w, {})
-            spinners = [tid for tid, v in sorted(tvs.items()) if v.gpu_wait and v.decides]
-            tid = w if w in spinners else (spinners[0] if spinners else w)
-            what = (f"its collective kernel on GPU {', '.join(map(str, busy_gpus))} spins "
-                    f"waiting for {late}, which has not joined")
+            waiting = [tid for tid, v in sorted(tvs.items()) if v.decides
+                       and (v.gpu_wait or (v.verdict == BLOCKED and v.wait is not None))]
+            tid = w if w in waiting else (waiting[0] if waiting else w)
             if tnode(tid) in self.g.nodes:
                 self.edge(tnode(tid), self.process(st.pid), EdgeKind.COLLECTIVE, "collective",
-                          f"{self.g.nodes[tnode(tid)].label} spin-waits in the collective "
-                          f"for {late}, which has not joined")
-            self.waits.setdefault(w, []).append(
-                ResolvedWait(tid, EdgeKind.COLLECTIVE, what, [st.pid]))
+                          f"{self.g.nodes[tnode(tid)].label} {doing}, waiting for {late}, "
+                          "which has not joined")
+            if not any(x.tid == tid and st.pid in x.pids for x in self.waits.get(w, [])):
+                self.waits.setdefault(w, []).append(ResolvedWait(
+                    tid, EdgeKind.COLLECTIVE, f"{doing}, waiting for {late}, which has not "
+                    "joined", [st.pid]))
 
 
 def _dead_text(gone: Optional[str]) -> str:

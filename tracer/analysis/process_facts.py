@@ -55,6 +55,9 @@ def exit_failed(p: ProcessStats) -> bool:
     return False
 
 
+_GPU_ROLES = ("rank", "scheduler", "worker")
+
+
 @dataclass
 class ProcessFacts:
     pid: int
@@ -64,14 +67,27 @@ class ProcessFacts:
     cmdline: List[str]
     gone: Optional[str] = None                 # exit_text: None while it runs
     children: List[int] = field(default_factory=list)
+    gpu: Optional[int] = None                  # the GPU a rank or worker drives, when known
+
+    @property
+    def role_label(self) -> str:
+        """"rank 1 (GPU 1)": the role, with its GPU for ranks and workers."""
+        if self.gpu is not None and self.role.kind in _GPU_ROLES:
+            return f"{self.role.label} (GPU {self.gpu})"
+        return self.role.label
 
     @property
     def label(self) -> str:
+        """"rank 1 (pid 623, GPU 1)": how sentences name the process."""
         name = self.role.label if self.role.kind != "other" else (self.comm or "process")
-        return f"{name} (pid {self.pid})"
+        gpu = f", GPU {self.gpu}" if self.gpu is not None and self.role.kind in _GPU_ROLES else ""
+        return f"{name} (pid {self.pid}{gpu})"
 
 
-def process_facts(rec: Recording) -> Dict[int, ProcessFacts]:
+def process_facts(rec: Recording, ranks: Optional[Dict[int, Tuple[int, Optional[int]]]] = None,
+                  gpu_of: Optional[Dict[int, int]] = None) -> Dict[int, ProcessFacts]:
+    """Facts per process. ``ranks`` ({pid: (rank, GPU)}, from NCCL RAS) names ranks whose
+    environment has no RANK; ``gpu_of`` ({pid: GPU index}, from NVML) their GPU otherwise."""
     kids: Dict[int, List[int]] = {}
     for pid, p in rec.processes.items():
         if p.info is not None:
@@ -82,8 +98,13 @@ def process_facts(rec: Recording) -> Dict[int, ProcessFacts]:
         info = p.info or ev.ProcessInfo(ts=0.0, pid=pid, ppid=0)
         role = role_of(info.cmdline, info.comm, has_children=pid in kids,
                        is_root=pid in rec.roots, environ_rank=info.environ_rank)
+        rank, gpu = (ranks or {}).get(pid, (None, None))
+        if rank is not None and role.kind in ("other", "launcher"):
+            role = Role("rank", rank, f"rank {rank}")
+        if gpu is None:
+            gpu = (gpu_of or {}).get(pid)
         out[pid] = ProcessFacts(pid, info.ppid, role, info.comm, list(info.cmdline),
-                                exit_text(p), sorted(kids.get(pid, [])))
+                                exit_text(p), sorted(kids.get(pid, [])), gpu)
     return out
 
 

@@ -95,7 +95,7 @@ def judge_process(pf: ProcessFacts, tvs: Dict[int, ThreadVerdict], graph: WaitGr
         return pv
     # The collective edges of a rank spinning for a straggler are part of what it waits on.
     pv.waits_on = [w for w in waits if w.kind == EdgeKind.COLLECTIVE and w.tid in tvs
-                   and tvs[w.tid].verdict == BUSY]
+                   and tvs[w.tid].verdict != BLOCKED]
     deciding = _deciding(tvs)
     if not deciding:
         pv.findings = [Finding(None, "nothing recorded for this process")]
@@ -116,6 +116,12 @@ def _judge_live(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWait],
         if hits:
             key = pid if pid in hits else hits[0]
             _from_thread(pv, verdict, key, deciding[key])
+            if verdict == BUSY and all(graph.is_stuck(tid) for tid in hits):
+                # Every busy thread spin-waits for something that can never act (a peer rank
+                # that died in the collective it spins in): spinning forever is a deadlock.
+                pv.verdict, pv.rule, pv.block = DEADLOCKED, "spins-for-a-dead-peer", \
+                    BlockKind.STUCK
+                pv.findings += [Finding(w.tid, w.what) for w in pv.waits_on]
             return
     blocked = {tid: v for tid, v in deciding.items() if v.verdict == BLOCKED and v.wait}
     if blocked:

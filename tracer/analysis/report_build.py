@@ -13,14 +13,18 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from .. import events as ev
 from ..report import ProcessReport, Report, ThreadReport
 from .accumulate import Recording, ThreadStats
 from .collective import collective_peers, find_stragglers
+from .job import read_ras
+from .nccl_ras import rank_of_pid
 from .facts import WaitFacts
 from .gpu_rules import GpuStats, gpu_findings
 from .graph_build import GraphInput, build_wait_graph
 from .process_facts import process_facts
 from .process_rules import ProcessVerdict, judge_process
+from .stack_groups import group_ranks, suspects
 from .stacks import StackTable
 from .thread_rules import current_call_text, judge_thread
 from .tree_rules import judge_tree
@@ -101,19 +105,33 @@ def input_notes(rec: Recording) -> List[Note]:
     return [Note(NoteKind.INPUT, n) for n in notes]
 
 
+def _gpu_of(gpus: Dict[int, GpuStats]) -> Dict[int, int]:
+    """{pid: GPU index} of the compute processes NVML listed (a pid on one GPU only)."""
+    seen: Dict[int, List[int]] = {}
+    for g in gpus.values():
+        for pid in g.pids:
+            seen.setdefault(pid, []).append(g.gpu)
+    return {pid: gs[0] for pid, gs in seen.items() if len(gs) == 1}
+
+
 def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional[str] = None,
                  extra_notes: Optional[List[str]] = None,
                  gpus: Optional[Dict[int, GpuStats]] = None,
                  stacks: Optional[StackTable] = None,
-                 facts: Optional[WaitFacts] = None) -> Report:
+                 facts: Optional[WaitFacts] = None,
+                 ras: Optional[List[ev.NcclRasStatus]] = None) -> Report:
     gpus = gpus or {}
     tvs: Dict[int, Dict[int, ThreadVerdict]] = {}
     for pid in sorted(rec.processes):
         tvs[pid] = {t.tid: judge_thread(t, rec, rec.processes[pid]) for t in rec.threads_of(pid)}
-    procs = process_facts(rec)
+    job = read_ras(ras or [])
+    procs = process_facts(rec, rank_of_pid(job.status) if job.status else None, _gpu_of(gpus))
     peers = {pid: collective_peers(rec, pid) for pid, pf in procs.items()
              if pf.role.kind == "rank"}
-    stragglers = find_stragglers(rec, procs, tvs, gpus, peers)
+    groups = group_ranks({pid: stacks.by_thread.get((pid, pid), []) for pid, pf in procs.items()
+                          if pf.role.kind == "rank" and pf.gone is None
+                          and stacks and (pid, pid) in stacks.by_thread})
+    stragglers = find_stragglers(rec, procs, tvs, gpus, peers, job.status, suspects(groups))
     built = build_wait_graph(GraphInput(rec, procs, tvs, facts or WaitFacts(), peers,
                                         stragglers))
     labels = {pid: pf.label for pid, pf in procs.items()}
@@ -126,6 +144,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         gpus, {pid: pv.verdict for pid, pv in pvs.items()}, rec.window)]
     notes += input_notes(rec)
     notes += [Note(NoteKind.STACKS, n) for n in (stacks.notes() if stacks else [])]
+    notes += job.notes
     notes += tree.notes
     notes += [Note(NoteKind.RECORDING, n) for n in extra_notes or []]
     return Report(
@@ -136,7 +155,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         window={"start": rec.start, "end": rec.end, "duration": round(rec.end - rec.start, 3)},
         backends=rec.backends, source=source, trace_path=trace_path,
         notes=[n.text for n in notes], lost=rec.lost, truncated=rec.truncated,
-        wait_graph=built.graph.to_json())
+        wait_graph=built.graph.to_json(),
+        rank_stacks=[dict(g.to_json(), labels=[labels[p] for p in g.pids]) for g in groups])
 
 
 def _process_report(pv: ProcessVerdict, rec: Recording,
@@ -151,7 +171,7 @@ def _process_report(pv: ProcessVerdict, rec: Recording,
             stack=stacks.by_thread.get((pv.pid, t.tid), []) if stacks else [],
             last_output_ts=t.last_output_ts))
     return ProcessReport(
-        pid=pv.pid, ppid=pv.ppid, role=pv.role.label, comm=pv.facts.comm,
+        pid=pv.pid, ppid=pv.ppid, role=pv.facts.role_label, comm=pv.facts.comm,
         cmdline=pv.facts.cmdline, verdict=pv.verdict, rule=pv.rule, evidence=pv.evidence,
         waits_on=[w.to_json() for w in pv.waits_on], threads=threads,
         exit_status=pv.exit_status, counters=_process_counters(threads))

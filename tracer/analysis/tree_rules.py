@@ -104,7 +104,7 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
     dead = [pv for pv in pvs.values() if pv.verdict == EXITED
             and exit_failed(rec.processes[pv.pid])]
     if verdict == DEADLOCKED:
-        tree = _deadlock_cause(pvs, dead)
+        tree = _deadlock_cause(pvs, dead, stragglers)
         stuck = sorted((pv for pv in pvs.values() if pv.verdict == DEADLOCKED),
                        key=lambda pv: (pv.pid != tree.root_cause.pid, -_depth(pvs, pv.pid)))
         starts = [t for pv in stuck for t in ([pv.key_tid] if pv.key_tid else []) + [pv.pid]]
@@ -112,8 +112,9 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
         if proof is not None:
             tree.root_cause.summary += f". Proof, {proof.text}"
         return tree
-    if verdict == BUSY and stragglers:
-        tree = _straggler_cause(pvs, stragglers[0])
+    live_late = [st for st in stragglers if not st.dead]
+    if verdict in (BUSY, BLOCKED) and live_late:
+        tree = _straggler_cause(pvs, live_late[0], verdict)
     else:
         tree = _plain_cause(pvs, verdict, dead)
     proof = graph.definite_cycle()
@@ -132,8 +133,7 @@ def _plain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
     lines = lines[:2] + [e for e in lines[2:] if e == "no output"]
     first = "; ".join(lines) or pick.rule
     thread = f" thread {pick.key_tid}" if pick.key_tid not in (None, pick.pid) else ""
-    words = {BUSY: "busy-waits", BLOCKED: "is blocked", PROGRESSING: "makes progress",
-             IDLE: "is idle", UNKNOWN: "could not be judged"}[verdict]
+    words = _WORDS[verdict]
     if pick.block == BlockKind.GPU:
         words = "waits for the GPU"
     summary = f"{pick.label}{thread} {words}: {first}"
@@ -145,18 +145,33 @@ def _plain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
     return TreeVerdict(verdict, f"process-{pick.rule}", RootCause(pick.pid, pick.key_tid, summary))
 
 
-def _straggler_cause(pvs: Mapping[int, ProcessVerdict], st: Straggler) -> TreeVerdict:
+_WORDS = {BUSY: "busy-waits", BLOCKED: "is blocked", PROGRESSING: "makes progress",
+          IDLE: "is idle", UNKNOWN: "could not be judged", DEADLOCKED: "is deadlocked"}
+
+
+def _straggler_cause(pvs: Mapping[int, ProcessVerdict], st: Straggler,
+                     verdict: Verdict) -> TreeVerdict:
     late = pvs[st.pid]
-    why = next((line for line in late.key_lines() if not line.startswith("its GPU")), late.rule)
+    lines = [line for line in late.key_lines() if st.why not in line][:1]
+    state = _WORDS.get(late.verdict, str(late.verdict)) + (f": {lines[0]}" if lines else "")
     labels = {pid: pv.label for pid, pv in pvs.items()}
-    return TreeVerdict(BUSY, "collective-straggler",
-                       RootCause(st.pid, late.key_tid, straggler_summary(st, labels, why)))
+    return TreeVerdict(verdict, "collective-straggler",
+                       RootCause(st.pid, late.key_tid, straggler_summary(st, labels, state)))
 
 
-def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict]) -> TreeVerdict:
+def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict],
+                    stragglers: Sequence[Straggler] = ()) -> TreeVerdict:
     stuck = [pv for pv in pvs.values() if pv.verdict == DEADLOCKED]
     start = max(stuck, key=lambda pv: (_depth(pvs, pv.pid), len(_waiters(pvs, pv.pid))))
     chain = _chain_text(pvs, start)
+    gone = next((st for st in stragglers if st.dead and st.pid in pvs
+                 and pvs[st.pid].verdict == EXITED), None)
+    if gone is not None:             # a rank died in a collective its peers wait in
+        d = pvs[gone.pid]
+        waiting = "; ".join(f"{pvs[w].label} {doing}, waiting for it" for w, doing
+                            in gone.waiters.items() if w in pvs)
+        return TreeVerdict(DEADLOCKED, "dead-peer", RootCause(
+            d.pid, None, f"{d.label} {d.exit_status}: {gone.why} ({gone.source}); {waiting}"))
     if dead:
         d = max(dead, key=lambda pv: _depth(pvs, pv.pid))
         return TreeVerdict(DEADLOCKED, "dead-peer",

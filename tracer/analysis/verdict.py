@@ -63,6 +63,7 @@ class NoteKind(_StrEnum):
     STACKS = "stacks"                    # py-spy could not take stacks
     PARTIAL_DEADLOCK = "partial-deadlock"  # a deadlock among some threads while the tree goes on
     RECORDING = "recording"              # the recording's own trouble (ended early, errors)
+    JOB = "job"                          # what the job itself said (NCCL RAS)
 
 
 @dataclass(frozen=True)
