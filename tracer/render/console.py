@@ -128,10 +128,27 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     waits = wait_graph_tree(report.wait_graph, verbose)
     if waits is not None:
         console.print(waits)
+    stacks = rank_stacks_tree(report.rank_stacks)
+    if stacks is not None:
+        console.print(stacks)
     for n in report.notes:
         console.print(Text.from_markup(f"[yellow]note:[/] {escape(n)}"))
     if report.trace_path:
         console.print(Text.from_markup(f"[dim]trace saved: {escape(report.trace_path)}[/]"))
+
+
+def rank_stacks_tree(groups: List[Dict], frames: int = 4) -> Optional[Tree]:
+    """Ranks grouped by their main thread's Python stack (STAT-style), largest group first."""
+    if len(groups) < 1 or sum(len(g.get("pids", [])) for g in groups) < 2:
+        return None
+    tree = Tree("[bold]ranks by main-thread stack[/]", guide_style="dim")
+    for g in groups:
+        names = ", ".join(g.get("labels") or [f"pid {p}" for p in g.get("pids", [])])
+        where = "[magenta]in a collective[/] " if g.get("collective") else ""
+        node = tree.add(Text.from_markup(f"{len(g.get('pids', []))} × {where}{escape(names)}"))
+        for f in (g.get("frames") or [])[:frames]:
+            node.add(Text(f, style="dim"))
+    return tree
 
 
 # --------------------------------------------------------------------------- wait-for graph

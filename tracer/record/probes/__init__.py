@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import List
 
 from .futex_owner import futex_owner_probe
+from .nccl_ras import nccl_ras_probe
 from .socket_peers import socket_peers_probe
 
-DEFAULT_PROBES: List = [futex_owner_probe, socket_peers_probe]
+DEFAULT_PROBES: List = [futex_owner_probe, socket_peers_probe, nccl_ras_probe]
 
-__all__ = ["DEFAULT_PROBES", "futex_owner_probe", "socket_peers_probe"]
+__all__ = ["DEFAULT_PROBES", "futex_owner_probe", "socket_peers_probe", "nccl_ras_probe"]
