@@ -76,6 +76,8 @@ class Report:
     truncated: bool = False
     # {"nodes", "edges", "cycle", "proof"} (tracer/analysis/waitgraph.py), None when not built
     wait_graph: Optional[Dict[str, Any]] = None
+    # logs, ports, GPU health, versions, CUDA graph capture (tracer/analysis/evidence.py)
+    evidence: Optional[Dict[str, Any]] = None
 
     @property
     def exit_code(self) -> int:
@@ -91,4 +93,4 @@ class Report:
                 "notes": self.notes, "lost_events": self.lost, "truncated": self.truncated,
                 "exit_code": self.exit_code,
                 "processes": [p.to_json() for p in self.processes],
-                "wait_graph": self.wait_graph}
+                "wait_graph": self.wait_graph, "evidence": self.evidence}

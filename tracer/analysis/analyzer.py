@@ -17,6 +17,8 @@ from .gpu_rules import GpuAccumulator, GpuStats, gpu_findings
 from .process_rules import ProcessVerdict, judge_process
 from .thread_rules import NV_RM_CONTROL, ThreadVerdict, current_call_text, judge_thread
 from .collective import apply_stragglers, find_stragglers, straggler_summary
+from .evidence import recording_evidence
+from .evidence_table import EVIDENCE_TYPES, EvidenceTable
 from .tree_rules import RootCause, TreeVerdict, judge_tree
 from .verdict import BUSY
 from .waitgraph import WaitFacts, build_wait_graph
@@ -50,11 +52,15 @@ class Analyzer:
         self.gpu = GpuAccumulator()
         self.stacks = StackTable()
         self.facts = WaitFacts()      # what the end-of-recording probes found (wait graph)
+        self.evidence = EvidenceTable()   # logs, ports, GPU health, versions (evidence.py)
         self.source = source
 
     def feed(self, event: ev.Event) -> None:
         if type(event) is ev.GpuSample:
             self.gpu.feed(event)
+            self.evidence.feed_gpu(event)
+        elif type(event) in EVIDENCE_TYPES:
+            self.evidence.feed(event)
         elif type(event) is ev.PyStack:
             self.stacks.feed(event)  # type: ignore[arg-type]
         elif type(event) in _FACTS:
@@ -68,6 +74,9 @@ class Analyzer:
         for e in events:
             if type(e) is gpu_sample:
                 feed_gpu(e)
+                self.evidence.feed_gpu(e)   # type: ignore[arg-type]
+            elif type(e) in EVIDENCE_TYPES:
+                self.evidence.feed(e)
             elif type(e) is py_stack:
                 feed_stack(e)  # type: ignore[arg-type]
             elif type(e) in _FACTS:
@@ -78,9 +87,13 @@ class Analyzer:
     def report(self, *, end: Optional[float] = None, trace_path: Optional[str] = None,
                truncated: bool = False, extra_notes: Iterable[str] = ()) -> Report:
         rec = self.acc.finish(end, truncated=truncated)
-        return build_report(rec, source=self.source, trace_path=trace_path,
-                            extra_notes=list(extra_notes), gpus=self.gpu.gpus,
-                            stacks=self.stacks, facts=self.facts)
+        report = build_report(rec, source=self.source, trace_path=trace_path,
+                              extra_notes=list(extra_notes), gpus=self.gpu.gpus,
+                              stacks=self.stacks, facts=self.facts)
+        report.evidence = recording_evidence(self.evidence, rec.processes,
+                                             {p.pid: p.role for p in report.processes},
+                                             (rec.start, rec.end))
+        return report
 
 
 _FACTS = (ev.FutexOwner, ev.SocketPeers)
