@@ -134,9 +134,11 @@ EndProbe = Callable[[List[int], Analyzer], List[ev.Event]]
 
 def record(roots: List[int], backends: List[Backend], *, duration: float, output: str,
            on_tick: Optional[Callable[[float, Analyzer], None]] = None,
-           end_probes: Sequence[EndProbe] = ()) -> Recorded:
+           end_probes: Sequence[EndProbe] = (),
+           start_probes: Sequence[EndProbe] = ()) -> Recorded:
     """Record (module doc). ``on_tick(elapsed_s, analyzer)`` runs about 4 times a second in
-    this thread (a live view asks the analyzer for a provisional report there)."""
+    this thread (a live view asks the analyzer for a provisional report there).
+    ``start_probes`` run once before the backends start (their analyzer argument is None)."""
     from .backends.proc_backend import initial_process_infos
     all_pids = sorted(set(roots) | set(procfs.descendants(roots)))
     targets = TargetSet(roots)
@@ -150,6 +152,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     writer: Optional[TraceWriter] = None
     analyzer: Optional[Analyzer] = None
     pending: List[ev.Event] = []
+    start_errors = _run_probes(start_probes, all_pids, None, pending.append, always=True)
 
     def take(e: ev.Event) -> None:
         if writer is None or analyzer is None:
@@ -201,7 +204,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a second SIGTERM must not cut cleanup
         try:
-            errors = _stop_all(started)
+            errors = start_errors + _stop_all(started)
             while True:
                 try:
                     take(q.get_nowait())
@@ -229,9 +232,9 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
 
 
 def _run_probes(probes: Sequence[EndProbe], pids: List[int], analyzer: Optional[Analyzer],
-                take: Callable[[ev.Event], None]) -> List[str]:
+                take: Callable[[ev.Event], None], always: bool = False) -> List[str]:
     errors: List[str] = []
-    if analyzer is None:
+    if analyzer is None and not always:
         return errors
     for probe in probes:
         try:

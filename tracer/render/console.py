@@ -128,6 +128,8 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     waits = wait_graph_tree(report.wait_graph, verbose)
     if waits is not None:
         console.print(waits)
+    from .evidence import render_evidence
+    render_evidence(report.evidence, console, verbose)
     for n in report.notes:
         console.print(Text.from_markup(f"[yellow]note:[/] {escape(n)}"))
     if report.trace_path:
