@@ -191,6 +191,13 @@ def build_evidence(table: EvidenceTable, procs: Sequence[ProcFacts],
         out.processes.append({"pid": pid, "role": roles.get(pid, ""), "libs": libs, "logs": []})
     out.missing = [{"what": n.what, "why": n.why, "pid": n.pid} for n in table.notes]
     out.missing.extend(lib_missing)
+    cuda = [p["pid"] for p in out.processes if any(x.get("name") == "libcuda"
+                                                   for x in p.get("libs") or [])]
+    if cuda and window and not out.graph_calls \
+            and not any(n.what == "cuda-uprobes" for n in table.notes):
+        out.missing.append({"what": "cuda-uprobes", "pid": None,
+                            "why": "libcuda's graph calls were not counted: the uprobes run "
+                                   "with the eBPF backend only"})
     if out.kernel_log.get("why"):
         out.missing.append({"what": "kmsg", "why": out.kernel_log["why"], "pid": None})
     out.findings.sort(key=lambda f: (f.severity != "warn",))

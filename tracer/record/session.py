@@ -83,12 +83,14 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
 
 
 def _with_nvml(backends: List[Backend], why: str) -> Tuple[List[Backend], str]:
-    """Add GPU sampling through NVML where the machine has it (never a reason to fail)."""
+    """Add GPU sampling through NVML where the machine has it (never a reason to fail), and
+    with eBPF, uprobes on libcuda's CUDA graph calls (cuda_uprobes.py)."""
+    from .backends.cuda_uprobes import with_cuda_uprobes
     from .backends.nvml_backend import NvmlBackend
     nvml = NvmlBackend()
     if nvml.check() is None:
-        return backends + [nvml], why + "; nvml for GPU utilization"
-    return backends, why
+        backends, why = backends + [nvml], why + "; nvml for GPU utilization"
+    return with_cuda_uprobes(backends, why)
 
 
 @dataclass

@@ -108,12 +108,12 @@ def _site_of(s: PyStack, sources: _Sources) -> Optional[CaptureSite]:
         func, short, line = parse_frame(frame)
         path = s.files[i] if i < len(s.files) else ""
         name = func.rsplit(".", 1)[-1]
-        full = path or short
+        names = (path, short)
 
         def site(how: str, detail: str = "") -> None:
             found.setdefault(how, CaptureSite(ts=s.ts, pid=s.pid, tid=s.tid, how=how,
                                               frame=frame, detail=detail))
-        if full.endswith(_GRAPHS_PY) and name in CAPTURE_CALLS:
+        if any(n.endswith(_GRAPHS_PY) for n in names) and name in CAPTURE_CALLS:
             site("capture-call", func)
             continue
         if line is not None:
@@ -121,7 +121,7 @@ def _site_of(s: PyStack, sources: _Sources) -> Optional[CaptureSite]:
                 if first <= line <= last:
                     site(kind, f"with {text}")
         for suffix, funcs in RUNNERS:
-            if full.endswith(suffix) and name in funcs:
+            if any(n.endswith(suffix) for n in names) and name in funcs:
                 site("runner", func)
     for how in ("capture-call", "with-block", "phase", "runner"):
         if how in found:

@@ -62,10 +62,11 @@ def section_search(path: str, section: str, pattern: Pattern[bytes]) -> Optional
                 chunk = f.read(min(CHUNK, size - done))
                 if not chunk:
                     return None
-                m = pattern.search(tail + chunk)
+                buf = tail + chunk
+                m = pattern.search(buf)
                 if m:
                     return m
-                tail = chunk[-OVERLAP:]
+                tail = buf[-OVERLAP:]
                 done += len(chunk)
     except OSError:
         return None

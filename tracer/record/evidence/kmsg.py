@@ -20,11 +20,11 @@ import errno
 import os
 import re
 import time
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from ...evidence_events import KernelLog
 
-__all__ = ["read_nvrm_lines", "parse_record", "is_nvrm_line", "KMSG"]
+__all__ = ["read_nvrm_lines", "scan_records", "parse_record", "is_nvrm_line", "KMSG"]
 
 KMSG = "/dev/kmsg"
 MAX_RECORDS = 200_000
@@ -61,52 +61,61 @@ def _why_open(exc: OSError, path: str) -> str:
     return f"cannot open {path}: {exc.strerror or exc}"
 
 
+def scan_records(read: Callable[[], bytes], log: KernelLog, since: Optional[float],
+                 wall: float, mono_now: float, max_records: int = MAX_RECORDS,
+                 max_seconds: float = MAX_SECONDS) -> None:
+    """Read records with ``read()`` (one record per call, BlockingIOError at the end, OSError
+    EPIPE for records overwritten before they were read) into ``log`` (module doc)."""
+    lines: List[List[object]] = []
+    overwritten = 0
+    deadline = time.monotonic() + max_seconds
+    while True:
+        if log.scanned >= max_records or time.monotonic() > deadline:
+            log.why = (f"read in part: stopped after {log.scanned} records "
+                       f"({max_seconds:g} s / {max_records} records bound)")
+            break
+        try:
+            data = read()
+        except BlockingIOError:
+            break
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                overwritten += 1
+                continue
+            if exc.errno == errno.EINVAL:    # a record longer than the buffer: skip it
+                continue
+            log.why = f"reading {log.source} failed: {exc.strerror or exc}"
+            break
+        if not data:
+            break
+        log.scanned += 1
+        rec = parse_record(data)
+        if rec is None or not is_nvrm_line(rec[1]):
+            continue
+        ts = wall - (mono_now - rec[0] / 1e6)
+        if since is not None and ts < since:
+            continue
+        lines.append([round(ts, 3), rec[1]])
+    if overwritten and not log.why:
+        log.why = f"{overwritten} records were overwritten while being read"
+    log.lines = lines[-MAX_LINES:]
+
+
 def read_nvrm_lines(since: Optional[float], path: str = KMSG, *,
-                    max_records: int = MAX_RECORDS, max_seconds: float = MAX_SECONDS,
-                    now: Optional[float] = None, mono: Optional[float] = None) -> KernelLog:
+                    max_records: int = MAX_RECORDS, max_seconds: float = MAX_SECONDS
+                    ) -> KernelLog:
     """NVRM lines since ``since`` (module doc)."""
-    wall = time.time() if now is None else now
-    mono_now = time.clock_gettime(time.CLOCK_MONOTONIC) if mono is None else mono
+    wall = time.time()
+    mono_now = time.clock_gettime(time.CLOCK_MONOTONIC)
     log = KernelLog(ts=wall, source=path, since=since)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         log.why = _why_open(exc, path)
         return log
-    lines: List[List[object]] = []
-    overwritten = 0
-    deadline = time.monotonic() + max_seconds
     try:
-        while True:
-            if log.scanned >= max_records or time.monotonic() > deadline:
-                log.why = (f"read in part: stopped after {log.scanned} records "
-                           f"({max_seconds:g} s / {max_records} records bound)")
-                break
-            try:
-                data = os.read(fd, 8192)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                if exc.errno == errno.EPIPE:
-                    overwritten += 1
-                    continue
-                if exc.errno == errno.EINVAL:    # a record longer than the buffer: skip it
-                    continue
-                log.why = f"reading {path} failed: {exc.strerror or exc}"
-                break
-            if not data:
-                break
-            log.scanned += 1
-            rec = parse_record(data)
-            if rec is None or not is_nvrm_line(rec[1]):
-                continue
-            ts = wall - (mono_now - rec[0] / 1e6)
-            if since is not None and ts < since:
-                continue
-            lines.append([round(ts, 3), rec[1]])
+        scan_records(lambda: os.read(fd, 8192), log, since, wall, mono_now, max_records,
+                     max_seconds)
     finally:
         os.close(fd)
-    if overwritten and not log.why:
-        log.why = f"{overwritten} records were overwritten while being read"
-    log.lines = lines[-MAX_LINES:]
     return log
