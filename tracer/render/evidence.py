@@ -179,8 +179,8 @@ def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False) -> Option
         who = f" (pid {m['pid']})" if m.get("pid") else ""
         top.add(_t(f"[dim]not gathered: {escape(m['what'])}{who}: {escape(m['why'])}[/]"))
     if not ev.get("recorded", True):
-        top.add(_t("[dim]this trace has no evidence records (made before hangtrace gathered "
-                   "them): only ports from the process table[/]"))
+        top.add(_t("[dim]this trace has no evidence records (an imported log, or recorded "
+                   "before hangtrace gathered them): ports come from its process table only[/]"))
     return top
 
 
