@@ -289,7 +289,9 @@ def test_mismatch_driver_and_known_bug_with_capture():
                                          "deadlock during CUDA graph capture, fixed in 2.22.3 "
                                          "(NVIDIA/nccl#1251, sgl-project/sglang#7602)")
     assert rules["known-bug"].endswith("pid 100 (launcher) is inside CUDA graph capture now")
-    assert "is inside CUDA graph capture: with torch.cuda.graph(g)" in rules["in-graph-capture"]
+    assert rules["in-graph-capture"] == ("pid 100 (launcher) thread 105 is inside CUDA graph "
+                                         "capture (Python stack: with torch.cuda.graph(g) at "
+                                         "run_once (x.py:3))")
 
 
 def test_uprobe_counts_name_an_open_capture():
@@ -338,3 +340,36 @@ def test_old_traces_read_and_show_ports_only():
     # libcuda's own listening socket, from the process table of the header
     assert r.to_json()["evidence"]["ports"]["listening"] == [
         {"pid": 437, "socket": "unix @cuda-uvmfd-4026531836-437@"}]
+
+
+# --------------------------------------------------------------------------- replays
+def test_replay_rank_inside_capture_with_uprobes():
+    """Recorded with ``attach -b ebpf`` on gpu_libs_like (stand-ins for libcuda 580.159.04 and
+    libnccl 2.21.5), the capture begun (SIGUSR1) inside the window."""
+    r = analyze_trace(str(FIXTURES / "traces" / "evidence_gpu_libs.ebpf.htrace.gz"))
+    e = r.evidence
+    pid = r.processes[0].pid
+    found = {f["rule"]: f for f in e["findings"]}
+    cap = found["in-graph-capture"]
+    assert cap["source"] == "Python stack and libcuda uprobes"
+    assert "with graph(cuda) at main (gpu_libs_like.py:" in cap["text"]
+    assert "began capturing stream 0xcafe and has not ended it" in cap["text"]
+    assert found["known-bug"]["text"].endswith(f"pid {pid} is inside CUDA graph capture now")
+    calls = {c["tid"]: c for c in e["graph_calls"]}
+    assert calls[pid]["begins"] == 1 and calls[pid]["open_streams"] == ["0xcafe"]
+    assert max(c["launches"] for c in calls.values()) > 100
+    libs = {x["name"]: x["version"] for x in e["processes"][0]["libs"]}
+    assert libs == {"nccl": "2.21.5", "libcuda": "580.159.04"}
+    assert "cuda-uprobes" in r.backends
+
+
+def test_replay_silent_server():
+    """Recorded with ``attach -b proc`` on silent_server --silent-for 5220."""
+    r = analyze_trace(str(FIXTURES / "traces" / "evidence_silent_server.proc.htrace.gz"))
+    found = {f["rule"]: f["text"] for f in r.evidence["findings"]}
+    assert found["logs-silent"].startswith("no log of the tree was written for 87 min before "
+                                           "the window")
+    assert "asks for port" in found["port-not-listening"]
+    logs = r.evidence["processes"][0]["logs"]
+    assert {x["role"] for x in logs} == {"stdout", "stderr", "log"}
+    assert all(x["size"] == 30 and x["grew_bytes"] == 0 for x in logs)

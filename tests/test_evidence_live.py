@@ -99,8 +99,8 @@ def test_rank_inside_capture_with_a_known_bad_nccl(scenario, fake_libs, tmp_path
     found = rules(rep)
     cap = found["in-graph-capture"]
     assert cap["pids"] == [sc.pid]
-    assert "is inside CUDA graph capture: with graph(cuda) at main (gpu_libs_like.py:" \
-        in cap["text"]
+    assert f"pid {sc.pid} thread {sc.pid} is inside CUDA graph capture (Python stack: with " \
+        "graph(cuda) at main (gpu_libs_like.py:" in cap["text"]
     libs = {x["name"]: x for x in process(rep, sc.pid)["libs"]}
     assert libs["libcuda"]["version"] == DRIVER and libs["libcuda"]["source"] == "file name"
     if have_pyelftools():

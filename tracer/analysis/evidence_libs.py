@@ -126,36 +126,40 @@ def lib_evidence(table: EvidenceTable, roles: Dict[int, str],
 def capture_evidence(table: EvidenceTable, roles: Dict[int, str],
                      window: Optional[Tuple[float, float]]
                      ) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]], List[Finding]]:
-    """(capture sites, uprobe counts, findings) (module doc)."""
+    """(capture sites, uprobe counts, findings) (module doc): one finding per thread, naming
+    every source that saw it."""
     sites: List[Dict[str, Any]] = []
-    findings: List[Finding] = []
+    seen: Dict[Tuple[int, int], List[Tuple[bool, str, str]]] = {}   # (inside, text, source)
     for c in table.capture:
         inside = c.how in ("capture-call", "with-block")
         sites.append({"pid": c.pid, "tid": c.tid, "how": c.how, "frame": c.frame,
                       "detail": c.detail, "inside": inside, "source": "Python stack (py-spy)"})
-        what = {"capture-call": "is starting or ending a CUDA graph capture",
-                "with-block": "is inside CUDA graph capture",
-                "phase": "is in a CUDA graph capture phase (graph_capture context)",
-                "runner": "is in a CUDA graph runner's capture loop (warm-up or capture)"}[c.how]
-        how = c.detail if c.how != "capture-call" else c.frame
-        findings.append(Finding("in-graph-capture" if inside else "in-capture-phase",
-                                "warn" if inside else "info",
-                                f"{_who([c.pid], roles)} thread {c.tid} {what}: {how}"
-                                + (f" at {c.frame}" if c.how == "with-block" else ""),
-                                [c.pid], "Python stack (py-spy) and the source at that line"))
+        text = {"capture-call": f"starting or ending a capture in {c.frame}",
+                "with-block": f"{c.detail} at {c.frame}",
+                "phase": f"in a capture phase: {c.detail} at {c.frame}",
+                "runner": f"in a CUDA graph runner's capture loop (warm-up or capture): "
+                          f"{c.frame}"}[c.how]
+        seen.setdefault((c.pid, c.tid), []).append((inside, text, "Python stack"))
     calls: List[Dict[str, Any]] = []
     for g in table.graph_calls:
         calls.append({"pid": g.pid, "tid": g.tid, "begins": g.begins, "ends": g.ends,
                       "launches": g.launches, "open_streams": list(g.open_streams),
                       "since": g.since, "until": g.ts, "source": "uprobes on libcuda"})
         if g.open_streams:
+            streams = ", ".join(g.open_streams)
             sites.append({"pid": g.pid, "tid": g.tid, "how": "uprobe", "frame": "",
-                          "detail": f"cuStreamBeginCapture without end on stream "
-                                    f"{', '.join(g.open_streams)}", "inside": True,
-                          "source": "uprobes on libcuda"})
-            findings.append(Finding("in-graph-capture", "warn",
-                                    f"{_who([g.pid], roles)} thread {g.tid} is inside CUDA graph "
-                                    f"capture: it began capturing stream "
-                                    f"{', '.join(g.open_streams)} and has not ended it",
-                                    [g.pid], "uprobes on libcuda cuStreamBeginCapture/EndCapture"))
+                          "detail": f"cuStreamBeginCapture without end on stream {streams}",
+                          "inside": True, "source": "uprobes on libcuda"})
+            seen.setdefault((g.pid, g.tid), []).append(
+                (True, f"began capturing stream {streams} and has not ended it",
+                 "libcuda uprobes"))
+    findings: List[Finding] = []
+    for (pid, tid), items in seen.items():
+        inside = any(i for i, _, _ in items)
+        what = "is inside CUDA graph capture" if inside else "is in a CUDA graph capture phase"
+        detail = "; ".join(f"{src}: {text}" for _, text, src in items)
+        findings.append(Finding("in-graph-capture" if inside else "in-capture-phase",
+                                "warn" if inside else "info",
+                                f"{_who([pid], roles)} thread {tid} {what} ({detail})", [pid],
+                                " and ".join(sorted({src for _, _, src in items}))))
     return sites, calls, findings
