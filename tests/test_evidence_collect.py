@@ -184,6 +184,18 @@ def test_nccl_version_string_from_elf(tmp_path):
     assert elfver.nccl_version(str(tmp_path / "text")) is None    # not an ELF file
 
 
+@pytest.mark.parametrize("data,groups", [
+    (b"\x00NCCL version 2.21.5+cuda12.4\x00", (b"2", b"21", b"5", b"", b"12", b"4")),
+    (b"\x00NCCL version 2.27.3+cuda12.9\x00", (b"2", b"27", b"3", b"", b"12", b"9")),
+    (b"\x00NCCL version 2.18.1a0+cuda12.1\x00", (b"2", b"18", b"1", b"a0", b"12", b"1")),
+    (b"\x00NCCL version 2.20.5\x00", (b"2", b"20", b"5", b"", None, None)),   # no +cuda
+    (b"\x00NCCL version %s\x00", None),                                       # a format
+])
+def test_nccl_version_regex(data, groups):
+    m = elfver.NCCL_RE.search(data)
+    assert (m.groups() if m else None) == groups
+
+
 def test_section_search_reads_across_chunks(tmp_path, monkeypatch):
     if not elfver.have_pyelftools() or not HAVE_GCC:
         pytest.skip("needs pyelftools and gcc")

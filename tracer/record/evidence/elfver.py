@@ -9,7 +9,8 @@ Contract:
   It raises nothing (OSError and ELF parse errors give None).
 - ``nccl_version(path)``: (version, detail) from the "NCCL version 2.21.5+cuda12.4" string that
   NCCL builds into .rodata (src/init.cc VERSION_STRING: "NCCL version " MAJOR.MINOR.PATCH
-  SUFFIX "+cuda" CUDA_MAJOR.CUDA_MINOR); detail is "+cuda12.4" plus any suffix.
+  SUFFIX "+cuda" CUDA_MAJOR.CUDA_MINOR; forks such as RCCL drop the "+cuda" part, so it is
+  optional); detail is any suffix plus "+cuda12.4".
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ ELF_MISSING = ("pyelftools is not installed: versions inside ELF files (NCCL's) 
 CHUNK = 4 << 20
 OVERLAP = 256
 MAX_BYTES = 256 << 20
-NCCL_RE = re.compile(rb"NCCL version (\d+)\.(\d+)\.(\d+)([^\x00+]{0,32})\+cuda(\d+)\.(\d+)")
+NCCL_RE = re.compile(rb"NCCL version (\d+)\.(\d+)\.(\d+)([^\x00+]{0,32})(?:\+cuda(\d+)\.(\d+))?")
 
 
 def have_pyelftools() -> bool:
@@ -63,11 +64,13 @@ def section_search(path: str, section: str, pattern: Pattern[bytes]) -> Optional
                 if not chunk:
                     return None
                 buf = tail + chunk
-                m = pattern.search(buf)
-                if m:
-                    return m
-                tail = buf[-OVERLAP:]
                 done += len(chunk)
+                m = pattern.search(buf)
+                # A match near the end may continue in the next chunk (an optional part):
+                # read on with the match kept in the overlap.
+                if m and (m.end() <= len(buf) - OVERLAP or done >= size):
+                    return m
+                tail = buf[m.start():] if m else buf[-OVERLAP:]
     except OSError:
         return None
     return None
@@ -78,6 +81,7 @@ def nccl_version(path: str) -> Optional[Tuple[str, str]]:
     m = section_search(path, ".rodata", NCCL_RE)
     if m is None:
         return None
-    major, minor, patch, suffix, cmaj, cmin = (g.decode("ascii", "replace") for g in m.groups())
-    return f"{major}.{minor}.{patch}", f"{suffix}+cuda{cmaj}.{cmin}"
+    major, minor, patch, suffix, cmaj, cmin = (g.decode("ascii", "replace") if g else ""
+                                               for g in m.groups())
+    return f"{major}.{minor}.{patch}", suffix + (f"+cuda{cmaj}.{cmin}" if cmaj else "")
 
