@@ -85,3 +85,34 @@ def test_real_nvml_reads_every_gpu():
         nv.close()
     assert readings and all(r.uuid.startswith("GPU-") for r in readings)
     assert all(r.mem_total and r.mem_total > 0 for r in readings)
+
+
+class FakeNvmlWithHealth(FakeNvml):
+    def health(self, ts, phase):
+        from tracer.evidence_events import GpuHealth
+        return [GpuHealth(ts=ts, gpu=0, uuid="GPU-aaaa", power_mw=95_000, phase=phase)]
+
+
+def test_backend_emits_health_at_start_and_stop():
+    from tracer.evidence_events import GpuHealth
+    fake = FakeNvmlWithHealth()
+    got = []
+    b = NvmlBackend(rate_hz=50, opener=lambda: fake)
+    b.start(TargetSet([1]), got.append)
+    b.stop()
+    health = [e for e in got if isinstance(e, GpuHealth)]
+    assert [h.phase for h in health] == ["start", "end"]
+    assert got[0] is health[0] and got[-1] is health[1]   # first and last of the recording
+    assert fake.closed
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is None, reason="no NVML here")
+def test_real_nvml_health():
+    nv = open_nvml()
+    try:
+        health = nv.health(0.0, "end")
+        samples = nv.read(0.0)
+    finally:
+        nv.close()
+    assert health and all(h.power_limit_mw and h.name for h in health)
+    assert all(s.power_mw is not None for s in samples)

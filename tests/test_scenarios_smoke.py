@@ -346,12 +346,42 @@ def test_heartbeat_hang(scenario: StartScenario) -> None:
     assert wait_until(lambda: blocked_syscall(peer, helper)[0] in ("7", "45", "35", "230"))
 
 
+def test_silent_server(scenario: StartScenario, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sc = scenario("silent_server", "--port", port, "--log", log, "--silent-for", 600)
+    assert thread_ids(sc.pid) == [sc.pid]
+    assert_blocked_in_futex_forever(sc.pid, sc.pid)
+    assert fd_target(sc.pid, 1) == fd_target(sc.pid, 2) == str(log)
+    assert log.read_text() == f"server starting on port {port}\n"
+    assert 590 < time.time() - log.stat().st_mtime < 700          # went quiet 10 min ago
+    listening = listening_inodes()
+    assert [listening[i] for i in socket_inodes(sc.pid) if i in listening] == []
+    ok = scenario("silent_server", "--port", port, "--log", tmp_path / "ok.log", "--listen")
+    assert [listening_inodes()[i] for i in socket_inodes(ok.pid)] == [port]
+
+
+def test_gpu_libs_like(scenario: StartScenario, tmp_path: Path) -> None:
+    from fake_gpu_libs import build_fake_libs
+    libs = build_fake_libs(tmp_path)
+    sc = scenario("gpu_libs_like", "--cuda", libs["cuda"], "--nccl", libs["nccl"])
+    maps = Path(f"/proc/{sc.pid}/maps").read_text()
+    assert str(libs["cuda"]) in maps and str(libs["nccl"]) in maps
+    tids = thread_ids(sc.pid)
+    assert len(tids) == 2                                    # main + graph launcher
+    assert wait_until(lambda: wchan(sc.pid, sc.pid) in FUTEX_WCHANS)
+    assert_blocked_in_futex_forever(sc.pid, sc.pid)         # inside `with graph():`
+
+
 # ---------------------------------------------------------------- harness
 
 def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
     tested = {"spin", "yield_spin", "lock_order_deadlock", "py_deadlock", "idle_server",
               "pipe_deadlock", "eventfd_deadlock", "dead_worker", "sglang_like", "healthy_worker", "parked_pool",
-              "shared_mutex_killed", "slow_peer", "chatty_client", "heartbeat_hang"}
+              "shared_mutex_killed", "slow_peer", "chatty_client", "heartbeat_hang",
+              "silent_server", "gpu_libs_like"}
     assert set(scenarios.available_scenarios()) == tested
     readme = (scenarios.SCENARIO_DIR / "README.md").read_text()
     for name in tested:

@@ -3,7 +3,7 @@ Frames are py-spy's, as the stack probe records them ("func (file:line)", innerm
 from tracer.analysis.stack_groups import collective_frame, group_ranks, suspects
 
 C10D = "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py"
-ALL_REDUCE = [f"all_reduce ({C10D}:2806)", f"wrapper (/x/torch/distributed/c10d_logger.py:81)",
+ALL_REDUCE = [f"all_reduce ({C10D}:2806)", "wrapper (/x/torch/distributed/c10d_logger.py:81)",
               "step (/srv/train.py:40)", "<module> (/srv/train.py:77)"]
 WAITING = ["wait (/usr/lib/python3.12/threading.py:355)",
            "wait (/usr/lib/python3.12/threading.py:655)", "step (/srv/train.py:38)",

@@ -76,17 +76,22 @@ def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend:
 def _record(roots: List[int], backends: list, duration: float, out: str, as_json: bool):
     """One recording as ``attach`` makes it: end-of-recording probes, and the live view when
     the report goes to a terminal."""
+    from .record.evidence import evidence_end_probe, evidence_start_probe
+    from .record.evidence.capture import with_capture_sites
     from .record.probes import DEFAULT_PROBES   # futex owners, unix socket peers (wait graph)
     from .record.pystacks import py_stacks_probe
     from .record.session import record
-    probes = list(DEFAULT_PROBES) + [py_stacks_probe]   # before py-spy, which stops threads
+    probes = list(DEFAULT_PROBES) + [with_capture_sites(py_stacks_probe),  # after the wait probes
+                                     evidence_end_probe]
+    starts = [evidence_start_probe]      # logs, vitals: the window's starting point
     try:
         if not as_json and sys.stdout.isatty():
             from .render.live import LiveView
             with LiveView(Console(), duration, roots) as view:
                 return record(roots, backends, duration=duration, output=out,
-                              on_tick=view.on_tick, end_probes=probes)
-        return record(roots, backends, duration=duration, output=out, end_probes=probes)
+                              on_tick=view.on_tick, end_probes=probes, start_probes=starts)
+        return record(roots, backends, duration=duration, output=out, end_probes=probes,
+                      start_probes=starts)
     except OSError as exc:
         _fail(f"recording failed: {exc.strerror or exc} ({getattr(exc, 'filename', '') or ''})")
 

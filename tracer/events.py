@@ -323,7 +323,9 @@ def schema() -> Dict[str, List[str]]:
 class GpuSample(Event):
     """One look at one GPU through NVML (tracer/gpu/nvml.py): utilization over the driver's last
     sample period (percent of time a kernel ran), memory in bytes, and the pids of the compute
-    processes that hold a context on it. ``util_pct`` is None where NVML could not say."""
+    processes that hold a context on it. ``util_pct`` is None where NVML could not say.
+    ``power_mw`` (board power draw) and ``sm_clock_mhz`` are None in traces made before they
+    were recorded, or where NVML does not report them."""
     TAG: ClassVar[str] = "gpu"
     gpu: int
     uuid: str = ""
@@ -331,6 +333,8 @@ class GpuSample(Event):
     mem_used: Optional[int] = None
     mem_total: Optional[int] = None
     pids: List[int] = field(default_factory=list)
+    power_mw: Optional[int] = None
+    sm_clock_mhz: Optional[int] = None
 
 
 EVENT_CLASSES[GpuSample.TAG] = GpuSample
@@ -344,7 +348,8 @@ class PyStack(Event):
     """One thread's Python stack as ``py-spy dump`` saw it at the end of a recording
     (tracer/record/pystacks.py). ``frames`` are "func (file:line)", innermost first; ``tid`` is the
     OS thread id (py-spy's ``os_thread_id``). A stack that could not be taken has ``tid`` 0,
-    no frames and ``error`` saying why (py-spy not installed, permission denied, ...)."""
+    no frames and ``error`` saying why (py-spy not installed, permission denied, ...).
+    ``files`` are the frames' source paths as the target sees them (empty in older traces)."""
     TAG: ClassVar[str] = "pys"
     pid: int
     tid: int
@@ -353,6 +358,7 @@ class PyStack(Event):
     active: Optional[bool] = None
     owns_gil: Optional[bool] = None
     error: str = ""
+    files: List[str] = field(default_factory=list)
 
 
 EVENT_CLASSES[PyStack.TAG] = PyStack

@@ -80,6 +80,8 @@ class Report:
     wait_graph: Optional[Dict[str, Any]] = None
     # ranks grouped by their main thread's Python stack (analysis/stack_groups.py)
     rank_stacks: List[Dict[str, Any]] = field(default_factory=list)
+    # logs, ports, GPU health, versions, CUDA graph capture (tracer/analysis/evidence.py)
+    evidence: Optional[Dict[str, Any]] = None
 
     @property
     def exit_code(self) -> int:
@@ -95,4 +97,5 @@ class Report:
                 "notes": self.notes, "lost_events": self.lost, "truncated": self.truncated,
                 "exit_code": self.exit_code,
                 "processes": [p.to_json() for p in self.processes],
-                "wait_graph": self.wait_graph, "rank_stacks": self.rank_stacks}
+                "wait_graph": self.wait_graph, "rank_stacks": self.rank_stacks,
+                "evidence": self.evidence}

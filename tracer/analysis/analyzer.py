@@ -15,6 +15,8 @@ from .. import events as ev
 from ..report import Report
 from ..tracefile.format import TraceReader
 from .accumulate import Accumulator
+from .evidence import recording_evidence
+from .evidence_table import EVIDENCE_TYPES, EvidenceTable
 from .facts import WaitFacts
 from .gpu_rules import GpuAccumulator
 from .report_build import build_report
@@ -32,11 +34,15 @@ class Analyzer:
         self.stacks = StackTable()
         self.facts = WaitFacts()      # what the end-of-recording probes found (wait graph)
         self.ras: List[ev.NcclRasStatus] = []     # what NCCL's RAS service answered
+        self.evidence = EvidenceTable()   # logs, ports, GPU health, versions (evidence.py)
         self.source = source
 
     def feed(self, event: ev.Event) -> None:
         if type(event) is ev.GpuSample:
             self.gpu.feed(event)
+            self.evidence.feed_gpu(event)  # type: ignore[arg-type]
+        elif type(event) in EVIDENCE_TYPES:
+            self.evidence.feed(event)
         elif type(event) is ev.PyStack:
             self.stacks.feed(event)  # type: ignore[arg-type]
         elif type(event) in _FACTS:
@@ -52,6 +58,9 @@ class Analyzer:
         for e in events:
             if type(e) is gpu_sample:
                 feed_gpu(e)
+                self.evidence.feed_gpu(e)   # type: ignore[arg-type]
+            elif type(e) in EVIDENCE_TYPES:
+                self.evidence.feed(e)
             elif type(e) is py_stack:
                 feed_stack(e)  # type: ignore[arg-type]
             elif type(e) in _FACTS:
@@ -64,9 +73,13 @@ class Analyzer:
     def report(self, *, end: Optional[float] = None, trace_path: Optional[str] = None,
                truncated: bool = False, extra_notes: Iterable[str] = ()) -> Report:
         rec = self.acc.finish(end, truncated=truncated)
-        return build_report(rec, source=self.source, trace_path=trace_path,
-                            extra_notes=list(extra_notes), gpus=self.gpu.gpus,
-                            stacks=self.stacks, facts=self.facts, ras=self.ras)
+        report = build_report(rec, source=self.source, trace_path=trace_path,
+                              extra_notes=list(extra_notes), gpus=self.gpu.gpus,
+                              stacks=self.stacks, facts=self.facts, ras=self.ras)
+        report.evidence = recording_evidence(self.evidence, rec.processes,
+                                             {p.pid: p.role for p in report.processes},
+                                             (rec.start, rec.end))
+        return report
 
     # ------------------------------------------------------------------ for the probes
     def futex_waits(self, pids: Iterable[int]) -> List[ev.FutexCall]:

@@ -7,13 +7,16 @@ Contract:
   sample period, 1/6 s to 1 s, in which a kernel ran), memory used/total in bytes, and the pids of
   the compute processes holding a context on it. A value NVML refuses is None (or an empty list),
   never a guess. ``close()`` shuts NVML down; both are safe to call from one thread at a time.
+- Each sample also carries the board power draw (mW) and the SM clock (MHz) where NVML gives
+  them; ``health(ts, phase)`` reads the slower health counters (nvml_health.py).
 - Nothing here classifies; the analysis of readings is tracer/analysis/gpu_rules.py.
 
 ABI used (nvml.h, stable since driver 450): nvmlInit_v2, nvmlDeviceGetCount_v2,
 nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetUUID, nvmlDeviceGetUtilizationRates
 ({uint gpu, uint memory}), nvmlDeviceGetMemoryInfo ({ull total, free, used}),
 nvmlDeviceGetComputeRunningProcesses_v3/_v2 ({uint pid; ull usedGpuMemory; uint gpuInstanceId;
-uint computeInstanceId}), falling back to the v1 call ({uint pid; ull usedGpuMemory}).
+uint computeInstanceId}), falling back to the v1 call ({uint pid; ull usedGpuMemory}),
+nvmlDeviceGetPowerUsage (uint mW), nvmlDeviceGetClockInfo (NVML_CLOCK_SM = 1, uint MHz).
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from ..events import GpuSample
 
 NVML_SUCCESS = 0
 NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_CLOCK_SM = 1
 LIBRARY_NAMES = ("libnvidia-ml.so.1", "libnvidia-ml.so")
 
 
@@ -116,8 +120,19 @@ class Nvml:
             if self.lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m)) == NVML_SUCCESS:
                 r.mem_used, r.mem_total = int(m.used), int(m.total)
             r.pids = self._pids(h)
+            v = ctypes.c_uint(0)
+            if self.lib.nvmlDeviceGetPowerUsage(h, ctypes.byref(v)) == NVML_SUCCESS:
+                r.power_mw = int(v.value)
+            if self.lib.nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM, ctypes.byref(v)) == NVML_SUCCESS:
+                r.sm_clock_mhz = int(v.value)
             out.append(r)
         return out
+
+    def health(self, ts: float, phase: str = "") -> list:
+        """One ``GpuHealth`` per GPU (nvml_health.py)."""
+        from .nvml_health import read_health
+        return [read_health(self.lib, h, i, self.uuids[i], ts, phase, self._error)
+                for i, h in enumerate(self._handles)]
 
     def close(self) -> None:
         if self.lib is not None:

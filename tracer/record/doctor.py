@@ -46,6 +46,16 @@ def _bpf_syscall() -> Dict[str, Any]:
     return _fact(root, detail, "run hangtrace as root (sudo) for eBPF")
 
 
+def _kmsg() -> Dict[str, Any]:
+    """Whether the kernel log (NVRM Xid lines) can be read: opened, never read here."""
+    try:
+        os.close(os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK))
+    except OSError as exc:
+        return _fact(False, f"/dev/kmsg: {exc.strerror}",
+                     "run as root (or with CAP_SYSLOG when kernel.dmesg_restrict=1)")
+    return _fact(True, "/dev/kmsg readable")
+
+
 def doctor_facts() -> Dict[str, Any]:
     from .backends.ebpf_backend import TRACEFS_DIRS, ebpf_problem
     from .backends.strace_backend import ptrace_problem
@@ -93,6 +103,11 @@ def doctor_facts() -> Dict[str, Any]:
                             "only needed to trace GPU servers")
     spy = shutil.which("py-spy")
     facts["py_spy"] = _fact(bool(spy), spy or "not installed", "pip install py-spy")
+    from .evidence.elfver import have_pyelftools
+    elf = have_pyelftools()
+    facts["pyelftools"] = _fact(elf, "importable" if elf else "missing",
+                                "pip install pyelftools (NCCL's version from libnccl)")
+    facts["kmsg"] = _kmsg()
     ebpf_why = ebpf_problem()
     facts["backends"] = {
         "ebpf": {"ok": ebpf_why is None, "why": ebpf_why or ""},

@@ -119,7 +119,8 @@ def take_stacks(pid: int, py_spy: Optional[str] = None,
             ts=now, pid=int(t.get("pid") or pid), tid=tid,
             thread_name=str(t.get("thread_name") or ""),
             frames=[format_frame(f) for f in t.get("frames") or []],
-            active=t.get("active"), owns_gil=t.get("owns_gil")))
+            active=t.get("active"), owns_gil=t.get("owns_gil"),
+            files=[str(f.get("filename") or "") for f in t.get("frames") or []]))
     return out
 
 

@@ -83,12 +83,14 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
 
 
 def _with_nvml(backends: List[Backend], why: str) -> Tuple[List[Backend], str]:
-    """Add GPU sampling through NVML where the machine has it (never a reason to fail)."""
+    """Add GPU sampling through NVML where the machine has it (never a reason to fail), and
+    with eBPF, uprobes on libcuda's CUDA graph calls (cuda_uprobes.py)."""
+    from .backends.cuda_uprobes import with_cuda_uprobes
     from .backends.nvml_backend import NvmlBackend
     nvml = NvmlBackend()
     if nvml.check() is None:
-        return backends + [nvml], why + "; nvml for GPU utilization"
-    return backends, why
+        backends, why = backends + [nvml], why + "; nvml for GPU utilization"
+    return with_cuda_uprobes(backends, why)
 
 
 @dataclass
@@ -134,9 +136,11 @@ EndProbe = Callable[[List[int], Analyzer], List[ev.Event]]
 
 def record(roots: List[int], backends: List[Backend], *, duration: float, output: str,
            on_tick: Optional[Callable[[float, Analyzer], None]] = None,
-           end_probes: Sequence[EndProbe] = ()) -> Recorded:
+           end_probes: Sequence[EndProbe] = (),
+           start_probes: Sequence[EndProbe] = ()) -> Recorded:
     """Record (module doc). ``on_tick(elapsed_s, analyzer)`` runs about 4 times a second in
-    this thread (a live view asks the analyzer for a provisional report there)."""
+    this thread (a live view asks the analyzer for a provisional report there).
+    ``start_probes`` run once before the backends start (their analyzer argument is None)."""
     from .backends.proc_backend import initial_process_infos
     all_pids = sorted(set(roots) | set(procfs.descendants(roots)))
     targets = TargetSet(roots)
@@ -150,6 +154,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     writer: Optional[TraceWriter] = None
     analyzer: Optional[Analyzer] = None
     pending: List[ev.Event] = []
+    start_errors = _run_probes(start_probes, all_pids, None, pending.append, always=True)
 
     def take(e: ev.Event) -> None:
         if writer is None or analyzer is None:
@@ -201,7 +206,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a second SIGTERM must not cut cleanup
         try:
-            errors = _stop_all(started)
+            errors = start_errors + _stop_all(started)
             while True:
                 try:
                     take(q.get_nowait())
@@ -229,9 +234,9 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
 
 
 def _run_probes(probes: Sequence[EndProbe], pids: List[int], analyzer: Optional[Analyzer],
-                take: Callable[[ev.Event], None]) -> List[str]:
+                take: Callable[[ev.Event], None], always: bool = False) -> List[str]:
     errors: List[str] = []
-    if analyzer is None:
+    if analyzer is None and not always:
         return errors
     for probe in probes:
         try:

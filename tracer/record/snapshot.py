@@ -6,6 +6,9 @@ Contract:
   and what it points to, and the listening sockets. It never stops or signals anything.
 - It never raises for processes that vanish or cannot be read: those become ``errors`` lines
   (a pid that does not exist) or empty fields (fds of another user's process).
+- With ``evidence`` (the default) it also gathers what a person checks by hand (record/evidence:
+  process vitals, log targets, ports, NVRM kernel log lines, GPU health, library versions and,
+  with stacks, CUDA graph capture) into ``evidence``, analysis/evidence.py's JSON form.
 - ``Snapshot.to_json()`` is the stable machine form: {"format": "hangtrace.snapshot/1", ...}.
   render_snapshot.py draws it; renderers never read /proc.
 """
@@ -75,6 +78,7 @@ class Snapshot:
     roots: List[int]
     processes: List[ProcessSnapshot] = field(default_factory=list)
     errors: List[str] = field(default_factory=list)
+    evidence: Optional[Dict[str, Any]] = None
 
     def listening(self) -> List[Tuple[int, str]]:
         """(pid, "tcp 127.0.0.1:8000") for every listening socket in the trees."""
@@ -82,7 +86,8 @@ class Snapshot:
 
     def to_json(self) -> Dict[str, Any]:
         return {"format": FORMAT, "ts": self.ts, "host": self.host, "roots": self.roots,
-                "processes": [asdict(p) for p in self.processes], "errors": self.errors}
+                "processes": [asdict(p) for p in self.processes], "errors": self.errors,
+                "evidence": self.evidence}
 
 
 def _thread_snapshot(pid: int, tid: int, fds: Dict[int, FdInfo], root: str,
@@ -128,7 +133,8 @@ def _process_snapshot(pid: int, root: str) -> Optional[ProcessSnapshot]:
     return snap
 
 
-def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = False) -> Snapshot:
+def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = False,
+                  evidence: bool = True) -> Snapshot:
     """Snapshot of every process of the trees rooted at ``pids``, each parent before its children.
 
     ``stacks``: also each Python process's stacks through py-spy (pystacks.py); a stack that
@@ -156,16 +162,38 @@ def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = Fa
         if not ps.fds_readable:
             snap.errors.append(f"pid {pid}: fds not readable (another user's process: run as "
                                "root or as its owner)")
-    if stacks:
-        _add_stacks(snap)
+    taken = _add_stacks(snap) if stacks else []
+    if evidence and root == "/proc":
+        snap.evidence = _evidence(snap, taken)
     return snap
 
 
-def _add_stacks(snap: Snapshot) -> None:
+def _evidence(snap: Snapshot, stacks: list) -> Dict[str, Any]:
+    from ..analysis.evidence import EvidenceTable, ProcFacts, build_evidence
+    from ..analysis.roles import role_of
+    from ..events import GpuSample
+    from .evidence import collect
+    from .evidence.capture import capture_sites
+    table = EvidenceTable()
+    for e in collect([p.pid for p in snap.processes]) + capture_sites(stacks):
+        if isinstance(e, GpuSample):
+            table.feed_gpu(e)
+        else:
+            table.feed(e)
+    parents = {p.ppid for p in snap.processes}
+    procs = [ProcFacts(p.pid, p.ppid, role_of(p.cmdline, p.comm, has_children=p.pid in parents,
+                                              is_root=p.pid in snap.roots,
+                                              environ_rank=p.environ_rank).label,
+                       list(p.cmdline), list(p.listening), p.start_time)
+             for p in snap.processes]
+    return build_evidence(table, procs, now=snap.ts).to_json()
+
+
+def _add_stacks(snap: Snapshot) -> list:
     from ..analysis.stacks import failure_notes
     from .pystacks import find_py_spy, is_python_process, take_stacks
     exe = find_py_spy()
-    failures = []
+    failures, taken = [], []
     for p in snap.processes:
         if p.state in ("Z", "X") or not is_python_process(p.pid):
             continue
@@ -175,4 +203,6 @@ def _add_stacks(snap: Snapshot) -> None:
                 failures.append(s)
             elif s.tid in by_tid:
                 by_tid[s.tid].stack = list(s.frames)
+                taken.append(s)
     snap.errors.extend(failure_notes(failures))
+    return taken

@@ -131,6 +131,8 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     stacks = rank_stacks_tree(report.rank_stacks)
     if stacks is not None:
         console.print(stacks)
+    from .evidence import render_evidence
+    render_evidence(report.evidence, console, verbose)
     for n in report.notes:
         console.print(Text.from_markup(f"[yellow]note:[/] {escape(n)}"))
     if report.trace_path:

@@ -149,3 +149,5 @@ def render_snapshot(snapshot: Snapshot, console: Console) -> None:
     for err in snapshot.errors:
         top.add(f"[red]{escape(err)}[/]")
     console.print(top)
+    from .evidence import render_evidence
+    render_evidence(snapshot.evidence, console)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from .. import events as ev
+from .. import evidence_events  # noqa: F401  (registers the evidence event classes)
 
 MAGIC = "hangtrace-trace"
 VERSION = 1

@@ -7,6 +7,8 @@ Contract (on top of backends/base.py):
   ``1 / rate_hz`` seconds (the first at once). It never touches the target processes: NVML
   reads the driver. Readings of every GPU are emitted, not only those the targets use: the
   analysis (tracer/analysis/gpu_rules.py) matches ``pids`` with the traced processes.
+- Where the NVML object has ``health(ts, phase)`` (tracer/gpu/nvml.py), one ``GpuHealth`` per
+  GPU is emitted at start (phase "start") and in ``stop()`` before NVML is shut down ("end").
 - ``stop()`` is idempotent and returns when the thread has ended and NVML is shut down.
 - ``opener`` replaces ``tracer.gpu.nvml.open_nvml`` in tests (anything with ``read()`` and
   ``close()``).
@@ -31,6 +33,7 @@ class NvmlBackend(Backend):
         self._nv: Any = None
         self._thread: Optional[threading.Thread] = None
         self._stop = threading.Event()
+        self._emit: Optional[Emit] = None
 
     def check(self) -> Optional[str]:
         try:
@@ -52,9 +55,21 @@ class NvmlBackend(Backend):
             emit(s)
         return len(samples)
 
+    def _health(self, emit: Emit, phase: str) -> None:
+        health = getattr(self._nv, "health", None)
+        if health is None:
+            return
+        try:
+            for h in health(time.time(), phase):
+                emit(h)
+        except Exception as exc:   # health is extra evidence: never lose the recording for it
+            self.errors.append(f"NVML health read failed: {exc}")
+
     def start(self, targets: TargetSet, emit: Emit) -> None:
         self._nv = self._opener()
+        self._emit = emit
         self._stop.clear()
+        self._health(emit, "start")
 
         def loop() -> None:
             failures = 0
@@ -77,6 +92,8 @@ class NvmlBackend(Backend):
         t, self._thread = self._thread, None
         if t is not None:
             t.join(timeout=5)
+        if self._nv is not None and self._emit is not None:
+            self._health(self._emit, "end")
         nv, self._nv = self._nv, None
         if nv is not None:
             try:

@@ -1,0 +1,151 @@
+"""CUDA graph capture seen in Python stacks: which threads are inside a capture, and where.
+
+Contract:
+- ``capture_sites(stacks)`` -> one ``CaptureSite`` per thread whose py-spy stack
+  (``PyStack`` with ``files``) shows CUDA graph capture, the most telling frame first:
+  1. "capture-call": a frame of torch/cuda/graphs.py's ``capture_begin`` / ``capture_end`` or
+     of the ``torch.cuda.graph`` context manager's ``__enter__`` / ``__exit__`` (the thread is
+     starting or ending a capture: the place where torch waits for pending NCCL work and
+     where cudaStreamBeginCapture / cudaStreamEndCapture run);
+  2. "with-block": a frame whose current line lies in the body of a ``with`` statement on
+     ``...graph(...)`` (torch.cuda.graph, a ``graph`` imported from it): the source file is
+     read (through /proc/PID/root, at most ``MAX_SOURCE`` bytes) and parsed with ``ast``, so
+     this holds for any code, SGLang's and vLLM's runners included, and says the thread is
+     inside the capture, not merely near it;
+  3. "phase": the same for ``with graph_capture(...)`` (SGLang's and vLLM's parallel_state
+     context around the whole capture loop, warm-up runs included);
+  4. "runner": a frame of a known CUDA graph runner (``RUNNERS``) whose source could not be
+     read: the thread is in the capture phase, perhaps in a warm-up run.
+- ``with_capture_sites(probe)`` wraps a session end probe that returns ``PyStack`` events
+  (pystacks.py) so that the capture sites are found from the same stacks.
+- Never raises: an unreadable or unparsable source file only loses that frame's check.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+from ...events import PyStack
+from ...evidence_events import CaptureSite
+
+__all__ = ["capture_sites", "with_capture_sites", "graph_with_blocks", "parse_frame",
+           "RUNNERS", "MAX_SOURCE"]
+
+MAX_SOURCE = 4 << 20
+CAPTURE_CALLS = {"capture_begin", "capture_end", "__enter__", "__exit__"}
+_GRAPHS_PY = "torch/cuda/graphs.py"
+_GRAPH_CM = re.compile(r"(^|\.)graph\s*\(")
+_PHASE_CM = re.compile(r"(^|\.)graph_capture\s*\(")
+# (file suffix, function names): CUDA graph runners of the serving stacks
+RUNNERS: List[Tuple[str, Tuple[str, ...]]] = [
+    ("sglang/srt/model_executor/cuda_graph_runner.py", ("capture", "capture_one_batch_size")),
+    ("vllm/worker/model_runner.py", ("capture_model", "capture")),
+    ("vllm/v1/worker/gpu_model_runner.py", ("capture_model", "_capture_cudagraphs")),
+    ("vllm/compilation/cuda_graph.py", ("__call__",)),
+]
+_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
+
+Blocks = List[Tuple[int, int, str, str]]   # (first body line, last line, "with" text, kind)
+
+
+def parse_frame(frame: str) -> Tuple[str, str, Optional[int]]:
+    """("CUDAGraph.capture_begin", "torch/cuda/graphs.py", 104) from a PyStack frame text."""
+    m = _FRAME.match(frame)
+    if not m:
+        return frame, "", None
+    line = m.group("line")
+    return m.group("func"), m.group("file"), int(line) if line else None
+
+
+def graph_with_blocks(source: str) -> Blocks:
+    """Every ``with`` on a CUDA graph context manager in ``source`` (module doc, 2 and 3)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    out: Blocks = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.With, ast.AsyncWith)) or not node.body:
+            continue
+        for item in node.items:
+            text = ast.get_source_segment(source, item.context_expr) or ""
+            head = text.split("(", 1)[0] + "("
+            kind = "with-block" if _GRAPH_CM.search(head) else \
+                "phase" if _PHASE_CM.search(head) else ""
+            if kind:
+                end = getattr(node, "end_lineno", None) or node.body[-1].lineno
+                out.append((node.body[0].lineno, end, " ".join(text.split())[:120], kind))
+    return out
+
+
+class _Sources:
+    """Parsed ``with`` blocks per source file, read once (module doc)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.blocks: Dict[str, Blocks] = {}
+
+    def of(self, pid: int, path: str) -> Blocks:
+        if not path.startswith("/"):
+            return []
+        host = f"{self.root}/{pid}/root{path}"
+        if host not in self.blocks:
+            self.blocks[host] = []
+            try:
+                with open(host, "rb") as f:
+                    data = f.read(MAX_SOURCE + 1)
+            except OSError:
+                return []
+            if len(data) <= MAX_SOURCE and b"graph" in data:
+                self.blocks[host] = graph_with_blocks(data.decode("utf-8", "replace"))
+        return self.blocks[host]
+
+
+def _site_of(s: PyStack, sources: _Sources) -> Optional[CaptureSite]:
+    found: Dict[str, CaptureSite] = {}
+    for i, frame in enumerate(s.frames):
+        func, short, line = parse_frame(frame)
+        path = s.files[i] if i < len(s.files) else ""
+        name = func.rsplit(".", 1)[-1]
+        names = (path, short)
+
+        def site(how: str, detail: str = "") -> None:
+            found.setdefault(how, CaptureSite(ts=s.ts, pid=s.pid, tid=s.tid, how=how,
+                                              frame=frame, detail=detail))
+        if any(n.endswith(_GRAPHS_PY) for n in names) and name in CAPTURE_CALLS:
+            site("capture-call", func)
+            continue
+        if line is not None:
+            for first, last, text, kind in sources.of(s.pid, path):
+                if first <= line <= last:
+                    site(kind, f"with {text}")
+        for suffix, funcs in RUNNERS:
+            if any(n.endswith(suffix) for n in names) and name in funcs:
+                site("runner", func)
+    for how in ("capture-call", "with-block", "phase", "runner"):
+        if how in found:
+            return found[how]
+    return None
+
+
+def capture_sites(stacks: Iterable[PyStack], root: str = "/proc") -> List[CaptureSite]:
+    """CaptureSite per thread whose stack shows capture (module doc)."""
+    sources = _Sources(root)
+    out = []
+    for s in stacks:
+        if s.error or not s.frames:
+            continue
+        site = _site_of(s, sources)
+        if site is not None:
+            out.append(site)
+    return out
+
+
+def with_capture_sites(probe: Callable[..., list]) -> Callable[..., list]:
+    """A session end probe returning the stacks of ``probe`` and the capture sites in them."""
+    def run(pids: List[int], analyzer: object = None) -> list:
+        stacks = list(probe(pids, analyzer))
+        return stacks + capture_sites(e for e in stacks if isinstance(e, PyStack))
+    run.__name__ = getattr(probe, "__name__", "python stacks")
+    return run

@@ -1,0 +1,87 @@
+"""Version strings inside ELF shared libraries, read with pyelftools (an optional import).
+
+Contract:
+- ``have_pyelftools()`` says whether ``elftools`` imports; ``ELF_MISSING`` is the one line to
+  show when it does not.
+- ``section_search(path, section, pattern)`` finds the first match of a bytes regex in one
+  section of an ELF file, reading it in chunks (``CHUNK`` bytes, overlapping by ``OVERLAP``)
+  and at most ``MAX_BYTES``; None when the file is not ELF, has no such section or no match.
+  It raises nothing (OSError and ELF parse errors give None).
+- ``nccl_version(path)``: (version, detail) from the "NCCL version 2.21.5+cuda12.4" string that
+  NCCL builds into .rodata (src/init.cc VERSION_STRING: "NCCL version " MAJOR.MINOR.PATCH
+  SUFFIX "+cuda" CUDA_MAJOR.CUDA_MINOR; forks such as RCCL drop the "+cuda" part, so it is
+  optional); detail is any suffix plus "+cuda12.4".
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional, Pattern, Tuple
+
+__all__ = ["have_pyelftools", "section_search", "nccl_version", "ELF_MISSING"]
+
+ELF_MISSING = ("pyelftools is not installed: versions inside ELF files (NCCL's) were not read "
+               "(pip install pyelftools)")
+CHUNK = 4 << 20
+OVERLAP = 256
+MAX_BYTES = 256 << 20
+NCCL_RE = re.compile(rb"NCCL version (\d+)\.(\d+)\.(\d+)([^\x00+]{0,32})(?:\+cuda(\d+)\.(\d+))?")
+
+
+def have_pyelftools() -> bool:
+    try:
+        import elftools  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _section_range(f, name: str) -> Optional[Tuple[int, int]]:
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    try:
+        elf = ELFFile(f)
+        sec = elf.get_section_by_name(name)
+    except (ELFError, ValueError, AssertionError):
+        return None
+    if sec is None or sec["sh_type"] == "SHT_NOBITS":
+        return None
+    return int(sec["sh_offset"]), int(sec["sh_size"])
+
+
+def section_search(path: str, section: str, pattern: Pattern[bytes]) -> Optional["re.Match"]:
+    """First match of ``pattern`` in ``section`` of the ELF file at ``path`` (module doc)."""
+    try:
+        with open(path, "rb") as f:
+            rng = _section_range(f, section)
+            if rng is None:
+                return None
+            offset, size = rng
+            size = min(size, MAX_BYTES)
+            done, tail = 0, b""
+            while done < size:
+                f.seek(offset + done)
+                chunk = f.read(min(CHUNK, size - done))
+                if not chunk:
+                    return None
+                buf = tail + chunk
+                done += len(chunk)
+                m = pattern.search(buf)
+                # A match near the end may continue in the next chunk (an optional part):
+                # read on with the match kept in the overlap.
+                if m and (m.end() <= len(buf) - OVERLAP or done >= size):
+                    return m
+                tail = buf[m.start():] if m else buf[-OVERLAP:]
+    except OSError:
+        return None
+    return None
+
+
+def nccl_version(path: str) -> Optional[Tuple[str, str]]:
+    """("2.21.5", "+cuda12.4") from a libnccl (module doc), None when not found."""
+    m = section_search(path, ".rodata", NCCL_RE)
+    if m is None:
+        return None
+    major, minor, patch, suffix, cmaj, cmin = (g.decode("ascii", "replace") if g else ""
+                                               for g in m.groups())
+    return f"{major}.{minor}.{patch}", suffix + (f"+cuda{cmaj}.{cmin}" if cmaj else "")
+

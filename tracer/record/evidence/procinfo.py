@@ -1,0 +1,126 @@
+"""Process vitals and log targets: how old a process is, how much memory and CPU it used, and
+where its output goes and when that last grew.
+
+Contract:
+- ``read_vitals(pid)`` -> ``ProcessVitals`` from /proc/PID/stat (start time, utime+stime of the
+  whole thread group, exited threads included; threads) and /proc/PID/statm (resident pages);
+  None when the process is gone.
+- ``read_log_targets(pid)`` -> ``LogTargets``: fds 1 and 2 whatever they point to, plus regular
+  files the process has open for writing that look like logs (opened with O_APPEND, or named
+  *.log / *.out / *.err / *.txt, or under a log/ or logs/ directory), at most ``MAX_LOGS``.
+  Size and mtime come from stat() of /proc/PID/fd/N, i.e. of the open file itself (a log that
+  was rotated away still counts). The kernel updates mtime on every write to a file or a pipe,
+  and every 8 s at most for a tty (tty_update_time), so mtime is "when it was last written".
+- stat() of a file on a network filesystem whose server is gone can block for ever; a hang
+  tracer must not hang, so the stats of one process run in one daemon thread given
+  ``STAT_TIMEOUT_S``; what it did not finish says "stat timed out".
+- Never raises for processes that vanish or cannot be read: ``why`` says what was missing.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from typing import Dict, List, Optional
+
+from ...evidence_events import LogTargets, ProcessVitals
+from ...linux import procfs
+from ...linux.procfs_fds import parse_fdinfo, read_fds_checked
+
+__all__ = ["read_vitals", "read_log_targets", "looks_like_log", "MAX_LOGS"]
+
+MAX_LOGS = 8
+STAT_TIMEOUT_S = 2.0
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_O_APPEND = 0o2000
+_LOG_NAME = re.compile(r"(\.(log|out|err|txt)(\.\d+)?$)|/logs?/", re.IGNORECASE)
+_NOT_LOGS = ("/dev/shm/", "/memfd:", "/proc/", "/sys/")
+_STAT_KINDS = ("file", "pipe", "fifo", "tty")
+
+
+def read_vitals(pid: int, root: str = "/proc", phase: str = "",
+                ts: Optional[float] = None) -> Optional[ProcessVitals]:
+    st = procfs.read_stat(pid, root=root)
+    if st is None:
+        return None
+    bt = procfs.boot_time(root)
+    rss = None
+    statm = procfs.read_bytes(f"{root}/{pid}/statm")
+    if statm:
+        try:
+            rss = int(statm.split()[1]) * _PAGE
+        except (IndexError, ValueError):
+            pass
+    return ProcessVitals(
+        ts=time.time() if ts is None else ts, pid=pid,
+        start_time=None if bt is None else round(bt + st.starttime / procfs.TICKS_HZ, 2),
+        rss_bytes=rss, cpu_s=round((st.utime + st.stime) / procfs.TICKS_HZ, 2),
+        num_threads=st.num_threads, phase=phase)
+
+
+def looks_like_log(path: str, flags: Optional[int]) -> bool:
+    """A regular file opened for writing that a person would call a log (module doc)."""
+    if any(p in path for p in _NOT_LOGS):
+        return False
+    return bool(flags is not None and flags & _O_APPEND) or bool(_LOG_NAME.search(path))
+
+
+def _stat_all(paths: Dict[int, str], timeout: float) -> Dict[int, object]:
+    """fd -> os.stat_result or an error text, statted in one daemon thread (module doc)."""
+    out: Dict[int, object] = {}
+
+    def work() -> None:
+        for fd, path in paths.items():
+            try:
+                out[fd] = os.stat(path)
+            except OSError as exc:
+                out[fd] = exc.strerror or str(exc)
+
+    t = threading.Thread(target=work, name="hangtrace-logstat", daemon=True)
+    t.start()
+    t.join(timeout)
+    return {fd: out.get(fd, "stat timed out (a network filesystem not answering?)")
+            for fd in paths}
+
+
+def read_log_targets(pid: int, root: str = "/proc", phase: str = "",
+                     ts: Optional[float] = None,
+                     timeout: float = STAT_TIMEOUT_S) -> LogTargets:
+    now = time.time() if ts is None else ts
+    # No socket tables (sockets={}): reading /proc/PID/net/* costs ~20 ms a process on a busy
+    # host, and a log target that is a socket only needs to say "socket".
+    fds = read_fds_checked(pid, root, sockets={})
+    if fds is None:
+        why = ("the process is gone" if not procfs.pid_exists(pid, root) else
+               "fds not readable (another user's process: run as root or as its owner)")
+        return LogTargets(ts=now, pid=pid, phase=phase, why=why)
+    targets: List[dict] = []
+    logs = 0
+    for f in fds:
+        if f.fd in (1, 2):
+            role = "stdout" if f.fd == 1 else "stderr"
+        elif f.kind == "file" and "w" in f.mode:
+            flags = parse_fdinfo(procfs.read_text(f"{root}/{pid}/fdinfo/{f.fd}") or "").get("flags")
+            if not looks_like_log(f.target, flags) or logs >= MAX_LOGS:
+                continue
+            role = "log"
+            logs += 1
+        else:
+            continue
+        targets.append({"fd": f.fd, "role": role, "kind": f.kind, "path": f.target,
+                        "size": None, "mtime": None, "why": ""})
+    to_stat = {t["fd"]: f"{root}/{pid}/fd/{t['fd']}" for t in targets
+               if t["kind"] in _STAT_KINDS}
+    stats = _stat_all(to_stat, timeout) if to_stat else {}
+    for t in targets:
+        st = stats.get(t["fd"])
+        if st is None:
+            continue
+        if isinstance(st, str):
+            t["why"] = st
+            continue
+        t["mtime"] = round(st.st_mtime, 3)      # type: ignore[attr-defined]
+        if t["kind"] == "file":
+            t["size"] = st.st_size              # type: ignore[attr-defined]
+    return LogTargets(ts=now, pid=pid, targets=targets, phase=phase)

@@ -1,0 +1,195 @@
+"""Draw the evidence section (analysis/evidence.py's JSON form) with rich, for ``attach``,
+``analyze`` and ``snapshot``.
+
+Contract: reads only the evidence dict (never /proc); every text taken from processes (paths,
+command lines, kernel log lines) is escaped. Findings come first (warnings, then context),
+then per-process vitals, log targets and library versions, ports, GPUs, the kernel log, CUDA
+graph activity, and one line per datum that could not be gathered and why.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional
+
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+from rich.tree import Tree
+
+__all__ = ["render_evidence", "evidence_tree", "human_bytes", "human_age"]
+
+MAX_PROCESSES = 12
+
+
+def human_bytes(n: Optional[float]) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def human_age(s: Optional[float]) -> str:
+    if s is None:
+        return "?"
+    s = max(0.0, s)
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    if s < 172800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
+
+
+def _t(markup: str) -> Text:
+    return Text.from_markup(markup)
+
+
+def _log_line(e: Dict[str, Any], ref: float) -> str:
+    head = f"{escape(e['role'])} → {escape(e.get('path') or '?')}"
+    bits = []
+    if e.get("size") is not None:
+        bits.append(human_bytes(e["size"]))
+    if e.get("mtime") is not None:
+        verb = "last grew" if e.get("kind") == "file" else "last written"
+        bits.append(f"{verb} {human_age(ref - e['mtime'])} ago"
+                    + (" (to 8 s)" if e.get("kind") == "tty" else ""))
+    if e.get("grew_bytes"):
+        bits.append(f"[green]+{human_bytes(e['grew_bytes'])} in the window[/]")
+    elif e.get("written_in_window") is False:
+        bits.append("[yellow]not written in the window[/]")
+    if e.get("why"):
+        bits.append(f"[dim]{escape(e['why'])}[/]")
+    return head + (", " + ", ".join(bits) if bits else "")
+
+
+def _lib_text(lib: Dict[str, Any]) -> str:
+    v = lib.get("version") or "version unknown"
+    detail = lib.get("detail") or ""
+    src = f" [dim]({escape(lib['source'])})[/]" if lib.get("source") else ""
+    return f"{escape(lib['name'])} {escape(v)}{escape(detail if detail.startswith('+') else '')}" \
+        + (f" {escape(detail)}" if detail and not detail.startswith("+") else "") + src
+
+
+def _process_node(node: Tree, p: Dict[str, Any], ref: float) -> None:
+    role = f"[bold]{escape(p['role'])}[/] " if p.get("role") and p["role"] != "other" else ""
+    bits = []
+    if p.get("age_s") is not None:
+        bits.append(f"started {human_age(p['age_s'])} ago")
+    if p.get("rss_bytes") is not None:
+        bits.append(f"RSS {human_bytes(p['rss_bytes'])}")
+    if p.get("cpu_s") is not None:
+        cpu = f"CPU {human_age(p['cpu_s'])}"
+        if p.get("cpu_window_s") is not None:
+            cpu += f" (+{p['cpu_window_s']:.1f} s in the window)"
+        bits.append(cpu)
+    pn = node.add(_t(f"{role}pid [bold]{p['pid']}[/]: {', '.join(bits)}"))
+    for e in p.get("logs") or []:
+        pn.add(_t(_log_line(e, ref)))
+    if p.get("logs_why"):
+        pn.add(_t(f"[dim]logs: {escape(p['logs_why'])}[/]"))
+    if p.get("libs"):
+        pn.add(_t("libs: " + "; ".join(_lib_text(x) for x in p["libs"])))
+
+
+def _gpu_line(g: Dict[str, Any]) -> str:
+    head = f"GPU {g['gpu']}" + (f" {escape(g['name'])}" if g.get("name") else "") \
+        + (f" [dim]({escape(g['pci_bus'])})[/]" if g.get("pci_bus") else "")
+    bits = []
+    if g.get("util_pct") is not None:
+        bits.append(f"util {g['util_pct']:.0f}%")
+    if g.get("power_w") is not None:
+        lim = f" of {g['power_limit_w']:.0f} W" if g.get("power_limit_w") else ""
+        bits.append(f"{g['power_w']:.0f} W{lim}")
+    if g.get("sm_clock_mhz") is not None:
+        mx = f"/{g['sm_clock_max_mhz']}" if g.get("sm_clock_max_mhz") else ""
+        bits.append(f"SM {g['sm_clock_mhz']:.0f}{mx} MHz")
+    if g.get("temperature_c") is not None:
+        bits.append(f"{g['temperature_c']} °C")
+    if "throttle" in g:
+        bits.append("clock events: " + (", ".join(g["throttle"]) or "none"))
+    if g.get("ecc_uncorrected") is not None or g.get("ecc_corrected") is not None:
+        bits.append(f"ECC {g.get('ecc_corrected', '?')} corrected / "
+                    f"{g.get('ecc_uncorrected', '?')} uncorrected")
+    if g.get("remapped_corr") is not None:
+        bits.append(f"remapped rows {g['remapped_corr']}/{g.get('remapped_unc')}"
+                    + (" [yellow](pending)[/]" if g.get("remap_pending") else ""))
+    if g.get("retired_sbe") is not None:
+        bits.append(f"retired pages {g['retired_sbe']}+{g.get('retired_dbe')}")
+    if g.get("pcie_replays") is not None:
+        d = g.get("pcie_replays_window")
+        bits.append(f"PCIe replays {g['pcie_replays']}" + (f" (+{d})" if d is not None else ""))
+    return head + ": " + ", ".join(bits)
+
+
+def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False) -> Optional[Tree]:
+    """The evidence section as a rich Tree, None when there is none."""
+    if not ev:
+        return None
+    ref = ev.get("ref_ts") or time.time()
+    top = Tree(_t("[bold]evidence[/] [dim](what one checks by hand)[/]"), guide_style="dim")
+    for f in ev.get("findings") or []:
+        style = "bold yellow" if f["severity"] == "warn" else "cyan"
+        top.add(_t(f"[{style}]{escape(f['rule'])}[/]: {escape(f['text'])} "
+                   f"[dim]({escape(f.get('source') or '')})[/]"))
+    procs = ev.get("processes") or []
+    if procs:
+        pn = top.add(_t("[bold]processes[/]"))
+        shown = procs if verbose else procs[:MAX_PROCESSES]
+        for p in shown:
+            _process_node(pn, p, ref)
+        if len(procs) > len(shown):
+            pn.add(_t(f"[dim]… {len(procs) - len(shown)} more (--verbose or --json)[/]"))
+    ports = ev.get("ports") or {}
+    listening = ports.get("listening") or []
+    pl = top.add(_t("[bold]ports[/]: " + (", ".join(
+        f"{escape(x['socket'])} (pid {x['pid']})" for x in listening[:8])
+        if listening else "[yellow]nothing in the tree listens[/]")))
+    for a in ports.get("asked") or []:
+        ok = "[green]listened on[/]" if a["listened_by"] else \
+            ("[yellow]not listened on[/]" if a["local"] else "[dim]a peer's address[/]")
+        pl.add(_t(f"asked: {escape(a['option'])} {a['port']} (pid "
+                  f"{', '.join(map(str, a['pids']))}): {ok}"))
+    gpus = ev.get("gpus") or []
+    if gpus:
+        gn = top.add(_t("[bold]GPUs[/] [dim](NVML)[/]"))
+        for g in gpus:
+            gn.add(_t(_gpu_line(g)))
+    k = ev.get("kernel_log") or {}
+    if k and not k.get("why", "").startswith(("no ", "cannot")):
+        xids = k.get("xids") or []
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(k["since"])) \
+            if k.get("since") else "boot"
+        top.add(_t(f"[bold]kernel log[/] [dim]({escape(k.get('source', ''))}, "
+                   f"{k.get('scanned', 0)} records)[/]: "
+                   + (f"[bold red]{len(xids)} NVRM Xid lines[/]" if xids else
+                      f"no NVRM Xid since {since}")))
+    for host in ev.get("host") or []:
+        top.add(_t(f"host: {_lib_text(host)}"))
+    calls = ev.get("graph_calls") or []
+    if calls:
+        cn = top.add(_t("[bold]CUDA graph calls[/] [dim](uprobes on libcuda)[/]"))
+        for c in calls:
+            cn.add(_t(f"pid {c['pid']} tid {c['tid']}: {c['begins']} captures begun, "
+                      f"{c['ends']} ended, {c['launches']} graph launches"))
+    for m in ev.get("missing") or []:
+        who = f" (pid {m['pid']})" if m.get("pid") else ""
+        top.add(_t(f"[dim]not gathered: {escape(m['what'])}{who}: {escape(m['why'])}[/]"))
+    if not ev.get("recorded", True):
+        top.add(_t("[dim]this trace has no evidence records (an imported log, or recorded "
+                   "before hangtrace gathered them): ports come from its process table only[/]"))
+    return top
+
+
+def render_evidence(ev: Optional[Dict[str, Any]], console: Console,
+                    verbose: bool = False) -> None:
+    tree = evidence_tree(ev, verbose)
+    if tree is not None:
+        console.print(tree)
+
+
+def findings_of(ev: Optional[Dict[str, Any]], severity: str = "warn") -> List[Dict[str, Any]]:
+    return [f for f in (ev or {}).get("findings") or [] if f.get("severity") == severity]
