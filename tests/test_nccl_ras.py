@@ -1,8 +1,9 @@
 """NCCL RAS: the client protocol against a stand-in server on loopback, and the parser.
 
-tests/data/nccl_ras/*.json and *.text were written from the output code of NVIDIA/nccl 2.28.9
-(src/ras/client_support.cc: the JSON writer and the text lines, field for field); the
-recordings in fixtures/gpu/traces carry answers of a real NCCL 2.28.9 job (test_replay.py).
+tests/data/nccl_ras/h200-*.json and *.text are real answers of NCCL 2.28.9 on two H200s; the
+others (shape_*, missing_comma) were written from NVIDIA/nccl 2.28.9's output code
+(src/ras/client_support.cc) for the variants the device runs did not show (a DEAD section).
+The recordings in fixtures/gpu/traces carry the probe's own answers (test_replay.py).
 """
 from __future__ import annotations
 
@@ -135,3 +136,31 @@ def test_text_answer_with_a_dead_process():
 def test_nonsense_is_no_answer_and_no_error(text):
     st = parse_ras(text, "json")
     assert st is None or st.comms == []
+
+
+# --------------------------------------------------------------------------- real answers
+# h200-*.json/.text: what NCCL 2.28.9's RAS service answered on two H200s (nvidia-h200-x2,
+# fixtures/gpu/record_nccl.sh), asked right after each recording of fixtures/gpu/traces.
+@pytest.mark.parametrize("shape", ["nccl", "nccl_kernel", "nccl_lock"])
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_real_answers_with_rank_1_behind(shape, fmt):
+    st = parse_ras((DATA / f"h200-{shape}.{fmt}").read_text(), fmt)
+    assert st.version == "2.28.9"
+    [lag] = lagging_ranks(st)
+    assert (lag.op, lag.behind.rank, lag.behind.gpu) == ("AllReduce", 1, 1)
+    assert (lag.behind.counts["AllReduce"], lag.ahead_count) == (3, 4)
+    assert sorted(r for r, _ in rank_of_pid(st).values()) == [0, 1]
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_real_answer_with_rank_1_killed(fmt):
+    text = (DATA / f"h200-nccl_kill.{fmt}").read_text()
+    if fmt == "json":
+        # NCCL 2.28.9 writes no comma after a missing rank's "nvml_dev": the repair is needed
+        with pytest.raises(ValueError):
+            import json
+            json.loads(text)
+    st = parse_ras(text, fmt)
+    [(comm, m)] = missing_ranks(st)
+    assert (m.rank, m.gpu) == (1, 1) and m.pid is not None
+    assert lagging_ranks(st) == []

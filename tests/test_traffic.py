@@ -47,7 +47,7 @@ def _tr(sends_, sizes, receives, period, jitter=0.0):
     (_tr(10, [200, 400], 10, 0.5), 5.0, False),          # sizes vary: requests
     (_tr(10, [4096], 10, 0.5), 5.0, False),              # large messages
     (_tr(500, [30], 500, 0.01), 5.0, False),             # 100/s: a busy protocol
-    (_tr(10, [30], 10, 0.5, jitter=0.45), 5.0, False),   # irregular: not a steady period
+    (_tr(10, [30], 10, 0.5, jitter=0.35), 5.0, False),   # irregular: not a steady period
 ])
 def test_keepalive_table(tr, window, beat):
     assert keepalive(tr, window) is beat

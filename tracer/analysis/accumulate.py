@@ -246,7 +246,7 @@ class Accumulator:
         if e.fd_kind in SOCKET_KINDS and e.fd is not None:
             tr = self._traffic(t, e)
             if tr is not None:
-                tr.receive(e.ret)
+                tr.receive(e.ret, e.ts)
         t.input_bytes += e.ret
         if e.fd_kind == "file":
             t.file_reads += 1
@@ -261,8 +261,10 @@ class Accumulator:
         return tr
 
     def _connect(self, t: ThreadStats, e: ev.Syscall) -> None:
-        """A connection made (or under way: EINPROGRESS) counts as doing something outside."""
-        if e.err in (None, "EINPROGRESS") and (e.ret is None or e.ret >= -1):
+        """A connection made counts as doing something outside. A non-blocking connect that
+        returned EINPROGRESS is not counted: it may well be refused (NCCL's RAS thread retries
+        a dead peer once a second that way); what it later sends counts as output anyway."""
+        if e.err is None and e.ret == 0:
             t.connects += 1
             if len(t.connect_targets) < 32:
                 t.connect_targets[e.fd_target or f"fd {e.fd}"] += 1
@@ -367,7 +369,7 @@ def _judge_output(t: ThreadStats, window: float) -> None:
             t.keepalives.append(tr)
             continue
         t.output_bytes += tr.sent
-        t.output_writes += tr.sends
+        t.output_writes += tr.calls
         t.output_targets[_fd_label(tr.fd, tr.target)] += tr.sent
         if tr.last_send is not None and (t.last_output_ts is None
                                          or tr.last_send > t.last_output_ts):

@@ -23,7 +23,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Set
 from ..linux.fdtarget import FdTarget
 from .accumulate import Recording
 from .gpu_rules import MOST, GpuStats
-from .process_facts import ProcessFacts
+from .process_facts import ProcessFacts, exit_failed
 from .nccl_ras import RasStatus, lagging_ranks, missing_ranks
 from .verdict import BLOCKED, BUSY, EXITED, PROGRESSING, UNKNOWN, ThreadVerdict, _StrEnum
 
@@ -150,17 +150,18 @@ def _from_ras(st: RasStatus, procs: Mapping[int, ProcessFacts],
     return out
 
 
-def _from_exits(ranks: Sequence[int], procs: Mapping[int, ProcessFacts],
+def _from_exits(rec: Recording, ranks: Sequence[int], procs: Mapping[int, ProcessFacts],
                 state: Mapping[int, List[ThreadVerdict]], gpus: Mapping[int, GpuStats]
                 ) -> List[Straggler]:
-    """A rank that died while ranks of the same job (the same parent) spin or wait."""
+    """A process that died while ranks of the same job (its siblings: the same launcher)
+    spin or wait. A dead rank's environment no longer reads (a zombie's /proc/PID/environ is
+    empty), so the dead one is known as a sibling of the ranks, not by its RANK."""
     out = []
-    for pid in ranks:
-        pf = procs[pid]
-        if pf.gone is None:
+    for pid, pf in procs.items():
+        if pf.gone is None or pid not in rec.processes or not exit_failed(rec.processes[pid]):
             continue
         peers = [q for q in _waiting([q for q in ranks if procs[q].gone is None
-                                      and procs[q].ppid == pf.ppid], state)]
+                                      and procs[q].ppid == pf.ppid and q != pid], state)]
         if peers:
             how = ("was " if pf.gone.startswith("killed") else "") + pf.gone
             out.append(Straggler(pid, LagSource.EXIT, f"it {how}",
@@ -200,7 +201,7 @@ def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
     found: List[Straggler] = []
     if ras is not None:
         found += _from_ras(ras, procs, state, gpus)
-    found += _from_exits(ranks, procs, state, gpus)
+    found += _from_exits(rec, ranks, procs, state, gpus)
     live = [pid for pid in ranks if procs[pid].gone is None]
     found += _from_nvml(live, state, gpus, peers)
     for pid, why in (stack_suspects or {}).items():

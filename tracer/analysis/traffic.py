@@ -25,6 +25,7 @@ SMALL = 256
 SIZE_SLACK = 32
 MAX_RATE = 20.0
 MAX_CV = 0.6
+BURST_GAP = 0.05      # sends this close together are one message (a length prefix, a body)
 
 
 @dataclass
@@ -32,8 +33,8 @@ class FdTraffic:
     fd: int
     target: str = ""
     kind: Optional[str] = None
-    sends: int = 0
-    sent: int = 0
+    sends: int = 0                # messages: sends closer than BURST_GAP to the one before
+    sent: int = 0                 # are one message (a length prefix and its body, ...)
     min_send: Optional[int] = None
     max_send: int = 0
     first_send: Optional[float] = None
@@ -41,33 +42,61 @@ class FdTraffic:
     receives: int = 0
     received: int = 0
     max_receive: int = 0
-    gaps: int = 0                 # Welford over the intervals between sends
+    gaps: int = 0                 # Welford over the intervals between messages
     gap_mean: float = 0.0
     gap_m2: float = 0.0
+    calls: int = 0                # send calls
+    _burst: int = 0               # bytes of the message being sent
+    _burst_start: Optional[float] = None
+    _recv_burst: int = 0
+    _last_recv: Optional[float] = None
 
     def send(self, ts: float, n: int) -> None:
-        if self.last_send is not None and ts >= self.last_send:
-            gap = ts - self.last_send
-            self.gaps += 1
-            d = gap - self.gap_mean
-            self.gap_mean += d / self.gaps
-            self.gap_m2 += d * (gap - self.gap_mean)
+        self.calls += 1
+        self.sent += n
+        if self.last_send is not None and 0 <= ts - self.last_send < BURST_GAP:
+            self._burst += n                      # the same message, sent in pieces
+            self.last_send = ts
+            self.max_send = max(self.max_send, self._burst)
+            return
+        if self._burst_start is not None:         # the message before is complete
+            self.min_send = self._burst if self.min_send is None else min(self.min_send,
+                                                                          self._burst)
+            gap = ts - self._burst_start
+            if gap >= 0:
+                self.gaps += 1
+                d = gap - self.gap_mean
+                self.gap_mean += d / self.gaps
+                self.gap_m2 += d * (gap - self.gap_mean)
         if self.first_send is None:
             self.first_send = ts
-        self.last_send = ts
         self.sends += 1
-        self.sent += n
-        self.min_send = n if self.min_send is None else min(self.min_send, n)
+        self._burst, self._burst_start, self.last_send = n, ts, ts
         self.max_send = max(self.max_send, n)
 
-    def receive(self, n: int) -> None:
-        self.receives += 1
+    @property
+    def min_message(self) -> Optional[int]:
+        """The smallest message sent, the one being sent included."""
+        if self.sends == 0:
+            return self.min_send
+        last = self._burst if self._burst_start is not None else None
+        sizes = [x for x in (self.min_send, last) if x is not None]
+        return min(sizes) if sizes else None
+
+    def receive(self, n: int, ts: Optional[float] = None) -> None:
+        if ts is not None and self._last_recv is not None and 0 <= ts - self._last_recv < \
+                BURST_GAP:
+            self._recv_burst += n
+        else:
+            self.receives += 1
+            self._recv_burst = n
+        self._last_recv = ts
         self.received += n
-        self.max_receive = max(self.max_receive, n)
+        self.max_receive = max(self.max_receive, self._recv_burst)
 
     @property
     def gap_cv(self) -> Optional[float]:
-        """Coefficient of variation of the intervals between sends (None: fewer than 2)."""
+        """Coefficient of variation of the intervals between messages (None: fewer than 2)."""
         if self.gaps < 2 or self.gap_mean <= 0:
             return None
         return math.sqrt(self.gap_m2 / (self.gaps - 1)) / self.gap_mean
@@ -84,7 +113,7 @@ def keepalive(tr: FdTraffic, window: float) -> bool:
         return False
     if tr.max_send > SMALL or tr.max_receive > SMALL:
         return False
-    low = tr.min_send if tr.min_send is not None else tr.max_send
+    low = tr.min_message if tr.min_message is not None else tr.max_send
     if tr.max_send - low > max(SIZE_SLACK, tr.max_send // 4):
         return False
     if window > 0 and (tr.sends / window > MAX_RATE or tr.receives / window > MAX_RATE):
@@ -101,14 +130,15 @@ def from_counters(fd: int, target: str, sends: int, sent: int, receives: int,
     avg_in = received // receives if receives else 0
     return FdTraffic(fd, target, "tcp", sends=sends, sent=sent, min_send=avg_out,
                      max_send=avg_out, receives=receives, received=received,
-                     max_receive=avg_in)
+                     max_receive=avg_in, calls=sends)
 
 
 def describe(tr: FdTraffic) -> str:
     """'fd 5 (TCP:[..]): 12 messages of 30 B each way, every 0.50 s' for the evidence."""
     where = f"fd {tr.fd} ({tr.target})" if tr.target else f"fd {tr.fd}"
-    size = f"{tr.min_send}-{tr.max_send} B" if tr.min_send != tr.max_send else f"{tr.max_send} B"
+    low = tr.min_message
+    size = f"{low}-{tr.max_send} B" if low != tr.max_send else f"{tr.max_send} B"
     period = tr.period()
     every = f", every {period:.2f} s" if period else ""
-    return (f"{where}: {tr.sends} sends of {size} and {tr.receives} receives "
+    return (f"{where}: {tr.sends} messages of {size} sent and {tr.receives} received "
             f"(at most {tr.max_receive} B){every}")

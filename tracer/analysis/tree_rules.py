@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from .accumulate import Recording
-from .collective import Straggler, straggler_summary
+from .collective import LagSource, Straggler, straggler_summary
 from .process_facts import exit_failed
 from .process_rules import ProcessVerdict
 from .verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN, BlockKind,
@@ -170,8 +170,9 @@ def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict
         d = pvs[gone.pid]
         waiting = "; ".join(f"{pvs[w].label} {doing}, waiting for it" for w, doing
                             in gone.waiters.items() if w in pvs)
+        why = "" if gone.source == LagSource.EXIT else f": {gone.why}"
         return TreeVerdict(DEADLOCKED, "dead-peer", RootCause(
-            d.pid, None, f"{d.label} {d.exit_status}: {gone.why} ({gone.source}); {waiting}"))
+            d.pid, None, f"{d.label} {d.exit_status}{why}; {waiting}"))
     if dead:
         d = max(dead, key=lambda pv: _depth(pvs, pv.pid))
         return TreeVerdict(DEADLOCKED, "dead-peer",

@@ -1,0 +1,126 @@
+"""The layout's rules (docs/ARCHITECTURE.md), checked on the source: what each package may import,
+no import cycles between modules, no module over 450 lines. Imports under ``if TYPE_CHECKING``
+do not run and do not count."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Set
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "tracer"
+MAX_LINES = 450
+
+# package -> the packages it may import (besides itself). "tracer" is the top-level modules.
+ALLOWED: Dict[str, Set[str]] = {
+    "events": set(),
+    "report": set(),
+    "errors": set(),
+    "linux": {"events", "errors"},
+    "gpu": {"events", "errors", "linux"},
+    "tracefile": {"events", "errors", "linux", "gpu"},
+    "analysis": {"events", "errors", "report", "linux", "gpu", "tracefile"},
+    "render": {"events", "errors", "report", "analysis", "tracefile", "linux", "gpu"},
+    "record": {"events", "errors", "report", "linux", "gpu", "tracefile", "analysis", "render"},
+    "cli": {"events", "errors", "report", "linux", "gpu", "tracefile", "analysis", "render",
+            "record"},
+    "__main__": {"cli"},
+    "__init__": set(),
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _package_of(mod: str) -> str:
+    parts = mod.split(".")
+    if len(parts) == 1:
+        return "__init__"
+    return parts[1]
+
+
+def _imports(path: Path) -> List[str]:
+    """Absolute names of the tracer modules a file imports at run time."""
+    mod = _module_name(path)
+    is_pkg = path.name == "__init__.py"
+    tree = ast.parse(path.read_text())
+    skip: Set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for n in ast.walk(node)}
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base_parts = mod.split(".") if is_pkg else mod.split(".")[:-1]
+            if node.level:
+                base_parts = base_parts[:len(base_parts) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if not base.startswith("tracer"):
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                out.append(sub if _exists(sub) else base)
+        elif isinstance(node, ast.Import):
+            out += [a.name for a in node.names if a.name.startswith("tracer")]
+    return out
+
+
+def _exists(mod: str) -> bool:
+    p = ROOT.joinpath(*mod.split("."))
+    return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
+
+
+def _all_modules() -> Dict[str, Path]:
+    return {_module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def test_packages_import_only_what_the_layout_allows():
+    bad = []
+    for mod, path in _all_modules().items():
+        pkg = _package_of(mod)
+        allowed = ALLOWED.get(pkg)
+        assert allowed is not None, f"{mod}: package {pkg!r} is not in the layout (ARCHITECTURE.md)"
+        for dep in _imports(path):
+            dpkg = _package_of(dep)
+            if dpkg != pkg and dpkg not in allowed and dep != "tracer":
+                bad.append(f"{mod} imports {dep}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycles():
+    mods = _all_modules()
+    graph = {m: {d for d in _imports(p) if d in mods and d != m} for m, p in mods.items()}
+    state: Dict[str, int] = {}
+    cycles: List[List[str]] = []
+
+    def visit(m: str, stack: List[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d] if d in stack else [m, d])
+            elif d not in state:
+                visit(d, stack + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    # a package's __init__ importing its own submodules is not a cycle of logic
+    real = [c for c in cycles if not any(x.count(".") < 2 and x != "tracer" and
+                                         all(y.startswith(x) for y in c) for x in c)]
+    assert not real, "import cycles: " + "; ".join(" -> ".join(c) for c in real)
+
+
+def test_no_module_over_450_lines():
+    long = {str(p.relative_to(ROOT)): n for p in PKG.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, long
