@@ -16,79 +16,17 @@ from __future__ import annotations
 
 import platform
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional
 
 from ..linux import procfs
 from ..events import FdInfo
+from ..snapshot_model import FORMAT, STATE_NAMES, ProcessSnapshot, Snapshot, ThreadSnapshot
 from ..linux.procfs_fds import read_fds_checked
 from ..linux.blocking import decode_blocking
 from ..linux.syscall_table import parse_proc_syscall
 
 __all__ = ["ThreadSnapshot", "ProcessSnapshot", "Snapshot", "take_snapshot", "STATE_NAMES",
            "FORMAT"]
-
-FORMAT = "hangtrace.snapshot/1"
-
-# /proc/PID/stat state letters (fs/proc/array.c task_state_array).
-STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stopped",
-               "t": "tracing stop", "X": "dead", "Z": "zombie", "P": "parked", "I": "idle"}
-
-
-@dataclass
-class ThreadSnapshot:
-    """One thread. ``syscall`` is the call name, "running" or "" (blocked outside a call or
-    unreadable); ``blocking`` is decode_blocking's text ("futex(0x7f.., WAIT_BITSET) no
-    timeout"); ``has_timeout`` False marks a wait that only another thread or process can end.
-    """
-    tid: int
-    comm: str
-    state: str
-    utime: float
-    stime: float
-    wchan: str = ""
-    syscall: str = ""
-    syscall_raw: str = ""
-    blocking: str = ""
-    waits_on: str = ""
-    has_timeout: Optional[bool] = None
-    stack: List[str] = field(default_factory=list)   # Python frames (--stacks), innermost first
-
-
-@dataclass
-class ProcessSnapshot:
-    pid: int
-    ppid: int
-    comm: str
-    cmdline: List[str]
-    state: str
-    exit_code: Optional[int] = None
-    start_time: Optional[float] = None
-    environ_rank: Optional[str] = None
-    threads: List[ThreadSnapshot] = field(default_factory=list)
-    fds: List[FdInfo] = field(default_factory=list)
-    fds_readable: bool = True
-    listening: List[str] = field(default_factory=list)
-
-
-@dataclass
-class Snapshot:
-    ts: float
-    host: str
-    roots: List[int]
-    processes: List[ProcessSnapshot] = field(default_factory=list)
-    errors: List[str] = field(default_factory=list)
-    evidence: Optional[Dict[str, Any]] = None
-
-    def listening(self) -> List[Tuple[int, str]]:
-        """(pid, "tcp 127.0.0.1:8000") for every listening socket in the trees."""
-        return [(p.pid, s) for p in self.processes for s in p.listening]
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"format": FORMAT, "ts": self.ts, "host": self.host, "roots": self.roots,
-                "processes": [asdict(p) for p in self.processes], "errors": self.errors,
-                "evidence": self.evidence}
-
 
 def _thread_snapshot(pid: int, tid: int, fds: Dict[int, FdInfo], root: str,
                      ticks_hz: int) -> Optional[ThreadSnapshot]:

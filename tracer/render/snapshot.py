@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.tree import Tree
 
-from ..record.snapshot import STATE_NAMES, ProcessSnapshot, Snapshot, ThreadSnapshot
+from ..snapshot_model import STATE_NAMES, ProcessSnapshot, Snapshot, ThreadSnapshot
 
 __all__ = ["render_snapshot"]
 
