@@ -8,7 +8,7 @@ Contract:
 - No buffer contents: a write is a byte count, ``args`` is argument text with string and
   buffer literals removed (see ``scrub_args``).
 - Each class has a short ``TAG`` used in the trace file; field order is given by the dataclass
-  and written into the trace header, so a reader maps fields by name (trace.py).
+  and written into the trace header, so a reader maps fields by name (tracefile/format.py).
 
 fd kinds (``fd_kind``): file, dir, pipe, fifo, tcp, udp, unix, netlink, socket, eventfd, epoll,
 timerfd, signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, dev, null, None.

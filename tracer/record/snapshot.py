@@ -7,7 +7,7 @@ Contract:
 - It never raises for processes that vanish or cannot be read: those become ``errors`` lines
   (a pid that does not exist) or empty fields (fds of another user's process).
 - ``Snapshot.to_json()`` is the stable machine form: {"format": "hangtrace.snapshot/1", ...}.
-  render_snapshot.py draws it; renderers never read /proc.
+  render/snapshot.py draws it; renderers never read /proc.
 """
 from __future__ import annotations
 

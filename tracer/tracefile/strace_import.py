@@ -3,7 +3,7 @@
 Contract:
 - ``import_strace(log_path, out_path, *, compress=None, workers=None) -> ImportResult``.
   ``compress`` None means "gzip when out_path ends in .gz" (TraceWriter's rule). ``workers``
-  None converts logs of 20 MB and more in min(2, cpus) worker processes (import_parallel.py),
+  None converts logs of 20 MB and more in min(2, cpus) worker processes (strace_parallel.py),
   smaller ones here; a number forces that many (1: always here). Either way the trace holds
   the same rows in the same order.
 - Any strace output format is accepted (see strace/lines.py); what the log lacked (timestamps,
@@ -237,7 +237,7 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
                   workers: Optional[int] = None) -> ImportResult:
     """Convert the strace log at ``log_path`` into a trace file at ``out_path``.
 
-    ``workers``: None shards large logs over min(2, cpus) processes (import_parallel.py); a
+    ``workers``: None shards large logs over min(2, cpus) processes (strace_parallel.py); a
     number forces that many shards whenever the log can be sharded at all (1: sequential).
     """
     from .strace_parallel import convert_sharded, plan_shards, WorkerError
