@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Set
 
 from .. import events as ev
+from ..errors import BadInput
 from . import format as trace
 from .strace.convert import StraceConverter
 from .rows import RowEncoder, RowSink, write_trace
@@ -44,8 +45,8 @@ __all__ = ["ImportError_", "ImportResult", "import_strace"]
 _SNIFF_LINES = 200
 
 
-class ImportError_(Exception):
-    """The log cannot be imported; the message is one line for the user."""
+class ImportError_(BadInput):
+    """The log cannot be imported; the message is one line for the user (errors.py)."""
 
 
 @dataclass
@@ -72,7 +73,8 @@ class _Log:
     def __init__(self, path: str) -> None:
         self.path = path
         self.truncated = False
-        raw, self._stream = trace.open_input(path, ImportError_)
+        # Read two or three times (sniff, first pass, conversion): a regular file only.
+        raw, self._stream = trace.open_input(path, ImportError_, pipes=False)
         self._raw = raw
 
     def __iter__(self) -> Iterator[bytes]:
@@ -203,7 +205,8 @@ def _first_pass(path: str) -> _FirstPass:
             _children(block, children)
     finally:
         log.close()
-    unknown = {int(t) for t in counts} - children
+    # (a tid column of more than 10 digits is no tid: parse_line refuses such lines too)
+    unknown = {int(t) for t in counts if len(t) <= 10} - children
     return _FirstPass(min(unknown) if unknown else None, first_tod, dict(counts), size)
 
 

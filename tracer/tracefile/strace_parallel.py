@@ -205,7 +205,7 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
                 if key not in known:
                     # Until the converter knows a tid, all its lines are fed: the first one
                     # registers it (and may take an in-flight clone), as in the sequential run.
-                    if int(key or 0) in tid_pid:
+                    if len(key) <= 10 and int(key or 0) in tid_pid:
                         known.add(key)
                     else:
                         feed_foreign(text)
