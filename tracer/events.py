@@ -406,3 +406,31 @@ for _cls in (FutexOwner, SocketPeers):
     EVENT_CLASSES[_cls.TAG] = _cls
     _FIELDS[_cls] = field_names(_cls)
     __all__.append(_cls.__name__)
+
+
+# --------------------------------------------------------------------------- what was not seen
+@dataclass(slots=True)
+class ObserveError(Event):
+    """Something a backend could not observe, saved so that ``analyze`` of the trace knows what
+    the live report knew (tracer/analysis/observed.py): threads never observed are judged
+    ``unknown`` and the verdict line says what could not be read.
+
+    ``source`` is the backend ("strace", "proc", "ebpf", "nvml", "session"); ``what`` what was
+    not observed: "attach" (the backend could not attach to thread ``tid`` of ``pid``, or to
+    the whole process when ``tid`` is None), "syscall", "io", "fd", "stat" (those /proc files
+    of ``pid``), "backend" (the backend's own trouble: it died, an event was dropped; no pid).
+    ``denied`` is True for a permission refusal (EPERM, EACCES) and False when the target was
+    gone or for anything else. ``why`` is one line ("ptrace(PTRACE_SEIZE): Operation not
+    permitted")."""
+    TAG: ClassVar[str] = "oerr"
+    source: str
+    what: str
+    why: str = ""
+    pid: Optional[int] = None
+    tid: Optional[int] = None
+    denied: bool = False
+
+
+EVENT_CLASSES[ObserveError.TAG] = ObserveError
+_FIELDS[ObserveError] = field_names(ObserveError)
+__all__.append("ObserveError")

@@ -98,6 +98,8 @@ class Recording:
     truncated: bool = False
     futex_wakers: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # addr -> (pid, tid)
     roots: List[int] = field(default_factory=list)
+    # What backends could not observe, by (pid, tid, what): analysis/observed.py reads it.
+    observe_errors: Dict[tuple, ev.ObserveError] = field(default_factory=dict)
 
     @property
     def window(self) -> float:
@@ -151,7 +153,9 @@ class Accumulator:
             ev.ThreadExit: self._on_thread_exit, ev.ThreadStart: self._on_thread_start,
             ev.ProcessExec: self._on_exec, ev.SignalDelivered: self._on_signal,
             ev.Lost: self._on_lost, ev.ThreadCpu: self._on_cpu,
+            ev.ObserveError: self._on_observe_error,
         }
+        self.observe_errors: Dict[tuple, ev.ObserveError] = {}
         for info in processes or []:
             self._process_info(info)
 
@@ -265,6 +269,10 @@ class Accumulator:
         self.lost += e.count
         if e.reason and e.reason not in self.lost_reasons:
             self.lost_reasons.append(e.reason)
+
+    def _on_observe_error(self, e: ev.ObserveError) -> None:
+        if len(self.observe_errors) < MAX_FUTEX_ADDRS:    # bounded like the futex table
+            self.observe_errors.setdefault((e.pid, e.tid, e.what), e)
 
     def threads_of(self, pid: int) -> List[ThreadStats]:
         return [t for (p, _), t in self.threads.items() if p == pid]
@@ -388,7 +396,8 @@ class Accumulator:
                          processes=self.processes, backends=self.backends,
                          capabilities=self.capabilities, lost=self.lost,
                          lost_reasons=self.lost_reasons, truncated=truncated,
-                         futex_wakers=self.futex_wakers, roots=self.roots)
+                         futex_wakers=self.futex_wakers, roots=self.roots,
+                         observe_errors=self.observe_errors)
 
 
 def _as_dict(info: ev.ProcessInfo) -> dict:

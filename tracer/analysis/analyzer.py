@@ -14,6 +14,7 @@ from ..report import ProcessReport, Report, ThreadReport
 from ..tracefile.format import TraceReader
 from .accumulate import Accumulator, Recording, ThreadStats
 from .gpu_rules import GpuAccumulator, GpuStats, gpu_findings
+from .observed import explain_unknown, qualify_tree, unobserved_lines
 from .process_rules import ProcessVerdict, judge_process
 from .thread_rules import NV_RM_CONTROL, ThreadVerdict, current_call_text, judge_thread
 from .collective import apply_stragglers, find_stragglers, straggler_summary
@@ -203,6 +204,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                 stack=stacks.by_thread.get((pid, t.tid), []) if stacks else []))
         pvs[pid] = judge_process(pid, rec, tvs, facts)
         thread_reports[pid] = reports
+    explain_unknown(pvs)                                 # not observed: say so, not "no data"
     stragglers = find_stragglers(rec, pvs, gpus or {})   # NCCL: who stopped joining
     apply_stragglers(stragglers, pvs)
     graph = build_wait_graph(rec, pvs, facts)   # before judge_tree: it proves the deadlock
@@ -211,6 +213,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         st = stragglers[0]
         tree = TreeVerdict(BUSY, "collective-straggler",
                            RootCause(st.pid, pvs[st.pid].key_tid, straggler_summary(st, pvs)))
+    qualify_tree(tree, pvs)                              # an unseen process: never "fine"
     gpu_notes = gpu_findings(gpus or {}, {pid: pv.verdict for pid, pv in pvs.items()},
                              rec.window)
     processes = []
@@ -232,7 +235,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         notes=gpu_notes + _notes(rec) + (stacks.notes() if stacks else [])
         + [e for e in tree.evidence if e.startswith("some threads")]
         + list(extra_notes or []), lost=rec.lost,
-        truncated=rec.truncated, wait_graph=graph.to_json())
+        truncated=rec.truncated, wait_graph=graph.to_json(), unobserved=unobserved_lines(rec))
 
 
 __all__ = ["Analyzer", "analyze_trace", "build_report", "NV_RM_CONTROL"]

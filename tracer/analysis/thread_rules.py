@@ -14,6 +14,7 @@ from typing import Callable, List, Optional
 
 from .accumulate import ProcessStats, Recording, ThreadStats
 from .gpu_rules import rule_gpu_yield_wait
+from .observed import rule_not_observed
 from .roles import helper_kind
 from .waits import blocking_wait, cpu_use, parse_proc_syscall
 
@@ -276,7 +277,7 @@ def rule_quiet(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 
 THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
-    rule_exited, rule_wrote_output, rule_process_output, rule_served_connections, rule_varied_work,
+    rule_exited, rule_not_observed, rule_wrote_output, rule_process_output, rule_served_connections, rule_varied_work,
     rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_waits_for_input,
     rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,
 ]
