@@ -183,6 +183,8 @@ def _parse_result(body: str, tid: Optional[int], ts: Optional[float], tod: bool,
             tok = tok[:lt]
             extra = ""
         try:
+            if len(tok) > 24:      # longer than any 64-bit value: not strace output
+                return None
             ret = int(tok, 16) if tok[1:2] == "x" else int(tok)
         except ValueError:
             return None
