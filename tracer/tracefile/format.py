@@ -273,7 +273,7 @@ class TraceReader:
         try:
             header = json.loads(first)
         except (ValueError, UnicodeDecodeError, RecursionError):
-            if first.startswith('{"magic":"' + MAGIC + '"') and not first.endswith("\n"):
+            if MAGIC in first[:200] and not first.endswith("\n"):
                 raise CorruptTrace(f"{path}: corrupt trace: cut short inside its header") \
                     from None
             raise NotATrace(f"{path}: not a hangtrace trace (no header)") from None
