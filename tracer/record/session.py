@@ -73,17 +73,25 @@ def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False
 
 
 class OwnFamily:
-    """hangtrace itself, its ancestors and its descendants (strace, py-spy, workers): never
-    recorded. Tracing an ancestor (the shell, sshd, a terminal) would trace hangtrace's own
-    output: each line it prints would make the traced ancestor run syscalls, which strace
-    reports to hangtrace, which prints them... and ptrace-stopping the terminal freezes it."""
+    """What must never be recorded: hangtrace itself, its ancestors, and its own helper
+    children (strace, py-spy). Tracing an ancestor (the shell, sshd, a terminal) would trace
+    hangtrace's own output: each line it prints makes the traced ancestor run syscalls, which
+    strace reports to hangtrace, which prints them... and ptrace-stopping the terminal freezes
+    it. A descendant of hangtrace is recorded only under a root that is itself one (``hangtrace
+    demo`` attaches to the scenario it started; a test records the programs it started)."""
 
-    def __init__(self) -> None:
+    def __init__(self, roots: Sequence[int] = ()) -> None:
         self.me = os.getpid()
         self.ancestors = set(access.ancestors(self.me))
+        self.own_roots = [r for r in roots if r != self.me and access.descends_from(r, self.me)]
 
     def __call__(self, pid: int) -> bool:
-        return pid == self.me or pid in self.ancestors or access.descends_from(pid, self.me)
+        if pid == self.me or pid in self.ancestors:
+            return True
+        if pid in self.own_roots:
+            return False
+        chain = access.ancestors(pid)
+        return self.me in chain and not any(r in chain for r in self.own_roots)
 
 
 def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], str]:
@@ -199,9 +207,9 @@ def plan_targets(roots: List[int], family: Callable[[int], bool]) -> Tuple[List[
     pids = [p for p in everyone if not family(p)]
     left_out = [r for r in roots if family(r)]
     if not pids:
-        raise UsageError(f"nothing to record: pid {', '.join(map(str, left_out))} is hangtrace's "
-                         "own ancestor (tracing it would trace hangtrace's output) and has no "
-                         "other descendants")
+        raise UsageError(f"nothing to record: pid {', '.join(map(str, left_out))} is hangtrace "
+                         "itself or its ancestor (tracing it would trace hangtrace's output) "
+                         "and has no other descendants")
     return pids, left_out
 
 
@@ -213,7 +221,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     this thread (a live view asks the analyzer for a provisional report there); ``on_attach()``
     runs once the targets and the output are known good, just before the backends attach."""
     from .backends.proc_backend import initial_process_infos
-    family = OwnFamily()
+    family = OwnFamily(roots)
     all_pids, left_out = plan_targets(roots, family)
     raw = create_output(output)       # an unwritable path fails here, before any attach
     targets = TargetSet(roots, exclude=family)
