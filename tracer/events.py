@@ -412,16 +412,11 @@ for _cls in (FutexOwner, SocketPeers):
 @dataclass(slots=True)
 class ObserveError(Event):
     """Something a backend could not observe, saved so that ``analyze`` of the trace knows what
-    the live report knew (tracer/analysis/observed.py): threads never observed are judged
-    ``unknown`` and the verdict line says what could not be read.
-
-    ``source`` is the backend ("strace", "proc", "ebpf", "nvml", "session"); ``what`` what was
-    not observed: "attach" (the backend could not attach to thread ``tid`` of ``pid``, or to
-    the whole process when ``tid`` is None), "syscall", "io", "fd", "stat" (those /proc files
-    of ``pid``), "backend" (the backend's own trouble: it died, an event was dropped; no pid).
-    ``denied`` is True for a permission refusal (EPERM, EACCES) and False when the target was
-    gone or for anything else. ``why`` is one line ("ptrace(PTRACE_SEIZE): Operation not
-    permitted")."""
+    the live report knew (tracer/analysis/observed.py). ``source``: the backend; ``what``:
+    "attach" (thread ``tid`` of ``pid``, or the whole process when ``tid`` is None), "syscall",
+    "io", "fd", "stat" (those /proc files of ``pid``), "excluded" (never traced: hangtrace's
+    own ancestor), "backend" (its own trouble; no pid); ``denied``: a permission refusal
+    (EPERM, EACCES), not a target that was gone; ``why``: one line."""
     TAG: ClassVar[str] = "oerr"
     source: str
     what: str
