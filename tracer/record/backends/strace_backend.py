@@ -33,7 +33,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import IO, Dict, Optional, Tuple
+from typing import IO, Dict, List, Optional, Tuple
 
 from ... import events as ev
 from ...linux import procfs
