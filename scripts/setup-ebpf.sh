@@ -26,7 +26,7 @@ MOD=/lib/modules/$KREL
 updated=0
 apt_update() { [ $updated -eq 1 ] || { apt-get update -qq >/dev/null; updated=1; }; }
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
-candidate() { apt-cache policy "$1" 2>/dev/null | grep -q 'Candidate: [0-9]'; }
+candidate() { apt-cache policy "$1" 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; }
 
 want=()
 for p in bpfcc-tools python3-bpfcc; do have_pkg "$p" || want+=("$p"); done

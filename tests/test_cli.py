@@ -71,13 +71,12 @@ def test_snapshot_missing_pid():
     one_line_error(p)
 
 
+@pytest.mark.live
 def test_json_is_exactly_one_document(scenario, tmp_path):
     sc = scenario("spin")
     out = tmp_path / "t.htrace.gz"
-    t0 = time.monotonic()
     p = run("attach", str(sc.pid), "--backend", "proc", "--duration", "1", "--json",
             "--output", str(out))
-    elapsed = time.monotonic() - t0
     doc = json.loads(p.stdout)
     assert doc["format"] == "hangtrace.report/1"
     assert doc["verdict"] == "busy-waiting" and p.returncode == 3
@@ -88,10 +87,10 @@ def test_json_is_exactly_one_document(scenario, tmp_path):
     for key in ("tid", "name", "state", "verdict", "evidence"):
         assert key in proc["threads"][0]
     assert out.exists() and f"trace saved to {out}" in p.stderr
-    # The verdict comes within about a second of --duration (interpreter start-up included).
-    assert elapsed < 1.0 + 2.5, elapsed
+    # (How soon the verdict comes after --duration is bench/live_costs.py's.)
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_ends_recording_early_and_keeps_the_trace(scenario, tmp_path, sig):
     sc = scenario("healthy_worker")
@@ -111,20 +110,22 @@ def test_signal_ends_recording_early_and_keeps_the_trace(scenario, tmp_path, sig
     assert sc.alive()
 
 
+@pytest.mark.live
 def test_target_exiting_ends_the_recording(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     try:
         out = tmp_path / "t.htrace.gz"
-        t0 = time.monotonic()
+        # --duration 30, but the recording ends with the target (run()'s timeout is 60 s)
         p = run("attach", str(child.pid), "--backend", "proc", "--duration", "30", "--json",
                 "--output", str(out))
-        assert time.monotonic() - t0 < 15
+        assert json.loads(p.stdout)["window"]["duration"] < 30
     finally:
         child.wait()
     doc = json.loads(p.stdout)
     assert doc["verdict"] == "exited" and p.returncode == 5, p.stderr
 
 
+@pytest.mark.live
 def test_name_picks_every_scheduler_by_title(scenario, tmp_path):
     sc = scenario("sglang_like")
     schedulers = [int(p) for p in sc.extra_fields

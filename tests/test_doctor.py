@@ -24,13 +24,37 @@ def test_facts_cover_every_capability_and_serialise():
     assert f["backends"]["proc"]["ok"]
 
 
-def test_fixes_name_debian_packages():
+def _pretend(monkeypatch, *, present: bool) -> None:
+    """Make BCC, the kernel headers and strace look present (or missing) whatever this
+    machine has, so that both branches of each fact are checked everywhere."""
+    import importlib.util
+    import os.path
+    import shutil
+    real_exists, real_find, real_which = os.path.exists, importlib.util.find_spec, shutil.which
+    monkeypatch.setattr(os.path, "exists", lambda p: present if str(p).startswith(
+        "/lib/modules/") else real_exists(p))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: (object() if present else None)
+                        if n == "bcc" else real_find(n, *a))
+    monkeypatch.setattr(shutil, "which", lambda n, *a: ("/usr/bin/strace" if present else None)
+                        if n == "strace" else real_which(n, *a))
+
+
+def test_missing_pieces_name_their_debian_packages(monkeypatch):
+    _pretend(monkeypatch, present=False)
     f = doctor_facts()
-    if not f["kernel_headers"]["ok"]:
-        assert "linux-headers-" in f["kernel_headers"]["fix"]
-        assert "setup-ebpf.sh" in f["kernel_headers"]["fix"]
-    if not f["bcc"]["ok"]:
-        assert "python3-bpfcc" in f["bcc"]["fix"]
+    assert not f["kernel_headers"]["ok"] and not f["bcc"]["ok"] and not f["strace"]["ok"]
+    assert "linux-headers-" in f["kernel_headers"]["fix"]
+    assert "setup-ebpf.sh" in f["kernel_headers"]["fix"]
+    assert "python3-bpfcc" in f["bcc"]["fix"]
+    assert f["strace"]["fix"] == "apt install strace"
+    assert not f["backends"]["strace"]["ok"] and "not installed" in f["backends"]["strace"]["why"]
+
+
+def test_present_pieces_have_no_fix(monkeypatch):
+    _pretend(monkeypatch, present=True)
+    f = doctor_facts()
+    for key in ("kernel_headers", "bcc", "strace"):
+        assert f[key]["ok"] and f[key]["fix"] == "", key
 
 
 def test_run_doctor_prints_and_returns_status():

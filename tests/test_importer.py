@@ -1,4 +1,4 @@
-"""import_strace end to end: header, events readable by trace.py, gzip, truncation, errors."""
+"""import_strace end to end: header, events readable by tracefile/format.py, gzip, truncation, errors."""
 import os
 import shutil
 

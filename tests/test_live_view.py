@@ -145,50 +145,77 @@ def _busy_analyzer(threads: int = 100, seconds: float = 5.0) -> Analyzer:
     return an
 
 
-def test_refresh_is_throttled_and_cheap_for_100_threads() -> None:
+class FakeTime:
+    """live.py's clock, advanced by the test: throttling is checked without wall-clock bounds
+    (those are bench/live_costs.py's). ``cost`` is what each perf_counter span seems to take."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.cost = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def perf_counter(self) -> float:
+        self.now += self.cost / 2       # called twice around each timed piece of work
+        return self.now
+
+    def time(self) -> float:          # wall time stays real: it ends the report's window
+        return time.time()
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+def test_refresh_is_throttled_for_100_threads(monkeypatch) -> None:
+    import tracer.render.live as live
+    clock = FakeTime()
+    monkeypatch.setattr(live, "time", clock)
     an = _busy_analyzer()
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=True, width=160, height=60)
     view = LiveView(console, duration=10.0, roots=[5000])
-    t0 = time.monotonic()
     with view:
-        while time.monotonic() - t0 < 2.0:       # session.record calls it about 4x a second
-            view.on_tick(time.monotonic() - t0, an)
-            time.sleep(0.05)
-    elapsed = time.monotonic() - t0
+        for i in range(40):                 # 2 s of session.record's ticks at 20 Hz
+            view.on_tick(i * 0.05, an)
+            clock.sleep(0.05)
     s = view.stats
-    assert 3 <= s.draws <= 6 and 3 <= s.reports <= 6, s     # ~2 Hz, not 20 Hz
-    per_refresh = (s.report_s + s.draw_s) / s.draws
-    # measured about 10-20 ms on a 2-core VM; the bound leaves room for a loaded CI machine
-    assert per_refresh < 0.15, s
-    assert (s.report_s + s.draw_s) / elapsed < 0.3, s
+    assert s.draws == 4 and s.reports == 4, s      # every 0.5 s, not 20 times a second
     text = ANSI.sub("", buf.getvalue())
     assert "+92" in text                       # 8 threads listed, the rest folded
-    assert "busy-waiting" in text or "progressing" in text
+    # the main thread logs to a file: the process (and the tree) make progress; its 99 other
+    # threads spin on poll timeouts and eventfd writes
+    assert "provisional verdict: progressing" in text
+    assert re.search(r"busy-waiting", text)
+    assert an.report().verdict == "progressing"
 
 
 class _SlowAnalyzer:
     """Its report() takes 0.3 s: the view must back off to one report every ~3 s."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: FakeTime) -> None:
         self.inner = _busy_analyzer(threads=4, seconds=1.0)
         self.acc = self.inner.acc
         self.calls = 0
+        self.clock = clock
 
     def report(self, **kw):  # type: ignore[no-untyped-def]
         self.calls += 1
-        time.sleep(0.3)
+        self.clock.now += 0.3
         return self.inner.report(**kw)
 
 
-def test_slow_report_backs_off() -> None:
-    an = _SlowAnalyzer()
+def test_slow_report_backs_off(monkeypatch) -> None:
+    import tracer.render.live as live
+    clock = FakeTime()
+    monkeypatch.setattr(live, "time", clock)
+    an = _SlowAnalyzer(clock)
     console = Console(file=io.StringIO(), force_terminal=True, width=160)
     view = LiveView(console, duration=10.0, roots=[5000])
-    t0 = time.monotonic()
+    t0 = clock.now
     with view:
-        while time.monotonic() - t0 < 4.0:
-            view.on_tick(time.monotonic() - t0, an)
-            time.sleep(0.25)
-    assert an.calls <= 2, an.calls       # 0.3 s each -> at most one every 3 s
+        while clock.now - t0 < 4.0:
+            view.on_tick(clock.now - t0, an)
+            clock.sleep(0.25)
+    assert an.calls == 2, an.calls       # 0.3 s each -> one at 0 s, the next 3 s later
     assert view.stats.draws >= 5         # the bar still moves at ~2 Hz

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes.util
 import threading
+import time
 
 import pytest
 
@@ -57,12 +58,14 @@ def test_backend_emits_gpu_samples_and_stops():
     b.stop()
     b.stop()   # idempotent
     assert fake.closed
-    n = len(got)
+    n, reads = len(got), fake.reads
+    time.sleep(10 * b.interval)   # ten sample periods: a sampler still running would emit
+    assert len(got) == n and fake.reads == reads, "samples after stop()"
+    assert n == 2 * reads         # two GPUs per reading, every reading emitted
     assert all(isinstance(e, ev.GpuSample) for e in got)
     first = got[0]
     assert (first.gpu, first.uuid, first.util_pct, first.pids) == (0, "GPU-aaaa", 100, [437])
     assert got[1].util_pct is None and got[1].pids == []
-    assert len(got) == n   # nothing after stop
 
 
 def test_gpu_sample_round_trips_through_a_trace(tmp_path):

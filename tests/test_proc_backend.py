@@ -145,7 +145,8 @@ def test_reaped_process_exit_status_unknown(program):
     assert len(exits) == 1 and exits[0].status is None and exits[0].signal is None
 
 
-def test_tick_cost_100_threads():
+def test_one_tick_samples_every_one_of_101_threads():
+    """(What a tick costs is bench/live_costs.py's: no wall-clock bound in a CI test.)"""
     code = ("import threading, sys\nev = threading.Event()\n"
             "[threading.Thread(target=ev.wait, daemon=True).start() for _ in range(100)]\n"
             "print('ready', flush=True); sys.stdin.read()")
@@ -156,15 +157,11 @@ def test_tick_cost_100_threads():
         col = Collector()
         backend = ProcBackend()
         backend.prepare(TargetSet([p.pid]), col)
-        costs = []
         for _ in range(20):
-            t0 = time.perf_counter()
             backend.tick()
-            costs.append(time.perf_counter() - t0)
-        costs.sort()
-        print(f"tick over 101 threads: median {costs[10] * 1e3:.2f} ms, max {costs[-1] * 1e3:.2f} ms")
-        assert costs[10] < 0.020
-        assert sum(isinstance(e, ThreadSample) for e in col.events) == 20 * 101
+        samples = [e for e in col.events if isinstance(e, ThreadSample)]
+        assert len(samples) == 20 * 101
+        assert len({e.tid for e in samples}) == 101 and {e.pid for e in samples} == {p.pid}
     finally:
         p.stdin.close()
         p.wait()

@@ -403,8 +403,6 @@ def test_start_failure_is_reported_and_cleaned_up() -> None:
     with pytest.raises(scenarios.ScenarioError, match="boom"):
         scenarios.Scenario("failing", argv, ready_timeout=5)
     argv = [sys.executable, "-c", "import time; time.sleep(60)"]
-    t0 = time.monotonic()
     with pytest.raises(scenarios.ScenarioError, match="not READY"):
         scenarios.Scenario("silent", argv, ready_timeout=0.3)
-    assert time.monotonic() - t0 < 3
     assert "silent" not in scenarios.leftover_processes()

@@ -3,11 +3,15 @@
 Contract: every command prints one clear line on stderr and exits non-zero on bad input (a
 missing pid, no permission, a tool that is not installed, a corrupt trace), never a traceback.
 ``--json`` prints exactly one JSON document on stdout. Exit status (README): 0 progressing or
-idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited, 6 blocked on the GPU.
+idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited, 6 blocked on the GPU,
+7 unknown (not everything could be observed or judged), 130 interrupted before a recording
+began. Commands raise errors.py's classes; ``_main`` is the one place that turns an error into
+its line and exit status (errors.exit_code), for the console script and for tests alike.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from typing import List, NoReturn, Optional, Tuple
@@ -16,11 +20,29 @@ import click
 from rich.console import Console
 
 from . import __version__
+from .errors import (EXIT_USAGE, HangtraceError, NotATrace, OutputError, UsageError,
+                     exit_code)
 
 
-def _fail(msg: str, code: int = 1) -> NoReturn:
-    click.echo(f"hangtrace: {msg}", err=True)
-    sys.exit(code)
+class FiniteFloat(click.ParamType):
+    """A float in [lo, hi]; NaN and infinity are refused (click's FloatRange lets NaN by)."""
+    name = "float"
+
+    def __init__(self, lo: float, hi: float = math.inf) -> None:
+        self.lo, self.hi = lo, hi
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if not self.lo <= x <= self.hi:
+            bound = f"between {self.lo:g} and {self.hi:g}" if math.isfinite(self.hi) else \
+                f"at least {self.lo:g}"
+            self.fail(f"{value} is not {bound}", param, ctx)
+        return x
 
 
 def _emit(report, as_json: bool, verbose: bool = False) -> NoReturn:
@@ -38,7 +60,8 @@ def main() -> None:
     """Tell whether a silent process tree is progressing, busy-waiting or deadlocked, and why.
 
     Exit status: 0 progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked,
-    5 exited, 6 blocked on the GPU.
+    5 exited, 6 blocked on the GPU, 7 unknown (part of the tree could not be observed or
+    judged), 130 interrupted before the recording began.
     """
 
 
@@ -46,74 +69,77 @@ def main() -> None:
 @click.argument("pids", nargs=-1, type=int)
 @click.option("--name", "name", metavar="PATTERN",
               help="Also attach to processes whose title/cmdline/comm matches (substring or glob).")
-@click.option("--duration", "-d", default=5.0, show_default=True, type=click.FloatRange(0.2),
+@click.option("--duration", "-d", default=5.0, show_default=True, type=FiniteFloat(0.2),
               help="Seconds to record (Ctrl-C ends early).")
 @click.option("--backend", "-b", default="auto", show_default=True,
               type=click.Choice(["auto", "proc", "strace", "ebpf"]))
-@click.option("--rate", default=10.0, show_default=True, type=click.FloatRange(0.5, 200),
+@click.option("--rate", default=10.0, show_default=True, type=FiniteFloat(0.5, 200),
               help="/proc samples per second.")
 @click.option("--output", "-o", metavar="FILE", help="Trace file (default: hangtrace-PID-TIME.htrace.gz).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
+@click.option("--force", is_flag=True,
+              help="Record pid 1 or a kernel thread too (hangtrace and its ancestors never).")
 def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend: str,
-           rate: float, output: Optional[str], as_json: bool, verbose: bool) -> None:
+           rate: float, output: Optional[str], as_json: bool, verbose: bool,
+           force: bool) -> None:
     """Record the process trees under PIDS, save the trace and print the verdict."""
-    from .record.session import SessionError, choose_backends, resolve_targets
+    from .record.session import choose_backends, resolve_targets
     from .tracefile.format import default_trace_path
-    try:
-        roots = resolve_targets(list(pids), name)
-        backends, why = choose_backends(backend, rate)
-    except SessionError as exc:
-        _fail(str(exc), 2 if "give at least one" in str(exc) else 1)
+    roots = resolve_targets(list(pids), name, force=force)
+    backends, why = choose_backends(backend, rate)
     out = output or default_trace_path(roots)
-    click.echo(f"hangtrace: attaching to {', '.join(map(str, roots))} for {duration:g} s "
-               f"with {why}", err=True)
-    done = _record(roots, backends, duration, out, as_json)
+    done = _record(roots, backends, duration, out, as_json,
+                   f"attaching to {', '.join(map(str, roots))} for {duration:g} s with {why}")
     click.echo(f"hangtrace: trace saved to {done.trace_path}", err=True)
     _emit(done.report, as_json, verbose)
 
 
-def _record(roots: List[int], backends: list, duration: float, out: str, as_json: bool):
+def _record(roots: List[int], backends: list, duration: float, out: str, as_json: bool,
+            announce: str):
     """One recording as ``attach`` makes it: end-of-recording probes, and the live view when
-    the report goes to a terminal."""
+    the report goes to a terminal. ``announce`` goes to stderr once the targets and the
+    output path were found good, just before attaching."""
     from .record.evidence import evidence_end_probe, evidence_start_probe
     from .record.evidence.capture import with_capture_sites
-    from .record.probes import DEFAULT_PROBES   # futex owners, unix socket peers (wait graph)
+    from .record.probes import DEFAULT_PROBES   # futex owners, unix socket peers, NCCL RAS
     from .record.pystacks import py_stacks_probe
     from .record.session import record
     probes = list(DEFAULT_PROBES) + [with_capture_sites(py_stacks_probe),  # after the wait probes
                                      evidence_end_probe]
     starts = [evidence_start_probe]      # logs, vitals: the window's starting point
+
+    def on_attach() -> None:
+        click.echo(f"hangtrace: {announce}", err=True)
     try:
         if not as_json and sys.stdout.isatty():
             from .render.live import LiveView
             with LiveView(Console(), duration, roots) as view:
                 return record(roots, backends, duration=duration, output=out,
-                              on_tick=view.on_tick, end_probes=probes, start_probes=starts)
+                              on_tick=view.on_tick, end_probes=probes, on_attach=on_attach,
+                              start_probes=starts)
         return record(roots, backends, duration=duration, output=out, end_probes=probes,
-                      start_probes=starts)
-    except OSError as exc:
-        _fail(f"recording failed: {exc.strerror or exc} ({getattr(exc, 'filename', '') or ''})")
+                      on_attach=on_attach, start_probes=starts)
+    except OSError as exc:      # the trace could not be written on (disk full, ...)
+        raise OutputError(f"recording failed: {exc.strerror or exc} "
+                          f"({getattr(exc, 'filename', '') or out})") from None
 
 
 @main.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("trace")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
 def analyze(trace: str, as_json: bool, verbose: bool) -> None:
     """Analyze a saved trace (or a raw strace log) and print the verdict."""
     from .analysis.analyzer import analyze_trace
-    from .tracefile.format import TraceError
     try:
         report = analyze_trace(trace)
-    except TraceError as exc:
-        if "not a hangtrace trace" not in str(exc):
-            _fail(str(exc))
-        report = _analyze_strace_log(trace, str(exc))
+    except NotATrace as exc:
+        report = _analyze_strace_log(trace, exc)
     _emit(report, as_json, verbose)
 
 
-def _analyze_strace_log(path: str, why: str):
+def _analyze_strace_log(path: str, why: NotATrace):
     """``analyze`` on a raw strace log: import it to a temporary trace first."""
     import tempfile
     from .analysis.analyzer import analyze_trace
@@ -123,9 +149,9 @@ def _analyze_strace_log(path: str, why: str):
         try:
             result = import_strace(path, out)
         except ImportError_:
-            _fail(why)
+            raise why from None
         if result.events == 0:
-            _fail(why)
+            raise why
         click.echo(f"hangtrace: {path} is an strace log; imported {result.events} events",
                    err=True)
         report = analyze_trace(out)
@@ -134,16 +160,16 @@ def _analyze_strace_log(path: str, why: str):
 
 
 @main.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("trace")
 @click.option("--format", "-f", "fmt", required=True, metavar="FORMAT",
               help="Output format (see --help of the formats available: perfetto, json, dot).")
 @click.option("--output", "-o", metavar="FILE", help="Write here instead of stdout.")
 def export(trace: str, fmt: str, output: Optional[str]) -> None:
     """Write a saved trace in another tool's format (timelines, graphs, JSON lines)."""
     from .render.export import FORMATS, exporter
-    from .tracefile.format import TraceError
     if fmt not in FORMATS:
-        _fail(f"unknown format {fmt!r} (available: {', '.join(sorted(FORMATS)) or 'none'})", 2)
+        raise UsageError(f"unknown format {fmt!r} (available: "
+                         f"{', '.join(sorted(FORMATS)) or 'none'})")
     try:
         if output:
             with open(output, "w") as out:
@@ -151,25 +177,20 @@ def export(trace: str, fmt: str, output: Optional[str]) -> None:
             click.echo(f"hangtrace: wrote {output}", err=True)
         else:
             exporter(fmt)(trace, sys.stdout)
-    except TraceError as exc:
-        _fail(str(exc))
     except OSError as exc:
-        _fail(f"{output or 'stdout'}: {exc.strerror or exc}")
+        raise OutputError(f"{output or 'stdout'}: {exc.strerror or exc}") from None
 
 
 @main.command("import-strace")
-@click.argument("log", type=click.Path(dir_okay=False))
+@click.argument("log")
 @click.option("--output", "-o", metavar="FILE", help="Trace file to write (default: LOG.htrace.gz).")
 @click.option("--analyze", "then_analyze", is_flag=True, help="Print the verdict too.")
 @click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
 def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool) -> None:
     """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip) to a trace."""
-    from .tracefile.strace_import import ImportError_ as ImportFailed, import_strace
+    from .tracefile.strace_import import import_strace
     out = output or _default_import_path(log)
-    try:
-        result = import_strace(log, out)
-    except ImportFailed as exc:
-        _fail(str(exc))
+    result = import_strace(log, out)
     click.echo(f"hangtrace: imported {result.events} events from {log} into {out}"
                + (f" ({result.unparsed} lines not understood)" if result.unparsed else "")
                + (" (log was cut short)" if result.truncated else ""), err=True)
@@ -192,12 +213,9 @@ def _default_import_path(log: str) -> str:
 def snapshot(pids: Tuple[int, ...], name: Optional[str], as_json: bool, stacks: bool) -> None:
     """One instant look: threads, current syscalls, wchan, fds and listening sockets."""
     from .render.snapshot import render_snapshot
-    from .record.session import SessionError, resolve_targets
+    from .record.session import resolve_targets
     from .record.snapshot import take_snapshot
-    try:
-        roots = resolve_targets(list(pids), name)
-    except SessionError as exc:
-        _fail(str(exc), 2 if "give at least one" in str(exc) else 1)
+    roots = resolve_targets(list(pids), name, force=True)   # reading /proc never harms
     snap = take_snapshot(roots, stacks=stacks)
     if as_json:
         click.echo(json.dumps(snap.to_json(), indent=2))
@@ -207,7 +225,7 @@ def snapshot(pids: Tuple[int, ...], name: Optional[str], as_json: bool, stacks: 
 
 @main.command()
 @click.argument("scenario", default="sglang_like")
-@click.option("--duration", "-d", default=5.0, show_default=True, type=click.FloatRange(0.2))
+@click.option("--duration", "-d", default=5.0, show_default=True, type=FiniteFloat(0.2))
 @click.option("--backend", "-b", default="auto", show_default=True,
               type=click.Choice(["auto", "proc", "strace", "ebpf"]))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
@@ -215,18 +233,15 @@ def demo(scenario: str, duration: float, backend: str, as_json: bool) -> None:
     """Start a bundled hanging scenario (default: an SGLang-like tree that went silent),
     attach to it and print the verdict; the scenario is killed afterwards."""
     import tempfile
-    from .record.demo import DemoError, RunningScenario
-    from .record.session import SessionError, choose_backends
-    try:
-        backends, why = choose_backends(backend)
-        sc = RunningScenario(scenario)
-    except (DemoError, SessionError) as exc:
-        _fail(str(exc))
+    from .record.demo import RunningScenario
+    from .record.session import choose_backends
+    backends, why = choose_backends(backend)
+    sc = RunningScenario(scenario)
     try:
         out = os.path.join(tempfile.gettempdir(), f"hangtrace-demo-{scenario}.htrace.gz")
-        click.echo(f"hangtrace: scenario {scenario} running as pid {sc.pid}; attaching for "
-                   f"{duration:g} s with {why}", err=True)
-        done = _record([sc.pid], backends, duration, out, as_json)
+        done = _record([sc.pid], backends, duration, out, as_json,
+                       f"scenario {scenario} running as pid {sc.pid}; attaching for "
+                       f"{duration:g} s with {why}")
     finally:
         sc.kill()
     _emit(done.report, as_json)
@@ -244,27 +259,43 @@ def doctor(as_json: bool) -> None:
     sys.exit(run_doctor(Console()))
 
 
+def _main(argv: Optional[List[str]]) -> int:
+    """Run one command; every way it can end becomes an exit status here (module doc)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        # make_context + invoke rather than main.main(): click's main turns Ctrl-C into an
+        # Abort after printing a blank line, and prints four-line usage errors.
+        with main.make_context("hangtrace", args) as ctx:
+            main.invoke(ctx)
+    except click.exceptions.Exit as exc:           # --help, --version
+        return exc.exit_code
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except HangtraceError as exc:
+        click.echo(f"hangtrace: {exc}", err=True)
+        return exit_code(exc)
+    except click.UsageError as exc:    # bad options or arguments: one line, not click's four
+        click.echo(f"hangtrace: {exc.format_message()}", err=True)
+        return EXIT_USAGE
+    except click.ClickException as exc:
+        click.echo(f"hangtrace: {exc.format_message()}", err=True)
+        return exc.exit_code
+    except (click.Abort, KeyboardInterrupt) as exc:   # Ctrl-C before a recording began
+        click.echo("hangtrace: interrupted", err=True)
+        return exit_code(KeyboardInterrupt() if isinstance(exc, click.Abort) else exc)
+    return 0
+
+
 def run(argv: Optional[List[str]] = None) -> int:
     """Entry for tests: run the CLI in-process and return its exit code."""
-    try:
-        main.main(args=argv, prog_name="hangtrace", standalone_mode=False)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    except click.UsageError as exc:
-        click.echo(f"hangtrace: {exc.format_message()}", err=True)
-        return 2
-    except click.Abort:
-        return 1
-    return 0
+    return _main(argv)
 
 
 def entry() -> None:
     """Console-script entry: no traceback ever reaches the user."""
     try:
-        main(prog_name="hangtrace")
-    except KeyboardInterrupt:
-        click.echo("hangtrace: interrupted", err=True)
-        sys.exit(130)
+        code = _main(None)
     except Exception as exc:  # the last line of defence: one line, exit 1
         click.echo(f"hangtrace: internal error: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(1)
+        code = 1
+    sys.exit(code)

@@ -8,7 +8,7 @@ Contract:
 - No buffer contents: a write is a byte count, ``args`` is argument text with string and
   buffer literals removed (see ``scrub_args``).
 - Each class has a short ``TAG`` used in the trace file; field order is given by the dataclass
-  and written into the trace header, so a reader maps fields by name (trace.py).
+  and written into the trace header, so a reader maps fields by name (tracefile/format.py).
 
 fd kinds (``fd_kind``): file, dir, pipe, fifo, tcp, udp, unix, netlink, socket, eventfd, epoll,
 timerfd, signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, dev, null, None.
@@ -442,3 +442,26 @@ for _cls in (FutexOwner, SocketPeers, NcclRasStatus, SocketCounters):
     EVENT_CLASSES[_cls.TAG] = _cls
     _FIELDS[_cls] = field_names(_cls)
     __all__.append(_cls.__name__)
+
+
+# --------------------------------------------------------------------------- what was not seen
+@dataclass(slots=True)
+class ObserveError(Event):
+    """Something a backend could not observe, saved so that ``analyze`` of the trace knows what
+    the live report knew (tracer/analysis/observed.py). ``source``: the backend; ``what``:
+    "attach" (thread ``tid`` of ``pid``, or the whole process when ``tid`` is None), "syscall",
+    "io", "fd", "stat" (those /proc files of ``pid``), "excluded" (never traced: hangtrace's
+    own ancestor), "backend" (its own trouble; no pid); ``denied``: a permission refusal
+    (EPERM, EACCES), not a target that was gone; ``why``: one line."""
+    TAG: ClassVar[str] = "oerr"
+    source: str
+    what: str
+    why: str = ""
+    pid: Optional[int] = None
+    tid: Optional[int] = None
+    denied: bool = False
+
+
+EVENT_CLASSES[ObserveError.TAG] = ObserveError
+_FIELDS[ObserveError] = field_names(ObserveError)
+__all__.append("ObserveError")

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 REPORT_FORMAT = "hangtrace.report/1"
-EXIT_CODES = {"progressing": 0, "idle": 0, "unknown": 0, "busy-waiting": 3, "deadlocked": 4,
-              "exited": 5, "blocked": 6}
+EXIT_CODES = {"progressing": 0, "idle": 0, "busy-waiting": 3, "deadlocked": 4, "exited": 5,
+              "blocked": 6, "unknown": 7}
 
 
 @dataclass
@@ -82,10 +82,13 @@ class Report:
     rank_stacks: List[Dict[str, Any]] = field(default_factory=list)
     # logs, ports, GPU health, versions, CUDA graph capture (tracer/analysis/evidence.py)
     evidence: Optional[Dict[str, Any]] = None
+    # What the backends could not observe, one line each (tracer/analysis/observed.py): the
+    # verdict line shows them, since the verdict rests on the rest.
+    unobserved: List[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES.get(self.verdict, 1)
+        return EXIT_CODES.get(self.verdict, EXIT_CODES["unknown"])
 
     def process(self, pid: int) -> Optional[ProcessReport]:
         return next((p for p in self.processes if p.pid == pid), None)
@@ -94,7 +97,8 @@ class Report:
         return {"format": REPORT_FORMAT, "verdict": self.verdict, "rule": self.rule,
                 "root_cause": self.root_cause, "window": self.window,
                 "backends": self.backends, "source": self.source, "trace": self.trace_path,
-                "notes": self.notes, "lost_events": self.lost, "truncated": self.truncated,
+                "notes": self.notes, "unobserved": self.unobserved,
+                "lost_events": self.lost, "truncated": self.truncated,
                 "exit_code": self.exit_code,
                 "processes": [p.to_json() for p in self.processes],
                 "wait_graph": self.wait_graph, "rank_stacks": self.rank_stacks,

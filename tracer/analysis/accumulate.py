@@ -61,7 +61,9 @@ class Accumulator:
             ev.ProcessExec: self._on_exec, ev.SignalDelivered: self._on_signal,
             ev.Lost: self._on_lost, ev.ThreadCpu: self._on_cpu,
             ev.SocketCounters: self._on_socket_counters,
+            ev.ObserveError: self._on_observe_error,
         }
+        self.observe_errors: Dict[tuple, ev.ObserveError] = {}
         for info in processes or []:
             self._process_info(info)
 
@@ -181,6 +183,10 @@ class Accumulator:
         if (e.segs_out or 0) > (tr.last.segs_out or 0):
             tr.send_readings += 1
         tr.last = e
+
+    def _on_observe_error(self, e: ev.ObserveError) -> None:
+        if len(self.observe_errors) < MAX_FUTEX_ADDRS:    # bounded like the futex table
+            self.observe_errors.setdefault((e.pid, e.tid, e.what), e)
 
     def _on_lost(self, e: ev.Lost) -> None:
         self.lost += e.count
@@ -346,7 +352,8 @@ class Accumulator:
                          processes=self.processes, backends=self.backends,
                          capabilities=self.capabilities, lost=self.lost,
                          lost_reasons=self.lost_reasons, truncated=truncated,
-                         futex_wakers=self.futex_wakers, roots=self.roots)
+                         futex_wakers=self.futex_wakers, roots=self.roots,
+                         observe_errors=self.observe_errors)
 
 
 def _fd_label(fd: Optional[int], target: Optional[str]) -> str:

@@ -111,7 +111,8 @@ def analyzer_for(reader: TraceReader) -> Analyzer:
 
 
 def analyze_trace(path: str) -> Report:
-    """Read a trace file (streaming) and analyze it. Raises trace.TraceError on bad files."""
+    """Read a trace file (streaming) and analyze it. Raises errors.BadInput (CorruptTrace,
+    NotATrace) on bad files."""
     reader = TraceReader(path)
     an = analyzer_for(reader)
     an.feed_all(reader.events())

@@ -19,6 +19,7 @@ from .accumulate import Recording, ThreadStats
 from .collective import collective_peers, find_stragglers
 from .job import read_ras
 from .nccl_ras import rank_of_pid
+from .observed import explain_unknown, qualify_tree, unobserved_lines
 from .facts import WaitFacts
 from .gpu_rules import GpuStats, gpu_findings
 from .graph_build import GraphInput, build_wait_graph
@@ -139,7 +140,9 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
     pvs: Dict[int, ProcessVerdict] = {
         pid: judge_process(procs[pid], tvs[pid], built.graph, built.waits.get(pid, []),
                            late.get(pid), labels) for pid in sorted(rec.processes)}
+    explain_unknown(pvs)                    # not observed: say so, not "no data"
     tree = judge_tree(pvs, rec, built.graph, stragglers)
+    qualify_tree(tree, pvs)                 # an unseen process: never "fine"
     notes = [Note(NoteKind.GPU, n) for n in gpu_findings(
         gpus, {pid: pv.verdict for pid, pv in pvs.items()}, rec.window)]
     notes += input_notes(rec)
@@ -156,7 +159,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         backends=rec.backends, source=source, trace_path=trace_path,
         notes=[n.text for n in notes], lost=rec.lost, truncated=rec.truncated,
         wait_graph=built.graph.to_json(),
-        rank_stacks=[dict(g.to_json(), labels=[labels[p] for p in g.pids]) for g in groups])
+        rank_stacks=[dict(g.to_json(), labels=[labels[p] for p in g.pids]) for g in groups],
+        unobserved=unobserved_lines(rec))
 
 
 def _process_report(pv: ProcessVerdict, rec: Recording,

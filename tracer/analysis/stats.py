@@ -120,6 +120,8 @@ class Recording:
     truncated: bool = False
     futex_wakers: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # addr -> (pid, tid)
     roots: List[int] = field(default_factory=list)
+    # What backends could not observe, by (pid, tid, what): analysis/observed.py reads it.
+    observe_errors: Dict[tuple, ev.ObserveError] = field(default_factory=dict)
 
     @property
     def window(self) -> float:

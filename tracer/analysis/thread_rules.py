@@ -16,6 +16,7 @@ from ..gpu.nvidia import NV_ESCAPES, is_nv_escape
 from ..linux.syscall_table import parse_proc_syscall
 from .accumulate import ProcessStats, Recording, ThreadStats
 from .gpu_rules import rule_gpu_yield_wait
+from .observed import rule_not_observed
 from .roles import helper_kind
 from .traffic import FdTraffic, keepalive
 from .traffic import describe as describe_traffic
@@ -327,7 +328,8 @@ def rule_quiet(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 
 THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
-    rule_exited, rule_wrote_output, rule_process_output, rule_served_connections,
+    rule_exited, rule_not_observed, rule_wrote_output, rule_process_output,
+    rule_served_connections,
     rule_made_connections, rule_varied_work,
     rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_waits_for_input,
     rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,

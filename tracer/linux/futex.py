@@ -72,7 +72,7 @@ def parse_op_text(text: str) -> FutexOp:
     if k >= 0:
         text = text[k + 3:text.rfind(" */")]
     text = text.strip()
-    if text[:2] == "0x" or text.isdigit():
+    if (text[:2] == "0x" or text.isdigit()) and len(text) <= 24:   # no 4,300-digit ints
         try:
             return decode_op(int(text, 0))
         except ValueError:

@@ -5,7 +5,9 @@ Contract:
 - Nothing here raises for the ordinary life of processes: a process or thread that vanishes
   between listing and reading (ENOENT, ESRCH), or a file we may not read (EACCES: another
   user's process, or Yama ptrace_scope for /proc/PID/syscall), gives None / an empty value /
-  is skipped, and the caller gets whatever could be read.
+  is skipped, and the caller gets whatever could be read. Where the caller must tell "gone"
+  from "denied" (a message to the user, a verdict that could not be reached), access.py says
+  which (``read_checked``, ``process_access``).
 - Files are read with os.open/os.read, not the io stack: a sampler reads several files for each
   of hundreds of threads ten times a second, and the buffered-file overhead dominates otherwise.
 - Names are never trusted: comm may hold spaces, parentheses, newlines and non-UTF-8 bytes
@@ -86,6 +88,7 @@ class Stat:
     starttime: int
     processor: Optional[int]
     exit_code: Optional[int]
+    flags: int = 0           # field 9: PF_* flags (PF_KTHREAD marks a kernel thread)
 
 
 def parse_stat(data: bytes) -> Optional[Stat]:
@@ -101,7 +104,7 @@ def parse_stat(data: bytes) -> Optional[Stat]:
             pgrp=int(rest[2]), utime=int(rest[11]), stime=int(rest[12]),
             num_threads=int(rest[17]), starttime=int(rest[19]),
             processor=int(rest[36]) if len(rest) > 36 else None,
-            exit_code=int(rest[49]) if len(rest) > 49 else None)
+            exit_code=int(rest[49]) if len(rest) > 49 else None, flags=int(rest[6]))
     except (IndexError, ValueError):
         return None
 

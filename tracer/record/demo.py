@@ -15,10 +15,12 @@ import threading
 from pathlib import Path
 from typing import List, Optional
 
+from ..errors import HangtraceError
+
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
 
 
-class DemoError(Exception):
+class DemoError(HangtraceError):
     pass
 
 

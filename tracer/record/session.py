@@ -2,51 +2,96 @@
 analyzer, detach on every exit path, and return the report.
 
 Contract:
-- ``choose_backends(name)`` picks backends for auto|proc|strace and says why in one line;
-  ``SessionError`` carries one-line messages for bad input (missing pid, no permission, tool not
-  installed).
+- ``resolve_targets`` and ``choose_backends(name)`` (which picks backends for
+  auto|proc|strace|ebpf and says why in one line) raise errors.py's classes with one-line
+  messages for bad input (missing pid, no permission, tool not installed, pid 1 or a kernel
+  thread without --force).
+- Never recorded: hangtrace itself, its children (strace, py-spy) and its ancestors
+  (``OwnFamily``); a root that is an ancestor is left out (said in the trace) and its other
+  descendants are recorded.
 - ``record(...)`` is the live mode: backends put events on a queue; this thread takes them off,
   writes each to the trace (flushed at least once a second) and feeds the same ``Analyzer`` that
-  replays a trace file. It ends at ``duration``, on Ctrl-C or SIGTERM, or when every target is
-  gone; in every case the backends are stopped (strace detached, no child left), the trace is
-  closed with its end record, and the report is built from what was recorded.
+  replays a trace file. It ends at ``duration``, on Ctrl-C or SIGTERM (``StopFlag``: the
+  handler sets a flag the loop reads), or when every target is gone; in every case the
+  backends are stopped (strace detached, no child left), the trace is closed with its end
+  record, and the report is built from what was recorded. The output file is created before
+  any backend attaches (an unwritable path fails without touching the target); trouble the
+  backends met is saved in the trace as ``ObserveError`` events.
 """
 from __future__ import annotations
 
+import os
 import queue
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .. import events as ev
-from ..linux import procfs
+from ..errors import AccessDenied, HangtraceError, TargetGone, ToolMissing, UsageError
+from ..linux import access, procfs
 from ..analysis.analyzer import Analyzer
 from .backends.base import Backend, TargetSet
 from ..report import Report
-from ..tracefile.format import TraceWriter, make_header
+from ..tracefile.format import TraceWriter, create_output, make_header
 
 
-class SessionError(Exception):
-    """Bad input or environment; the message is one line for the user."""
+# Bad input or environment: errors.py's classes (the CLI maps them to exit statuses).
+SessionError = HangtraceError
 
 
-def resolve_targets(pids: List[int], name: Optional[str]) -> List[int]:
+def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False) -> List[int]:
+    """The root pids to record: each given pid (it must exist and be readable) and every
+    process ``name`` matches. pid 1 and kernel threads are refused unless ``force`` (their
+    trees are the whole machine); hangtrace itself is refused always."""
     out: List[int] = []
     for pid in pids:
-        if not procfs.pid_exists(pid):
-            raise SessionError(f"no process with pid {pid}")
-        if procfs.read_stat(pid) is None:
-            raise SessionError(f"cannot read /proc/{pid}: permission denied")
+        why = access.process_access(pid)
+        if why == access.GONE:
+            raise TargetGone(f"no process with pid {pid}")
+        if why is not None:
+            raise AccessDenied(f"cannot read /proc/{pid}: permission denied")
+        if pid == os.getpid():
+            raise UsageError(f"pid {pid} is hangtrace itself")
+        if not force and pid == 1:
+            raise UsageError("pid 1 is init: its tree is every process on the machine; "
+                             "give --force to record it anyway (hangtrace and its ancestors "
+                             "are left out)")
+        if not force and access.is_kernel_thread(pid):
+            raise UsageError(f"pid {pid} is a kernel thread: it cannot be traced like a "
+                             "process; give --force to try anyway")
         out.append(pid)
     if name:
         found = procfs.find_by_name(name)
         if not found:
-            raise SessionError(f"no process matches --name {name!r}")
+            raise TargetGone(f"no process matches --name {name!r}")
         out.extend(p for p in found if p not in out)
     if not out:
-        raise SessionError("give at least one pid or --name PATTERN")
+        raise UsageError("give at least one pid or --name PATTERN")
     return out
+
+
+class OwnFamily:
+    """What must never be recorded: hangtrace itself, its ancestors, and its own helper
+    children (strace, py-spy). Tracing an ancestor (the shell, sshd, a terminal) would trace
+    hangtrace's own output: each line it prints makes the traced ancestor run syscalls, which
+    strace reports to hangtrace, which prints them... and ptrace-stopping the terminal freezes
+    it. A descendant of hangtrace is recorded only under a root that is itself one (``hangtrace
+    demo`` attaches to the scenario it started; a test records the programs it started)."""
+
+    def __init__(self, roots: Sequence[int] = ()) -> None:
+        self.me = os.getpid()
+        self.ancestors = set(access.ancestors(self.me))
+        self.own_roots = [r for r in roots if r != self.me and access.descends_from(r, self.me)]
+
+    def __call__(self, pid: int) -> bool:
+        if pid == self.me or pid in self.ancestors:
+            return True
+        if pid in self.own_roots:
+            return False
+        chain = access.ancestors(pid)
+        return self.me in chain and not any(r in chain for r in self.own_roots)
 
 
 def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], str]:
@@ -56,22 +101,22 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
     if name == "proc":
         why = proc.check()
         if why:
-            raise SessionError(f"proc backend unavailable: {why}")
+            raise ToolMissing(f"proc backend unavailable: {why}")
         return [proc], "proc (/proc sampling only, never stops the target)"
     if name not in ("auto", "strace", "ebpf"):
-        raise SessionError(f"unknown backend {name!r} (auto, proc, strace, ebpf)")
+        raise UsageError(f"unknown backend {name!r} (auto, proc, strace, ebpf)")
     from .backends.ebpf_backend import EbpfBackend
     from .backends.strace_backend import StraceBackend
     ebpf_why = EbpfBackend().check() if name in ("auto", "ebpf") else None
     if name == "ebpf":
         if ebpf_why:
-            raise SessionError(f"ebpf backend unavailable: {ebpf_why}")
+            raise ToolMissing(f"ebpf backend unavailable: {ebpf_why}")
         return _with_nvml([EbpfBackend(), proc], "ebpf+proc (kernel tracepoints; /proc for states)")
     strace = StraceBackend()
     strace_why = strace.check()
     if name == "strace":
         if strace_why:
-            raise SessionError(f"strace backend unavailable: {strace_why}")
+            raise ToolMissing(f"strace backend unavailable: {strace_why}")
         return _with_nvml([strace], "strace (ptrace: the target runs slower while traced)")
     if ebpf_why is None:
         chosen, why = [EbpfBackend(), proc], "ebpf+proc (BPF tracepoints load here; /proc for states)"
@@ -99,10 +144,6 @@ class Recorded:
     trace_path: str
     reason: str
     errors: List[str] = field(default_factory=list)
-
-
-class _Stop(Exception):
-    pass
 
 
 def _roles(infos: List[ev.ProcessInfo], roots: List[int]) -> dict:
@@ -134,26 +175,75 @@ def _final_infos(pids: List[int]) -> List[ev.ProcessInfo]:
 EndProbe = Callable[[List[int], Analyzer], List[ev.Event]]
 
 
+class StopFlag:
+    """Set by SIGTERM and SIGINT while a recording runs; the recording loop reads it.
+
+    The handler only assigns an attribute: no exception is raised at an arbitrary point (say,
+    between writing an event and feeding it to the analyzer, or inside a queue's lock) and no
+    lock is taken in the handler (Event.set() could wait on a lock its own thread holds), so
+    stopping cannot deadlock. The loop notices within 0.1 s (its queue timeout)."""
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+        self._old: dict = {}
+
+    def _handler(self, signum: int, frame: object) -> None:
+        self.signum = signum
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return      # signals reach the main thread only; its owner stops us there
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._old[sig] = signal.signal(sig, self._handler)
+
+    def restore(self) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        self._old.clear()
+
+
+def plan_targets(roots: List[int], family: Callable[[int], bool]) -> Tuple[List[int], List[int]]:
+    """(pids to record, roots left out): the roots and their descendants, less hangtrace's own
+    family (``OwnFamily``). Raises UsageError when nothing is left."""
+    everyone = sorted(set(roots) | set(procfs.descendants(roots)))
+    pids = [p for p in everyone if not family(p)]
+    left_out = [r for r in roots if family(r)]
+    if not pids:
+        raise UsageError(f"nothing to record: pid {', '.join(map(str, left_out))} is hangtrace "
+                         "itself or its ancestor (tracing it would trace hangtrace's output) "
+                         "and has no other descendants")
+    return pids, left_out
+
+
 def record(roots: List[int], backends: List[Backend], *, duration: float, output: str,
            on_tick: Optional[Callable[[float, Analyzer], None]] = None,
            end_probes: Sequence[EndProbe] = (),
-           start_probes: Sequence[EndProbe] = ()) -> Recorded:
+           start_probes: Sequence[EndProbe] = (),
+           on_attach: Optional[Callable[[], None]] = None) -> Recorded:
     """Record (module doc). ``on_tick(elapsed_s, analyzer)`` runs about 4 times a second in
-    this thread (a live view asks the analyzer for a provisional report there).
+    this thread (a live view asks the analyzer for a provisional report there); ``on_attach()``
+    runs once the targets and the output are known good, just before the backends attach.
     ``start_probes`` run once before the backends start (their analyzer argument is None)."""
     from .backends.proc_backend import initial_process_infos
-    all_pids = sorted(set(roots) | set(procfs.descendants(roots)))
-    targets = TargetSet(roots)
+    family = OwnFamily(roots)
+    all_pids, left_out = plan_targets(roots, family)
+    raw = create_output(output)       # an unwritable path fails here, before any attach
+    targets = TargetSet(roots, exclude=family)
     for pid in all_pids:
         targets.add(pid)
     infos = initial_process_infos(all_pids)
+    infos = [i for i in infos if not targets.excluded(i.pid)]
     names = [b.name for b in backends]
     q: "queue.Queue[ev.Event]" = queue.Queue()
     reason = "complete"
     started: List[Backend] = []
     writer: Optional[TraceWriter] = None
     analyzer: Optional[Analyzer] = None
-    pending: List[ev.Event] = []
+    pending: List[ev.Event] = [
+        ev.ObserveError(ts=time.time(), source="session", what="excluded", pid=pid,
+                        why="hangtrace's own ancestor: never traced (it would trace "
+                        "hangtrace's own output); its other descendants are")
+        for pid in left_out]
     start_errors = _run_probes(start_probes, all_pids, None, pending.append, always=True)
 
     def take(e: ev.Event) -> None:
@@ -163,27 +253,28 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
         writer.write(e)
         analyzer.feed(e)
 
-    def on_term(signum: int, frame: object) -> None:
-        raise _Stop()
-
-    old_term = signal.signal(signal.SIGTERM, on_term)
+    if on_attach is not None:
+        on_attach()
+    stop = StopFlag()
+    stop.install()
+    errors: List[Tuple[str, str]] = []
     try:
         for b in backends:
+            started.append(b)           # before start(): a half-started backend is stopped too
             b.start(targets, q.put)
-            started.append(b)
         # The window opens once every backend is in place (BCC compiles for about a second).
         start = time.time()
         header = make_header(backends=names, source="attach", targets=roots, start=start,
                              processes=infos, options={"duration": duration},
                              roles=_roles(infos, roots))
-        writer = TraceWriter(output, header)
+        writer = TraceWriter(output, header, raw=raw)
         analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
         for e in pending:
             take(e)
         pending.clear()
         deadline = time.monotonic() + duration
         next_alive_check = 0.0
-        while True:
+        while stop.signum is None:
             now = time.monotonic()
             if now >= deadline:
                 break
@@ -198,13 +289,12 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                 if not any(_running(p) for p in targets.pids()):
                     reason = "targets-exited"
                     break
-    except (KeyboardInterrupt, _Stop):
-        reason = "interrupted"
+        if stop.signum is not None:
+            reason = "interrupted"
     except BaseException:
         reason = "error"
         raise
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a second SIGTERM must not cut cleanup
         try:
             errors = start_errors + _stop_all(started)
             while True:
@@ -221,21 +311,25 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                 start = end
                 writer = TraceWriter(output, make_header(
                     backends=names, source="attach", targets=roots, start=start,
-                    processes=infos, options={"duration": duration}))
+                    processes=infos, options={"duration": duration}), raw=raw)
                 analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
                 for e in pending:
                     take(e)
+            # Trouble is saved in the trace (analyze of it says the same) and reported once.
+            for source, msg in errors:
+                take(ev.ObserveError(ts=end, source=source, what="backend", why=msg))
             writer.close(reason, end_ts=end)
-            signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
+            stop.restore()
     notes = [f"recording ended early: {reason}"] if reason != "complete" else []
     assert analyzer is not None
-    report = analyzer.report(end=end, trace_path=output, extra_notes=notes + errors)
-    return Recorded(report=report, trace_path=output, reason=reason, errors=errors)
+    report = analyzer.report(end=end, trace_path=output, extra_notes=notes)
+    return Recorded(report=report, trace_path=output, reason=reason,
+                    errors=[f"{source}: {msg}" for source, msg in errors])
 
 
 def _run_probes(probes: Sequence[EndProbe], pids: List[int], analyzer: Optional[Analyzer],
-                take: Callable[[ev.Event], None], always: bool = False) -> List[str]:
-    errors: List[str] = []
+                take: Callable[[ev.Event], None], always: bool = False) -> List[Tuple[str, str]]:
+    errors: List[Tuple[str, str]] = []
     if analyzer is None and not always:
         return errors
     for probe in probes:
@@ -243,16 +337,17 @@ def _run_probes(probes: Sequence[EndProbe], pids: List[int], analyzer: Optional[
             for e in probe(pids, analyzer):
                 take(e)
         except Exception as exc:  # a probe is extra evidence; never lose the recording for it
-            errors.append(f"{getattr(probe, '__name__', 'probe')}: {exc}")
+            errors.append((getattr(probe, "__name__", "probe"), str(exc)))
     return errors
 
 
-def _stop_all(backends: List[Backend]) -> List[str]:
-    errors: List[str] = []
+def _stop_all(backends: List[Backend]) -> List[Tuple[str, str]]:
+    """Stop every backend (latest first), whatever happens; (backend, message) of trouble."""
+    errors: List[Tuple[str, str]] = []
     for b in reversed(backends):
         try:
             b.stop()
         except Exception as exc:  # stopping must go on for the others
-            errors.append(f"{b.name}: stop failed: {exc}")
-        errors.extend(f"{b.name}: {e}" for e in b.errors)
+            errors.append((b.name, f"stop failed: {exc}"))
+        errors.extend((b.name, e) for e in b.errors)
     return errors

@@ -10,7 +10,7 @@ Contract:
   process vitals, log targets, ports, NVRM kernel log lines, GPU health, library versions and,
   with stacks, CUDA graph capture) into ``evidence``, analysis/evidence.py's JSON form.
 - ``Snapshot.to_json()`` is the stable machine form: {"format": "hangtrace.snapshot/1", ...}.
-  render_snapshot.py draws it; renderers never read /proc.
+  render/snapshot.py draws it; renderers never read /proc.
 """
 from __future__ import annotations
 

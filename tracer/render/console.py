@@ -102,9 +102,14 @@ def render_report(report: Report, console: Optional[Console] = None, *,
                   verbose: bool = False) -> None:
     console = console or Console()
     v = report.verdict
+    partial = "  [yellow]partial: not everything could be observed[/]" \
+        if report.unobserved else ""
     console.print(Text.from_markup(f"[bold]hangtrace verdict:[/] {_verdict(v)}  "
                                    f"[dim]({report.rule}, {report.window['duration']:.1f} s, "
-                                   f"backends: {', '.join(report.backends) or '?'})[/]"))
+                                   f"backends: {', '.join(report.backends) or '?'})[/]"
+                                   + partial))
+    for line in report.unobserved:      # the verdict rests on the rest: say what was not seen
+        console.print(Text.from_markup(f"[yellow]not observed:[/] {escape(line)}"))
     rc = report.root_cause
     if rc.get("summary"):
         who = f"pid {rc['pid']}" + (f" tid {rc['tid']}" if rc.get("tid") else "") \

@@ -15,7 +15,11 @@ Layout (text, UTF-8, one JSON value per line, optionally gzip-compressed as a wh
 Events are streamed to disk as they come and flushed at least once a second (``TraceWriter``),
 so Ctrl-C, SIGTERM or a crash keep what was recorded. ``read_trace`` reads up to the last
 complete event of a truncated file (plain or gzip) and says so in ``TraceInfo.truncated``;
-an unknown magic or version raises ``TraceError`` with a one-line message.
+what is not a trace raises ``NotATrace``, an unknown version or a bad header ``CorruptTrace``
+(errors.py), with a one-line message. Every line read is bounded (``MAX_LINE_CHARS``); header
+and rows are checked against the schema (validate.py): a row with wrong types is a corrupt line,
+counted and skipped. New trace files are created 0600 (``create_output``): they hold command
+lines, paths and host names.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import json
 import json.scanner
 import os
 import platform
+import stat
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -32,14 +37,20 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Typ
 
 from .. import events as ev
 from .. import evidence_events  # noqa: F401  (registers the evidence event classes)
+from ..errors import BadInput, CorruptTrace, NotATrace, OutputError
+from .validate import check_header, row_decoder
 
 MAGIC = "hangtrace-trace"
 VERSION = 1
 SUFFIX = ".htrace"
 
 
-class TraceError(Exception):
-    """A trace file that cannot be read; the message is one line for the user."""
+# A trace file that cannot be read (errors.py): BadInput for the file itself (missing, a
+# directory, a device), CorruptTrace for its content, NotATrace when it is no trace at all.
+TraceError = BadInput
+# Longest line read (header or event): a longer one is a corrupt trace. A ProcessInfo row with
+# 100,000 fds is about 6 MB; a header of 1,000 such processes would not fit, nor be sane.
+MAX_LINE_CHARS = 64 << 20
 
 
 @dataclass
@@ -71,15 +82,33 @@ def make_header(*, backends: List[str], source: str, targets: List[int], start: 
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
+def create_output(path: str) -> IO[bytes]:
+    """``path`` opened for writing a trace: a new file is created with mode 0600 whatever the
+    umask; an existing one is truncated and keeps its mode. Raises OutputError (one line)."""
+    try:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            os.fchmod(fd, 0o600)      # a umask such as 0277 would have left it read-only
+        except FileExistsError:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write the trace: {e.strerror}") from None
+    return os.fdopen(fd, "wb")
+
+
 class TraceWriter:
-    """Streams events to a trace file. Use as a context manager; ``close`` writes the end record."""
+    """Streams events to a trace file. Use as a context manager; ``close`` writes the end record.
+
+    ``raw``: the file already opened with ``create_output`` (a recording opens it before it
+    attaches, so that an unwritable path fails before the target is touched)."""
 
     def __init__(self, path: str, header: Dict[str, Any], *, compress: Optional[bool] = None,
-                 flush_interval: float = 1.0) -> None:
+                 flush_interval: float = 1.0, raw: Optional[IO[bytes]] = None) -> None:
         self.path = path
         if compress is None:
             compress = path.endswith(".gz")
-        raw = open(path, "wb")
+        if raw is None:
+            raw = create_output(path)
         self._raw = raw
         self._gz = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3) if compress else None
         self._out: IO[bytes] = self._gz if self._gz is not None else raw
@@ -129,34 +158,40 @@ class TraceWriter:
 
 # --------------------------------------------------------------------------- reading
 def _decoder(tag: str, names: List[str]) -> Callable[[list], ev.Event]:
-    cls = ev.EVENT_CLASSES[tag]
-    current = ev.field_names(cls)
-    if names == current and tag == "pl":
-        def decode_poll(row: list) -> ev.Event:
-            e = cls(*row[1:])
-            e.fd_kinds = tuple(e.fd_kinds or ())  # type: ignore[attr-defined]
-            return e
-        return decode_poll
-    if names == current and tag != "pi":
-        return lambda row: cls(*row[1:])
-    known = set(current)
-    idx = [(i + 1, n) for i, n in enumerate(names) if n in known]
-
-    def decode(row: list) -> ev.Event:
-        kw = {n: row[i] for i, n in idx if i < len(row)}
-        if "fds" in kw:
-            kw["fds"] = [ev.FdInfo.from_list(f) for f in kw["fds"] or []]
-        if "threads" in kw:
-            kw["threads"] = {int(k): c for k, c in (kw["threads"] or {}).items()}
-        if "fd_kinds" in kw:
-            kw["fd_kinds"] = tuple(kw["fd_kinds"] or ())
-        return cls(**kw)
-    return decode
+    return row_decoder(tag, names)
 
 
-def open_input(path: str, error: Type[Exception]) -> Tuple[IO[bytes], IO[bytes]]:
+class _Prefixed(io.RawIOBase):
+    """The bytes already read from a pipe (to tell gzip from text), then the rest of it."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        super().__init__()
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._rest.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._rest.close()
+        super().close()
+
+
+def open_input(path: str, error: Type[Exception] = BadInput, *,
+               pipes: bool = True) -> Tuple[IO[bytes], IO[bytes]]:
     """(raw file, stream) for a plain or gzip file, compression told by content, not by name
-    (files get renamed and piped around). Opening trouble raises ``error`` with one line."""
+    (files get renamed and piped around). Only regular files (and pipes, when ``pipes``) are
+    read: a directory or a device (/dev/zero never ends) is refused. Opening trouble raises
+    ``error`` with one line."""
     try:
         raw = open(path, "rb")
     except FileNotFoundError:
@@ -167,6 +202,22 @@ def open_input(path: str, error: Type[Exception]) -> Tuple[IO[bytes], IO[bytes]]
         raise error(f"{path}: is a directory") from None
     except OSError as e:
         raise error(f"{path}: cannot open: {e.strerror}") from None
+    mode = os.fstat(raw.fileno()).st_mode
+    if stat.S_ISFIFO(mode) and pipes:
+        head = raw.read(2)
+        while len(head) < 2:
+            more = raw.read(2 - len(head))
+            if not more:
+                break
+            head += more
+        wrapped: IO[bytes] = io.BufferedReader(_Prefixed(head, raw))  # type: ignore[arg-type]
+        if head == b"\x1f\x8b":
+            return raw, gzip.GzipFile(fileobj=wrapped, mode="rb")  # type: ignore[return-value]
+        return raw, wrapped
+    if not stat.S_ISREG(mode):
+        raw.close()
+        what = "a pipe" if stat.S_ISFIFO(mode) else "a device or special file"
+        raise error(f"{path}: is {what}, not a regular file")
     if raw.read(2) == b"\x1f\x8b":
         raw.seek(0)
         return raw, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
@@ -174,11 +225,24 @@ def open_input(path: str, error: Type[Exception]) -> Tuple[IO[bytes], IO[bytes]]
     return raw, raw
 
 
-def _lines(stream: IO[bytes], info: TraceInfo) -> Iterator[str]:
-    """Yield text lines; a gzip stream cut short ends the iteration and marks it truncated."""
+def _lines(stream: IO[bytes], info: TraceInfo, limit: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """Yield text lines; a gzip stream cut short ends the iteration and marks it truncated.
+
+    A line longer than ``limit`` characters raises CorruptTrace: every read is bounded, so a
+    file without newlines (or a stream of zeros) cannot fill memory.
+    """
     text = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape")  # type: ignore
+    readline = text.readline
+    n = 0
     try:
-        for line in text:
+        while True:
+            line = readline(limit)
+            if not line:
+                return
+            n += 1
+            if len(line) >= limit and line[-1] != "\n":
+                raise CorruptTrace(f"{info.path}: corrupt trace: line {n} is longer than "
+                                   f"{limit >> 20} MiB")
             yield line
     except (EOFError, zlib.error, gzip.BadGzipFile, OSError):
         info.truncated = True
@@ -192,27 +256,46 @@ class TraceReader:
     """Reads a trace: ``info`` after construction, then iterate ``events()`` once."""
 
     def __init__(self, path: str) -> None:
-        _, self._stream = open_input(path, TraceError)
+        _, self._stream = open_input(path, BadInput)
         self.info = TraceInfo(header={}, path=path)
+        try:
+            self._read_header(path)
+        except BaseException:
+            self._stream.close()
+            raise
+
+    def _read_header(self, path: str) -> None:
         self._it = _lines(self._stream, self.info)
         first = next(self._it, None)
         if first is None:
-            raise TraceError(f"{path}: empty file, not a hangtrace trace")
+            if self.info.truncated:
+                raise CorruptTrace(f"{path}: corrupt trace: cut short inside its header")
+            raise NotATrace(f"{path}: empty file, not a hangtrace trace")
         try:
             header = json.loads(first)
-        except (ValueError, UnicodeDecodeError):
-            raise TraceError(f"{path}: not a hangtrace trace (no header)") from None
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            if MAGIC in first[:200] and not first.endswith("\n"):
+                raise CorruptTrace(f"{path}: corrupt trace: cut short inside its header") \
+                    from None
+            raise NotATrace(f"{path}: not a hangtrace trace (no header)") from None
         if not isinstance(header, dict) or header.get("magic") != MAGIC:
-            raise TraceError(f"{path}: not a hangtrace trace (bad magic)")
+            raise NotATrace(f"{path}: not a hangtrace trace (bad magic)")
         version = header.get("version")
-        if version != VERSION:
-            raise TraceError(f"{path}: trace format version {version!r} is not supported "
-                             f"(this hangtrace reads version {VERSION})")
+        if type(version) is int and version != VERSION:
+            raise CorruptTrace(f"{path}: trace format version {version!r} is not supported "
+                               f"(this hangtrace reads version {VERSION})")
+        bad = check_header(header)
+        if bad:
+            raise CorruptTrace(f"{path}: corrupt trace: {bad}")
         self.info.header = header
         schema = header.get("schema") or ev.schema()
         self._decoders = {t: _decoder(t, n) for t, n in schema.items() if t in ev.EVENT_CLASSES}
         pi = self._decoders.get("pi") or _decoder("pi", ev.field_names(ev.ProcessInfo))
-        self.info.processes = [pi(row) for row in header.get("processes", [])]  # type: ignore
+        try:
+            self.info.processes = [pi(row) for row in header.get("processes", [])]  # type: ignore
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            raise CorruptTrace(f"{path}: corrupt trace: header field 'processes' holds a "
+                               f"row that is not a process ({type(e).__name__})") from None
 
     def events(self) -> Iterator[ev.Event]:
         info = self.info
@@ -221,28 +304,31 @@ class TraceReader:
         # spends most of its time here).
         scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
         pending_bad = 0
-        for line in self._it:
-            try:
-                row, _ = scan(line, 0)
-                event = decoders[row[0]](row)
-            except (ValueError, KeyError, TypeError, IndexError, StopIteration):
-                # A bad line at the very end is a cut-off write; elsewhere it is corruption.
-                pending_bad += 1
-                continue
-            if pending_bad:
-                info.bad_lines += pending_bad
-                pending_bad = 0
-            if isinstance(event, ev.RecordingEnd):
-                info.end = event
-                continue
-            info.events += 1
-            yield event
+        try:
+            for line in self._it:
+                try:
+                    row, _ = scan(line, 0)
+                    event = decoders[row[0]](row)
+                except (ValueError, KeyError, TypeError, IndexError, StopIteration,
+                        RecursionError):
+                    # A bad line at the very end is a cut-off write; elsewhere it is corruption.
+                    pending_bad += 1
+                    continue
+                if pending_bad:
+                    info.bad_lines += pending_bad
+                    pending_bad = 0
+                if isinstance(event, ev.RecordingEnd):
+                    info.end = event
+                    continue
+                info.events += 1
+                yield event
+        finally:
+            self._stream.close()
         if pending_bad:
             info.truncated = True
             info.bad_lines += pending_bad - 1
         if info.end is None:
             info.truncated = True
-        self._stream.close()
 
 
 def default_trace_path(pids: List[int], directory: str = ".") -> str:

@@ -3,7 +3,7 @@
 Contract:
 - ``import_strace(log_path, out_path, *, compress=None, workers=None) -> ImportResult``.
   ``compress`` None means "gzip when out_path ends in .gz" (TraceWriter's rule). ``workers``
-  None converts logs of 20 MB and more in min(2, cpus) worker processes (import_parallel.py),
+  None converts logs of 20 MB and more in min(2, cpus) worker processes (strace_parallel.py),
   smaller ones here; a number forces that many (1: always here). Either way the trace holds
   the same rows in the same order.
 - Any strace output format is accepted (see strace/lines.py); what the log lacked (timestamps,
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Set
 
 from .. import events as ev
+from ..errors import BadInput
 from . import format as trace
 from .strace.convert import StraceConverter
 from .rows import RowEncoder, RowSink, write_trace
@@ -44,8 +45,8 @@ __all__ = ["ImportError_", "ImportResult", "import_strace"]
 _SNIFF_LINES = 200
 
 
-class ImportError_(Exception):
-    """The log cannot be imported; the message is one line for the user."""
+class ImportError_(BadInput):
+    """The log cannot be imported; the message is one line for the user (errors.py)."""
 
 
 @dataclass
@@ -72,7 +73,8 @@ class _Log:
     def __init__(self, path: str) -> None:
         self.path = path
         self.truncated = False
-        raw, self._stream = trace.open_input(path, ImportError_)
+        # Read two or three times (sniff, first pass, conversion): a regular file only.
+        raw, self._stream = trace.open_input(path, ImportError_, pipes=False)
         self._raw = raw
 
     def __iter__(self) -> Iterator[bytes]:
@@ -203,7 +205,8 @@ def _first_pass(path: str) -> _FirstPass:
             _children(block, children)
     finally:
         log.close()
-    unknown = {int(t) for t in counts} - children
+    # (a tid column of more than 10 digits is no tid: parse_line refuses such lines too)
+    unknown = {int(t) for t in counts if len(t) <= 10} - children
     return _FirstPass(min(unknown) if unknown else None, first_tod, dict(counts), size)
 
 
@@ -237,7 +240,7 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
                   workers: Optional[int] = None) -> ImportResult:
     """Convert the strace log at ``log_path`` into a trace file at ``out_path``.
 
-    ``workers``: None shards large logs over min(2, cpus) processes (import_parallel.py); a
+    ``workers``: None shards large logs over min(2, cpus) processes (strace_parallel.py); a
     number forces that many shards whenever the log can be sharded at all (1: sequential).
     """
     from .strace_parallel import convert_sharded, plan_shards, WorkerError

@@ -4,7 +4,7 @@ the sequential importer's, byte for byte.
 Contract:
 - ``plan_shards(...) -> Optional[Plan]`` decides whether to shard (None: stay sequential);
   ``convert_sharded(log_path, plan, write) -> ShardedResult`` converts the log exactly as
-  importer._convert + StraceConverter.finish do and hands the encoded rows to ``write``
+  strace_import._convert + StraceConverter.finish do and hands the encoded rows to ``write``
   (whole rows, in the sequential order); the result carries what the header needs (process
   table, capabilities, first/last ts, line counts) and the rows include the single Lost row.
 - Every worker reads the whole log and classifies each line (``classify``, cheap string tests):
@@ -146,7 +146,7 @@ def _worker(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
 def _work(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
     from .strace_import import _Log   # circular at module level: importer imports us
     from .rows import RowEncoder
-    gc.disable()             # as importer._convert: millions of acyclic short-lived objects
+    gc.disable()             # as strace_import._convert: millions of acyclic short-lived objects
     conv = StraceConverter(base_date=plan.base_date, root_pid=plan.root_pid)
     feed = conv.feed_text
     fmt = RowEncoder().text
@@ -205,7 +205,7 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
                 if key not in known:
                     # Until the converter knows a tid, all its lines are fed: the first one
                     # registers it (and may take an in-flight clone), as in the sequential run.
-                    if int(key or 0) in tid_pid:
+                    if len(key) <= 10 and int(key or 0) in tid_pid:
                         known.add(key)
                     else:
                         feed_foreign(text)

@@ -17,7 +17,7 @@ Contract:
 from __future__ import annotations
 
 import threading
-from typing import Callable, Iterable, List, Optional, Set
+from typing import Callable, Dict, Iterable, List, Optional, Set
 
 from ...events import Event
 
@@ -25,15 +25,34 @@ Emit = Callable[[Event], None]
 
 
 class TargetSet:
-    """The pids being recorded (thread-safe); roots are what the user asked for."""
+    """The pids being recorded (thread-safe); roots are what the user asked for.
 
-    def __init__(self, roots: Iterable[int]) -> None:
+    ``exclude(pid)`` (optional) names processes that must never be recorded, whoever finds
+    them (hangtrace itself, its children and its ancestors: session.py): ``add`` refuses them
+    and ``excluded`` says so; the answer is cached per pid.
+    """
+
+    def __init__(self, roots: Iterable[int],
+                 exclude: Optional[Callable[[int], bool]] = None) -> None:
+        self._exclude = exclude
+        self._verdicts: Dict[int, bool] = {}
         self.roots: List[int] = list(roots)
-        self._pids: Set[int] = set(self.roots)
+        self._pids: Set[int] = {p for p in self.roots if not self.excluded(p)}
         self._lock = threading.Lock()
 
+    def excluded(self, pid: int) -> bool:
+        """True for a pid that must never be recorded (class doc)."""
+        if self._exclude is None:
+            return False
+        known = self._verdicts.get(pid)
+        if known is None:
+            known = self._verdicts[pid] = bool(self._exclude(pid))
+        return known
+
     def add(self, pid: int) -> bool:
-        """Add a pid; True when it was new."""
+        """Add a pid; True when it was new (False too for an excluded pid)."""
+        if self.excluded(pid):
+            return False
         with self._lock:
             if pid in self._pids:
                 return False

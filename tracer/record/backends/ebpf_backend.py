@@ -200,7 +200,8 @@ class EbpfBackend(Backend):
         # second scan (after the fill, the fork tracepoint catches every new child).
         for _ in range(2):
             pids = targets.pids()
-            pids = sorted(set(pids) | set(procfs.descendants(pids)))
+            pids = sorted(p for p in set(pids) | set(procfs.descendants(pids))
+                          if not targets.excluded(p))
             for pid in pids:
                 if pid not in seen:
                     targets.add(pid)

@@ -2,8 +2,10 @@
 
 Contract (on top of backends/base.py):
 - Never stops, signals or ptrace-attaches the target: it only reads /proc. It works without
-  root on one's own processes; what cannot be read is skipped and one line per kind of trouble
-  goes to ``errors``.
+  root on one's own processes; what cannot be read is skipped, and a file that exists but may
+  not be read (syscall, io, fd of another user's process) gives one ``ObserveError`` per
+  process and kind, saved in the trace (a thread whose current syscall cannot be read is not
+  judged: analysis/observed.py); other trouble goes to ``errors``.
 - One daemon thread samples at ``rate_hz``. Each tick:
   * descendants of every target are looked for; a new one is added to ``targets`` and gets a
     ``ProcessInfo`` and a ``ThreadStart(new_process=True)``. The targets and their descendants
@@ -27,9 +29,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from ...linux import procfs
+from ...linux import access, procfs
 from ...linux.inetdiag import tcp_counters
-from ...events import ProcessExit, ProcessInfo, SocketCounters, ThreadExit, ThreadStart
+from ...events import (ObserveError, ProcessExit, ProcessInfo, SocketCounters, ThreadExit,
+                       ThreadStart)
 from ...linux.procfs_fds import SocketEntry, listening_sockets, read_fds_checked, socket_table
 from .base import Backend, Emit, TargetSet
 
@@ -157,6 +160,8 @@ class ProcBackend(Backend):
         # they are now: track them all silently; only later arrivals are announced.
         roots = targets.pids()
         for pid in roots + procfs.descendants(roots, self.root):
+            if targets.excluded(pid):
+                continue
             targets.add(pid)
             info = procfs.read_process_info(pid, self.root)
             tids = set(info.threads) if info else set(procfs.list_tids(pid, self.root))
@@ -167,9 +172,15 @@ class ProcBackend(Backend):
         self._stop.set()
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
-            thread.join()
-        with self._lock:
-            self._emit = None  # nothing after stop(), even from a concurrent tick() caller
+            # Bounded: a /proc read can block (cmdline of a process whose mm is locked); stop
+            # must return all the same (the thread is a daemon and emits nothing after this).
+            thread.join(timeout=5)
+        got = self._lock.acquire(timeout=5)
+        self._emit = None  # nothing after stop(), even from a concurrent tick() caller
+        if got:
+            self._lock.release()
+        else:
+            self.errors.append("proc: the sampling thread did not stop within 5 s")
 
     # ------------------------------------------------------------------ sampling
     def _run(self) -> None:
@@ -207,12 +218,27 @@ class ProcBackend(Backend):
             self._reported.add(key)
             self.errors.append(line)
 
+    def _unreadable(self, pid: int, what: str, path: str, consequence: str) -> None:
+        """Once per (pid, what): an ObserveError saying why ``path`` could not be read, unless
+        the process or thread was simply gone (analysis/observed.py reads these)."""
+        key = f"{what}{pid}"
+        if key in self._reported or self._emit is None:
+            return
+        data, why = access.read_checked(path)
+        if data or why == access.GONE:
+            return          # readable after all (an empty read), or gone: nothing to say
+        self._reported.add(key)
+        denied = why == access.DENIED
+        self._emit(ObserveError(ts=time.time(), source="proc", what=what, pid=pid,
+                                why=("permission denied" if denied else "cannot be read")
+                                + f" ({consequence})", denied=denied))
+
     def _discover(self) -> None:
         assert self._targets is not None and self._emit is not None
         tree = self._parents.refresh(self.root)
         tracked_or_targets = set(self._targets.pids()) | self._tracked.keys()
         for pid in procfs.descendants(tracked_or_targets, self.root, tree=tree):
-            if pid in self._tracked:
+            if pid in self._tracked or self._targets.excluded(pid):
                 continue
             added = self._targets.add(pid)
             info = procfs.read_process_info(pid, self.root)
@@ -257,8 +283,9 @@ class ProcBackend(Backend):
             if tid not in tr.tids:
                 emit(ThreadStart(ts=now, pid=pid, tid=tid, parent_tid=None))
             if not sample.syscall and sample.state not in ("Z", "X"):
-                self._error("syscall", f"proc: /proc/{pid}/task/*/syscall is not readable "
-                            "(needs ptrace access: same user and Yama ptrace_scope 0, or root)")
+                self._unreadable(pid, "syscall", f"{root}/{pid}/task/{tid}/syscall",
+                                 "needs ptrace access: same user and Yama ptrace_scope 0, "
+                                 "or root")
             emit(sample)
         current = set(tids)
         for tid in sorted(tr.tids - current):
@@ -269,7 +296,7 @@ class ProcBackend(Backend):
         if io is not None:
             emit(io)
         else:
-            self._error(f"io{pid}", f"proc: /proc/{pid}/io is not readable; I/O counters skipped")
+            self._unreadable(pid, "io", f"{root}/{pid}/io", "I/O counters skipped")
 
         if now >= tr.next_info:
             tr.next_info = now + self.info_interval
@@ -288,8 +315,7 @@ class ProcBackend(Backend):
             sockets[netns] = socket_table(root, pid)
         fds = read_fds_checked(pid, root, sockets[netns])
         if fds is None:
-            if procfs.pid_exists(pid, root):
-                self._error(f"fd{pid}", f"proc: /proc/{pid}/fd is not readable; fds skipped")
+            self._unreadable(pid, "fd", f"{root}/{pid}/fd", "fds skipped")
             fds = []
         info = procfs.read_process_info(pid, root, with_fds=False)
         if info is None:

@@ -7,6 +7,10 @@ the tracees fork are added to ``targets``. ``stop()`` makes strace detach (SIGIN
 as a last resort), joins the reader, emits the converter's final events (calls still blocked
 become ``ongoing``), then nothing more. It is idempotent. If strace exits by itself (every
 tracee gone) the reader notices, emits the final events and the backend is stopped.
+A thread strace could not attach to ("attach: ptrace(PTRACE_SEIZE, 2): Operation not
+permitted") becomes an ``ObserveError`` event, saved in the trace: it was never observed and
+must not be judged as if it had been quiet. strace runs in its own process group, killed once
+strace has exited, so that nothing of it (its start-up test child included) outlives stop().
 
 strace facts relied on:
 - On SIGINT/SIGTERM strace detaches every tracee (PTRACE_DETACH resumes them) and exits; a
@@ -23,50 +27,23 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import signal
 import subprocess
 import threading
 import time
-from typing import IO, Dict, List, Optional
+from typing import IO, Dict, List, Optional, Tuple
 
 from ... import events as ev
+from ...linux import procfs
 from ...tracefile.strace.convert import StraceConverter
 from .base import Backend, Emit, TargetSet
 
-__all__ = ["StraceBackend", "read_tgid", "ptrace_problem"]
+__all__ = ["StraceBackend", "ptrace_problem", "parse_attach_error"]
 
 _PR_SET_PDEATHSIG = 1
 STRACE_ARGS = ["-f", "-ttt", "-T", "-yy", "-s", "0", "-q"]
-
-
-def read_tgid(tid: int) -> Optional[int]:
-    """The process (thread group) of a thread, from /proc/TID/status; None when it is gone."""
-    try:
-        with open(f"/proc/{tid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Tgid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def _read_cmdline(pid: int) -> List[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return []
-    return [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0") if a]
-
-
-def _read_comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm", "rb") as f:
-            return f.read().decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
 
 
 def _elided(argv: List[str]) -> bool:
@@ -89,14 +66,35 @@ def ptrace_problem() -> Optional[str]:
     return None
 
 
-def _pdeathsig_term() -> None:
-    """Runs in the strace child before exec: die (and so detach) if hangtrace dies.
+def _strace_child_setup() -> None:
+    """Runs in the strace child before exec.
 
-    PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, so ``start`` must be
-    called from a thread that lives as long as the recording (the CLI's main thread).
+    - PR_SET_PDEATHSIG: die (and so detach) if hangtrace dies. It fires when the *thread* that
+      forked the child exits, so ``start`` must be called from a thread that lives as long as
+      the recording (the CLI's main thread).
+    - Its own process group: a terminal's Ctrl-C reaches hangtrace only (which stops strace
+      with SIGINT itself, on every path), and ``stop`` can kill whatever strace left behind:
+      strace forks a test child at start-up (pause() until strace kills it); if strace dies
+      in that window, the child would otherwise live on forever, orphaned.
     """
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    os.setpgid(0, 0)
+
+
+_ATTACH_ERROR = re.compile(r"attach: ptrace\((PTRACE_\w+), (\d{1,10})\): (.+)$")
+
+
+def parse_attach_error(msg: str) -> Optional[Tuple[int, str, bool]]:
+    """(tid, why, denied) from strace's "attach: ptrace(PTRACE_SEIZE, 12): Operation not
+    permitted"; None for any other message. ``denied``: EPERM/EACCES (not: the thread was
+    gone, "No such process")."""
+    m = _ATTACH_ERROR.search(msg)
+    if m is None:
+        return None
+    why = m.group(3).strip()
+    denied = why in ("Operation not permitted", "Permission denied")
+    return int(m.group(2)), f"ptrace({m.group(1)}): {why}", denied
 
 
 class StraceBackend(Backend):
@@ -142,7 +140,7 @@ class StraceBackend(Backend):
         try:
             self._proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, pass_fds=(write_fd,), preexec_fn=_pdeathsig_term,
+                stderr=subprocess.PIPE, pass_fds=(write_fd,), preexec_fn=_strace_child_setup,
                 close_fds=True)
         finally:
             # Our copy of the write end must go, or the reader never sees EOF.
@@ -153,8 +151,8 @@ class StraceBackend(Backend):
         self._err_reader = threading.Thread(target=self._read_errors,
                                             args=(self._proc.stderr,),
                                             name="hangtrace-strace-stderr", daemon=True)
+        self._err_reader.start()      # first: the reader joins it when strace exits
         self._reader.start()
-        self._err_reader.start()
 
     def stop(self) -> None:
         with self._lock:
@@ -163,7 +161,10 @@ class StraceBackend(Backend):
             else:
                 already = False
                 self._stopping = True
-        if already or self._proc is None:
+        if self._proc is None:          # never started (or its start failed): nothing to do
+            self._stopped.set()
+            return
+        if already:
             self._stopped.wait(timeout=self._stop_timeout + 5)
             return
         proc = self._proc
@@ -179,6 +180,7 @@ class StraceBackend(Backend):
                                    "of SIGINT; killed it (the kernel detaches its tracees)")
                 proc.kill()
                 proc.wait()
+        self._kill_leftovers(proc)
         if self._reader is not None:
             self._reader.join(timeout=10)
         if self._err_reader is not None:
@@ -189,12 +191,24 @@ class StraceBackend(Backend):
     def running(self) -> bool:
         return self._proc is not None and not self._stopped.is_set()
 
+    @staticmethod
+    def _kill_leftovers(proc: subprocess.Popen) -> None:
+        """Kill what is left of strace's process group once strace itself has exited: its
+        start-up test child, orphaned when strace dies early (``_strace_child_setup``). Right
+        after strace was reaped its pid cannot have been reused as a group id."""
+        if proc.returncode is None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     # ------------------------------------------------------------------ threads
     def _pid_of(self, tid: int) -> Optional[int]:
         # A tid whose clone we did not see (threads that existed before attach): ask /proc.
         # Cached: tids are not reused while the process lives, and lookups are per first sight.
         if tid not in self._tgid_cache:
-            self._tgid_cache[tid] = read_tgid(tid)
+            self._tgid_cache[tid] = procfs.tgid_of(tid)
         return self._tgid_cache[tid]
 
     def _read_trace(self, out: IO[str]) -> None:
@@ -210,15 +224,15 @@ class StraceBackend(Backend):
                         targets.add(e.pid)
                     elif isinstance(e, ev.ProcessExec) and _elided(e.argv):
                         # -s 0 prints argv as ""...: the exec has completed, so /proc has it
-                        e.argv = _read_cmdline(e.pid) or e.argv
+                        e.argv = procfs.read_cmdline(e.pid) or e.argv
                         try:
                             e.filename = os.readlink(f"/proc/{e.pid}/exe")
                         except OSError:
                             pass
                     elif isinstance(e, ev.ProcessInfo) and _elided(e.cmdline):
-                        e.cmdline = _read_cmdline(e.pid) or e.cmdline
+                        e.cmdline = procfs.read_cmdline(e.pid) or e.cmdline
                         if e.cmdline and not _elided(e.cmdline):
-                            e.comm = _read_comm(e.pid) or e.comm
+                            e.comm = procfs.read_comm(e.pid) or e.comm
                     emit(e)
         except Exception as exc:  # noqa: BLE001 - a reader crash must not hang stop()
             self.errors.append(f"strace reader failed: {type(exc).__name__}: {exc}")
@@ -231,8 +245,11 @@ class StraceBackend(Backend):
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+                self._kill_leftovers(proc)
                 if not self._stopping and proc.returncode not in (0, None):
                     self.errors.append(f"strace exited with status {proc.returncode}")
+            if self._err_reader is not None:    # its attach errors come before the end
+                self._err_reader.join(timeout=2)
             for e in conv.finish(time.time()):
                 emit(e)
             self._stopping = True
@@ -250,6 +267,15 @@ class StraceBackend(Backend):
             msg = tail if sep and " " not in head else line
             if msg.startswith("Process ") and (msg.endswith(" attached") or
                                                msg.endswith(" detached")):
+                continue
+            attach = parse_attach_error(msg)
+            emit = self._emit
+            if attach is not None and emit is not None:
+                # Saved in the trace: the thread was never observed (analysis/observed.py).
+                tid, why, denied = attach
+                pid = self._pid_of(tid) or tid
+                emit(ev.ObserveError(ts=time.time(), source="strace", what="attach", why=why,
+                                     pid=pid, tid=tid, denied=denied))
                 continue
             self.errors.append(msg)
         err.close()

@@ -39,9 +39,13 @@ _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 # The commonest line shape: "TID  EPOCH.US name(args) = 0 [(text)] <0.000012>" (complete calls,
 # and resumed halves which the fast path hands to the full parser). The only backtracking is
 # ".*" giving back the short result tail.
-_FAST_UNFINISHED = re.compile(r"(\d+) +(\d+\.\d+) (\w+)\((.*)<unfinished \.\.\.>\n?$").match
-_FAST = re.compile(r"(\d+) +(\d+\.\d+) (?:<\.\.\. (\w+) resumed>|(\w+)\()(.*)\) += "
-                   r"(-?\d+|0x[0-9a-f]+)(?: \([^()]*\))? <(\d+\.\d+)>\n?$").match
+# Numbers are bounded (a tid of at most 10 digits, a ts of at most 12.9): a longer one takes
+# the full parser, which refuses it, so a corrupt line can never make an infinite ts or an
+# integer of thousands of digits (int() refuses those with ValueError).
+_FAST_UNFINISHED = re.compile(
+    r"(\d{1,10}) +(\d{1,12}\.\d{1,9}) (\w+)\((.*)<unfinished \.\.\.>\n?$").match
+_FAST = re.compile(r"(\d{1,10}) +(\d{1,12}\.\d{1,9}) (?:<\.\.\. (\w+) resumed>|(\w+)\()(.*)\) += "
+                   r"(-?\d{1,20}|0x[0-9a-f]{1,16})(?: \([^()]*\))? <(\d{1,12}\.\d{1,9})>\n?$").match
 
 
 def _unescape(text: str) -> str:
@@ -117,7 +121,23 @@ class StraceConverter:
                 "fd_paths": self._has_fd, "pids": self._has_pid}
 
     def feed_text(self, text: str) -> List[ev.Event]:
-        """Parse and feed one raw line; blank lines are ignored, unparseable ones counted."""
+        """Parse and feed one raw line; blank lines are ignored, unparseable ones counted.
+
+        Never raises for what a line holds: a line whose values cannot be used (a number too
+        large for int(), say) is counted as not understood, like any other bad line."""
+        try:
+            return self._feed_text(text)
+        except (ValueError, OverflowError, IndexError):
+            self._unparsed(text)
+            return []
+
+    def _unparsed(self, text: str) -> None:
+        if text.strip():
+            self.unparsed += 1
+            if not self.bad_sample:
+                self.bad_sample = text.rstrip("\r\n")[:200]
+
+    def _feed_text(self, text: str) -> List[ev.Event]:
         m = _FAST(text)
         if m is not None:
             # Fast path for the commonest shapes of a -f -ttt -T log; the result is exactly
@@ -156,10 +176,7 @@ class StraceConverter:
                     return []
         line = parse_line(text)
         if line is None:
-            if text.strip():
-                self.unparsed += 1
-                if not self.bad_sample:
-                    self.bad_sample = text.rstrip("\r\n")[:200]
+            self._unparsed(text)
             return []
         return self.feed(line)
 

@@ -40,11 +40,16 @@ def parse_timespec(text: str) -> Optional[float]:
         while e < len(text) and text[e].isdigit():
             e += 1
         return sec + int(text[k + 6:e]) * scale
-    except ValueError:
+    except (ValueError, OverflowError):    # OverflowError: a sec too large for a float
         return None
 
 
 def _to_int(text: str) -> Optional[int]:
+    """A C integer literal as strace prints it; None for anything else, and for a literal
+    longer than any 64-bit value (hex has no digit limit in int(): a corrupt line could make a
+    number too large to print back)."""
+    if len(text) > 24:
+        return None
     try:
         return int(text, 0)
     except ValueError:

@@ -51,6 +51,9 @@ class StraceLine:
     time_of_day: bool = False          # ts came from -t/-tt: seconds since local midnight
 
 
+# A pid, tid or signal sender has at most 7 digits (PID_MAX_LIMIT 4194304); a longer number is
+# not strace output (and int() refuses numbers of over 4,300 digits with ValueError).
+_MAX_DIGITS = 10
 _UNFINISHED = "<unfinished ...>"
 # Printed when strace detaches (Ctrl-C) while a call of this thread is in flight: the entry half
 # of a call that will never be resumed in this log; the thread is still inside it.
@@ -70,7 +73,7 @@ def parse_line(text: str) -> Optional[StraceLine]:
         if not s.startswith("[pid "):
             return _parse_info(s, None, None, False)
         end = s.find("]", 5)
-        if end < 0:
+        if end < 0 or end > 5 + _MAX_DIGITS:
             return None
         try:
             tid = int(s[5:end])
@@ -83,6 +86,8 @@ def parse_line(text: str) -> Optional[StraceLine]:
             return None
         tok = s[:sp]
         if tok.isdigit():          # a pid column; a timestamp has '.' or ':'
+            if len(tok) > _MAX_DIGITS:
+                return None
             tid = int(tok)
             pos = sp
     n = len(s)
@@ -102,6 +107,8 @@ def parse_line(text: str) -> Optional[StraceLine]:
             else:                  # -ttt "1795950378.012864"
                 ts = float(tok)
         except ValueError:
+            return None
+        if not 0.0 <= ts < 1e12:   # also refuses inf and nan ("1e999" parses as inf)
             return None
         pos = sp + 1
         while pos < n and s[pos] == " ":
@@ -149,6 +156,8 @@ def _parse_result(body: str, tid: Optional[int], ts: Optional[float], tod: bool,
                 body = body[:i]
             except ValueError:     # a decorated fd result like "= 3</etc/passwd>" without -T
                 pass
+            if dur is not None and not 0.0 <= dur < 1e9:
+                return None
     eq = body.rfind(" = ")
     if eq < 0:
         return None
@@ -174,6 +183,8 @@ def _parse_result(body: str, tid: Optional[int], ts: Optional[float], tod: bool,
             tok = tok[:lt]
             extra = ""
         try:
+            if len(tok) > 24:      # longer than any 64-bit value: not strace output
+                return None
             ret = int(tok, 16) if tok[1:2] == "x" else int(tok)
         except ValueError:
             return None
@@ -230,7 +241,7 @@ def _parse_marker(rest: str, tid: Optional[int], ts: Optional[float],
             e = k + 7
             while e < len(inner) and inner[e].isdigit():
                 e += 1
-            if e > k + 7:
+            if k + 7 < e <= k + 7 + _MAX_DIGITS:
                 si_pid = int(inner[k + 7:e])
         return StraceLine(tid, ts, "signal", "", inner[sp + 1:] if sp > 0 else "", None, None,
                           None, None, None, sig, False, si_pid, tod)
@@ -243,7 +254,8 @@ def _parse_info(rest: str, tid: Optional[int], ts: Optional[float],
     msg = rest[8:] if rest.startswith("strace: ") else rest
     if msg.startswith("Process "):
         parts = msg.split()
-        if len(parts) >= 3 and parts[1].isdigit() and parts[2] in ("attached", "detached"):
+        if len(parts) >= 3 and parts[1].isdigit() and len(parts[1]) <= _MAX_DIGITS \
+                and parts[2] in ("attached", "detached"):
             return StraceLine(int(parts[1]), ts, parts[2], "", msg, None, None, None, None,
                               None, None, False, None, tod)
     if rest.startswith("strace: ") or rest.startswith("[ Process "):

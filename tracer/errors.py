@@ -1,0 +1,74 @@
+"""The errors hangtrace reports to its user, and the one place they become exit statuses.
+
+Contract:
+- Every failure a user should see as one line on stderr (bad input, a missing process, no
+  permission, a tool that is not installed, a corrupt trace, an unwritable output) is raised
+  as a ``HangtraceError`` subclass whose message is that line (without the "hangtrace: "
+  prefix). Code that raises picks the class for what happened; it never picks an exit status.
+- ``exit_code(exc)`` maps an error to the command's exit status; the CLI calls it and nothing
+  else decides. Verdict statuses (0 progressing/idle, 3 busy-waiting, 4 deadlocked, 5 exited,
+  6 blocked, 7 unknown) live beside the verdicts in report.py; errors are 1, usage 2, and an
+  interrupt before a recording could start is 130 (128 + SIGINT, as shells report it).
+- This module imports nothing from the package: every layer may raise these.
+"""
+from __future__ import annotations
+
+__all__ = ["HangtraceError", "UsageError", "TargetGone", "AccessDenied", "ToolMissing",
+           "BadInput", "CorruptTrace", "NotATrace", "OutputError", "BackendFailed",
+           "exit_code", "EXIT_ERROR", "EXIT_USAGE", "EXIT_INTERRUPTED"]
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class HangtraceError(Exception):
+    """Base: the message is one line for the user."""
+
+
+class UsageError(HangtraceError):
+    """The command line asks for something that cannot be done as given (no target, NaN
+    duration, pid 1 without --force)."""
+
+
+class TargetGone(HangtraceError):
+    """The process asked for does not exist (or exited before it could be looked at)."""
+
+
+class AccessDenied(HangtraceError):
+    """The process or file exists but this user may not read or trace it."""
+
+
+class ToolMissing(HangtraceError):
+    """A tool or library a backend needs is not installed or not usable here."""
+
+
+class BadInput(HangtraceError):
+    """An input file that cannot be read as asked: missing, a directory, a device,
+    unreadable."""
+
+
+class CorruptTrace(BadInput):
+    """A trace file whose content is not a valid trace (bad header, a line over the limit)."""
+
+
+class NotATrace(CorruptTrace):
+    """A file that is not a hangtrace trace at all (``analyze`` then tries it as an strace
+    log)."""
+
+
+class OutputError(HangtraceError):
+    """The output file cannot be created or written."""
+
+
+class BackendFailed(HangtraceError):
+    """A recording backend failed to start (its tool ran but could not attach or load)."""
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit status for an error that ends a command (module doc)."""
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    return EXIT_ERROR
