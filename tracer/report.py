@@ -1,8 +1,8 @@
 """The report: what the analyzer concluded, as plain data, and its JSON form.
 
 Contract: a ``Report`` holds verdicts, evidence, counters and notes; it never reads /proc or a
-trace. ``to_json()`` gives the documented ``hangtrace.report/1`` document; ``exit_code`` maps the
-tree verdict to the command's exit status (README):
+trace. ``to_json()`` gives the documented ``hangtrace.report/1`` document (its JSON schema is
+docs/report.schema.json); ``exit_code`` maps the tree verdict to the command's exit status (README):
 0 progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited,
 6 blocked on something outside the traced tree that is still working (the GPU).
 """
@@ -76,6 +76,9 @@ class Report:
     truncated: bool = False
     # {"nodes", "edges", "cycle", "proof"} (tracer/analysis/waitgraph.py), None when not built
     wait_graph: Optional[Dict[str, Any]] = None
+    # Set by ``hangtrace watch`` (tracer/record/watch.py): {"silent_since", "recorded_from",
+    # "silent_for", "last_progress", "summary"}; None for every other report.
+    watch: Optional[Dict[str, Any]] = None
 
     @property
     def exit_code(self) -> int:
@@ -91,4 +94,4 @@ class Report:
                 "notes": self.notes, "lost_events": self.lost, "truncated": self.truncated,
                 "exit_code": self.exit_code,
                 "processes": [p.to_json() for p in self.processes],
-                "wait_graph": self.wait_graph}
+                "wait_graph": self.wait_graph, "watch": self.watch}

@@ -105,6 +105,8 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     console.print(Text.from_markup(f"[bold]hangtrace verdict:[/] {_verdict(v)}  "
                                    f"[dim]({report.rule}, {report.window['duration']:.1f} s, "
                                    f"backends: {', '.join(report.backends) or '?'})[/]"))
+    if report.watch:       # a capture by ``hangtrace watch``: when the silence began
+        console.print(Text.from_markup(f"[bold]watch:[/] {escape(report.watch['summary'])}"))
     rc = report.root_cause
     if rc.get("summary"):
         who = f"pid {rc['pid']}" + (f" tid {rc['tid']}" if rc.get("tid") else "") \
