@@ -98,9 +98,11 @@ def _record(roots: List[int], backends: list, duration: float, out: str, as_json
 def analyze(trace: str, as_json: bool, verbose: bool) -> None:
     """Analyze a saved trace (or a raw strace log) and print the verdict."""
     from .analysis.analyzer import analyze_trace
+    from .render.progress import FileProgress
     from .tracefile.format import TraceError
     try:
-        report = analyze_trace(trace)
+        with FileProgress(trace, "analyzing"):
+            report = analyze_trace(trace)
     except TraceError as exc:
         if "not a hangtrace trace" not in str(exc):
             _fail(str(exc))
@@ -112,18 +114,21 @@ def _analyze_strace_log(path: str, why: str):
     """``analyze`` on a raw strace log: import it to a temporary trace first."""
     import tempfile
     from .analysis.analyzer import analyze_trace
+    from .render.progress import FileProgress
     from .tracefile.strace_import import ImportError_, import_strace
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "log.htrace")
         try:
-            result = import_strace(path, out)
+            with FileProgress(path, "importing", passes=2):
+                result = import_strace(path, out)
         except ImportError_:
             _fail(why)
         if result.events == 0:
             _fail(why)
         click.echo(f"hangtrace: {path} is an strace log; imported {result.events} events",
                    err=True)
-        report = analyze_trace(out)
+        with FileProgress(out, "analyzing"):
+            report = analyze_trace(out)
         report.trace_path = None
         return report
 
@@ -136,16 +141,18 @@ def _analyze_strace_log(path: str, why: str):
 def export(trace: str, fmt: str, output: Optional[str]) -> None:
     """Write a saved trace in another tool's format (timelines, graphs, JSON lines)."""
     from .render.export import FORMATS, exporter
+    from .render.progress import FileProgress
     from .tracefile.format import TraceError
     if fmt not in FORMATS:
         _fail(f"unknown format {fmt!r} (available: {', '.join(sorted(FORMATS)) or 'none'})", 2)
     try:
         if output:
-            with open(output, "w") as out:
+            with open(output, "w") as out, FileProgress(trace, "exporting"):
                 exporter(fmt)(trace, out)
             click.echo(f"hangtrace: wrote {output}", err=True)
         else:
-            exporter(fmt)(trace, sys.stdout)
+            with FileProgress(trace, "exporting"):
+                exporter(fmt)(trace, sys.stdout)
     except TraceError as exc:
         _fail(str(exc))
     except OSError as exc:
@@ -159,10 +166,12 @@ def export(trace: str, fmt: str, output: Optional[str]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
 def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool) -> None:
     """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip) to a trace."""
+    from .render.progress import FileProgress
     from .tracefile.strace_import import ImportError_ as ImportFailed, import_strace
     out = output or _default_import_path(log)
     try:
-        result = import_strace(log, out)
+        with FileProgress(log, "importing", passes=2):
+            result = import_strace(log, out)
     except ImportFailed as exc:
         _fail(str(exc))
     click.echo(f"hangtrace: imported {result.events} events from {log} into {out}"
@@ -170,7 +179,9 @@ def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_js
                + (" (log was cut short)" if result.truncated else ""), err=True)
     if then_analyze:
         from .analysis.analyzer import analyze_trace
-        _emit(analyze_trace(out), as_json)
+        with FileProgress(out, "analyzing"):
+            report = analyze_trace(out)
+        _emit(report, as_json)
 
 
 def _default_import_path(log: str) -> str:
