@@ -92,6 +92,78 @@ def _record(roots: List[int], backends: list, duration: float, out: str, as_json
 
 
 @main.command()
+@click.argument("pids", nargs=-1, type=int)
+@click.option("--name", "name", metavar="PATTERN",
+              help="Also watch processes whose title/cmdline/comm matches (looked for again "
+              "every 5 s: the watcher may start first).")
+@click.option("--silent-for", "silent_for", required=True, metavar="SECONDS",
+              type=click.FloatRange(min=0.5), help="Record when the tree made no progress "
+              "for this long.")
+@click.option("--duration", "-d", default=10.0, show_default=True,
+              type=click.FloatRange(0.2), help="Seconds to record at each capture.")
+@click.option("--output-dir", "-o", "output_dir", default=".", show_default=True,
+              metavar="DIR", help="Where the traces and reports (.txt, .json) go.")
+@click.option("--once", is_flag=True, help="Exit after the first capture, with its verdict's "
+              "exit status.")
+@click.option("--max-captures", default=0, show_default=True, type=click.IntRange(0),
+              help="Exit after this many captures (0: never).")
+@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(0.1, 60),
+              help="Seconds between two looks at the tree.")
+@click.option("--backend", "-b", default="auto", show_default=True,
+              type=click.Choice(["auto", "proc", "strace", "ebpf"]),
+              help="Backends of the recordings (nothing is attached while watching).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print each capture's report as JSON (--once: one document).")
+@click.option("--verbose", "-v", is_flag=True, help="Say when the tree goes silent and when "
+              "it makes progress again.")
+def watch(pids: Tuple[int, ...], name: Optional[str], silent_for: float, duration: float,
+          output_dir: str, once: bool, max_captures: int, interval: float, backend: str,
+          as_json: bool, verbose: bool) -> None:
+    """Watch the process trees under PIDS cheaply (/proc, socket and GPU counters; nothing is
+    attached, nothing is stopped) and record them when they make no progress for
+    --silent-for seconds: the trace and its report go into --output-dir."""
+    from .record.session import SessionError, choose_backends, resolve_targets
+    from .record.watch import WatchOptions, Watcher
+    from .record.watch_looks import TreeSampler
+    try:
+        roots = resolve_targets(list(pids), name)
+    except SessionError as exc:
+        if not (name and not pids and "no process matches" in str(exc)):
+            _fail(str(exc), 2 if "give at least one" in str(exc) else 1)
+        roots = []
+    try:
+        choose_backends(backend)                       # fail now, not at the first capture
+        os.makedirs(output_dir, exist_ok=True)
+    except SessionError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{output_dir}: {exc.strerror or exc}")
+    if not os.access(output_dir, os.W_OK | os.X_OK):
+        _fail(f"{output_dir}: not writable")
+    opts = WatchOptions(silent_for=silent_for, duration=duration, output_dir=output_dir,
+                        max_captures=1 if once else max_captures, interval=interval,
+                        backend=backend, verbose=verbose)
+
+    def say(line: str) -> None:
+        click.echo(f"hangtrace: {line}", err=True)
+
+    def show(cap) -> None:  # type: ignore[no-untyped-def]
+        if as_json:
+            doc = cap.report.to_json()
+            click.echo(json.dumps(doc, indent=2) if once else json.dumps(doc))
+        else:
+            from .render.console import render_report
+            render_report(cap.report, Console(), verbose=verbose)
+
+    who = ", ".join(map(str, roots)) or "nothing yet"
+    say(f"watching pid {who} and descendants" + (f" (and --name {name!r})" if name else "")
+        + f": a {duration:g} s recording after {silent_for:g} s without progress, into "
+        f"{output_dir}; a look every {interval:g} s")
+    sampler = TreeSampler(roots, name)
+    sys.exit(Watcher(sampler, opts, say=say, on_capture=show).run())
+
+
+@main.command()
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")

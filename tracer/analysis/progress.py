@@ -13,7 +13,9 @@ yet. Rules, the analyzer's own where it has one:
   second averaging at most ``KEEPALIVE_MAX_BYTES`` (heartbeats, keep-alive and ping frames).
 - ``accepted``: a connection that is new since the last look on a port the tree listens on and
   that the tree took out of the accept queue (a file refers to it), or closed from its side
-  (TIME_WAIT): the analyzer's ``served-connections``.
+  (TIME_WAIT): the analyzer's ``served-connections``. A connection accepted and closed by
+  the client between two looks, with nothing sent, leaves no trace in the kernel's tables:
+  such a server shows its progress by what it sends or logs.
 - ``work``: the process ran (CPU at least ``WORK_MIN_CPU`` of a core) while reading input beyond
   wake-up reads at ``WORK_MIN_INPUT_RATE`` or more (rchar beyond 8 bytes per read call, or reads
   from storage): /proc's counterpart of the analyzer's ``varied-work`` (a thread that reads input

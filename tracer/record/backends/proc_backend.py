@@ -32,7 +32,7 @@ from ...events import ProcessExit, ProcessInfo, ThreadExit, ThreadStart
 from ...linux.procfs_fds import SocketEntry, listening_sockets, read_fds_checked, socket_table
 from .base import Backend, Emit, TargetSet
 
-__all__ = ["ProcBackend", "initial_process_infos", "decode_wait_status"]
+__all__ = ["ProcBackend", "ParentCache", "initial_process_infos", "decode_wait_status"]
 
 
 def decode_wait_status(code: int) -> Tuple[Optional[int], Optional[str], bool]:
@@ -101,6 +101,9 @@ class _ParentCache:
         for pid, ppid in self.ppid.items():
             tree.setdefault(ppid, []).append(pid)
         return tree
+
+
+ParentCache = _ParentCache      # public name: hangtrace watch follows trees with it too
 
 
 class ProcBackend(Backend):
