@@ -70,7 +70,8 @@ def test_disabled_when_stderr_is_not_a_terminal(tmp_path):
 
 # --------------------------------------------------------------------------- in a terminal
 def _generate_log(path: Path, lines: int) -> None:
-    spec = importlib.util.spec_from_file_location("import_speed", REPO / "bench" / "import_speed.py")
+    spec = importlib.util.spec_from_file_location("import_speed",
+                                                  REPO / "bench" / "import_speed.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

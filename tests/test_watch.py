@@ -101,11 +101,11 @@ def test_capture_after_the_threshold_and_not_before(tmp_path):
     assert len(sampler_looks) - len(w.sampler.looks) == 8
     assert any("silent since" in line and "wrote" in line for line in lines)
     doc = json.loads(Path(cap.json_path).read_text())
-    report_schema.check(doc)
     assert doc["watch"]["silent_for"] == 3.0 and doc["watch"]["last_progress"]
     assert doc["watch"]["summary"].startswith(f"the tree went silent at {clock_text(T0 + 4)}")
     text = Path(cap.text_path).read_text()
     assert "watch: the tree went silent at" in text and "\x1b[" not in text
+    report_schema.check(doc)    # last: skipped (with the reason) where jsonschema is missing
 
 
 def test_one_capture_per_silence_and_max_captures(tmp_path):

@@ -86,7 +86,6 @@ def test_logs_then_blocks_is_captured_after_the_silence(target, tmp_path):
               "--backend", "proc", "--interval", str(INTERVAL), "--output-dir", str(tmp_path),
               "--json")
     doc = json.loads(p.stdout)
-    report_schema.check(doc)
     assert doc["verdict"] == "deadlocked" and p.returncode == doc["exit_code"] == 4, p.stderr
     last = t.last_log()
     assert last - started > 2.0                      # it did log while being watched
@@ -111,6 +110,7 @@ def test_logs_then_blocks_is_captured_after_the_silence(target, tmp_path):
     assert w["summary"] in (tmp_path / f"{stem}.txt").read_text()
     assert doc["trace"] == str(tmp_path / f"{stem}.htrace.gz")
     assert "capture 1: deadlocked" in p.stderr and t.proc.poll() is None   # never harmed
+    report_schema.check(doc)    # last: skipped (with the reason) where jsonschema is missing
 
 
 def test_chatter_is_not_progress(target, tmp_path):
@@ -120,10 +120,10 @@ def test_chatter_is_not_progress(target, tmp_path):
               "--backend", "proc", "--interval", str(INTERVAL), "--output-dir", str(tmp_path),
               "--json")
     doc = json.loads(p.stdout)
-    report_schema.check(doc)
     last = t.last_log()
     assert doc["watch"]["recorded_from"] - last >= SILENT_FOR, p.stderr
     assert doc["watch"]["silent_since"] <= last + 1.0 + INTERVAL + 1.0, p.stderr
+    report_schema.check(doc)    # last: skipped (with the reason) where jsonschema is missing
 
 
 @pytest.mark.parametrize("mode", ["keeps-logging", "streams", "accepts"])
@@ -167,4 +167,4 @@ def test_name_finds_a_process_that_starts_later(target, tmp_path):
             w.wait()
     doc = json.loads(out)
     assert w.returncode == 4 and [q["pid"] for q in doc["processes"]] == [t.pid], err
-    assert "watching pid nothing yet" in err
+    assert "watching nothing yet: waiting for a process matching" in err

@@ -155,9 +155,10 @@ def watch(pids: Tuple[int, ...], name: Optional[str], silent_for: float, duratio
             from .render.console import render_report
             render_report(cap.report, Console(), verbose=verbose)
 
-    who = ", ".join(map(str, roots)) or "nothing yet"
-    say(f"watching pid {who} and descendants" + (f" (and --name {name!r})" if name else "")
-        + f": a {duration:g} s recording after {silent_for:g} s without progress, into "
+    who = (f"pid {', '.join(map(str, roots))} and descendants" if roots else
+           f"nothing yet: waiting for a process matching {name!r}")
+    say(f"watching {who}" + (f" (and new matches of {name!r})" if roots and name else "")
+        + f"; a {duration:g} s recording after {silent_for:g} s without progress, into "
         f"{output_dir}; a look every {interval:g} s")
     sampler = TreeSampler(roots, name)
     sys.exit(Watcher(sampler, opts, say=say, on_capture=show).run())

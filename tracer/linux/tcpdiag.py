@@ -50,7 +50,7 @@ TCP_STATES = {1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5:
 
 _NLMSGHDR = struct.Struct("=IHHII")
 _REQ = struct.Struct("=BBBBI")                 # then the 48-byte sockid
-_SOCKID = struct.Struct(">HH16s16s")            # ports and addresses are big-endian; if/cookie follow
+_SOCKID = struct.Struct(">HH16s16s")            # big-endian ports, addresses; if, cookie follow
 _MSG_HEAD = struct.Struct("=BBBB")
 _MSG_TAIL = struct.Struct("=IIIII")            # expires, rqueue, wqueue, uid, inode
 _COOKIE = struct.Struct("=II")
