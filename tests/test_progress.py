@@ -40,6 +40,17 @@ def test_pass_counter_two_passes_with_a_sniff_and_two_workers():
         assert c.update(positions) == want, (positions, c.completed, c.last)
 
 
+def test_pass_counter_a_fast_pass_seen_once():
+    """A first pass seen at 16 MiB of 37 MiB, then closed: still a pass (it read over 1 MiB)."""
+    mib = 1 << 20
+    c = _PassCounter(size=37 * mib, passes=2)
+    assert c.update({(1, 3): 16 * mib}) == 16 * mib
+    assert c.update({(2, 5): 1 * mib}) == 38 * mib        # a worker: the second pass
+    c = _PassCounter(size=37 * mib, passes=2)
+    assert c.update({(1, 3): 64 << 10}) == 64 << 10       # a sniff of 64 KiB ...
+    assert c.update({(1, 4): 2 * mib}) == 2 * mib         # ... is not a pass
+
+
 def test_pass_counter_rewind_and_late_reader():
     c = _PassCounter(size=1000, passes=2)
     assert c.update({(1, 3): 800}) == 800
@@ -134,7 +145,9 @@ def test_import_analyze_export_show_a_bar_in_a_terminal(big_log, tmp_path):
     total = {f[1] for f in frames}
     size_mib = big_log.stat().st_size / 2**20
     assert total == {f"{2 * size_mib:.1f}"}                # two passes over the log
-    assert done == sorted(done) and done[-1] > size_mib    # it moved on into the second pass
+    # The bar only goes forward, and it followed at least one whole pass (the first one, which
+    # takes a fraction of a second, may be seen only once or not at all).
+    assert done == sorted(done) and done[-1] >= 0.9 * size_mib, done
     assert any(f[2].endswith("B/s") for f in frames) and any(":" in f[3] and "-" not in f[3]
                                                             for f in frames)
     assert "hangtrace: imported" in err
@@ -148,10 +161,11 @@ def test_import_analyze_export_show_a_bar_in_a_terminal(big_log, tmp_path):
 
 @pytest.mark.slow
 def test_no_bar_when_stderr_is_not_a_terminal(big_log, tmp_path):
-    out = tmp_path / "t.htrace.gz"
-    p = subprocess.run(HANGTRACE + ["import-strace", str(big_log), "-o", str(out)],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0
-    assert p.stderr.splitlines() == [f"hangtrace: imported {p.stderr.split()[2]} events from "
-                                     f"{big_log} into {out}"], p.stderr
+    """The same work with stderr on a pipe: only the usual one-line messages (the analysis of
+    the log takes seconds, well past the bar's half-second delay)."""
+    p = subprocess.run(HANGTRACE + ["analyze", "--json", str(big_log)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.stdout.lstrip().startswith("{")
+    assert p.stderr.splitlines() == [f"hangtrace: {big_log} is an strace log; imported "
+                                     f"{p.stderr.split()[-2]} events"], p.stderr
     assert "\x1b" not in p.stderr and "MiB" not in p.stderr

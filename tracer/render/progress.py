@@ -11,8 +11,10 @@ Contract:
   Where several fds read it at once (one per worker), the slowest one is the progress. The
   offset is in bytes of the file as stored (compressed bytes for a .gz).
 - ``passes``: how many times the work reads the whole file (the strace importer: a first scan,
-  then the conversion). A pass ends when the file's fds close, or their offset falls back, after
-  reading at least half of it (short looks, such as sniffing the first lines, are not passes).
+  then the conversion). A pass ends when the file's fds close, are replaced by others, or their
+  offset falls back, after reading 1 MiB or half of the file (a shorter look, such as sniffing
+  the first lines, is not a pass). A pass that begins and ends between two looks is missed: the
+  bar then ends short of its total, never beyond it.
   The total is ``passes`` times the file's size.
 - fds are matched by their /proc link text against the file's real path: nothing here stat()s
   what an fd points to.
@@ -26,6 +28,10 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 __all__ = ["FileProgress", "fd_positions"]
+
+# A reader that got this far (or half the file) before it closed was a pass; less was a look
+# at the first lines (the importer sniffs the format first). A fast pass may be seen only once.
+PASS_MIN_BYTES = 1 << 20
 
 
 def _children(pid: int) -> List[int]:
@@ -90,7 +96,7 @@ class _PassCounter:
 
     def update(self, positions: Dict[Tuple[int, int], int]) -> int:
         """Bytes done, given the offsets of the fds open on the file now."""
-        read_most = self.last >= self.size // 2
+        read_most = self.last >= min(self.size // 2, PASS_MIN_BYTES)
         common = positions.keys() & self.seen.keys()
         # A pass ended: its fds closed, or were all replaced by others (a new reader), or one
         # of them went back to the start (a rewind).
