@@ -123,9 +123,11 @@ def test_uprobes_count_graph_calls_and_see_the_open_capture(scenario, fake_libs,
                           "ebpf", "--duration", "3", "--json", "--output", str(trace)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    while not trace.exists() and time.monotonic() < deadline:    # the window has opened
+    # The file is created before the backends attach; the header is written (and flushed)
+    # when the window opens, once every backend, the uprobes included, is in place.
+    while (not trace.exists() or trace.stat().st_size == 0) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert trace.exists(), "attach did not open its window"
+    assert trace.exists() and trace.stat().st_size > 0, "attach did not open its window"
     os.kill(sc.pid, signal.SIGUSR1)                   # now begin the capture that never ends
     out, err = p.communicate(timeout=60)
     rep = json.loads(out)

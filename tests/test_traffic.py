@@ -43,10 +43,13 @@ def _tr(sends_, sizes, receives, period, jitter=0.0):
 @pytest.mark.parametrize("tr,window,beat", [
     (_tr(10, [30], 10, 0.5), 5.0, True),                 # NCCL RAS: 30 B each way, 2/s
     (_tr(5, [1], 5, 1.0), 5.0, True),                    # TCPStore check: 1-byte replies
-    (_tr(10, [30], 0, 0.5), 5.0, False),                 # one way only: a pusher's output
+    (_tr(10, [30], 0, 0.5), 5.0, True),                  # one way, unanswered: still a beat
+    (_tr(10, [120, 260], 0, 0.5), 5.0, False),           # one way, sizes vary: a pusher's output
+    (_tr(50, [40], 50, 0.1), 5.0, False),                # 10/s small chunks: a token stream
     (_tr(10, [200, 400], 10, 0.5), 5.0, False),          # sizes vary: requests
     (_tr(10, [4096], 10, 0.5), 5.0, False),              # large messages
     (_tr(500, [30], 500, 0.01), 5.0, False),             # 100/s: a busy protocol
+    (_tr(5, [60], 5, 1.0), 5.0, True),                   # NCCL RAS: 4+56 B once a second
     (_tr(10, [30], 10, 0.5, jitter=0.35), 5.0, False),   # irregular: not a steady period
 ])
 def test_keepalive_table(tr, window, beat):

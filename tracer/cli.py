@@ -20,8 +20,8 @@ import click
 from rich.console import Console
 
 from . import __version__
-from .errors import (EXIT_USAGE, HangtraceError, NotATrace, OutputError, UsageError,
-                     exit_code)
+from .errors import (EXIT_USAGE, HangtraceError, NotATrace, OutputError, TargetGone,
+                     UsageError, exit_code)
 
 
 class FiniteFloat(click.ParamType):
@@ -100,14 +100,9 @@ def _record(roots: List[int], backends: list, duration: float, out: str, as_json
     """One recording as ``attach`` makes it: end-of-recording probes, and the live view when
     the report goes to a terminal. ``announce`` goes to stderr once the targets and the
     output path were found good, just before attaching."""
-    from .record.evidence import evidence_end_probe, evidence_start_probe
-    from .record.evidence.capture import with_capture_sites
-    from .record.probes import DEFAULT_PROBES   # futex owners, unix socket peers, NCCL RAS
-    from .record.pystacks import py_stacks_probe
+    from .record.probes import attach_probes
     from .record.session import record
-    probes = list(DEFAULT_PROBES) + [with_capture_sites(py_stacks_probe),  # after the wait probes
-                                     evidence_end_probe]
-    starts = [evidence_start_probe]      # logs, vitals: the window's starting point
+    probes, starts = attach_probes()
 
     def on_attach() -> None:
         click.echo(f"hangtrace: {announce}", err=True)
@@ -126,14 +121,86 @@ def _record(roots: List[int], backends: list, duration: float, out: str, as_json
 
 
 @main.command()
+@click.argument("pids", nargs=-1, type=int)
+@click.option("--name", "name", metavar="PATTERN",
+              help="Also watch processes whose title/cmdline/comm matches (looked for again "
+              "every 5 s: the watcher may start first).")
+@click.option("--silent-for", "silent_for", required=True, metavar="SECONDS",
+              type=FiniteFloat(0.5), help="Record when the tree made no progress for this long.")
+@click.option("--duration", "-d", default=10.0, show_default=True, type=FiniteFloat(0.2),
+              help="Seconds to record at each capture.")
+@click.option("--output-dir", "-o", "output_dir", default=".", show_default=True,
+              metavar="DIR", help="Where the traces and reports (.txt, .json) go.")
+@click.option("--once", is_flag=True, help="Exit after the first capture, with its verdict's "
+              "exit status.")
+@click.option("--max-captures", default=0, show_default=True, type=click.IntRange(0),
+              help="Exit after this many captures (0: never).")
+@click.option("--interval", default=1.0, show_default=True, type=FiniteFloat(0.1, 60),
+              help="Seconds between two looks at the tree.")
+@click.option("--backend", "-b", default="auto", show_default=True,
+              type=click.Choice(["auto", "proc", "strace", "ebpf"]),
+              help="Backends of the recordings (nothing is attached while watching).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print each capture's report as JSON (--once: one document).")
+@click.option("--verbose", "-v", is_flag=True, help="Say when the tree goes silent and when "
+              "it makes progress again.")
+def watch(pids: Tuple[int, ...], name: Optional[str], silent_for: float, duration: float,
+          output_dir: str, once: bool, max_captures: int, interval: float, backend: str,
+          as_json: bool, verbose: bool) -> None:
+    """Watch the process trees under PIDS cheaply (/proc, socket and GPU counters; nothing is
+    attached, nothing is stopped) and record them when they make no progress for
+    --silent-for seconds: the trace and its report go into --output-dir."""
+    from .record.session import choose_backends, resolve_targets
+    from .record.watch import WatchOptions, Watcher
+    from .record.watch_looks import TreeSampler
+    try:
+        roots = resolve_targets(list(pids), name)
+    except TargetGone:
+        if not name or pids:             # only "no match yet" for --name may wait for one
+            raise
+        roots = []
+    choose_backends(backend)                       # fail now, not at the first capture
+    try:
+        os.makedirs(output_dir, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{output_dir}: {exc.strerror or exc}") from None
+    if not os.access(output_dir, os.W_OK | os.X_OK):
+        raise OutputError(f"{output_dir}: not writable")
+    opts = WatchOptions(silent_for=silent_for, duration=duration, output_dir=output_dir,
+                        max_captures=1 if once else max_captures, interval=interval,
+                        backend=backend, verbose=verbose)
+
+    def say(line: str) -> None:
+        click.echo(f"hangtrace: {line}", err=True)
+
+    def show(cap) -> None:  # type: ignore[no-untyped-def]
+        if as_json:
+            doc = cap.report.to_json()
+            click.echo(json.dumps(doc, indent=2) if once else json.dumps(doc))
+        else:
+            from .render.console import render_report
+            render_report(cap.report, Console(), verbose=verbose)
+
+    who = (f"pid {', '.join(map(str, roots))} and descendants" if roots else
+           f"nothing yet: waiting for a process matching {name!r}")
+    say(f"watching {who}" + (f" (and new matches of {name!r})" if roots and name else "")
+        + f"; a {duration:g} s recording after {silent_for:g} s without progress, into "
+        f"{output_dir}; a look every {interval:g} s")
+    sampler = TreeSampler(roots, name)
+    sys.exit(Watcher(sampler, opts, say=say, on_capture=show).run())
+
+
+@main.command()
 @click.argument("trace")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
 def analyze(trace: str, as_json: bool, verbose: bool) -> None:
     """Analyze a saved trace (or a raw strace log) and print the verdict."""
     from .analysis.analyzer import analyze_trace
+    from .render.progress import FileProgress
     try:
-        report = analyze_trace(trace)
+        with FileProgress(trace, "analyzing"):
+            report = analyze_trace(trace)
     except NotATrace as exc:
         report = _analyze_strace_log(trace, exc)
     _emit(report, as_json, verbose)
@@ -143,18 +210,21 @@ def _analyze_strace_log(path: str, why: NotATrace):
     """``analyze`` on a raw strace log: import it to a temporary trace first."""
     import tempfile
     from .analysis.analyzer import analyze_trace
+    from .render.progress import FileProgress
     from .tracefile.strace_import import ImportError_, import_strace
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "log.htrace")
         try:
-            result = import_strace(path, out)
+            with FileProgress(path, "importing", passes=2):
+                result = import_strace(path, out)
         except ImportError_:
             raise why from None
         if result.events == 0:
             raise why
         click.echo(f"hangtrace: {path} is an strace log; imported {result.events} events",
                    err=True)
-        report = analyze_trace(out)
+        with FileProgress(out, "analyzing"):
+            report = analyze_trace(out)
         report.trace_path = None
         return report
 
@@ -167,16 +237,18 @@ def _analyze_strace_log(path: str, why: NotATrace):
 def export(trace: str, fmt: str, output: Optional[str]) -> None:
     """Write a saved trace in another tool's format (timelines, graphs, JSON lines)."""
     from .render.export import FORMATS, exporter
+    from .render.progress import FileProgress
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r} (available: "
                          f"{', '.join(sorted(FORMATS)) or 'none'})")
     try:
         if output:
-            with open(output, "w") as out:
+            with open(output, "w") as out, FileProgress(trace, "exporting"):
                 exporter(fmt)(trace, out)
             click.echo(f"hangtrace: wrote {output}", err=True)
         else:
-            exporter(fmt)(trace, sys.stdout)
+            with FileProgress(trace, "exporting"):
+                exporter(fmt)(trace, sys.stdout)
     except OSError as exc:
         raise OutputError(f"{output or 'stdout'}: {exc.strerror or exc}") from None
 
@@ -188,15 +260,19 @@ def export(trace: str, fmt: str, output: Optional[str]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
 def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool) -> None:
     """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip) to a trace."""
+    from .render.progress import FileProgress
     from .tracefile.strace_import import import_strace
     out = output or _default_import_path(log)
-    result = import_strace(log, out)
+    with FileProgress(log, "importing", passes=2):
+        result = import_strace(log, out)
     click.echo(f"hangtrace: imported {result.events} events from {log} into {out}"
                + (f" ({result.unparsed} lines not understood)" if result.unparsed else "")
                + (" (log was cut short)" if result.truncated else ""), err=True)
     if then_analyze:
         from .analysis.analyzer import analyze_trace
-        _emit(analyze_trace(out), as_json)
+        with FileProgress(out, "analyzing"):
+            report = analyze_trace(out)
+        _emit(report, as_json)
 
 
 def _default_import_path(log: str) -> str:

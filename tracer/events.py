@@ -426,7 +426,7 @@ class NcclRasStatus(Event):
 @dataclass(slots=True)
 class SocketCounters(Event):
     """The kernel's own counters of one TCP socket of ``pid`` (inet_diag's tcp_info, read by the
-    proc backend: linux/inetdiag.py): bytes and data segments sent and received since the socket
+    proc backend: linux/tcpdiag.py): bytes and data segments sent and received since the socket
     was created, whatever call moved them. None where the kernel does not keep the counter."""
     TAG: ClassVar[str] = "skc"
     pid: int

@@ -1,8 +1,8 @@
 """The report: what the analyzer concluded, as plain data, and its JSON form.
 
 Contract: a ``Report`` holds verdicts, evidence, counters and notes; it never reads /proc or a
-trace. ``to_json()`` gives the documented ``hangtrace.report/1`` document; ``exit_code`` maps the
-tree verdict to the command's exit status (README):
+trace. ``to_json()`` gives the documented ``hangtrace.report/1`` document (its JSON schema is
+docs/report.schema.json); ``exit_code`` maps the tree verdict to the command's exit status (README):
 0 progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited,
 6 blocked on something outside the traced tree that is still working (the GPU).
 """
@@ -85,6 +85,9 @@ class Report:
     # What the backends could not observe, one line each (tracer/analysis/observed.py): the
     # verdict line shows them, since the verdict rests on the rest.
     unobserved: List[str] = field(default_factory=list)
+    # Set by ``hangtrace watch`` (tracer/record/watch.py): {"silent_since", "recorded_from",
+    # "silent_for", "last_progress", "summary"}; None for every other report.
+    watch: Optional[Dict[str, Any]] = None
 
     @property
     def exit_code(self) -> int:
@@ -102,4 +105,4 @@ class Report:
                 "exit_code": self.exit_code,
                 "processes": [p.to_json() for p in self.processes],
                 "wait_graph": self.wait_graph, "rank_stacks": self.rank_stacks,
-                "evidence": self.evidence}
+                "evidence": self.evidence, "watch": self.watch}

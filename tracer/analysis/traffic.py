@@ -5,15 +5,16 @@ Contract:
   calls, bytes, smallest and largest message, first and last send, and the spread of the
   intervals between sends (Welford's running mean and variance). eBPF's in-kernel counts fill
   the same fields except the intervals (``merge_counts``).
-- ``keepalive(tr, window)`` is a pure predicate: small messages at a steady period in both
-  directions, with near-constant sizes, is a heartbeat (NCCL's RAS keep-alives, PyTorch's TCPStore
-  heartbeat, ZeroMQ heartbeats, a health check answered by a health check), which keeps a
-  connection alive and says nothing about progress; anything else sent on a socket is output.
-  It decides by behaviour only: thread and peer names are never consulted.
-Thresholds: a keep-alive message carries at most ``SMALL`` bytes (NCCL RAS: ~30 B; TCPStore
+- ``keepalive(tr, window)`` is a pure predicate: small messages of near-constant size at a
+  steady, slow period (answered, if at all, by small messages too) are a heartbeat (NCCL's RAS
+  keep-alives, PyTorch's TCPStore heartbeat, ZeroMQ and gRPC keep-alives, a health check), which
+  keeps a connection alive and says nothing about progress; anything else sent on a socket is
+  output. It decides by behaviour only: thread and peer names are never consulted.
+Thresholds: a keep-alive message carries at most ``SMALL`` bytes (NCCL RAS: 4+56 B; TCPStore
 check: a few bytes), its size varies by at most max(``SIZE_SLACK`` B, a quarter), it comes at
-most ``MAX_RATE`` times a second each way, and with three sends or more its intervals vary by
-at most ``MAX_CV`` of their mean (a steady period).
+most ``MAX_RATE`` times a second each way (a token stream of a serving engine comes faster:
+that is output), and with three messages or more their intervals vary by at most ``MAX_CV`` of
+their mean (a steady period).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from typing import Optional
 
 SMALL = 256
 SIZE_SLACK = 32
-MAX_RATE = 20.0
+MAX_RATE = 4.0
 MAX_CV = 0.6
 BURST_GAP = 0.05      # sends this close together are one message (a length prefix, a body)
 
@@ -109,7 +110,7 @@ class FdTraffic:
 
 def keepalive(tr: FdTraffic, window: float) -> bool:
     """Whether the traffic on this fd is a heartbeat, not output (module doc)."""
-    if tr.sends == 0 or tr.receives == 0 or tr.sent == 0:
+    if tr.sends == 0 or tr.sent == 0:
         return False
     if tr.max_send > SMALL or tr.max_receive > SMALL:
         return False

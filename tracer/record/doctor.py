@@ -101,8 +101,10 @@ def doctor_facts() -> Dict[str, Any]:
     nv = sorted(glob.glob("/dev/nvidia[0-9]*"))
     facts["nvidia"] = _fact(bool(nv), ", ".join(nv) or "no /dev/nvidia* devices",
                             "only needed to trace GPU servers")
-    spy = shutil.which("py-spy")
-    facts["py_spy"] = _fact(bool(spy), spy or "not installed", "pip install py-spy")
+    from .pystacks import NOT_INSTALLED, find_py_spy   # where the report looks for it
+    spy = find_py_spy()
+    facts["py_spy"] = _fact(bool(spy), spy or NOT_INSTALLED.split(" (")[0],
+                            "pip install 'hangtrace[stacks]' (or set $HANGTRACE_PY_SPY)")
     from .evidence.elfver import have_pyelftools
     elf = have_pyelftools()
     facts["pyelftools"] = _fact(elf, "importable" if elf else "missing",

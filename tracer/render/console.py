@@ -110,6 +110,8 @@ def render_report(report: Report, console: Optional[Console] = None, *,
                                    + partial))
     for line in report.unobserved:      # the verdict rests on the rest: say what was not seen
         console.print(Text.from_markup(f"[yellow]not observed:[/] {escape(line)}"))
+    if report.watch:       # a capture by ``hangtrace watch``: when the silence began
+        console.print(Text.from_markup(f"[bold]watch:[/] {escape(report.watch['summary'])}"))
     rc = report.root_cause
     if rc.get("summary"):
         who = f"pid {rc['pid']}" + (f" tid {rc['tid']}" if rc.get("tid") else "") \

@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from ...linux import access, procfs
-from ...linux.inetdiag import tcp_counters
+from ...linux.tcpdiag import tcp_sockets
 from ...events import (ObserveError, ProcessExit, ProcessInfo, SocketCounters, ThreadExit,
                        ThreadStart)
 from ...linux.procfs_fds import SocketEntry, listening_sockets, read_fds_checked, socket_table
 from .base import Backend, Emit, TargetSet
 
-__all__ = ["ProcBackend", "initial_process_infos", "decode_wait_status"]
+__all__ = ["ProcBackend", "ParentCache", "initial_process_infos", "decode_wait_status"]
 
 
 def decode_wait_status(code: int) -> Tuple[Optional[int], Optional[str], bool]:
@@ -112,6 +112,9 @@ class _ParentCache:
         for pid, ppid in self.ppid.items():
             tree.setdefault(ppid, []).append(pid)
         return tree
+
+
+ParentCache = _ParentCache      # public name: hangtrace watch follows trees with it too
 
 
 class ProcBackend(Backend):
@@ -329,15 +332,16 @@ class ProcBackend(Backend):
             self._emit(info)
 
     def _sample_sockets(self) -> None:
-        """TCP counters of the targets' sockets (linux/inetdiag.py), emitted when they moved:
+        """TCP counters of the targets' sockets (linux/tcpdiag.py), emitted when they moved:
         socket sends are invisible in /proc/PID/io. Only this network namespace is visible."""
         assert self._emit is not None
         wanted = [(pid, tr) for pid, tr in self._tracked.items() if tr.tcp and not tr.exited]
         if not wanted or self.root != "/proc":
             return
-        table = tcp_counters()
-        if table is None:
-            self._error("inetdiag", "proc: TCP counters (NETLINK_SOCK_DIAG) not readable: "
+        sockets = tcp_sockets()
+        table = {s.inode: s for s in (sockets or {}).values() if s.inode}
+        if sockets is None:
+            self._error("tcpdiag", "proc: TCP counters (NETLINK_SOCK_DIAG) not readable: "
                         "socket sends are not seen without a syscall backend")
             return
         now = time.time()
@@ -346,7 +350,8 @@ class ProcBackend(Backend):
                 c = table.get(inode)
                 if c is None:
                     continue
-                values = (c.bytes_sent, c.bytes_received, c.segs_out, c.segs_in)
+                sent = c.bytes_sent if c.bytes_sent is not None else c.bytes_acked
+                values = (sent, c.bytes_received, c.data_segs_out, c.data_segs_in)
                 if tr.counters.get(inode) == values:
                     continue
                 tr.counters[inode] = values

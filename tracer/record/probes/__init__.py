@@ -7,7 +7,7 @@ what they cannot read gives fewer events, never an error.
 """
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 from .futex_owner import futex_owner_probe
 from .nccl_ras import nccl_ras_probe
@@ -15,4 +15,15 @@ from .socket_peers import socket_peers_probe
 
 DEFAULT_PROBES: List = [futex_owner_probe, socket_peers_probe, nccl_ras_probe]
 
-__all__ = ["DEFAULT_PROBES", "futex_owner_probe", "socket_peers_probe", "nccl_ras_probe"]
+
+def attach_probes() -> Tuple[List, List]:
+    """(end probes, start probes) of a recording as ``attach`` (and ``watch``) make it: the
+    wait-graph probes and NCCL RAS, then Python stacks (with CUDA graph capture sites) and the
+    evidence at the end; logs and vitals at the start (the window's starting point)."""
+    from ..evidence import evidence_end_probe, evidence_start_probe
+    from ..evidence.capture import with_capture_sites
+    from ..pystacks import py_stacks_probe
+    return (list(DEFAULT_PROBES) + [with_capture_sites(py_stacks_probe), evidence_end_probe],
+            [evidence_start_probe])
+
+__all__ = ["DEFAULT_PROBES", "attach_probes", "futex_owner_probe", "socket_peers_probe", "nccl_ras_probe"]

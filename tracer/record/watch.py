@@ -1,0 +1,233 @@
+"""``hangtrace watch``: watch a tree cheaply, and record it when it goes silent.
+
+Contract:
+- ``Watcher(sampler, options, say=...)``; ``run()`` returns the exit status. Every
+  ``options.interval`` seconds it takes a look (watch_looks.py: /proc, sock_diag, NVML; nothing is
+  attached to the tree, which is never stopped) and asks ``analysis.progress.progress_signals``
+  whether the tree made progress since the look ``PROGRESS_WINDOW`` seconds before (the
+  previous one at the default interval; rates such as keep-alive chatter need a second at least).
+  The silence begins at the last look that showed progress (at the first look when none ever
+  did).
+- When the tree has shown no progress for ``options.silent_for`` seconds it records it as
+  ``attach`` does (``session.record`` with the best backends, the end-of-recording probes, for
+  ``options.duration``) and writes DIR/hangtrace-PIDS-TIME.htrace.gz (the trace), .txt (the
+  report as ``attach`` prints it) and .json (``hangtrace.report/1`` with ``watch`` set: when the
+  silence began, when the recording began). One capture per silence: the next one waits until
+  the tree has made progress again and gone silent again. Then it goes on watching.
+- It ends after ``options.max_captures`` captures (0: never), returning the last verdict's exit
+  status (``--once`` is one capture); with 0 on SIGTERM or Ctrl-C (a recording in progress is
+  ended early, saved and reported first); with 5 (exited) when every watched process is gone
+  and no ``--name`` pattern could bring new ones; with 1 when a recording failed and no capture
+  is left to make.
+- ``on_capture(capture)`` is called after each capture (the CLI prints the report there);
+  ``recorder(roots, trace_path) -> session.Recorded`` replaces the recording (tests).
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Deque, List, Optional
+
+from ..analysis.progress import Signal, TreeLook, progress_signals
+from ..report import Report
+from .watch_looks import TreeSampler
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .session import Recorded
+
+__all__ = ["WatchOptions", "Capture", "Watcher", "clock_text", "EXIT_EXITED"]
+
+EXIT_EXITED = 5
+PROGRESS_WINDOW = 1.0       # seconds: progress is judged over at least this long
+
+
+@dataclass
+class WatchOptions:
+    silent_for: float
+    duration: float = 10.0
+    output_dir: str = "."
+    max_captures: int = 0           # 0: no limit
+    interval: float = 1.0           # seconds between looks
+    backend: str = "auto"
+    rate: float = 10.0              # /proc samples a second while recording
+    verbose: bool = False
+
+
+@dataclass
+class Capture:
+    report: Report
+    trace_path: str
+    text_path: str
+    json_path: str
+    reason: str
+    errors: List[str] = field(default_factory=list)
+
+
+def clock_text(ts: float, other: Optional[float] = None) -> str:
+    """Local wall-clock time "03:12:07", with the date when ``other`` falls on another day."""
+    lt = time.localtime(ts)
+    if other is not None and time.localtime(other)[:3] != lt[:3]:
+        return time.strftime("%Y-%m-%d %H:%M:%S", lt)
+    return time.strftime("%H:%M:%S", lt)
+
+
+def silence_summary(silent_since: float, recorded_from: float, progress_seen: bool) -> str:
+    since = clock_text(silent_since, recorded_from)
+    start = clock_text(recorded_from, silent_since)
+    if progress_seen:
+        return f"the tree went silent at {since}; recorded from {start}"
+    return f"the tree showed no progress since watching began at {since}; recorded from {start}"
+
+
+class Watcher:
+    """The watch loop (module doc)."""
+
+    def __init__(self, sampler: TreeSampler, options: WatchOptions, *,
+                 say: Callable[[str], None] = lambda line: None,
+                 on_capture: Optional[Callable[[Capture], None]] = None,
+                 recorder: Optional[Callable[[List[int], str], "Recorded"]] = None) -> None:
+        self.sampler = sampler
+        self.recorder = recorder          # (roots, trace path) -> Recorded; tests replace it
+        self.opts = options
+        self.say = say
+        self.on_capture = on_capture
+        self.captures: List[Capture] = []
+        self.failed = 0
+        self._stop = threading.Event()
+        self._notes_said = 0
+        self._history: Deque[TreeLook] = collections.deque()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> int:
+        old_term = signal.signal(signal.SIGTERM, lambda s, f: self._stop.set()) \
+            if threading.current_thread() is threading.main_thread() else None
+        try:
+            return self._loop()
+        except KeyboardInterrupt:
+            self.say("watch stopped")
+            return 0
+        finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+            self.sampler.close()
+
+    def _look(self) -> TreeLook:
+        look = self.sampler.look()
+        for note in self.sampler.notes[self._notes_said:]:
+            self.say(note)
+        self._notes_said = len(self.sampler.notes)
+        return look
+
+    def _since(self, cur: TreeLook) -> TreeLook:
+        """The latest earlier look at least PROGRESS_WINDOW old (else the oldest kept)."""
+        while len(self._history) > 1 and cur.ts - self._history[1].ts >= PROGRESS_WINDOW:
+            self._history.popleft()
+        return self._history[0]
+
+    def _loop(self) -> int:
+        opts = self.opts
+        prev = self._look()
+        self._history = collections.deque([prev])
+        silent_since, last = prev.ts, []  # type: float, List[Signal]
+        armed, quiet_said = True, False
+        next_look = time.monotonic()
+        while True:
+            next_look += opts.interval
+            if self._stop.wait(max(0.0, next_look - time.monotonic())):
+                self.say("watch stopped")
+                return 0
+            next_look = max(next_look, time.monotonic() - opts.interval)  # no bursts after a lag
+            cur = self._look()
+            if not cur.processes:
+                if not self.sampler.name:
+                    self.say("every watched process is gone")
+                    return EXIT_EXITED
+                self._history = collections.deque([cur])      # waiting for --name
+                silent_since, last, armed = cur.ts, [], True
+                continue
+            signals = progress_signals(self._since(cur), cur)
+            self._history.append(cur)
+            if signals:
+                if opts.verbose and quiet_said:
+                    self.say(f"progress again after {cur.ts - silent_since:.0f} s: "
+                             f"{signals[0].text}")
+                silent_since, last, armed, quiet_said = cur.ts, signals, True, False
+                continue
+            if opts.verbose and not quiet_said and last:
+                quiet_said = True
+                self.say(f"silent since {clock_text(silent_since)} (last progress: "
+                         f"{last[0].text})")
+            if not armed or cur.ts - silent_since < opts.silent_for:
+                continue
+            armed = False
+            done = self._capture(cur, silent_since, last)
+            if done is not None and done.reason == "interrupted":
+                self.say("watch stopped")
+                return 0
+            if opts.max_captures and len(self.captures) + self.failed >= opts.max_captures:
+                return self.captures[-1].report.exit_code if self.captures else 1
+            self._history = collections.deque([self._look()])   # a fresh baseline
+
+    # ------------------------------------------------------------------ a capture
+    def _record(self, roots: List[int], output: str) -> "Recorded":
+        """A recording as ``attach`` makes it: best backends, end-of-recording probes."""
+        from .probes import attach_probes
+        from .session import choose_backends, record
+        backends, why = choose_backends(self.opts.backend, self.opts.rate)
+        self.say(f"recording with {why}")
+        ends, starts = attach_probes()
+        return record(roots, backends, duration=self.opts.duration, output=output,
+                      end_probes=ends, start_probes=starts)
+
+    def _capture(self, look: TreeLook, silent_since: float,
+                 last: List[Signal]) -> Optional[Capture]:
+        from ..render.console import render_report
+        from .session import SessionError
+        opts = self.opts
+        roots = self.sampler.tree_roots(look)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        base = os.path.join(opts.output_dir,
+                            f"hangtrace-{'-'.join(map(str, roots[:3])) or 'tree'}-{stamp}")
+        self.say(f"no progress since {clock_text(silent_since)} "
+                 f"({time.time() - silent_since:.0f} s): recording pid "
+                 f"{', '.join(map(str, roots))} for {opts.duration:g} s")
+        try:
+            os.makedirs(opts.output_dir, exist_ok=True)
+            done = (self.recorder or self._record)(roots, base + ".htrace.gz")
+        except (SessionError, OSError) as exc:
+            self.failed += 1
+            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.say(f"recording failed: {text}; watching on")
+            return None
+        report = done.report
+        report.watch = {
+            "silent_since": silent_since, "recorded_from": report.window["start"],
+            "silent_for": opts.silent_for, "last_progress": [s.text for s in last[:5]],
+            "summary": silence_summary(silent_since, report.window["start"], bool(last))}
+        cap = Capture(report, done.trace_path, base + ".txt", base + ".json", done.reason,
+                      done.errors)
+        try:
+            with open(cap.json_path, "w") as f:
+                json.dump(report.to_json(), f, indent=2)
+                f.write("\n")
+            with open(cap.text_path, "w") as f:
+                from rich.console import Console
+                render_report(report, Console(file=f, width=120, color_system=None))
+        except OSError as exc:
+            self.say(f"cannot write the report into {opts.output_dir}: {exc.strerror}")
+        self.captures.append(cap)
+        self.say(f"capture {len(self.captures)}: {report.verdict} ({report.rule}); "
+                 f"{cap.trace_path}, {os.path.basename(cap.text_path)}, "
+                 f"{os.path.basename(cap.json_path)}")
+        if self.on_capture is not None:
+            self.on_capture(cap)
+        return cap
+

@@ -1,0 +1,201 @@
+"""Cheap looks at a watched tree for ``hangtrace watch``: /proc, sock_diag and NVML, nothing else.
+
+Contract:
+- ``TreeSampler(roots, name=None)``; ``look()`` returns a ``TreeLook`` (analysis/progress.py)
+  of every live process of the tree: the roots, their descendants (a new one is followed from
+  the first look that sees it, and stays followed if its parent dies), and with ``name`` every
+  process matching it (looked for again every ``rescan_s`` seconds, so a watcher may start
+  before the server it watches). The watcher's own process, its ancestors and its children are
+  never part of the tree.
+- Per process and look it reads two small files, /proc/PID/stat and /proc/PID/io, whatever its
+  number of threads (the kernel sums them). Every ``fd_interval`` seconds it lists /proc/PID/fd
+  (readlink only, nothing is stat()ed) for the inodes of the tree's sockets. The TCP table is
+  dumped through sock_diag at each look while the tree holds a socket; NVML, where it opens, is
+  read once a look.
+- It never stops, signals or ptrace-attaches a process: it reads /proc files and kernel tables.
+  A process that cannot be read (another user's, without root) is watched through what can be
+  read, and ``notes`` says what could not, once.
+- ``close()`` shuts NVML down. ``looks`` and ``busy_s`` count the looks and the time they took.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional, Set
+
+from ..analysis.progress import ProcessLook, TreeLook
+from ..linux import procfs
+from .backends.proc_backend import ParentCache
+
+__all__ = ["TreeSampler", "socket_inodes"]
+
+
+def socket_inodes(pid: int, root: str = "/proc") -> Optional[Set[int]]:
+    """Inodes of the sockets ``pid`` holds (from /proc/PID/fd links), None when unreadable."""
+    base = f"{root}/{pid}/fd"
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return None
+    out = set()
+    for n in names:
+        try:
+            link = os.readlink(f"{base}/{n}")
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link.endswith("]"):
+            try:
+                out.add(int(link[8:-1]))
+            except ValueError:
+                pass
+    return out
+
+
+def _open_nvml() -> Any:
+    from ..gpu.nvml import open_nvml
+    return open_nvml()
+
+
+class TreeSampler:
+    """Takes looks at one tree (module doc)."""
+
+    def __init__(self, roots: List[int], name: Optional[str] = None, *, root: str = "/proc",
+                 fd_interval: float = 5.0, rescan_s: float = 5.0, tcp: bool = True,
+                 nvml: Optional[Callable[[], Any]] = _open_nvml) -> None:
+        self.roots = list(roots)
+        self.name = name
+        self.root = root
+        self.fd_interval, self.rescan_s = fd_interval, rescan_s
+        self.notes: List[str] = []
+        self.looks = 0
+        self.busy_s = 0.0
+        self._me = os.getpid()
+        self._parents = ParentCache()
+        self._tracked: Dict[int, int] = {}            # pid -> stat starttime
+        self._inodes: Dict[int, Set[int]] = {}        # pid -> socket inodes
+        self._next_fds: Dict[int, float] = {}
+        self._next_rescan = 0.0
+        self._tcp = tcp
+        self._noted: Set[str] = set()
+        self._netns = self._ns(self._me)
+        self._nvml = None
+        if nvml is not None:
+            try:
+                self._nvml = nvml()
+            except Exception as exc:   # no GPU, no library: never a reason to stop watching
+                self.nvml_why = str(exc)
+            else:
+                self.nvml_why = ""
+
+    # ------------------------------------------------------------------ helpers
+    def _note(self, key: str, text: str) -> None:
+        if key not in self._noted:
+            self._noted.add(key)
+            self.notes.append(text)
+
+    def _ns(self, pid: int) -> Optional[str]:
+        try:
+            return os.readlink(f"{self.root}/{pid}/ns/net")
+        except OSError:
+            return None
+
+    def pids(self) -> List[int]:
+        return sorted(self._tracked)
+
+    def tree_roots(self, look: TreeLook) -> List[int]:
+        """The processes of ``look`` whose parent is not in it (what to record)."""
+        ppid = self._parents.ppid
+        return sorted(p for p in look.processes if ppid.get(p) not in look.processes)
+
+    def _mine(self, tree: Dict[int, List[int]]) -> Set[int]:
+        """This process, its ancestors (a shell or ``timeout`` whose command line holds the
+        --name pattern too) and its descendants: never part of the watched tree."""
+        out = {self._me} | set(procfs.descendants([self._me], self.root, tree=tree))
+        pid = self._parents.ppid.get(self._me, 0)
+        while pid > 1 and pid not in out:
+            out.add(pid)
+            pid = self._parents.ppid.get(pid, 0)
+        return out
+
+    def _discover(self, now: float) -> None:
+        tree = self._parents.refresh(self.root)
+        mine = self._mine(tree)
+        if self.name and now >= self._next_rescan:
+            self._next_rescan = now + self.rescan_s
+            for pid in procfs.find_by_name(self.name, self.root):
+                if pid not in self.roots and pid not in mine:
+                    self.roots.append(pid)
+        alive = [p for p in self.roots if p in self._parents.ppid] + list(self._tracked)
+        for pid in set(alive) | set(procfs.descendants(alive, self.root, tree=tree)):
+            if pid not in mine and pid not in self._tracked:
+                st = procfs.read_stat(pid, root=self.root)
+                if st is not None and st.state not in ("Z", "X"):
+                    self._tracked[pid] = st.starttime
+
+    def _look_process(self, pid: int, now: float) -> Optional[ProcessLook]:
+        st = procfs.read_stat(pid, root=self.root)
+        if st is None or st.state in ("Z", "X") or st.starttime != self._tracked[pid]:
+            return None                 # gone, a zombie, or its pid now names another process
+        io = procfs.read_io(pid, self.root, ts=now)
+        if io is None:
+            self._note(f"io{pid}", f"/proc/{pid}/io is not readable: output and input of pid "
+                       f"{pid} ({st.comm}) are not watched (run as its user or as root)")
+        if self._tcp and now >= self._next_fds.get(pid, 0.0):
+            self._next_fds[pid] = now + self.fd_interval
+            inodes = socket_inodes(pid, self.root)
+            if inodes is None:
+                self._note(f"fd{pid}", f"/proc/{pid}/fd is not readable: sockets of pid {pid} "
+                           "are not watched")
+            elif inodes and self._ns(pid) != self._netns:
+                self._note(f"ns{pid}", f"pid {pid} is in another network namespace: its TCP "
+                           "sockets are not watched (run hangtrace in its namespace, e.g. as a "
+                           "sidecar)")
+                inodes = set()
+            self._inodes[pid] = inodes or set()
+        return ProcessLook(pid=pid, start_time=st.starttime, cpu_ticks=st.utime + st.stime,
+                           io=io, ticks_hz=procfs.TICKS_HZ, comm=st.comm, state=st.state,
+                           threads=st.num_threads)
+
+    # ------------------------------------------------------------------ the look
+    def look(self) -> TreeLook:
+        t0 = time.perf_counter()
+        now = time.time()
+        self._discover(now)
+        out = TreeLook(ts=now)
+        for pid in list(self._tracked):
+            p = self._look_process(pid, now)
+            if p is None:               # gone: forget it (a root too: its pid may be reused)
+                del self._tracked[pid]
+                self._inodes.pop(pid, None)
+                self._next_fds.pop(pid, None)
+                if pid in self.roots:
+                    self.roots.remove(pid)
+            else:
+                out.processes[pid] = p
+        out.owners = {i: pid for pid, inodes in self._inodes.items() for i in inodes}
+        if out.owners:
+            from ..linux.tcpdiag import tcp_sockets
+            out.sockets = tcp_sockets()
+            if out.sockets is None:
+                self._note("tcp", "sock_diag refused the TCP table: bytes sent and accepted "
+                           "connections are not watched")
+            else:
+                out.listening = frozenset(s.local for s in out.sockets.values()
+                                          if s.state == "LISTEN" and s.inode in out.owners)
+        if self._nvml is not None:
+            try:
+                out.gpus = self._nvml.read(now)
+            except Exception as exc:
+                self._note("nvml", f"NVML read failed: {exc}; GPU utilization is not watched")
+                self.close()
+        self.looks += 1
+        self.busy_s += time.perf_counter() - t0
+        return out
+
+    def close(self) -> None:
+        nv, self._nvml = self._nvml, None
+        if nv is not None:
+            try:
+                nv.close()
+            except Exception:
+                pass
