@@ -79,6 +79,8 @@ CASES: Dict[str, Case] = {
         contains=["scheduler TP", "busy-waits", "launcher"],
         processes=lambda sc: {sc.pid: "blocked"}),
     "healthy_worker": Case("progressing", contains=["makes progress"]),
+    # The tree progresses (its log grows) while 3 workers wait for a mutex a stuck thread holds.
+    "partial_hang": Case("progressing", contains=["makes progress"]),
     # Its only output is what it sends on a TCP socket (and the connections it makes).
     "chatty_client": Case("progressing", duration=2.0, root=lambda sc: None,
                           contains=["makes progress"],
@@ -115,6 +117,12 @@ def test_attach_gives_the_right_verdict(scenario, name, backend, tmp_path):
                         "--json"], capture_output=True, text=True, timeout=60)
     assert json.loads(p.stdout)["verdict"] == case.verdict
     assert sc.alive(), "the target must survive being traced"
+    if name == "partial_hang":      # named in a section of its own, with the mutex and holder
+        [h] = report["partial_hangs"]
+        tids = sorted(int(t) for t in __import__("os").listdir(f"/proc/{sc.pid}/task"))
+        assert (h["kind"], h["pid"], h["tids"], h["certain"]) == ("mutex", sc.pid, tids[2:],
+                                                                    True)
+        assert f"held by thread {tids[1]}" in h["object"] and "waits in read(" in h["evidence"]
 
 
 @pytest.mark.skipif(not HAVE_STRACE, reason="strace not installed")

@@ -334,6 +334,18 @@ def test_chatty_client(scenario: StartScenario) -> None:
     assert socket_inodes(sc.pid), "the client holds its TCP socket"
 
 
+def test_partial_hang(scenario: StartScenario) -> None:
+    sc = scenario("partial_hang")
+    tids = thread_ids(sc.pid)
+    assert len(tids) == 5                                   # main, holder, 3 workers
+    holder, workers = tids[1], tids[2:]
+    assert blocked_syscall(sc.pid, holder)[0] == "0"        # read on the pipe
+    for tid in workers:
+        assert_blocked_in_futex_forever(sc.pid, tid)
+    w0 = io(sc.pid)["wchar"]
+    assert wait_until(lambda: io(sc.pid)["wchar"] > w0, timeout=1.5)   # the main thread logs
+
+
 def test_heartbeat_hang(scenario: StartScenario) -> None:
     sc = scenario("heartbeat_hang")
     peer = int(sc.extra_fields[0])
@@ -380,7 +392,7 @@ def test_gpu_libs_like(scenario: StartScenario, tmp_path: Path) -> None:
 def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
     tested = {"spin", "yield_spin", "lock_order_deadlock", "py_deadlock", "idle_server",
               "pipe_deadlock", "eventfd_deadlock", "dead_worker", "sglang_like", "healthy_worker", "parked_pool",
-              "shared_mutex_killed", "slow_peer", "chatty_client", "heartbeat_hang",
+              "shared_mutex_killed", "slow_peer", "chatty_client", "heartbeat_hang", "partial_hang",
               "silent_server", "gpu_libs_like"}
     assert set(scenarios.available_scenarios()) == tested
     readme = (scenarios.SCENARIO_DIR / "README.md").read_text()

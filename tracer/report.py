@@ -88,6 +88,8 @@ class Report:
     # Set by ``hangtrace watch`` (tracer/record/watch.py): {"silent_since", "recorded_from",
     # "silent_for", "last_progress", "summary"}; None for every other report.
     watch: Optional[Dict[str, Any]] = None
+    # threads stuck all window on one object while the tree goes on (analysis/partial.py)
+    partial_hangs: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -105,4 +107,5 @@ class Report:
                 "exit_code": self.exit_code,
                 "processes": [p.to_json() for p in self.processes],
                 "wait_graph": self.wait_graph, "rank_stacks": self.rank_stacks,
-                "evidence": self.evidence, "watch": self.watch}
+                "evidence": self.evidence, "watch": self.watch,
+                "partial_hangs": self.partial_hangs}

@@ -20,6 +20,7 @@ from .collective import collective_peers, find_stragglers
 from .job import read_ras
 from .nccl_ras import rank_of_pid
 from .observed import explain_unknown, qualify_tree, unobserved_lines
+from .partial import partial_hangs
 from .facts import WaitFacts
 from .gpu_rules import GpuStats, gpu_findings
 from .graph_build import GraphInput, build_wait_graph
@@ -143,6 +144,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
     explain_unknown(pvs)                    # not observed: say so, not "no data"
     tree = judge_tree(pvs, rec, built.graph, stragglers)
     qualify_tree(tree, pvs)                 # an unseen process: never "fine"
+    partial = partial_hangs(tree.verdict, pvs, built.waits, built.graph)
     notes = [Note(NoteKind.GPU, n) for n in gpu_findings(
         gpus, {pid: pv.verdict for pid, pv in pvs.items()}, rec.window)]
     notes += input_notes(rec)
@@ -160,7 +162,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         notes=[n.text for n in notes], lost=rec.lost, truncated=rec.truncated,
         wait_graph=built.graph.to_json(),
         rank_stacks=[dict(g.to_json(), labels=[labels[p] for p in g.pids]) for g in groups],
-        unobserved=unobserved_lines(rec))
+        unobserved=unobserved_lines(rec), partial_hangs=[p.to_json() for p in partial])
 
 
 def _process_report(pv: ProcessVerdict, rec: Recording,

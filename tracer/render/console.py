@@ -138,6 +138,13 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     stacks = rank_stacks_tree(report.rank_stacks)
     if stacks is not None:
         console.print(stacks)
+    for h in report.partial_hangs:      # part of the tree hung while the rest goes on
+        tids = ", ".join(map(str, h["tids"][:8])) + (" ..." if len(h["tids"]) > 8 else "")
+        style = "bold red" if h["certain"] else "yellow"
+        console.print(Text.from_markup(
+            f"[{style}]partial hang:[/] pid {h['pid']}: {len(h['tids'])} thread"
+            f"{'s' if len(h['tids']) > 1 else ''} ({tids}) blocked all window on "
+            f"{escape(h['object'])}: {escape(h['evidence'])}"))
     from .evidence import render_evidence
     render_evidence(report.evidence, console, verbose)
     for n in report.notes:
