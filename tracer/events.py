@@ -19,15 +19,9 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
-__all__ = [
-    "Event", "Syscall", "FutexCall", "PollCall", "IoctlCall", "WriteCall", "ReadCall",
-    "WaitChild", "ThreadSample", "ThreadCpu", "ProcessIO", "ProcessInfo", "FdInfo", "ThreadStart",
-    "ProcessExec", "ThreadExit", "ProcessExit", "SignalDelivered", "Lost", "RecordingEnd",
-    "EVENT_CLASSES", "scrub_args", "OUTPUT_FD_KINDS",
-]
-
-# Kinds of fd whose writes count as "doing something for the outside world".
-OUTPUT_FD_KINDS = frozenset({"file", "pipe", "fifo", "tcp", "udp", "unix", "socket", "tty", "null"})
+# the event classes join as they are registered (``register``, at the end)
+__all__ = ["Event", "FdInfo", "EVENT_CLASSES", "register", "scrub_args", "event_to_row",
+           "schema", "field_names"]
 
 
 @dataclass(slots=True)
@@ -270,54 +264,6 @@ class RecordingEnd(Event):
     events: int = 0
 
 
-EVENT_CLASSES: Dict[str, Type[Event]] = {
-    c.TAG: c for c in (Syscall, FutexCall, PollCall, IoctlCall, WriteCall, ReadCall, WaitChild,
-                       ThreadSample, ThreadCpu, ProcessIO, ProcessInfo, ThreadStart, ProcessExec, ThreadExit,
-                       ProcessExit, SignalDelivered, Lost, RecordingEnd)
-}
-
-
-def field_names(cls: Type[Event]) -> List[str]:
-    return [f.name for f in fields(cls)]
-
-
-# strace prints buffers as "..." literals (optionally followed by ...), and struct contents of
-# read buffers as well; we keep the shape of the call but never the bytes.
-_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"(?:\.\.\.)?')
-
-
-def scrub_args(args: str) -> str:
-    """Replace every string literal in strace argument text by ``"..."``.
-
-    Path arguments are strings too; they are kept by callers that need them in ``fd_target``.
-    """
-    if '"' not in args:
-        return args
-    return _STRING_RE.sub('"..."', args)
-
-
-def event_to_row(ev: Event) -> List[Any]:
-    """Compact row [TAG, field values...] in dataclass field order (the header holds the names)."""
-    row: List[Any] = [ev.TAG]
-    for name in _FIELDS[type(ev)]:
-        v = getattr(ev, name)
-        if name == "fds":
-            v = [f.to_list() for f in v]
-        elif name == "threads":
-            v = {str(k): c for k, c in v.items()}
-        elif isinstance(v, tuple):
-            v = list(v)
-        row.append(v)
-    return row
-
-
-_FIELDS: Dict[Type[Event], List[str]] = {c: field_names(c) for c in EVENT_CLASSES.values()}
-
-
-def schema() -> Dict[str, List[str]]:
-    return {tag: _FIELDS[cls] for tag, cls in EVENT_CLASSES.items()}
-
-
 # --------------------------------------------------------------------------- GPU (NVML)
 @dataclass(slots=True)
 class GpuSample(Event):
@@ -337,9 +283,6 @@ class GpuSample(Event):
     sm_clock_mhz: Optional[int] = None
 
 
-EVENT_CLASSES[GpuSample.TAG] = GpuSample
-_FIELDS[GpuSample] = field_names(GpuSample)
-__all__.append("GpuSample")
 
 
 # --------------------------------------------------------------------------- Python stacks
@@ -361,9 +304,6 @@ class PyStack(Event):
     files: List[str] = field(default_factory=list)
 
 
-EVENT_CLASSES[PyStack.TAG] = PyStack
-_FIELDS[PyStack] = field_names(PyStack)
-__all__.append("PyStack")
 
 
 # --------------------------------------------------------------------------- end-of-recording probes
@@ -438,11 +378,6 @@ class SocketCounters(Event):
     segs_in: Optional[int] = None
 
 
-for _cls in (FutexOwner, SocketPeers, NcclRasStatus, SocketCounters):
-    EVENT_CLASSES[_cls.TAG] = _cls
-    _FIELDS[_cls] = field_names(_cls)
-    __all__.append(_cls.__name__)
-
 
 # --------------------------------------------------------------------------- what was not seen
 @dataclass(slots=True)
@@ -462,6 +397,53 @@ class ObserveError(Event):
     denied: bool = False
 
 
-EVENT_CLASSES[ObserveError.TAG] = ObserveError
-_FIELDS[ObserveError] = field_names(ObserveError)
-__all__.append("ObserveError")
+# --------------------------------------------------------------------------- the registry
+EVENT_CLASSES: Dict[str, Type[Event]] = {}
+_FIELDS: Dict[Type[Event], List[str]] = {}
+
+
+def field_names(cls: Type[Event]) -> List[str]:
+    return [f.name for f in fields(cls)]
+
+
+def register(*classes: Type[Event]) -> None:
+    """Make event classes known to the trace format (their TAG and field names)."""
+    for cls in classes:
+        EVENT_CLASSES[cls.TAG] = cls
+        _FIELDS[cls] = field_names(cls)
+        if cls.__name__ not in __all__:
+            __all__.append(cls.__name__)
+
+
+register(Syscall, FutexCall, PollCall, IoctlCall, WriteCall, ReadCall, WaitChild, ThreadSample,
+         ThreadCpu, ProcessIO, ProcessInfo, ThreadStart, ProcessExec, ThreadExit, ProcessExit,
+         SignalDelivered, Lost, RecordingEnd, GpuSample, PyStack, FutexOwner, SocketPeers,
+         NcclRasStatus, SocketCounters, ObserveError)
+
+
+# strace prints buffers as "..." literals (optionally followed by ...), and struct contents of
+# read buffers as well; we keep the shape of the call but never the bytes.
+_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"(?:\.\.\.)?')
+
+
+def scrub_args(args: str) -> str:
+    """Replace every string literal in strace argument text by ``"..."`` (paths too: callers that
+    need one keep it in ``fd_target``)."""
+    return _STRING_RE.sub('"..."', args) if '"' in args else args
+
+
+def event_to_row(ev: Event) -> List[Any]:
+    """Compact row [TAG, field values...] in dataclass field order (the header holds the names)."""
+    row: List[Any] = [ev.TAG]
+    for name in _FIELDS[type(ev)]:
+        v = getattr(ev, name)
+        if name == "fds":
+            v = [f.to_list() for f in v]
+        elif name == "threads":
+            v = {str(k): c for k, c in v.items()}
+        row.append(list(v) if isinstance(v, tuple) else v)
+    return row
+
+
+def schema() -> Dict[str, List[str]]:
+    return {tag: _FIELDS[cls] for tag, cls in EVENT_CLASSES.items()}

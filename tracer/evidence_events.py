@@ -155,6 +155,4 @@ class EvidenceNote(Event):
 EVIDENCE_TYPES = (ProcessVitals, LogTargets, KernelLog, GpuHealth, LoadedLibs, CaptureSite,
                   CudaGraphCalls, EvidenceNote)
 
-for _cls in EVIDENCE_TYPES:
-    _events.EVENT_CLASSES[_cls.TAG] = _cls
-    _events._FIELDS[_cls] = _events.field_names(_cls)
+_events.register(*EVIDENCE_TYPES)

@@ -1,11 +1,11 @@
 """Why a /proc file could not be read, and hangtrace's own place in the process tree.
 
 Contract:
-- ``read_checked(path)`` is procfs.read_bytes that says why it failed: ``(data, None)`` or
-  ``(None, GONE | DENIED | UNREADABLE)``. GONE: the process or thread no longer exists (ENOENT,
-  ESRCH); DENIED: it exists and this user may not read the file (EACCES, EPERM: another
-  user's process, ptrace access rules); UNREADABLE: anything else (EIO...). So a message never
-  says "permission denied" for a process that simply exited.
+- ``read_checked(path)`` (procfs's, re-exported): ``(data, None)`` or ``(None, GONE | DENIED |
+  UNREADABLE)``. GONE: the process or thread no longer exists (ENOENT, ESRCH); DENIED: it exists
+  and this user may not read the file (EACCES, EPERM: another user's process, ptrace access
+  rules); UNREADABLE: anything else (EIO...). So a message never says "permission denied" for a
+  process that simply exited.
 - ``process_access(pid)``: None when /proc/PID/stat reads (the process exists and is
   visible), else GONE or DENIED (hidepid).
 - ``is_kernel_thread(pid)``: PF_KTHREAD in /proc/PID/stat (kthreadd, kworkers).
@@ -15,49 +15,14 @@ Contract:
 """
 from __future__ import annotations
 
-import errno
-import os
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
-from .procfs import read_stat
+from .procfs import DENIED, GONE, UNREADABLE, read_checked, read_stat
 
 __all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked", "process_access",
            "is_kernel_thread", "ancestors", "descends_from", "PF_KTHREAD"]
 
-GONE, DENIED, UNREADABLE = "gone", "denied", "unreadable"
 PF_KTHREAD = 0x00200000      # include/linux/sched.h
-_GONE_ERRNOS = frozenset({errno.ENOENT, errno.ESRCH})
-_DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
-
-
-def _why(e: OSError) -> str:
-    if e.errno in _GONE_ERRNOS:
-        return GONE
-    if e.errno in _DENIED_ERRNOS:
-        return DENIED
-    return UNREADABLE
-
-
-def read_checked(path: str) -> Tuple[Optional[bytes], Optional[str]]:
-    """Whole content of a /proc file, or None and why not (module doc)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as e:
-        return None, _why(e)
-    try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks), None
-    except OSError as e:   # ESRCH: the task died after open; EACCES on some files at read()
-        return None, _why(e)
-    finally:
-        os.close(fd)
-
-
 def process_access(pid: int, root: str = "/proc") -> Optional[str]:
     """None when the process exists and its stat reads, else GONE or DENIED (module doc)."""
     if pid <= 0:

@@ -2,6 +2,9 @@
 
 Contract:
 - Every function takes ``root`` (default "/proc") so tests can point it at a captured tree.
+- ``read_checked(path)`` is ``read_bytes`` that says why it failed: ``(data, None)`` or
+  ``(None, GONE | DENIED | UNREADABLE)`` (ENOENT/ESRCH; EACCES/EPERM; anything else), so a
+  message never says "permission denied" for a process that simply exited (access.py).
 - Nothing here raises for the ordinary life of processes: a process or thread that vanishes
   between listing and reading (ENOENT, ESRCH), or a file we may not read (EACCES: another
   user's process, or Yama ptrace_scope for /proc/PID/syscall), gives None / an empty value /
@@ -16,16 +19,17 @@ Contract:
 """
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import time
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..events import ProcessInfo, ProcessIO, ThreadSample
 from .procfs_fds import listening_sockets, read_fds, socket_table
 
-__all__ = ["Stat", "read_bytes", "read_text", "read_stat", "read_cmdline", "read_comm",
+__all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked", "Stat", "read_bytes", "read_text", "read_stat", "read_cmdline", "read_comm",
            "list_pids", "list_tids", "read_threads", "read_process_info", "read_thread_sample",
            "read_io", "read_environ_rank", "read_environ_vars", "children_map", "descendants", "find_by_name",
            "pid_exists", "tgid_of", "boot_time", "TICKS_HZ",
@@ -36,25 +40,42 @@ __all__ = ["Stat", "read_bytes", "read_text", "read_stat", "read_cmdline", "read
 TICKS_HZ: int = os.sysconf("SC_CLK_TCK")
 
 
-def read_bytes(path: str) -> Optional[bytes]:
-    """Whole content of a /proc file, or None when it cannot be read (gone, denied, EIO...)."""
+GONE, DENIED, UNREADABLE = "gone", "denied", "unreadable"
+_GONE_ERRNOS = frozenset({errno.ENOENT, errno.ESRCH})
+_DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
+
+
+def _why(e: OSError) -> str:
+    if e.errno in _GONE_ERRNOS:
+        return GONE
+    if e.errno in _DENIED_ERRNOS:
+        return DENIED
+    return UNREADABLE
+
+
+def read_checked(path: str) -> Tuple[Optional[bytes], Optional[str]]:
+    """Whole content of a /proc file, or None and why not (module doc)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
+    except OSError as e:
+        return None, _why(e)
     try:
         chunks = []
         while True:
-            # /proc files are generated per read(); small ones come in one chunk.
             chunk = os.read(fd, 65536)
             if not chunk:
                 break
             chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError:  # ESRCH: the task died after open; EACCES on some files only at read()
-        return None
+        return b"".join(chunks), None
+    except OSError as e:   # ESRCH: the task died after open; EACCES on some files at read()
+        return None, _why(e)
     finally:
         os.close(fd)
+
+
+def read_bytes(path: str) -> Optional[bytes]:
+    """Whole content of a /proc file, or None when it cannot be read (gone, denied, EIO...)."""
+    return read_checked(path)[0]
 
 
 def read_text(path: str) -> Optional[str]:

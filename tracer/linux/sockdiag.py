@@ -28,7 +28,7 @@ import os
 import socket
 import struct
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 __all__ = ["UnixSock", "build_unix_request", "parse_unix_diag", "unix_sockets", "unix_peers",
            "SockDiagError"]
@@ -93,40 +93,58 @@ def _name(payload: bytes) -> str:
     return payload.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
-def parse_unix_diag(data: bytes) -> Tuple[List[UnixSock], bool]:
-    """Sockets in one buffer of netlink messages, and whether NLMSG_DONE was seen (pure).
-
-    Raises ``SockDiagError`` for an NLMSG_ERROR with a non-zero errno (the dump was refused)."""
-    out: List[UnixSock] = []
-    off, done = 0, False
+def messages(data: bytes, min_body: int) -> Iterator[Tuple[int, int]]:
+    """(body offset, end offset) of each SOCK_DIAG_BY_FAMILY message in one buffer whose body
+    holds at least ``min_body`` bytes; stops at NLMSG_DONE or the first malformed header.
+    ``done(data)`` says whether the buffer ends the dump. Raises ``SockDiagError`` for an
+    NLMSG_ERROR with a non-zero errno (the dump was refused)."""
+    off = 0
     while off + _NLMSGHDR.size <= len(data):
         mlen, mtype, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, off)
-        if mlen < _NLMSGHDR.size or off + mlen > len(data):
-            break
+        if mlen < _NLMSGHDR.size or off + mlen > len(data) or mtype == NLMSG_DONE:
+            return
         body = off + _NLMSGHDR.size
-        if mtype == NLMSG_DONE:
-            done = True
-            break
         if mtype == NLMSG_ERROR:
             (err,) = struct.unpack_from("=i", data, body) if mlen >= _NLMSGHDR.size + 4 else (0,)
             if err:
                 raise SockDiagError(-err, os.strerror(-err))
-            done = True
-            break
-        if mtype == SOCK_DIAG_BY_FAMILY and mlen >= _NLMSGHDR.size + _UNIX_MSG.size:
-            fam, stype, state, _pad, ino, _c0, _c1 = _UNIX_MSG.unpack_from(data, body)
-            peer: Optional[int] = None
-            name: Optional[str] = None
-            for atype, payload in _attrs(data, body + _UNIX_MSG.size, off + mlen):
-                if atype == UNIX_DIAG_PEER and len(payload) >= 4:
-                    peer = struct.unpack_from("=I", payload)[0] or None
-                elif atype == UNIX_DIAG_NAME and payload:
-                    name = _name(payload)
-            if fam == socket.AF_UNIX:
-                out.append(UnixSock(ino, SOCK_TYPES.get(stype, str(stype)),
-                                    STATES.get(state, str(state)), peer, name))
+            return
+        if mtype == SOCK_DIAG_BY_FAMILY and mlen >= _NLMSGHDR.size + min_body:
+            yield body, off + mlen
         off += _align4(mlen)
-    return out, done
+
+
+def done(data: bytes) -> bool:
+    """Whether the buffer holds the dump's end (NLMSG_DONE, or an NLMSG_ERROR of 0)."""
+    off = 0
+    while off + _NLMSGHDR.size <= len(data):
+        mlen, mtype = _NLMSGHDR.unpack_from(data, off)[:2]
+        if mlen < _NLMSGHDR.size or off + mlen > len(data):
+            return False
+        if mtype in (NLMSG_DONE, NLMSG_ERROR):
+            return True
+        off += _align4(mlen)
+    return False
+
+
+def parse_unix_diag(data: bytes) -> Tuple[List[UnixSock], bool]:
+    """Sockets in one buffer of netlink messages, and whether the dump ended in it (pure).
+
+    Raises ``SockDiagError`` for an NLMSG_ERROR with a non-zero errno (the dump was refused)."""
+    out: List[UnixSock] = []
+    for body, end in messages(data, _UNIX_MSG.size):
+        fam, stype, state, _pad, ino, _c0, _c1 = _UNIX_MSG.unpack_from(data, body)
+        peer: Optional[int] = None
+        name: Optional[str] = None
+        for atype, payload in _attrs(data, body + _UNIX_MSG.size, end):
+            if atype == UNIX_DIAG_PEER and len(payload) >= 4:
+                peer = struct.unpack_from("=I", payload)[0] or None
+            elif atype == UNIX_DIAG_NAME and payload:
+                name = _name(payload)
+        if fam == socket.AF_UNIX:
+            out.append(UnixSock(ino, SOCK_TYPES.get(stype, str(stype)),
+                                STATES.get(state, str(state)), peer, name))
+    return out, done(data)
 
 
 def dump_raw(timeout: float = 2.0) -> List[bytes]:

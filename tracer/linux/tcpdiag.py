@@ -30,14 +30,13 @@ Kernel layout (include/uapi/linux/inet_diag.h, tcp.h), host-endian except ports 
 """
 from __future__ import annotations
 
-import os
 import socket
 import struct
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .sockdiag import (NETLINK_SOCK_DIAG, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR,
-                       SOCK_DIAG_BY_FAMILY, SockDiagError, _align4, _attrs)
+from .sockdiag import (NETLINK_SOCK_DIAG, NLM_F_DUMP, NLM_F_REQUEST, SOCK_DIAG_BY_FAMILY,
+                       SockDiagError, _attrs, done, messages)
 
 __all__ = ["TcpSock", "build_tcp_request", "parse_tcp_diag", "tcp_sockets", "TCP_STATES",
            "SockDiagError"]
@@ -97,43 +96,27 @@ def _u32(b: bytes, off: int) -> Optional[int]:
 
 
 def parse_tcp_diag(data: bytes) -> Tuple[List[TcpSock], bool]:
-    """Sockets in one buffer of netlink messages, and whether NLMSG_DONE was seen (pure)."""
+    """Sockets in one buffer of netlink messages, and whether the dump ended in it (pure)."""
     out: List[TcpSock] = []
-    off, done = 0, False
-    while off + _NLMSGHDR.size <= len(data):
-        mlen, mtype, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, off)
-        if mlen < _NLMSGHDR.size or off + mlen > len(data):
-            break
-        body = off + _NLMSGHDR.size
-        if mtype == NLMSG_DONE:
-            done = True
-            break
-        if mtype == NLMSG_ERROR:
-            (err,) = struct.unpack_from("=i", data, body) if mlen >= _NLMSGHDR.size + 4 else (0,)
-            if err:
-                raise SockDiagError(-err, os.strerror(-err))
-            done = True
-            break
-        if mtype == SOCK_DIAG_BY_FAMILY and mlen >= _NLMSGHDR.size + _MSG_SIZE:
-            fam, state, _timer, _retrans = _MSG_HEAD.unpack_from(data, body)
-            sport, dport, src, dst = _SOCKID.unpack_from(data, body + _MSG_HEAD.size)
-            c0, c1 = _COOKIE.unpack_from(data, body + _MSG_HEAD.size + 40)
-            *_, inode = _MSG_TAIL.unpack_from(data, body + _MSG_HEAD.size + _SOCKID_SIZE)
-            info = b""
-            for atype, payload in _attrs(data, body + _MSG_SIZE, off + mlen):
-                if atype == INET_DIAG_INFO:
-                    info = payload
-            if fam in (socket.AF_INET, socket.AF_INET6):
-                out.append(TcpSock(
-                    cookie=c0 | (c1 << 32), inode=inode, state=TCP_STATES.get(state, str(state)),
-                    local=(_addr(fam, src), sport), remote=(_addr(fam, dst), dport),
-                    bytes_acked=_u64(info, _OFF_BYTES_ACKED),
-                    bytes_received=_u64(info, _OFF_BYTES_RECEIVED),
-                    data_segs_out=_u32(info, _OFF_DATA_SEGS_OUT),
-                    data_segs_in=_u32(info, _OFF_DATA_SEGS_IN),
-                    bytes_sent=_u64(info, _OFF_BYTES_SENT)))
-        off += _align4(mlen)
-    return out, done
+    for body, end in messages(data, _MSG_SIZE):
+        fam, state, _timer, _retrans = _MSG_HEAD.unpack_from(data, body)
+        sport, dport, src, dst = _SOCKID.unpack_from(data, body + _MSG_HEAD.size)
+        c0, c1 = _COOKIE.unpack_from(data, body + _MSG_HEAD.size + 40)
+        *_, inode = _MSG_TAIL.unpack_from(data, body + _MSG_HEAD.size + _SOCKID_SIZE)
+        info = b""
+        for atype, payload in _attrs(data, body + _MSG_SIZE, end):
+            if atype == INET_DIAG_INFO:
+                info = payload
+        if fam in (socket.AF_INET, socket.AF_INET6):
+            out.append(TcpSock(
+                cookie=c0 | (c1 << 32), inode=inode, state=TCP_STATES.get(state, str(state)),
+                local=(_addr(fam, src), sport), remote=(_addr(fam, dst), dport),
+                bytes_acked=_u64(info, _OFF_BYTES_ACKED),
+                bytes_received=_u64(info, _OFF_BYTES_RECEIVED),
+                data_segs_out=_u32(info, _OFF_DATA_SEGS_OUT),
+                data_segs_in=_u32(info, _OFF_DATA_SEGS_IN),
+                bytes_sent=_u64(info, _OFF_BYTES_SENT)))
+    return out, done(data)
 
 
 def _dump(family: int, timeout: float) -> List[bytes]:
