@@ -192,6 +192,9 @@ class ProcessInfo(Event):
     ``threads`` maps tid -> comm. ``fds`` is the fd table where it could be read. ``listening``
     lists "tcp 0.0.0.0:8000" / "unix /path" style strings for its listening sockets.
     ``state`` and ``exit_code`` come from /proc/PID/stat (a zombie still has its exit code).
+    ``pid_unknown``: the recording does not show which process this entry's one thread belongs
+    to (an strace log of ``-p A -p B`` has no fork records): ``pid`` is then that thread's tid,
+    kept apart from every other process rather than folded into one by a guess.
     """
     TAG: ClassVar[str] = "pi"
     pid: int
@@ -205,6 +208,7 @@ class ProcessInfo(Event):
     exit_code: Optional[int] = None
     start_time: Optional[float] = None
     environ_rank: Optional[str] = None
+    pid_unknown: bool = False
 
 
 @dataclass(slots=True)

@@ -16,7 +16,7 @@ from ... import events as ev
 from ...linux.futex import FutexOp, parse_op_text
 
 __all__ = ["parse_fd", "classify_target", "to_event", "split_args", "first_arg",
-           "parse_timespec", "ioctl_request", "futex_op"]
+           "parse_timespec", "ioctl_request", "futex_op", "nv_request_name"]
 
 from .args import (FdInfo3, _Memo, _parse_fd_cached, classify_target,  # noqa: F401
                    decoration_end, first_arg, memo as _memo, parse_fd, split_args)
@@ -194,6 +194,9 @@ def _nv_name(kind: str, request: int, name: Optional[str]) -> Optional[str]:
         _NV_NAMES.clear()
     value = _NV_NAMES[key] = nv_request_name(kind, request, name)
     return value
+
+
+nv_request_name = _nv_name
 
 
 def _ioctl(ts: float, pid: int, tid: int, name: str, args: str, sargs: str, ret: Optional[int],
