@@ -19,7 +19,8 @@ from tracer.tracefile import strace_parallel as import_parallel
 from tracer.tracefile import format as trace
 from tracer.analysis.analyzer import analyze_trace
 from tracer.tracefile.strace_parallel import classify
-from tracer.tracefile.strace_import import ImportError_, _first_pass, import_strace
+from tracer.tracefile.strace_ff import SingleLog
+from tracer.tracefile.strace_import import ImportError_, import_strace
 from tracer.tracefile.strace.lines import parse_line
 
 HERE = os.path.dirname(__file__)
@@ -316,8 +317,8 @@ def test_classify_never_misses_state(tmp_path):
 def test_plan(tmp_path):
     log = str(tmp_path / "b.strace")
     import_speed.generate(log, 2000)
-    first = _first_pass(log)
-    kw = dict(size=first.size, root_pid=first.root_pid, base_date=None)
+    first = SingleLog(log).scan()
+    kw = dict(size=first.size, membership=first.membership(), base_date=None)
     assert import_parallel.plan_shards(first.tid_lines, first_tod=None, **kw) is None  # small
     plan = import_parallel.plan_shards(first.tid_lines, first_tod=None, workers=2, **kw)
     assert plan is not None and set(plan.assign.values()) == {0, 1}

@@ -1,0 +1,109 @@
+"""Reading strace logs from disk: one file (plain or gzip, told by content) as lines or blocks.
+
+Contract:
+- ``LogFile(path)`` opens a log; ``text_lines()`` yields decoded lines (newline kept; bulk UTF-8
+  decoding in C, undecodable bytes survive as surrogates), ``raw_lines()`` yields bytes lines,
+  ``blocks(size)`` yields blocks of whole lines (bytes). A gzip stream cut short ends the
+  iteration and sets ``truncated``. ``close()`` is idempotent.
+- ``ImportError_`` is the importer's one-line error for the user (missing file, binary data, not
+  strace); opening trouble raises it here already.
+- ``sniff(path)`` refuses binary files and files where nothing in the first lines parses.
+
+This module sits below both the sequential importer (strace_import.py) and the sharded one
+(strace_parallel.py), so neither imports the other for it.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import zlib
+from typing import Iterator
+
+from . import format as trace
+from .strace.lines import parse_line
+
+__all__ = ["ImportError_", "LogFile", "sniff", "SNIFF_LINES"]
+
+SNIFF_LINES = 200
+_BROKEN = (EOFError, zlib.error, gzip.BadGzipFile, OSError)
+
+
+class ImportError_(Exception):
+    """The log cannot be imported; the message is one line for the user."""
+
+
+class LogFile:
+    """A plain or gzip strace log; iteration stops (and says so) where a gzip breaks."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.truncated = False
+        self._raw, self._stream = trace.open_input(path, ImportError_)
+
+    def raw_lines(self) -> Iterator[bytes]:
+        try:
+            for line in self._stream:
+                yield line
+        except _BROKEN:
+            self.truncated = True
+
+    def text_lines(self) -> Iterator[str]:
+        text = io.TextIOWrapper(self._stream, encoding="utf-8",  # type: ignore[arg-type]
+                                errors="surrogateescape", newline="")
+        try:
+            for line in text:
+                yield line
+        except _BROKEN:
+            self.truncated = True
+        finally:
+            text.detach()
+
+    def blocks(self, size: int = 4 << 20) -> Iterator[bytes]:
+        """The log in blocks of whole lines (the last one may lack its newline)."""
+        rest = b""
+        read = self._stream.read
+        try:
+            while True:
+                chunk = read(size)
+                if not chunk:
+                    break
+                chunk = rest + chunk
+                cut = chunk.rfind(b"\n") + 1
+                rest = chunk[cut:]
+                if cut:
+                    yield chunk[:cut]
+        except _BROKEN:
+            self.truncated = True
+        if rest:
+            yield rest
+
+    def close(self) -> None:
+        self._stream.close()
+        self._raw.close()
+
+    def __enter__(self) -> "LogFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def sniff(path: str) -> None:
+    """Refuse binary files and files where nothing looks like strace output."""
+    seen = parsed = 0
+    with LogFile(path) as log:
+        for raw in log.raw_lines():
+            if b"\0" in raw:
+                raise ImportError_(f"{path}: binary data, not a strace text log")
+            seen += 1
+            if parse_line(raw.decode("utf-8", "surrogateescape")) is not None:
+                parsed += 1
+                break
+            if seen >= SNIFF_LINES:
+                break
+    if seen == 0:
+        raise ImportError_(f"{path}: empty log" if not log.truncated
+                           else f"{path}: gzip data is corrupt from the start")
+    if parsed == 0:
+        raise ImportError_(f"{path}: does not look like strace output "
+                           f"(none of the first {seen} lines parse)")
