@@ -1,22 +1,25 @@
 """The optional compiled helpers (tracer/tracefile/_fast.c) and how to get them.
 
 Contract:
-- ``compiled()`` is the ``_fast`` extension module when it is built for this interpreter and
-  matches the C source next to it, else None; then every caller uses its pure-Python twin (the
-  reference: tests compare both on real logs). ``HANGTRACE_PURE=1`` in the environment forces
-  the pure-Python path.
+- ``compiled()`` is the ``_fast`` extension module when it is built for this interpreter from
+  the C source next to this file (the module carries the source's hash), else None; callers
+  then use the pure-Python twins, which are the reference (tests compare both on real logs and
+  traces). ``HANGTRACE_PURE=1`` in the environment forces the pure-Python path.
 - ``status()`` says in words which path is in use and why (bench/, doctor).
-The module is built by scripts/build_fast.py (scripts/setup.sh runs it) with the machine's own C
-compiler; nothing needs it.
+scripts/build_fast.py builds the module with the machine's own C compiler (scripts/setup.sh
+runs it); nothing requires it.
 """
 from __future__ import annotations
 
+import hashlib
+import importlib
 import os
 from types import ModuleType
-from typing import Optional
+from typing import Optional, Tuple
 
 __all__ = ["compiled", "status"]
 
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_fast.c")
 _state: dict = {}
 
 
@@ -31,7 +34,19 @@ def status() -> str:
     return _state["why"]
 
 
-def _load():
+def _load() -> Tuple[Optional[ModuleType], str]:
     if os.environ.get("HANGTRACE_PURE", "") not in ("", "0"):
         return None, "pure Python (HANGTRACE_PURE is set)"
-    return None, "pure Python (the compiled helpers are not built yet)"
+    try:
+        mod = importlib.import_module("tracer.tracefile._fast")
+    except ImportError:
+        return None, "pure Python (compiled helpers not built: python scripts/build_fast.py)"
+    try:
+        with open(_SOURCE, "rb") as f:
+            want = hashlib.sha1(f.read()).hexdigest()[:16]
+    except OSError:
+        want = getattr(mod, "SOURCE_HASH", "")      # an installed copy without the source
+    if getattr(mod, "SOURCE_HASH", None) != want:
+        return None, ("pure Python (the compiled helpers were built from another version of "
+                      "_fast.c: python scripts/build_fast.py)")
+    return mod, "compiled helpers (tracer/tracefile/_fast.c)"

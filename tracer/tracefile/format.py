@@ -20,7 +20,7 @@ an unknown magic or version raises ``TraceError`` with a one-line message.
 from __future__ import annotations
 
 import gzip
-import io
+import itertools
 import json
 import json.scanner
 import os
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from .. import events as ev
+from .fastpath import compiled
 
 MAGIC = "hangtrace-trace"
 VERSION = 1
@@ -173,13 +174,50 @@ def open_input(path: str, error: Type[Exception]) -> Tuple[IO[bytes], IO[bytes]]
     return raw, raw
 
 
-def _lines(stream: IO[bytes], info: TraceInfo) -> Iterator[str]:
-    """Yield text lines; a gzip stream cut short ends the iteration and marks it truncated."""
-    text = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape")  # type: ignore
+BROKEN = (EOFError, zlib.error, gzip.BadGzipFile, OSError)
+BLOCK = 1 << 20
+
+
+def byte_blocks(stream: IO[bytes], size: int = BLOCK) -> Iterator[bytes]:
+    """The stream in blocks of whole lines (bytes; the last may lack its newline). A gzip
+    stream cut short raises one of ``BROKEN`` after every complete line before the break was
+    yielded: reads go through read1, so the data of a failing read is all that is lost."""
+    read = getattr(stream, "read1", None) or stream.read
+    parts: List[bytes] = []           # what was read since the last block, in order
+    have = 0
     try:
-        for line in text:
-            yield line
-    except (EOFError, zlib.error, gzip.BadGzipFile, OSError):
+        while True:
+            chunk = read(size)
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+            if have < size:              # read1 gives what one read gave: gather a block
+                continue
+            data = b"".join(parts) if len(parts) > 1 else chunk
+            cut = data.rfind(b"\n") + 1
+            if not cut:     # (no newline in a whole block: one overlong line grows here)
+                parts = [data]
+                continue
+            rest = data[cut:]
+            parts, have = ([rest], len(rest)) if rest else ([], 0)
+            yield data if cut == len(data) else data[:cut]
+    except BROKEN:
+        data = b"".join(parts)
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield data[:cut]
+        raise
+    if parts:
+        yield b"".join(parts)
+
+
+def _blocks(stream: IO[bytes], info: TraceInfo) -> Iterator[str]:
+    """Text blocks of whole lines; a stream cut short marks the trace truncated."""
+    try:
+        for block in byte_blocks(stream):
+            yield block.decode("utf-8", "surrogateescape")
+    except BROKEN:
         info.truncated = True
 
 
@@ -193,12 +231,14 @@ class TraceReader:
     def __init__(self, path: str) -> None:
         _, self._stream = open_input(path, TraceError)
         self.info = TraceInfo(header={}, path=path)
-        self._it = _lines(self._stream, self.info)
-        first = next(self._it, None)
-        if first is None:
+        try:
+            first = self._stream.readline()
+        except BROKEN:
+            first = b""
+        if not first:
             raise TraceError(f"{path}: empty file, not a hangtrace trace")
         try:
-            header = json.loads(first)
+            header = json.loads(first.decode("utf-8", "surrogateescape"))
         except (ValueError, UnicodeDecodeError):
             raise TraceError(f"{path}: not a hangtrace trace (no header)") from None
         if not isinstance(header, dict) or header.get("magic") != MAGIC:
@@ -210,38 +250,87 @@ class TraceReader:
         self.info.header = header
         schema = header.get("schema") or ev.schema()
         self._decoders = {t: _decoder(t, n) for t, n in schema.items() if t in ev.EVENT_CLASSES}
+        self._fast_table = _fast_table(schema)
         pi = self._decoders.get("pi") or _decoder("pi", ev.field_names(ev.ProcessInfo))
         self.info.processes = [pi(row) for row in header.get("processes", [])]  # type: ignore
 
     def events(self) -> Iterator[ev.Event]:
+        """The events, in order (one pass). The iteration runs in C over lists of decoded
+        events, a block at a time; ``info`` is complete once it is exhausted."""
+        return itertools.chain.from_iterable(self._batches())
+
+    def _batches(self) -> Iterator[List[ev.Event]]:
         info = self.info
         decoders = self._decoders
-        # The C scanner behind json.loads, without its per-call wrappers (a 1M-event trace
-        # spends most of its time here).
+        # The C scanner behind json.loads, without its per-call wrappers, for what the compiled
+        # row decoder (fastpath.py) leaves: other rows, odd values, bad lines.
         scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+        fast = compiled()
+        table = self._fast_table
+        decode_rows = fast.decode_rows if fast is not None and table else None
         pending_bad = 0
-        for line in self._it:
-            try:
-                row, _ = scan(line, 0)
-                event = decoders[row[0]](row)
-            except (ValueError, KeyError, TypeError, IndexError, StopIteration):
-                # A bad line at the very end is a cut-off write; elsewhere it is corruption.
-                pending_bad += 1
-                continue
-            if pending_bad:
-                info.bad_lines += pending_bad
-                pending_bad = 0
-            if isinstance(event, ev.RecordingEnd):
-                info.end = event
-                continue
-            info.events += 1
-            yield event
+        for block in _blocks(self._stream, info):
+            if decode_rows is not None and block.isascii():
+                items, odd = decode_rows(block, table)
+                if not odd:                   # every line an event decoded in C
+                    if items and pending_bad:
+                        info.bad_lines += pending_bad
+                        pending_bad = 0
+                    info.events += len(items)
+                    yield items
+                    continue
+            else:
+                items = block.split("\n")
+                if items[-1] == "":
+                    items.pop()
+            out: List[ev.Event] = []
+            add = out.append
+            for item in items:
+                if type(item) is not str:    # an event decoded in C
+                    if pending_bad:
+                        info.bad_lines += pending_bad
+                        pending_bad = 0
+                    add(item)
+                    continue
+                try:
+                    row, _ = scan(item, 0)
+                    event = decoders[row[0]](row)
+                except (ValueError, KeyError, TypeError, IndexError, StopIteration):
+                    # A bad line at the very end is a cut-off write; elsewhere corruption.
+                    pending_bad += 1
+                    continue
+                if pending_bad:
+                    info.bad_lines += pending_bad
+                    pending_bad = 0
+                if isinstance(event, ev.RecordingEnd):
+                    info.end = event
+                    continue
+                add(event)
+            info.events += len(out)
+            yield out
         if pending_bad:
             info.truncated = True
             info.bad_lines += pending_bad - 1
         if info.end is None:
             info.truncated = True
         self._stream.close()
+
+
+def _fast_table(schema: Dict[str, List[str]]) -> Dict[str, tuple]:
+    """{tag: (class, fields, index of a field read as a tuple or -1, slot offsets or None)}
+    for the rows the compiled decoder builds as ``class(*values)``: those _decoder builds that
+    way too. With the offsets it fills the slots itself: the dataclass __init__ of an event
+    class only stores each field (none has a __post_init__)."""
+    fast = compiled()
+    table = {}
+    for tag, names in schema.items():
+        cls = ev.EVENT_CLASSES.get(tag)
+        if fast is None or cls is None or tag in ("pi", "end") or names != ev.field_names(cls):
+            continue
+        plain = not hasattr(cls, "__post_init__") and not cls.__dataclass_params__.frozen
+        offsets = fast.slot_offsets(cls, tuple(names)) if plain else None
+        table[tag] = (cls, len(names), names.index("fd_kinds") if tag == "pl" else -1, offsets)
+    return table
 
 
 def default_trace_path(pids: List[int], directory: str = ".") -> str:

@@ -2,7 +2,7 @@
 
 Contract:
 - ``open_source(path)`` -> a source with ``sniff()``, ``scan()`` (the first pass: LogFacts),
-  ``text_lines()`` (the log's lines in order, each ending in a newline or at the end),
+  ``line_batches()`` (the log's lines in order, in lists; a line may keep its newline),
   ``mtime()``, ``truncated``, ``name``, ``single_file`` and ``close()``. Raises ImportError_
   with a one-line message for a missing path or an unusable set of files.
 - A path that is a file is one log. A directory, or a prefix that is no file but has
@@ -55,11 +55,11 @@ class SingleLog:
     def mtime(self) -> float:
         return os.stat(self.path).st_mtime
 
-    def text_lines(self) -> Iterator[str]:
+    def line_batches(self) -> Iterator[List[str]]:
         log = LogFile(self.path)
         self._open.append(log)
         try:
-            yield from log.text_lines()
+            yield from log.line_batches()
         finally:
             self.truncated = self.truncated or log.truncated
             log.close()
@@ -223,6 +223,16 @@ class FFLogs:
                 self.truncated = self.truncated or bool(f.log and f.log.truncated)
             else:
                 heapq.heapreplace(heap, (nxt[0], i, nxt[1], f))
+
+    def line_batches(self, lines: int = 8192) -> Iterator[List[str]]:
+        batch: List[str] = []
+        for text in self.text_lines():
+            batch.append(text)
+            if len(batch) >= lines:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
 
     def close(self) -> None:
         for f in self._open:

@@ -180,7 +180,7 @@ def _convert_sequential(source, facts: LogFacts, base_date: Optional[_dt.date],
     who = facts.membership()
     conv = StraceConverter(pid_of=who.pid_of.get, base_date=base_date, root_pid=who.root_pid,
                            alone=who.alone, unprefixed_tid=who.unprefixed_tid)
-    count = _convert(source.text_lines(), conv, write)
+    count = _convert(source.line_batches(), conv, write)
     tail = conv.finish(conv.last_ts)
     encode = RowEncoder().encode
     for e in tail:
@@ -190,27 +190,20 @@ def _convert_sequential(source, facts: LogFacts, base_date: Optional[_dt.date],
                       frozenset(conv.names), dict(conv.numbers))
 
 
-def _convert(lines, conv: StraceConverter, write: Callable[[bytes], None]) -> int:
+def _convert(batches, conv: StraceConverter, write: Callable[[bytes], None]) -> int:
     """The hot loop: every log line through the converter, events as JSON rows to ``write``."""
-    feed = conv.feed_text
-    fmt = RowEncoder().text
+    rows_of = conv.rows_batch
+    formatter = RowEncoder().formatter
     count = 0
     # Millions of short-lived, acyclic objects: reference counting frees them all; the cyclic
     # collector would only rescan them over and over (about 15% of the run).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        buf: List[str] = []
-        add = buf.append
-        for text in lines:
-            for e in feed(text):
-                add(fmt(e))
-            if len(buf) >= 4096:    # one encode + write per batch, not per event
-                count += len(buf)
-                write("".join(buf).encode("utf-8", "surrogateescape"))
-                buf.clear()
-        count += len(buf)
-        write("".join(buf).encode("utf-8", "surrogateescape"))
+        for batch in batches:
+            rows = rows_of(batch, formatter)
+            count += len(rows)
+            write("".join(rows).encode("utf-8", "surrogateescape"))
     finally:
         if gc_was_enabled:
             gc.enable()

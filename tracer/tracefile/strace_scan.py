@@ -40,11 +40,46 @@ __all__ = ["LogScan", "LogFacts", "Membership"]
 _TID_FIRST = re.compile(rb"(?:\[pid +)?(\d+)[ \]]")
 _TID_NEXT = re.compile(rb"\n(?:\[pid +)?(\d+)[ \]]")
 _CLONES = ("clone", "clone3", "fork", "vfork")
-_WORDS = (b"clone", b"fork", b"getpid()", b"gettid()", b"set_tid_address(", b"tgkill(",
-          b"strace: Process ")
+# Words in every line worth parsing (clone/clone3/fork/vfork, getpid, gettid,
+# set_tid_address, tgkill results; "[strace: ]Process N attached" messages).
+_WORDS_OTHERS = (b"clone", b"fork", b"getpid", b"tgkill", b"Process ")
+_WORDS = _WORDS_OTHERS + (b"gettid", b"set_tid_address")
 _ATTACHED = "strace: Process "
 # Debian/Ubuntu multiarch directories: a process loads its libraries from its own machine's.
 _TRIPLETS = (b"/aarch64-linux-gnu/", b"/x86_64-linux-gnu/")
+
+
+def py_scan_block(block: bytes, counts: Counter,
+                  want_self: bool = True) -> Tuple[int, int, List[int]]:
+    """(lines with a tid column, lines, starts of the lines worth parsing): adds one per line
+    to ``counts[tid column]``. The compiled twin (fastpath.py) finds fewer lines worth parsing
+    (by their call name instead of words anywhere in them), never fewer that parse as one;
+    ``want_self`` False leaves gettid/set_tid_address lines out."""
+    m = _TID_FIRST.match(block)
+    if m is not None:
+        counts[m[1]] += 1
+    found = _TID_NEXT.findall(block)
+    counts.update(found)
+    starts = set()
+    for word in _WORDS if want_self else _WORDS_OTHERS:
+        i = block.find(word)
+        while i >= 0:
+            starts.add(block.rfind(b"\n", 0, i) + 1)
+            end = block.find(b"\n", i)
+            if end < 0:
+                break
+            i = block.find(word, end)
+    lines = block.count(b"\n") + (block[-1:] != b"\n")
+    return len(found) + (m is not None), lines, sorted(starts)
+
+
+def _pick_scan():
+    from .fastpath import compiled
+    fast = compiled()
+    return py_scan_block if fast is None else fast.scan_block
+
+
+_scan_block = _pick_scan()
 
 
 @dataclass
@@ -154,23 +189,21 @@ class LogScan:
     def feed(self, block: bytes, tid: Optional[int] = None) -> None:
         f = self.facts
         f.size += len(block)
-        lines = block.count(b"\n") + (block[-1:] != b"\n")
-        f.lines += lines
         if not self._decided:
             self._first_lines(block)
+        counts = f.tid_lines if tid is None else Counter()
+        # gettid/set_tid_address name the first process only on lines before any pid column
+        prefixed, lines, starts = _scan_block(block, counts,
+                                              tid is None and not self._prefixed_seen)
+        f.lines += lines
         first_prefixed = len(block)       # where this block's first prefixed line starts
         if tid is None:
-            m = _TID_FIRST.match(block)
-            if m is not None:
-                f.tid_lines[m[1]] += 1
-            found = _TID_NEXT.findall(block)
-            f.tid_lines.update(found)
-            prefixed = len(found) + (m is not None)
             if prefixed < lines:          # lines without a pid column (or blank, or messages)
                 f.unprefixed += lines - prefixed
                 if not self._prefixed_seen and prefixed:
+                    m = _TID_FIRST.match(block)
                     n = _TID_NEXT.search(block)
-                    first_prefixed = 0 if m is not None else (n.start() if n else len(block))
+                    first_prefixed = 0 if m is not None else (n.start() + 1 if n else len(block))
             if prefixed:
                 before, self._prefixed_seen = not self._prefixed_seen, True
             else:
@@ -179,14 +212,15 @@ class LogScan:
             f.tid_lines[str(tid).encode()] += lines
             before = False
         for triplet in _TRIPLETS:
-            if triplet.strip(b"/").decode() not in f.triplets and triplet in block:
-                f.triplets.add(triplet.strip(b"/").decode())
-        for word in _WORDS:
-            i = block.find(word)
-            while i >= 0:
-                text, end = _line_at(block, i)
-                self._evidence(text, tid, before and i < first_prefixed)
-                i = block.find(word, end)
+            name = triplet.strip(b"/").decode()
+            if name not in f.triplets and triplet in block:
+                f.triplets.add(name)
+        end = -1
+        for i in starts:
+            if i <= end:                  # already read, joined to a line strace cut
+                continue
+            text, end = _line_at(block, i)
+            self._evidence(text, tid, before and i < first_prefixed)
 
     def _first_lines(self, block: bytes) -> None:
         for text in block[:1 << 16].decode("utf-8", "surrogateescape").splitlines():

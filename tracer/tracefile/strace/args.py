@@ -15,7 +15,7 @@ from typing import Callable, List, Optional, Tuple
 from ...linux.fdtarget import fd_kind, strip_device
 
 __all__ = ["FdInfo3", "parse_fd", "classify_target", "decoration_end", "first_arg",
-           "split_args", "memo"]
+           "py_first_arg", "split_args", "memo"]
 
 FdInfo3 = Tuple[Optional[int], Optional[str], Optional[str]]
 
@@ -99,7 +99,7 @@ def decoration_end(args: str, lt: int) -> int:
     return -1
 
 
-def first_arg(args: str) -> str:
+def py_first_arg(args: str) -> str:
     """The first argument's text; a decorated fd may contain ", " and "->" inside its ``<>``."""
     comma = args.find(", ")
     lt = args.find("<")
@@ -107,6 +107,19 @@ def first_arg(args: str) -> str:
         return args if comma < 0 else args[:comma]
     end = decoration_end(args, lt)
     return args if end < 0 else args[:end + 1]
+
+
+def _pick_first_arg() -> Callable[[str], str]:
+    """py_first_arg, or its compiled twin (tracefile/fastpath.py)."""
+    from ..fastpath import compiled
+    fast = compiled()
+    if fast is None:
+        return py_first_arg
+    fast.set_fallback("first_arg", py_first_arg)
+    return fast.first_arg
+
+
+first_arg = _pick_first_arg()
 
 
 def split_args(args: str) -> List[str]:

@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import codecs
 import datetime as _dt
+import json
 import re
 import time
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ... import events as ev
-from .decode import nv_request_name, parse_fd, split_args, to_event
+from .args import _parse_fd_cached
+from .decode import (BUILDERS, DIR_CALLS as _DIR_CALLS, FD_FIRST, POLL_CALLS,
+                     nv_request_name, parse_fd, split_args, to_event)
 from .fdtable import fd_calls, poll_fds
 from .lines import StraceLine, split_line
 from .procs import ProcessTable
@@ -44,6 +47,20 @@ _SPECIAL = _CLONES | frozenset({"execve", "execveat", "exit_group", "prctl", "ep
 _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _ATTACHED = "strace: Process "
+# The dict behind parse_fd's memo (args.py): convert_calls reads it, Python fills it.
+_FD_CACHE = getattr(_parse_fd_cached, "__self__", {})
+# class -> (row prefix, field names): what encode_row writes for each syscall event class
+_C_FORMATS = {c: ("[" + json.dumps(c.TAG) + ",", tuple(ev.field_names(c)))
+              for c in ev.EVENT_CLASSES.values() if issubclass(c, ev.Syscall)}
+
+
+def _pick_calls() -> Optional[Callable]:
+    from ..fastpath import compiled
+    fast = compiled()
+    return None if fast is None else fast.convert_calls
+
+
+_CONVERT_CALLS = _pick_calls()
 
 
 def _unescape(text: str) -> str:
@@ -133,6 +150,95 @@ class StraceConverter:
         if t is None:
             return self._unparsed(text)
         return self._feed(t)
+
+    def feed_batch(self, texts: List[str]) -> List[ev.Event]:
+        """``feed_text`` over many lines: the events of all of them, in order."""
+        return self._feed_run(texts, 0, False)[0]
+
+    def rows_batch(self, texts: List[str], formatter: Callable[[type], Callable]) -> List[str]:
+        """The trace rows (text) of the events of many lines, in order; ``formatter(cls)`` is
+        the row formatter of an event class (rows.RowEncoder.formatter). Where the compiled
+        helpers are built, most complete calls go from line to row in C (_fast.c
+        convert_calls: the same events, the same text), every other line through
+        ``_feed_run``."""
+        rows: List[str] = []
+        add = rows.append
+        fmts: Dict[type, Callable] = {}
+        plain = _CONVERT_CALLS
+        n, i = len(texts), 0
+        while i < n:
+            if plain is not None and self._has_pid and self.first_ts is not None \
+                    and self._cut is None:
+                ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
+                       FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_FORMATS)
+                i, k, last, has_dur = plain(texts, i, ctx, rows)
+                if k:
+                    self.lines += k
+                    self.last_ts = last
+                    if has_dur:
+                        self._has_dur = True
+                if i >= n:
+                    break
+            events, i = self._feed_run(texts, i, plain is not None)
+            for e in events:
+                fmt = fmts.get(e.__class__)
+                if fmt is None:
+                    fmt = fmts[e.__class__] = formatter(e.__class__)
+                add(fmt(e))
+        return rows
+
+    def _feed_run(self, texts: List[str], start: int,
+                  stop_plain: bool) -> Tuple[List[ev.Event], int]:
+        """Lines from ``texts[start]`` on: (their events, the index where it stopped). The
+        commonest line (a complete call of a known thread, nothing special about it) takes a
+        path with the converter's state in local variables; every other line goes through
+        feed_text. ``stop_plain``: stop before a later line convert_calls can take."""
+        out: List[ev.Event] = []
+        add, extend = out.append, out.extend
+        split, to_ev, feed_text = split_line, to_event, self.feed_text
+        tid_pid, names_add = self._tid_pid, self.names.add
+        lines, last_ts, has_dur, has_fd = self.lines, self.last_ts, self._has_dur, self._has_fd
+        special = self._special
+        fast = self._has_pid and self.first_ts is not None and self._cut is None
+        n = len(texts)
+        i = start
+        while i < n:
+            text = texts[i]
+            if fast:
+                t = split(text)
+                if t is not None and t[2] == "call" and t[0] is not None and t[1] is not None \
+                        and not t[13] and t[14] is None and t[3] not in special:
+                    tid, ts, _, name, args, ret, err, _, dur = t[:9]
+                    pid = tid_pid.get(tid)
+                    if pid is not None:
+                        if stop_plain and i > start and name not in POLL_CALLS:
+                            break             # convert_calls's line
+                        lines += 1
+                        last_ts = ts
+                        names_add(name)
+                        if dur is not None:
+                            has_dur = True
+                        e = to_ev(pid, tid, name, args, ret, err, dur, ts, False)
+                        if e.fd_kind is not None:
+                            if not has_fd:
+                                self._decorated()
+                                has_fd, special = True, self._special
+                        elif e.fd is not None and not has_fd:
+                            self._resolve(e, pid)
+                        if e.TAG == "pl":
+                            self._poll_kinds(e, pid, args)
+                        add(e)
+                        i += 1
+                        continue
+            self.lines, self.last_ts, self._has_dur = lines, last_ts, has_dur
+            extend(feed_text(text))
+            lines, last_ts, has_dur, has_fd = (self.lines, self.last_ts, self._has_dur,
+                                               self._has_fd)
+            special = self._special
+            fast = self._has_pid and self.first_ts is not None and self._cut is None
+            i += 1
+        self.lines, self.last_ts, self._has_dur = lines, last_ts, has_dur
+        return out, i
 
     def feed(self, line: StraceLine) -> List[ev.Event]:
         """Events completed by this line (often one, sometimes none or several)."""
@@ -249,16 +355,19 @@ class StraceConverter:
         elif e.fd is not None and not self._has_fd:
             self._resolve(e, pid)
         if e.TAG == "pl":
-            if e.fd_kinds:  # type: ignore[attr-defined]
-                if not self._has_fd:      # only -y decorations give a poll's kinds here
-                    self._decorated()
-            elif e.fd is not None:     # epoll: the kinds registered with epoll_ctl, when seen
-                kinds = self._epoll.get((pid, e.fd))
-                if kinds:
-                    e.fd_kinds = tuple(kinds)  # type: ignore[attr-defined]
-            elif not self._has_fd:
-                self._resolve_poll(e, pid, args)
+            self._poll_kinds(e, pid, args)
         return e
+
+    def _poll_kinds(self, e: ev.Syscall, pid: int, args: str) -> None:
+        if e.fd_kinds:  # type: ignore[attr-defined]
+            if not self._has_fd:          # only -y decorations give a poll's kinds here
+                self._decorated()
+        elif e.fd is not None:     # epoll: the kinds registered with epoll_ctl, when seen
+            kinds = self._epoll.get((pid, e.fd))
+            if kinds:
+                e.fd_kinds = tuple(kinds)  # type: ignore[attr-defined]
+        elif not self._has_fd:
+            self._resolve_poll(e, pid, args)
 
     def _decorated(self) -> None:
         """The log has -y decorations: the kernel names every fd; stop following tables."""

@@ -257,8 +257,20 @@ _BUILDERS: Dict[str, Callable[..., ev.Syscall]] = {"futex": _futex, "ioctl": _io
                                                    "waitid": _wait}
 _BUILDERS.update({n: _poll for n in POLL_CALLS})
 _BUILDERS.update({n: _rw for n in WRITE_CALLS | READ_CALLS})
+BUILDERS = _BUILDERS                      # name -> builder of its typed event (not Syscall)
+DIR_CALLS = _DIR_CALLS
 
-_scrub = ev.scrub_args
+def _pick_scrub() -> Callable[[str], str]:
+    """events.scrub_args, or its compiled twin (tracefile/fastpath.py)."""
+    from ..fastpath import compiled
+    fast = compiled()
+    if fast is None:
+        return ev.scrub_args
+    fast.set_fallback("scrub", ev.scrub_args)
+    return fast.scrub
+
+
+_scrub = _pick_scrub()
 
 
 def to_event(pid: int, tid: int, name: str, args: str, ret: Optional[int], err: Optional[str],

@@ -282,21 +282,13 @@ def _parse_info(rest: str, tid: Optional[int], ts: Optional[float],
     return None
 
 
-def _split_line_with(fast) -> "Callable[[str], Optional[Fields]]":
-    """The compiled parse for the common shapes, the Python one for the rest."""
-    fallback = py_split_line
-    unhandled = fast.UNHANDLED
-
-    def split(text: str) -> Optional[Fields]:
-        t = fast.split_line(text)
-        return fallback(text) if t is unhandled else t
-    return split
-
-
 def _pick() -> "Callable[[str], Optional[Fields]]":
     from ..fastpath import compiled
     fast = compiled()
-    return py_split_line if fast is None else _split_line_with(fast)
+    if fast is None:
+        return py_split_line
+    fast.set_fallback("split_line", py_split_line)   # for the lines C leaves
+    return fast.split_line
 
 
 split_line = _pick()
