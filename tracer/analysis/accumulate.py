@@ -17,6 +17,9 @@ from .. import events as ev
 # libzmq/libuv write 8 bytes to an eventfd, asyncio and signal wakeup fds write 1 byte.
 WAKEUP_MAX_BYTES = 8
 MAX_FUTEX_ADDRS = 4096
+# The event classes _syscall tells apart, as module globals (one dict lookup, not two).
+_SYSCALL, _WRITE, _FUTEX, _POLL, _IOCTL, _READ = (ev.Syscall, ev.WriteCall, ev.FutexCall,
+                                                  ev.PollCall, ev.IoctlCall, ev.ReadCall)
 
 
 @dataclass
@@ -220,10 +223,11 @@ class Accumulator:
     def feed(self, e: ev.Event) -> None:
         ts = e.ts
         if ts:
-            if self.last_ts is None or ts > self.last_ts:
+            last = self.last_ts
+            if last is None or ts > last:
                 self.last_ts = ts
-            if self.start is None:
-                self.start = ts
+                if self.start is None:      # set with last_ts: only ever None before it
+                    self.start = ts
         handler = self._dispatch.get(type(e))
         if handler is not None:
             handler(e)
@@ -271,33 +275,36 @@ class Accumulator:
 
     def _syscall(self, e: ev.Syscall) -> None:
         t = self.threads.get((e.pid, e.tid)) or self._thread(e.pid, e.tid)
+        ts = e.ts
         if t.first_ts is None:
-            t.first_ts = e.ts
-        t.last_ts = e.ts
+            t.first_ts = ts
+        t.last_ts = ts
         if e.ongoing:
             t.ongoing = e
             return
         t.last_call = e
-        t.syscalls[e.name] += 1
-        if e.dur is None:
+        name = e.name
+        t.syscalls[name] += 1
+        dur = e.dur
+        if dur is None:
             t.durations_known = False
         else:
-            t.syscall_time += e.dur
+            t.syscall_time += dur
         kind = type(e)
-        if kind is ev.Syscall:
-            if e.name in ("nanosleep", "clock_nanosleep"):
+        if kind is _SYSCALL:
+            if name == "nanosleep" or name == "clock_nanosleep":
                 t.sleeps += 1
-            elif e.name == "sched_yield":
+            elif name == "sched_yield":
                 t.yields += 1
-        elif kind is ev.WriteCall:
+        elif kind is _WRITE:
             self._write(t, e)  # type: ignore[arg-type]
-        elif kind is ev.FutexCall:
+        elif kind is _FUTEX:
             self._futex(t, e)  # type: ignore[arg-type]
-        elif kind is ev.PollCall:
+        elif kind is _POLL:
             self._poll(t, e)  # type: ignore[arg-type]
-        elif kind is ev.IoctlCall:
+        elif kind is _IOCTL:
             t.ioctls[(e.fd_kind or "?", e.request, e.request_name or "")] += 1  # type: ignore
-        elif kind is ev.ReadCall:
+        elif kind is _READ:
             self._read(t, e)  # type: ignore[arg-type]
 
     @staticmethod

@@ -63,17 +63,16 @@ class Analyzer:
             self.acc.feed(event)
 
     def feed_all(self, events: Iterable[ev.Event]) -> None:
-        feed, feed_gpu, gpu_sample = self.acc.feed, self.gpu.feed, ev.GpuSample
-        feed_stack, py_stack = self.stacks.feed, ev.PyStack
+        feed = self.acc.feed
+        route = {ev.GpuSample: self.gpu.feed, ev.PyStack: self.stacks.feed}
+        route.update({cls: self.facts.feed for cls in _FACTS})
+        other = route.get                  # one lookup per event, not three type tests
         for e in events:
-            if type(e) is gpu_sample:
-                feed_gpu(e)
-            elif type(e) is py_stack:
-                feed_stack(e)  # type: ignore[arg-type]
-            elif type(e) in _FACTS:
-                self.facts.feed(e)
-            else:
+            to = other(type(e))
+            if to is None:
                 feed(e)
+            else:
+                to(e)  # type: ignore[operator]
 
     def report(self, *, end: Optional[float] = None, trace_path: Optional[str] = None,
                truncated: bool = False, extra_notes: Iterable[str] = ()) -> Report:
