@@ -813,13 +813,9 @@ static int fast_repr(double x, char *out)
         k += nd - decpt;
     }
     out[k] = 0;
-    char *end = NULL;
-    double back = PyOS_string_to_double(out, &end, NULL);
-    if (back == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    return (end == out + k && back == x) ? k : 0;
+    /* the candidate's value is N / 10**6; N < 2**53 and 10**6 are exact doubles, so one
+     * division rounds it correctly (as strtod of the candidate would) */
+    return ((double)N / 1e6 == ax) ? k : 0;
 }
 
 /* 1: added; 0: a value json.dumps would write some other way (caller falls back); -1 error */
@@ -938,17 +934,19 @@ static PyObject *encode_row(PyObject *self, PyObject *const *argv, Py_ssize_t ar
  * a line that split_line reads as a complete call of a known thread (pid column, -ttt
  * timestamp, no -n number) whose name is not in ctx's special set becomes the row text of the
  * event decode.to_event builds for it, appended to rows:
- *   - a name in builders: builders[name](ts, pid, tid, name, args, sargs, ret, err, dur,
- *     False) (Python), whose ValueError/IndexError means a plain Syscall, as in to_event;
+ *   - read/write family and ioctl: decode.py's _rw and _ioctl done here (through the fd,
+ *     ioctl-request and NVIDIA-name memo dicts Python fills);
+ *   - another name in builders: builders[name](ts, pid, tid, name, args, sargs, ret, err,
+ *     dur, False) (Python), whose ValueError/IndexError means a plain Syscall, as to_event;
  *   - else a plain Syscall: scrubbed args, the first argument as an fd through the fd cache,
  *     "dir" for a directory call.
  * Written with encode_row's text for the event's class (formats: class -> (prefix, names)).
  * It stops at the first other line (next = its index), and at a line whose fd the cache does
  * not hold yet or whose event needs the converter (its fd tables, its first -y decoration):
  * Python takes that line. ctx = (tid_pid, names, special, builders, fd_first, dir_calls,
- * fd_cache, has_fd, formats). lines, last_ts (None when no line was taken) and has_dur are
+ * fd_cache, has_fd, formats, write_calls, read_calls, ioctl_cache, nv_cache). lines, last_ts (None when no line was taken) and has_dur are
  * what the converter's counters get. */
-static PyObject *S_DIR, *S_FILE, *S_FD, *S_FD_KIND;
+static PyObject *S_DIR, *S_FILE, *S_FD, *S_FD_KIND, *S_WR, *S_RD, *S_IO;
 
 /* 1: written to b; 0: for Python; -1: error */
 static int encode_event(Buf *b, PyObject *e, PyObject *formats)
@@ -975,10 +973,125 @@ static int encode_event(Buf *b, PyObject *e, PyObject *formats)
     return buf_add(b, "]\n", 2) < 0 ? -1 : 1;
 }
 
+/* decode.py's _rw and _ioctl builders for a complete call, written as their row: 1 written,
+ * 0 for Python (a cache it needs is not filled yet, or the event needs the converter's fd
+ * tables or its first -y decoration), -1 error */
+static int native_call(Buf *b, PyObject *tag, PyObject *ts, PyObject *pid, PyObject *tid,
+                       PyObject *name, PyObject *args, PyObject *sargs, PyObject *t,
+                       PyObject *fd_cache, PyObject *ioctl_cache, PyObject *nv_cache,
+                       int has_fd)
+{
+    PyObject *first = first_arg(NULL, args);
+    if (!first)
+        return -1;
+    PyObject *hit = PyDict_GetItemWithError(fd_cache, first);
+    int rc = 0;
+    PyObject *req = NULL, *req_name = NULL, *nv_key = NULL, *nbytes = NULL;
+    if (!hit || !PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 3)
+        goto out;
+    PyObject *fd = PyTuple_GET_ITEM(hit, 0), *kind = PyTuple_GET_ITEM(hit, 1),
+             *target = PyTuple_GET_ITEM(hit, 2);
+    if (kind != Py_None ? !has_fd : (fd != Py_None && !has_fd))
+        goto out;
+    PyObject *ret = PyTuple_GET_ITEM(t, 5);
+    PyObject *tail[2] = {NULL, NULL};
+    int ntail;
+    if (tag == S_IO) {
+        /* rest = args[len(first) + 2:]; the request text; its memoised decoding */
+        Py_ssize_t alen = PyUnicode_GET_LENGTH(args), flen = PyUnicode_GET_LENGTH(first);
+        Py_ssize_t rs = flen + 2 < alen ? flen + 2 : alen, re_ = alen;
+        const char *a = PyUnicode_AsUTF8(args);
+        if (!a || !PyUnicode_IS_ASCII(args))
+            goto out;
+        if (re_ - rs >= 5 && memcmp(a + rs, "_IOC(", 5) == 0) {
+            Py_ssize_t p = find_char(a, rs, re_, ')');
+            re_ = p < 0 ? rs : p + 1;
+        } else {
+            Py_ssize_t c = find_str(a, rs, re_, ", ", 2);
+            if (c >= 0)
+                re_ = c;
+        }
+        PyObject *req_text = ascii_str(a, rs, re_);
+        if (!req_text) {
+            rc = -1;
+            goto out;
+        }
+        PyObject *dec = PyDict_GetItemWithError(ioctl_cache, req_text);
+        Py_DECREF(req_text);
+        if (!dec || !PyTuple_Check(dec) || PyTuple_GET_SIZE(dec) != 2) {
+            rc = PyErr_Occurred() ? -1 : 0;
+            goto out;
+        }
+        req = PyTuple_GET_ITEM(dec, 0);
+        req_name = PyTuple_GET_ITEM(dec, 1);
+        if (PyUnicode_Check(kind) && (PyUnicode_CompareWithASCIIString(kind, "nvidiactl") == 0
+                                      || PyUnicode_CompareWithASCIIString(kind, "nvidia") == 0
+                                      || PyUnicode_CompareWithASCIIString(kind, "nvidia-uvm") == 0)) {
+            nv_key = PyTuple_Pack(3, kind, req, req_name);
+            if (!nv_key) {
+                rc = -1;
+                goto out;
+            }
+            PyObject *nv = PyDict_GetItemWithError(nv_cache, nv_key);
+            if (!nv) {
+                rc = PyErr_Occurred() ? -1 : 0;
+                goto out;
+            }
+            req_name = nv;
+        }
+        tail[0] = req;
+        tail[1] = req_name;
+        ntail = 2;
+    } else {
+        /* accept/accept4: the result is a new fd, not a byte count */
+        const char *nm = PyUnicode_AsUTF8(name);
+        long long n = 0;
+        if (nm && nm[0] != 'a' && ret != Py_None) {
+            int overflow = 0;
+            n = PyLong_AsLongLongAndOverflow(ret, &overflow);
+            if (overflow || (n == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                goto out;
+            }
+            if (n < 0)
+                n = 0;
+        }
+        nbytes = PyLong_FromLongLong(n);
+        if (!nbytes) {
+            rc = -1;
+            goto out;
+        }
+        tail[0] = nbytes;
+        ntail = 1;
+    }
+    PyObject *vals[14] = {ts, pid, tid, name, sargs, ret, PyTuple_GET_ITEM(t, 6),
+                          PyTuple_GET_ITEM(t, 8), fd, kind, target, Py_False, tail[0], tail[1]};
+    Py_ssize_t plen;
+    const char *prefix = PyUnicode_AsUTF8AndSize(tag, &plen);
+    rc = prefix ? buf_add(b, prefix, plen) : -1;
+    for (int k = 0; rc >= 0 && k < 12 + ntail; k++) {
+        if (k)
+            rc = buf_add(b, ",", 1);
+        if (rc >= 0)
+            rc = add_value(b, vals[k], 0);
+        if (rc == 0)
+            goto out;               /* a value json writes otherwise: Python */
+    }
+    if (rc >= 0)
+        rc = buf_add(b, "]\n", 2) < 0 ? -1 : 1;
+out:
+    Py_DECREF(first);
+    Py_XDECREF(nv_key);
+    Py_XDECREF(nbytes);
+    if (rc < 0 && !PyErr_Occurred())
+        rc = 0;
+    return rc;
+}
+
 static PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     if (argc != 4 || !PyList_Check(argv[0]) || !PyTuple_Check(argv[2])
-            || PyTuple_GET_SIZE(argv[2]) != 9 || !PyList_Check(argv[3])) {
+            || PyTuple_GET_SIZE(argv[2]) != 13 || !PyList_Check(argv[3])) {
         PyErr_SetString(PyExc_TypeError, "convert_calls(texts, start, ctx, rows)");
         return NULL;
     }
@@ -989,7 +1102,9 @@ static PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t
     PyObject *tid_pid = PyTuple_GET_ITEM(ctx, 0), *names = PyTuple_GET_ITEM(ctx, 1),
              *special = PyTuple_GET_ITEM(ctx, 2), *builders = PyTuple_GET_ITEM(ctx, 3),
              *fd_first = PyTuple_GET_ITEM(ctx, 4), *dir_calls = PyTuple_GET_ITEM(ctx, 5),
-             *fd_cache = PyTuple_GET_ITEM(ctx, 6), *formats = PyTuple_GET_ITEM(ctx, 8);
+             *fd_cache = PyTuple_GET_ITEM(ctx, 6), *formats = PyTuple_GET_ITEM(ctx, 8),
+             *write_calls = PyTuple_GET_ITEM(ctx, 9), *read_calls = PyTuple_GET_ITEM(ctx, 10),
+             *ioctl_cache = PyTuple_GET_ITEM(ctx, 11), *nv_cache = PyTuple_GET_ITEM(ctx, 12);
     int has_fd = PyObject_IsTrue(PyTuple_GET_ITEM(ctx, 7));
     Py_ssize_t n = PyList_GET_SIZE(texts), lines = 0;
     int has_dur = 0;
@@ -1041,6 +1156,26 @@ static PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t
         b.n = 0;
         rc = 0;
         if (builder) {
+            int w = PySet_Contains(write_calls, name), r = w ? 0 : PySet_Contains(read_calls, name);
+            int io = (w || r) ? 0 : PyUnicode_CompareWithASCIIString(name, "ioctl") == 0;
+            if (w < 0 || r < 0)
+                goto error_t;
+            if (w || r || io) {
+                rc = native_call(&b, w ? S_WR : r ? S_RD : S_IO, ts, pid, tid, name, args, sargs,
+                                 t, fd_cache, ioctl_cache, nv_cache, has_fd);
+                if (rc < 0)
+                    goto error_t;
+                if (rc == 0) {          /* for Python: a cache miss, or the converter's */
+                    Py_DECREF(sargs);
+                    Py_DECREF(t);
+                    break;
+                }
+                builder = NULL;
+                ev = Py_None;           /* written: skip the plain Syscall below */
+                Py_INCREF(ev);
+            }
+        }
+        if (builder) {
             PyObject *bargs[10] = {ts, pid, tid, name, args, sargs, PyTuple_GET_ITEM(t, 5),
                                    PyTuple_GET_ITEM(t, 6), dur, Py_False};
             ev = PyObject_Vectorcall(builder, bargs, 10, NULL);
@@ -1070,7 +1205,7 @@ static PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t
                 }
             }
         }
-        if (!ev) {
+        if (!ev) {                      /* a plain Syscall */
             PyObject *fd = Py_None, *kind = Py_None, *target = Py_None;
             const char *a = PyUnicode_AsUTF8(args);
             if (!a)
@@ -1179,10 +1314,71 @@ static PyObject *set_fallback(PyObject *self, PyObject *const *argv, Py_ssize_t 
 }
 
 /* ------------------------------------------------------------------ decode_rows */
+/* Short strings and ints recur in every row (call names, fd kinds, errors, paths, pids, tids):
+ * one object each per decode_rows call instead of one per row (fewer allocations, and dict
+ * lookups on them reuse the cached hash). Direct-mapped; a collision just makes a new one. */
+#define MEMO 1024
+#define MEMO_STR_MAX 64
+typedef struct {
+    PyObject *str[MEMO];
+    PyObject *num[MEMO];
+    long long numv[MEMO];
+} Memo;
+
+static void memo_clear(Memo *m)
+{
+    for (int i = 0; i < MEMO; i++) {
+        Py_XDECREF(m->str[i]);
+        Py_XDECREF(m->num[i]);
+    }
+}
+
 typedef struct {
     const char *s;
     Py_ssize_t i, n;
+    Memo *memo;
 } Cur;
+
+static PyObject *memo_str(Memo *m, const char *s, Py_ssize_t a, Py_ssize_t b)
+{
+    Py_ssize_t len = b - a;
+    if (!m || len > MEMO_STR_MAX)
+        return ascii_str(s, a, b);
+    unsigned h = 2166136261u;
+    for (Py_ssize_t i = a; i < b; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    h &= MEMO - 1;
+    PyObject *o = m->str[h];
+    if (o && PyUnicode_GET_LENGTH(o) == len && memcmp(PyUnicode_DATA(o), s + a, (size_t)len) == 0) {
+        Py_INCREF(o);
+        return o;
+    }
+    o = ascii_str(s, a, b);
+    if (o) {
+        Py_XSETREF(m->str[h], o);
+        Py_INCREF(o);
+    }
+    return o;
+}
+
+static PyObject *memo_int(Memo *m, long long v)
+{
+    if (!m)
+        return PyLong_FromLongLong(v);
+    unsigned h = (unsigned)((unsigned long long)v ^ ((unsigned long long)v >> 10)) & (MEMO - 1);
+    PyObject *o = m->num[h];
+    if (o && m->numv[h] == v) {
+        Py_INCREF(o);
+        return o;
+    }
+    o = PyLong_FromLongLong(v);
+    if (o) {
+        Py_XSETREF(m->num[h], o);
+        m->numv[h] = v;
+        Py_INCREF(o);
+    }
+    return o;
+}
 
 static int hexval(char c)
 {
@@ -1221,7 +1417,7 @@ static PyObject *json_string(Cur *c)
         return NULL;
     if (s[i] == '"') {
         c->i = i + 1;
-        return ascii_str(s, start, i);
+        return memo_str(c->memo, s, start, i);
     }
     /* with escapes: code points into a buffer */
     Py_UCS4 *cp = PyMem_Malloc(sizeof(Py_UCS4) * (size_t)(c->n - start + 1));
@@ -1318,8 +1514,15 @@ static PyObject *json_number(Cur *c)
         }
     }
     c->i = i;
-    if (!isfloat)
+    if (!isfloat) {
+        if (i - a <= 12) {                  /* at most 12 characters: a long long */
+            long long v = 0;
+            for (Py_ssize_t j = s[a] == '-' ? a + 1 : a; j < i; j++)
+                v = v * 10 + (s[j] - '0');
+            return memo_int(c->memo, s[a] == '-' ? -v : v);
+        }
         return py_int(s, a, i, 10);
+    }
     double v;                 /* float() of the text, as json does */
     if (!clinger(s, a, i, &v) && !py_float(s, a, i, &v))
         return NULL;
@@ -1427,46 +1630,72 @@ static PyObject *slot_offsets(PyObject *self, PyObject *const *argv, Py_ssize_t 
     return out;
 }
 
-/* an instance of cls with its slots at offsets set to vals (references stolen) */
-static PyObject *fill_slots(PyTypeObject *tp, PyObject *offsets, PyObject **vals, Py_ssize_t k)
+/* What decode_rows knows of one tag of its table, read once per call */
+typedef struct {
+    char tag[16];
+    Py_ssize_t taglen, nf, tuple_at;
+    PyObject *cls;                      /* borrowed from the table */
+    int direct;                         /* fill the slots at off[] */
+    Py_ssize_t off[MAX_FIELDS];
+} Spec;
+
+#define MAX_SPECS 16
+
+typedef struct {
+    Spec specs[MAX_SPECS];
+    int n;
+} Specs;
+
+static Spec *find_spec(Specs *ss, PyObject *table, const char *tag, Py_ssize_t len)
 {
-    PyObject *obj = tp->tp_alloc(tp, 0);
-    if (!obj) {
-        for (Py_ssize_t j = 0; j < k; j++)
-            Py_DECREF(vals[j]);
+    for (int i = 0; i < ss->n; i++)
+        if (ss->specs[i].taglen == len && memcmp(ss->specs[i].tag, tag, (size_t)len) == 0)
+            return &ss->specs[i];
+    if (len >= 16 || ss->n >= MAX_SPECS)
         return NULL;
+    PyObject *key = ascii_str(tag, 0, len);
+    PyObject *spec = key ? PyDict_GetItemWithError(table, key) : NULL;
+    Py_XDECREF(key);
+    if (!spec || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 4)
+        return NULL;
+    Spec *sp = &ss->specs[ss->n];
+    sp->nf = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 1));
+    sp->tuple_at = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 2));
+    if (PyErr_Occurred() || sp->nf <= 0 || sp->nf > MAX_FIELDS)
+        return NULL;
+    sp->cls = PyTuple_GET_ITEM(spec, 0);
+    PyObject *offsets = PyTuple_GET_ITEM(spec, 3);
+    sp->direct = PyType_Check(sp->cls) && PyTuple_Check(offsets)
+                 && PyTuple_GET_SIZE(offsets) == sp->nf;
+    for (Py_ssize_t j = 0; sp->direct && j < sp->nf; j++) {
+        sp->off[j] = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, j));
+        if (sp->off[j] <= 0)
+            sp->direct = 0;
     }
-    for (Py_ssize_t j = 0; j < k; j++) {
-        Py_ssize_t off = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, j));
-        *(PyObject **)((char *)obj + off) = vals[j];
-    }
-    return obj;
+    if (PyErr_Occurred())
+        return NULL;
+    memcpy(sp->tag, tag, (size_t)len);
+    sp->taglen = len;
+    ss->n++;
+    return sp;
 }
 
 /* one row s[a:b] -> an event, or NULL (no exception) when it is for Python */
-static PyObject *decode_one(const char *s, Py_ssize_t a, Py_ssize_t b, PyObject *table)
+static PyObject *decode_one(const char *s, Py_ssize_t a, Py_ssize_t b, PyObject *table,
+                            Specs *ss, Memo *memo)
 {
     if (b - a < 4 || s[a] != '[' || s[a + 1] != '"')
         return NULL;
     Py_ssize_t q = find_char(s, a + 2, b, '"');
     if (q < 0 || q + 1 >= b)
         return NULL;
-    PyObject *tag = ascii_str(s, a + 2, q);
-    if (!tag)
+    Spec *sp = find_spec(ss, table, s + a + 2, q - (a + 2));
+    if (!sp)
         return NULL;
-    PyObject *spec = PyDict_GetItemWithError(table, tag);
-    Py_DECREF(tag);
-    if (!spec || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 4)
-        return NULL;
-    PyObject *offsets = PyTuple_GET_ITEM(spec, 3);
-    PyObject *cls = PyTuple_GET_ITEM(spec, 0);
-    Py_ssize_t nf = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 1));
-    Py_ssize_t tuple_at = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 2));
-    if (nf <= 0 || nf > MAX_FIELDS)
-        return NULL;
+    Py_ssize_t nf = sp->nf, tuple_at = sp->tuple_at;
     PyObject *vals[MAX_FIELDS];
     Py_ssize_t k = 0;
-    Cur c = {s, q + 1, b};
+    Cur c = {s, q + 1, b, memo};
     PyObject *ev = NULL;
     while (k < nf) {
         if (c.i >= c.n || s[c.i] != ',')
@@ -1491,9 +1720,20 @@ static PyObject *decode_one(const char *s, Py_ssize_t a, Py_ssize_t b, PyObject 
     }
     if (c.i + 1 != c.n || s[c.i] != ']')
         goto done;
-    if (PyTuple_Check(offsets) && PyTuple_GET_SIZE(offsets) == k && PyType_Check(cls))
-        return fill_slots((PyTypeObject *)cls, offsets, vals, k);   /* vals stolen */
-    ev = PyObject_Vectorcall(cls, vals, (size_t)k, NULL);
+    if (sp->direct) {
+        PyTypeObject *tp = (PyTypeObject *)sp->cls;
+        PyObject *obj = tp->tp_alloc(tp, 0);
+        if (!obj)
+            goto done;
+        for (Py_ssize_t j = 0; j < k; j++)
+            *(PyObject **)((char *)obj + sp->off[j]) = vals[j];      /* stolen */
+        /* Its fields are strings, numbers and lists of them: it can be in no reference cycle,
+         * so the cyclic collector need not visit it (as CPython untracks such tuples). */
+        if (PyObject_IS_GC(obj))
+            PyObject_GC_UnTrack(obj);
+        return obj;
+    }
+    ev = PyObject_Vectorcall(sp->cls, vals, (size_t)k, NULL);
 done:
     for (Py_ssize_t j = 0; j < k; j++)
         Py_DECREF(vals[j]);
@@ -1517,10 +1757,17 @@ static PyObject *decode_rows(PyObject *self, PyObject *const *argv, Py_ssize_t a
     if (!out)
         return NULL;
     Py_ssize_t a = 0, odd = 0;
+    Specs specs;
+    specs.n = 0;
+    Memo *memo = PyMem_Calloc(1, sizeof(Memo));
+    if (!memo) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
     while (a < n) {
         Py_ssize_t e = find_char(s, a, n, '\n');
         Py_ssize_t b = e < 0 ? n : e;
-        PyObject *item = decode_one(s, a, b, table);
+        PyObject *item = decode_one(s, a, b, table, &specs, memo);
         if (!item) {
             odd++;
             if (PyErr_Occurred()) {
@@ -1528,6 +1775,8 @@ static PyObject *decode_rows(PyObject *self, PyObject *const *argv, Py_ssize_t a
                         && !PyErr_ExceptionMatches(PyExc_TypeError)
                         && !PyErr_ExceptionMatches(PyExc_OverflowError)) {
                     Py_DECREF(out);
+                    memo_clear(memo);
+                    PyMem_Free(memo);
                     return NULL;
                 }
                 PyErr_Clear();
@@ -1535,6 +1784,8 @@ static PyObject *decode_rows(PyObject *self, PyObject *const *argv, Py_ssize_t a
             item = ascii_str(s, a, e < 0 ? n : e + 1);   /* the line, for Python */
             if (!item) {
                 Py_DECREF(out);
+                memo_clear(memo);
+                PyMem_Free(memo);
                 return NULL;
             }
         }
@@ -1542,14 +1793,17 @@ static PyObject *decode_rows(PyObject *self, PyObject *const *argv, Py_ssize_t a
         Py_DECREF(item);
         if (rc < 0) {
             Py_DECREF(out);
+            memo_clear(memo);
+            PyMem_Free(memo);
             return NULL;
         }
         if (e < 0)
             break;
         a = e + 1;
     }
-    PyObject *r = Py_BuildValue("(Nn)", out, odd);
-    return r;
+    memo_clear(memo);
+    PyMem_Free(memo);
+    return Py_BuildValue("(Nn)", out, odd);
 }
 
 /* ------------------------------------------------------------------ scan_block */
@@ -1758,6 +2012,9 @@ PyMODINIT_FUNC PyInit__fast(void)
     S_FILE = PyUnicode_InternFromString("file");
     S_FD = PyUnicode_InternFromString("fd");
     S_FD_KIND = PyUnicode_InternFromString("fd_kind");
+    S_WR = PyUnicode_InternFromString("[\"wr\",");
+    S_RD = PyUnicode_InternFromString("[\"rd\",");
+    S_IO = PyUnicode_InternFromString("[\"io\",");
     if (!UNHANDLED || !S_CALL || !S_RESUMED || !S_UNFINISHED)
         return NULL;
     Py_INCREF(UNHANDLED);

@@ -34,8 +34,9 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ... import events as ev
 from .args import _parse_fd_cached
-from .decode import (BUILDERS, DIR_CALLS as _DIR_CALLS, FD_FIRST, POLL_CALLS,
-                     nv_request_name, parse_fd, split_args, to_event)
+from .decode import (BUILDERS, DIR_CALLS as _DIR_CALLS, FD_FIRST, NV_NAMES as _NV_CACHE,
+                     POLL_CALLS, READ_CALLS, WRITE_CALLS, ioctl_request, nv_request_name,
+                     parse_fd, split_args, to_event)
 from .fdtable import fd_calls, poll_fds
 from .lines import StraceLine, split_line
 from .procs import ProcessTable
@@ -47,8 +48,10 @@ _SPECIAL = _CLONES | frozenset({"execve", "execveat", "exit_group", "prctl", "ep
 _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _ATTACHED = "strace: Process "
-# The dict behind parse_fd's memo (args.py): convert_calls reads it, Python fills it.
+# The dicts behind the memos of parse_fd (args.py), ioctl_request and the NVIDIA request
+# names (decode.py): convert_calls reads them, Python fills them.
 _FD_CACHE = getattr(_parse_fd_cached, "__self__", {})
+_IOCTL_CACHE = getattr(ioctl_request, "__self__", {})
 # class -> (row prefix, field names): what encode_row writes for each syscall event class
 _C_FORMATS = {c: ("[" + json.dumps(c.TAG) + ",", tuple(ev.field_names(c)))
               for c in ev.EVENT_CLASSES.values() if issubclass(c, ev.Syscall)}
@@ -170,7 +173,8 @@ class StraceConverter:
             if plain is not None and self._has_pid and self.first_ts is not None \
                     and self._cut is None:
                 ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
-                       FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_FORMATS)
+                       FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_FORMATS,
+                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE)
                 i, k, last, has_dur = plain(texts, i, ctx, rows)
                 if k:
                     self.lines += k

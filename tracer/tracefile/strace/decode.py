@@ -258,6 +258,7 @@ _BUILDERS: Dict[str, Callable[..., ev.Syscall]] = {"futex": _futex, "ioctl": _io
 _BUILDERS.update({n: _poll for n in POLL_CALLS})
 _BUILDERS.update({n: _rw for n in WRITE_CALLS | READ_CALLS})
 BUILDERS = _BUILDERS                      # name -> builder of its typed event (not Syscall)
+NV_NAMES = _NV_NAMES                      # the memo of NVIDIA request names
 DIR_CALLS = _DIR_CALLS
 
 def _pick_scrub() -> Callable[[str], str]:
