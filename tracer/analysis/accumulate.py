@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from .. import events as ev
 
@@ -231,6 +231,31 @@ class Accumulator:
         handler = self._dispatch.get(type(e))
         if handler is not None:
             handler(e)
+
+    def feed_many(self, events: Iterable[ev.Event],
+                  route: Optional[Dict[type, Callable[[ev.Event], None]]] = None) -> None:
+        """``feed`` for each event, in one loop (replay's hot path; the recording's first and
+        last times stay in locals meanwhile: no handler reads them). ``route`` hands the
+        events of some classes to other consumers instead, without feeding them here."""
+        dispatch, other = self._dispatch.get, (route or {}).get
+        last, start = self.last_ts, self.start
+        try:
+            for e in events:
+                cls = type(e)
+                to = other(cls)
+                if to is not None:
+                    to(e)
+                    continue
+                ts = e.ts
+                if ts and (last is None or ts > last):
+                    last = ts
+                    if start is None:
+                        start = ts
+                handler = dispatch(cls)
+                if handler is not None:
+                    handler(e)
+        finally:
+            self.last_ts, self.start = last, start
 
     def _on_io(self, e: ev.ProcessIO) -> None:
         p = self._process(e.pid)

@@ -63,16 +63,9 @@ class Analyzer:
             self.acc.feed(event)
 
     def feed_all(self, events: Iterable[ev.Event]) -> None:
-        feed = self.acc.feed
         route = {ev.GpuSample: self.gpu.feed, ev.PyStack: self.stacks.feed}
         route.update({cls: self.facts.feed for cls in _FACTS})
-        other = route.get                  # one lookup per event, not three type tests
-        for e in events:
-            to = other(type(e))
-            if to is None:
-                feed(e)
-            else:
-                to(e)  # type: ignore[operator]
+        self.acc.feed_many(events, route)     # type: ignore[arg-type]
 
     def report(self, *, end: Optional[float] = None, trace_path: Optional[str] = None,
                truncated: bool = False, extra_notes: Iterable[str] = ()) -> Report:
