@@ -227,12 +227,17 @@ static PyObject *py_float(const char *s, Py_ssize_t a, Py_ssize_t b, double *out
         buf[b - a] = 0;
         char *end = NULL;
         double v = PyOS_string_to_double(buf, &end, NULL);
-        if (v == -1.0 && PyErr_Occurred())
+        if (v == -1.0 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError))
+                return NULL;
+            PyErr_Clear();             /* no number at all: float() raises ValueError */
             return NULL;
+        }
         if (end == buf + (b - a)) {
             *out = v;
             return Py_True;            /* a marker: *out holds the value */
         }
+        return NULL;                   /* "1.2.3": float() raises ValueError */
     }
     PyObject *sub = ascii_str(s, a, b);
     if (!sub)
