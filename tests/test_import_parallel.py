@@ -261,7 +261,7 @@ def test_single_process_log_without_pid_column(tmp_path, small_batches):
     _compare(str(log), tmp_path, 2)
 
 
-@pytest.mark.parametrize("name", sorted(os.listdir(DATA)))
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(DATA) if n.endswith(".log")))
 def test_data_logs(tmp_path, small_batches, name):
     _compare(os.path.join(DATA, name), tmp_path, 2)
 
@@ -289,7 +289,7 @@ def test_truncated_gzip_log(tmp_path, small_batches):
 def test_classify_never_misses_state(tmp_path):
     """Every line the converter reads as shared state is global, every half of a call
     stateful, and the tid column classify reads is parse_line's tid."""
-    paths = [os.path.join(DATA, n) for n in os.listdir(DATA)]
+    paths = [os.path.join(DATA, n) for n in os.listdir(DATA) if n.endswith(".log")]
     for style in ("o", "pid", "nots"):
         p = str(tmp_path / f"c-{style}.log")
         complex_log(p, style=style, steps=3000)

@@ -258,6 +258,9 @@ class StraceConverter:
         if self._cut is not None:
             self._count_bad(self._cut)
             self._cut = None
+        if not self._has_fd:      # the fds each process was seen to open and keep (no -y)
+            for pid, info in self._procs.processes.items():
+                info.fds = self._fds.fds(pid)
         end = end_ts if end_ts is not None else (self.last_ts or 0.0)
         out: List[ev.Event] = []
         for tid, (start, name, args) in sorted(self._pending.items(), key=lambda kv: kv[1][0]):

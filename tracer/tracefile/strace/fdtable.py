@@ -8,8 +8,11 @@ Contract:
   fd not seen opened (inherited, or opened before the log began).
 - Kinds are events.py's; targets are written as the kernel names the object in /proc/PID/fd
   and strace -yy, without what the log cannot show: a path as the call printed it (``...``
-  kept where strace cut it), ``anon_inode:[eventfd]``, ``pipe:[?]``, ``TCP:[?]`` (the inode is
-  unknown: ``?``). fdtarget.py reads them like any other target.
+  kept where strace cut it), ``anon_inode:[eventfd]``, ``TCP:[?]`` (the inode is unknown:
+  ``?``). Both ends of a pipe or socketpair created in the log share one target naming the
+  pair by its order in the log, ``pipe:[log#3]``: two fds of a process with the same target
+  are a pipe to itself (a wake-up pipe), as with /proc's inode numbers. fdtarget.py reads them
+  like any other target. ``fds(pid)`` is a process's table as events.FdInfo rows.
 - Threads share their process's table; ``fork(parent, child, shared)`` copies it (fork, vfork,
   clone without CLONE_FILES) or shares it (CLONE_FILES); ``exec(pid)`` drops close-on-exec fds;
   ``exit(pid)`` forgets the table.
@@ -24,8 +27,9 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import Dict, FrozenSet, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
+from ... import events as ev
 from ...linux.fdtarget import fd_kind
 from ...linux.syscall_table import AARCH64
 from .args import first_arg, parse_fd, split_args
@@ -131,6 +135,11 @@ class FdTables:
 
     def __init__(self) -> None:
         self._tables: Dict[int, Dict[int, Entry]] = {}
+        self._pairs = 0
+
+    def fds(self, pid: int) -> List[ev.FdInfo]:
+        return [ev.FdInfo(fd, kind, target or "") for fd, (kind, target, _) in
+                sorted((self._tables.get(pid) or {}).items()) if kind is not None]
 
     def lookup(self, pid: int, fd: int) -> Optional[Tuple[Optional[str], Optional[str]]]:
         table = self._tables.get(pid)
@@ -206,15 +215,16 @@ class FdTables:
                 else:
                     del table[fd]
 
-    @staticmethod
-    def _pair(table: Dict[int, Entry], name: str, args: str, cloexec: bool) -> None:
+    def _pair(self, table: Dict[int, Entry], name: str, args: str, cloexec: bool) -> None:
         parts = split_args(args)
         arr = parts[0] if name != "socketpair" else (parts[3] if len(parts) > 3 else "")
         fds = [parse_fd(x) for x in arr.strip("[]").split(", ")] if arr.startswith("[") else []
+        self._pairs += 1
         if name == "socketpair":
             kind, target = _socket_target(parts[0], parts[1])
+            target = target.replace("[?]", f"[log#{self._pairs}]")
         else:
-            kind, target = "pipe", "pipe:[?]"
+            kind, target = "pipe", f"pipe:[log#{self._pairs}]"
         for fd, dkind, dtarget in fds:
             if fd is not None:
                 table[fd] = (dkind or kind, dtarget or target, cloexec)
