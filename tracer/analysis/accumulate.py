@@ -382,7 +382,10 @@ class Accumulator:
         t.output_bytes += n
         t.output_writes += 1
         t.last_output_ts = e.ts
-        label = f"fd {e.fd} ({e.fd_target})" if e.fd_target else f"fd {e.fd}"
+        if e.fd_target:
+            label = f"fd {e.fd} ({e.fd_target})"
+        else:        # e.g. a call the log shows only from its resumed half
+            label = f"fd {e.fd}" if e.fd is not None else "an fd not seen opened"
         if len(t.output_targets) < 32 or label in t.output_targets:
             t.output_targets[label] += n
 

@@ -94,7 +94,8 @@ def analyze_trace(path: str) -> Report:
     an.feed_all(reader.events())
     info = reader.info
     end = info.end.ts if info.end is not None else None
-    notes = list((info.header.get("options") or {}).get("errors", []))
+    opts = info.header.get("options") or {}
+    notes = list(opts.get("errors", [])) + list(opts.get("notes", []))
     if info.bad_lines:
         notes.append(f"{info.bad_lines} corrupt lines in the trace were skipped")
     return an.report(end=end, trace_path=path, truncated=info.truncated, extra_notes=notes)
@@ -213,7 +214,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
             verdict=pv.verdict, rule=pv.rule, evidence=pv.evidence,
             waits_on=[{"tid": e.tid, "kind": e.kind, "what": e.what, "pids": e.pids}
                       for e in pv.waits_on],
-            threads=threads, exit_status=pv.exit_status, counters=_process_counters(threads)))
+            threads=threads, exit_status=pv.exit_status, counters=_process_counters(threads),
+            pid_unknown=pv.pid_unknown))
     return Report(
         verdict=tree.verdict, rule=tree.rule,
         root_cause={"pid": tree.root_cause.pid, "tid": tree.root_cause.tid,

@@ -56,9 +56,12 @@ class ProcessVerdict:
     key_tid: Optional[int] = None
     waits_on: List[WaitEdge] = field(default_factory=list)
     exit_status: Optional[str] = None
+    pid_unknown: bool = False     # one thread whose process the recording does not show
 
     @property
     def label(self) -> str:
+        if self.pid_unknown:
+            return f"thread {self.pid} (its process is not shown by the recording)"
         name = self.role.label if self.role.kind != "other" else (self.comm or "process")
         return f"{name} (pid {self.pid})"
 
@@ -220,7 +223,7 @@ def judge_process(pid: int, rec: Recording, tvs: Dict[int, ThreadVerdict],
                    is_root=pid in rec.roots, environ_rank=info.environ_rank)
     pv = ProcessVerdict(pid=pid, ppid=info.ppid, role=role, comm=info.comm,
                         cmdline=list(info.cmdline), verdict=UNKNOWN, rule="no-data",
-                        evidence=[], threads=tvs)
+                        evidence=[], threads=tvs, pid_unknown=info.pid_unknown)
     gone = exit_text(p)
     if gone is not None:
         pv.verdict, pv.rule, pv.exit_status = EXITED, "process-exited", gone
