@@ -92,13 +92,17 @@ def _record(roots: List[int], backends: list, duration: float, out: str, as_json
 
 
 @main.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("trace", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
 def analyze(trace: str, as_json: bool, verbose: bool) -> None:
-    """Analyze a saved trace (or a raw strace log) and print the verdict."""
+    """Analyze a saved trace (or a raw strace log, or the files of strace -ff -o PREFIX: the
+    directory or PREFIX) and print the verdict."""
     from .analysis.analyzer import analyze_trace
     from .tracefile.format import TraceError
+    if os.path.isdir(trace) or not os.path.exists(trace):   # an strace -ff set, or nothing
+        _emit(_analyze_strace_log(trace, None), as_json, verbose)
+        return
     try:
         report = analyze_trace(trace)
     except TraceError as exc:
@@ -108,7 +112,7 @@ def analyze(trace: str, as_json: bool, verbose: bool) -> None:
     _emit(report, as_json, verbose)
 
 
-def _analyze_strace_log(path: str, why: str):
+def _analyze_strace_log(path: str, why: Optional[str]):
     """``analyze`` on a raw strace log: import it to a temporary trace first."""
     import tempfile
     from .analysis.analyzer import analyze_trace
@@ -117,10 +121,10 @@ def _analyze_strace_log(path: str, why: str):
         out = os.path.join(tmp, "log.htrace")
         try:
             result = import_strace(path, out)
-        except ImportError_:
-            _fail(why)
+        except ImportError_ as exc:
+            _fail(why or str(exc))
         if result.events == 0:
-            _fail(why)
+            _fail(why or f"{path}: no strace events in it")
         click.echo(f"hangtrace: {path} is an strace log; imported {result.events} events",
                    err=True)
         report = analyze_trace(out)
@@ -153,12 +157,13 @@ def export(trace: str, fmt: str, output: Optional[str]) -> None:
 
 
 @main.command("import-strace")
-@click.argument("log", type=click.Path(dir_okay=False))
+@click.argument("log", type=click.Path())
 @click.option("--output", "-o", metavar="FILE", help="Trace file to write (default: LOG.htrace.gz).")
 @click.option("--analyze", "then_analyze", is_flag=True, help="Print the verdict too.")
 @click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
 def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool) -> None:
-    """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip) to a trace."""
+    """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip; or the
+    files of strace -ff -o PREFIX, as their directory or PREFIX) to a trace."""
     from .tracefile.strace_import import ImportError_ as ImportFailed, import_strace
     out = output or _default_import_path(log)
     try:
@@ -174,6 +179,7 @@ def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_js
 
 
 def _default_import_path(log: str) -> str:
+    log = log.rstrip("/") or log               # an -ff directory: DIR.htrace.gz next to it
     base = log[:-3] if log.endswith(".gz") else log
     return base + ".htrace.gz"
 
