@@ -1,11 +1,11 @@
-"""Build hangtrace's optional compiled helpers (tracer/tracefile/_fast.c) for this interpreter.
+"""Build hangtrace's optional compiled helpers (tracer/tracefile/csrc/) for this interpreter.
 
 Usage: python scripts/build_fast.py [--out DIR] [--quiet]
 
-Compiles with the machine's own C compiler ($CC, else the one Python was built with, else cc)
-against this interpreter's headers (Debian: python3-dev) into tracer/tracefile/ (or DIR). The
-module carries the hash of the source it was built from; hangtrace ignores a module built from
-another version (tracer/tracefile/fastpath.py). Exit status 0 when built, 1 when it could not
+Compiles tracer/tracefile/csrc/*.c with the machine's own C compiler ($CC, else the one Python
+was built with, else cc) against this interpreter's headers (Debian: python3-dev) into the
+module tracer/tracefile/_fast (or into DIR). The module carries the hash of the sources it was
+built from; hangtrace ignores a module built from another version (tracer/tracefile/fastpath.py). Exit status 0 when built, 1 when it could not
 be: hangtrace then runs its pure-Python path, which gives the same results, only slower.
 """
 from __future__ import annotations
@@ -21,12 +21,21 @@ import sysconfig
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCE = os.path.join(ROOT, "tracer", "tracefile", "_fast.c")
+PACKAGE = os.path.join(ROOT, "tracer", "tracefile")
+CSRC = os.path.join(PACKAGE, "csrc")
 
 
-def source_hash(path: str = SOURCE) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha1(f.read()).hexdigest()[:16]
+def sources() -> list:
+    return sorted(os.path.join(CSRC, n) for n in os.listdir(CSRC) if n.endswith((".c", ".h")))
+
+
+def source_hash() -> str:
+    """What fastpath.py compares: the sha1 of the sources, in name order."""
+    h = hashlib.sha1()
+    for path in sources():
+        with open(path, "rb") as f:
+            h.update(os.path.basename(path).encode() + b"\0" + f.read())
+    return h.hexdigest()[:16]
 
 
 def compiler() -> str:
@@ -36,7 +45,7 @@ def compiler() -> str:
 
 def build(out_dir: str = "", quiet: bool = False) -> str:
     """Build; returns the path of the module. Raises RuntimeError with the reason."""
-    out_dir = out_dir or os.path.dirname(SOURCE)
+    out_dir = out_dir or PACKAGE
     include = sysconfig.get_paths()["include"]
     if not os.path.exists(os.path.join(include, "Python.h")):
         raise RuntimeError(f"no Python.h in {include} (Debian/Ubuntu: apt-get install "
@@ -47,8 +56,9 @@ def build(out_dir: str = "", quiet: bool = False) -> str:
     target = os.path.join(out_dir, "_fast" + sysconfig.get_config_var("EXT_SUFFIX"))
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
     os.close(fd)
-    cmd = [cc, "-O2", "-shared", "-fPIC", "-Wall", f"-I{include}",
-           f'-DSOURCE_HASH="{source_hash()}"', SOURCE, "-o", tmp]
+    cmd = [cc, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", f"-I{include}",
+           f'-DSOURCE_HASH="{source_hash()}"', *[p for p in sources() if p.endswith(".c")],
+           "-o", tmp]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:

@@ -1,4 +1,4 @@
-"""The compiled helpers (tracer/tracefile/_fast.c) give exactly what their pure-Python twins
+"""The compiled helpers (tracer/tracefile/csrc/) give exactly what their pure-Python twins
 give, on real logs and traces and on odd text; and a whole import + analysis gives the same
 trace and report either way (HANGTRACE_PURE=1 in a subprocess). Where the module is not built
 (no compiler), it is built here into a temporary directory, or the C side is skipped."""
@@ -197,9 +197,8 @@ def test_scan_block(fast):
 
 
 def test_stale_module_is_refused(monkeypatch, tmp_path):
-    other = tmp_path / "_fast.c"
-    other.write_text("/* another version */\n")
-    monkeypatch.setattr(fastpath, "_SOURCE", str(other))
+    (tmp_path / "module.c").write_text("/* another version */\n")
+    monkeypatch.setattr(fastpath, "_CSRC", str(tmp_path))
     monkeypatch.setattr(fastpath, "_state", {})
     if importlib.util.find_spec("tracer.tracefile._fast") is None:
         assert fastpath.compiled() is None and "not built" in fastpath.status()

@@ -1,8 +1,8 @@
-"""The optional compiled helpers (tracer/tracefile/_fast.c) and how to get them.
+"""The optional compiled helpers (tracer/tracefile/csrc/, module ``_fast``) and how to get them.
 
 Contract:
 - ``compiled()`` is the ``_fast`` extension module when it is built for this interpreter from
-  the C source next to this file (the module carries the source's hash), else None; callers
+  the C sources in csrc/ (the module carries their hash), else None; callers
   then use the pure-Python twins, which are the reference (tests compare both on real logs and
   traces). ``HANGTRACE_PURE=1`` in the environment forces the pure-Python path.
 - ``status()`` says in words which path is in use and why (bench/, doctor).
@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 
 __all__ = ["compiled", "status"]
 
-_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_fast.c")
+_CSRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
 _state: dict = {}
 
 
@@ -42,11 +42,19 @@ def _load() -> Tuple[Optional[ModuleType], str]:
     except ImportError:
         return None, "pure Python (compiled helpers not built: python scripts/build_fast.py)"
     try:
-        with open(_SOURCE, "rb") as f:
-            want = hashlib.sha1(f.read()).hexdigest()[:16]
+        want = source_hash(_CSRC)
     except OSError:
-        want = getattr(mod, "SOURCE_HASH", "")      # an installed copy without the source
+        want = getattr(mod, "SOURCE_HASH", "")      # an installed copy without the sources
     if getattr(mod, "SOURCE_HASH", None) != want:
         return None, ("pure Python (the compiled helpers were built from another version of "
-                      "_fast.c: python scripts/build_fast.py)")
-    return mod, "compiled helpers (tracer/tracefile/_fast.c)"
+                      "csrc/: python scripts/build_fast.py)")
+    return mod, "compiled helpers (tracer/tracefile/csrc/)"
+
+
+def source_hash(csrc: str) -> str:
+    """The sha1 of the C sources in ``csrc``, as scripts/build_fast.py computes it."""
+    h = hashlib.sha1()
+    for name in sorted(n for n in os.listdir(csrc) if n.endswith((".c", ".h"))):
+        with open(os.path.join(csrc, name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()[:16]

@@ -25,18 +25,15 @@ Contract:
 """
 from __future__ import annotations
 
-import codecs
 import datetime as _dt
-import json
 import re
 import time
-from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ... import events as ev
-from .args import _parse_fd_cached
-from .decode import (BUILDERS, DIR_CALLS as _DIR_CALLS, FD_FIRST, NV_NAMES as _NV_CACHE,
-                     POLL_CALLS, READ_CALLS, WRITE_CALLS, ioctl_request, nv_request_name,
-                     parse_fd, split_args, to_event)
+from .args import exec_args as _exec_args, unescape as _unescape
+from .batch import BatchFeed
+from .decode import nv_request_name, parse_fd, split_args, to_event
 from .fdtable import fd_calls, poll_fds
 from .lines import StraceLine, split_line
 from .procs import ProcessTable
@@ -48,63 +45,7 @@ _SPECIAL = _CLONES | frozenset({"execve", "execveat", "exit_group", "prctl", "ep
 _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _ATTACHED = "strace: Process "
-# The dicts behind the memos of parse_fd (args.py), ioctl_request and the NVIDIA request
-# names (decode.py): convert_calls reads them, Python fills them.
-_FD_CACHE = getattr(_parse_fd_cached, "__self__", {})
-_IOCTL_CACHE = getattr(ioctl_request, "__self__", {})
-# class -> (row prefix, field names): what encode_row writes for each syscall event class
-_C_FORMATS = {c: ("[" + json.dumps(c.TAG) + ",", tuple(ev.field_names(c)))
-              for c in ev.EVENT_CLASSES.values() if issubclass(c, ev.Syscall)}
-
-
-def _pick_calls() -> Optional[Callable]:
-    from ..fastpath import compiled
-    fast = compiled()
-    return None if fast is None else fast.convert_calls
-
-
-_CONVERT_CALLS = _pick_calls()
-
-
-def _unescape(text: str) -> str:
-    """strace prints C escapes (\\n, \\33, \\x1b, \\"); argv is a command line, keep it readable."""
-    if "\\" not in text:
-        return text
-    try:
-        raw = codecs.escape_decode(text.encode("utf-8", "surrogateescape"))[0]
-        return raw.decode("utf-8", "surrogateescape")  # type: ignore[union-attr]
-    except (ValueError, UnicodeError):
-        return text
-
-
-def _exec_args(args: str) -> Tuple[str, List[str]]:
-    """``"/usr/bin/true", ["true", "arg1"], 0x7ffd /* 35 vars */`` -> (filename, argv)."""
-    m = _STRING.search(args)
-    if not m:
-        return "", []
-    filename = _unescape(m.group(1))
-    lb = args.find("[", m.end())
-    if lb < 0:
-        return filename, []
-    argv: List[str] = []
-    pos = lb + 1
-    while True:
-        m2 = _STRING.match(args, pos)
-        if not m2:
-            break
-        item = _unescape(m2.group(1))
-        pos = m2.end()
-        if args.startswith("...", pos):     # strace truncated this string (-s)
-            item += "..."
-            pos += 3
-        argv.append(item)
-        if not args.startswith(", ", pos):
-            break
-        pos += 2
-    return filename, argv
-
-
-class StraceConverter:
+class StraceConverter(BatchFeed):
     """Feed lines in order; collect events. Not thread-safe (one reader feeds it)."""
 
     def __init__(self, pid_of: Optional[Callable[[int], Optional[int]]] = None,
@@ -153,96 +94,6 @@ class StraceConverter:
         if t is None:
             return self._unparsed(text)
         return self._feed(t)
-
-    def feed_batch(self, texts: List[str]) -> List[ev.Event]:
-        """``feed_text`` over many lines: the events of all of them, in order."""
-        return self._feed_run(texts, 0, False)[0]
-
-    def rows_batch(self, texts: List[str], formatter: Callable[[type], Callable]) -> List[str]:
-        """The trace rows (text) of the events of many lines, in order; ``formatter(cls)`` is
-        the row formatter of an event class (rows.RowEncoder.formatter). Where the compiled
-        helpers are built, most complete calls go from line to row in C (_fast.c
-        convert_calls: the same events, the same text), every other line through
-        ``_feed_run``."""
-        rows: List[str] = []
-        add = rows.append
-        fmts: Dict[type, Callable] = {}
-        plain = _CONVERT_CALLS
-        n, i = len(texts), 0
-        while i < n:
-            if plain is not None and self._has_pid and self.first_ts is not None \
-                    and self._cut is None:
-                ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
-                       FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_FORMATS,
-                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE)
-                i, k, last, has_dur = plain(texts, i, ctx, rows)
-                if k:
-                    self.lines += k
-                    self.last_ts = last
-                    if has_dur:
-                        self._has_dur = True
-                if i >= n:
-                    break
-            events, i = self._feed_run(texts, i, plain is not None)
-            for e in events:
-                fmt = fmts.get(e.__class__)
-                if fmt is None:
-                    fmt = fmts[e.__class__] = formatter(e.__class__)
-                add(fmt(e))
-        return rows
-
-    def _feed_run(self, texts: List[str], start: int,
-                  stop_plain: bool) -> Tuple[List[ev.Event], int]:
-        """Lines from ``texts[start]`` on: (their events, the index where it stopped). The
-        commonest line (a complete call of a known thread, nothing special about it) takes a
-        path with the converter's state in local variables; every other line goes through
-        feed_text. ``stop_plain``: stop before a later line convert_calls can take."""
-        out: List[ev.Event] = []
-        add, extend = out.append, out.extend
-        split, to_ev, feed_text = split_line, to_event, self.feed_text
-        tid_pid, names_add = self._tid_pid, self.names.add
-        lines, last_ts, has_dur, has_fd = self.lines, self.last_ts, self._has_dur, self._has_fd
-        special = self._special
-        fast = self._has_pid and self.first_ts is not None and self._cut is None
-        n = len(texts)
-        i = start
-        while i < n:
-            text = texts[i]
-            if fast:
-                t = split(text)
-                if t is not None and t[2] == "call" and t[0] is not None and t[1] is not None \
-                        and not t[13] and t[14] is None and t[3] not in special:
-                    tid, ts, _, name, args, ret, err, _, dur = t[:9]
-                    pid = tid_pid.get(tid)
-                    if pid is not None:
-                        if stop_plain and i > start and name not in POLL_CALLS:
-                            break             # convert_calls's line
-                        lines += 1
-                        last_ts = ts
-                        names_add(name)
-                        if dur is not None:
-                            has_dur = True
-                        e = to_ev(pid, tid, name, args, ret, err, dur, ts, False)
-                        if e.fd_kind is not None:
-                            if not has_fd:
-                                self._decorated()
-                                has_fd, special = True, self._special
-                        elif e.fd is not None and not has_fd:
-                            self._resolve(e, pid)
-                        if e.TAG == "pl":
-                            self._poll_kinds(e, pid, args)
-                        add(e)
-                        i += 1
-                        continue
-            self.lines, self.last_ts, self._has_dur = lines, last_ts, has_dur
-            extend(feed_text(text))
-            lines, last_ts, has_dur, has_fd = (self.lines, self.last_ts, self._has_dur,
-                                               self._has_fd)
-            special = self._special
-            fast = self._has_pid and self.first_ts is not None and self._cut is None
-            i += 1
-        self.lines, self.last_ts, self._has_dur = lines, last_ts, has_dur
-        return out, i
 
     def feed(self, line: StraceLine) -> List[ev.Event]:
         """Events completed by this line (often one, sometimes none or several)."""

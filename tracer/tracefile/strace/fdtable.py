@@ -25,14 +25,13 @@ it; dup2/dup3 onto an open fd close it first; accept returns a socket of the lis
 """
 from __future__ import annotations
 
-import codecs
 import re
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ... import events as ev
 from ...linux.fdtarget import fd_kind
 from ...linux.syscall_table import AARCH64
-from .args import first_arg, parse_fd, split_args
+from .args import first_arg, parse_fd, split_args, unescape
 
 __all__ = ["FdTables", "FD_CALLS", "fd_calls", "poll_fds"]
 
@@ -88,14 +87,7 @@ def _path(args: str, index: int) -> Optional[str]:
         if m is None:
             return None
         pos = m.end()
-    text = m.group(1)
-    if "\\" in text:
-        try:
-            text = codecs.escape_decode(text.encode("utf-8", "surrogateescape"))[0].decode(
-                "utf-8", "surrogateescape")  # type: ignore[union-attr]
-        except (ValueError, UnicodeError):
-            pass
-    return text + (m.group(2) or "")
+    return unescape(m.group(1)) + (m.group(2) or "")
 
 
 def _int(text: str) -> Optional[int]:
