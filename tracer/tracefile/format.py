@@ -212,11 +212,10 @@ def byte_blocks(stream: IO[bytes], size: int = BLOCK) -> Iterator[bytes]:
         yield b"".join(parts)
 
 
-def _blocks(stream: IO[bytes], info: TraceInfo) -> Iterator[str]:
-    """Text blocks of whole lines; a stream cut short marks the trace truncated."""
+def _raw_blocks(stream: IO[bytes], info: TraceInfo) -> Iterator[bytes]:
+    """Blocks of whole lines; a stream cut short marks the trace truncated."""
     try:
-        for block in byte_blocks(stream):
-            yield block.decode("utf-8", "surrogateescape")
+        yield from byte_blocks(stream)
     except BROKEN:
         info.truncated = True
 
@@ -269,9 +268,9 @@ class TraceReader:
         table = self._fast_table
         decode_rows = fast.decode_rows if fast is not None and table else None
         pending_bad = 0
-        for block in _blocks(self._stream, info):
-            if decode_rows is not None and block.isascii():
-                items, odd = decode_rows(block, table)
+        for raw in _raw_blocks(self._stream, info):
+            if decode_rows is not None and raw.isascii():
+                items, odd = decode_rows(raw, table)
                 if not odd:                   # every line an event decoded in C
                     if items and pending_bad:
                         info.bad_lines += pending_bad
@@ -280,7 +279,7 @@ class TraceReader:
                     yield items
                     continue
             else:
-                items = block.split("\n")
+                items = raw.decode("utf-8", "surrogateescape").split("\n")
                 if items[-1] == "":
                     items.pop()
             out: List[ev.Event] = []

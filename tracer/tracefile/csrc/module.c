@@ -13,7 +13,7 @@
  *                               rows of None/bool/int/float/str/tuple-or-list of str;
  *                               fallback(event) for anything else (None: returns None)
  *   float_repr(x)               repr(x), as encode_row writes floats
- *   decode_rows(block, table)   the rows of an ASCII block of trace lines: an event for each
+ *   decode_rows(block, table)   the rows of an ASCII block (str or bytes) of trace lines: an event for each
  *                               row whose tag is in table ({tag: (class, nfields, tuple_index,
  *                               slot offsets or None)}) and whose values are JSON scalars or
  *                               arrays of them: class(*values), or its slots filled directly

@@ -151,17 +151,31 @@ done:
 
 PyObject *decode_rows(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    if (argc != 2 || !PyUnicode_Check(argv[0]) || !PyDict_Check(argv[1])) {
+    if (argc != 2 || !(PyUnicode_Check(argv[0]) || PyBytes_Check(argv[0]))
+            || !PyDict_Check(argv[1])) {
         PyErr_SetString(PyExc_TypeError, "decode_rows(block, table)");
         return NULL;
     }
     PyObject *block = argv[0], *table = argv[1];
-    if (!PyUnicode_IS_ASCII(block)) {
+    const char *s;
+    Py_ssize_t n;
+    int ascii = 1;
+    if (PyBytes_Check(block)) {          /* bytes straight from the file: no decoding step */
+        s = PyBytes_AS_STRING(block);
+        n = PyBytes_GET_SIZE(block);
+        unsigned char any = 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            any |= (unsigned char)s[i];
+        ascii = !(any & 0x80);
+    } else {
+        s = (const char *)PyUnicode_DATA(block);
+        n = PyUnicode_GET_LENGTH(block);
+        ascii = PyUnicode_IS_ASCII(block);
+    }
+    if (!ascii) {
         PyErr_SetString(PyExc_ValueError, "decode_rows: the block must be ASCII");
         return NULL;
     }
-    const char *s = (const char *)PyUnicode_DATA(block);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(block);
     PyObject *out = PyList_New(0);
     if (!out)
         return NULL;
