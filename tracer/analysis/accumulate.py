@@ -241,17 +241,17 @@ class Accumulator:
         last, start = self.last_ts, self.start
         try:
             for e in events:
-                cls = type(e)
-                to = other(cls)
-                if to is not None:
-                    to(e)
-                    continue
+                handler = dispatch(type(e))
+                if handler is None:              # not the accumulator's: routed or ignored
+                    to = other(type(e))
+                    if to is not None:
+                        to(e)
+                        continue
                 ts = e.ts
                 if ts and (last is None or ts > last):
                     last = ts
                     if start is None:
                         start = ts
-                handler = dispatch(cls)
                 if handler is not None:
                     handler(e)
         finally:

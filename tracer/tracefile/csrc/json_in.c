@@ -19,10 +19,15 @@ static PyObject *memo_str(Memo *m, const char *s, Py_ssize_t a, Py_ssize_t b)
     Py_ssize_t len = b - a;
     if (!m || len > MEMO_STR_MAX)
         return ascii_str(s, a, b);
-    unsigned h = 2166136261u;
-    for (Py_ssize_t i = a; i < b; i++)
-        h = (h ^ (unsigned char)s[i]) * 16777619u;
-    h &= MEMO - 1;
+    /* hash of the length and the first and last 8 bytes (a miss only costs a new object) */
+    uint64_t x = (uint64_t)len * 0x9E3779B97F4A7C15ULL, w = 0;
+    memcpy(&w, s + a, len < 8 ? (size_t)len : 8);
+    x ^= w * 0xC2B2AE3D27D4EB4FULL;
+    if (len > 8) {
+        memcpy(&w, s + b - 8, 8);
+        x ^= w * 0x165667B19E3779F9ULL;
+    }
+    unsigned h = (unsigned)(x >> 40) & (MEMO - 1);
     PyObject *o = m->str[h];
     if (o && PyUnicode_GET_LENGTH(o) == len && memcmp(PyUnicode_DATA(o), s + a, (size_t)len) == 0) {
         Py_INCREF(o);
@@ -80,10 +85,22 @@ static int read_u4(Cur *c, Py_ssize_t at, Py_UCS4 *out)
  * exception set on malformed text */
 unsigned char STOP[256];      /* '"', '\\' and control characters end a plain run */
 
+/* 8 ASCII bytes at a time (SWAR): does w hold a '"', a '\\' or a control character */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+#define HAS_ZERO(v) (((v) - ONES) & ~(v) & HIGHS)
+#define HAS_LESS(v, k) (((v) - ONES * (k)) & ~(v) & HIGHS)
+
 static PyObject *json_string(Cur *c)
 {
     const char *s = c->s;
     Py_ssize_t i = c->i + 1, start = i;
+    for (; i + 8 <= c->n; i += 8) {           /* the block is ASCII: no high bits */
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if (HAS_ZERO(w ^ (ONES * '"')) || HAS_ZERO(w ^ (ONES * '\\')) || HAS_LESS(w, 0x20))
+            break;
+    }
     while (i < c->n && !STOP[(unsigned char)s[i]])
         i++;
     if (i < c->n && (unsigned char)s[i] < 0x20)

@@ -17,29 +17,29 @@ int clinger(const char *s, Py_ssize_t a, Py_ssize_t b, double *out)
         neg = 1;
         i++;
     }
-    long long m = 0;
-    int digits = 0, frac = 0, seen_dot = 0, any = 0;
-    for (; i < b; i++) {
-        char c = s[i];
-        if (c >= '0' && c <= '9') {
-            any = 1;
-            if (m == 0 && c == '0') {        /* leading zeros are not significant */
-                if (seen_dot)
-                    frac++;
-                continue;
-            }
-            if (++digits > 16)
+    Py_ssize_t first = i;
+    while (i < b && s[i] == '0')             /* leading zeros are not significant */
+        i++;
+    unsigned long long m = 0;                /* unsigned: no overflow, only wrapping */
+    int digits = 0, frac = 0;
+    for (; i < b && s[i] >= '0' && s[i] <= '9'; i++, digits++)
+        m = m * 10 + (unsigned)(s[i] - '0');
+    if (digits > 16)
+        return 0;
+    int any = i > first;
+    if (i < b && s[i] == '.') {
+        i++;
+        if (!digits)                         /* 0.000274: the zeros after the point */
+            for (; i < b && s[i] == '0'; i++, frac++)
+                any = 1;
+        for (; i < b && s[i] >= '0' && s[i] <= '9'; i++, digits++, frac++) {
+            if (digits >= 16)
                 return 0;
-            m = m * 10 + (c - '0');
-            if (seen_dot)
-                frac++;
-        } else if (c == '.' && !seen_dot) {
-            seen_dot = 1;
-        } else {
-            break;
+            m = m * 10 + (unsigned)(s[i] - '0');
         }
+        any = any || frac > 0;
     }
-    if (!any || m > (1LL << 53))         /* an exact double: at most 2**53 */
+    if (!any || m > (1ULL << 53))        /* an exact double: at most 2**53 */
         return 0;
     int e = 0;
     if (i < b && (s[i] == 'e' || s[i] == 'E')) {

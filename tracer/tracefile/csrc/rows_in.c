@@ -163,10 +163,15 @@ PyObject *decode_rows(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     if (PyBytes_Check(block)) {          /* bytes straight from the file: no decoding step */
         s = PyBytes_AS_STRING(block);
         n = PyBytes_GET_SIZE(block);
-        unsigned char any = 0;
-        for (Py_ssize_t i = 0; i < n; i++)
+        uint64_t any = 0, w;
+        Py_ssize_t i = 0;
+        for (; i + 8 <= n; i += 8) {        /* 8 bytes at a time: is any high bit set */
+            memcpy(&w, s + i, 8);
+            any |= w;
+        }
+        for (; i < n; i++)
             any |= (unsigned char)s[i];
-        ascii = !(any & 0x80);
+        ascii = !(any & 0x8080808080808080ULL);
     } else {
         s = (const char *)PyUnicode_DATA(block);
         n = PyUnicode_GET_LENGTH(block);
