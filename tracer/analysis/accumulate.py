@@ -20,6 +20,8 @@ MAX_FUTEX_ADDRS = 4096
 # The event classes _syscall tells apart, as module globals (one dict lookup, not two).
 _SYSCALL, _WRITE, _FUTEX, _POLL, _IOCTL, _READ = (ev.Syscall, ev.WriteCall, ev.FutexCall,
                                                   ev.PollCall, ev.IoctlCall, ev.ReadCall)
+_SYSCALLS = frozenset({ev.Syscall, ev.FutexCall, ev.PollCall, ev.IoctlCall, ev.WriteCall,
+                       ev.ReadCall, ev.WaitChild})     # what the dispatch sends to _syscall
 
 
 @dataclass
@@ -234,26 +236,36 @@ class Accumulator:
 
     def feed_many(self, events: Iterable[ev.Event],
                   route: Optional[Dict[type, Callable[[ev.Event], None]]] = None) -> None:
-        """``feed`` for each event, in one loop (replay's hot path; the recording's first and
-        last times stay in locals meanwhile: no handler reads them). ``route`` hands the
-        events of some classes to other consumers instead, without feeding them here."""
+        """``feed`` for each event in one loop (replay's hot path): the first and last times
+        stay in locals (no handler reads them), a call's thread is looked up only when it is
+        not the previous call's; ``route`` hands some classes to other consumers instead."""
         dispatch, other = self._dispatch.get, (route or {}).get
-        last, start = self.last_ts, self.start
+        last, start, threads, syscall = self.last_ts, self.start, self.threads, self._syscall
+        pid = tid = t = None
         try:
             for e in events:
-                handler = dispatch(type(e))
-                if handler is None:              # not the accumulator's: routed or ignored
-                    to = other(type(e))
-                    if to is not None:
-                        to(e)
+                cls = type(e)
+                call = cls in _SYSCALLS
+                if not call:
+                    handler = dispatch(cls)
+                    if handler is None and other(cls) is not None:   # routed elsewhere
+                        other(cls)(e)  # type: ignore[misc]
                         continue
                 ts = e.ts
                 if ts and (last is None or ts > last):
                     last = ts
                     if start is None:
                         start = ts
-                if handler is not None:
-                    handler(e)
+                if not call:
+                    if handler is not None:
+                        handler(e)
+                    continue
+                if t is None or e.tid != tid or e.pid != pid:  # type: ignore[attr-defined]
+                    pid, tid = e.pid, e.tid                     # type: ignore[attr-defined]
+                    t = threads.get((pid, tid))
+                syscall(e, t)                                   # type: ignore[arg-type]
+                if t is None:
+                    t = threads.get((pid, tid))
         finally:
             self.last_ts, self.start = last, start
 
@@ -298,8 +310,10 @@ class Accumulator:
     def threads_of(self, pid: int) -> List[ThreadStats]:
         return [t for (p, _), t in self.threads.items() if p == pid]
 
-    def _syscall(self, e: ev.Syscall) -> None:
-        t = self.threads.get((e.pid, e.tid)) or self._thread(e.pid, e.tid)
+    def _syscall(self, e: ev.Syscall, t: Optional[ThreadStats] = None) -> None:
+        """``t``: the event's ThreadStats when the caller has it (feed_many), else looked up."""
+        if t is None:
+            t = self.threads.get((e.pid, e.tid)) or self._thread(e.pid, e.tid)
         ts = e.ts
         if t.first_ts is None:
             t.first_ts = ts

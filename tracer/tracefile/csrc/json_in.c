@@ -111,7 +111,61 @@ static PyObject *json_string(Cur *c)
         c->i = i + 1;
         return memo_str(c->memo, s, start, i);
     }
-    /* with escapes: code points into a buffer */
+    /* With escapes. Most decode to ASCII (the \" around scrubbed literals): bytes, copied a
+     * run at a time; a \u escape beyond ASCII goes to the code-point path below. */
+    {
+        char stackbuf[1024];
+        size_t cap = (size_t)(c->n - start + 1);
+        char *buf = cap <= sizeof(stackbuf) ? stackbuf : PyMem_Malloc(cap);
+        if (!buf)
+            return PyErr_NoMemory();
+        Py_ssize_t k = i - start, j = i;
+        memcpy(buf, s + start, (size_t)k);
+        int wide = 0;
+        while (j < c->n) {
+            unsigned char ch = (unsigned char)s[j];
+            if (ch == '"')
+                break;
+            if (ch < 0x20)
+                break;                       /* malformed: the code-point path says so */
+            if (ch != '\\') {
+                Py_ssize_t r = j + 1;
+                while (r < c->n && !STOP[(unsigned char)s[r]])
+                    r++;
+                memcpy(buf + k, s + j, (size_t)(r - j));
+                k += r - j;
+                j = r;
+                continue;
+            }
+            if (j + 1 >= c->n)
+                break;
+            char e = s[j + 1], v;
+            switch (e) {
+            case '"': v = '"'; break;
+            case '\\': v = '\\'; break;
+            case '/': v = '/'; break;
+            case 'b': v = '\b'; break;
+            case 'f': v = '\f'; break;
+            case 'n': v = '\n'; break;
+            case 'r': v = '\r'; break;
+            case 't': v = '\t'; break;
+            default: v = 0; wide = 1; break;   /* \u and the rest: the code-point path */
+            }
+            if (wide)
+                break;
+            buf[k++] = v;
+            j += 2;
+        }
+        if (!wide && j < c->n && s[j] == '"') {
+            c->i = j + 1;
+            PyObject *r = ascii_str(buf, 0, k);
+            if (buf != stackbuf)
+                PyMem_Free(buf);
+            return r;
+        }
+        if (buf != stackbuf)
+            PyMem_Free(buf);
+    }
     Py_UCS4 *cp = PyMem_Malloc(sizeof(Py_UCS4) * (size_t)(c->n - start + 1));
     if (!cp)
         return PyErr_NoMemory();
