@@ -1,147 +1,187 @@
-"""Benchmark: import a realistic 1,000,000-line ``strace -f -ttt -T -yy`` log.
+"""Benchmark: import and analysis of a real strace log, as ratios to one regex pass over it.
 
-Usage: python bench/import_speed.py [--lines N] [--keep DIR] [--gz] [--workers N] [--sequential]
+Usage: python bench/import_speed.py [--lines N] [--reps R] [--pure] [--both] [--keep DIR]
+                                    [--synthetic]
 
-The generated log mimics an LLM server worker: a main thread writing logs and issuing
-NVIDIA ioctls, a CUDA event-handler thread polling /dev/nvidia0 fds with a 100 ms timeout,
-an asyncio thread in epoll_wait on TCP sockets, worker threads in futex waits (many as
-unfinished/resumed pairs), socket reads, and a few threads parked forever. Prints lines/s,
-wall time, CPU time of this process and of the import workers (wall is noisy on a shared
-machine) and the peak RSS of this process and of the largest worker (ru_maxrss).
-``--workers 1`` (or ``--sequential``) is the single-process import; the default shards a log
-this large over min(2, cpus) workers (tracer/tracefile/strace_parallel.py); ``--sequential`` with the
-default also runs the sharded import after the sequential one, on the same log.
+The log is made of real lines: fixtures/gpu-h200/startup.strace.gz (``strace -f -ttt -T -yy``
+of a CUDA start-up on an H200: long paths, -yy decorations, NVIDIA ioctls, unfinished/resumed
+pairs, clones and exits) repeated with its timestamps shifted, to N lines (default 1,000,000).
+Each repetition runs, one after the other and alternating: (1) a single Python regex pass over
+the log (``for line in file: re.match(r"(\\d+) +(\\d+\\.\\d+) (\\w+)\\(", line)``, the floor
+of any pure-Python reader), (2) ``import_strace`` into a trace, (3) ``analyze_trace`` of that
+trace, each in a fresh process, which reports the CPU time, wall time and peak RSS of the work
+(module imports are done before the clock starts). Printed:
+per repetition and as medians, the import/regex and analyze/regex ratios of CPU time (stable on
+a shared machine) and of wall time, the load average before and after, and the peak RSS of an
+import and an analysis of a log a quarter as long (memory must not grow with the log).
+``--pure`` measures the pure-Python path (HANGTRACE_PURE=1), ``--both`` both paths side by
+side; by default the compiled helpers are used when built (scripts/build_fast.py).
+``--synthetic`` uses the older generated log (short lines) instead of the real one.
 """
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import os
-import random
+import re
 import resource
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from typing import Optional
+from typing import Dict, List
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
 
-from tracer.tracefile.strace_import import import_strace  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from synthetic_log import generate  # noqa: E402  (tests import it from here)
 
-POLL_FDS = ", ".join(
-    ["{fd=16<anon_inode:[eventfd]>, events=POLLIN}"]
-    + [f"{{fd={n}</dev/nvidia0<char 195:0>>, events=POLLIN}}" for n in (18, 20, 22, 24)]
-    + ["{fd=34<pipe:[7964]>, events=POLLIN}"])
+FIXTURE = os.path.join(ROOT, "fixtures", "gpu-h200", "startup.strace.gz")
+_TS = re.compile(r"^(\d+ +)(\d+\.\d+)")
+REGEX = re.compile(r"(\d+) +(\d+\.\d+) (\w+)\(")
 
 
-def generate(path: str, n_lines: int, seed: int = 1) -> None:
-    rnd = random.Random(seed)
-    ts = 1795950000.0
-    main, evt, aio = 1000, 1017, 1020
-    workers = list(range(1001, 1017))
-    parked = workers[8:]
-    pending: dict = {}
-    out = []
-    with open(path, "w") as f:
-        # threads parked in futex for the whole recording
-        for t in parked:
-            f.write(f"{t:<5} {ts:.6f} futex(0x7f19275f{t:04x}, FUTEX_WAIT_BITSET_PRIVATE|"
-                    f"FUTEX_CLOCK_REALTIME, 0, NULL, FUTEX_BITSET_MATCH_ANY <unfinished ...>\n")
-        written = len(parked)
+def real_log(path: str, n_lines: int) -> None:
+    """The H200 start-up log repeated with shifted timestamps to ``n_lines`` lines."""
+    with gzip.open(FIXTURE, "rt") as f:
+        src = f.read().splitlines()
+    first = float(_TS.match(src[0]).group(2))      # type: ignore[union-attr]
+    last = float(_TS.match(src[-1]).group(2))      # type: ignore[union-attr]
+    span = last - first + 0.001
+    written = 0
+    with open(path, "w") as out:
+        k = 0
         while written < n_lines:
-            ts += rnd.random() * 0.0002
-            r = rnd.random()
-            d = rnd.random() * 0.0001
-            if r < 0.25:
-                out.append(f"{main:<5} {ts:.6f} write(1</srv/out/server.log>, \"step 3900 loss "
-                           f"0.25\\n\", 21) = 21 <{d:.6f}>")
-            elif r < 0.40:
-                out.append(f"{main:<5} {ts:.6f} ioctl(8</dev/nvidiactl<char 195:255>>, _IOC("
-                           f"_IOC_READ|_IOC_WRITE, 0x46, 0x2a, 0x20), 0x7ffed3135b90) = 0 <{d:.6f}>")
-            elif r < 0.55:
-                if evt in pending:
-                    del pending[evt]
-                    out.append(f"{evt:<5} {ts:.6f} <... poll resumed>) = 0 (Timeout) <0.100{rnd.randint(100, 999)}>")
-                elif rnd.random() < 0.5:
-                    pending[evt] = True
-                    out.append(f"{evt:<5} {ts:.6f} poll([{POLL_FDS}], 6, 100 <unfinished ...>")
-                else:
-                    out.append(f"{evt:<5} {ts:.6f} poll([{POLL_FDS}], 6, 100) = 0 (Timeout) <0.100{rnd.randint(100, 999)}>")
-            elif r < 0.68:
-                t = rnd.choice(workers[:8])
-                if t in pending:
-                    del pending[t]
-                    out.append(f"{t:<5} {ts:.6f} <... futex resumed>) = 0 <{d * 50:.6f}>")
-                else:
-                    pending[t] = True
-                    out.append(f"{t:<5} {ts:.6f} futex(0x55d0c0a{t:04x}, FUTEX_WAIT_PRIVATE, 2, "
-                               f"NULL <unfinished ...>")
-            elif r < 0.76:
-                t = rnd.choice(workers[:8])
-                out.append(f"{t:<5} {ts:.6f} futex(0x55d0c0a{t:04x}, FUTEX_WAKE_PRIVATE, 1) = 1 <{d:.6f}>")
-            elif r < 0.86:
-                if aio in pending:
-                    del pending[aio]
-                    out.append(f"{aio:<5} {ts:.6f} <... epoll_wait resumed>[{{events=EPOLLIN, "
-                               f"data={{u32=12, u64=12}}}}], 1024, 50) = 1 <{d * 10:.6f}>")
-                else:
-                    pending[aio] = True
-                    out.append(f"{aio:<5} {ts:.6f} epoll_wait(6<anon_inode:[eventpoll]>,  <unfinished ...>")
-            elif r < 0.95:
-                out.append(f"{aio:<5} {ts:.6f} recvfrom(12<TCP:[127.0.0.1:8000->127.0.0.1:47550]>, "
-                           f"\"GET /health HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\", 65536, 0, NULL, NULL) = 38 <{d:.6f}>")
-            else:
-                out.append(f"{aio:<5} {ts:.6f} sendto(12<TCP:[127.0.0.1:8000->127.0.0.1:47550]>, "
-                           f"\"HTTP/1.1 200 OK\\r\\n\"..., 120, 0, NULL, 0) = 120 <{d:.6f}>")
-            written += 1
-            if len(out) >= 10000:
-                f.write("\n".join(out) + "\n")
-                out.clear()
-        if out:
-            f.write("\n".join(out) + "\n")
+            shift = k * span
+            chunk = []
+            for line in src[:n_lines - written]:
+                m = _TS.match(line)
+                chunk.append(f"{m.group(1)}{float(m.group(2)) + shift:.6f}{line[m.end():]}")
+            out.write("\n".join(chunk) + "\n")
+            written += len(chunk)
+            k += 1
 
 
-def _import(log: str, out: str, workers: Optional[int]) -> None:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t1 = time.perf_counter()
-    c1 = time.process_time()
-    res = import_strace(log, out, workers=workers)
-    wall = time.perf_counter() - t1
-    cpu = time.process_time() - c1
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    child_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    how = "sequential" if workers == 1 else f"workers={workers or 'auto'}"
-    print(f"{how}: imported {res.lines:,} lines -> {res.events:,} events in {wall:.2f} s wall "
-          f"({res.lines / wall:,.0f} lines/s); CPU {cpu:.2f} s here + {child_cpu:.2f} s in "
-          f"workers = {cpu + child_cpu:.2f} s; unparsed {res.unparsed}; "
-          f"trace {os.path.getsize(out) / 1e6:.0f} MB; peak RSS {rss:.0f} MB here, "
-          f"{after.ru_maxrss / 1024:.0f} MB largest worker")
+# --------------------------------------------------------------------------- children
+def _child(kind: str, args: List[str]) -> None:
+    # The modules are imported before the clock starts: the work is measured, not start-up.
+    from tracer.analysis.analyzer import analyze_trace
+    from tracer.tracefile.strace_import import import_strace
+    c0, t0 = time.process_time(), time.perf_counter()
+    if kind == "regex":
+        n = 0
+        with open(args[0], encoding="utf-8", errors="surrogateescape") as f:
+            match = REGEX.match
+            for line in f:
+                if match(line):
+                    n += 1
+    elif kind == "import":
+        n = import_strace(args[0], args[1]).events
+    else:
+        n = len(analyze_trace(args[0]).processes)
+    out = {"cpu": time.process_time() - c0, "wall": time.perf_counter() - t0, "n": n,
+           "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if kind != "regex":
+        from tracer.tracefile.fastpath import status
+        out["path"] = status()
+    print(json.dumps(out))
+
+
+def _run(kind: str, args: List[str], pure: bool) -> Dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    if pure:
+        env["HANGTRACE_PURE"] = "1"
+    else:
+        env.pop("HANGTRACE_PURE", None)
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", kind, *args],
+                       env=env, capture_output=True, text=True, check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def measure(log: str, trace: str, reps: int, pure: bool) -> Dict[str, float]:
+    rows = []
+    for i in range(reps):
+        rx = _run("regex", [log], pure)
+        im = _run("import", [log, trace], pure)
+        an = _run("analyze", [trace], pure)
+        rows.append((rx, im, an))
+        print(f"  rep {i + 1}: regex {rx['cpu']:.2f} s  import {im['cpu']:.2f} s "
+              f"({im['cpu'] / rx['cpu']:.1f}x)  analyze {an['cpu']:.2f} s "
+              f"({an['cpu'] / rx['cpu']:.1f}x)   [CPU; wall {rx['wall']:.2f} / "
+              f"{im['wall']:.2f} / {an['wall']:.2f} s]", flush=True)
+    med = statistics.median
+    return {
+        "regex_cpu": med(r[0]["cpu"] for r in rows),
+        "import_cpu": med(r[1]["cpu"] for r in rows),
+        "analyze_cpu": med(r[2]["cpu"] for r in rows),
+        "import_ratio": med(r[1]["cpu"] / r[0]["cpu"] for r in rows),
+        "analyze_ratio": med(r[2]["cpu"] / r[0]["cpu"] for r in rows),
+        "import_ratio_wall": med(r[1]["wall"] / r[0]["wall"] for r in rows),
+        "analyze_ratio_wall": med(r[2]["wall"] / r[0]["wall"] for r in rows),
+        "import_rss": max(r[1]["rss_mb"] for r in rows),
+        "analyze_rss": max(r[2]["rss_mb"] for r in rows),
+        "path": rows[0][1]["path"],
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
-    ap.add_argument("--keep", help="directory to keep the log and trace in")
-    ap.add_argument("--gz", action="store_true", help="write a gzip trace (.htrace.gz)")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="import workers (default: automatic; 1: sequential)")
-    ap.add_argument("--sequential", action="store_true",
-                    help="also time the sequential import first (before/after)")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--pure", action="store_true", help="the pure-Python path")
+    ap.add_argument("--both", action="store_true", help="compiled and pure-Python paths")
+    ap.add_argument("--keep", help="directory to keep the log and traces in")
+    ap.add_argument("--synthetic", action="store_true", help="the older generated log")
+    ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.child:
+        _child(a.child[0], a.child[1:])
+        return
     d = a.keep or tempfile.mkdtemp(prefix="hangtrace-bench-")
     os.makedirs(d, exist_ok=True)
-    log = os.path.join(d, "bench.strace")
-    out = os.path.join(d, "bench.htrace" + (".gz" if a.gz else ""))
+    log, small = os.path.join(d, "bench.strace"), os.path.join(d, "small.strace")
+    trace = os.path.join(d, "bench.htrace")
     t0 = time.perf_counter()
-    generate(log, a.lines)
-    t1 = time.perf_counter()
-    print(f"generated {a.lines:,} lines ({os.path.getsize(log) / 1e6:.0f} MB) in {t1 - t0:.1f} s")
-    if a.sequential and a.workers != 1:
-        _import(log, out, 1)
-    _import(log, out, a.workers)
+    if a.synthetic:
+        generate(log, a.lines)
+        generate(small, a.lines // 4)
+    else:
+        real_log(log, a.lines)
+        real_log(small, a.lines // 4)
+    print(f"log: {a.lines:,} real lines ({os.path.getsize(log) / 1e6:.0f} MB) made in "
+          f"{time.perf_counter() - t0:.1f} s; machine: {os.cpu_count()} CPUs, load average "
+          f"{_load()}")
+    paths = [False, True] if a.both else [a.pure]
+    results = {}
+    for pure in paths:
+        print(f"{'pure Python' if pure else 'default path'}: {a.reps} repetitions, "
+              "each in fresh processes, alternating regex / import / analyze", flush=True)
+        results[pure] = measure(log, trace, a.reps, pure)
+        q_im = _run("import", [small, trace + ".small"], pure)
+        q_an = _run("analyze", [trace + ".small"], pure)
+        results[pure]["small_rss"] = (q_im["rss_mb"], q_an["rss_mb"])
+    print(f"load average after: {_load()}")
+    for pure, r in results.items():
+        print(f"\n{r['path']}:\n"
+              f"  median CPU: regex pass {r['regex_cpu']:.2f} s, import {r['import_cpu']:.2f} s,"
+              f" analyze {r['analyze_cpu']:.2f} s\n"
+              f"  import  = {r['import_ratio']:.1f}x the regex pass (wall: "
+              f"{r['import_ratio_wall']:.1f}x)   [limit 6x, goal 4x]\n"
+              f"  analyze = {r['analyze_ratio']:.1f}x the regex pass (wall: "
+              f"{r['analyze_ratio_wall']:.1f}x)   [limit 3x, goal 2x]\n"
+              f"  peak RSS: import {r['import_rss']:.0f} MB, analyze {r['analyze_rss']:.0f} MB "
+              f"({a.lines:,} lines); {r['small_rss'][0]:.0f} MB, {r['small_rss'][1]:.0f} MB "
+              f"({a.lines // 4:,} lines)")
     if not a.keep:
-        os.unlink(log)
-        os.unlink(out)
+        for p in os.listdir(d):
+            os.unlink(os.path.join(d, p))
         os.rmdir(d)
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up hangtrace on a fresh Debian/Ubuntu machine: system tools the tests and backends use
-# (strace, gcc for the C scenarios), then a venv with the package and its test dependencies.
+# (strace, gcc for the C scenarios and the compiled helpers), then a venv with the package and
+# its test dependencies, then the compiled helpers (scripts/build_fast.py).
 # The venv uses the system python3 with --system-site-packages so that Debian's python3-bpfcc
 # (the eBPF backend) stays importable. Safe to run again: it only adds what is missing.
 set -euo pipefail
@@ -12,6 +13,9 @@ missing=()
 command -v strace >/dev/null 2>&1 || missing+=(strace)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+# Python.h, for the optional compiled helpers (scripts/build_fast.py)
+"$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(
+    sysconfig.get_paths()["include"], "Python.h")))' || missing+=(python3-dev)
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing ${missing[*]}" >&2
@@ -34,4 +38,8 @@ fi
     | grep -v "^WARNING: Location" || true
 .venv/bin/python -c 'import tracer, click, rich, psutil, pytest' \
     || { echo "setup: the venv is incomplete" >&2; exit 1; }
+# The compiled helpers of the strace importer and trace reader, built with this machine's C
+# compiler; without them hangtrace runs its pure-Python path (same results, slower).
+.venv/bin/python scripts/build_fast.py --quiet \
+    || echo "setup: compiled helpers not built; the pure-Python path is used" >&2
 echo "setup: ok (.venv/bin/hangtrace)" >&2

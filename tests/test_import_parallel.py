@@ -19,7 +19,8 @@ from tracer.tracefile import strace_parallel as import_parallel
 from tracer.tracefile import format as trace
 from tracer.analysis.analyzer import analyze_trace
 from tracer.tracefile.strace_parallel import classify
-from tracer.tracefile.strace_import import ImportError_, _first_pass, import_strace
+from tracer.tracefile.strace_ff import SingleLog
+from tracer.tracefile.strace_import import ImportError_, import_strace
 from tracer.tracefile.strace.lines import parse_line
 
 HERE = os.path.dirname(__file__)
@@ -260,7 +261,7 @@ def test_single_process_log_without_pid_column(tmp_path, small_batches):
     _compare(str(log), tmp_path, 2)
 
 
-@pytest.mark.parametrize("name", sorted(os.listdir(DATA)))
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(DATA) if n.endswith(".log")))
 def test_data_logs(tmp_path, small_batches, name):
     _compare(os.path.join(DATA, name), tmp_path, 2)
 
@@ -288,7 +289,7 @@ def test_truncated_gzip_log(tmp_path, small_batches):
 def test_classify_never_misses_state(tmp_path):
     """Every line the converter reads as shared state is global, every half of a call
     stateful, and the tid column classify reads is parse_line's tid."""
-    paths = [os.path.join(DATA, n) for n in os.listdir(DATA)]
+    paths = [os.path.join(DATA, n) for n in os.listdir(DATA) if n.endswith(".log")]
     for style in ("o", "pid", "nots"):
         p = str(tmp_path / f"c-{style}.log")
         complex_log(p, style=style, steps=3000)
@@ -316,8 +317,8 @@ def test_classify_never_misses_state(tmp_path):
 def test_plan(tmp_path):
     log = str(tmp_path / "b.strace")
     import_speed.generate(log, 2000)
-    first = _first_pass(log)
-    kw = dict(size=first.size, root_pid=first.root_pid, base_date=None)
+    first = SingleLog(log).scan()
+    kw = dict(size=first.size, membership=first.membership(), base_date=None)
     assert import_parallel.plan_shards(first.tid_lines, first_tod=None, **kw) is None  # small
     plan = import_parallel.plan_shards(first.tid_lines, first_tod=None, workers=2, **kw)
     assert plan is not None and set(plan.assign.values()) == {0, 1}

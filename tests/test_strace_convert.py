@@ -138,10 +138,17 @@ def test_no_pid_no_ts_and_unparsed():
     assert conv.capabilities == {"timestamps": False, "durations": False, "fd_paths": False,
                                  "pids": True}
     assert [(e.pid, e.status) for e in evs if isinstance(e, ev.ProcessExit)] == [(3843, 0), (3842, 3)]
-    conv, evs = convert(os.path.join(DATA, "stderr_brackets_tt_T_y.log"))
-    lost = [e for e in evs if isinstance(e, ev.Lost)]
-    assert len(lost) == 1 and lost[0].count == 2 and lost[0].sample.startswith("11:53:00.669877 clone(")
-    assert lost[0].reason == "unparsed strace lines"
+    # strace wrote "strace: Process 4024 attached" into the middle of the clone line; the rest
+    # of the line follows on the next one: joined again, the clone makes the child process
+    conv, evs = convert(os.path.join(DATA, "stderr_brackets_tt_T_y.log"), unprefixed_tid=4023)
+    assert not [e for e in evs if isinstance(e, ev.Lost)] and conv.unparsed == 0
+    [clone] = [e for e in evs if isinstance(e, ev.Syscall) and e.name == "clone"]
+    assert clone.ret == 4024 and clone.args.endswith("SIGCHLD, child_tidptr=0x7f7a6b241a10")
+    assert [(e.pid, e.parent_tid) for e in evs if isinstance(e, ev.ThreadStart)] == [(4024, 4023)]
+    assert sorted(conv.processes) == [4023, 4024] and conv.processes[4024].ppid == 4023
+    conv = StraceConverter()
+    conv.feed_text("1 1.0 read(3, strace: Process 9 attached\n")
+    assert conv.finish(2.0)[-1].count == 1 and conv.bad_sample == "1 1.0 read(3, "
 
 
 def test_detached_call_is_ongoing_at_finish():

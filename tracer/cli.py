@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import sys
 from typing import List, NoReturn, Optional, Tuple
 
@@ -191,13 +192,17 @@ def watch(pids: Tuple[int, ...], name: Optional[str], silent_for: float, duratio
 
 
 @main.command()
-@click.argument("trace")
+@click.argument("trace", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
 def analyze(trace: str, as_json: bool, verbose: bool) -> None:
-    """Analyze a saved trace (or a raw strace log) and print the verdict."""
+    """Analyze a saved trace (or a raw strace log, or the files of strace -ff -o PREFIX: the
+    directory or PREFIX) and print the verdict."""
     from .analysis.analyzer import analyze_trace
     from .render.progress import FileProgress
+    if _maybe_ff_set(trace):
+        _emit(_analyze_strace_log(trace, None), as_json, verbose)
+        return
     try:
         with FileProgress(trace, "analyzing"):
             report = analyze_trace(trace)
@@ -206,7 +211,19 @@ def analyze(trace: str, as_json: bool, verbose: bool) -> None:
     _emit(report, as_json, verbose)
 
 
-def _analyze_strace_log(path: str, why: NotATrace):
+def _maybe_ff_set(path: str) -> bool:
+    """A directory, or a name no file has (strace -ff -o PREFIX writes PREFIX.TID files):
+    the importer's -ff reader decides. Another stat error (permission denied) is the reader's
+    to report."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def _analyze_strace_log(path: str, why: Optional[NotATrace]):
     """``analyze`` on a raw strace log: import it to a temporary trace first."""
     import tempfile
     from .analysis.analyzer import analyze_trace
@@ -218,9 +235,11 @@ def _analyze_strace_log(path: str, why: NotATrace):
             with FileProgress(path, "importing", passes=2):
                 result = import_strace(path, out)
         except ImportError_:
+            if why is None:          # not a trace either way: the importer's reason
+                raise
             raise why from None
         if result.events == 0:
-            raise why
+            raise why or ImportError_(f"{path}: no strace events in it")
         click.echo(f"hangtrace: {path} is an strace log; imported {result.events} events",
                    err=True)
         with FileProgress(out, "analyzing"):
@@ -254,12 +273,13 @@ def export(trace: str, fmt: str, output: Optional[str]) -> None:
 
 
 @main.command("import-strace")
-@click.argument("log")
+@click.argument("log", type=click.Path())
 @click.option("--output", "-o", metavar="FILE", help="Trace file to write (default: LOG.htrace.gz).")
 @click.option("--analyze", "then_analyze", is_flag=True, help="Print the verdict too.")
 @click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
 def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool) -> None:
-    """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip) to a trace."""
+    """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip; or the
+    files of strace -ff -o PREFIX, as their directory or PREFIX) to a trace."""
     from .render.progress import FileProgress
     from .tracefile.strace_import import import_strace
     out = output or _default_import_path(log)
@@ -276,6 +296,7 @@ def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_js
 
 
 def _default_import_path(log: str) -> str:
+    log = log.rstrip("/") or log               # an -ff directory: DIR.htrace.gz next to it
     base = log[:-3] if log.endswith(".gz") else log
     return base + ".htrace.gz"
 

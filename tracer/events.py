@@ -174,18 +174,17 @@ class FdInfo:
     def to_list(self) -> list:
         return [self.fd, self.kind, self.target, self.mode, self.pos, self.inode]
 
-    @classmethod
-    def from_list(cls, v: list) -> "FdInfo":
-        return cls(*v)
+    from_list = classmethod(lambda cls, v: cls(*v))     # the inverse of to_list
 
 
 @dataclass(slots=True)
 class ProcessInfo(Event):
     """What is known of a process: emitted at start for every target and when a new one appears.
-
-    ``threads`` maps tid -> comm. ``fds`` is the fd table where it could be read. ``listening``
-    lists "tcp 0.0.0.0:8000" / "unix /path" style strings for its listening sockets.
-    ``state`` and ``exit_code`` come from /proc/PID/stat (a zombie still has its exit code).
+    ``threads``: tid -> comm. ``fds``: the fd table where it could be read. ``listening``: "tcp
+    0.0.0.0:8000" / "unix /path" strings. ``state``, ``exit_code``: /proc/PID/stat (a zombie
+    keeps its exit code). ``pid_unknown``: the recording does not show which process this
+    entry's one thread belongs to (an strace log of ``-p A -p B`` has no fork records): ``pid``
+    is that thread's tid, kept apart from every other process rather than folded in by a guess.
     """
     TAG: ClassVar[str] = "pi"
     pid: int
@@ -199,6 +198,7 @@ class ProcessInfo(Event):
     exit_code: Optional[int] = None
     start_time: Optional[float] = None
     environ_rank: Optional[str] = None
+    pid_unknown: bool = False
 
 
 @dataclass(slots=True)

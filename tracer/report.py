@@ -54,12 +54,16 @@ class ProcessReport:
     threads: List[ThreadReport]
     exit_status: Optional[str] = None
     counters: Dict[str, float] = field(default_factory=dict)
+    # True: ``pid`` is the tid of one thread whose process the recording does not show
+    # (strace -p A -p B logs have no fork records); it is reported on its own.
+    pid_unknown: bool = False
 
     def to_json(self) -> Dict[str, Any]:
         return {"pid": self.pid, "ppid": self.ppid, "role": self.role, "comm": self.comm,
                 "cmdline": self.cmdline, "verdict": self.verdict, "rule": self.rule,
                 "evidence": self.evidence, "waits_on": self.waits_on,
                 "exit_status": self.exit_status, "counters": self.counters,
+                "pid_unknown": self.pid_unknown,
                 "threads": [t.to_json() for t in self.threads]}
 
 

@@ -8,7 +8,7 @@ the recording window and returns a ``Recording``: everything the rules need, not
 from __future__ import annotations
 
 from collections import Counter
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from .. import events as ev
 from ..linux.fdtarget import FdTarget, OUTPUT_KINDS, SOCKET_KINDS
@@ -22,6 +22,11 @@ __all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
 WAKEUP_MAX_BYTES = 8
 MAX_FUTEX_ADDRS = 4096
 MAX_FDS_TRACKED = 64        # socket fds followed per thread (bounded memory)
+# The event classes _syscall tells apart, as module globals (one dict lookup, not two).
+_SYSCALL, _WRITE, _FUTEX, _POLL, _IOCTL, _READ = (ev.Syscall, ev.WriteCall, ev.FutexCall,
+                                                  ev.PollCall, ev.IoctlCall, ev.ReadCall)
+_SYSCALLS = frozenset({ev.Syscall, ev.FutexCall, ev.PollCall, ev.IoctlCall, ev.WriteCall,
+                       ev.ReadCall, ev.WaitChild})     # what the dispatch sends to _syscall
 
 
 def _strip_sp_pc(text: str) -> str:
@@ -131,13 +136,49 @@ class Accumulator:
     def feed(self, e: ev.Event) -> None:
         ts = e.ts
         if ts:
-            if self.last_ts is None or ts > self.last_ts:
+            last = self.last_ts
+            if last is None or ts > last:
                 self.last_ts = ts
-            if self.start is None:
-                self.start = ts
+                if self.start is None:      # set with last_ts: only ever None before it
+                    self.start = ts
         handler = self._dispatch.get(type(e))
         if handler is not None:
             handler(e)
+
+    def feed_many(self, events: Iterable[ev.Event],
+                  route: Optional[Dict[type, Callable[[ev.Event], None]]] = None) -> None:
+        """``feed`` for each event in one loop (replay's hot path): the first and last times
+        stay in locals (no handler reads them), a call's thread is looked up only when it is
+        not the previous call's; ``route`` hands some classes to other consumers instead."""
+        dispatch, other = self._dispatch.get, (route or {}).get
+        last, start, threads, syscall = self.last_ts, self.start, self.threads, self._syscall
+        pid = tid = t = None
+        try:
+            for e in events:
+                cls = type(e)
+                call = cls in _SYSCALLS
+                if not call:
+                    handler = dispatch(cls)
+                    if handler is None and other(cls) is not None:   # routed elsewhere
+                        other(cls)(e)  # type: ignore[misc]
+                        continue
+                ts = e.ts
+                if ts and (last is None or ts > last):
+                    last = ts
+                    if start is None:
+                        start = ts
+                if not call:
+                    if handler is not None:
+                        handler(e)
+                    continue
+                if t is None or e.tid != tid or e.pid != pid:  # type: ignore[attr-defined]
+                    pid, tid = e.pid, e.tid                     # type: ignore[attr-defined]
+                    t = threads.get((pid, tid))
+                syscall(e, t)                                   # type: ignore[arg-type]
+                if t is None:
+                    t = threads.get((pid, tid))
+        finally:
+            self.last_ts, self.start = last, start
 
     def _on_io(self, e: ev.ProcessIO) -> None:
         p = self._process(e.pid)
@@ -196,37 +237,42 @@ class Accumulator:
     def threads_of(self, pid: int) -> List[ThreadStats]:
         return [t for (p, _), t in self.threads.items() if p == pid]
 
-    def _syscall(self, e: ev.Syscall) -> None:
-        t = self.threads.get((e.pid, e.tid)) or self._thread(e.pid, e.tid)
+    def _syscall(self, e: ev.Syscall, t: Optional[ThreadStats] = None) -> None:
+        """``t``: the event's ThreadStats when the caller has it (feed_many), else looked up."""
+        if t is None:
+            t = self.threads.get((e.pid, e.tid)) or self._thread(e.pid, e.tid)
+        ts = e.ts
         if t.first_ts is None:
-            t.first_ts = e.ts
-        t.last_ts = e.ts
+            t.first_ts = ts
+        t.last_ts = ts
         if e.ongoing:
             t.ongoing = e
             return
         t.last_call = e
-        t.syscalls[e.name] += 1
-        if e.dur is None:
+        name = e.name
+        t.syscalls[name] += 1
+        dur = e.dur
+        if dur is None:
             t.durations_known = False
         else:
-            t.syscall_time += e.dur
+            t.syscall_time += dur
         kind = type(e)
-        if kind is ev.Syscall:
-            if e.name in ("nanosleep", "clock_nanosleep"):
+        if kind is _SYSCALL:
+            if name == "nanosleep" or name == "clock_nanosleep":
                 t.sleeps += 1
-            elif e.name == "sched_yield":
+            elif name == "sched_yield":
                 t.yields += 1
             elif e.name == "connect":
                 self._connect(t, e)
-        elif kind is ev.WriteCall:
+        elif kind is _WRITE:
             self._write(t, e)  # type: ignore[arg-type]
-        elif kind is ev.FutexCall:
+        elif kind is _FUTEX:
             self._futex(t, e)  # type: ignore[arg-type]
-        elif kind is ev.PollCall:
+        elif kind is _POLL:
             self._poll(t, e)  # type: ignore[arg-type]
-        elif kind is ev.IoctlCall:
+        elif kind is _IOCTL:
             t.ioctls[(e.fd_kind or "?", e.request, e.request_name or "")] += 1  # type: ignore
-        elif kind is ev.ReadCall:
+        elif kind is _READ:
             self._read(t, e)  # type: ignore[arg-type]
 
     @staticmethod

@@ -9,7 +9,7 @@ stages may ask of an analyzer besides its report (the end-of-recording probes) i
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from .. import events as ev
 from ..report import Report
@@ -36,39 +36,26 @@ class Analyzer:
         self.ras: List[ev.NcclRasStatus] = []     # what NCCL's RAS service answered
         self.evidence = EvidenceTable()   # logs, ports, GPU health, versions (evidence.py)
         self.source = source
+        # What goes elsewhere than the accumulator, by event class.
+        self._route: Dict[type, Callable[[Any], None]] = {
+            ev.GpuSample: self._feed_gpu, ev.PyStack: self.stacks.feed,
+            ev.NcclRasStatus: self.ras.append}
+        self._route.update({cls: self.facts.feed for cls in _FACTS})
+        self._route.update({cls: self.evidence.feed for cls in EVIDENCE_TYPES})
 
     def feed(self, event: ev.Event) -> None:
-        if type(event) is ev.GpuSample:
-            self.gpu.feed(event)
-            self.evidence.feed_gpu(event)  # type: ignore[arg-type]
-        elif type(event) in EVIDENCE_TYPES:
-            self.evidence.feed(event)
-        elif type(event) is ev.PyStack:
-            self.stacks.feed(event)  # type: ignore[arg-type]
-        elif type(event) in _FACTS:
-            self.facts.feed(event)
-        elif type(event) is ev.NcclRasStatus:
-            self.ras.append(event)  # type: ignore[arg-type]
+        route = self._route.get(type(event))
+        if route is not None:
+            route(event)
         else:
             self.acc.feed(event)
 
     def feed_all(self, events: Iterable[ev.Event]) -> None:
-        feed, feed_gpu, gpu_sample = self.acc.feed, self.gpu.feed, ev.GpuSample
-        feed_stack, py_stack = self.stacks.feed, ev.PyStack
-        for e in events:
-            if type(e) is gpu_sample:
-                feed_gpu(e)
-                self.evidence.feed_gpu(e)   # type: ignore[arg-type]
-            elif type(e) in EVIDENCE_TYPES:
-                self.evidence.feed(e)
-            elif type(e) is py_stack:
-                feed_stack(e)  # type: ignore[arg-type]
-            elif type(e) in _FACTS:
-                self.facts.feed(e)
-            elif type(e) is ev.NcclRasStatus:
-                self.ras.append(e)  # type: ignore[arg-type]
-            else:
-                feed(e)
+        self.acc.feed_many(events, self._route)
+
+    def _feed_gpu(self, e: ev.GpuSample) -> None:
+        self.gpu.feed(e)
+        self.evidence.feed_gpu(e)
 
     def report(self, *, end: Optional[float] = None, trace_path: Optional[str] = None,
                truncated: bool = False, extra_notes: Iterable[str] = ()) -> Report:
@@ -118,7 +105,8 @@ def analyze_trace(path: str) -> Report:
     an.feed_all(reader.events())
     info = reader.info
     end = info.end.ts if info.end is not None else None
-    notes = list((info.header.get("options") or {}).get("errors", []))
+    opts = info.header.get("options") or {}
+    notes = list(opts.get("errors", [])) + list(opts.get("notes", []))
     if info.bad_lines:
         notes.append(f"{info.bad_lines} corrupt lines in the trace were skipped")
     return an.report(end=end, trace_path=path, truncated=info.truncated, extra_notes=notes)

@@ -68,6 +68,7 @@ class ProcessFacts:
     gone: Optional[str] = None                 # exit_text: None while it runs
     children: List[int] = field(default_factory=list)
     gpu: Optional[int] = None                  # the GPU a rank or worker drives, when known
+    pid_unknown: bool = False    # one thread whose process the recording does not show
 
     @property
     def role_label(self) -> str:
@@ -79,6 +80,8 @@ class ProcessFacts:
     @property
     def label(self) -> str:
         """"rank 1 (pid 623, GPU 1)": how sentences name the process."""
+        if self.pid_unknown:
+            return f"thread {self.pid} (its process is not shown by the recording)"
         name = self.role.label if self.role.kind != "other" else (self.comm or "process")
         gpu = f", GPU {self.gpu}" if self.gpu is not None and self.role.kind in _GPU_ROLES else ""
         return f"{name} (pid {self.pid}{gpu})"
@@ -104,7 +107,8 @@ def process_facts(rec: Recording, ranks: Optional[Dict[int, Tuple[int, Optional[
         if gpu is None:
             gpu = (gpu_of or {}).get(pid)
         out[pid] = ProcessFacts(pid, info.ppid, role, info.comm, list(info.cmdline),
-                                exit_text(p), sorted(kids.get(pid, [])), gpu)
+                                exit_text(p), sorted(kids.get(pid, [])), gpu,
+                                info.pid_unknown)
     return out
 
 

@@ -180,4 +180,5 @@ def _process_report(pv: ProcessVerdict, rec: Recording,
         pid=pv.pid, ppid=pv.ppid, role=pv.facts.role_label, comm=pv.facts.comm,
         cmdline=pv.facts.cmdline, verdict=pv.verdict, rule=pv.rule, evidence=pv.evidence,
         waits_on=[w.to_json() for w in pv.waits_on], threads=threads,
-        exit_status=pv.exit_status, counters=_process_counters(threads))
+        exit_status=pv.exit_status, counters=_process_counters(threads),
+        pid_unknown=pv.facts.pid_unknown)

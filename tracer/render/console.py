@@ -61,7 +61,9 @@ def _thread_line(t: ThreadReport) -> Text:
 def _process_label(p: ProcessReport) -> Text:
     cmd = escape(" ".join(p.cmdline)[:90] or p.comm)
     role = f"[bold]{escape(p.role)}[/] " if p.role != "other" else ""
-    line = f"{role}pid [bold]{p.pid}[/] {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
+    who = (f"thread [bold]{p.pid}[/] [dim](its process is not shown by the recording)[/]"
+           if p.pid_unknown else f"pid [bold]{p.pid}[/]")
+    line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
     counters = _counters(p.counters)
     if counters:
         line += f"\n[dim]{counters}[/]"
@@ -113,9 +115,14 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     if report.watch:       # a capture by ``hangtrace watch``: when the silence began
         console.print(Text.from_markup(f"[bold]watch:[/] {escape(report.watch['summary'])}"))
     rc = report.root_cause
+    by_pid_all = {p.pid: p for p in report.processes}
     if rc.get("summary"):
-        who = f"pid {rc['pid']}" + (f" tid {rc['tid']}" if rc.get("tid") else "") \
-            if rc.get("pid") else ""
+        pick = by_pid_all.get(rc.get("pid"))
+        if pick is not None and pick.pid_unknown:
+            who = f"tid {rc['pid']}, process unknown"
+        else:
+            who = f"pid {rc['pid']}" + (f" tid {rc['tid']}" if rc.get("tid") else "") \
+                if rc.get("pid") else ""
         console.print(Text.from_markup(f"[bold]root cause[/] [dim]{who}[/]: "
                                        f"{escape(rc['summary'])}"))
     by_pid = {p.pid: p for p in report.processes}

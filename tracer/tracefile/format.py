@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import json
 import json.scanner
 import os
@@ -38,7 +39,8 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Typ
 from .. import events as ev
 from .. import evidence_events  # noqa: F401  (registers the evidence event classes)
 from ..errors import BadInput, CorruptTrace, NotATrace, OutputError
-from .validate import check_header, row_decoder
+from .validate import check_header, row_decoder, type_codes
+from .fastpath import compiled
 
 MAGIC = "hangtrace-trace"
 VERSION = 1
@@ -225,27 +227,64 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
     return raw, raw
 
 
-def _lines(stream: IO[bytes], info: TraceInfo, limit: int = MAX_LINE_CHARS) -> Iterator[str]:
-    """Yield text lines; a gzip stream cut short ends the iteration and marks it truncated.
+BROKEN = (EOFError, zlib.error, gzip.BadGzipFile, OSError)
+BLOCK = 1 << 20
 
-    A line longer than ``limit`` characters raises CorruptTrace: every read is bounded, so a
-    file without newlines (or a stream of zeros) cannot fill memory.
-    """
-    text = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape")  # type: ignore
-    readline = text.readline
-    n = 0
+
+class LineTooLong(CorruptTrace):
+    """A line longer than the cap: no trace or strace log holds one; every read is bounded."""
+
+
+def byte_blocks(stream: IO[bytes], size: int = BLOCK,
+                limit: int = MAX_LINE_CHARS) -> Iterator[bytes]:
+    """The stream in blocks of whole lines (bytes; the last may lack its newline). A gzip
+    stream cut short raises one of ``BROKEN`` after every complete line before the break was
+    yielded: reads go through read1, so the data of a failing read is all that is lost. A line
+    longer than ``limit`` bytes raises LineTooLong (the caller adds the file's name)."""
+    read = getattr(stream, "read1", None) or stream.read
+    parts: List[bytes] = []           # what was read since the last block, in order
+    have = 0
     try:
         while True:
-            line = readline(limit)
-            if not line:
-                return
-            n += 1
-            if len(line) >= limit and line[-1] != "\n":
-                raise CorruptTrace(f"{info.path}: corrupt trace: line {n} is longer than "
-                                   f"{limit >> 20} MiB")
-            yield line
-    except (EOFError, zlib.error, gzip.BadGzipFile, OSError):
+            chunk = read(size)
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+            if have < size:              # read1 gives what one read gave: gather a block
+                continue
+            data = b"".join(parts) if len(parts) > 1 else chunk
+            cut = data.rfind(b"\n") + 1
+            if not cut:     # no newline in a whole block: one long line grows here, up to a cap
+                if len(data) > limit:
+                    raise LineTooLong(f"a line is longer than {limit >> 20} MiB")
+                parts = [data]
+                continue
+            rest = data[cut:]
+            parts, have = ([rest], len(rest)) if rest else ([], 0)
+            yield data if cut == len(data) else data[:cut]
+    except BROKEN:
+        data = b"".join(parts)
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield data[:cut]
+        raise
+    if parts:
+        yield b"".join(parts)
+
+
+def _raw_blocks(stream: IO[bytes], info: TraceInfo) -> Iterator[bytes]:
+    """Blocks of whole lines; a stream cut short marks the trace truncated."""
+    lines = 1                        # the header's
+    try:
+        for block in byte_blocks(stream):
+            lines += block.count(b"\n")
+            yield block
+    except BROKEN:
         info.truncated = True
+    except LineTooLong:
+        raise CorruptTrace(f"{info.path}: corrupt trace: line {lines + 1} is longer than "
+                           f"{MAX_LINE_CHARS >> 20} MiB") from None
 
 
 def open_trace(path: str) -> "TraceReader":
@@ -265,16 +304,19 @@ class TraceReader:
             raise
 
     def _read_header(self, path: str) -> None:
-        self._it = _lines(self._stream, self.info)
-        first = next(self._it, None)
-        if first is None:
-            if self.info.truncated:
-                raise CorruptTrace(f"{path}: corrupt trace: cut short inside its header")
-            raise NotATrace(f"{path}: empty file, not a hangtrace trace")
         try:
-            header = json.loads(first)
+            first = self._stream.readline(MAX_LINE_CHARS)
+        except BROKEN:
+            raise CorruptTrace(f"{path}: corrupt trace: cut short inside its header") from None
+        if not first:
+            raise NotATrace(f"{path}: empty file, not a hangtrace trace")
+        if len(first) >= MAX_LINE_CHARS and not first.endswith(b"\n"):
+            raise CorruptTrace(f"{path}: corrupt trace: line 1 is longer than "
+                               f"{MAX_LINE_CHARS >> 20} MiB")
+        try:
+            header = json.loads(first.decode("utf-8", "surrogateescape"))
         except (ValueError, UnicodeDecodeError, RecursionError):
-            if MAGIC in first[:200] and not first.endswith("\n"):
+            if MAGIC.encode() in first[:200] and not first.endswith(b"\n"):
                 raise CorruptTrace(f"{path}: corrupt trace: cut short inside its header") \
                     from None
             raise NotATrace(f"{path}: not a hangtrace trace (no header)") from None
@@ -290,6 +332,7 @@ class TraceReader:
         self.info.header = header
         schema = header.get("schema") or ev.schema()
         self._decoders = {t: _decoder(t, n) for t, n in schema.items() if t in ev.EVENT_CLASSES}
+        self._fast_table = _fast_table(schema) if compiled() is not None else {}
         pi = self._decoders.get("pi") or _decoder("pi", ev.field_names(ev.ProcessInfo))
         try:
             self.info.processes = [pi(row) for row in header.get("processes", [])]  # type: ignore
@@ -298,30 +341,61 @@ class TraceReader:
                                f"row that is not a process ({type(e).__name__})") from None
 
     def events(self) -> Iterator[ev.Event]:
+        """The events, in order (one pass). The iteration runs in C over lists of decoded
+        events, a block at a time; ``info`` is complete once it is exhausted."""
+        return itertools.chain.from_iterable(self._batches())
+
+    def _batches(self) -> Iterator[List[ev.Event]]:
         info = self.info
         decoders = self._decoders
-        # The C scanner behind json.loads, without its per-call wrappers (a 1M-event trace
-        # spends most of its time here).
+        # The C scanner behind json.loads, without its per-call wrappers, for what the compiled
+        # row decoder (fastpath.py) leaves: other rows, odd values, bad lines.
         scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+        fast = compiled()
+        table = self._fast_table
+        decode_rows = fast.decode_rows if fast is not None and table else None
         pending_bad = 0
         try:
-            for line in self._it:
-                try:
-                    row, _ = scan(line, 0)
-                    event = decoders[row[0]](row)
-                except (ValueError, KeyError, TypeError, IndexError, StopIteration,
-                        RecursionError):
-                    # A bad line at the very end is a cut-off write; elsewhere it is corruption.
-                    pending_bad += 1
-                    continue
-                if pending_bad:
-                    info.bad_lines += pending_bad
-                    pending_bad = 0
-                if isinstance(event, ev.RecordingEnd):
-                    info.end = event
-                    continue
-                info.events += 1
-                yield event
+            for raw in _raw_blocks(self._stream, info):
+                if decode_rows is not None and raw.isascii():
+                    items, odd = decode_rows(raw, table)
+                    if not odd:                   # every line an event decoded in C
+                        if items and pending_bad:
+                            info.bad_lines += pending_bad
+                            pending_bad = 0
+                        info.events += len(items)
+                        yield items
+                        continue
+                else:
+                    items = raw.decode("utf-8", "surrogateescape").split("\n")
+                    if items[-1] == "":
+                        items.pop()
+                out: List[ev.Event] = []
+                add = out.append
+                for item in items:
+                    if type(item) is not str:    # an event decoded in C
+                        if pending_bad:
+                            info.bad_lines += pending_bad
+                            pending_bad = 0
+                        add(item)
+                        continue
+                    try:
+                        row, _ = scan(item, 0)
+                        event = decoders[row[0]](row)
+                    except (ValueError, KeyError, TypeError, IndexError, StopIteration,
+                            RecursionError):
+                        # A bad line at the very end is a cut-off write; elsewhere corruption.
+                        pending_bad += 1
+                        continue
+                    if pending_bad:
+                        info.bad_lines += pending_bad
+                        pending_bad = 0
+                    if isinstance(event, ev.RecordingEnd):
+                        info.end = event
+                        continue
+                    add(event)
+                info.events += len(out)
+                yield out
         finally:
             self._stream.close()
         if pending_bad:
@@ -329,6 +403,28 @@ class TraceReader:
             info.bad_lines += pending_bad - 1
         if info.end is None:
             info.truncated = True
+
+
+def _fast_table(schema: Dict[str, List[str]], offsets: bool = True) -> Dict[str, tuple]:
+    """{tag: (class, fields, index of the field read as a tuple or -1, slot offsets or None,
+    type codes)} for the rows the compiled decoder builds as ``class(*values)`` after checking
+    each value as row_decoder would (validate.type_codes): the writer's own layout of the
+    classes whose fields are plain values. With the offsets it fills the slots itself: the
+    dataclass __init__ of an event class only stores each field (none has a __post_init__)."""
+    fast = compiled()
+    table = {}
+    for tag, names in schema.items():
+        cls = ev.EVENT_CLASSES.get(tag)
+        if cls is None or tag in ("pi", "end") or names != ev.field_names(cls):
+            continue
+        codes = type_codes(tag, names)
+        if codes is None:
+            continue
+        plain = not hasattr(cls, "__post_init__") and not cls.__dataclass_params__.frozen
+        offs = fast.slot_offsets(cls, tuple(names)) if plain and offsets and fast else None
+        table[tag] = (cls, len(names), names.index("fd_kinds") if tag == "pl" else -1, offs,
+                      codes)
+    return table
 
 
 def default_trace_path(pids: List[int], directory: str = ".") -> str:

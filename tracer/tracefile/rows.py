@@ -9,6 +9,7 @@ header once it has seen every process of the log).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import json
 import shutil
@@ -63,10 +64,26 @@ class RowEncoder:
         """The row as one line of text, newline included."""
         fmt = self._fmt.get(type(e))
         if fmt is None:
-            cls = type(e)
-            compiled = self._compile(cls) if issubclass(cls, ev.Syscall) else None
-            fmt = self._fmt[cls] = compiled or (lambda x: self._json(ev.event_to_row(x)) + "\n")
+            fmt = self.formatter(type(e))
         return fmt(e)
+
+    def formatter(self, cls: type) -> Callable[[ev.Event], str]:
+        """The row formatter of one event class (what ``text`` calls), memoised in ``_fmt``:
+        the compiled encoder (fastpath.py) where it is built, falling back to the generated
+        Python one for values it does not write (both give json.dumps's text)."""
+        fmt = self._fmt.get(cls)
+        if fmt is not None:
+            return fmt
+        compiled_fmt = self._compile(cls) if issubclass(cls, ev.Syscall) else None
+        fmt = compiled_fmt or (lambda x: self._json(ev.event_to_row(x)) + "\n")
+        from .fastpath import compiled
+        fast = compiled()
+        names = tuple(ev.field_names(cls))
+        if fast is not None and "fds" not in names and "threads" not in names:
+            fmt = functools.partial(fast.encode_row, "[" + json.dumps(cls.TAG) + ",", names,
+                                    fmt)
+        self._fmt[cls] = fmt
+        return fmt
 
     def encode(self, e: ev.Event) -> bytes:
         return self.text(e).encode("utf-8", "surrogateescape")

@@ -34,8 +34,10 @@ Contract:
   rows (calls still in flight, ``ongoing``) are kept by the tid's owner and merged by (start,
   line of the entry half): the sequential converter's stable sort by start over insertion
   order. The parent makes the one Lost row (all unparsed lines, the first bad sample).
-- Not sharded: logs under MIN_SHARD_BYTES (unless ``workers`` forces it) and -t/-tt logs
-  (midnight roll-over detection would need every line's time of day in every worker).
+- Not sharded: -t/-tt logs (midnight roll-over detection would need every line's time of day
+  in every worker). The importer shards only when asked to (``workers`` >= 2).
+- Lines that change state shared by the threads of a process include the calls that change
+  its fd table (strace/fdtable.py: open, close, dup, ...): global too.
 - Memory is bounded: one batch per worker in flight (a worker blocks on its pipe until the
   parent takes the batch), state per tid. Workers are child processes (fork where no other
   thread runs, else spawn); they create no files and ignore SIGINT; on every exit path the
@@ -59,6 +61,9 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .. import events as ev
 from .strace.convert import StraceConverter
+from .strace.fdtable import FD_CALLS
+from .strace_log import LogFile
+from .strace_scan import Membership
 
 __all__ = ["Plan", "ShardedResult", "plan_shards", "convert_sharded", "classify",
            "MIN_SHARD_BYTES", "BATCH_LINES"]
@@ -74,7 +79,7 @@ _HEAD = re.compile(r"(?:\[pid +([0-9]+)\]|([0-9]+) )? *(?:[0-9][^ ]* +)?(<\.\.\.
 # Syscalls that change state shared between threads, and the name tokens of such lines
 # (markers and strace's own messages too: "+++ exited", "strace: Process N attached").
 _GLOBAL_NAMES = frozenset({"clone", "clone3", "fork", "vfork", "execve", "execveat",
-                           "exit_group", "epoll_ctl", "prctl"})
+                           "exit_group", "epoll_ctl", "prctl"}) | FD_CALLS
 _GLOBAL_TOKENS = _GLOBAL_NAMES | {"+++", "strace:", "Process", "["}
 _RESUMED_GLOBAL = tuple(name + " " for name in sorted(_GLOBAL_NAMES))   # "<... NAME resumed>"
 # The end of an entry half that leaves a call pending: "<unfinished ...>" / "<detached ...>"
@@ -86,7 +91,7 @@ _PENDING_ENDS = ("...>\n", "...>", "...>\r\n", "...>\r")
 class Plan:
     workers: int
     assign: Dict[str, int]               # tid column text -> shard; others -> shard 0
-    root_pid: Optional[int]
+    membership: Membership
     base_date: Optional[_dt.date]
     batch_lines: int
 
@@ -102,10 +107,12 @@ class ShardedResult:
     capabilities: Dict[str, bool]
     processes: Dict[int, ev.ProcessInfo]
     truncated: bool
+    names: frozenset = frozenset()
+    numbers: Optional[Dict[str, int]] = None
 
 
 def plan_shards(tid_counts: Dict[bytes, int], *, size: int, first_tod: Optional[float],
-                root_pid: Optional[int], base_date: Optional[_dt.date],
+                membership: Membership, base_date: Optional[_dt.date],
                 workers: Optional[int] = None) -> Optional[Plan]:
     """A shard plan, or None when the log should be converted sequentially (module doc).
 
@@ -125,7 +132,7 @@ def plan_shards(tid_counts: Dict[bytes, int], *, size: int, first_tod: Optional[
         k = load.index(min(load))
         assign[tid.decode("ascii")] = k
         load[k] += n
-    return Plan(workers, assign, root_pid, base_date, BATCH_LINES)
+    return Plan(workers, assign, membership, base_date, BATCH_LINES)
 
 
 # --------------------------------------------------------------------------- worker
@@ -144,10 +151,12 @@ def _worker(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
 
 
 def _work(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
-    from .strace_import import _Log   # circular at module level: importer imports us
     from .rows import RowEncoder
-    gc.disable()             # as strace_import._convert: millions of acyclic short-lived objects
-    conv = StraceConverter(base_date=plan.base_date, root_pid=plan.root_pid)
+    gc.disable()             # as importer._convert: millions of acyclic short-lived objects
+    who = plan.membership
+    conv = StraceConverter(pid_of=who.pid_of.get, base_date=plan.base_date,
+                           root_pid=who.root_pid, alone=who.alone,
+                           unprefixed_tid=who.unprefixed_tid)
     feed = conv.feed_text
     fmt = RowEncoder().text
     n = plan.workers
@@ -172,7 +181,7 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
         feed(text)
         conv.lines, conv.unparsed, conv.bad_sample, conv.first_ts, conv.last_ts = saved
 
-    log = _Log(log_path)
+    log = LogFile(log_path)
     i = -1
     try:
         for text in log.text_lines():
@@ -237,6 +246,7 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
         "first_ts": conv.first_ts, "first_line": first_line,
         "last_ts": conv.last_ts, "last_line": last_line,
         "capabilities": conv.capabilities, "truncated": log.truncated,
+        "names": sorted(conv.names), "numbers": conv.numbers,
         "processes": conv.processes if k == 0 else None,
     }))
     end_ts, has_ts = conn.recv()
@@ -273,14 +283,10 @@ def classify(text: str) -> Tuple[str, bool, bool]:
     # "[pid  1234] ...", no tid column, odd lines: the exact head regex
     bracket, plain, resumed, token = _HEAD(text).groups()
     key = bracket or plain or ""
-    glob = token in _GLOBAL_TOKENS or (not key and _odd_tid_column(text))
+    # A line without a tid column belongs to a task chosen from shared state (the only one
+    # traced, or the first process), or continues a line strace cut: every worker reads it.
+    glob = token in _GLOBAL_TOKENS or not key
     return key, glob, resumed is not None or text.endswith(_PENDING_ENDS)
-
-
-def _odd_tid_column(text: str) -> bool:
-    """A tid column _HEAD does not read but parse_line might ("[pid 12 ]", non-ASCII digits):
-    such a line is fed to every worker, whatever it is."""
-    return text.startswith("[pid ") or (text[:1].isdigit() and text.split(" ", 1)[0].isdigit())
 
 
 # --------------------------------------------------------------------------- parent
@@ -376,7 +382,9 @@ def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None]) -
             rows=rows + len(out), lines=sum(s["lines"] for s in stats), unparsed=unparsed,
             bad_sample=bad_sample, first_ts=first["first_ts"] if first else None,
             last_ts=end_ts, capabilities=caps, processes=stats[0]["processes"],
-            truncated=any(s["truncated"] for s in stats))
+            truncated=any(s["truncated"] for s in stats),
+            names=frozenset(n for s in stats for n in s["names"]),
+            numbers={k: v for s in stats for k, v in s["numbers"].items()})
     finally:
         for c in conns:
             c.close()

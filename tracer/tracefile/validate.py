@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from .. import events as ev
 
-__all__ = ["BadRow", "check_header", "row_decoder"]
+__all__ = ["BadRow", "check_header", "row_decoder", "type_codes"]
 
 
 class BadRow(ValueError):
@@ -139,6 +139,21 @@ def _annotations(cls: type) -> Dict[str, str]:
 
 
 # --------------------------------------------------------------------------- rows
+# The checks the compiled row decoder makes itself (csrc/rows_in.c check_value), one letter per
+# field; a row of a tag with any other field type is left to row_decoder.
+_CODES = {"int": "i", "Optional[int]": "I", "float": "f", "Optional[float]": "F", "str": "s",
+          "Optional[str]": "S", "bool": "b", "Optional[bool]": "B", "Tuple[str, ...]": "t",
+          "List[str]": "L", "List[int]": "n"}
+
+
+def type_codes(tag: str, names: List[str]) -> Optional[str]:
+    """One letter per field of ``names`` saying what row_decoder accepts there (``_CODES``),
+    or None when a field has a type the compiled decoder does not check."""
+    types = _annotations(ev.EVENT_CLASSES[tag])
+    codes = [_CODES.get(types.get(n, "")) for n in names]
+    return None if None in codes else "".join(codes)  # type: ignore[arg-type]
+
+
 def row_decoder(tag: str, names: List[str]) -> Callable[[list], ev.Event]:
     """A checking decoder for rows of ``tag`` written with field ``names`` (module doc)."""
     cls = ev.EVENT_CLASSES[tag]

@@ -7,15 +7,19 @@ Contract (pure functions, bounded memo caches only):
   one of events.py's fd kinds.
 - ``first_arg`` / ``split_args`` cut argument text at top-level ", " without splitting inside
   structs, arrays, strings or fd decorations.
+- ``unescape`` reads strace's C escapes; ``exec_args`` the filename and argv of an execve.
 """
 from __future__ import annotations
 
+import codecs
+import re
+import warnings
 from typing import Callable, List, Optional, Tuple
 
 from ...linux.fdtarget import fd_kind, strip_device
 
 __all__ = ["FdInfo3", "parse_fd", "classify_target", "decoration_end", "first_arg",
-           "split_args", "memo"]
+           "py_first_arg", "split_args", "memo", "unescape", "exec_args"]
 
 FdInfo3 = Tuple[Optional[int], Optional[str], Optional[str]]
 
@@ -99,7 +103,7 @@ def decoration_end(args: str, lt: int) -> int:
     return -1
 
 
-def first_arg(args: str) -> str:
+def py_first_arg(args: str) -> str:
     """The first argument's text; a decorated fd may contain ", " and "->" inside its ``<>``."""
     comma = args.find(", ")
     lt = args.find("<")
@@ -107,6 +111,19 @@ def first_arg(args: str) -> str:
         return args if comma < 0 else args[:comma]
     end = decoration_end(args, lt)
     return args if end < 0 else args[:end + 1]
+
+
+def _pick_first_arg() -> Callable[[str], str]:
+    """py_first_arg, or its compiled twin (tracefile/fastpath.py)."""
+    from ..fastpath import compiled
+    fast = compiled()
+    if fast is None:
+        return py_first_arg
+    fast.set_fallback("first_arg", py_first_arg)
+    return fast.first_arg
+
+
+first_arg = _pick_first_arg()
 
 
 def split_args(args: str) -> List[str]:
@@ -142,3 +159,47 @@ def split_args(args: str) -> List[str]:
     if start < n or out:
         out.append(args[start:])
     return out
+
+
+# --------------------------------------------------------------------------- strings
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def unescape(text: str) -> str:
+    """strace prints C escapes (\\n, \\33, \\x1b, \\"); argv is a command line, keep it readable."""
+    if "\\" not in text:
+        return text
+    try:
+        with warnings.catch_warnings():     # "\/" and such: kept as they are, no warning
+            warnings.simplefilter("ignore", DeprecationWarning)
+            raw = codecs.escape_decode(text.encode("utf-8", "surrogateescape"))[0]
+        return raw.decode("utf-8", "surrogateescape")  # type: ignore[union-attr]
+    except (ValueError, UnicodeError):
+        return text
+
+
+def exec_args(args: str) -> Tuple[str, List[str]]:
+    """``"/usr/bin/true", ["true", "arg1"], 0x7ffd /* 35 vars */`` -> (filename, argv)."""
+    m = _STRING.search(args)
+    if not m:
+        return "", []
+    filename = unescape(m.group(1))
+    lb = args.find("[", m.end())
+    if lb < 0:
+        return filename, []
+    argv: List[str] = []
+    pos = lb + 1
+    while True:
+        m2 = _STRING.match(args, pos)
+        if not m2:
+            break
+        item = unescape(m2.group(1))
+        pos = m2.end()
+        if args.startswith("...", pos):     # strace truncated this string (-s)
+            item += "..."
+            pos += 3
+        argv.append(item)
+        if not args.startswith(", ", pos):
+            break
+        pos += 2
+    return filename, argv

@@ -16,7 +16,7 @@ from ... import events as ev
 from ...linux.futex import FutexOp, parse_op_text
 
 __all__ = ["parse_fd", "classify_target", "to_event", "split_args", "first_arg",
-           "parse_timespec", "ioctl_request", "futex_op"]
+           "parse_timespec", "ioctl_request", "futex_op", "nv_request_name"]
 
 from .args import (FdInfo3, _Memo, _parse_fd_cached, classify_target,  # noqa: F401
                    decoration_end, first_arg, memo as _memo, parse_fd, split_args)
@@ -201,6 +201,9 @@ def _nv_name(kind: str, request: int, name: Optional[str]) -> Optional[str]:
     return value
 
 
+nv_request_name = _nv_name
+
+
 def _ioctl(ts: float, pid: int, tid: int, name: str, args: str, sargs: str, ret: Optional[int],
            err: Optional[str], dur: Optional[float], ongoing: bool) -> ev.Syscall:
     first = first_arg(args)
@@ -259,8 +262,21 @@ _BUILDERS: Dict[str, Callable[..., ev.Syscall]] = {"futex": _futex, "ioctl": _io
                                                    "waitid": _wait}
 _BUILDERS.update({n: _poll for n in POLL_CALLS})
 _BUILDERS.update({n: _rw for n in WRITE_CALLS | READ_CALLS})
+BUILDERS = _BUILDERS                      # name -> builder of its typed event (not Syscall)
+NV_NAMES = _NV_NAMES                      # the memo of NVIDIA request names
+DIR_CALLS = _DIR_CALLS
 
-_scrub = ev.scrub_args
+def _pick_scrub() -> Callable[[str], str]:
+    """events.scrub_args, or its compiled twin (tracefile/fastpath.py)."""
+    from ..fastpath import compiled
+    fast = compiled()
+    if fast is None:
+        return ev.scrub_args
+    fast.set_fallback("scrub", ev.scrub_args)
+    return fast.scrub
+
+
+_scrub = _pick_scrub()
 
 
 def to_event(pid: int, tid: int, name: str, args: str, ret: Optional[int], err: Optional[str],

@@ -9,6 +9,11 @@ Contract:
   ``-ttt`` (epoch seconds) or no timestamp, with or without ``-T`` (``dur``), with or without
   ``-y`` / ``-yy`` fd decorations (kept verbatim in ``args``: decode.py reads them).
 - Argument text is returned raw (string literals included); scrubbing happens in decode.py.
+- ``split_line(text)`` is the same parse as a plain tuple in ``StraceLine`` field order (the
+  converter's hot path); when the compiled helper (tracer/tracefile/fastpath.py) is built it
+  does the common shapes (complete, unfinished and resumed calls) and hands every other line to
+  the Python parse below, with identical results (tests compare the two on real logs).
+- ``strace -n`` syscall numbers (``[ 257] openat(...)``) are read into ``nr``.
 
 The parse works from both ends of the line instead of with one big regular expression: the head
 (pid, timestamp, syscall name) is split on spaces, the tail (``<dur>``, `` = result``) is found
@@ -18,9 +23,9 @@ seconds) and robust against arguments that contain parentheses, quotes, ``=`` an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
-__all__ = ["StraceLine", "parse_line", "KINDS"]
+__all__ = ["StraceLine", "parse_line", "split_line", "py_split_line", "KINDS", "FIELDS"]
 
 KINDS = ("call", "unfinished", "resumed", "exited", "killed", "signal", "attached", "detached",
          "info")
@@ -49,6 +54,10 @@ class StraceLine:
     core_dumped: bool = False
     si_pid: Optional[int] = None       # signal: sender pid when strace shows si_pid=
     time_of_day: bool = False          # ts came from -t/-tt: seconds since local midnight
+    nr: Optional[int] = None           # strace -n: the syscall number printed before the name
+
+
+FIELDS = tuple(StraceLine.__dataclass_fields__)   # the order of split_line's tuple
 
 
 # A pid, tid or signal sender has at most 7 digits (PID_MAX_LIMIT 4194304); a longer number is
@@ -59,19 +68,26 @@ _UNFINISHED = "<unfinished ...>"
 # of a call that will never be resumed in this log; the thread is still inside it.
 _DETACHED = "<detached ...>"
 
+Fields = tuple   # (tid, ts, kind, name, args, ret, err, ret_text, dur, status, signal,
+#                   core_dumped, si_pid, time_of_day, nr): StraceLine's fields in order
+
 
 def parse_line(text: str) -> Optional[StraceLine]:
     """Parse one line (a trailing newline is fine); None when it is not understood."""
+    t = split_line(text)
+    return None if t is None else StraceLine(*t)
+
+
+def py_split_line(text: str) -> Optional[Fields]:
+    """The parse, in Python: StraceLine's fields as a tuple, or None."""
     s = text.rstrip("\r\n")
     if not s:
         return None
     tid: Optional[int] = None
     pos = 0
     c = s[0]
-    if c == "[":
+    if c == "[" and s.startswith("[pid "):
         # strace writing to stderr with -f: "[pid  1234] ..."
-        if not s.startswith("[pid "):
-            return _parse_info(s, None, None, False)
         end = s.find("]", 5)
         if end < 0 or end > 5 + _MAX_DIGITS:
             return None
@@ -113,6 +129,15 @@ def parse_line(text: str) -> Optional[StraceLine]:
         pos = sp + 1
         while pos < n and s[pos] == " ":
             pos += 1
+    nr: Optional[int] = None
+    if s.startswith("[", pos):
+        # strace -n: "[ 257] openat(...)"; else a message like "[ Process PID=12 runs in ...]"
+        end = s.find("] ", pos)
+        num = s[pos + 1:end].strip(" ") if end > 0 else ""
+        if not num.isdigit():
+            return _parse_info(s[pos:], tid, ts, tod)
+        nr = int(num)
+        pos = end + 2
     rest = s[pos:]
     if not rest:
         return None
@@ -124,29 +149,35 @@ def parse_line(text: str) -> Optional[StraceLine]:
         e = rest.find(" resumed>", 5)
         if e < 0:
             return None
-        return _parse_result(rest[e + 9:], tid, ts, tod, "resumed", rest[5:e])
+        return _parse_result(rest[e + 9:], tid, ts, tod, "resumed", rest[5:e], nr)
     if c == "+" or c == "-":
-        return _parse_marker(rest, tid, ts, tod)
+        return _parse_marker(rest, tid, ts, tod, nr)
     p = rest.find("(")
     if p <= 0:
         return _parse_info(rest, tid, ts, tod)
     name = rest[:p]
     if " " in name:
         return _parse_info(rest, tid, ts, tod)
-    return _parse_result(rest[p + 1:], tid, ts, tod, "call", name)
+    return _parse_result(rest[p + 1:], tid, ts, tod, "call", name, nr)
 
 
 def _parse_result(body: str, tid: Optional[int], ts: Optional[float], tod: bool, kind: str,
-                  name: str) -> Optional[StraceLine]:
+                  name: str, nr: Optional[int]) -> Optional[Fields]:
     """``body`` is what follows ``name(`` (or ``resumed>``): ``args) = ret [extra] [<dur>]``."""
-    if body[-4:] == "...>" and (body.endswith(_UNFINISHED) or body.endswith(_DETACHED)):
-        args = body[:-16] if body[-16] == "<" else body[:-14]
-        # strace writes one separating space before "<unfinished ...>"
-        if args.endswith(" "):
-            args = args[:-1]
-        # "<... poll resumed> <unfinished ...>" would be resumed-then-cut; it always has "= ?"
-        return StraceLine(tid, ts, "unfinished", name, args, None, None, None, None,
-                          None, None, False, None, tod)
+    if body[-4:] == "...>":
+        if body.endswith(_UNFINISHED):
+            args = body[:-16]
+        elif body.endswith(_DETACHED):
+            args = body[:-14]
+        else:
+            args = None
+        if args is not None:
+            # strace writes one separating space before "<unfinished ...>"
+            if args.endswith(" "):
+                args = args[:-1]
+            # "<... poll resumed> <unfinished ...>" is resumed-then-cut; it always has "= ?"
+            return (tid, ts, "unfinished", name, args, None, None, None, None, None, None,
+                    False, None, tod, nr)
     dur: Optional[float] = None
     if body[-1:] == ">":
         i = body.rfind(" <")
@@ -200,12 +231,11 @@ def _parse_result(body: str, tid: Optional[int], ts: Optional[float], tod: bool,
                 err = ret_text
         else:
             ret_text = extra
-    return StraceLine(tid, ts, kind, name, args, ret, err, ret_text, dur, None, None, False,
-                      None, tod)
+    return (tid, ts, kind, name, args, ret, err, ret_text, dur, None, None, False, None, tod, nr)
 
 
-def _parse_marker(rest: str, tid: Optional[int], ts: Optional[float],
-                  tod: bool) -> Optional[StraceLine]:
+def _parse_marker(rest: str, tid: Optional[int], ts: Optional[float], tod: bool,
+                  nr: Optional[int]) -> Optional[Fields]:
     """``+++ exited with 3 +++``, ``+++ killed by SIGKILL (core dumped) +++``, ``--- SIG.. ---``."""
     if rest.startswith("+++ ") and rest.endswith(" +++"):
         inner = rest[4:-4]
@@ -214,25 +244,25 @@ def _parse_marker(rest: str, tid: Optional[int], ts: Optional[float],
                 status = int(inner[12:])
             except ValueError:
                 return None
-            return StraceLine(tid, ts, "exited", "", "", None, None, None, None, status, None,
-                              False, None, tod)
+            return (tid, ts, "exited", "", "", None, None, None, None, status, None, False,
+                    None, tod, nr)
         if inner.startswith("killed by "):
             sig = inner[10:]
             core = sig.endswith(" (core dumped)")
             if core:
                 sig = sig[:-14]
-            return StraceLine(tid, ts, "killed", "", "", None, None, None, None, None, sig,
-                              core, None, tod)
+            return (tid, ts, "killed", "", "", None, None, None, None, None, sig, core, None,
+                    tod, nr)
         # "+++ superseded by execve in pid N +++": a non-leader thread exec'd and took over
         # the leader's pid; this tid is gone.
-        return StraceLine(tid, ts, "exited", "", "", None, None, inner, None, None, None,
-                          False, None, tod)
+        return (tid, ts, "exited", "", "", None, None, inner, None, None, None, False, None,
+                tod, nr)
     if rest.startswith("--- ") and rest.endswith(" ---"):
         inner = rest[4:-4]
         if not inner.startswith("SIG"):
             # "--- stopped by SIGSTOP ---" (group-stop notification)
-            return StraceLine(tid, ts, "info", "", inner, None, None, None, None, None, None,
-                              False, None, tod)
+            return (tid, ts, "info", "", inner, None, None, None, None, None, None, False, None,
+                    tod, nr)
         sp = inner.find(" ")
         sig = inner if sp < 0 else inner[:sp]
         si_pid: Optional[int] = None
@@ -243,22 +273,34 @@ def _parse_marker(rest: str, tid: Optional[int], ts: Optional[float],
                 e += 1
             if k + 7 < e <= k + 7 + _MAX_DIGITS:
                 si_pid = int(inner[k + 7:e])
-        return StraceLine(tid, ts, "signal", "", inner[sp + 1:] if sp > 0 else "", None, None,
-                          None, None, None, sig, False, si_pid, tod)
+        return (tid, ts, "signal", "", inner[sp + 1:] if sp > 0 else "", None, None, None, None,
+                None, sig, False, si_pid, tod, nr)
     return None
 
 
 def _parse_info(rest: str, tid: Optional[int], ts: Optional[float],
-                tod: bool) -> Optional[StraceLine]:
+                tod: bool) -> Optional[Fields]:
     """strace's own messages: ``strace: Process 12 attached``, ``... detached``, warnings."""
     msg = rest[8:] if rest.startswith("strace: ") else rest
     if msg.startswith("Process "):
         parts = msg.split()
         if len(parts) >= 3 and parts[1].isdigit() and len(parts[1]) <= _MAX_DIGITS \
                 and parts[2] in ("attached", "detached"):
-            return StraceLine(int(parts[1]), ts, parts[2], "", msg, None, None, None, None,
-                              None, None, False, None, tod)
+            return (int(parts[1]), ts, parts[2], "", msg, None, None, None, None, None, None,
+                    False, None, tod, None)
     if rest.startswith("strace: ") or rest.startswith("[ Process "):
-        return StraceLine(tid, ts, "info", "", msg, None, None, None, None, None, None, False,
-                          None, tod)
+        return (tid, ts, "info", "", msg, None, None, None, None, None, None, False, None, tod,
+                None)
     return None
+
+
+def _pick() -> "Callable[[str], Optional[Fields]]":
+    from ..fastpath import compiled
+    fast = compiled()
+    if fast is None:
+        return py_split_line
+    fast.set_fallback("split_line", py_split_line)   # for the lines C leaves
+    return fast.split_line
+
+
+split_line = _pick()

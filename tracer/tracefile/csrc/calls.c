@@ -1,0 +1,387 @@
+#include "fast.h"
+
+/* ------------------------------------------------------------------ convert_calls */
+/* convert_calls(texts, start, ctx, rows) -> (next, lines, last_ts, has_dur)
+ *
+ * strace/convert.py StraceConverter.rows_batch's fast path, line after line from texts[start]:
+ * a line that split_line reads as a complete call of a known thread (pid column, -ttt
+ * timestamp, no -n number) whose name is not in ctx's special set becomes the row text of the
+ * event decode.to_event builds for it, appended to rows:
+ *   - read/write family and ioctl: decode.py's _rw and _ioctl done here (through the fd,
+ *     ioctl-request and NVIDIA-name memo dicts Python fills);
+ *   - another name in builders: builders[name](ts, pid, tid, name, args, sargs, ret, err,
+ *     dur, False) (Python), whose ValueError/IndexError means a plain Syscall, as to_event;
+ *   - else a plain Syscall: scrubbed args, the first argument as an fd through the fd cache,
+ *     "dir" for a directory call.
+ * Written with encode_row's text for the event's class (formats: class -> (prefix, names)).
+ * It stops at the first other line (next = its index), and at a line whose fd the cache does
+ * not hold yet or whose event needs the converter (its fd tables, its first -y decoration):
+ * Python takes that line. ctx = (tid_pid, names, special, builders, fd_first, dir_calls,
+ * fd_cache, has_fd, formats, write_calls, read_calls, ioctl_cache, nv_cache). lines, last_ts (None when no line was taken) and has_dur are
+ * what the converter's counters get. */
+
+/* 1: written to b; 0: for Python; -1: error */
+static int encode_event(Buf *b, PyObject *e, PyObject *formats)
+{
+    PyObject *fmt = PyDict_GetItemWithError(formats, (PyObject *)Py_TYPE(e));
+    if (!fmt)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *names = PyTuple_GET_ITEM(fmt, 1);
+    Py_ssize_t plen;
+    const char *prefix = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(fmt, 0), &plen);
+    if (!prefix || buf_add(b, prefix, plen) < 0)
+        return -1;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++) {
+        PyObject *v = PyObject_GetAttr(e, PyTuple_GET_ITEM(names, k));
+        if (!v)
+            return -1;
+        int rc = k ? buf_add(b, ",", 1) : 0;
+        if (rc >= 0)
+            rc = add_value(b, v, 0);
+        Py_DECREF(v);
+        if (rc <= 0)
+            return rc;
+    }
+    return buf_add(b, "]\n", 2) < 0 ? -1 : 1;
+}
+
+/* decode.py's _rw and _ioctl builders for a complete call, written as their row: 1 written,
+ * 0 for Python (a cache it needs is not filled yet, or the event needs the converter's fd
+ * tables or its first -y decoration), -1 error */
+static int native_call(Buf *b, PyObject *tag, PyObject *ts, PyObject *pid, PyObject *tid,
+                       PyObject *name, PyObject *args, PyObject *sargs, PyObject *t,
+                       PyObject *fd_cache, PyObject *ioctl_cache, PyObject *nv_cache,
+                       int has_fd)
+{
+    PyObject *first = first_arg(NULL, args);
+    if (!first)
+        return -1;
+    PyObject *hit = PyDict_GetItemWithError(fd_cache, first);
+    int rc = 0;
+    PyObject *req = NULL, *req_name = NULL, *nv_key = NULL, *nbytes = NULL;
+    if (!hit || !PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 3)
+        goto out;
+    PyObject *fd = PyTuple_GET_ITEM(hit, 0), *kind = PyTuple_GET_ITEM(hit, 1),
+             *target = PyTuple_GET_ITEM(hit, 2);
+    if (kind != Py_None ? !has_fd : (fd != Py_None && !has_fd))
+        goto out;
+    PyObject *ret = PyTuple_GET_ITEM(t, 5);
+    PyObject *tail[2] = {NULL, NULL};
+    int ntail;
+    if (tag == S_IO) {
+        /* rest = args[len(first) + 2:]; the request text; its memoised decoding */
+        Py_ssize_t alen = PyUnicode_GET_LENGTH(args), flen = PyUnicode_GET_LENGTH(first);
+        Py_ssize_t rs = flen + 2 < alen ? flen + 2 : alen, re_ = alen;
+        const char *a = PyUnicode_AsUTF8(args);
+        if (!a || !PyUnicode_IS_ASCII(args))
+            goto out;
+        if (re_ - rs >= 5 && memcmp(a + rs, "_IOC(", 5) == 0) {
+            Py_ssize_t p = find_char(a, rs, re_, ')');
+            re_ = p < 0 ? rs : p + 1;
+        } else {
+            Py_ssize_t c = find_str(a, rs, re_, ", ", 2);
+            if (c >= 0)
+                re_ = c;
+        }
+        PyObject *req_text = ascii_str(a, rs, re_);
+        if (!req_text) {
+            rc = -1;
+            goto out;
+        }
+        PyObject *dec = PyDict_GetItemWithError(ioctl_cache, req_text);
+        Py_DECREF(req_text);
+        if (!dec || !PyTuple_Check(dec) || PyTuple_GET_SIZE(dec) != 2) {
+            rc = PyErr_Occurred() ? -1 : 0;
+            goto out;
+        }
+        req = PyTuple_GET_ITEM(dec, 0);
+        req_name = PyTuple_GET_ITEM(dec, 1);
+        if (PyUnicode_Check(kind) && (PyUnicode_CompareWithASCIIString(kind, "nvidiactl") == 0
+                                      || PyUnicode_CompareWithASCIIString(kind, "nvidia") == 0
+                                      || PyUnicode_CompareWithASCIIString(kind, "nvidia-uvm") == 0)) {
+            nv_key = PyTuple_Pack(3, kind, req, req_name);
+            if (!nv_key) {
+                rc = -1;
+                goto out;
+            }
+            PyObject *nv = PyDict_GetItemWithError(nv_cache, nv_key);
+            if (!nv) {
+                rc = PyErr_Occurred() ? -1 : 0;
+                goto out;
+            }
+            req_name = nv;
+        }
+        tail[0] = req;
+        tail[1] = req_name;
+        ntail = 2;
+    } else {
+        /* accept/accept4: the result is a new fd, not a byte count */
+        const char *nm = PyUnicode_AsUTF8(name);
+        long long n = 0;
+        if (nm && nm[0] != 'a' && ret != Py_None) {
+            int overflow = 0;
+            n = PyLong_AsLongLongAndOverflow(ret, &overflow);
+            if (overflow || (n == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                goto out;
+            }
+            if (n < 0)
+                n = 0;
+        }
+        nbytes = PyLong_FromLongLong(n);
+        if (!nbytes) {
+            rc = -1;
+            goto out;
+        }
+        tail[0] = nbytes;
+        ntail = 1;
+    }
+    PyObject *vals[14] = {ts, pid, tid, name, sargs, ret, PyTuple_GET_ITEM(t, 6),
+                          PyTuple_GET_ITEM(t, 8), fd, kind, target, Py_False, tail[0], tail[1]};
+    Py_ssize_t plen;
+    const char *prefix = PyUnicode_AsUTF8AndSize(tag, &plen);
+    rc = prefix ? buf_add(b, prefix, plen) : -1;
+    for (int k = 0; rc >= 0 && k < 12 + ntail; k++) {
+        if (k)
+            rc = buf_add(b, ",", 1);
+        if (rc >= 0)
+            rc = add_value(b, vals[k], 0);
+        if (rc == 0)
+            goto out;               /* a value json writes otherwise: Python */
+    }
+    if (rc >= 0)
+        rc = buf_add(b, "]\n", 2) < 0 ? -1 : 1;
+out:
+    Py_DECREF(first);
+    Py_XDECREF(nv_key);
+    Py_XDECREF(nbytes);
+    if (rc < 0 && !PyErr_Occurred())
+        rc = 0;
+    return rc;
+}
+
+PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 4 || !PyList_Check(argv[0]) || !PyTuple_Check(argv[2])
+            || PyTuple_GET_SIZE(argv[2]) != 13 || !PyList_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "convert_calls(texts, start, ctx, rows)");
+        return NULL;
+    }
+    PyObject *texts = argv[0], *rows = argv[3], *ctx = argv[2];
+    Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *tid_pid = PyTuple_GET_ITEM(ctx, 0), *names = PyTuple_GET_ITEM(ctx, 1),
+             *special = PyTuple_GET_ITEM(ctx, 2), *builders = PyTuple_GET_ITEM(ctx, 3),
+             *fd_first = PyTuple_GET_ITEM(ctx, 4), *dir_calls = PyTuple_GET_ITEM(ctx, 5),
+             *fd_cache = PyTuple_GET_ITEM(ctx, 6), *formats = PyTuple_GET_ITEM(ctx, 8),
+             *write_calls = PyTuple_GET_ITEM(ctx, 9), *read_calls = PyTuple_GET_ITEM(ctx, 10),
+             *ioctl_cache = PyTuple_GET_ITEM(ctx, 11), *nv_cache = PyTuple_GET_ITEM(ctx, 12);
+    int has_fd = PyObject_IsTrue(PyTuple_GET_ITEM(ctx, 7));
+    Py_ssize_t n = PyList_GET_SIZE(texts), lines = 0;
+    int has_dur = 0;
+    double last_ts = 0;
+    Buf b = {NULL, 0, 0};
+    for (; i < n; i++) {
+        PyObject *t = split_line_c(PyList_GET_ITEM(texts, i));
+        if (!t)
+            goto error;
+        if (t == UNHANDLED || t == Py_None) {
+            Py_DECREF(t);
+            break;
+        }
+        PyObject *tid = PyTuple_GET_ITEM(t, 0), *ts = PyTuple_GET_ITEM(t, 1),
+                 *name = PyTuple_GET_ITEM(t, 3), *args = PyTuple_GET_ITEM(t, 4),
+                 *dur = PyTuple_GET_ITEM(t, 8);
+        PyObject *pid = NULL, *builder = NULL, *first = NULL, *sargs = NULL, *ev = NULL;
+        int ok = PyTuple_GET_ITEM(t, 2) == S_CALL && tid != Py_None && ts != Py_None
+                 && PyTuple_GET_ITEM(t, 13) == Py_False && PyTuple_GET_ITEM(t, 14) == Py_None;
+        int rc;
+        if (ok) {
+            int sp = PySet_Contains(special, name);
+            if (sp < 0)
+                goto error_t;
+            ok = !sp;
+        }
+        if (ok) {
+            pid = PyDict_GetItemWithError(tid_pid, tid);
+            if (!pid && PyErr_Occurred())
+                goto error_t;
+            ok = pid != NULL;
+        }
+        if (!ok) {
+            Py_DECREF(t);
+            break;
+        }
+        sargs = PyUnicode_FindChar(args, '"', 0, PyUnicode_GET_LENGTH(args), 1) >= 0
+                ? scrub(NULL, args) : (Py_INCREF(args), args);
+        if (!sargs)
+            goto error_t;
+        if (sargs == UNHANDLED) {
+            Py_DECREF(sargs);
+            Py_DECREF(t);
+            break;
+        }
+        builder = PyDict_GetItemWithError(builders, name);
+        if (!builder && PyErr_Occurred())
+            goto error_t;
+        b.n = 0;
+        rc = 0;
+        if (builder) {
+            int w = PySet_Contains(write_calls, name), r = w ? 0 : PySet_Contains(read_calls, name);
+            int io = (w || r) ? 0 : PyUnicode_CompareWithASCIIString(name, "ioctl") == 0;
+            if (w < 0 || r < 0)
+                goto error_t;
+            if (w || r || io) {
+                rc = native_call(&b, w ? S_WR : r ? S_RD : S_IO, ts, pid, tid, name, args, sargs,
+                                 t, fd_cache, ioctl_cache, nv_cache, has_fd);
+                if (rc < 0)
+                    goto error_t;
+                if (rc == 0) {          /* for Python: a cache miss, or the converter's */
+                    Py_DECREF(sargs);
+                    Py_DECREF(t);
+                    break;
+                }
+                builder = NULL;
+                ev = Py_None;           /* written: skip the plain Syscall below */
+                Py_INCREF(ev);
+            }
+        }
+        if (builder) {
+            PyObject *bargs[10] = {ts, pid, tid, name, args, sargs, PyTuple_GET_ITEM(t, 5),
+                                   PyTuple_GET_ITEM(t, 6), dur, Py_False};
+            ev = PyObject_Vectorcall(builder, bargs, 10, NULL);
+            if (!ev) {
+                if (!PyErr_ExceptionMatches(PyExc_ValueError)
+                        && !PyErr_ExceptionMatches(PyExc_IndexError))
+                    goto error_t;
+                PyErr_Clear();          /* odd text: a plain Syscall, as to_event does */
+            } else {
+                PyObject *kind = PyObject_GetAttr(ev, S_FD_KIND);
+                PyObject *fd = kind ? PyObject_GetAttr(ev, S_FD) : NULL;
+                if (!fd) {
+                    Py_XDECREF(kind);
+                    goto error_t;
+                }
+                int mine = kind != Py_None ? has_fd : (fd == Py_None || has_fd);
+                Py_DECREF(kind);
+                Py_DECREF(fd);
+                rc = mine ? encode_event(&b, ev, formats) : 0;
+                if (rc < 0)
+                    goto error_t;
+                if (rc == 0) {          /* the converter's event: Python redoes the line */
+                    Py_CLEAR(ev);
+                    Py_DECREF(sargs);
+                    Py_DECREF(t);
+                    break;
+                }
+            }
+        }
+        if (!ev) {                      /* a plain Syscall */
+            PyObject *fd = Py_None, *kind = Py_None, *target = Py_None;
+            const char *a = PyUnicode_AsUTF8(args);
+            if (!a)
+                goto error_t;
+            if (a[0] >= '0' && a[0] <= '9') {
+                first = first_arg(NULL, args);
+                if (!first)
+                    goto error_t;
+                int want = PyUnicode_FindChar(first, '<', 0, PyUnicode_GET_LENGTH(first), 1) >= 0;
+                if (!want && (want = PySet_Contains(fd_first, name)) < 0)
+                    goto error_t;
+                if (want) {
+                    PyObject *hit = PyDict_GetItemWithError(fd_cache, first);
+                    if (!hit && PyErr_Occurred())
+                        goto error_t;
+                    if (!hit || !PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 3) {
+                        ok = 0;      /* not cached yet: Python parses it (and caches it) */
+                    } else {
+                        fd = PyTuple_GET_ITEM(hit, 0);
+                        kind = PyTuple_GET_ITEM(hit, 1);
+                        target = PyTuple_GET_ITEM(hit, 2);
+                        if (kind != Py_None ? !has_fd : (fd != Py_None && !has_fd))
+                            ok = 0;  /* first -y decoration / an undecorated fd: converter */
+                        else if (kind != Py_None && PyUnicode_Check(kind)
+                                 && PyUnicode_Compare(kind, S_FILE) == 0) {
+                            int dir = PySet_Contains(dir_calls, name);
+                            if (dir < 0)
+                                goto error_t;
+                            if (dir)
+                                kind = S_DIR;
+                        }
+                    }
+                }
+            }
+            if (ok) {
+                PyObject *vals[12] = {ts, pid, tid, name, sargs, PyTuple_GET_ITEM(t, 5),
+                                      PyTuple_GET_ITEM(t, 6), dur, fd, kind, target, Py_False};
+                rc = buf_add(&b, "[\"sc\",", 6);
+                for (int k = 0; rc >= 0 && k < 12; k++) {
+                    if (k)
+                        rc = buf_add(&b, ",", 1);
+                    if (rc >= 0)
+                        rc = add_value(&b, vals[k], 0);
+                    if (rc == 0)
+                        break;      /* a value json writes otherwise: Python */
+                }
+                if (rc > 0)
+                    rc = buf_add(&b, "]\n", 2) < 0 ? -1 : 1;
+                if (rc < 0)
+                    goto error_t;
+                ok = rc > 0;
+            }
+            if (!ok) {
+                Py_XDECREF(first);
+                Py_DECREF(sargs);
+                Py_DECREF(t);
+                break;
+            }
+        }
+        PyObject *row = ascii_str(b.p, 0, b.n);
+        if (!row || PySet_Add(names, name) < 0 || PyList_Append(rows, row) < 0) {
+            Py_XDECREF(row);
+            goto error_t;
+        }
+        Py_DECREF(row);
+        lines++;
+        last_ts = PyFloat_AsDouble(ts);
+        if (dur != Py_None)
+            has_dur = 1;
+        Py_XDECREF(ev);
+        Py_XDECREF(first);
+        Py_DECREF(sargs);
+        Py_DECREF(t);
+        continue;
+error_t:
+        Py_XDECREF(ev);
+        Py_XDECREF(first);
+        Py_XDECREF(sargs);
+        Py_DECREF(t);
+        goto error;
+    }
+    PyMem_Free(b.p);
+    if (lines)
+        return Py_BuildValue("(nndO)", i, lines, last_ts, has_dur ? Py_True : Py_False);
+    return Py_BuildValue("(nnOO)", i, lines, Py_None, has_dur ? Py_True : Py_False);
+error:
+    PyMem_Free(b.p);
+    return NULL;
+}
+
+/* set_fallback(name, fn): the Python twin of split_line, scrub or first_arg */
+PyObject *set_fallback(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    const char *name = argc == 2 ? PyUnicode_AsUTF8(argv[0]) : NULL;
+    PyObject **slot = !name ? NULL : !strcmp(name, "split_line") ? &FB_SPLIT
+                      : !strcmp(name, "scrub") ? &FB_SCRUB
+                      : !strcmp(name, "first_arg") ? &FB_FIRST_ARG : NULL;
+    if (!slot) {
+        PyErr_SetString(PyExc_ValueError, "set_fallback(split_line|scrub|first_arg, fn)");
+        return NULL;
+    }
+    Py_XDECREF(*slot);
+    *slot = argv[1] == Py_None ? NULL : argv[1];
+    Py_XINCREF(*slot);
+    Py_RETURN_NONE;
+}
+

@@ -1,0 +1,154 @@
+#include "fast.h"
+
+/* ------------------------------------------------------------------ scan_block */
+/* scan_block(block, counter, want_self) -> (prefixed, lines, candidates): strace_scan.py's first
+ * pass over a bytes block of whole lines. Adds 1 per line to counter[tid column bytes] (the column as
+ * the regex (?:\[pid +)?(\d+)[ \]] at the line start reads it) and returns the number of such
+ * lines, the number of lines, and the offsets of the lines worth parsing: those whose call
+ * (after the pid column, a timestamp, an strace -n number and "<... ") is clone, clone3, fork,
+ * vfork, getpid, tgkill, and gettid and set_tid_address when want_self, and strace's
+ * "[strace: ]Process N ..." messages. Every line parse_line reads as such a call or message
+ * is among them. */
+static const char *const SCAN_NAMES[] = {"clone", "clone3", "fork", "vfork", "getpid", "gettid",
+                                         "set_tid_address", "tgkill", NULL};
+
+static int flush_tid(PyObject *counter, const char *s, Py_ssize_t a, Py_ssize_t len,
+                     Py_ssize_t run)
+{
+    PyObject *key = PyBytes_FromStringAndSize(s + a, len);
+    if (!key)
+        return -1;
+    PyObject *old = PyDict_GetItemWithError(counter, key);
+    long long base = old ? PyLong_AsLongLong(old) : 0;
+    PyObject *val = PyErr_Occurred() ? NULL : PyLong_FromLongLong(base + run);
+    int rc = val ? PyDict_SetItem(counter, key, val) : -1;
+    Py_DECREF(key);
+    Py_XDECREF(val);
+    return rc;
+}
+
+static int worth_parsing(const char *s, Py_ssize_t p, Py_ssize_t e, int want_self)
+{
+    if ((e - p >= 16 && memcmp(s + p, "strace: Process ", 16) == 0)
+            || (e - p >= 8 && memcmp(s + p, "Process ", 8) == 0))
+        return 1;
+    Py_ssize_t i = p;
+    if (i < e && s[i] == '[' && e - i >= 5 && memcmp(s + i, "[pid ", 5) == 0) {
+        Py_ssize_t r = find_char(s, i, e, ']');
+        if (r < 0)
+            return 0;
+        i = r + 1;
+    } else if (i < e && s[i] >= '0' && s[i] <= '9') {
+        Py_ssize_t k = i;
+        while (k < e && s[k] >= '0' && s[k] <= '9')
+            k++;
+        if (k < e && s[k] == ' ')
+            i = k;                      /* a pid column; else a timestamp, read below */
+    }
+    while (i < e && s[i] == ' ')
+        i++;
+    if (i < e && s[i] >= '0' && s[i] <= '9') {
+        Py_ssize_t sp = find_char(s, i, e, ' ');
+        if (sp < 0)
+            return 0;
+        i = sp + 1;
+        while (i < e && s[i] == ' ')
+            i++;
+    }
+    if (i < e && s[i] == '[') {         /* strace -n */
+        Py_ssize_t r = find_str(s, i, e, "] ", 2);
+        if (r < 0)
+            return 0;
+        i = r + 2;
+    }
+    if (e - i >= 5 && memcmp(s + i, "<... ", 5) == 0)
+        i += 5;
+    for (int k = 0; SCAN_NAMES[k]; k++) {
+        if (!want_self && (k == 5 || k == 6))
+            continue;                   /* gettid, set_tid_address */
+        Py_ssize_t l = (Py_ssize_t)strlen(SCAN_NAMES[k]);
+        if (e - i > l && memcmp(s + i, SCAN_NAMES[k], (size_t)l) == 0
+                && (s[i + l] == '(' || s[i + l] == ' '))
+            return 1;
+    }
+    return 0;
+}
+
+PyObject *scan_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 3 || !PyBytes_Check(argv[0]) || !PyDict_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "scan_block(block, counter, want_self)");
+        return NULL;
+    }
+    int want_self = PyObject_IsTrue(argv[2]);
+    const char *s = PyBytes_AS_STRING(argv[0]);
+    Py_ssize_t n = PyBytes_GET_SIZE(argv[0]);
+    PyObject *counter = argv[1];
+    PyObject *cand = PyList_New(0);
+    if (!cand)
+        return NULL;
+    /* consecutive lines of one tid are counted before one dict update */
+    Py_ssize_t last_a = -1, last_len = 0, run = 0, total = 0, lines = 0;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        const char *nl = memchr(s + i, '\n', (size_t)(n - i));
+        Py_ssize_t e = nl ? nl - s : n;
+        lines++;
+        Py_ssize_t ds = -1, de = -1;
+        if (s[i] == '[') {
+            if (e - i >= 5 && memcmp(s + i, "[pid", 4) == 0 && s[i + 4] == ' ') {
+                Py_ssize_t j = i + 4;
+                while (j < e && s[j] == ' ')
+                    j++;
+                Py_ssize_t k = j;
+                while (k < e && s[k] >= '0' && s[k] <= '9')
+                    k++;
+                if (k > j && k < e && (s[k] == ' ' || s[k] == ']')) {
+                    ds = j;
+                    de = k;
+                }
+            }
+        } else {
+            Py_ssize_t k = i;
+            while (k < e && s[k] >= '0' && s[k] <= '9')
+                k++;
+            if (k > i && k < e && (s[k] == ' ' || s[k] == ']')) {
+                ds = i;
+                de = k;
+            }
+        }
+        if (ds >= 0) {
+            total++;
+            if (last_a >= 0 && de - ds == last_len
+                    && memcmp(s + ds, s + last_a, (size_t)last_len) == 0) {
+                run++;
+            } else {
+                if (last_a >= 0 && flush_tid(counter, s, last_a, last_len, run) < 0)
+                    goto error;
+                last_a = ds;
+                last_len = de - ds;
+                run = 1;
+            }
+        }
+        if (worth_parsing(s, i, e, want_self)) {
+            PyObject *o = PyLong_FromSsize_t(i);
+            if (!o || PyList_Append(cand, o) < 0) {
+                Py_XDECREF(o);
+                goto error;
+            }
+            Py_DECREF(o);
+        }
+        if (!nl)
+            break;
+        i = e + 1;
+    }
+    if (last_a >= 0 && flush_tid(counter, s, last_a, last_len, run) < 0)
+        goto error;
+    PyObject *r = Py_BuildValue("(nnO)", total, lines, cand);
+    Py_DECREF(cand);
+    return r;
+error:
+    Py_DECREF(cand);
+    return NULL;
+}
+
