@@ -275,16 +275,10 @@ def byte_blocks(stream: IO[bytes], size: int = BLOCK,
 
 def _raw_blocks(stream: IO[bytes], info: TraceInfo) -> Iterator[bytes]:
     """Blocks of whole lines; a stream cut short marks the trace truncated."""
-    lines = 1                        # the header's
     try:
-        for block in byte_blocks(stream):
-            lines += block.count(b"\n")
-            yield block
+        yield from byte_blocks(stream)
     except BROKEN:
         info.truncated = True
-    except LineTooLong:
-        raise CorruptTrace(f"{info.path}: corrupt trace: line {lines + 1} is longer than "
-                           f"{MAX_LINE_CHARS >> 20} MiB") from None
 
 
 def open_trace(path: str) -> "TraceReader":
@@ -355,10 +349,12 @@ class TraceReader:
         table = self._fast_table
         decode_rows = fast.decode_rows if fast is not None and table else None
         pending_bad = 0
+        lines = 1                        # read so far, the header's included
         try:
             for raw in _raw_blocks(self._stream, info):
                 if decode_rows is not None and raw.isascii():
                     items, odd = decode_rows(raw, table)
+                    lines += len(items)
                     if not odd:                   # every line an event decoded in C
                         if items and pending_bad:
                             info.bad_lines += pending_bad
@@ -370,6 +366,7 @@ class TraceReader:
                     items = raw.decode("utf-8", "surrogateescape").split("\n")
                     if items[-1] == "":
                         items.pop()
+                    lines += len(items)
                 out: List[ev.Event] = []
                 add = out.append
                 for item in items:
@@ -396,6 +393,9 @@ class TraceReader:
                     add(event)
                 info.events += len(out)
                 yield out
+        except LineTooLong:
+            raise CorruptTrace(f"{info.path}: corrupt trace: line {lines + 1} is longer than "
+                               f"{MAX_LINE_CHARS >> 20} MiB") from None
         finally:
             self._stream.close()
         if pending_bad:
