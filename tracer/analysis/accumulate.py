@@ -22,6 +22,7 @@ __all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
 WAKEUP_MAX_BYTES = 8
 MAX_FUTEX_ADDRS = 4096
 MAX_FDS_TRACKED = 64        # socket fds followed per thread (bounded memory)
+_CHANNEL_KINDS = frozenset({"pipe", "unix", "socket", "fifo"})   # what can be a wake-up channel
 # The event classes _syscall tells apart, as module globals (one dict lookup, not two).
 _SYSCALL, _WRITE, _FUTEX, _POLL, _IOCTL, _READ = (ev.Syscall, ev.WriteCall, ev.FutexCall,
                                                   ev.PollCall, ev.IoctlCall, ev.ReadCall)
@@ -293,7 +294,7 @@ class Accumulator:
                 t.accepts += 1
             return
         if not e.ret or e.ret <= 0 or e.fd_kind == "eventfd" \
-                or self.is_internal(e.pid, e.fd_target):
+                or (e.fd_kind in _CHANNEL_KINDS and self.is_internal(e.pid, e.fd_target)):
             return
         if e.fd_kind in SOCKET_KINDS and e.fd is not None:
             tr = self._traffic(t, e)
@@ -337,7 +338,7 @@ class Accumulator:
             else:
                 t.unjudged_writes += 1
             return
-        if n <= WAKEUP_MAX_BYTES and kind in ("pipe", "unix", "socket", "fifo") \
+        if n <= WAKEUP_MAX_BYTES and kind in _CHANNEL_KINDS \
                 and self.is_internal(e.pid, e.fd_target):
             t.wakeup_writes += 1
             return
