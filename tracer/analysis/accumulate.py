@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .. import events as ev
+from .kernel_counts import KernelCounts
 
 # Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
 # libzmq/libuv write 8 bytes to an eventfd, asyncio and signal wakeup fds write 1 byte.
@@ -142,6 +143,7 @@ class Accumulator:
         self.roots = list(roots or [])
         self._internal: Dict[int, set] = {}   # pid -> targets of fds internal to the process
         self._inodes: Dict[int, set] = {}     # pid -> inodes of its fds (cache)
+        self.kernel = KernelCounts()          # eBPF ThreadCounts, merged (kernel_counts.py)
         syscall = self._syscall
         self._dispatch = {
             ev.Syscall: syscall, ev.FutexCall: syscall, ev.PollCall: syscall,
@@ -151,6 +153,8 @@ class Accumulator:
             ev.ThreadExit: self._on_thread_exit, ev.ThreadStart: self._on_thread_start,
             ev.ProcessExec: self._on_exec, ev.SignalDelivered: self._on_signal,
             ev.Lost: self._on_lost, ev.ThreadCpu: self._on_cpu,
+            ev.ThreadCounts: lambda e: self.kernel.feed(e, self._thread(e.pid, e.tid),
+                                                        self.is_internal),
         }
         for info in processes or []:
             self._process_info(info)
