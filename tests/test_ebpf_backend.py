@@ -168,6 +168,7 @@ def test_counts_of_a_flood_match_the_truth_when_the_target_exits_first(tmp_path)
     assert null[0]["first"] <= null[0]["last"] <= rec.report.window["end"]
     # the kernel's counts, not events streamed one by one: the trace stays small
     assert len(_read_events(trace)) < 2000
+    assert any(n.startswith("hangtrace's own CPU: ") for n in rec.report.notes)
 
 
 def _io(p):

@@ -13,6 +13,7 @@ Contract:
 """
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import time
@@ -162,12 +163,14 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
         raise _Stop()
 
     old_term = signal.signal(signal.SIGTERM, on_term)
+    cpu = [_own_cpu()]
     try:
         for b in backends:
             b.start(targets, q.put)
             started.append(b)
         # The window opens once every backend is in place (BCC compiles for about a second).
         start = time.time()
+        cpu.append(_own_cpu())
         header = make_header(backends=names, source="attach", targets=roots, start=start,
                              processes=infos, options={"duration": duration},
                              roles=_roles(infos, roots))
@@ -223,9 +226,27 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
             writer.close(reason, end_ts=end)
             signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
     notes = [f"recording ended early: {reason}"] if reason != "complete" else []
+    notes.append(_cpu_note(cpu + [_own_cpu()], end - start))
     assert analyzer is not None
     report = analyzer.report(end=end, trace_path=output, extra_notes=notes + errors)
     return Recorded(report=report, trace_path=output, reason=reason, errors=errors)
+
+
+def _own_cpu() -> float:
+    """CPU seconds (user+sys) of this process, all threads, and of its reaped children
+    (strace)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _cpu_note(cpu: List[float], window: float) -> str:
+    """hangtrace's own CPU use; BPF programs run in the traced threads and are not in it."""
+    if len(cpu) < 3:
+        return f"hangtrace's own CPU: {cpu[-1] - cpu[0]:.2f} s (the recording did not start)"
+    during = cpu[2] - cpu[1]
+    pct = 100.0 * during / window if window > 0 else 0.0
+    return (f"hangtrace's own CPU: {during:.2f} s while recording {window:.1f} s "
+            f"({pct:.0f}% of one CPU), {cpu[1] - cpu[0]:.2f} s to attach")
 
 
 def _run_probes(probes: Sequence[EndProbe], pids: List[int], analyzer: Optional[Analyzer],
