@@ -57,10 +57,6 @@ BPF_RINGBUF_OUTPUT(events, HT_RINGBUF_PAGES);
 struct ht_regs {
     u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax;
 };
-struct ht_xregs {          /* r10 .. orig_ax: one read gets the number and every argument */
-    u64 r10, r9, r8, ax, cx, dx, si, di, orig_ax;
-};
-#define HT_XREGS_OFF 56
 #define HT_REGS_NR(r) ((s32)(r)->orig_ax)
 #define HT_REGS_ARG0(r) ((r)->di)
 #elif defined(bpf_target_arm64)
@@ -70,12 +66,6 @@ struct ht_regs {
     s32 syscallno;
     u32 unused2;
 };
-struct ht_xregs {
-    u64 orig_x0;
-    s32 syscallno;
-    u32 unused2;
-};
-#define HT_XREGS_OFF 272
 #define HT_REGS_NR(r) ((r)->syscallno)
 #define HT_REGS_ARG0(r) ((r)->orig_x0)
 #else
@@ -105,14 +95,31 @@ static __always_inline int is_target(u32 tgid)
     return v && *v;
 }
 
-static __always_inline int read_call(void *regs, struct ht_call *c)
+/* The number and first argument: one small read (a helper call, the dearest step here). */
+static __always_inline int read_nr(void *regs, struct ht_call *c)
 {
-    struct ht_xregs x = {};
-    if (bpf_probe_read_kernel(&x, sizeof(x), regs + HT_XREGS_OFF) != 0)
-        return -1;
 #if defined(bpf_target_x86)
+    struct { u64 di, orig_ax; } x = {};
+    if (bpf_probe_read_kernel(&x, sizeof(x), regs + 112) != 0)
+        return -1;
     c->nr = (s32)x.orig_ax;
     c->a[0] = x.di;
+#else
+    struct { u64 orig_x0; s32 syscallno; u32 unused2; } x = {};
+    if (bpf_probe_read_kernel(&x, sizeof(x), regs + 272) != 0)
+        return -1;
+    c->nr = x.syscallno;
+    c->a[0] = x.orig_x0;
+#endif
+    return 0;
+}
+
+/* The other five arguments, for the calls that need them. */
+static __always_inline void read_args(void *regs, struct ht_call *c)
+{
+#if defined(bpf_target_x86)
+    struct { u64 r10, r9, r8, ax, cx, dx, si; } x = {};   /* offsets 56 .. 112 */
+    bpf_probe_read_kernel(&x, sizeof(x), regs + 56);
     c->a[1] = x.si;
     c->a[2] = x.dx;
     c->a[3] = x.r10;
@@ -120,16 +127,13 @@ static __always_inline int read_call(void *regs, struct ht_call *c)
     c->a[5] = x.r9;
 #else
     u64 r[6] = {};
-    c->nr = x.syscallno;
     bpf_probe_read_kernel(&r, sizeof(r), regs);
-    c->a[0] = x.orig_x0;
     c->a[1] = r[1];
     c->a[2] = r[2];
     c->a[3] = r[3];
     c->a[4] = r[4];
     c->a[5] = r[5];
 #endif
-    return 0;
 }
 
 static __always_inline u32 kind_of(s32 nr)
@@ -559,7 +563,7 @@ RAW_TRACEPOINT_PROBE(sys_exit)
     if (!is_target(tgid))
         return 0;
     struct ht_call c = {};
-    if (read_call((void *)ctx->args[0], &c) != 0)
+    if (read_nr((void *)ctx->args[0], &c) != 0)
         return 0;
     s64 ret = (s64)ctx->args[1];
     u32 kv = kind_of(c.nr);
@@ -588,6 +592,7 @@ RAW_TRACEPOINT_PROBE(sys_exit)
     }
     if (kind == HT_K_NONE || kind > HT_K_STREAMED_MAX)
         return 0;
+    read_args((void *)ctx->args[0], &c);
     if (in_budget(k, s)) {
         if (!now)
             now = bpf_ktime_get_ns();
