@@ -59,6 +59,23 @@ def test_ebpf_gives_the_right_verdict(scenario, name, tmp_path):
     assert sc.alive(), "the target must survive being traced"
     assert backend._bpf is None and _bpf_fds() == before, "BPF objects left loaded"
     assert rec.errors == [], rec.errors
+    _assert_streamed_calls_match_the_counts(_read_events(str(tmp_path / "t.gz")))
+
+
+def _assert_streamed_calls_match_the_counts(events):
+    """No double counting: the kernel says how many calls of each kind it streamed, and
+    exactly that many completed events of them are in the trace."""
+    last, streamed = {}, {}
+    for e in events:
+        if isinstance(e, ev.ThreadCounts):
+            last[e.tid] = e
+        elif isinstance(e, ev.Syscall) and not e.ongoing:
+            streamed[(e.tid, e.name)] = streamed.get((e.tid, e.name), 0) + 1
+    for tid, c in last.items():
+        for call, n in c.streamed.items():
+            assert streamed.get((tid, call), 0) == n, (tid, call, n)
+            assert c.calls[call] >= n
+    assert sum(streamed.values()) == sum(n for c in last.values() for n in c.streamed.values())
 
 
 def test_stop_is_idempotent_and_unloads_everything(scenario):
