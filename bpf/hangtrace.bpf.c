@@ -419,15 +419,19 @@ static __always_inline void ms_timeout(struct ht_event *e, u64 arg)
     }
 }
 
+/* One read_timeout call site: each inlined copy of it costs BCC's compile (the attach) time. */
 static __always_inline void decode(struct ht_event *e, u32 kind, u64 slept)
 {
     u64 *a = e->args;
+    u64 ptr = 0, frac_ns = 1;
+    u32 abs = 0, left = 0, by_ptr = 1;
     switch (kind) {
     case HT_K_FUTEX: {
         u32 cmd = (u32)a[1] & 127;
-        if (cmd < 32 && ((HT_FUTEX_WAIT_MASK >> cmd) & 1))
-            read_timeout(e, a[3], 1, cmd != 0, 0, 0);   /* FUTEX_WAIT: relative; others absolute */
-        break;                                          /* other ops: arg 3 is val2 */
+        by_ptr = cmd < 32 && ((HT_FUTEX_WAIT_MASK >> cmd) & 1);   /* other ops: arg 3 is val2 */
+        ptr = a[3];
+        abs = cmd != 0;                /* FUTEX_WAIT: relative; the other waits: absolute */
+        break;
     }
     case HT_K_POLL:
     case HT_K_PPOLL: {
@@ -440,56 +444,65 @@ static __always_inline void decode(struct ht_event *e, u32 kind, u64 slept)
                 bpf_probe_read_user(&fd, sizeof(fd), (void *)(a[0] + 8 * i));
             e->pfds[i] = fd;
         }
-        if (kind == HT_K_POLL)
+        if (kind == HT_K_POLL) {
             ms_timeout(e, a[2]);
-        else
-            read_timeout(e, a[2], 1, 0, 1, slept);
+            by_ptr = 0;
+        } else {
+            ptr = a[2];
+            left = 1;
+        }
         break;
     }
     case HT_K_EPOLL:
         ms_timeout(e, a[3]);
+        by_ptr = 0;
         break;
     case HT_K_EPOLL2:
-        read_timeout(e, a[3], 1, 0, 0, 0);
+        ptr = a[3];
         break;
     case HT_K_SELECT:
-        read_timeout(e, a[4], 1000, 0, 1, slept);
+        ptr = a[4];
+        frac_ns = 1000;
+        left = 1;
         break;
     case HT_K_PSELECT:
-        read_timeout(e, a[4], 1, 0, 1, slept);
+        ptr = a[4];
+        left = 1;
         break;
     case HT_K_NANOSLEEP:
-        read_timeout(e, a[0], 1, 0, 0, 0);
+        ptr = a[0];
         break;
     case HT_K_CLOCK_NANOSLEEP:
-        read_timeout(e, a[2], 1, (u32)a[1] & 1, 0, 0);   /* TIMER_ABSTIME */
+        ptr = a[2];
+        abs = (u32)a[1] & 1;   /* TIMER_ABSTIME */
         break;
     case HT_K_IOCTL: {
         u32 req = (u32)a[1];
         u32 size = (req >> 16) & 0x3fff;
         u32 nr = req & 0xff;
-        u32 v = 0;
+        u32 off = 0, v = 0;
+        by_ptr = 0;
         if (((req >> 8) & 0xff) != HT_NV_IOC_TYPE || a[2] == 0)
             break;
         /* NVOS54 (RM_CONTROL, 32 bytes): cmd at 8. NVOS21/NVOS64 (RM_ALLOC, 32/48 bytes):
          * hClass at 12. Inputs the driver does not change. Decoded only when the size in the
          * request matches the struct: layouts may change between driver versions. */
-        if (nr == HT_NV_RM_CONTROL && size == 32) {
-            if (bpf_probe_read_user(&v, sizeof(v), (void *)(a[2] + 8)) == 0) {
-                e->aux = v;
-                e->flags |= HT_F_AUX;
-            }
-        } else if (nr == HT_NV_RM_ALLOC && (size == 32 || size == 48)) {
-            if (bpf_probe_read_user(&v, sizeof(v), (void *)(a[2] + 12)) == 0) {
-                e->aux = v;
-                e->flags |= HT_F_AUX;
-            }
+        if (nr == HT_NV_RM_CONTROL && size == 32)
+            off = 8;
+        else if (nr == HT_NV_RM_ALLOC && (size == 32 || size == 48))
+            off = 12;
+        if (off && bpf_probe_read_user(&v, sizeof(v), (void *)(a[2] + off)) == 0) {
+            e->aux = v;
+            e->flags |= HT_F_AUX;
         }
         break;
     }
     default:
+        by_ptr = 0;
         break;
     }
+    if (by_ptr)
+        read_timeout(e, ptr, frac_ns, abs, left, slept);
 }
 
 /* Within the budget: at most HT_RATE_MAX calls per slot per window; the window is read from
@@ -639,8 +652,9 @@ RAW_TRACEPOINT_PROBE(sched_switch)
             if (!ctx->args[0] && (u32)ctx->args[3] != 0) {
                 if (t->blocked_ns == 0)
                     t->blocked_ns = now;
-                u8 one = 1;
-                blocked.update(&tid, &one);
+                u8 *b = blocked.lookup(&tid);   /* inlined, unlike an update() */
+                if (b)
+                    *b = 1;
             }
         }
     }
@@ -768,8 +782,9 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
         procs.update(&tgid, &zero);
     }
 #endif
-    u8 no = 0;
-    blocked.update(&tid, &no);
+    u8 *b = blocked.lookup(&tid);
+    if (b)
+        *b = 0;
     threads.delete(&tid);
     struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
     if (!e) {
