@@ -2,14 +2,13 @@
 execs, exits and CPU time of a process tree, without ever stopping the target.
 
 Contract (on top of base.py):
-- ``check()`` returns None only when the program can load here: root or CAP_BPF+CAP_PERFMON,
-  ``bcc`` importable, kernel headers at /lib/modules/$(uname -r)/build, tracefs (found at
-  /sys/kernel/tracing or /sys/kernel/debug/tracing, or mounted there by ``check`` itself when
-  missing and we may: the one side effect, as under ``ip netns exec``, whose fresh sysfs has
-  none); otherwise one line saying why. ``bcc`` is imported inside ``start``/``check`` only,
-  so analysis and replay run anywhere.
-- ``start(targets, emit)`` compiles bpf/hangtrace.bpf.c (the pid arrays sized from
-  kernel.pid_max), loads and attaches it (time kept in ``attach_s``), fills the "kinds" array,
+- ``check()`` is ebpf_env.ebpf_problem(): None only when the program can load here, else one
+  line saying why. Its one side effect: mounting tracefs where it is missing and we may (as
+  under ``ip netns exec``, whose fresh sysfs has none). ``bcc`` is imported inside
+  ``start``/``check`` only, so analysis and replay run anywhere.
+- ``start(targets, emit)`` compiles bpf/hangtrace.bpf.c with its parts (ebpf_layout.
+  program_text, ebpf_env.compile_flags), loads and attaches it (time kept in ``attach_s``),
+  fills the "kinds" array,
   marks the tree's processes, and for each thread emits a ``ThreadSample`` (a sleeping one is
   marked blocked since the attach), then starts one reader thread. Processes forked later
   are followed in the kernel and added to ``targets``.
@@ -33,70 +32,21 @@ from typing import Any, Dict, List, Optional, Set
 from ... import events as ev
 from ...linux import procfs
 from ...linux.syscall_table import syscall_name, syscall_table
-from ...linux.tracefs import TRACEFS_DIRS, ensure_tracefs, find_tracefs
+from ...linux.tracefs import TRACEFS_DIRS
 from . import ebpf_layout as L
 from .base import Backend, Emit, TargetSet
 from .ebpf_convert import Clock, Converter, FdCache
 from .ebpf_counts import CountEmitter, KernelSnapshot
+from .ebpf_env import compile_flags, ebpf_problem
 from .proc_backend import decode_wait_status
 
 __all__ = ["EbpfBackend", "ebpf_problem", "TRACEFS_DIRS"]
 
-_CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
-# BCC compiles against /lib/modules/$(uname -r)/build, possibly another kernel's headers (6.1
-# headers on 6.18): silence what their macros trigger with BCC's clang.
-_CFLAGS = ["-Wno-macro-redefined", "-Wno-unknown-warning-option",
-           "-Wno-duplicate-decl-specifier",
-           "-Wno-address-of-packed-member", "-Wno-unused-value", "-Wno-pointer-sign",
-           "-Wno-compare-distinct-pointer-types", "-Wno-gnu-variable-sized-type-not-at-end"]
 _PENDING_EXIT_S = 1.0
 COUNTS_EVERY_S = 1.0
 _MAPS = ("threads", "aggr", "fds", "tcounts", "ioctls", "cache", "counters")
 _PROBES = (("raw", b"sys_exit"), ("raw", b"sched_switch"), ("tp", b"sched:sched_process_fork"),
            ("tp", b"sched:sched_process_exec"), ("tp", b"sched:sched_process_exit"))
-
-
-def _cap_eff() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def _pid_max() -> int:
-    """Size of the pid-indexed arrays: every pid is below kernel.pid_max."""
-    try:
-        with open("/proc/sys/kernel/pid_max") as f:
-            return max(1024, min(int(f.read()), 4194304))
-    except (OSError, ValueError):
-        return 4194304   # PID_MAX_LIMIT on 64-bit
-
-
-def ebpf_problem() -> Optional[str]:
-    """Why the eBPF backend cannot load here (one line), or None."""
-    caps = _cap_eff()
-    admin = os.geteuid() == 0 or bool(caps >> _CAP_SYS_ADMIN & 1)
-    if not admin and not (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1):
-        return "eBPF needs root (or CAP_BPF and CAP_PERFMON): run with sudo"
-    try:
-        import bcc  # noqa: F401  (imported here only: see the module doc)
-    except Exception as e:  # ImportError, or a broken libbcc
-        return (f"BCC is not importable ({type(e).__name__}): apt install bpfcc-tools "
-                "python3-bpfcc (see scripts/setup-ebpf.sh)")
-    build = f"/lib/modules/{os.uname().release}/build"
-    if not os.path.exists(build):
-        return (f"no kernel headers at {build}: apt install linux-headers-$(uname -r) "
-                "(or run scripts/setup-ebpf.sh)")
-    found, why = ensure_tracefs(may_mount=admin)
-    if found is None:
-        return why
-    if not L.PROGRAM.exists():
-        return f"BPF program missing: {L.PROGRAM}"
-    return None
 
 
 class EbpfBackend(Backend):
@@ -139,18 +89,9 @@ class EbpfBackend(Backend):
             raise RuntimeError("EbpfBackend.start called twice")
         from bcc import BPF  # noqa: WPS433 (see the module doc)
         self._emit, self._targets = emit, targets
-        wait_mask, wake_mask = L.futex_masks()
-        cflags = ["-I" + str(L.BPF_DIR), *_CFLAGS, f"-DHT_PID_MAX={_pid_max()}",
-                  f"-DHT_FUTEX_WAIT_MASK={wait_mask}", f"-DHT_FUTEX_WAKE_MASK={wake_mask}"]
-        tfs = find_tracefs() or TRACEFS_DIRS[0]
-        try:
-            with open(f"{tfs}/events/sched/sched_process_exit/format") as f:
-                if "group_dead" in f.read():
-                    cflags.append("-DHT_HAVE_GROUP_DEAD")
-        except OSError:
-            pass
+        cflags = compile_flags()
         t0 = time.monotonic()
-        self._bpf = BPF(src_file=str(L.PROGRAM).encode(), cflags=cflags)
+        self._bpf = BPF(text=L.program_text().encode(), cflags=cflags)
         self.attach_s = time.monotonic() - t0
         try:
             self._setup(targets)
