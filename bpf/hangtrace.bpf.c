@@ -44,7 +44,7 @@ BPF_ARRAY(kinds, u32, HT_MAX_NR);
 BPF_HASH(threads, u32, struct ht_thread, HT_MAX_THREADS);
 BPF_HASH(aggr, struct ht_agg_key, struct ht_agg, HT_MAX_AGG);
 BPF_HASH(fds, struct ht_fd_key, struct ht_fd, HT_MAX_FDS);
-BPF_HASH(tcounts, u32, struct ht_tcount, HT_MAX_THREADS);
+BPF_HASH(tcounts, struct ht_tkey, struct ht_tcount, HT_MAX_THREADS);
 BPF_HASH(ioctls, struct ht_ioc_key, struct ht_ioc, HT_MAX_IOCTLS);
 BPF_PERCPU_ARRAY(cache, struct ht_cache, 1);
 BPF_ARRAY(counters, u64, HT_NCOUNTERS);
@@ -201,7 +201,7 @@ RAW_TRACEPOINT_PROBE(sys_exit)
     struct ht_cache *k = cache.lookup(&z);
     if (!k)
         return 0;
-    if (k->tid != tid)
+    if (k->tid != tid || k->tgid != tgid)
         take_over(k, tid, tgid);
     u64 since = take_blocked(tid);
     u64 now = since ? bpf_ktime_get_ns() : 0;

@@ -158,24 +158,33 @@ struct ht_cache {
 #define HT_CAT_ACCEPTS 7
 #define HT_NCATS 8
 
-/* Aggregation map: key (tid, nr) -> value. */
+/* Every map key starts with the thread and its process: a tid reused by another process
+ * during the recording (pid numbers wrap) is another thread. */
+struct ht_tkey {
+    __u32 tid;
+    __u32 tgid;
+};
+
+/* Aggregation map: key (tid, tgid, nr) -> value. */
 struct ht_agg_key {
     __u32 tid;
-    __u32 nr;
+    __u32 tgid;
+    __s32 nr;
+    __u32 pad;
 };
 
 struct ht_agg {
     __u64 count;          /* completed calls                                              */
     __u64 streamed;       /* of which sent one by one on the ring buffer                  */
     __u64 ns;             /* time the calls spent blocked (from their first sleep)        */
-    __u32 tgid;
-    __u32 pad;
 };
 
-/* Per (tid, fd): every write/send and read/recv, none streamed. */
+/* Per (tid, tgid, fd): every write/send and read/recv, none streamed. */
 struct ht_fd_key {
     __u32 tid;
+    __u32 tgid;
     __s32 fd;
+    __u32 pad;
 };
 
 struct ht_fd {
@@ -189,29 +198,24 @@ struct ht_fd {
     __u64 rbytes;
     __u64 first_ns;       /* CLOCK_MONOTONIC of the first and last call (tick precision)  */
     __u64 last_ns;
-    __u32 tgid;
-    __u32 pad;
 };
 
-/* Per thread: the calls of streamed kinds that were NOT streamed, by category (HT_CAT_*). */
+/* Per thread (key ht_tkey): the calls of streamed kinds that were NOT streamed, by category
+ * (HT_CAT_*). */
 struct ht_tcount {
     __u64 cat[8];
-    __u32 tgid;
-    __u32 pad;
 };
 
-/* Per (tid, fd, request): ioctls not streamed. */
+/* Per (tid, tgid, fd, request): ioctls not streamed. */
 struct ht_ioc_key {
     __u32 tid;
+    __u32 tgid;
     __s32 fd;
     __u32 request;
-    __u32 pad;
 };
 
 struct ht_ioc {
     __u64 count;
-    __u32 tgid;
-    __u32 pad;
 };
 
 #endif /* HANGTRACE_H */

@@ -9,11 +9,10 @@ static __always_inline void flush_slot(struct ht_cache *k, u32 s)
     s &= HT_SLOTS - 1;
     if (k->c_count[s] == 0)
         return;
-    struct ht_agg_key key = {.tid = k->tid, .nr = (u32)k->c_nr[s]};
+    struct ht_agg_key key = {.tid = k->tid, .tgid = k->tgid, .nr = k->c_nr[s]};
     struct ht_agg *ag = aggr.lookup(&key);
     if (!ag) {
         struct ht_agg zero = {};
-        zero.tgid = k->tgid;
         aggr.insert(&key, &zero);
         ag = aggr.lookup(&key);
     }
@@ -35,11 +34,10 @@ static __always_inline void flush_fd(struct ht_cache *k, u32 s)
     s &= HT_FD_SLOTS - 1;
     if (k->f_writes[s] == 0 && k->f_reads[s] == 0)
         return;
-    struct ht_fd_key key = {.tid = k->tid, .fd = k->f_fd[s]};
+    struct ht_fd_key key = {.tid = k->tid, .tgid = k->tgid, .fd = k->f_fd[s]};
     struct ht_fd *f = fds.lookup(&key);
     if (!f) {
         struct ht_fd zero = {};
-        zero.tgid = k->tgid;
         fds.insert(&key, &zero);
         f = fds.lookup(&key);
     }
@@ -83,13 +81,12 @@ static __always_inline void flush_cats(struct ht_cache *k)
         any |= k->cat[i];
     if (!any)
         return;
-    u32 tid = k->tid;
-    struct ht_tcount *tc = tcounts.lookup(&tid);
+    struct ht_tkey key = {.tid = k->tid, .tgid = k->tgid};
+    struct ht_tcount *tc = tcounts.lookup(&key);
     if (!tc) {
         struct ht_tcount zero = {};
-        zero.tgid = k->tgid;
-        tcounts.insert(&tid, &zero);
-        tc = tcounts.lookup(&tid);
+        tcounts.insert(&key, &zero);
+        tc = tcounts.lookup(&key);
     }
 #pragma unroll
     for (int i = 0; i < HT_NCATS; i++) {
@@ -209,11 +206,10 @@ static __always_inline void count_category(struct ht_cache *k, u32 tid, u32 tgid
             k->cat[HT_CAT_ACCEPTS] += 1;
         break;
     case HT_K_IOCTL: {
-        struct ht_ioc_key key = {.tid = tid, .fd = (s32)a[0], .request = (u32)a[1]};
+        struct ht_ioc_key key = {.tid = tid, .tgid = tgid, .fd = (s32)a[0], .request = (u32)a[1]};
         struct ht_ioc *io = ioctls.lookup(&key);
         if (!io) {
             struct ht_ioc zero = {};
-            zero.tgid = tgid;
             ioctls.insert(&key, &zero);
             io = ioctls.lookup(&key);
         }

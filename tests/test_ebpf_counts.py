@@ -34,18 +34,21 @@ def test_a_thread_is_its_map_entries_plus_the_caches_it_owns():
     c0.f_fd[3], c0.f_writes[3], c0.f_wbytes[3], c0.f_wmin[3], c0.f_wmax[3] = 3, 5, 50, 2, 20
     c0.f_first_ns[3], c0.f_last_ns[3] = 200, 900
     c0.cat[L.HT_CAT_FUTEX_WAKES] = 3
-    aggr = [(L.HtAggKey(7, NR["futex"]), L.HtAgg(count=90, streamed=6, ns=500, tgid=5)),
-            (L.HtAggKey(9, NR["getpid"]), L.HtAgg(count=1, tgid=5))]
-    fds = [(L.HtFdKey(7, 3), L.HtFd(writes=2, wbytes=4, wmin=1, wmax=3, first_ns=100,
-                                    last_ns=150, tgid=5))]
+    aggr = [(L.HtAggKey(7, 5, NR["futex"]), L.HtAgg(count=90, streamed=6, ns=500)),
+            (L.HtAggKey(9, 5, NR["getpid"]), L.HtAgg(count=1)),
+            (L.HtAggKey(7, 6, NR["getpid"]), L.HtAgg(count=2))]   # tid 7 reused by pid 6
+    fds = [(L.HtFdKey(7, 5, 3), L.HtFd(writes=2, wbytes=4, wmin=1, wmax=3, first_ns=100,
+                                       last_ns=150))]
     snap = KernelSnapshot().read(_maps([c0, c1], aggr, fds))
-    t7 = snap.threads[7]
+    t7 = snap.threads[(5, 7)]
     assert t7.calls[NR["futex"]] == [100, 10, 1500]
     assert t7.fds[3]["writes"] == 7 and t7.fds[3]["wbytes"] == 54
     assert (t7.fds[3]["wmin"], t7.fds[3]["wmax"]) == (1, 20)
     assert (t7.fds[3]["first_ns"], t7.fds[3]["last_ns"]) == (100, 900)
     assert t7.cats[L.HT_CAT_FUTEX_WAKES] == 3
-    assert set(snap.threads) == {7, 8, 9} and snap.threads[9].calls[NR["getpid"]][0] == 1
+    assert set(snap.threads) == {(5, 7), (5, 8), (5, 9), (6, 7)}
+    assert snap.threads[(5, 9)].calls[NR["getpid"]][0] == 1
+    assert snap.threads[(6, 7)].calls == {NR["getpid"]: [2, 0, 0]}
 
 
 class _Flushing(dict):
@@ -77,11 +80,10 @@ def test_emitter_gives_names_fd_kinds_wall_clock_and_only_what_changed():
     c.c_nr[0], c.c_count[0], c.c_streamed[0], c.c_ns[0] = NR["futex"], 10, 4, 3_000_000_000
     c.f_fd[3], c.f_writes[3], c.f_wbytes[3], c.f_first_ns[3], c.f_last_ns[3] = 3, 1, 9, 1, 2
     c.cat[L.HT_CAT_POLL_TIMEOUTS], c.cat[L.HT_CAT_ACCEPTS] = 2, 1
-    ioctls = [(L.HtIocKey(7, 4, 0xc020462a), L.HtIoc(count=3, tgid=5))]
+    ioctls = [(L.HtIocKey(7, 5, 4, 0xc020462a), L.HtIoc(count=3))]
     em = CountEmitter(since=1.0, epoch=lambda ns: 1000.0 + ns, name=syscall_name,
-                      fd_info=lambda pid, fd: ev.FdInfo(fd, "null", "/dev/null"),
-                      pid_of=lambda tid: None)
-    em.note_streamed(7, NR["futex"], 1_000_000_000)
+                      fd_info=lambda pid, fd: ev.FdInfo(fd, "null", "/dev/null"))
+    em.note_streamed(5, 7, NR["futex"], 1_000_000_000)
     snap = KernelSnapshot().read(_maps([c], ioctls=ioctls))
     [e] = em.events(snap, ts=5.0)
     assert (e.pid, e.tid, e.since) == (5, 7, 1.0)

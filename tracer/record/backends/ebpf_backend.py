@@ -72,7 +72,6 @@ class EbpfBackend(Backend):
         self._reader: Optional[threading.Thread] = None
         self._start_ts = 0.0
         self._start_samples: Dict[int, ev.ThreadSample] = {}
-        self._pid_of: Dict[int, int] = {}
         self._born: Dict[int, float] = {}                 # tid -> epoch ts of its fork
         self._exited_cpu: List[ev.ThreadCpu] = []
         self._pending_exits: Dict[int, float] = {}        # pid -> deadline (monotonic)
@@ -135,8 +134,7 @@ class EbpfBackend(Backend):
         self._start_ts = time.time()
         self._clock = Clock()
         self._counts = CountEmitter(since=self._start_ts, epoch=self._clock.epoch,
-                                    name=syscall_name, fd_info=self._fd_info,
-                                    pid_of=self._pid_of.get)
+                                    name=syscall_name, fd_info=self._fd_info)
         seen: Set[int] = set()
         # Twice: a process forked between the first scan and the fill is only in the second
         # (after the fill, the fork tracepoint catches every new child).
@@ -171,7 +169,6 @@ class EbpfBackend(Backend):
             s = procfs.read_thread_sample(pid, tid, ts=self._start_ts)
             if s is None:
                 continue
-            self._pid_of[tid] = pid
             self._start_samples[tid] = s
             st = L.HtThread(tgid=pid)
             if s.state == "R":
@@ -211,9 +208,6 @@ class EbpfBackend(Backend):
     def _emit_counts(self) -> None:
         assert self._counts is not None
         snap = KernelSnapshot().read(self._maps())
-        for tid, t in snap.threads.items():
-            if t.tgid:
-                self._pid_of.setdefault(tid, t.tgid)
         emit = self._emit
         for e in self._counts.events(snap, time.time()):
             if emit is not None:
@@ -237,10 +231,9 @@ class EbpfBackend(Backend):
         return 0
 
     def _on_syscall(self, e: L.HtEvent) -> None:
-        self._pid_of.setdefault(e.tid, e.tgid)
         dur_ns = e.exit_ns - e.enter_ns
         if self._counts is not None:
-            self._counts.note_streamed(e.tid, e.nr, dur_ns)
+            self._counts.note_streamed(e.tgid, e.tid, e.nr, dur_ns)
         emit = self._emit
         if emit is None:
             return
@@ -266,7 +259,6 @@ class EbpfBackend(Backend):
                 except KeyError:
                     pass
         ts = self._clock.epoch(e.enter_ns)
-        self._pid_of[child] = ctgid
         self._born[child] = ts
         assert self._emit is not None and self._targets is not None
         if new_process:

@@ -5,7 +5,8 @@ Contract:
   then the hash maps ("aggr", "fds", "tcounts", "ioctls"), then the caches again; when a cache's
   ``seq`` changed in between (a flush moved counts from a cache to the maps while we read) it
   reads again (at most 4 times, then keeps the last picture: counts later come out right).
-  A thread's counts are its map entries plus the cache of every CPU it owns. ``maps`` is a
+  A thread (a tid in a tgid: pid numbers are reused) is its map entries plus the cache of
+  every CPU it owns; ``threads`` is keyed (tgid, tid). ``maps`` is a
   mapping name -> BCC table (tests pass lists of ctypes (key, value) pairs, and {0: caches}).
 - ``CountEmitter.events(snapshot, ts)`` turns a snapshot into one ThreadCounts per thread whose
   counts changed since the last call (all of them with ``every=True``): names from the
@@ -43,7 +44,6 @@ _FD_SUMS = ("writes", "wbytes", "wsmall", "wsbytes", "reads", "rbytes")
 @dataclass
 class ThreadTotals:
     """One thread's counts in one snapshot, in the kernel's units (ns, syscall numbers)."""
-    tgid: int = 0
     calls: Dict[int, List[int]] = field(default_factory=dict)      # nr -> [count, streamed, ns]
     fds: Dict[int, Dict[str, int]] = field(default_factory=dict)    # fd -> ht_fd fields
     cats: List[int] = field(default_factory=lambda: [0] * L.HT_NCATS)
@@ -96,15 +96,13 @@ class KernelSnapshot:
     """One consistent read of the counting maps (module doc)."""
 
     def __init__(self) -> None:
-        self.threads: Dict[int, ThreadTotals] = {}
+        self.threads: Dict[Tuple[int, int], ThreadTotals] = {}
         self.retries = 0
 
     def _t(self, tid: int, tgid: int) -> ThreadTotals:
-        t = self.threads.get(tid)
+        t = self.threads.get((tgid, tid))
         if t is None:
-            t = self.threads[tid] = ThreadTotals(tgid=tgid)
-        elif not t.tgid:
-            t.tgid = tgid
+            t = self.threads[(tgid, tid)] = ThreadTotals()
         return t
 
     @staticmethod
@@ -130,19 +128,18 @@ class KernelSnapshot:
         self.threads = {}
         for k, v in rows["aggr"]:
             key, agg = L.HtAggKey.from_buffer_copy(bytes(k)), L.HtAgg.from_buffer_copy(bytes(v))
-            self._t(key.tid, agg.tgid).add_call(_s32(key.nr), agg.count, agg.streamed, agg.ns)
+            self._t(key.tid, key.tgid).add_call(key.nr, agg.count, agg.streamed, agg.ns)
         for k, v in rows["fds"]:
             key, f = L.HtFdKey.from_buffer_copy(bytes(k)), L.HtFd.from_buffer_copy(bytes(v))
-            self._t(key.tid, f.tgid).add_fd(key.fd, _fd_fields(f))
+            self._t(key.tid, key.tgid).add_fd(key.fd, _fd_fields(f))
         for k, v in rows["tcounts"]:
-            tid = ct.c_uint32.from_buffer_copy(bytes(k)).value
-            tc = L.HtTcount.from_buffer_copy(bytes(v))
-            t = self._t(tid, tc.tgid)
+            key, tc = L.HtTkey.from_buffer_copy(bytes(k)), L.HtTcount.from_buffer_copy(bytes(v))
+            t = self._t(key.tid, key.tgid)
             for i in range(L.HT_NCATS):
                 t.cats[i] += tc.cat[i]
         for k, v in rows["ioctls"]:
             key, io = L.HtIocKey.from_buffer_copy(bytes(k)), L.HtIoc.from_buffer_copy(bytes(v))
-            t = self._t(key.tid, io.tgid)
+            t = self._t(key.tid, key.tgid)
             t.ioctls[(key.fd, key.request)] = t.ioctls.get((key.fd, key.request), 0) + io.count
         for c in caches:
             if not c.tid:
@@ -157,11 +154,6 @@ class KernelSnapshot:
                 t.cats[i] += c.cat[i]
 
 
-def _s32(v: int) -> int:
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v & 0x80000000 else v
-
-
 FdLookup = Callable[[int, int], Optional[ev.FdInfo]]
 
 
@@ -169,34 +161,32 @@ class CountEmitter:
     """Snapshots -> ThreadCounts events, only for threads whose counts changed (module doc)."""
 
     def __init__(self, *, since: float, epoch: Callable[[int], float], name: Callable[[int], str],
-                 fd_info: FdLookup, pid_of: Callable[[int], Optional[int]]) -> None:
+                 fd_info: FdLookup) -> None:
         self.since = since
         self.epoch = epoch
         self.name = name
         self.fd_info = fd_info
-        self.pid_of = pid_of
-        self.streamed_ns: Dict[Tuple[int, int], int] = {}   # (tid, nr) -> ns of emitted events
-        self._last: Dict[int, Any] = {}
+        self.streamed_ns: Dict[Tuple[int, int, int], int] = {}   # (tgid, tid, nr) -> event ns
+        self._last: Dict[Tuple[int, int], Any] = {}
 
-    def note_streamed(self, tid: int, nr: int, ns: int) -> None:
+    def note_streamed(self, tgid: int, tid: int, nr: int, ns: int) -> None:
         """A streamed call of ``ns`` spent blocked was emitted as an event."""
-        key = (tid, nr)
+        key = (tgid, tid, nr)
         self.streamed_ns[key] = self.streamed_ns.get(key, 0) + max(0, ns)
 
     def events(self, snap: KernelSnapshot, ts: float, every: bool = False) -> List[ev.ThreadCounts]:
         out = []
-        for tid, t in sorted(snap.threads.items()):
+        for key, t in sorted(snap.threads.items()):
             state = (sorted((k, tuple(v)) for k, v in t.calls.items()),
                      sorted((k, tuple(sorted(v.items()))) for k, v in t.fds.items()),
                      tuple(t.cats), sorted(t.ioctls.items()))
-            if not every and self._last.get(tid) == state:
+            if not every and self._last.get(key) == state:
                 continue
-            self._last[tid] = state
-            out.append(self._event(tid, t, ts))
+            self._last[key] = state
+            out.append(self._event(key[0], key[1], t, ts))
         return out
 
-    def _event(self, tid: int, t: ThreadTotals, ts: float) -> ev.ThreadCounts:
-        pid = t.tgid or self.pid_of(tid) or tid
+    def _event(self, pid: int, tid: int, t: ThreadTotals, ts: float) -> ev.ThreadCounts:
         calls: Dict[str, int] = {}
         streamed: Dict[str, int] = {}
         blocked_ns = 0
@@ -205,7 +195,7 @@ class CountEmitter:
             calls[name] = calls.get(name, 0) + count
             if nstreamed:
                 streamed[name] = streamed.get(name, 0) + nstreamed
-            blocked_ns += max(0, ns - self.streamed_ns.get((tid, nr), 0))
+            blocked_ns += max(0, ns - self.streamed_ns.get((pid, tid, nr), 0))
         e = ev.ThreadCounts(ts=ts, pid=pid, tid=tid, since=self.since, calls=calls,
                             streamed=streamed, blocked_s=round(blocked_ns / 1e9, 6))
         for fd, d in sorted(t.fds.items()):

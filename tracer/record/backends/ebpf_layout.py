@@ -127,48 +127,54 @@ class HtCache(ct.Structure):
     ]
 
 
+class HtTkey(ct.Structure):
+    """struct ht_tkey: a thread and its process."""
+    _fields_ = [("tid", ct.c_uint32), ("tgid", ct.c_uint32)]
+
+
 class HtAggKey(ct.Structure):
     """struct ht_agg_key."""
-    _fields_ = [("tid", ct.c_uint32), ("nr", ct.c_uint32)]
+    _fields_ = [("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("nr", ct.c_int32),
+                ("pad", ct.c_uint32)]
 
 
 class HtAgg(ct.Structure):
-    """struct ht_agg: per (tid, nr) calls, how many were streamed, time blocked."""
-    _fields_ = [("count", ct.c_uint64), ("streamed", ct.c_uint64), ("ns", ct.c_uint64),
-                ("tgid", ct.c_uint32), ("pad", ct.c_uint32)]
+    """struct ht_agg: per (tid, tgid, nr) calls, how many were streamed, time blocked."""
+    _fields_ = [("count", ct.c_uint64), ("streamed", ct.c_uint64), ("ns", ct.c_uint64)]
 
 
 class HtFdKey(ct.Structure):
     """struct ht_fd_key."""
-    _fields_ = [("tid", ct.c_uint32), ("fd", ct.c_int32)]
+    _fields_ = [("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("fd", ct.c_int32),
+                ("pad", ct.c_uint32)]
 
 
 class HtFd(ct.Structure):
-    """struct ht_fd: per (tid, fd) writes/sends and reads/recvs."""
+    """struct ht_fd: per (tid, tgid, fd) writes/sends and reads/recvs."""
     _fields_ = [("writes", ct.c_uint64), ("wbytes", ct.c_uint64), ("wmin", ct.c_uint64),
                 ("wmax", ct.c_uint64), ("wsmall", ct.c_uint64), ("wsbytes", ct.c_uint64),
                 ("reads", ct.c_uint64), ("rbytes", ct.c_uint64), ("first_ns", ct.c_uint64),
-                ("last_ns", ct.c_uint64), ("tgid", ct.c_uint32), ("pad", ct.c_uint32)]
+                ("last_ns", ct.c_uint64)]
 
 
 class HtTcount(ct.Structure):
     """struct ht_tcount: per thread, unstreamed calls of streamed kinds by HT_CAT_*."""
-    _fields_ = [("cat", _U64x8), ("tgid", ct.c_uint32), ("pad", ct.c_uint32)]
+    _fields_ = [("cat", _U64x8)]
 
 
 class HtIocKey(ct.Structure):
     """struct ht_ioc_key."""
-    _fields_ = [("tid", ct.c_uint32), ("fd", ct.c_int32), ("request", ct.c_uint32),
-                ("pad", ct.c_uint32)]
+    _fields_ = [("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("fd", ct.c_int32),
+                ("request", ct.c_uint32)]
 
 
 class HtIoc(ct.Structure):
-    """struct ht_ioc: unstreamed ioctls per (tid, fd, request)."""
-    _fields_ = [("count", ct.c_uint64), ("tgid", ct.c_uint32), ("pad", ct.c_uint32)]
+    """struct ht_ioc: unstreamed ioctls per (tid, tgid, fd, request)."""
+    _fields_ = [("count", ct.c_uint64)]
 
 
 STRUCTS = {"ht_event": HtEvent, "ht_thread": HtThread, "ht_cache": HtCache,
-           "ht_agg_key": HtAggKey, "ht_agg": HtAgg, "ht_fd_key": HtFdKey, "ht_fd": HtFd,
+           "ht_tkey": HtTkey, "ht_agg_key": HtAggKey, "ht_agg": HtAgg, "ht_fd_key": HtFdKey, "ht_fd": HtFd,
            "ht_tcount": HtTcount, "ht_ioc_key": HtIocKey, "ht_ioc": HtIoc}
 
 # Which calls get which kind (names as in tracer/linux/syscall_table.py).
