@@ -59,6 +59,8 @@ struct ht_regs {
 };
 #define HT_REGS_NR(r) ((s32)(r)->orig_ax)
 #define HT_REGS_ARG0(r) ((r)->di)
+#define HT_REGS_ARG2(r) ((r)->dx)
+#define HT_REGS_ARG4(r) ((r)->r8)
 #elif defined(bpf_target_arm64)
 struct ht_regs {
     u64 regs[31];
@@ -68,6 +70,8 @@ struct ht_regs {
 };
 #define HT_REGS_NR(r) ((r)->syscallno)
 #define HT_REGS_ARG0(r) ((r)->orig_x0)
+#define HT_REGS_ARG2(r) ((r)->regs[2])
+#define HT_REGS_ARG4(r) ((r)->regs[4])
 #else
 #error "hangtrace.bpf.c: struct ht_regs is only declared for x86_64 and arm64"
 #endif
@@ -167,8 +171,9 @@ static __always_inline u64 tick_ns(struct ht_cache *k)
 /* Streaming: what a call streamed one by one carries, and the budget. */
 #include "ht_stream.bpf.h"
 
-/* When the thread first slept in the call that now ends (0: it did not sleep). */
-static __always_inline u64 take_blocked(u32 tid)
+/* When the thread first slept in the call that now ends (0: it did not sleep), and the
+ * timeout read then (*to: ns + 1, 0 if none). */
+static __always_inline u64 take_blocked(u32 tid, u64 *to)
 {
     u8 *b = blocked.lookup(&tid);
     if (!b || !*b)
@@ -178,8 +183,27 @@ static __always_inline u64 take_blocked(u32 tid)
     if (!t)
         return 0;
     u64 since = t->blocked_ns;
+    *to = t->blocked_to;
     t->blocked_ns = 0;
+    t->blocked_to = 0;
     return since;
+}
+
+/* The timeout a ppoll/select/pselect6 was given, read when it first goes to sleep: before it
+ * returns, the kernel replaces it with the time left. ns + 1, or 0. */
+static __always_inline u64 timeout_at_sleep(void)
+{
+    struct ht_regs *r = (struct ht_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    if (!r)
+        return 0;
+    u32 kind = kind_of(HT_REGS_NR(r)) & HT_KIND_MASK;
+    u64 ptr = kind == HT_K_PPOLL ? HT_REGS_ARG2(r) : HT_REGS_ARG4(r);
+    u64 frac_ns = kind == HT_K_SELECT ? 1000 : 1;
+    struct ht_ts ts = {};
+    if ((kind != HT_K_PPOLL && kind != HT_K_SELECT && kind != HT_K_PSELECT) || !ptr ||
+        bpf_probe_read_user(&ts, sizeof(ts), (void *)ptr) != 0)
+        return 0;
+    return (u64)ts.sec * 1000000000ULL + (u64)ts.frac * frac_ns + 1;
 }
 
 /* ---------------------------------------------------------------- probes */
@@ -203,7 +227,8 @@ RAW_TRACEPOINT_PROBE(sys_exit)
         return 0;
     if (k->tid != tid || k->tgid != tgid)
         take_over(k, tid, tgid);
-    u64 since = take_blocked(tid);
+    u64 to = 0;
+    u64 since = take_blocked(tid, &to);
     u64 now = since ? bpf_ktime_get_ns() : 0;
     if (k->c_nr[s] != c.nr) {
         k->seq += 1;
@@ -224,7 +249,7 @@ RAW_TRACEPOINT_PROBE(sys_exit)
     if (in_budget(k, s)) {
         if (!now)
             now = bpf_ktime_get_ns();
-        if (stream(&c, tgid, tid, kind, ret, since, now)) {
+        if (stream(&c, tgid, tid, kind, ret, since, now, to)) {
             k->c_streamed[s] += 1;
             return 0;
         }
@@ -265,8 +290,10 @@ RAW_TRACEPOINT_PROBE(sched_switch)
                 t->on_cpu_ns += now - in;
             t->switches += 1;
             if (!ctx->args[0] && (u32)ctx->args[3] != 0) {
-                if (t->blocked_ns == 0)
+                if (t->blocked_ns == 0) {
                     t->blocked_ns = now;
+                    t->blocked_to = timeout_at_sleep();
+                }
                 u8 *b = blocked.lookup(&tid);   /* inlined, unlike an update() */
                 if (b)
                     *b = 1;
@@ -347,6 +374,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
         if (ot) {
             struct ht_thread moved = *ot;
             moved.blocked_ns = 0;
+            moved.blocked_to = 0;
             threads.update(&pid, &moved);
             threads.delete(&old);
         }

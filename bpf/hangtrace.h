@@ -103,8 +103,9 @@ struct ht_event {
 };
 
 /* Per-thread state that is not on the syscall fast path (value of "threads", key: tid):
- * CPU time of completed slices (for threads that exit: live ones are read from /proc), and
- * when the thread first slept in its current call. 40 bytes. */
+ * CPU time of completed slices (for threads that exit: live ones are read from /proc), when
+ * the thread first slept in its current call, and the timeout that call was given when the
+ * kernel overwrites it before the exit (ppoll, select, pselect6). 48 bytes. */
 struct ht_thread {
     __u32 tgid;
     __u32 pad;
@@ -112,6 +113,7 @@ struct ht_thread {
     __u64 last_in_ns;     /* set by userspace at attach for a thread running then */
     __u64 switches;
     __u64 blocked_ns;     /* first sleep since the last syscall exit (0: none) */
+    __u64 blocked_to;     /* ns + 1 of the timeout read then (0: none read) */
 };
 
 /* The per-CPU cache (one entry per CPU): the counts of the thread that last made a syscall

@@ -6,14 +6,20 @@
 /* ---------------------------------------------------------------- streaming */
 /* A struct timespec/timeval the call was given (frac_ns = 1000 for a timeval). A NULL pointer
  * is an infinite wait. Read at exit: still the call's own memory, and unchanged except where
- * the kernel wrote the time left back (ppoll, select, pselect6: "left"), then the timeout it
- * was given is the time left plus the time it slept. */
+ * the kernel wrote the time left back (ppoll, select, pselect6: "left"). For those, the value
+ * read when the call first slept ("to", ns + 1) is the one it was given; a call that did not
+ * sleep returned at once, so the time left is about all of it. */
 static __always_inline void read_timeout(struct ht_event *e, u64 uptr, u64 frac_ns, u32 abs,
-                                         u32 left, u64 slept)
+                                         u32 left, u64 to)
 {
     struct ht_ts ts = {};
     if (uptr == 0) {
         e->flags |= HT_F_NO_TIMEOUT;
+        return;
+    }
+    if (left && to) {
+        e->aux = to - 1;
+        e->flags |= HT_F_TIMEOUT;
         return;
     }
     if (bpf_probe_read_user(&ts, sizeof(ts), (void *)uptr) != 0) {
@@ -21,7 +27,7 @@ static __always_inline void read_timeout(struct ht_event *e, u64 uptr, u64 frac_
         e->flags |= HT_F_UNREADABLE | (abs ? HT_F_TIMEOUT_ABS : HT_F_TIMEOUT);
         return;
     }
-    e->aux = (u64)ts.sec * 1000000000ULL + (u64)ts.frac * frac_ns + (left ? slept : 0);
+    e->aux = (u64)ts.sec * 1000000000ULL + (u64)ts.frac * frac_ns;
     e->flags |= abs ? HT_F_TIMEOUT_ABS : HT_F_TIMEOUT;
 }
 
@@ -37,7 +43,7 @@ static __always_inline void ms_timeout(struct ht_event *e, u64 arg)
 }
 
 /* One read_timeout call site: each inlined copy of it costs BCC's compile (the attach) time. */
-static __always_inline void decode(struct ht_event *e, u32 kind, u64 slept)
+static __always_inline void decode(struct ht_event *e, u32 kind, u64 to)
 {
     u64 *a = e->args;
     u64 ptr = 0, frac_ns = 1;
@@ -119,7 +125,7 @@ static __always_inline void decode(struct ht_event *e, u32 kind, u64 slept)
         break;
     }
     if (by_ptr)
-        read_timeout(e, ptr, frac_ns, abs, left, slept);
+        read_timeout(e, ptr, frac_ns, abs, left, to);
 }
 
 /* Within the budget: at most HT_RATE_MAX calls per slot per window; the window is read from
@@ -141,7 +147,7 @@ static __always_inline int in_budget(struct ht_cache *k, u32 s)
 }
 
 static __always_inline int stream(struct ht_call *c, u32 tgid, u32 tid, u32 kind, s64 ret,
-                                  u64 slept_since, u64 now)
+                                  u64 slept_since, u64 now, u64 to)
 {
     struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
     if (!e) {
@@ -164,7 +170,7 @@ static __always_inline int stream(struct ht_call *c, u32 tgid, u32 tid, u32 kind
     for (int i = 0; i < HT_MAX_PFDS; i++)
         e->pfds[i] = -1;
     e->kind = kind;
-    decode(e, kind, slept_since ? now - slept_since : 0);
+    decode(e, kind, to);
     events.ringbuf_submit(e, 0);
     return 1;
 }

@@ -128,7 +128,8 @@ def _record_gated(exe, n, trace, duration, before_release=None, at=None):
     """Record sysloop N; the loop starts only once the recording has begun (its trace file
     exists), so every call of it falls inside the window. ``at(seconds, p)`` runs in a
     timer thread that many seconds after the release."""
-    p = subprocess.Popen(["sh", "-c", f'read x; exec "$0" {n}', exe], stdin=subprocess.PIPE)
+    cmd = ["sh", "-c", f'read x; exec "$0" {n}', exe] if n != "" else [exe]
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE)
     out = {}
 
     def release():
@@ -246,3 +247,46 @@ def test_without_tracefs_one_line_says_why():
     found, why = ensure_tracefs(False, dirs=("/nonexistent/tracing", "/nonexistent/debug/tracing"))
     assert found is None and "\n" not in why
     assert "tracefs is not mounted" in why and "mount -t tracefs" in why
+
+
+WAITS_C = r"""
+#define _GNU_SOURCE
+#include <poll.h>
+#include <stdio.h>
+#include <sys/select.h>
+#include <time.h>
+#include <unistd.h>
+int main(void) {
+    char b;
+    read(0, &b, 1);                   /* released once the recording has begun */
+    for (;;) {
+        struct timespec ts = {0, 50000000};
+        ppoll(NULL, 0, &ts, NULL);    /* the kernel writes the time left back: 0 */
+        struct timeval tv = {0, 30000};
+        select(0, NULL, NULL, NULL, &tv);   /* glibc: pselect6 with a timespec on its stack */
+        poll(NULL, 0, 20);
+    }
+}
+"""
+
+
+def test_timeouts_the_kernel_writes_back_are_those_the_call_was_given(tmp_path):
+    """ppoll/select overwrite their timeout with the time left before they return: the
+    program reads it when the call goes to sleep, so the report sees the 50 ms and 30 ms."""
+    src, exe = tmp_path / "waits.c", str(tmp_path / "waits")
+    src.write_text(WAITS_C)
+    subprocess.run(["gcc", "-O2", "-o", exe, str(src)], check=True)
+    trace = str(tmp_path / "t.gz")
+    p, out = _record_gated(exe, "", trace, duration=2)
+    p.kill()
+    p.wait()
+    polls = [e for e in _read_events(trace) if isinstance(e, ev.PollCall) and not e.ongoing]
+    by_name = {}
+    for e in polls:
+        by_name.setdefault(e.name, []).append(e)
+    select = "select" if "select" in by_name else "pselect6"
+    assert set(by_name) >= {"ppoll", select, "poll"}, set(by_name)
+    for name, want in (("ppoll", 0.05), (select, 0.03), ("poll", 0.02)):
+        assert all(abs(e.timeout - want) < 1e-9 for e in by_name[name]), \
+            (name, sorted({e.timeout for e in by_name[name]}))
+        assert all(e.timed_out and e.dur >= 0.8 * want for e in by_name[name])

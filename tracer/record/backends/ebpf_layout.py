@@ -107,6 +107,7 @@ class HtThread(ct.Structure):
     _fields_ = [
         ("tgid", ct.c_uint32), ("pad", ct.c_uint32), ("on_cpu_ns", ct.c_uint64),
         ("last_in_ns", ct.c_uint64), ("switches", ct.c_uint64), ("blocked_ns", ct.c_uint64),
+        ("blocked_to", ct.c_uint64),
     ]
 
 
