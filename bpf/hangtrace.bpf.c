@@ -1,21 +1,28 @@
 /* hangtrace.bpf.c - in-kernel half of hangtrace's eBPF backend (compiled by BCC at attach).
  *
  * Contract (the Python half is tracer/record/backends/ebpf_backend.py; shared layout: hangtrace.h):
- *  - Tracepoints only (no kprobes: the kernels we run on may have none, and tracepoint
- *    argument layouts come from the running kernel's tracefs format files, so this compiles
- *    against another kernel's headers): the raw tracepoints sys_enter/sys_exit (their
- *    arguments are the registers, struct pt_regs, whose layout is the architecture's ABI),
- *    sched:sched_process_fork/exec/exit, sched:sched_switch.
- *  - Only threads of the processes in "targets" (a tgid set) are looked at. Userspace fills it
- *    with the tree at attach; the fork tracepoint adds children IN THE KERNEL, before the child
- *    runs its first instruction, so no syscall of a new process is missed (a userspace poll
- *    would race with the child's first calls); exit removes the tgid when the group is dead.
- *  - Every syscall of a target thread is counted per (tid, nr) with its time (a per-thread
- *    cache in "threads", flushed to "aggr" when a slot changes hands and at exit). Calls
- *    of the kinds in hangtrace.h (futex, poll family, writes, reads, ioctl, waits, yield,
- *    sleeps, accept) are also streamed one by one on the ring buffer, at most HT_RATE_MAX per
- *    thread per 100 ms; the rest of them are counted (ht_agg.dropped, summed by userspace).
- *    Ring buffer overflow is counted in HT_C_RINGBUF_FULL, never silent.
+ *  - Tracepoints only (no kprobes: the kernels we run on may have none): the raw tracepoints
+ *    sys_exit and sched_switch (arguments: registers and task pointers, no tracefs format
+ *    needed), and sched:sched_process_fork/exec/exit (trace events: their format comes from
+ *    the running kernel's tracefs, so this compiles against another kernel's headers).
+ *  - Only sys_exit, not sys_enter: on the kernels we measured, each syscall tracepoint that
+ *    has a program costs about as much as a cheap syscall itself, and everything needed is
+ *    still there at exit: the number and arguments in the saved registers (struct pt_regs,
+ *    the architecture's ABI), the result, and the user memory the call read. When a call
+ *    started is only needed for the calls that slept: sched_switch records when a target
+ *    thread first went to sleep ("blocked"/threads.blocked_ns), and the exit takes it.
+ *  - Only threads of the processes in "procs" (an array indexed by tgid) are looked at.
+ *    Userspace fills it with the tree at attach; the fork tracepoint adds children IN THE
+ *    KERNEL, before the child runs, so no syscall of a new process is missed.
+ *  - Every call is counted per (thread, nr) with the time it spent blocked; writes/sends
+ *    and reads/recvs per (thread, fd) with bytes, sizes and first/last time (never streamed);
+ *    the calls of the kinds 1..HT_K_STREAMED_MAX are also streamed one by one on the ring
+ *    buffer, at most HT_RATE_MAX per thread, cache slot and 100 ms; the others of those kinds
+ *    are counted by category (futex waits/wakes, poll timeouts, ioctls per request). Counts
+ *    live first in a per-CPU cache owned by the thread that last made a syscall on that CPU
+ *    (no hash lookup on the fast path) and move to the hash maps when another thread takes
+ *    the cache over, or when a slot changes hands. Nothing is deleted while recording, so
+ *    threads and processes that exit keep their counts until userspace reads them.
  *  - Nothing from a user buffer is ever copied: only syscall arguments, timeouts (struct
  *    timespec/timeval), the first pollfd fds, NVIDIA RM control cmd / alloc class (u32 fields
  *    of the ioctl parameter struct) and clone3's flags.
@@ -25,21 +32,58 @@
 #ifndef HT_PID_MAX
 #define HT_PID_MAX 4194304   /* set by userspace from /proc/sys/kernel/pid_max */
 #endif
+#ifndef HT_FUTEX_WAIT_MASK   /* bit cmd set for the futex commands a thread sleeps in, and */
+#define HT_FUTEX_WAIT_MASK 0 /* those that wake others: set by userspace from futex.py     */
+#define HT_FUTEX_WAKE_MASK 0
+#endif
+#define HT_ETIMEDOUT 110
 
-/* tgid -> 1 for a followed process: an array indexed by tgid (pids are < pid_max). */
-BPF_ARRAY(targets, u8, HT_PID_MAX);
+BPF_ARRAY(procs, u8, HT_PID_MAX);     /* index tgid: 1 for a followed process */
+BPF_ARRAY(blocked, u8, HT_PID_MAX);   /* index tid: 1 when it slept since its last syscall exit */
+BPF_ARRAY(kinds, u32, HT_MAX_NR);
 BPF_HASH(threads, u32, struct ht_thread, HT_MAX_THREADS);
 BPF_HASH(aggr, struct ht_agg_key, struct ht_agg, HT_MAX_AGG);
-BPF_ARRAY(kinds, u32, HT_MAX_NR);
-/* One all-zero struct ht_thread, never written: the value new entries are inserted with
- * (at 592 bytes, a zeroed copy on the BPF stack would not fit beside struct pt_regs). */
-BPF_ARRAY(zero_thread, struct ht_thread, 1);
+BPF_HASH(fds, struct ht_fd_key, struct ht_fd, HT_MAX_FDS);
+BPF_HASH(tcounts, struct ht_tkey, struct ht_tcount, HT_MAX_THREADS);
+BPF_HASH(ioctls, struct ht_ioc_key, struct ht_ioc, HT_MAX_IOCTLS);
+BPF_PERCPU_ARRAY(cache, struct ht_cache, 1);
 BPF_ARRAY(counters, u64, HT_NCOUNTERS);
 BPF_RINGBUF_OUTPUT(events, HT_RINGBUF_PAGES);
 
+/* The saved user registers (struct pt_regs) as the architecture's ABI lays them out. At
+ * sys_exit x86_64 still holds all six arguments; arm64 has overwritten x0 with the result
+ * and keeps the first argument in orig_x0. */
+#if defined(bpf_target_x86)
+struct ht_regs {
+    u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax;
+};
+#define HT_REGS_NR(r) ((s32)(r)->orig_ax)
+#define HT_REGS_ARG0(r) ((r)->di)
+#define HT_REGS_ARG2(r) ((r)->dx)
+#define HT_REGS_ARG4(r) ((r)->r8)
+#elif defined(bpf_target_arm64)
+struct ht_regs {
+    u64 regs[31];
+    u64 sp, pc, pstate, orig_x0;
+    s32 syscallno;
+    u32 unused2;
+};
+#define HT_REGS_NR(r) ((r)->syscallno)
+#define HT_REGS_ARG0(r) ((r)->orig_x0)
+#define HT_REGS_ARG2(r) ((r)->regs[2])
+#define HT_REGS_ARG4(r) ((r)->regs[4])
+#else
+#error "hangtrace.bpf.c: struct ht_regs is only declared for x86_64 and arm64"
+#endif
+
+struct ht_call {
+    s32 nr;
+    u64 a[6];
+};
+
 struct ht_ts {
-    __s64 sec;
-    __s64 frac;   /* ns for a timespec, µs for a timeval */
+    s64 sec;
+    s64 frac;   /* ns for a timespec, µs for a timeval */
 };
 
 static __always_inline void bump(u32 idx)
@@ -49,198 +93,56 @@ static __always_inline void bump(u32 idx)
         __sync_fetch_and_add(c, 1);
 }
 
-/* Read a struct timespec (or timeval, frac_ns = 1000) the call was given. A NULL pointer is an
- * infinite wait. The pointer is read at sys_enter: by sys_exit select() has overwritten its
- * timeval with the time left, and the memory may be gone. */
-static __always_inline void read_timeout(struct ht_thread *t, u64 uptr, u64 frac_ns, u32 abs)
-{
-    struct ht_ts ts = {};
-    if (uptr == 0) {
-        t->cflags |= HT_F_NO_TIMEOUT;
-        return;
-    }
-    if (bpf_probe_read_user(&ts, sizeof(ts), (void *)uptr) != 0) {
-        /* not faulted in: tracepoint programs may not sleep, so they cannot page it in */
-        t->cflags |= HT_F_UNREADABLE | (abs ? HT_F_TIMEOUT_ABS : HT_F_TIMEOUT);
-        return;
-    }
-    t->aux = (u64)ts.sec * 1000000000ULL + (u64)ts.frac * frac_ns;
-    t->cflags |= abs ? HT_F_TIMEOUT_ABS : HT_F_TIMEOUT;
-}
-
-static __always_inline void ms_timeout(struct ht_thread *t, u64 arg)
-{
-    s32 ms = (s32)arg;   /* an int argument: the low 32 bits of the register */
-    if (ms < 0) {
-        t->cflags |= HT_F_NO_TIMEOUT;
-    } else {
-        t->aux = (u64)ms * 1000000ULL;
-        t->cflags |= HT_F_TIMEOUT;
-    }
-}
-
-/* Decode at enter what is only readable (or only meaningful) before the call runs. */
-static __always_inline void decode_enter(struct ht_thread *t, u32 kind)
-{
-    u64 *a = t->args;
-    switch (kind) {
-    case HT_K_FUTEX: {
-        u32 cmd = (u32)a[1] & 127;   /* without FUTEX_PRIVATE_FLAG / FUTEX_CLOCK_REALTIME */
-        if (cmd == 0)                 /* FUTEX_WAIT: relative timeout (even with CLOCK_REALTIME) */
-            read_timeout(t, a[3], 1, 0);
-        else if (cmd == 9 || cmd == 6 || cmd == 11 || cmd == 13)
-            /* WAIT_BITSET, LOCK_PI, WAIT_REQUEUE_PI, LOCK_PI2: absolute deadlines */
-            read_timeout(t, a[3], 1, 1);
-        break;                        /* other ops: arg 3 is val2, not a timeout */
-    }
-    case HT_K_POLL:
-    case HT_K_PPOLL: {
-        u64 nfds = a[1];
-        t->cflags |= HT_F_PFDS;
-#pragma unroll
-        for (int i = 0; i < HT_MAX_PFDS; i++) {
-            s32 fd = -1;
-            if ((u64)i < nfds)   /* struct pollfd { int fd; short events, revents; } */
-                bpf_probe_read_user(&fd, sizeof(fd), (void *)(a[0] + 8 * i));
-            t->pfds[i] = fd;
-        }
-        if (kind == HT_K_POLL)
-            ms_timeout(t, a[2]);
-        else
-            read_timeout(t, a[2], 1, 0);
-        break;
-    }
-    case HT_K_EPOLL:
-        ms_timeout(t, a[3]);
-        break;
-    case HT_K_EPOLL2:
-        read_timeout(t, a[3], 1, 0);
-        break;
-    case HT_K_SELECT:
-        read_timeout(t, a[4], 1000, 0);
-        break;
-    case HT_K_PSELECT:
-        read_timeout(t, a[4], 1, 0);
-        break;
-    case HT_K_NANOSLEEP:
-        read_timeout(t, a[0], 1, 0);
-        break;
-    case HT_K_CLOCK_NANOSLEEP:
-        read_timeout(t, a[2], 1, (u32)a[1] & 1);   /* TIMER_ABSTIME */
-        break;
-    case HT_K_IOCTL: {
-        u32 req = (u32)a[1];
-        u32 size = (req >> 16) & 0x3fff;
-        u32 nr = req & 0xff;
-        u32 v = 0;
-        if (((req >> 8) & 0xff) != HT_NV_IOC_TYPE || a[2] == 0)
-            break;
-        /* NVOS54 (RM_CONTROL, 32 bytes): cmd at 8. NVOS21/NVOS64 (RM_ALLOC, 32/48 bytes):
-         * hClass at 12. Inputs of the call, so read at enter. Decoded only when the size in
-         * the request matches the struct: layouts may change between driver versions. */
-        if (nr == HT_NV_RM_CONTROL && size == 32) {
-            if (bpf_probe_read_user(&v, sizeof(v), (void *)(a[2] + 8)) == 0) {
-                t->aux = v;
-                t->cflags |= HT_F_AUX;
-            }
-        } else if (nr == HT_NV_RM_ALLOC && (size == 32 || size == 48)) {
-            if (bpf_probe_read_user(&v, sizeof(v), (void *)(a[2] + 12)) == 0) {
-                t->aux = v;
-                t->cflags |= HT_F_AUX;
-            }
-        }
-        break;
-    }
-    case HT_K_CLONE3: {
-        u64 flags = 0;   /* struct clone_args starts with u64 flags */
-        if (a[0] && bpf_probe_read_user(&flags, sizeof(flags), (void *)a[0]) == 0) {
-            t->aux = flags;
-            t->cflags |= HT_F_AUX;
-        }
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-/* The head of the kernel's struct pt_regs, the first argument of the raw sys_enter/sys_exit
- * tracepoints. Declared here rather than taken from <linux/ptrace.h>: that header drags in
- * half the kernel's (another kernel's) headers and more than doubles the compile time of
- * the attach. The layout is the architecture's ABI (x86_64: the order of ptrace's
- * user_regs_struct; arm64: user_pt_regs followed by orig_x0, syscallno). Syscall arguments:
- * x86_64 di, si, dx, r10, r8, r9 (r10, not cx: the syscall instruction clobbers rcx); arm64
- * x0..x5, and x0 is still the first argument at enter (it becomes the result at exit). */
-#if defined(bpf_target_x86)
-struct ht_regs {
-    u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax;
-};
-#define HT_ARGS(r) {(r).di, (r).si, (r).dx, (r).r10, (r).r8, (r).r9}
-#define HT_NR(r) ((s32)(r).orig_ax)
-#elif defined(bpf_target_arm64)
-struct ht_regs {
-    u64 regs[31];
-    u64 sp, pc, pstate, orig_x0;
-    s32 syscallno;
-    u32 unused2;
-};
-#define HT_ARGS(r) {(r).regs[0], (r).regs[1], (r).regs[2], (r).regs[3], (r).regs[4], (r).regs[5]}
-#define HT_NR(r) ((r).syscallno)
-#else
-#error "hangtrace.bpf.c: struct ht_regs is only declared for x86_64 and arm64"
-#endif
-
-/* The cheap test every syscall and context switch of the machine pays first: an array lookup
- * (the verifier inlines it, no helper call), not a hash lookup. */
 static __always_inline int is_target(u32 tgid)
 {
-    u8 *v = targets.lookup(&tgid);
+    u8 *v = procs.lookup(&tgid);   /* an array lookup: inlined by the verifier, no helper call */
     return v && *v;
 }
 
-/* One count into the thread's cache slot; a slot held by another nr goes to "aggr" first. */
-static __always_inline void flush_slot(struct ht_thread *t, u32 tid, u32 s)
+/* The number and first argument: one small read (a helper call, the dearest step here). */
+static __always_inline int read_nr(void *regs, struct ht_call *c)
 {
-    s &= HT_AGG_SLOTS - 1;
-    if (t->c_count[s] == 0 && t->c_dropped[s] == 0)
-        return;
-    struct ht_agg_key key = {.tid = tid, .nr = (u32)t->c_nr[s]};
-    struct ht_agg *ag = aggr.lookup(&key);
-    if (!ag) {
-        struct ht_agg zero = {};
-        zero.tgid = t->tgid;
-        aggr.insert(&key, &zero);   /* fails (EEXIST) only if another CPU raced us: fine */
-        ag = aggr.lookup(&key);
-    }
-    if (ag) {
-        /* Only the thread itself flushes its own keys, one CPU at a time: no atomics. */
-        ag->count += t->c_count[s];
-        ag->total_ns += t->c_ns[s];
-        ag->dropped += t->c_dropped[s];
-    } else {
-        bump(HT_C_AGG_FULL);
-    }
-    t->c_count[s] = 0;
-    t->c_ns[s] = 0;
-    t->c_dropped[s] = 0;
+#if defined(bpf_target_x86)
+    struct { u64 di, orig_ax; } x = {};
+    if (bpf_probe_read_kernel(&x, sizeof(x), regs + 112) != 0)
+        return -1;
+    c->nr = (s32)x.orig_ax;
+    c->a[0] = x.di;
+#else
+    struct { u64 orig_x0; s32 syscallno; u32 unused2; } x = {};
+    if (bpf_probe_read_kernel(&x, sizeof(x), regs + 272) != 0)
+        return -1;
+    c->nr = x.syscallno;
+    c->a[0] = x.orig_x0;
+#endif
+    return 0;
 }
 
-static __always_inline void count(struct ht_thread *t, u32 tid, u32 slot, s32 nr, u64 dur,
-                                  u32 dropped)
+/* The other five arguments, for the calls that need them. */
+static __always_inline void read_args(void *regs, struct ht_call *c)
 {
-    u32 s = slot & (HT_AGG_SLOTS - 1);
-    if (t->c_nr[s] != nr) {
-        flush_slot(t, tid, s);
-        t->c_nr[s] = nr;
-    }
-    t->c_count[s] += 1;
-    t->c_ns[s] += dur;
-    t->c_dropped[s] += dropped;
+#if defined(bpf_target_x86)
+    struct { u64 r10, r9, r8, ax, cx, dx, si; } x = {};   /* offsets 56 .. 112 */
+    bpf_probe_read_kernel(&x, sizeof(x), regs + 56);
+    c->a[1] = x.si;
+    c->a[2] = x.dx;
+    c->a[3] = x.r10;
+    c->a[4] = x.r8;
+    c->a[5] = x.r9;
+#else
+    u64 r[6] = {};
+    bpf_probe_read_kernel(&r, sizeof(r), regs);
+    c->a[1] = r[1];
+    c->a[2] = r[2];
+    c->a[3] = r[3];
+    c->a[4] = r[4];
+    c->a[5] = r[5];
+#endif
 }
 
 static __always_inline u32 kind_of(s32 nr)
 {
-    u32 kv = HT_K_NONE | ((HT_AGG_SLOTS - 1) << HT_SLOT_SHIFT);   /* nr out of the table */
+    u32 kv = HT_K_NONE | ((HT_SLOTS - 1) << HT_SLOT_SHIFT);   /* nr out of the table */
     if (nr >= 0 && nr < HT_MAX_NR) {
         u32 k = nr;
         u32 *kp = kinds.lookup(&k);
@@ -250,186 +152,161 @@ static __always_inline u32 kind_of(s32 nr)
     return kv;
 }
 
-/* Raw tracepoints, not the raw_syscalls trace events: a trace event program first has the
- * kernel build a perf record of the event's fields (perf_trace_buf_alloc, all six arguments
- * copied), for every syscall of every process once attached; a raw tracepoint program is
- * called directly with the tracepoint's own arguments, (struct pt_regs *, long id) at enter,
- * (struct pt_regs *, long ret) at exit. Measured on sysloop: the empty trace event pair costs
- * about 0.6x of an untraced syscall, the empty raw pair about 0.1x. The registers are read
- * (one bpf_probe_read_kernel) only for the calls whose arguments are used. */
-RAW_TRACEPOINT_PROBE(sys_enter)
+/* The clock, read at most once per scheduler tick per CPU (jiffies is one load, the clock
+ * about 40 ns in a KVM guest): stamps of per-fd traffic and the stream window. A stamp is at
+ * most one tick (1-10 ms) earlier than the call it stands for. */
+static __always_inline u64 tick_ns(struct ht_cache *k)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    u32 tgid = id >> 32, tid = (u32)id;
-    if (!is_target(tgid))
-        return 0;
-    struct ht_thread *t = threads.lookup(&tid);
-    if (!t) {
-        /* A thread userspace did not list at attach (born between its scan and the attach of
-         * the fork tracepoint). It is running this very instant: on CPU since now. Only this
-         * CPU touches the entry while the thread runs here, so it is filled in after the
-         * insert. */
-        u32 z = 0;
-        struct ht_thread *zero = zero_thread.lookup(&z);
-        if (!zero)
-            return 0;
-        if (threads.insert(&tid, zero) != 0) {
-            bump(HT_C_THREADS_FULL);
-            return 0;
-        }
-        t = threads.lookup(&tid);
-        if (!t)
-            return 0;
-        t->tgid = tgid;
-        t->flags = HT_T_ON_CPU;
-        t->last_in_ns = bpf_ktime_get_ns();
+    u64 j = bpf_jiffies64();
+    if (j != k->tick_j) {
+        k->tick_j = j;
+        k->tick_ns = bpf_ktime_get_ns();
     }
-    s32 nr = (s32)ctx->args[1];
-    u32 kv = kind_of(nr);
-    u32 kind = kv & HT_KIND_MASK;
-    /* An enter while IN_CALL is already set means the previous call never reported its exit:
-     * exit/exit_group (the thread is gone before any exit), a successful execve by another
-     * thread (its enter was recorded under its old tid). The new call simply replaces it. */
-    t->flags |= HT_T_IN_CALL;
-    t->nr = nr;
-    t->kind = kind;
-    t->slot = kv >> HT_SLOT_SHIFT;
-    t->cflags = 0;
-    /* bpf_ktime_get_ns costs as much as the rest of this program (about 40 ns in a KVM guest),
-     * so a call that is only counted does not read the clock: enter_ns = 0 means "not timed"
-     * and sched_switch sets it when the call first leaves the CPU (it blocked: from then on
-     * it is a wait, and the wait is what the analyzer needs the start of). */
-    t->enter_ns = 0;
-    if (kind == HT_K_NONE)
-        return 0;   /* counted at exit; its arguments are never used */
-    if (kind <= HT_K_STREAMED_MAX && t->win_count >= HT_RATE_MAX) {
-        /* Over the stream budget: counted only, arguments not read (if it is still in flight
-         * at stop, userspace takes them from /proc/PID/task/TID/syscall). Whether a new window
-         * has begun needs the clock, but only once per scheduler tick: jiffies (one load) says
-         * when the tick has moved, so a flood reads the clock at most HZ times a second and a
-         * thread that went quiet gets its budget back at its first call one tick later. */
-        u64 j = bpf_jiffies64();
-        if (j == t->win_jiffies) {
-            t->cflags = HT_F_DROPPED;
-            return 0;
-        }
-        t->win_jiffies = j;
-    }
-    u64 now = bpf_ktime_get_ns();
-    if (kind <= HT_K_STREAMED_MAX) {
-        if (now - t->win_start_ns >= HT_RATE_WINDOW_NS) {
-            t->win_start_ns = now;
-            t->win_count = 0;
-        }
-        if (t->win_count >= HT_RATE_MAX) {
-            t->cflags = HT_F_DROPPED;
-            return 0;
-        }
-        t->win_count += 1;
-    }
-    t->enter_ns = now;
-    struct ht_regs regs = {};
-    bpf_probe_read_kernel(&regs, sizeof(regs), (void *)ctx->args[0]);
-    u64 a[6] = HT_ARGS(regs);
-    t->aux = 0;
-#pragma unroll
-    for (int i = 0; i < 6; i++)
-        t->args[i] = a[i];
-    decode_enter(t, kind);
-    return 0;
+    return k->tick_ns;
 }
 
+/* Counting: the per-CPU cache, its flush to the maps, per-fd and per-category counts. */
+#include "ht_count.bpf.h"
+
+/* Streaming: what a call streamed one by one carries, and the budget. */
+#include "ht_stream.bpf.h"
+
+/* When the thread first slept in the call that now ends (0: it did not sleep), and the
+ * timeout read then (*to: ns + 1, 0 if none). */
+static __always_inline u64 take_blocked(u32 tid, u64 *to)
+{
+    u8 *b = blocked.lookup(&tid);
+    if (!b || !*b)
+        return 0;
+    *b = 0;
+    struct ht_thread *t = threads.lookup(&tid);
+    if (!t)
+        return 0;
+    u64 since = t->blocked_ns;
+    *to = t->blocked_to;
+    t->blocked_ns = 0;
+    t->blocked_to = 0;
+    return since;
+}
+
+/* The timeout a ppoll/select/pselect6 was given, read when it first goes to sleep: before it
+ * returns, the kernel replaces it with the time left. ns + 1, or 0. */
+static __always_inline u64 timeout_at_sleep(void)
+{
+    struct ht_regs *r = (struct ht_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    if (!r)
+        return 0;
+    u32 kind = kind_of(HT_REGS_NR(r)) & HT_KIND_MASK;
+    u64 ptr = kind == HT_K_PPOLL ? HT_REGS_ARG2(r) : HT_REGS_ARG4(r);
+    u64 frac_ns = kind == HT_K_SELECT ? 1000 : 1;
+    struct ht_ts ts = {};
+    if ((kind != HT_K_PPOLL && kind != HT_K_SELECT && kind != HT_K_PSELECT) || !ptr ||
+        bpf_probe_read_user(&ts, sizeof(ts), (void *)ptr) != 0)
+        return 0;
+    return (u64)ts.sec * 1000000000ULL + (u64)ts.frac * frac_ns + 1;
+}
+
+/* ---------------------------------------------------------------- probes */
+/* Raw tracepoint: called with (struct pt_regs *, long ret), no perf record built. */
 RAW_TRACEPOINT_PROBE(sys_exit)
 {
     u64 id = bpf_get_current_pid_tgid();
     u32 tgid = id >> 32, tid = (u32)id;
     if (!is_target(tgid))
         return 0;
-    struct ht_thread *t = threads.lookup(&tid);
-    if (!t)
+    struct ht_call c = {};
+    if (read_nr((void *)ctx->args[0], &c) != 0)
         return 0;
-    t->flags |= HT_T_SEEN;
-    if (!(t->flags & HT_T_IN_CALL)) {
-        /* The exit of a call entered before the attach (the thread was blocked in it when we
-         * arrived), or of one whose enter the kernel did not report (seccomp or ptrace skipped
-         * it): count it, its duration is unknown. Its nr is only in the registers. The nr
-         * recorded at enter is trusted otherwise: rt_sigreturn, for one, exits with orig_ax
-         * already reset to -1 by the restored frame. */
-        struct ht_regs regs = {};
-        s32 nr = -1;
-        if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)ctx->args[0]) == 0)
-            nr = HT_NR(regs);
-        count(t, tid, kind_of(nr) >> HT_SLOT_SHIFT, nr, 0, 0);
+    s64 ret = (s64)ctx->args[1];
+    u32 kv = kind_of(c.nr);
+    u32 kind = kv & HT_KIND_MASK;
+    u32 s = (kv >> HT_SLOT_SHIFT) & (HT_SLOTS - 1);
+    u32 z = 0;
+    struct ht_cache *k = cache.lookup(&z);
+    if (!k)
+        return 0;
+    if (k->tid != tid || k->tgid != tgid)
+        take_over(k, tid, tgid);
+    u64 to = 0;
+    u64 since = take_blocked(tid, &to);
+    u64 now = since ? bpf_ktime_get_ns() : 0;
+    if (k->c_nr[s] != c.nr) {
+        k->seq += 1;
+        flush_slot(k, s);
+        k->seq += 1;
+        k->c_nr[s] = c.nr;
+    }
+    k->c_count[s] += 1;
+    if (since && now > since)
+        k->c_ns[s] += now - since;
+    if (kind == HT_K_WRITE || kind == HT_K_READ) {
+        count_fd(k, kind, (s32)c.a[0], ret, kv & HT_KV_MSGS);
         return 0;
     }
-    t->flags &= ~HT_T_IN_CALL;
-    s32 nr = t->nr;
-    u32 kind = t->kind;
-    if (kind == HT_K_NONE || kind > HT_K_STREAMED_MAX || (t->cflags & HT_F_DROPPED)) {
-        /* Counted only. Its time is known only if it blocked (enter_ns set by sched_switch,
-         * and then the clock read is cheap next to the context switches): ht_agg.total_ns
-         * of such calls is the time they spent blocked, not their full duration. */
-        u64 dur = t->enter_ns ? bpf_ktime_get_ns() - t->enter_ns : 0;
-        count(t, tid, t->slot, nr, dur, (t->cflags & HT_F_DROPPED) ? 1 : 0);
+    if (kind == HT_K_NONE || kind > HT_K_STREAMED_MAX)
         return 0;
+    read_args((void *)ctx->args[0], &c);
+    if (in_budget(k, s)) {
+        if (!now)
+            now = bpf_ktime_get_ns();
+        if (stream(&c, tgid, tid, kind, ret, since, now, to)) {
+            k->c_streamed[s] += 1;
+            return 0;
+        }
     }
-    u64 now = bpf_ktime_get_ns();
-    u64 dur = now - t->enter_ns;
-    count(t, tid, t->slot, nr, dur, 0);
-    struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
-    if (!e) {
-        bump(HT_C_RINGBUF_FULL);
-        return 0;
-    }
-    e->type = HT_EV_SYSCALL;
-    e->tgid = tgid;
-    e->tid = tid;
-    e->nr = nr;
-    e->ret = (s64)ctx->args[1];
-    e->enter_ns = t->enter_ns;
-    e->exit_ns = now;
-#pragma unroll
-    for (int i = 0; i < 6; i++)
-        e->args[i] = t->args[i];
-    e->aux = t->aux;
-    e->flags = t->cflags;
-#pragma unroll
-    for (int i = 0; i < HT_MAX_PFDS; i++)
-        e->pfds[i] = t->pfds[i];
-    e->kind = kind;
-    events.ringbuf_submit(e, 0);
+    count_category(k, tid, tgid, kind, &c, ret);
     return 0;
 }
 
-/* sched_switch runs in the scheduler on the CPU that switches: prev is leaving it, next is
- * entering it. A thread's entry is only touched from the CPU it runs on (or ran on last), so
- * the plain read-modify-write below does not race with its syscall probes. */
-TRACEPOINT_PROBE(sched, sched_switch)
+/* sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
+ * unsigned int prev_state): runs on the CPU that switches, prev being current. Only prev is
+ * looked at (next's pid would need task_struct offsets): its slice ends now; the next one on
+ * this CPU starts now ("last_switch_ns"). A target thread that leaves the CPU to sleep (not
+ * preempted, prev_state not TASK_RUNNING) is blocked from now on: its syscall exit takes
+ * the time. Sleeping outside a syscall (a page fault on a file mapping) is rare, and is
+ * then counted as part of its next call. */
+RAW_TRACEPOINT_PROBE(sched_switch)
 {
-    u32 prev = args->prev_pid, next = args->next_pid;
     u64 now = bpf_ktime_get_ns();
-    struct ht_thread *t = NULL;
-    /* prev is current here (the switch has not happened yet): its tgid filters it cheaply */
-    if (is_target(bpf_get_current_pid_tgid() >> 32))
-        t = threads.lookup(&prev);
-    if (t && (t->flags & HT_T_ON_CPU)) {
-        t->on_cpu_ns += now - t->last_in_ns;
-        t->flags &= ~HT_T_ON_CPU;
+    u32 z = 0;
+    struct ht_cache *k = cache.lookup(&z);
+    if (!k)
+        return 0;
+    u64 id = bpf_get_current_pid_tgid();
+    u32 tgid = id >> 32, tid = (u32)id;
+    if (tid != 0 && is_target(tgid)) {
+        struct ht_thread *t = threads.lookup(&tid);
+        if (!t) {
+            struct ht_thread zero = {};
+            zero.tgid = tgid;
+            threads.insert(&tid, &zero);
+            t = threads.lookup(&tid);
+            if (!t)
+                bump(HT_C_THREADS_FULL);
+        }
+        if (t) {
+            u64 in = k->last_switch_ns > t->last_in_ns ? k->last_switch_ns : t->last_in_ns;
+            if (in && now > in)
+                t->on_cpu_ns += now - in;
+            t->switches += 1;
+            if (!ctx->args[0] && (u32)ctx->args[3] != 0) {
+                if (t->blocked_ns == 0) {
+                    t->blocked_ns = now;
+                    t->blocked_to = timeout_at_sleep();
+                }
+                u8 *b = blocked.lookup(&tid);   /* inlined, unlike an update() */
+                if (b)
+                    *b = 1;
+            }
+        }
     }
-    if (t && (t->flags & HT_T_IN_CALL) && t->enter_ns == 0)
-        t->enter_ns = now;   /* an untimed call leaves the CPU: it blocks from now (sys_enter) */
-    t = threads.lookup(&next);
-    if (t) {
-        t->last_in_ns = now;
-        t->flags |= HT_T_ON_CPU;
-        t->switches += 1;
-    }
+    k->last_switch_ns = now;
     return 0;
 }
 
 /* Runs in the parent (current), after the child is fully set up but before it first runs.
- * The tracepoint does not carry the clone flags: they come from the parent's call in flight
- * (clone's arg 0, clone3's struct read at enter; fork/vfork never share the thread group). */
+ * The tracepoint does not carry the clone flags: they are in the parent's saved registers
+ * (clone's flags, clone3's struct pointer), which bpf_task_pt_regs reaches for current. */
 TRACEPOINT_PROBE(sched, sched_process_fork)
 {
     u64 id = bpf_get_current_pid_tgid();
@@ -438,34 +315,32 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
         return 0;
     u32 child = args->child_pid;
     u32 flags = HT_F_NEW_PROCESS;
-    struct ht_thread *pt = threads.lookup(&ptid);
-    if (pt && (pt->flags & HT_T_IN_CALL) && pt->kind == HT_K_CLONE) {
-        if (pt->args[0] & HT_CLONE_THREAD)
+    struct ht_regs *r = (struct ht_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    s32 nr = r ? HT_REGS_NR(r) : -1;
+    u64 arg0 = r ? HT_REGS_ARG0(r) : 0;
+    u32 kind = kind_of(nr) & HT_KIND_MASK;
+    if (kind == HT_K_CLONE) {
+        if (arg0 & HT_CLONE_THREAD)
             flags = 0;
-    } else if (pt && (pt->flags & HT_T_IN_CALL) && pt->kind == HT_K_CLONE3 &&
-               (pt->cflags & HT_F_AUX)) {
-        if (pt->aux & HT_CLONE_THREAD)
+    } else if (kind == HT_K_CLONE3) {
+        u64 cflags = 0;   /* struct clone_args starts with u64 flags */
+        if (bpf_probe_read_user(&cflags, sizeof(cflags), (void *)arg0) != 0)
+            flags |= HT_F_GUESSED;
+        else if (cflags & HT_CLONE_THREAD)
             flags = 0;
-    } else if (!(pt && (pt->flags & HT_T_IN_CALL) && pt->kind == HT_K_FORK)) {
+    } else if (kind != HT_K_FORK) {
         flags |= HT_F_GUESSED;   /* a kernel-internal clone (io_uring worker...): userspace checks */
     }
     u32 ctgid = (flags & HT_F_NEW_PROCESS) ? child : ptgid;
     if (flags & HT_F_NEW_PROCESS) {
         u8 one = 1;
-        if (targets.update(&ctgid, &one) != 0)
-            bump(HT_C_TARGETS_FULL);
+        procs.update(&ctgid, &one);
     }
-    /* not on CPU yet: its first sched_switch in starts the clock. The child does not run
-     * before this returns, so its entry is filled in after the insert. */
-    u32 z = 0;
-    struct ht_thread *zero = zero_thread.lookup(&z);
-    if (zero && threads.update(&child, zero) == 0) {
-        struct ht_thread *ct = threads.lookup(&child);
-        if (ct)
-            ct->tgid = ctgid;
-    } else {
+    /* not on CPU yet: its first switch-in starts its first slice */
+    struct ht_thread t = {};
+    t.tgid = ctgid;
+    if (threads.update(&child, &t) != 0)
         bump(HT_C_THREADS_FULL);
-    }
     struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
     if (!e) {
         bump(HT_C_RINGBUF_FULL);
@@ -483,10 +358,10 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     return 0;
 }
 
-/* exec keeps the tgid, so "targets" needs no change. When a thread other than the leader
+/* exec keeps the tgid, so "procs" needs no change. When a thread other than the leader
  * execs, the kernel first kills every other thread (the leader included: its exit is seen
- * below) and the exec'ing thread takes over the leader's tid: old_pid -> pid. Its state moves
- * with it, and its execve enter, recorded under old_pid, never gets an exit under that tid. */
+ * below) and the exec'ing thread takes over the leader's tid: old_pid -> pid. Its state
+ * moves with it; the counts made under the old tid stay under it. */
 TRACEPOINT_PROBE(sched, sched_process_exec)
 {
     u64 id = bpf_get_current_pid_tgid();
@@ -496,10 +371,11 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
     u32 pid = args->pid, old = args->old_pid;
     if (pid != old) {
         struct ht_thread *ot = threads.lookup(&old);
-        if (ot && threads.update(&pid, ot) == 0) {
-            struct ht_thread *nt = threads.lookup(&pid);
-            if (nt)
-                nt->flags &= ~HT_T_IN_CALL;
+        if (ot) {
+            struct ht_thread moved = *ot;
+            moved.blocked_ns = 0;
+            moved.blocked_to = 0;
+            threads.update(&pid, &moved);
             threads.delete(&old);
         }
     }
@@ -519,9 +395,9 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
 }
 
 /* Fires in do_exit() for every exiting thread, before it becomes a zombie (the exit code is
- * in task_struct, which we do not read: these programs are built against another kernel's
- * headers, so task_struct offsets are unknown; userspace reads the zombie's /proc stat).
- * exit/exit_group never return, so this is also where their call in flight ends. */
+ * in task_struct, which we do not read: userspace reads the zombie's /proc stat). The
+ * exiting thread is current: its last slice ends now. Its counts stay in the cache or the
+ * maps until userspace reads them. */
 TRACEPOINT_PROBE(sched, sched_process_exit)
 {
     u32 tid = args->pid;
@@ -530,25 +406,28 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
         return 0;
     u64 now = bpf_ktime_get_ns();
     u32 tgid = t->tgid;
+    u32 z = 0;
+    struct ht_cache *k = cache.lookup(&z);
     u64 on_cpu = t->on_cpu_ns;
-    if (t->flags & HT_T_ON_CPU)
-        on_cpu += now - t->last_in_ns;   /* it is running: this is its last slice */
+    if (k) {
+        u64 in = k->last_switch_ns > t->last_in_ns ? k->last_switch_ns : t->last_in_ns;
+        if (in && now > in)
+            on_cpu += now - in;
+    }
     u64 switches = t->switches;
     u64 group_dead = 2;
 #ifdef HT_HAVE_GROUP_DEAD
     group_dead = args->group_dead ? 1 : 0;
     /* The whole thread group is gone: forget the tgid (pids are reused). Without group_dead
-     * (kernels < 6.x) userspace removes it once /proc shows the process gone. */
+     * (kernels < 6.x) userspace clears it once /proc shows the process gone. */
     if (group_dead) {
         u8 zero = 0;
-        targets.update(&tgid, &zero);
+        procs.update(&tgid, &zero);
     }
 #endif
-    /* The counts still cached in the entry go to "aggr" before it is deleted (this runs in
-     * the exiting thread itself, so nothing else touches the cache now). */
-#pragma clang loop unroll(disable)   /* a bounded loop: 16 inlined copies slow the attach */
-    for (u32 s = 0; s < HT_AGG_SLOTS; s++)
-        flush_slot(t, tid, s);
+    u8 *b = blocked.lookup(&tid);
+    if (b)
+        *b = 0;
     threads.delete(&tid);
     struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
     if (!e) {

@@ -19,64 +19,68 @@
                             /* args[1] on-CPU ns, args[2] switches                          */
 
 /* ---- what the kernel does with each syscall nr (the "kinds" array, filled by userspace
- *      from tracer/linux/syscall_table.py, so the BPF code has no architecture's numbers) ---- */
-#define HT_K_NONE 0          /* counted in the aggregation map only                          */
+ *      from tracer/linux/syscall_table.py, so the BPF code has no architecture's numbers).
+ *      Every call is counted per (thread, nr). Kinds 1..HT_K_STREAMED_MAX are also streamed
+ *      one by one (the first ones per thread, kind and 100 ms window: see HT_RATE_MAX);
+ *      writes and reads are counted per (thread, fd) and never streamed. ---- */
+#define HT_K_NONE 0          /* counted per nr only                                          */
 #define HT_K_FUTEX 1         /* futex(uaddr, op, val, timeout|val2, ...)                     */
 #define HT_K_POLL 2          /* poll(fds, nfds, int ms)                                      */
-#define HT_K_PPOLL 3         /* ppoll(fds, nfds, const struct timespec *, ...)               */
+#define HT_K_PPOLL 3         /* ppoll(fds, nfds, struct timespec *, ...): time left written back */
 #define HT_K_EPOLL 4         /* epoll_wait/epoll_pwait(epfd, events, max, int ms, ...)       */
 #define HT_K_EPOLL2 5        /* epoll_pwait2(epfd, events, max, const struct timespec *, ..) */
-#define HT_K_SELECT 6        /* select(n, r, w, e, struct timeval *)                         */
-#define HT_K_PSELECT 7       /* pselect6(n, r, w, e, const struct timespec *, ...)           */
-#define HT_K_WRITE 8         /* write-like: fd in arg0, size from the return value           */
-#define HT_K_READ 9          /* read-like: fd in arg0                                        */
-#define HT_K_IOCTL 10        /* ioctl(fd, request, argp)                                     */
-#define HT_K_WAIT 11         /* wait4/waitid                                                 */
-#define HT_K_YIELD 12        /* sched_yield                                                  */
-#define HT_K_NANOSLEEP 13    /* nanosleep(const struct timespec *, ...)                      */
-#define HT_K_CLOCK_NANOSLEEP 14 /* clock_nanosleep(clock, flags, const struct timespec *, ..) */
-#define HT_K_ACCEPT 15       /* accept/accept4: fd in arg0, new fd returned                  */
-#define HT_K_CLONE 16        /* clone(flags, ...): not streamed, flags used on fork          */
-#define HT_K_CLONE3 17       /* clone3(struct clone_args *, size): flags read at enter       */
+#define HT_K_SELECT 6        /* select(n, r, w, e, struct timeval *): time left written back */
+#define HT_K_PSELECT 7       /* pselect6(n, r, w, e, struct timespec *, ...): likewise       */
+#define HT_K_IOCTL 8         /* ioctl(fd, request, argp): unstreamed ones per (fd, request)  */
+#define HT_K_WAIT 9          /* wait4/waitid                                                 */
+#define HT_K_YIELD 10        /* sched_yield                                                  */
+#define HT_K_NANOSLEEP 11    /* nanosleep(const struct timespec *, ...)                      */
+#define HT_K_CLOCK_NANOSLEEP 12 /* clock_nanosleep(clock, flags, const struct timespec *, ..) */
+#define HT_K_ACCEPT 13       /* accept/accept4: fd in arg0, new fd returned                  */
+#define HT_K_STREAMED_MAX 13 /* kinds 1..13 go to the ring buffer (within the budget)        */
+#define HT_K_WRITE 14        /* write/send family: fd in arg0, bytes = the return value      */
+#define HT_K_READ 15         /* read/recv family: fd in arg0, bytes = the return value       */
+#define HT_K_CLONE 16        /* clone(flags, ...): flags read by the fork tracepoint         */
+#define HT_K_CLONE3 17       /* clone3(struct clone_args *, size)                            */
 #define HT_K_FORK 18         /* fork/vfork: always a new process                             */
-#define HT_K_STREAMED_MAX 15 /* kinds 1..15 go to the ring buffer, the others are counted    */
 
-/* ---- struct ht_event.flags / in-flight flags ---- */
+/* ---- the "kinds" array value: kind | slot << HT_SLOT_SHIFT | HT_KV_* bits ---- */
+#define HT_SLOT_SHIFT 8
+#define HT_KIND_MASK 255
+#define HT_KV_MSGS 65536     /* sendmmsg/recvmmsg: the return value counts messages, not bytes */
+
+/* ---- struct ht_event.flags ---- */
 #define HT_F_TIMEOUT 1       /* aux holds a relative timeout in ns                           */
 #define HT_F_NO_TIMEOUT 2    /* the call waits without a time limit                          */
 #define HT_F_TIMEOUT_ABS 4   /* an absolute deadline was given (aux holds it, its clock's ns) */
 #define HT_F_UNREADABLE 8    /* a pointer argument could not be read (page not present)      */
-#define HT_F_AUX 16          /* aux holds a decoded value (RM cmd/hClass, clone3 flags)      */
+#define HT_F_AUX 16          /* aux holds a decoded value (RM cmd/hClass)                    */
 #define HT_F_PFDS 32         /* pfds[] holds the first polled fds (-1 = unused slot)         */
 #define HT_F_NEW_PROCESS 64  /* FORK: the child is a new process (not CLONE_THREAD)          */
 #define HT_F_GUESSED 128     /* FORK: clone flags unknown, process assumed (userspace checks) */
-#define HT_F_DROPPED 256     /* a streamed kind over the rate: counted only, args not read    */
-
-/* ---- struct ht_thread.flags ---- */
-#define HT_T_ON_CPU 1        /* on a CPU since last_in_ns                                    */
-#define HT_T_IN_CALL 2       /* an enter was seen, its exit not yet: the in-flight fields    */
-#define HT_T_SEEN 4          /* some sys_exit of this thread was seen since the attach       */
+#define HT_F_BLOCKED 256     /* SYSCALL: the call slept; enter_ns is when it first did        */
 
 /* ---- counters (the "counters" array) ---- */
-#define HT_C_RINGBUF_FULL 0  /* ring buffer reserve failed: events lost                      */
-#define HT_C_RATE_LIMITED 1  /* (unused in the kernel: userspace sums ht_agg.dropped)        */
-#define HT_C_THREADS_FULL 2  /* thread map full: a thread of a target is not followed        */
-#define HT_C_AGG_FULL 3      /* aggregation map full: a (tid, nr) pair is not counted        */
-#define HT_C_TARGETS_FULL 4  /* tgid map full: a forked process is not followed              */
+#define HT_C_RINGBUF_FULL 0  /* ring buffer reserve failed: a call counted, not streamed     */
+#define HT_C_THREADS_FULL 1  /* thread map full: a thread's CPU time and waits not followed  */
+#define HT_C_AGG_FULL 2      /* (tid, nr) map full: calls not counted                        */
+#define HT_C_FDS_FULL 3      /* (tid, fd) map full: writes/reads not counted                 */
+#define HT_C_IOCTLS_FULL 4   /* (tid, fd, request) or per-thread category map full           */
 #define HT_NCOUNTERS 8
 
 /* ---- sizes and limits ---- */
 #define HT_MAX_NR 512            /* syscall numbers the kinds array covers                  */
 #define HT_MAX_PFDS 4            /* pollfd entries copied from a poll/ppoll call            */
-#define HT_MAX_TARGETS 16384     /* processes followed                                      */
 #define HT_MAX_THREADS 32768     /* threads followed                                        */
 #define HT_MAX_AGG 65536         /* (tid, nr) pairs counted                                 */
-#define HT_AGG_SLOTS 16          /* per-thread count cache (struct ht_thread.c_*), direct-mapped */
-#define HT_SLOT_SHIFT 8          /* "kinds" value: kind | slot << HT_SLOT_SHIFT                */
-#define HT_KIND_MASK 255
+#define HT_MAX_FDS 65536         /* (tid, fd) pairs counted                                 */
+#define HT_MAX_IOCTLS 16384      /* (tid, fd, request) triples counted                      */
+#define HT_SLOTS 16              /* per-CPU cache: syscall-nr slots (direct-mapped)          */
+#define HT_FD_SLOTS 8            /* per-CPU cache: fd slots (fd & 7)                        */
 #define HT_RINGBUF_PAGES 256     /* 1 MiB with 4 KiB pages                                  */
-#define HT_RATE_WINDOW_NS 100000000  /* per-thread stream budget: HT_RATE_MAX events ...    */
-#define HT_RATE_MAX 100              /* ... per 100 ms window                               */
+#define HT_RATE_WINDOW_NS 100000000  /* stream budget: HT_RATE_MAX calls per thread, cache  */
+#define HT_RATE_MAX 25               /* slot and 100 ms window                              */
+#define HT_SMALL_WRITE 8             /* writes of at most this many bytes: wake-up sized    */
 #define HT_CLONE_THREAD 65536        /* CLONE_THREAD (0x00010000)                           */
 #define HT_NV_IOC_TYPE 70            /* 'F': NVIDIA escape ioctls                           */
 #define HT_NV_RM_CONTROL 42          /* 0x2a, NVOS54: cmd at offset 8                       */
@@ -89,7 +93,7 @@ struct ht_event {
     __u32 tid;
     __s32 nr;
     __s64 ret;
-    __u64 enter_ns;       /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+    __u64 enter_ns;       /* bpf_ktime_get_ns (CLOCK_MONOTONIC): when it first slept, or = exit */
     __u64 exit_ns;
     __u64 args[6];
     __u64 aux;
@@ -98,47 +102,122 @@ struct ht_event {
     __u32 kind;
 };
 
-/* Per-thread state (value of the "threads" map, key: tid): CPU accounting, the stream
- * budget, the call in flight (an enter seen without its exit yet), and a small cache of the
- * per-syscall counts (slot = "kinds"[nr] >> HT_SLOT_SHIFT, one nr per slot at a time; a slot
- * taken by another nr is flushed to "aggr" first, and so is every slot at thread exit).
- * 600 bytes. */
+/* Per-thread state that is not on the syscall fast path (value of "threads", key: tid):
+ * CPU time of completed slices (for threads that exit: live ones are read from /proc), when
+ * the thread first slept in its current call, and the timeout that call was given when the
+ * kernel overwrites it before the exit (ppoll, select, pselect6). 48 bytes. */
 struct ht_thread {
     __u32 tgid;
-    __u32 flags;
-    __u64 on_cpu_ns;
-    __u64 last_in_ns;
-    __u64 switches;
-    __u64 win_start_ns;
-    __u32 win_count;
-    __s32 nr;
-    __u64 enter_ns;       /* 0: a call not timed, that has not left the CPU yet */
-    __u64 args[6];
-    __u64 aux;
-    __u32 cflags;
-    __u32 kind;
-    __s32 pfds[4];
-    __u32 slot;           /* count-cache slot of the call in flight */
     __u32 pad;
-    __s32 c_nr[16];       /* cached counts: nr, calls, ns inside them, over the rate */
-    __u64 c_count[16];
-    __u64 c_ns[16];
-    __u64 c_dropped[16];
-    __u64 win_jiffies;    /* jiffies when the clock was last read over the stream budget */
+    __u64 on_cpu_ns;
+    __u64 last_in_ns;     /* set by userspace at attach for a thread running then */
+    __u64 switches;
+    __u64 blocked_ns;     /* first sleep since the last syscall exit (0: none) */
+    __u64 blocked_to;     /* ns + 1 of the timeout read then (0: none read) */
 };
 
-/* Aggregation map: key (tid, nr) -> value. */
+/* The per-CPU cache (one entry per CPU): the counts of the thread that last made a syscall
+ * on this CPU ("tid"), flushed to the hash maps below when another thread takes the CPU's
+ * cache over (and at thread exit). Userspace adds caches and maps, so counts are never
+ * moved out of sight: "seq" changes around every flush (a reader that sees it change reads
+ * again). 1296 bytes. */
+struct ht_cache {
+    __u32 tid;
+    __u32 tgid;
+    __u32 seq;
+    __u32 pad;
+    __u64 last_switch_ns; /* when the thread now on this CPU was switched in */
+    __u64 tick_j;         /* jiffies of the current tick ...                         */
+    __u64 tick_ns;        /* ... and the clock read at the first exit within it       */
+    __u64 win_ns;         /* the owner's stream window start                          */
+    __s32 c_nr[16];       /* per slot: nr, calls, of which streamed, ns spent blocked */
+    __u32 c_win[16];      /* per slot: calls streamed in the current window          */
+    __u64 c_count[16];
+    __u64 c_streamed[16];
+    __u64 c_ns[16];
+    __s32 f_fd[8];        /* per fd slot: fd (-1 unused) and its traffic (struct ht_fd) */
+    __u64 f_writes[8];
+    __u64 f_wbytes[8];
+    __u64 f_wmin[8];
+    __u64 f_wmax[8];
+    __u64 f_wsmall[8];
+    __u64 f_wsbytes[8];
+    __u64 f_reads[8];
+    __u64 f_rbytes[8];
+    __u64 f_first_ns[8];
+    __u64 f_last_ns[8];
+    __u64 cat[8];         /* unstreamed categories, indexed HT_CAT_* (struct ht_tcount) */
+};
+
+/* ht_cache.cat / ht_tcount.cat indices: calls of streamed kinds that were NOT streamed. */
+#define HT_CAT_FUTEX_WAITS 0
+#define HT_CAT_FUTEX_WAITS_TIMEOUT 1
+#define HT_CAT_FUTEX_TIMEOUTS 2
+#define HT_CAT_FUTEX_WAKES 3
+#define HT_CAT_POLLS 4
+#define HT_CAT_POLL_TIMEOUTS 5
+#define HT_CAT_POLL_INFINITE 6
+#define HT_CAT_ACCEPTS 7
+#define HT_NCATS 8
+
+/* Every map key starts with the thread and its process: a tid reused by another process
+ * during the recording (pid numbers wrap) is another thread. */
+struct ht_tkey {
+    __u32 tid;
+    __u32 tgid;
+};
+
+/* Aggregation map: key (tid, tgid, nr) -> value. */
 struct ht_agg_key {
     __u32 tid;
-    __u32 nr;
+    __u32 tgid;
+    __s32 nr;
+    __u32 pad;
 };
 
 struct ht_agg {
-    __u64 count;          /* completed calls (those whose enter was not seen included) */
-    __u64 total_ns;       /* time inside them (calls with a seen enter only)            */
-    __u64 dropped;        /* of a streamed kind but over the rate: not streamed         */
+    __u64 count;          /* completed calls                                              */
+    __u64 streamed;       /* of which sent one by one on the ring buffer                  */
+    __u64 ns;             /* time the calls spent blocked (from their first sleep)        */
+};
+
+/* Per (tid, tgid, fd): every write/send and read/recv, none streamed. */
+struct ht_fd_key {
+    __u32 tid;
     __u32 tgid;
+    __s32 fd;
     __u32 pad;
+};
+
+struct ht_fd {
+    __u64 writes;         /* calls that returned >= 0                                     */
+    __u64 wbytes;
+    __u64 wmin;
+    __u64 wmax;
+    __u64 wsmall;         /* of the writes, those of at most HT_SMALL_WRITE bytes ...     */
+    __u64 wsbytes;        /* ... and their bytes                                          */
+    __u64 reads;          /* calls that returned data (> 0)                               */
+    __u64 rbytes;
+    __u64 first_ns;       /* CLOCK_MONOTONIC of the first and last call (tick precision)  */
+    __u64 last_ns;
+};
+
+/* Per thread (key ht_tkey): the calls of streamed kinds that were NOT streamed, by category
+ * (HT_CAT_*). */
+struct ht_tcount {
+    __u64 cat[8];
+};
+
+/* Per (tid, tgid, fd, request): ioctls not streamed. */
+struct ht_ioc_key {
+    __u32 tid;
+    __u32 tgid;
+    __s32 fd;
+    __u32 request;
+};
+
+struct ht_ioc {
+    __u64 count;
 };
 
 #endif /* HANGTRACE_H */

@@ -41,7 +41,7 @@ def _module_name(path: Path) -> str:
 
 
 # modules that belong to a layer they do not name: the evidence event classes are events
-ALIASES = {"evidence_events": "events"}
+ALIASES = {"evidence_events": "events", "count_events": "events"}
 
 
 def _package_of(mod: str) -> str:

@@ -71,7 +71,8 @@ def test_every_struct_is_mirrored_field_by_field():
 
 def test_sizes_stated_in_the_header_comments():
     assert ct.sizeof(L.HtEvent) == 120
-    assert ct.sizeof(L.HtThread) == 600
+    assert ct.sizeof(L.HtThread) == 48
+    assert ct.sizeof(L.HtCache) == 1296
 
 
 def test_kind_table_covers_the_interesting_calls_on_both_architectures():
@@ -87,6 +88,18 @@ def test_kind_table_covers_the_interesting_calls_on_both_architectures():
     assert k[24] == L.HT_K_YIELD and k[57] == L.HT_K_FORK
     streamed = {v for v in L.KIND_OF_NAME.values() if v <= L.HT_K_STREAMED_MAX}
     assert L.HT_K_CLONE not in streamed and L.HT_K_FUTEX in streamed
+    # writes and reads are counted per (thread, fd) in the kernel, never streamed one by one
+    assert L.HT_K_WRITE not in streamed and L.HT_K_READ not in streamed
+    assert k[1] == L.HT_K_WRITE and k[44] == L.HT_K_WRITE and k[45] == L.HT_K_READ
+
+
+def test_futex_masks_follow_the_futex_decoder():
+    wait, wake = L.futex_masks()
+    from tracer.linux.futex import decode_op
+    for cmd in range(14):
+        assert bool(wait >> cmd & 1) == decode_op(cmd).is_wait
+        assert bool(wake >> cmd & 1) == decode_op(cmd).is_wake
+    assert wait & 1 and wake & 2   # FUTEX_WAIT 0, FUTEX_WAKE 1
 
 
 def test_kinds_value_packs_kind_and_a_count_cache_slot():
@@ -98,8 +111,18 @@ def test_kinds_value_packs_kind_and_a_count_cache_slot():
         by_name = {name: nr for nr, name in table.items()}
         for nr, v in values.items():
             assert v & L.HT_KIND_MASK == kinds.get(nr, L.HT_K_NONE)
-            assert v >> L.HT_SLOT_SHIFT == slots[nr] < L.HT_AGG_SLOTS
+            assert (v >> L.HT_SLOT_SHIFT) & 0xFF == slots[nr] < L.HT_SLOTS
+            assert bool(v & L.HT_KV_MSGS) == (table.get(nr) in ("sendmmsg", "recvmmsg"))
         # the hot calls of the programs we diagnose never evict one another from the cache
         own = [slots[by_name[n]] for n in ("futex", "read", "write", "ioctl", "epoll_pwait",
                                            "ppoll", "sched_yield", "recvfrom", "sendto")]
         assert len(set(own)) == len(own)
+
+
+def test_program_text_splices_its_parts():
+    text = L.program_text()
+    assert '#include "ht_' not in text and '#include "hangtrace.h"' in text
+    for part in L.BPF_DIR.glob("ht_*.bpf.h"):
+        assert part.read_text() in text
+    # BCC rewrites map calls in the main text only: the parts are never #included as files
+    assert "RAW_TRACEPOINT_PROBE(sys_exit)" in text and "flush_slot" in text

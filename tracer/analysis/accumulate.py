@@ -11,11 +11,13 @@ from collections import Counter
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from .. import events as ev
+from ..count_events import ThreadCounts
 from ..linux.fdtarget import FdTarget, OUTPUT_KINDS, SOCKET_KINDS
 from .stats import ProcessStats, Recording, TcpTrack, ThreadStats
 from .traffic import FdTraffic, keepalive
 
 __all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
+from .kernel_counts import KernelCounts
 
 # Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
 # libzmq/libuv write 8 bytes to an eventfd, asyncio and signal wakeup fds write 1 byte.
@@ -57,6 +59,7 @@ class Accumulator:
         self.roots = list(roots or [])
         self._internal: Dict[int, set] = {}   # pid -> targets of fds internal to the process
         self._inodes: Dict[int, set] = {}     # pid -> inodes of its fds (cache)
+        self.kernel = KernelCounts()          # eBPF ThreadCounts, merged (kernel_counts.py)
         syscall = self._syscall
         self._dispatch = {
             ev.Syscall: syscall, ev.FutexCall: syscall, ev.PollCall: syscall,
@@ -68,6 +71,8 @@ class Accumulator:
             ev.Lost: self._on_lost, ev.ThreadCpu: self._on_cpu,
             ev.SocketCounters: self._on_socket_counters,
             ev.ObserveError: self._on_observe_error,
+            ThreadCounts: lambda e: self.kernel.feed(e, self._thread(e.pid, e.tid),
+                                                        self.is_internal),
         }
         self.observe_errors: Dict[tuple, ev.ObserveError] = {}
         for info in processes or []:
@@ -344,6 +349,7 @@ class Accumulator:
             return
         if kind == "null":
             t.null_writes += 1
+            t.null_bytes += n
         elif kind in SOCKET_KINDS and e.fd is not None:
             tr = self._traffic(t, e)
             if tr is not None:

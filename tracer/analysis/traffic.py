@@ -4,7 +4,7 @@ Contract:
 - ``FdTraffic`` accumulates, for one (thread, fd), the sends and receives a syscall backend saw:
   calls, bytes, smallest and largest message, first and last send, and the spread of the
   intervals between sends (Welford's running mean and variance). eBPF's in-kernel counts fill
-  the same fields except the intervals (``merge_counts``).
+  the same fields except the intervals (kernel_counts.socket_traffic).
 - ``keepalive(tr, window)`` is a pure predicate: small messages of near-constant size at a
   steady, slow period (answered, if at all, by small messages too) are a heartbeat (NCCL's RAS
   keep-alives, PyTorch's TCPStore heartbeat, ZeroMQ and gRPC keep-alives, a health check), which

@@ -258,12 +258,14 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     stop = StopFlag()
     stop.install()
     errors: List[Tuple[str, str]] = []
+    cpu = [_own_cpu()]
     try:
         for b in backends:
             started.append(b)           # before start(): a half-started backend is stopped too
             b.start(targets, q.put)
         # The window opens once every backend is in place (BCC compiles for about a second).
         start = time.time()
+        cpu.append(_own_cpu())
         header = make_header(backends=names, source="attach", targets=roots, start=start,
                              processes=infos, options={"duration": duration},
                              roles=_roles(infos, roots))
@@ -321,10 +323,28 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
             writer.close(reason, end_ts=end)
             stop.restore()
     notes = [f"recording ended early: {reason}"] if reason != "complete" else []
+    notes.append(_cpu_note(cpu + [_own_cpu()], end - start))
     assert analyzer is not None
     report = analyzer.report(end=end, trace_path=output, extra_notes=notes)
     return Recorded(report=report, trace_path=output, reason=reason,
                     errors=[f"{source}: {msg}" for source, msg in errors])
+
+
+def _own_cpu() -> float:
+    """CPU seconds (user+sys) of this process, all threads, and of its reaped children
+    (strace)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _cpu_note(cpu: List[float], window: float) -> str:
+    """hangtrace's own CPU use; BPF programs run in the traced threads and are not in it."""
+    if len(cpu) < 3:
+        return f"hangtrace's own CPU: {cpu[-1] - cpu[0]:.2f} s (the recording did not start)"
+    during = cpu[2] - cpu[1]
+    pct = 100.0 * during / window if window > 0 else 0.0
+    return (f"hangtrace's own CPU: {during:.2f} s while recording {window:.1f} s "
+            f"({pct:.0f}% of one CPU), {cpu[1] - cpu[0]:.2f} s to attach")
 
 
 def _run_probes(probes: Sequence[EndProbe], pids: List[int], analyzer: Optional[Analyzer],

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from .. import events as ev
-from .. import evidence_events  # noqa: F401  (registers the evidence event classes)
+from .. import count_events, evidence_events  # noqa: F401  (register their event classes)
 from ..errors import BadInput, CorruptTrace, NotATrace, OutputError
 from .validate import check_header, row_decoder, type_codes
 from .fastpath import compiled

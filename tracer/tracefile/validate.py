@@ -102,8 +102,13 @@ def _str_str_map(v: Any) -> bool:     # Dict[str, str]
     return type(v) is dict and all(type(k) is str and type(c) is str for k, c in v.items())
 
 
+def _str_int_map(v: Any) -> bool:     # Dict[str, int]
+    return type(v) is dict and all(type(k) is str and type(c) is int for k, c in v.items())
+
+
 _HELPERS: Dict[str, Callable[[Any], bool]] = {
     "_dict_list": _dict_list, "_list_list": _list_list, "_str_str_map": _str_str_map,
+    "_str_int_map": _str_int_map,
     "_num": _num, "_str_list": _str_list, "_int_list": _int_list, "_threads": _threads,
     "_int_int_map": _int_int_map, "_int_intlist_map": _int_intlist_map, "_fds": _fds,
 }
@@ -115,7 +120,7 @@ _CHECKS = {
     "Dict[int, str]": "_threads({v})", "Dict[int, int]": "_int_int_map({v})",
     "Dict[int, List[int]]": "_int_intlist_map({v})", "Tuple[str, ...]": "_str_list({v})",
     "List[Dict[str, Any]]": "_dict_list({v})", "List[List[Any]]": "_list_list({v})",
-    "Dict[str, str]": "_str_str_map({v})",
+    "Dict[str, str]": "_str_str_map({v})", "Dict[str, int]": "_str_int_map({v})",
 }
 
 

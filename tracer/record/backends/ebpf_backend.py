@@ -1,28 +1,25 @@
-"""Live recording backend on eBPF tracepoints (BCC): syscalls, forks, execs, exits and on-CPU
-time of a process tree, without ever stopping the target.
+"""Live recording backend on eBPF tracepoints (BCC): syscall counts, blocking calls, forks,
+execs, exits and CPU time of a process tree, without ever stopping the target.
 
 Contract (on top of base.py):
-- ``check()`` returns None only when the program can load here: root or CAP_BPF+CAP_PERFMON,
-  ``bcc`` importable, kernel headers at /lib/modules/$(uname -r)/build, tracefs mounted;
-  otherwise one line saying why and what to install (scripts/setup-ebpf.sh). It imports
-  nothing at module level: ``bcc`` is imported inside ``start``/``check`` only, so analysis
-  and replay run anywhere.
-- ``start(targets, emit)`` compiles bpf/hangtrace.bpf.c (the tgid array sized from
-  kernel.pid_max), loads and attaches it (time kept in ``attach_s``), fills the "kinds" array
-  (kind and count-cache slot of every nr), the tgid array with the tree and the thread map
-  with its threads, emits
-  one ``ThreadSample`` per thread, and starts one reader thread on the ring buffer. Processes
-  forked later are followed in the kernel and added to ``targets``.
-- While recording: streamed calls become events.py syscall objects (ebpf_convert.py); forks ->
-  ``ThreadStart``(+``ProcessInfo`` for a new process), execs -> ``ProcessExec``, thread exits
-  -> ``ThreadExit``, the last thread of a process -> ``ProcessExit`` (status from the zombie's
-  /proc stat, None when it was reaped first).
-- ``stop()`` (idempotent, any thread, any exit path) drains the ring buffer, then emits: the
-  calls in flight as ``ongoing`` events (from the kernel's in-flight state, or from /proc for
-  threads blocked since before the attach), one summary ``Syscall`` per (thread, call) for the
-  calls counted only in the kernel (``args`` says how many), ``ThreadCpu`` per thread,
-  ``ThreadSample`` per live thread, ``Lost`` for rate-limited and overflowed events; then it
-  detaches every tracepoint and frees the BPF object (BPF.cleanup). Nothing after.
+- ``check()`` is ebpf_env.ebpf_problem(): None only when the program can load here, else one
+  line saying why. Its one side effect: mounting tracefs where it is missing and we may (as
+  under ``ip netns exec``, whose fresh sysfs has none). ``bcc`` is imported inside
+  ``start``/``check`` only, so analysis and replay run anywhere.
+- ``start(targets, emit)`` compiles bpf/hangtrace.bpf.c with its parts (ebpf_layout.
+  program_text, ebpf_env.compile_flags), loads and attaches it (time kept in ``attach_s``),
+  fills the "kinds" array,
+  marks the tree's processes, and for each thread emits a ``ThreadSample`` (a sleeping one is
+  marked blocked since the attach), then starts one reader thread. Processes forked later
+  are followed in the kernel and added to ``targets``.
+- While recording the reader thread emits: streamed calls as events.py syscall objects
+  (ebpf_convert.py), forks -> ``ThreadStart`` (+``ProcessInfo`` for a new process), execs ->
+  ``ProcessExec``, thread exits -> ``ThreadExit``, the last thread of a process ->
+  ``ProcessExit`` (status from the zombie's /proc stat, None when it was reaped first), and
+  about once a second a ``ThreadCounts`` per thread whose kernel counts changed.
+- ``stop()`` (idempotent, any thread, any exit path) detaches the programs, drains the ring
+  buffer, emits what ebpf_final.py gives (blocked calls, final ThreadCounts, ThreadCpu,
+  ThreadSample, Lost), then frees the BPF object (BPF.cleanup). Nothing after.
 """
 from __future__ import annotations
 
@@ -30,77 +27,26 @@ import ctypes as ct
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set
 
 from ... import events as ev
 from ...linux import procfs
 from ...linux.syscall_table import syscall_name, syscall_table
+from ...linux.tracefs import TRACEFS_DIRS
 from . import ebpf_layout as L
 from .base import Backend, Emit, TargetSet
 from .ebpf_convert import Clock, Converter, FdCache
+from .ebpf_counts import CountEmitter, KernelSnapshot
+from .ebpf_env import compile_flags, ebpf_problem
 from .proc_backend import decode_wait_status
 
 __all__ = ["EbpfBackend", "ebpf_problem", "TRACEFS_DIRS"]
 
-TRACEFS_DIRS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
-_CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
-# BCC compiles against /lib/modules/$(uname -r)/build, possibly another kernel's headers (6.1
-# headers on 6.18): silence what their macros trigger with BCC's clang.
-_CFLAGS = ["-Wno-macro-redefined", "-Wno-unknown-warning-option",
-           "-Wno-duplicate-decl-specifier",
-           "-Wno-address-of-packed-member", "-Wno-unused-value", "-Wno-pointer-sign",
-           "-Wno-compare-distinct-pointer-types", "-Wno-gnu-variable-sized-type-not-at-end"]
 _PENDING_EXIT_S = 1.0
-
-
-def _cap_eff() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def _pid_max() -> int:
-    """Size of the tgid-indexed "targets" array: every pid is below kernel.pid_max."""
-    try:
-        with open("/proc/sys/kernel/pid_max") as f:
-            return max(1024, min(int(f.read()), 4194304))
-    except (OSError, ValueError):
-        return 4194304   # PID_MAX_LIMIT on 64-bit
-
-
-def tracefs() -> Optional[str]:
-    """The mounted tracefs directory (with events/), or None."""
-    for d in TRACEFS_DIRS:
-        if os.path.isdir(os.path.join(d, "events", "raw_syscalls")):
-            return d
-    return None
-
-
-def ebpf_problem() -> Optional[str]:
-    """Why the eBPF backend cannot load here (one line), or None."""
-    caps = _cap_eff()
-    if os.geteuid() != 0 and not (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1) \
-            and not caps >> _CAP_SYS_ADMIN & 1:
-        return "eBPF needs root (or CAP_BPF and CAP_PERFMON): run with sudo"
-    try:
-        import bcc  # noqa: F401  (imported here only: see the module doc)
-    except Exception as e:  # ImportError, or a broken libbcc
-        return (f"BCC is not importable ({type(e).__name__}): apt install bpfcc-tools "
-                "python3-bpfcc (see scripts/setup-ebpf.sh)")
-    build = f"/lib/modules/{os.uname().release}/build"
-    if not os.path.exists(build):
-        return (f"no kernel headers at {build}: apt install linux-headers-$(uname -r) "
-                "(or run scripts/setup-ebpf.sh)")
-    if tracefs() is None:
-        return "tracefs is not mounted: mount -t tracefs nodev /sys/kernel/tracing"
-    if not L.PROGRAM.exists():
-        return f"BPF program missing: {L.PROGRAM}"
-    return None
+COUNTS_EVERY_S = 1.0
+_MAPS = ("threads", "aggr", "fds", "tcounts", "ioctls", "cache", "counters")
+_PROBES = (("raw", b"sys_exit"), ("raw", b"sched_switch"), ("tp", b"sched:sched_process_fork"),
+           ("tp", b"sched:sched_process_exec"), ("tp", b"sched:sched_process_exit"))
 
 
 class EbpfBackend(Backend):
@@ -119,7 +65,6 @@ class EbpfBackend(Backend):
         self._conv = Converter(self._fds)
         self._table = syscall_table()
         self._kinds = L.kinds_for(self._table)
-        self._kinds_value = L.kinds_value(self._table)
         self._lock = threading.Lock()
         self._stopping = False
         self._done = threading.Event()
@@ -127,12 +72,12 @@ class EbpfBackend(Backend):
         self._reader: Optional[threading.Thread] = None
         self._start_ts = 0.0
         self._start_samples: Dict[int, ev.ThreadSample] = {}
-        self._pid_of: Dict[int, int] = {}
         self._born: Dict[int, float] = {}                 # tid -> epoch ts of its fork
-        self._streamed: Dict[Tuple[int, int], int] = {}   # (tid, nr) -> events received
         self._exited_cpu: List[ev.ThreadCpu] = []
         self._pending_exits: Dict[int, float] = {}        # pid -> deadline (monotonic)
         self._exited: Set[int] = set()
+        self._counts: Optional[CountEmitter] = None
+        self._next_counts = 0.0
 
     # ------------------------------------------------------------------ contract
     def check(self) -> Optional[str]:
@@ -143,17 +88,9 @@ class EbpfBackend(Backend):
             raise RuntimeError("EbpfBackend.start called twice")
         from bcc import BPF  # noqa: WPS433 (see the module doc)
         self._emit, self._targets = emit, targets
-        cflags = ["-I" + str(L.BPF_DIR), *_CFLAGS]
-        tfs = tracefs() or TRACEFS_DIRS[0]
-        try:
-            with open(f"{tfs}/events/sched/sched_process_exit/format") as f:
-                if "group_dead" in f.read():
-                    cflags.append("-DHT_HAVE_GROUP_DEAD")
-        except OSError:
-            pass
-        cflags.append(f"-DHT_PID_MAX={_pid_max()}")
+        cflags = compile_flags()
         t0 = time.monotonic()
-        self._bpf = BPF(src_file=str(L.PROGRAM).encode(), cflags=cflags)
+        self._bpf = BPF(text=L.program_text().encode(), cflags=cflags)
         self.attach_s = time.monotonic() - t0
         try:
             self._setup(targets)
@@ -177,6 +114,7 @@ class EbpfBackend(Backend):
                 reader.join(timeout=10)
             if self._bpf is not None and self._emit is not None:
                 try:
+                    self._detach()          # no call is counted or streamed after this
                     self._bpf.ring_buffer_consume()
                     self._resolve_exits(final=True)
                     self._final_events()
@@ -191,13 +129,15 @@ class EbpfBackend(Backend):
     def _setup(self, targets: TargetSet) -> None:
         b = self._bpf
         kinds = b[b"kinds"]
-        for nr, value in self._kinds_value.items():
+        for nr, value in L.kinds_value(self._table).items():
             kinds[ct.c_int(nr)] = ct.c_uint32(value)
         self._start_ts = time.time()
         self._clock = Clock()
+        self._counts = CountEmitter(since=self._start_ts, epoch=self._clock.epoch,
+                                    name=syscall_name, fd_info=self._fd_info)
         seen: Set[int] = set()
-        # Twice: a process forked between the first scan and the tgid map fill is only in the
-        # second scan (after the fill, the fork tracepoint catches every new child).
+        # Twice: a process forked between the first scan and the fill is only in the second
+        # (after the fill, the fork tracepoint catches every new child).
         for _ in range(2):
             pids = targets.pids()
             pids = sorted(p for p in set(pids) | set(procfs.descendants(pids))
@@ -205,19 +145,19 @@ class EbpfBackend(Backend):
             for pid in pids:
                 if pid not in seen:
                     targets.add(pid)
-                    self._set_target(pid, True)
+                    self._mark(b"procs", pid, True)
             for pid in pids:
                 if pid not in seen:
                     seen.add(pid)
                     self._add_threads(pid)
         b[b"events"].open_ring_buffer(self._on_event)
 
-    def _set_target(self, pid: int, on: bool) -> None:
-        """Follow (or stop following) process ``pid``: "targets" is an array indexed by tgid."""
+    def _mark(self, array: bytes, pid: int, on: bool) -> None:
+        """Set a pid-indexed u8 array ("procs" by tgid, "blocked" by tid)."""
         if self._bpf is None:
             return
         try:
-            self._bpf[b"targets"][ct.c_int(pid)] = ct.c_uint8(1 if on else 0)
+            self._bpf[array][ct.c_int(pid)] = ct.c_uint8(1 if on else 0)
         except (IndexError, KeyError, OSError):
             if on:
                 self.errors.append(f"ebpf: pid {pid} is above pid_max: not followed")
@@ -230,26 +170,49 @@ class EbpfBackend(Backend):
             s = procfs.read_thread_sample(pid, tid, ts=self._start_ts)
             if s is None:
                 continue
-            self._pid_of[tid] = pid
             self._start_samples[tid] = s
-            st = L.HtThread(tgid=pid, last_in_ns=now_ns)
-            # "R" is running or runnable: counted as on CPU from now until its first switch.
-            st.flags = L.HT_T_ON_CPU if s.state == "R" else 0
+            st = L.HtThread(tgid=pid)
+            if s.state == "R":
+                st.last_in_ns = now_ns      # on CPU (or about to be) from now on
+            elif s.state in ("S", "D"):
+                st.blocked_ns = now_ns      # asleep since before the attach: dated from it
             key = ct.c_uint32(tid)
-            if key not in threads:   # the kernel may have created it already (a syscall)
+            if key not in threads:   # the kernel may have created it already (a switch)
                 threads[key] = threads.Leaf.from_buffer_copy(bytes(st))
+                if st.blocked_ns:
+                    self._mark(b"blocked", tid, True)
             self._emit(s)
+
+    def _fd_info(self, pid: int, fd: int) -> Optional[ev.FdInfo]:
+        if pid not in self._exited:
+            self._fds.refresh(pid, COUNTS_EVERY_S)
+        return self._fds.get(pid, fd)
 
     # ------------------------------------------------------------------ reading
     def _read_loop(self) -> None:
+        self._next_counts = time.monotonic() + COUNTS_EVERY_S
         while not self._quit.is_set():
             try:
                 self._bpf.ring_buffer_poll(self.poll_ms)
                 if self._pending_exits:
                     self._resolve_exits()
+                if time.monotonic() >= self._next_counts:
+                    self._next_counts = time.monotonic() + COUNTS_EVERY_S
+                    self._emit_counts()
             except Exception as e:  # noqa: BLE001
                 self.errors.append(f"ebpf: reader failed: {type(e).__name__}: {e}")
                 return
+
+    def _maps(self) -> Dict[str, Any]:
+        return {name: self._bpf[name.encode()] for name in _MAPS}
+
+    def _emit_counts(self) -> None:
+        assert self._counts is not None
+        snap = KernelSnapshot().read(self._maps())
+        emit = self._emit
+        for e in self._counts.events(snap, time.time()):
+            if emit is not None:
+                emit(e)
 
     def _on_event(self, ctx: Any, data: Any, size: int) -> int:
         try:
@@ -269,16 +232,16 @@ class EbpfBackend(Backend):
         return 0
 
     def _on_syscall(self, e: L.HtEvent) -> None:
-        key = (e.tid, e.nr)
-        self._streamed[key] = self._streamed.get(key, 0) + 1
-        self._pid_of.setdefault(e.tid, e.tgid)
+        dur_ns = e.exit_ns - e.enter_ns
+        if self._counts is not None:
+            self._counts.note_streamed(e.tgid, e.tid, e.nr, dur_ns)
         emit = self._emit
         if emit is None:
             return
         emit(self._conv.syscall(
             ts=self._clock.epoch(e.enter_ns), pid=e.tgid, tid=e.tid,
             name=syscall_name(e.nr), kind=e.kind, args=list(e.args), ret=e.ret,
-            dur=(e.exit_ns - e.enter_ns) / 1e9, flags=e.flags, aux=e.aux, pfds=list(e.pfds)))
+            dur=dur_ns / 1e9, flags=e.flags, aux=e.aux, pfds=list(e.pfds)))
 
     def _on_fork(self, e: L.HtEvent) -> None:
         child, ctgid = int(e.args[0]), int(e.args[1])
@@ -287,7 +250,7 @@ class EbpfBackend(Backend):
             real = procfs.tgid_of(child)
             if real is not None and real != child:   # it was a thread after all
                 new_process, ctgid = False, real
-                self._set_target(child, False)
+                self._mark(b"procs", child, False)
                 key = ct.c_uint32(child)
                 try:
                     st = L.HtThread.from_buffer_copy(bytes(self._bpf[b"threads"][key]))
@@ -297,13 +260,13 @@ class EbpfBackend(Backend):
                 except KeyError:
                     pass
         ts = self._clock.epoch(e.enter_ns)
-        self._pid_of[child] = ctgid
         self._born[child] = ts
         assert self._emit is not None and self._targets is not None
         if new_process:
             self._targets.add(ctgid)
             info = procfs.read_process_info(ctgid)
             if info is not None:
+                self._fds.forget(ctgid)
                 self._emit(info)
         self._emit(ev.ThreadStart(ts=ts, pid=ctgid, tid=child, parent_tid=e.tid,
                                   new_process=new_process))
@@ -345,8 +308,7 @@ class EbpfBackend(Backend):
             if pid in self._exited or emit is None:
                 continue
             self._exited.add(pid)
-            self._fds.forget(pid)
-            self._set_target(pid, False)
+            self._mark(b"procs", pid, False)
             status, sig, core = None, None, False
             if st is not None and st.exit_code is not None and st.state in ("Z", "X"):
                 status, sig, core = decode_wait_status(st.exit_code)
@@ -354,11 +316,33 @@ class EbpfBackend(Backend):
                                 core_dumped=core))
 
     # ------------------------------------------------------------------ stop
+    def _detach(self) -> None:
+        b = self._bpf
+        for how, name in _PROBES:
+            try:
+                if how == "raw":
+                    b.detach_raw_tracepoint(tp=name)
+                else:
+                    b.detach_tracepoint(tp=name)
+            except Exception:  # noqa: BLE001 - cleanup() detaches whatever is left
+                pass
+
     def _final_events(self) -> None:
-        from .ebpf_final import final_events
-        assert self._emit is not None
-        for e in final_events(self):
+        from .ebpf_final import StopContext, final_events
+        assert self._emit is not None and self._targets is not None and self._counts
+        live: Dict[int, List[int]] = {}
+        for pid in self._targets.pids():
+            tids = procfs.list_tids(pid) if pid not in self._exited else []
+            if tids:
+                live[pid] = tids
+        ctx = StopContext(maps=self._maps(), clock=self._clock, conv=self._conv,
+                          kinds=self._kinds, start_ts=self._start_ts,
+                          start_samples=self._start_samples, born=self._born, live=live,
+                          exited_cpu=self._exited_cpu, emitter=self._counts)
+        events, errors = final_events(ctx)
+        for e in events:
             self._emit(e)
+        self.errors.extend(errors)
 
     def _cleanup(self) -> None:
         b, self._bpf = self._bpf, None

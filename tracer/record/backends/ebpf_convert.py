@@ -9,9 +9,8 @@ Contract:
   the fds registered with an epoll fd (fdinfo "tfd:" lines).
 - ``Converter.syscall(...)`` builds FutexCall/PollCall/WriteCall/ReadCall/IoctlCall/WaitChild/
   Syscall from a call's number, raw arguments, kind-specific decoded value (``aux``/``flags``)
-  and result; ``ret=None`` makes an ongoing call. Pure apart from the /proc fd reads.
-- ``flags_from_registers`` gives the flags the kernel would have set for a call known only
-  from /proc/PID/task/TID/syscall (registers: pointer timeouts are "some timeout").
+  and result; ``ret=None`` makes an ongoing call (writes and reads only ever come as ongoing
+  calls: the kernel counts them per fd). Pure apart from the /proc fd reads.
 Never any buffer content: sizes come from return values.
 """
 from __future__ import annotations
@@ -85,6 +84,13 @@ class FdCache:
         self._read_at[pid] = now
         return table
 
+    def refresh(self, pid: int, max_age: float) -> None:
+        """Re-read ``pid``'s table when the copy is older than ``max_age`` seconds (a gone
+        process keeps its last table)."""
+        if time.monotonic() - self._read_at.get(pid, 0.0) >= max_age:
+            self._read_at.pop(pid, None)
+            self._refresh(pid)
+
     def get(self, pid: int, fd: int) -> Optional[ev.FdInfo]:
         if fd < 0:
             return None
@@ -110,37 +116,6 @@ class FdCache:
                         kinds.append(info.kind)
             self._epoll[key] = tuple(kinds)
         return self._epoll[key]
-
-
-def flags_from_registers(kind: int, args: Sequence[int]) -> int:
-    """Flags for a call seen only in /proc .../syscall: the registers, no user memory."""
-    def ptr(p: int) -> int:
-        return L.HT_F_NO_TIMEOUT if p == 0 else (L.HT_F_TIMEOUT | L.HT_F_UNREADABLE)
-
-    if kind == L.HT_K_FUTEX:
-        return ptr(args[3]) if decode_op(args[1]).is_wait else 0
-    if kind == L.HT_K_POLL:
-        return L.HT_F_NO_TIMEOUT if _s32(args[2]) < 0 else L.HT_F_TIMEOUT
-    if kind == L.HT_K_EPOLL:
-        return L.HT_F_NO_TIMEOUT if _s32(args[3]) < 0 else L.HT_F_TIMEOUT
-    if kind in (L.HT_K_PPOLL,):
-        return ptr(args[2])
-    if kind in (L.HT_K_EPOLL2,):
-        return ptr(args[3])
-    if kind in (L.HT_K_SELECT, L.HT_K_PSELECT):
-        return ptr(args[4])
-    if kind in (L.HT_K_NANOSLEEP, L.HT_K_CLOCK_NANOSLEEP):
-        return L.HT_F_TIMEOUT | L.HT_F_UNREADABLE
-    return 0
-
-
-def aux_from_registers(kind: int, args: Sequence[int]) -> int:
-    """The timeout (ns) of calls that take it in a register (poll, epoll_wait)."""
-    if kind == L.HT_K_POLL and _s32(args[2]) >= 0:
-        return _s32(args[2]) * 1_000_000
-    if kind == L.HT_K_EPOLL and _s32(args[3]) >= 0:
-        return _s32(args[3]) * 1_000_000
-    return 0
 
 
 def _timeout(flags: int, aux: int) -> Optional[float]:

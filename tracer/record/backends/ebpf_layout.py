@@ -7,13 +7,18 @@ Contract:
 - ``kinds_for(table)`` maps a syscall number table (tracer/linux/syscall_table.py, for the running
   architecture) to the kind code the kernel program uses, so the BPF C holds no syscall
   numbers at all.
+- ``program_text()`` is bpf/hangtrace.bpf.c with its parts (``#include "ht_*.bpf.h"``) spliced
+  in: BCC rewrites map calls in the main source only, and each file stays small.
 - Pure: importable anywhere (no bcc, no root).
 """
 from __future__ import annotations
 
 import ctypes as ct
+import re
 from pathlib import Path
-from typing import Dict, Mapping
+from typing import Dict, Mapping, Tuple
+
+from ...linux.futex import COMMANDS, WAIT_COMMANDS, WAKE_COMMANDS
 
 BPF_DIR = Path(__file__).resolve().parents[3] / "bpf"
 HEADER = BPF_DIR / "hangtrace.h"
@@ -31,18 +36,21 @@ HT_K_EPOLL = 4
 HT_K_EPOLL2 = 5
 HT_K_SELECT = 6
 HT_K_PSELECT = 7
-HT_K_WRITE = 8
-HT_K_READ = 9
-HT_K_IOCTL = 10
-HT_K_WAIT = 11
-HT_K_YIELD = 12
-HT_K_NANOSLEEP = 13
-HT_K_CLOCK_NANOSLEEP = 14
-HT_K_ACCEPT = 15
+HT_K_IOCTL = 8
+HT_K_WAIT = 9
+HT_K_YIELD = 10
+HT_K_NANOSLEEP = 11
+HT_K_CLOCK_NANOSLEEP = 12
+HT_K_ACCEPT = 13
+HT_K_STREAMED_MAX = 13
+HT_K_WRITE = 14
+HT_K_READ = 15
 HT_K_CLONE = 16
 HT_K_CLONE3 = 17
 HT_K_FORK = 18
-HT_K_STREAMED_MAX = 15
+HT_SLOT_SHIFT = 8
+HT_KIND_MASK = 255
+HT_KV_MSGS = 65536
 HT_F_TIMEOUT = 1
 HT_F_NO_TIMEOUT = 2
 HT_F_TIMEOUT_ABS = 4
@@ -51,32 +59,38 @@ HT_F_AUX = 16
 HT_F_PFDS = 32
 HT_F_NEW_PROCESS = 64
 HT_F_GUESSED = 128
-HT_F_DROPPED = 256
-HT_T_ON_CPU = 1
-HT_T_IN_CALL = 2
-HT_T_SEEN = 4
+HT_F_BLOCKED = 256
 HT_C_RINGBUF_FULL = 0
-HT_C_RATE_LIMITED = 1
-HT_C_THREADS_FULL = 2
-HT_C_AGG_FULL = 3
-HT_C_TARGETS_FULL = 4
+HT_C_THREADS_FULL = 1
+HT_C_AGG_FULL = 2
+HT_C_FDS_FULL = 3
+HT_C_IOCTLS_FULL = 4
 HT_NCOUNTERS = 8
 HT_MAX_NR = 512
 HT_MAX_PFDS = 4
-HT_MAX_TARGETS = 16384
 HT_MAX_THREADS = 32768
 HT_MAX_AGG = 65536
-HT_AGG_SLOTS = 16
-HT_SLOT_SHIFT = 8
-HT_KIND_MASK = 255
+HT_MAX_FDS = 65536
+HT_MAX_IOCTLS = 16384
+HT_SLOTS = 16
+HT_FD_SLOTS = 8
 HT_RINGBUF_PAGES = 256
 HT_RATE_WINDOW_NS = 100000000
-HT_RATE_MAX = 100
+HT_RATE_MAX = 25
+HT_SMALL_WRITE = 8
 HT_CLONE_THREAD = 65536
 HT_NV_IOC_TYPE = 70
 HT_NV_RM_CONTROL = 42
 HT_NV_RM_ALLOC = 43
-
+HT_CAT_FUTEX_WAITS = 0
+HT_CAT_FUTEX_WAITS_TIMEOUT = 1
+HT_CAT_FUTEX_TIMEOUTS = 2
+HT_CAT_FUTEX_WAKES = 3
+HT_CAT_POLLS = 4
+HT_CAT_POLL_TIMEOUTS = 5
+HT_CAT_POLL_INFINITE = 6
+HT_CAT_ACCEPTS = 7
+HT_NCATS = 8
 
 class HtEvent(ct.Structure):
     """struct ht_event: one ring buffer record."""
@@ -89,31 +103,80 @@ class HtEvent(ct.Structure):
 
 
 class HtThread(ct.Structure):
-    """struct ht_thread: value of the per-thread map (key: tid)."""
+    """struct ht_thread: per-thread state off the syscall fast path (key: tid)."""
     _fields_ = [
-        ("tgid", ct.c_uint32), ("flags", ct.c_uint32), ("on_cpu_ns", ct.c_uint64),
-        ("last_in_ns", ct.c_uint64), ("switches", ct.c_uint64), ("win_start_ns", ct.c_uint64),
-        ("win_count", ct.c_uint32), ("nr", ct.c_int32), ("enter_ns", ct.c_uint64),
-        ("args", ct.c_uint64 * 6), ("aux", ct.c_uint64), ("cflags", ct.c_uint32),
-        ("kind", ct.c_uint32), ("pfds", ct.c_int32 * 4), ("slot", ct.c_uint32),
-        ("pad", ct.c_uint32), ("c_nr", ct.c_int32 * 16), ("c_count", ct.c_uint64 * 16),
-        ("c_ns", ct.c_uint64 * 16), ("c_dropped", ct.c_uint64 * 16),
-        ("win_jiffies", ct.c_uint64),
+        ("tgid", ct.c_uint32), ("pad", ct.c_uint32), ("on_cpu_ns", ct.c_uint64),
+        ("last_in_ns", ct.c_uint64), ("switches", ct.c_uint64), ("blocked_ns", ct.c_uint64),
+        ("blocked_to", ct.c_uint64),
     ]
+
+
+_U64x8, _U64x16 = ct.c_uint64 * 8, ct.c_uint64 * 16
+
+
+class HtCache(ct.Structure):
+    """struct ht_cache: one CPU's cache of its last syscall-making thread's counts."""
+    _fields_ = [
+        ("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("seq", ct.c_uint32), ("pad", ct.c_uint32),
+        ("last_switch_ns", ct.c_uint64), ("tick_j", ct.c_uint64), ("tick_ns", ct.c_uint64),
+        ("win_ns", ct.c_uint64), ("c_nr", ct.c_int32 * 16), ("c_win", ct.c_uint32 * 16),
+        ("c_count", _U64x16), ("c_streamed", _U64x16), ("c_ns", _U64x16),
+        ("f_fd", ct.c_int32 * 8), ("f_writes", _U64x8), ("f_wbytes", _U64x8),
+        ("f_wmin", _U64x8), ("f_wmax", _U64x8), ("f_wsmall", _U64x8), ("f_wsbytes", _U64x8),
+        ("f_reads", _U64x8), ("f_rbytes", _U64x8), ("f_first_ns", _U64x8),
+        ("f_last_ns", _U64x8), ("cat", _U64x8),
+    ]
+
+
+class HtTkey(ct.Structure):
+    """struct ht_tkey: a thread and its process."""
+    _fields_ = [("tid", ct.c_uint32), ("tgid", ct.c_uint32)]
 
 
 class HtAggKey(ct.Structure):
     """struct ht_agg_key."""
-    _fields_ = [("tid", ct.c_uint32), ("nr", ct.c_uint32)]
+    _fields_ = [("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("nr", ct.c_int32),
+                ("pad", ct.c_uint32)]
 
 
 class HtAgg(ct.Structure):
-    """struct ht_agg: per (tid, nr) count and time."""
-    _fields_ = [("count", ct.c_uint64), ("total_ns", ct.c_uint64), ("dropped", ct.c_uint64),
-                ("tgid", ct.c_uint32), ("pad", ct.c_uint32)]
+    """struct ht_agg: per (tid, tgid, nr) calls, how many were streamed, time blocked."""
+    _fields_ = [("count", ct.c_uint64), ("streamed", ct.c_uint64), ("ns", ct.c_uint64)]
 
 
-STRUCTS = {"ht_event": HtEvent, "ht_thread": HtThread, "ht_agg_key": HtAggKey, "ht_agg": HtAgg}
+class HtFdKey(ct.Structure):
+    """struct ht_fd_key."""
+    _fields_ = [("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("fd", ct.c_int32),
+                ("pad", ct.c_uint32)]
+
+
+class HtFd(ct.Structure):
+    """struct ht_fd: per (tid, tgid, fd) writes/sends and reads/recvs."""
+    _fields_ = [("writes", ct.c_uint64), ("wbytes", ct.c_uint64), ("wmin", ct.c_uint64),
+                ("wmax", ct.c_uint64), ("wsmall", ct.c_uint64), ("wsbytes", ct.c_uint64),
+                ("reads", ct.c_uint64), ("rbytes", ct.c_uint64), ("first_ns", ct.c_uint64),
+                ("last_ns", ct.c_uint64)]
+
+
+class HtTcount(ct.Structure):
+    """struct ht_tcount: per thread, unstreamed calls of streamed kinds by HT_CAT_*."""
+    _fields_ = [("cat", _U64x8)]
+
+
+class HtIocKey(ct.Structure):
+    """struct ht_ioc_key."""
+    _fields_ = [("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("fd", ct.c_int32),
+                ("request", ct.c_uint32)]
+
+
+class HtIoc(ct.Structure):
+    """struct ht_ioc: unstreamed ioctls per (tid, tgid, fd, request)."""
+    _fields_ = [("count", ct.c_uint64)]
+
+
+STRUCTS = {"ht_event": HtEvent, "ht_thread": HtThread, "ht_cache": HtCache,
+           "ht_tkey": HtTkey, "ht_agg_key": HtAggKey, "ht_agg": HtAgg, "ht_fd_key": HtFdKey, "ht_fd": HtFd,
+           "ht_tcount": HtTcount, "ht_ioc_key": HtIocKey, "ht_ioc": HtIoc}
 
 # Which calls get which kind (names as in tracer/linux/syscall_table.py).
 KIND_OF_NAME: Dict[str, int] = {
@@ -141,7 +204,7 @@ def kinds_for(table: Mapping[int, str]) -> Dict[int, int]:
             if name in KIND_OF_NAME and 0 <= nr < HT_MAX_NR}
 
 
-# The calls that get a count-cache slot of their own (struct ht_thread.c_*), most frequent in
+# The calls that get a count-cache slot of their own (struct ht_cache.c_*), most frequent in
 # the programs we diagnose first; every other nr shares the remaining slots (nr modulo).
 _OWN_SLOT = ("futex", "read", "write", "ioctl", "epoll_wait", "epoll_pwait", "poll", "ppoll",
              "sched_yield", "recvfrom", "sendto", "recvmsg")
@@ -150,7 +213,7 @@ _OWN_SLOT = ("futex", "read", "write", "ioctl", "epoll_wait", "epoll_pwait", "po
 def slots_for(table: Mapping[int, str]) -> Dict[int, int]:
     """nr -> count-cache slot, for every nr below HT_MAX_NR."""
     own = {name: i for i, name in enumerate(_OWN_SLOT)}
-    shared = HT_AGG_SLOTS - len(_OWN_SLOT)
+    shared = HT_SLOTS - len(_OWN_SLOT)
     by_name = {name: nr for nr, name in table.items()}
     out = {nr: len(_OWN_SLOT) + nr % shared for nr in range(HT_MAX_NR)}
     for name, slot in own.items():
@@ -160,11 +223,33 @@ def slots_for(table: Mapping[int, str]) -> Dict[int, int]:
     return out
 
 
+# Calls whose return value counts messages, not bytes.
+_MSGS = frozenset({"sendmmsg", "recvmmsg"})
+
+
 def kinds_value(table: Mapping[int, str]) -> Dict[int, int]:
-    """The "kinds" array the kernel reads: kind | slot << HT_SLOT_SHIFT, for every nr."""
+    """The "kinds" array the kernel reads: kind | slot << HT_SLOT_SHIFT | HT_KV_* bits, for
+    every nr."""
     kinds = kinds_for(table)
     return {nr: kinds.get(nr, HT_K_NONE) | slot << HT_SLOT_SHIFT
+            | (HT_KV_MSGS if table.get(nr) in _MSGS else 0)
             for nr, slot in slots_for(table).items()}
+
+
+def futex_masks() -> Tuple[int, int]:
+    """(wait, wake): bit ``cmd`` set for the futex commands a thread sleeps in / that wake
+    others, from tracer/linux/futex.py (passed to the BPF program as -D defines)."""
+    wait = sum(1 << i for i, name in enumerate(COMMANDS) if name in WAIT_COMMANDS)
+    wake = sum(1 << i for i, name in enumerate(COMMANDS) if name in WAKE_COMMANDS)
+    return wait, wake
+
+
+_PART = re.compile(r'^#include "(ht_\w+\.bpf\.h)"$', re.M)
+
+
+def program_text() -> str:
+    """The BPF program as BCC compiles it (module doc)."""
+    return _PART.sub(lambda m: (BPF_DIR / m.group(1)).read_text(), PROGRAM.read_text())
 
 
 def constants() -> Dict[str, int]:
