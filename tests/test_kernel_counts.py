@@ -72,6 +72,10 @@ FD_CASES = [
     # a keep-alive: 60-byte messages, a few a second at most, answered in kind: not output
     (_fd(7, "tcp", "TCP:[1:2->3:4]", writes=9, wbytes=540, wmin=60, wmax=60, reads=9,
          rbytes=540, first=1.0, last=9.0), [], dict(output_writes=0, input_bytes=540)),
+    # NCCL's RAS keep-alive, once a second: a 4-byte length, then 56 bytes (two writes)
+    (_fd(7, "tcp", "TCP:[1:2->3:4]", writes=12, wbytes=360, wmin=4, wmax=56, wsmall=6,
+         wsbytes=24, reads=12, rbytes=360, first=1.0, last=7.0), [],
+     dict(output_writes=0, input_bytes=360)),
     # a stream of small messages faster than a heartbeat: output
     (_fd(7, "tcp", "TCP:[1:2->3:4]", writes=900, wbytes=54000, wmin=60, wmax=60,
          first=1.0, last=9.0), [], dict(output_writes=900, output_bytes=54000)),

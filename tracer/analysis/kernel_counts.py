@@ -26,11 +26,11 @@ Contract:
       /dev/null:                    writes -> null_writes, null_bytes (not output)
       a socket (tcp, udp, unix, socket): ThreadStats.sockets[fd], the traffic.FdTraffic that
                                     finish() judges (keep-alive or output), set from the
-                                    latest counts (they are cumulative): sends = writes at
-                                    their smallest and largest size, first and last send;
-                                    receives = reads at their average size. The kernel keeps
-                                    no intervals: the keep-alive rule then decides on sizes
-                                    and rate alone.
+                                    latest counts (they are cumulative): sends = writes,
+                                    receives = reads, each at its average size (a message
+                                    sent in pieces is several writes), first and last send.
+                                    The kernel keeps no intervals: the keep-alive rule then
+                                    decides on sizes and rate alone.
       other fdtarget.OUTPUT_KINDS:  writes -> plain output (plain_bytes, plain_writes,
                                     plain_targets["fd N (target)"], plain_last_ts)
       reads (not eventfd, not internal) -> input_bytes; on a "file" -> file_reads too
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from ..count_events import FD_KEYS, ThreadCounts
 from ..linux.fdtarget import OUTPUT_KINDS, SOCKET_KINDS
-from .traffic import FdTraffic
+from .traffic import FdTraffic, from_counters
 
 if TYPE_CHECKING:  # pragma: no cover
     from .accumulate import ThreadStats
@@ -194,13 +194,16 @@ class KernelCounts:
 
 
 def socket_traffic(f: KernelFd) -> FdTraffic:
-    """A socket fd's kernel counts as the traffic the keep-alive rule judges (module doc)."""
-    return FdTraffic(f.fd, f.target, f.kind, sends=f.writes, sent=f.wbytes,
-                     min_send=f.wmin if f.writes else None, max_send=f.wmax,
-                     first_send=f.first if f.writes else None,
-                     last_send=f.last if f.writes else None, receives=f.reads,
-                     received=f.rbytes,
-                     max_receive=f.rbytes // f.reads if f.reads else 0, calls=f.writes)
+    """A socket fd's kernel counts as the traffic the keep-alive rule judges (module doc).
+    Every send is taken at the average size, as the proc backend's TCP counters are
+    (traffic.from_counters): the kernel cannot tell a message sent in pieces (NCCL's RAS
+    keep-alive is a 4-byte length, then 56 bytes) from messages of two sizes, and it keeps no
+    intervals. The keep-alive rule then rests on the average size and the rate."""
+    tr = from_counters(f.fd, f.target, f.writes, f.wbytes, f.reads, f.rbytes)
+    tr.kind = f.kind
+    if f.writes:
+        tr.first_send, tr.last_send = f.first, f.last
+    return tr
 
 
 def _apply_counter(target: Counter, new: Counter, old: Counter, limit: int = 0) -> None:
