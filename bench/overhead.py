@@ -173,7 +173,8 @@ def _errors(trace: str, pid: int, n: int) -> Dict[str, float]:
                        capture_output=True, text=True)
     procs = [q for q in json.loads(r.stdout)["processes"] if q["pid"] == pid]
     c = procs[0]["counters"] if procs else {}
-    truth = {"syscalls": n + 2 * (n // 16), "bytes_discarded": n, "eventfd_writes": n // 16}
+    truth = {"syscalls": n + 2 * (n // 16), "bytes_written": n + 8 * (n // 16),
+             "eventfd_writes": n // 16}
     return {f"err_{k}": (c.get(k, 0) - v) / v for k, v in truth.items()}
 
 

@@ -115,7 +115,7 @@ def test_triton_like_aarch64_log(tmp_path, numbers):
     # the 1-byte write to its own pipe (pipe2 above) is a wake-up, not output: only the
     # 60-byte log line to stderr counts
     [main] = [t for p in report.processes for t in p.threads if t.tid == 4242]
-    assert main.counters["bytes_written"] == 60
+    assert main.counters["output_bytes"] == 60
 
 
 def test_x86_logs_are_said_to_be_x86(tmp_path):

@@ -331,6 +331,7 @@ class Accumulator:
         n = max(e.nbytes, 0)
         if e.err is not None:
             return
+        t.written_bytes += n
         kind = e.fd_kind
         if kind == "eventfd":
             t.eventfd_writes += 1
@@ -349,7 +350,6 @@ class Accumulator:
             return
         if kind == "null":
             t.null_writes += 1
-            t.null_bytes += n
         elif kind in SOCKET_KINDS and e.fd is not None:
             tr = self._traffic(t, e)
             if tr is not None:

@@ -23,7 +23,8 @@ Contract:
                                     unjudged_writes
       a pipe/unix/socket/fifo with both ends in the process: small writes -> wakeup_writes,
                                     larger ones -> plain output; reads -> nothing
-      /dev/null:                    writes -> null_writes, null_bytes (not output)
+      /dev/null:                    writes -> null_writes (not output)
+      every fd:                     wbytes -> written_bytes (all bytes written or sent)
       a socket (tcp, udp, unix, socket): ThreadStats.sockets[fd], the traffic.FdTraffic that
                                     finish() judges (keep-alive or output), set from the
                                     latest counts (they are cumulative): sends = writes,
@@ -124,6 +125,7 @@ def contribution(e: ThreadCounts,
 
 def _fd(c: Contribution, f: KernelFd, internal: bool, add: Callable[[str, float], None]) -> None:
     kind = f.kind
+    add("written_bytes", f.wbytes)
     large, lbytes = f.writes - f.wsmall, f.wbytes - f.wsbytes
     if kind == "eventfd":
         add("eventfd_writes", f.writes)
@@ -137,7 +139,6 @@ def _fd(c: Contribution, f: KernelFd, internal: bool, add: Callable[[str, float]
         return                                   # reads of its own pipe are not input
     elif kind == "null":
         add("null_writes", f.writes)
-        add("null_bytes", f.wbytes)
     elif kind in SOCKET_KINDS:
         pass                                     # ThreadStats.sockets (socket_traffic)
     elif kind in OUTPUT_KINDS:

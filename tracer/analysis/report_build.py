@@ -51,12 +51,10 @@ def thread_counters(t: ThreadStats, v: ThreadVerdict, rec: Recording) -> Dict[st
     if rec.has_syscalls:
         gpu = _gpu_ioctls(t)
         out.update(syscalls=n, eventfd_writes=t.eventfd_writes, futex_waits=t.futex_waits,
-                   gpu_ioctls=sum(gpu.values()), bytes_written=t.output_bytes,
-                   poll_timeouts=t.poll_timeouts)
+                   gpu_ioctls=sum(gpu.values()), bytes_written=t.written_bytes,
+                   output_bytes=t.output_bytes, poll_timeouts=t.poll_timeouts)
         # Per decoded name ("gpu_ioctls[RM_CONTROL on /dev/nvidiactl]"): summed per process too.
         out.update({f"gpu_ioctls[{k}]": v for k, v in sorted(gpu.items())})
-        if t.null_bytes:                 # written to /dev/null: not output, still counted
-            out["bytes_discarded"] = t.null_bytes
         if w > 0:
             out["syscalls_per_s"] = round(n / w, 2)
     if v.cpu is not None:

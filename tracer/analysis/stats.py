@@ -34,7 +34,7 @@ class ThreadStats:
     connects: int = 0                                        # connections made (ret 0/EINPROGRESS)
     connect_targets: Counter = field(default_factory=Counter)
     null_writes: int = 0                                     # to /dev/null: not output
-    null_bytes: int = 0
+    written_bytes: int = 0                                   # every byte written or sent
     output_bytes: int = 0                                    # finish(): plain + socket output
     output_writes: int = 0
     output_targets: Counter = field(default_factory=Counter)

@@ -36,7 +36,9 @@ def _counters(c: Dict[str, float]) -> str:
         if c.get(key):
             parts.append(f"{c[key]:.0f} {label}")
     if c.get("bytes_written"):
-        parts.append(f"{c['bytes_written']:.0f} B written")
+        out = c.get("output_bytes", c["bytes_written"])
+        parts.append(f"{c['bytes_written']:.0f} B written"
+                     + (f" ({out:.0f} B of it output)" if out != c["bytes_written"] else ""))
     if "cpu_pct" in c:
         parts.append(f"CPU {c['cpu_pct']:.0f}%")
     return ", ".join(parts)

@@ -39,7 +39,7 @@ __all__ = ["LiveView", "LiveStats", "RATE_KEYS"]
 # Counters turned into per-second rates between two refreshes, and their column titles.
 RATE_KEYS: Tuple[Tuple[str, str], ...] = (
     ("syscalls", "sys/s"), ("eventfd_writes", "efd w/s"), ("futex_waits", "futex/s"),
-    ("gpu_ioctls", "GPU ioctl/s"), ("bytes_written", "out B/s"))
+    ("gpu_ioctls", "GPU ioctl/s"), ("output_bytes", "out B/s"))
 
 RATE_WINDOW_S = 2.0     # rates are over about the last 2 s
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
