@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from ...evidence_events import CudaGraphCalls, EvidenceNote
 from ..evidence.libs import identify, parse_maps
 from .base import Backend, Emit, TargetSet
+from .ebpf_env import CFLAGS, bcc_problem
 
 __all__ = ["CudaUprobeBackend", "PROGRAM", "SYMBOLS", "libcuda_paths", "with_cuda_uprobes"]
 
@@ -35,20 +36,6 @@ SYMBOLS = [("on_begin", r"^cuStreamBeginCapture(_v2)?(ToGraph)?(_ptsz)?$"),
            ("on_end", r"^cuStreamEndCapture(_ptsz)?$"),
            ("on_launch", r"^cuGraphLaunch(_ptsz)?$")]
 SYNC_S = 0.5
-_CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
-_CFLAGS = ["-Wno-macro-redefined", "-Wno-unknown-warning-option",
-           "-Wno-duplicate-decl-specifier", "-Wno-address-of-packed-member"]
-
-
-def _cap_eff() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError):
-        pass
-    return 0
 
 
 def libcuda_paths(pids: List[int], root: str = "/proc") -> Dict[str, str]:
@@ -84,16 +71,9 @@ class CudaUprobeBackend(Backend):
         self.attached = 0
 
     def check(self) -> Optional[str]:
-        caps = _cap_eff()
-        if os.geteuid() != 0 and not (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1) \
-                and not caps >> _CAP_SYS_ADMIN & 1:
-            return "uprobes need root (or CAP_BPF and CAP_PERFMON)"
-        try:
-            import bcc  # noqa: F401  (imported here only: see the module doc)
-        except Exception as e:
-            return f"BCC is not importable ({type(e).__name__}): apt install python3-bpfcc"
-        if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
-            return "no kernel headers for BCC (scripts/setup-ebpf.sh)"
+        why = bcc_problem("CUDA uprobes")
+        if why:
+            return why
         if not PROGRAM.exists():
             return f"BPF program missing: {PROGRAM}"
         return None
@@ -106,7 +86,7 @@ class CudaUprobeBackend(Backend):
         if not libs:           # no CUDA in the tree: nothing to count, nothing missing
             return
         from bcc import BPF  # noqa: WPS433 (see the module doc)
-        self._bpf = BPF(src_file=str(PROGRAM).encode(), cflags=_CFLAGS)
+        self._bpf = BPF(src_file=str(PROGRAM).encode(), cflags=CFLAGS)
         try:
             for path in libs.values():
                 for fn, regex in SYMBOLS:

@@ -16,7 +16,7 @@ from typing import List, Optional
 from ...linux.tracefs import TRACEFS_DIRS, ensure_tracefs, find_tracefs
 from . import ebpf_layout as L
 
-__all__ = ["ebpf_problem", "compile_flags", "CFLAGS"]
+__all__ = ["ebpf_problem", "bcc_problem", "compile_flags", "CFLAGS"]
 
 _CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
 # BCC compiles against /lib/modules/$(uname -r)/build, possibly another kernel's headers (6.1
@@ -47,12 +47,16 @@ def _pid_max() -> int:
         return 4194304   # PID_MAX_LIMIT on 64-bit
 
 
-def ebpf_problem() -> Optional[str]:
-    """Why the eBPF backend cannot load here (one line), or None."""
+def _admin() -> bool:
+    return os.geteuid() == 0 or bool(_cap_eff() >> _CAP_SYS_ADMIN & 1)
+
+
+def bcc_problem(what: str = "eBPF") -> Optional[str]:
+    """Why BCC cannot load a program here (one line, naming ``what`` needs it), or None: the
+    privileges, BCC itself, kernel headers. Shared by the eBPF and the CUDA uprobe backends."""
     caps = _cap_eff()
-    admin = os.geteuid() == 0 or bool(caps >> _CAP_SYS_ADMIN & 1)
-    if not admin and not (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1):
-        return "eBPF needs root (or CAP_BPF and CAP_PERFMON): run with sudo"
+    if not _admin() and not (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1):
+        return f"{what} needs root (or CAP_BPF and CAP_PERFMON): run with sudo"
     try:
         import bcc  # noqa: F401  (imported here only: see the module doc)
     except Exception as e:  # ImportError, or a broken libbcc
@@ -62,7 +66,15 @@ def ebpf_problem() -> Optional[str]:
     if not os.path.exists(build):
         return (f"no kernel headers at {build}: apt install linux-headers-$(uname -r) "
                 "(or run scripts/setup-ebpf.sh)")
-    found, why = ensure_tracefs(may_mount=admin)
+    return None
+
+
+def ebpf_problem() -> Optional[str]:
+    """Why the eBPF backend cannot load here (one line), or None."""
+    why = bcc_problem("eBPF")
+    if why:
+        return why
+    found, why = ensure_tracefs(may_mount=_admin())
     if found is None:
         return why
     if not L.PROGRAM.exists():
