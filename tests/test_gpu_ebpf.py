@@ -37,9 +37,17 @@ EXPECTED = {
              ["RM_CONTROL on /dev/nvidiactl", "spin-waits for the GPU", "no output"]),
     "blocking": ("blocked", "process-waits-on-gpu",
                  ["waits for the GPU", "polls the GPU", "blocking-sync wait on the GPU"]),
+    # NCCL_RAS_ENABLE left at NCCL's default (on): the RAS thread's keep-alives, counted in
+    # the kernel under ebpf, must not read as progress
     "nccl": ("busy-waiting", "collective-straggler",
-             ["stopped joining the collective", "GPU 1 idle",
-              "spin-waits on GPU 0 in the collective"]),
+             ["stopped joining AllReduce", "(NCCL RAS)", "it is blocked: futex"]),
+    "nccl_kernel": ("busy-waiting", "collective-straggler",
+                    ["stopped joining AllReduce", "(NCCL RAS)", "it busy-waits"]),
+    "nccl_lock": ("busy-waiting", "collective-straggler",
+                  ["stopped joining AllReduce", "(NCCL RAS)", "it is blocked: futex"]),
+    "nccl_kill": ("deadlocked", "dead-peer",
+                  ["killed by SIGKILL", "NCCL RAS got no data from it",
+                   "spin-waits on GPU 0 in the collective"]),
 }
 
 
@@ -96,7 +104,7 @@ def _nv_calls(path: Path, tid: int) -> Tuple[Counter, List[ev.IoctlCall], float]
 def test_nvidia_decoding_matches_strace_and_reads_the_rm_command(name):
     ebpf_path, strace_path = _ebpf(name), _strace(name)
     tids = {p: analyze_trace(str(p)).root_cause for p in (ebpf_path, strace_path)}
-    if name == "nccl":   # the root cause is the idle rank: compare the spinning one
+    if name.startswith("nccl"):   # the root cause may be idle or dead: compare a spinning rank
         tids = {p: _spinning_rank(p) for p in tids}
     got: Dict[Path, Tuple[Counter, List[ev.IoctlCall], float]] = {
         p: _nv_calls(p, rc["tid"]) for p, rc in tids.items()}
@@ -118,7 +126,7 @@ def test_nvidia_decoding_matches_strace_and_reads_the_rm_command(name):
 def _spinning_rank(path: Path) -> dict:
     report = analyze_trace(str(path))
     for p in report.processes:
-        if p.rule == "thread-gpu-spin-wait":
+        if p.rule in ("thread-gpu-spin-wait", "spins-for-a-dead-peer"):
             return {"pid": p.pid, "tid": p.pid}
     raise AssertionError("no rank spin-waits on the GPU")
 

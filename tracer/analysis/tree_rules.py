@@ -140,9 +140,26 @@ def _plain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
     others = _waiter_text(pvs, pick.pid)
     if others:
         summary += f"; {others}"
+    alike = _alike_ranks(pvs, pick)
+    if alike:
+        summary += (f"; {', '.join(pv.label for pv in alike)} "
+                    f"{'does' if len(alike) == 1 else 'do'} the same: which rank is behind "
+                    "cannot be told from here (no NCCL RAS answer, and their stacks, GPUs and "
+                    "waits do not differ)")
     if verdict in (BUSY, BLOCKED) and dead:
         summary += "; " + "; ".join(f"{d.label} {d.exit_status}" for d in dead)
     return TreeVerdict(verdict, f"process-{pick.rule}", RootCause(pick.pid, pick.key_tid, summary))
+
+
+def _alike_ranks(pvs: Mapping[int, ProcessVerdict], pick: ProcessVerdict) -> List[ProcessVerdict]:
+    """The other ranks in the very state of ``pick`` (same verdict and rule), when ``pick`` is
+    a rank no rule could single out: the root cause is then one of several, and says so."""
+    # (its launcher waiting for it in wait4 says nothing: a launcher joins its ranks in turn)
+    if pick.role.kind != "rank" or any(w.pid != pick.ppid for w in _waiters(pvs, pick.pid)):
+        return []
+    return sorted((pv for pv in pvs.values() if pv.pid != pick.pid and pv.role.kind == "rank"
+                   and pv.verdict == pick.verdict and pv.rule == pick.rule),
+                  key=lambda pv: pv.pid)
 
 
 _WORDS = {BUSY: "busy-waits", BLOCKED: "is blocked", PROGRESSING: "makes progress",
