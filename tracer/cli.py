@@ -45,12 +45,12 @@ class FiniteFloat(click.ParamType):
         return x
 
 
-def _emit(report, as_json: bool, verbose: bool = False) -> NoReturn:
+def _emit(report, as_json: bool, verbose: bool = False, err: bool = False) -> NoReturn:
     from .render.console import render_report
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        click.echo(json.dumps(report.to_json(), indent=2), err=err)
     else:
-        render_report(report, Console(), verbose=verbose)
+        render_report(report, Console(stderr=err), verbose=verbose)
     sys.exit(report.exit_code)
 
 
@@ -75,7 +75,8 @@ def main() -> None:
               type=click.Choice(["auto", "proc", "strace", "ebpf"]))
 @click.option("--rate", default=10.0, show_default=True, type=FiniteFloat(0.5, 200),
               help="/proc samples per second.")
-@click.option("--output", "-o", metavar="FILE", help="Trace file (default: hangtrace-PID-TIME.htrace.gz).")
+@click.option("--output", "-o", metavar="FILE", help="Trace file (default: hangtrace-PID-TIME"
+              ".htrace.gz); '-': gzip to standard output, the report to stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
 @click.option("--force", is_flag=True,
@@ -89,10 +90,12 @@ def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend:
     roots = resolve_targets(list(pids), name, force=force)
     backends, why = choose_backends(backend, rate)
     out = output or default_trace_path(roots)
-    done = _record(roots, backends, duration, out, as_json,
+    piped = out == "-"
+    done = _record(roots, backends, duration, out, as_json or piped,
                    f"attaching to {', '.join(map(str, roots))} for {duration:g} s with {why}")
-    click.echo(f"hangtrace: trace saved to {done.trace_path}", err=True)
-    _emit(done.report, as_json, verbose)
+    click.echo("hangtrace: trace written to standard output" if piped else
+               f"hangtrace: trace saved to {done.trace_path}", err=True)
+    _emit(done.report, as_json, verbose, err=piped)
 
 
 def _record(roots: List[int], backends: list, duration: float, out: str, as_json: bool,

@@ -6,7 +6,8 @@ Layout (text, UTF-8, one JSON value per line, optionally gzip-compressed as a wh
              "host": ..., "kernel": ..., "clock": "realtime", "start": <epoch s>,
              "source": "attach" | "import-strace", "targets": [pids], "options": {...},
              "processes": [ProcessInfo rows...], "roles": {pid: role label},
-             "schema": {tag: [field names]}}
+             "schema": {tag: [field names]}, "node": {"hostname", "netns", "netns_name",
+             "addrs"} (attach only: the node it ran on, linux/netns.py; merge.py reads it)}
     line 2.. one event per line: [TAG, value, value, ...] in the field order the header's
              schema gives for TAG (events.py); the reader maps fields by name, so fields can be
              added in a later v1 writer without breaking older files.
@@ -33,7 +34,7 @@ import stat
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
+from typing import IO, Any, Callable, Collection, Dict, Iterator, List, Optional, Tuple, Type
 
 from .. import events as ev
 from .. import evidence_events  # noqa: F401  (registers the evidence event classes)
@@ -66,9 +67,10 @@ class TraceInfo:
 
 def make_header(*, backends: List[str], source: str, targets: List[int], start: float,
                 processes: List[ev.ProcessInfo], options: Optional[Dict[str, Any]] = None,
-                roles: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+                roles: Optional[Dict[str, str]] = None,
+                node: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     uname = platform.uname()
-    return {
+    header = {
         "magic": MAGIC, "version": VERSION, "backends": backends, "source": source,
         "host": uname.node, "kernel": uname.release, "machine": uname.machine,
         "clock": "realtime", "start": start, "targets": targets, "options": options or {},
@@ -76,6 +78,9 @@ def make_header(*, backends: List[str], source: str, targets: List[int], start: 
         "schema": ev.schema(),
         "writer": "hangtrace 0.1",
     }
+    if node is not None:
+        header["node"] = node
+    return header
 
 
 # One encoder for all rows: json.dumps with non-default separators builds a new one per call.
@@ -84,7 +89,18 @@ _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 def create_output(path: str) -> IO[bytes]:
     """``path`` opened for writing a trace: a new file is created with mode 0600 whatever the
-    umask; an existing one is truncated and keeps its mode. Raises OutputError (one line)."""
+    umask; an existing one is truncated and keeps its mode. "-" is standard output (a launcher
+    such as ssh or kubectl exec carries it back): the trace takes it over, and fd 1 then points
+    to stderr, so that nothing else (a report, a child's output) can write into the trace.
+    Raises OutputError (one line)."""
+    if path == "-":
+        try:
+            fd = os.dup(1)
+            os.dup2(2, 1)
+            return os.fdopen(fd, "wb")
+        except OSError as e:
+            raise OutputError(f"cannot write the trace to standard output: {e.strerror}") \
+                from None
     try:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
@@ -106,7 +122,7 @@ class TraceWriter:
                  flush_interval: float = 1.0, raw: Optional[IO[bytes]] = None) -> None:
         self.path = path
         if compress is None:
-            compress = path.endswith(".gz")
+            compress = path.endswith(".gz") or path == "-"
         if raw is None:
             raw = create_output(path)
         self._raw = raw
@@ -297,15 +313,27 @@ class TraceReader:
             raise CorruptTrace(f"{path}: corrupt trace: header field 'processes' holds a "
                                f"row that is not a process ({type(e).__name__})") from None
 
-    def events(self) -> Iterator[ev.Event]:
+    def close(self) -> None:
+        """Close the file without reading the events (``events()`` closes it at its end)."""
+        self._stream.close()
+
+    def events(self, tags: Optional[Collection[str]] = None) -> Iterator[ev.Event]:
+        """The events in file order. With ``tags``, only rows of those tags are decoded (the
+        others are skipped unread; ``info.events`` then counts only those)."""
         info = self.info
         decoders = self._decoders
+        if tags is not None:
+            keep = set(tags) | {"end"}
+            decoders = {t: d for t, d in decoders.items() if t in keep}
+            wanted = tuple(f'["{t}",' for t in keep)
         # The C scanner behind json.loads, without its per-call wrappers (a 1M-event trace
         # spends most of its time here).
         scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
         pending_bad = 0
         try:
             for line in self._it:
+                if tags is not None and not line.startswith(wanted):
+                    continue
                 try:
                     row, _ = scan(line, 0)
                     event = decoders[row[0]](row)
