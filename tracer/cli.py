@@ -378,3 +378,8 @@ def entry() -> None:
         click.echo(f"hangtrace: internal error: {type(exc).__name__}: {exc}", err=True)
         code = 1
     sys.exit(code)
+
+
+from .cli_nodes import merge  # noqa: E402  (the commands for several nodes)
+
+main.add_command(merge)

@@ -54,13 +54,18 @@ class ProcessReport:
     threads: List[ThreadReport]
     exit_status: Optional[str] = None
     counters: Dict[str, float] = field(default_factory=dict)
+    # Merged traces (hangtrace merge): the node it ran on and its pid there; ``pid`` is then
+    # a key unique across nodes (node i's pid p is i * 10,000,000 + p), as are tids.
+    node: Optional[str] = None
+    node_pid: Optional[int] = None
 
     def to_json(self) -> Dict[str, Any]:
         return {"pid": self.pid, "ppid": self.ppid, "role": self.role, "comm": self.comm,
                 "cmdline": self.cmdline, "verdict": self.verdict, "rule": self.rule,
                 "evidence": self.evidence, "waits_on": self.waits_on,
                 "exit_status": self.exit_status, "counters": self.counters,
-                "threads": [t.to_json() for t in self.threads]}
+                "threads": [t.to_json() for t in self.threads],
+                "node": self.node, "node_pid": self.node_pid}
 
 
 @dataclass
@@ -88,6 +93,10 @@ class Report:
     # Set by ``hangtrace watch`` (tracer/record/watch.py): {"silent_since", "recorded_from",
     # "silent_for", "last_progress", "summary"}; None for every other report.
     watch: Optional[Dict[str, Any]] = None
+    # Set by ``hangtrace merge``/``cluster`` (analysis/merged.py): one entry per node, {"name",
+    # "hostname", "netns", "trace", "key_offset", "clock_offset", "clock", "window", "error"};
+    # None for a single trace.
+    nodes: Optional[List[Dict[str, Any]]] = None
 
     @property
     def exit_code(self) -> int:
@@ -105,4 +114,4 @@ class Report:
                 "exit_code": self.exit_code,
                 "processes": [p.to_json() for p in self.processes],
                 "wait_graph": self.wait_graph, "rank_stacks": self.rank_stacks,
-                "evidence": self.evidence, "watch": self.watch}
+                "evidence": self.evidence, "watch": self.watch, "nodes": self.nodes}
