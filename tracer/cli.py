@@ -380,6 +380,7 @@ def entry() -> None:
     sys.exit(code)
 
 
-from .cli_nodes import merge  # noqa: E402  (the commands for several nodes)
+from .cli_nodes import cluster, merge  # noqa: E402  (the commands for several nodes)
 
 main.add_command(merge)
+main.add_command(cluster)

@@ -70,6 +70,20 @@ def _node_json(n: NodeTrace) -> Dict[str, object]:
             "window": {"start": n.start, "end": n.end}, "error": None}
 
 
+def _qualify(report: Report, failed: Sequence[Tuple[str, str]]) -> None:
+    """A node that could not be recorded may be the one that hangs: the rest of the job
+    progressing or idle says nothing about it (as observed.qualify_tree for a process)."""
+    if not failed or report.verdict not in ("progressing", "idle"):
+        return
+    what = "makes progress" if report.verdict == "progressing" else "is idle"
+    names = ", ".join(name for name, _ in failed)
+    report.verdict, report.rule = "unknown", "node-not-recorded"
+    rest = report.root_cause.get("summary") or ""
+    report.root_cause = dict(report.root_cause, summary=(
+        f"node {names} could not be recorded ({failed[0][1]}); the rest of the job {what}, "
+        "which says nothing about it" + (f". The rest: {rest}" if rest else "")))
+
+
 def analyze_merged(paths: Sequence[str],
                    failed: Sequence[Tuple[str, str]] = ()) -> Report:
     """The report of the job (module doc). ``failed``: (node name, why) of nodes without a
@@ -98,9 +112,10 @@ def analyze_merged(paths: Sequence[str],
             notes.append(f"{n.name}: {n.bad_lines} corrupt lines in its trace were skipped")
         if n.truncated:
             notes.append(f"{n.name}: its trace was cut short; merged up to its last event")
-    notes += [f"node {name} could not be recorded: {why}" for name, why in failed]
     report = an.report(end=max(ends) if ends else None,
                        truncated=any(n.truncated for n in nodes), extra_notes=notes)
+    report.unobserved += [f"node {name} could not be recorded: {why}" for name, why in failed]
+    _qualify(report, failed)
     report.nodes = [_node_json(n) for n in nodes] + [
         {"name": name, "hostname": None, "netns": None, "trace": None, "key_offset": None,
          "clock_offset": None, "clock": "", "truncated": False, "window": None, "error": why}

@@ -163,7 +163,7 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     if stacks is not None:
         console.print(stacks)
     from .evidence import render_evidence
-    render_evidence(report.evidence, console, verbose)
+    render_evidence(report.evidence, console, verbose, ids.pid)
     for n in report.notes:
         console.print(Text.from_markup(f"[yellow]note:[/] {escape(n)}"))
     if report.trace_path:
