@@ -8,6 +8,7 @@ the recording window and returns a ``Recording``: everything the rules need, not
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 
 from .. import events as ev
@@ -24,6 +25,7 @@ MAX_FUTEX_ADDRS = 4096
 MAX_FDS_TRACKED = 64        # socket fds followed per thread (bounded memory)
 
 
+@lru_cache(maxsize=4096)        # a blocked thread shows the same line in every sample
 def _strip_sp_pc(text: str) -> str:
     """/proc/.../syscall ends with the stack and instruction pointers, which change; drop them."""
     parts = text.split()
@@ -330,7 +332,7 @@ class Accumulator:
                 self.futex_wakers[e.addr] = (t.pid, t.tid)
 
     def _sample(self, s: ev.ThreadSample) -> None:
-        t = self._thread(s.pid, s.tid)
+        t = self.threads.get((s.pid, s.tid)) or self._thread(s.pid, s.tid)
         if s.comm:
             t.comm = s.comm
         t.samples += 1

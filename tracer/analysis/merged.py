@@ -2,8 +2,8 @@
 
 Contract: the traces (one per node, tracefile/merge.py names the nodes) are analyzed as one
 recording by the ordinary ``Analyzer``: their events, rewritten to keys unique across nodes and
-moved onto the first node's clock (estimated from matching send/receive pairs), are fed in time
-order; the wait-for graph then resolves waits between nodes itself (a TCP 4-tuple seen at both
+moved onto the first node's clock (estimated from matching send/receive pairs), are fed node
+after node, each in its own time order (tracefile/merge.merged_events); the wait-for graph then resolves waits between nodes itself (a TCP 4-tuple seen at both
 ends), NCCL RAS answers in any trace speak for every node (nodes.localize_ras), and labels name
 the node ("node b, rank 1 (pid 4242)"). The window runs from the moment every node was
 recording (the latest start; the earliest when the traces do not overlap) to the last end.
@@ -100,6 +100,7 @@ def analyze_merged(paths: Sequence[str],
                   processes=[p for n in nodes for p in n.processes], roots=roots,
                   source="merge", nodes=nmap)
     an.feed_all(merged_events(nodes))
+    an.ras.sort(key=lambda e: e.ts)      # node after node: the latest answer is the last
     ends = [n.end for n in nodes if n.end is not None]
     notes = [f"{len(nodes)} nodes merged: " + "; ".join(
         f"{n.name} ({n.path})" for n in nodes)]

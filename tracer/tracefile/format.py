@@ -34,7 +34,7 @@ import stat
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Collection, Dict, Iterator, List, Optional, Tuple, Type
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from .. import events as ev
 from .. import evidence_events  # noqa: F401  (registers the evidence event classes)
@@ -241,27 +241,43 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
     return raw, raw
 
 
-def _lines(stream: IO[bytes], info: TraceInfo, limit: int = MAX_LINE_CHARS) -> Iterator[str]:
-    """Yield text lines; a gzip stream cut short ends the iteration and marks it truncated.
+_BLOCK = 1 << 20
 
-    A line longer than ``limit`` characters raises CorruptTrace: every read is bounded, so a
-    file without newlines (or a stream of zeros) cannot fill memory.
+
+def _lines(stream: IO[bytes], info: TraceInfo, limit: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """Yield text lines (with their newline; a last line cut short without it); a gzip stream
+    cut short ends the iteration and marks it truncated.
+
+    The stream is read in blocks (``read1``: what one read gives, so a stream cut short loses
+    nothing read before) and split in C: a trace has a million lines. A line growing past
+    ``limit`` characters raises CorruptTrace: every read is bounded, so a file without
+    newlines (or a stream of zeros) cannot fill memory.
     """
-    text = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape")  # type: ignore
-    readline = text.readline
+    read = getattr(stream, "read1", stream.read)
+    carry = b""
     n = 0
     try:
         while True:
-            line = readline(limit)
-            if not line:
-                return
-            n += 1
-            if len(line) >= limit and line[-1] != "\n":
-                raise CorruptTrace(f"{info.path}: corrupt trace: line {n} is longer than "
+            block = read(_BLOCK)
+            if not block:
+                break
+            data = carry + block if carry else block
+            cut = data.rfind(b"\n") + 1
+            carry = data[cut:]
+            if len(carry) >= limit:
+                raise CorruptTrace(f"{info.path}: corrupt trace: line {n + 1} is longer than "
                                    f"{limit >> 20} MiB")
-            yield line
+            if cut:
+                # JSON escapes every control character, so the only line break of a valid
+                # trace is "\n" (splitlines, in C, also breaks a corrupt line at "\r").
+                lines = data[:cut].decode("utf-8", "surrogateescape").splitlines(True)
+                n += len(lines)
+                yield from lines
     except (EOFError, zlib.error, gzip.BadGzipFile, OSError):
         info.truncated = True
+        return
+    if carry:
+        yield carry.decode("utf-8", "surrogateescape")
 
 
 def open_trace(path: str) -> "TraceReader":
@@ -317,23 +333,15 @@ class TraceReader:
         """Close the file without reading the events (``events()`` closes it at its end)."""
         self._stream.close()
 
-    def events(self, tags: Optional[Collection[str]] = None) -> Iterator[ev.Event]:
-        """The events in file order. With ``tags``, only rows of those tags are decoded (the
-        others are skipped unread; ``info.events`` then counts only those)."""
+    def events(self) -> Iterator[ev.Event]:
         info = self.info
         decoders = self._decoders
-        if tags is not None:
-            keep = set(tags) | {"end"}
-            decoders = {t: d for t, d in decoders.items() if t in keep}
-            wanted = tuple(f'["{t}",' for t in keep)
         # The C scanner behind json.loads, without its per-call wrappers (a 1M-event trace
         # spends most of its time here).
         scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
         pending_bad = 0
         try:
             for line in self._it:
-                if tags is not None and not line.startswith(wanted):
-                    continue
                 try:
                     row, _ = scan(line, 0)
                     event = decoders[row[0]](row)
