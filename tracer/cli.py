@@ -91,6 +91,9 @@ def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend:
     backends, why = choose_backends(backend, rate)
     out = output or default_trace_path(roots)
     piped = out == "-"
+    if piped and sys.stdout.isatty():
+        raise UsageError("--output -: standard output is a terminal; send it to a file or a "
+                         "pipe (the trace is gzip)")
     done = _record(roots, backends, duration, out, as_json or piped,
                    f"attaching to {', '.join(map(str, roots))} for {duration:g} s with {why}")
     click.echo("hangtrace: trace written to standard output" if piped else
