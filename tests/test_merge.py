@@ -331,3 +331,27 @@ def test_what_may_link_two_nodes(target, crosses):
     from tracer.analysis.nodes import target_scope
     assert (target_scope(ID_STRIDE + 5, target) is None) == crosses
     assert target_scope(ID_STRIDE + 5, target) in (None, 1)
+
+
+def test_clock_offset_of_periodic_keepalives_with_a_skew_of_many_periods():
+    """Keep-alives every 0.5 s for 30 s, the other clock 7.3 s ahead (14 periods): the true
+    alignment is the one most pairs share, and both directions agree on it."""
+    from tracer.tracefile.clock import Messages, estimate, pair_bounds
+    a, b = Messages(), Messages()
+    for i in range(60):
+        t = T0 + 0.5 * i
+        a.add_send(t, 30)
+        b.add_recv(t + 7.3 + 2e-4, 30)
+        b.add_send(t + 7.3 + 3e-4, 30)
+        a.add_recv(t + 6e-4, 30)
+    off = estimate(pair_bounds(a, b))
+    assert off is not None and off.both_ways and abs(off.theta - 7.3) < 1e-3, off
+
+
+def test_one_pair_alone_is_not_used():
+    from tracer.tracefile.clock import Offset, solve
+    assert solve(2, {(0, 1): Offset(5.0, 0.05, 1, False)})[1] is None
+    assert solve(2, {(0, 1): Offset(5.0, 0.05, 2, False)})[1][0] == 5.0
+    got = solve(3, {(0, 1): Offset(1.0, 0, 9, True), (1, 2): Offset(2.0, 0, 9, True),
+                    (0, 2): Offset(9.9, 0, 3, True)})
+    assert [g[0] for g in got] == [0.0, 1.0, 3.0]      # along the best-supported estimates

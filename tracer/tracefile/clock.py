@@ -20,8 +20,13 @@ Contract (pure, bounded, never raises):
   estimate), else the one bound (too large by the one-way latency). ``Offset.error`` is half the
   interval's width, or TOL with one direction only.
 - ``solve(n, edges)``: per-node offsets relative to node 0 along the best-supported pairwise
-  estimates (a maximum spanning tree by number of agreeing pairs); a node with no path to
-  node 0 gets None.
+  estimates (a maximum spanning tree by number of agreeing pairs; an estimate fewer than
+  MIN_PAIRS pairs agree with is not used); a node with no path to node 0 gets None.
+Limits: periodic messages of one size (keep-alives) match every period; the estimate then rests
+on the alignment most pairs share (traces that cover about the same time favour the true one)
+and on both directions agreeing. A receive is matched with the NEAREST sends of its size on
+either side in raw time, so a skew larger than that many messages' spacing on every
+connection between two nodes is not found.
 """
 from __future__ import annotations
 
@@ -35,9 +40,10 @@ __all__ = ["crosses_nodes", "Messages", "Bounds", "Offset", "pair_bounds", "esti
            "MAX_MESSAGES", "TOL"]
 
 MAX_MESSAGES = 512       # sends and receives kept per connection and node (the first ones)
-NEAREST = 16             # sends of a receive's size tried on each side of it
+NEAREST = 64             # sends of a receive's size tried on each side of it
 MAX_SKEW = 3600.0        # seconds: a pair further apart than this is not considered
 MAX_BOUNDS = 20000       # per node pair
+MIN_PAIRS = 2            # an offset fewer agreeing pairs support is not used
 TOL = 0.05               # seconds: the one-way latency of a pair that counts as tight
 
 
@@ -160,7 +166,7 @@ def solve(n: int, edges: Dict[Tuple[int, int], Offset]) -> List[Optional[Tuple[f
     while True:          # Prim: always the best-supported edge out of the reached set
         cand = None
         for (a, b), off in edges.items():
-            if (a in reached) == (b in reached):
+            if (a in reached) == (b in reached) or off.pairs < MIN_PAIRS:
                 continue
             if cand is None or off.pairs > cand[1].pairs:
                 cand = ((a, b), off)

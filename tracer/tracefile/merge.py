@@ -313,10 +313,12 @@ def estimate_clocks(nodes: List[NodeTrace]) -> None:
         rev = FdTarget.parse(target).reversed()
         for a in owners:
             for b in by_target.get(rev or "", []):
-                if a < b:
-                    pooled.setdefault((a, b), clock.Bounds()).extend(
-                        clock.pair_bounds(seen[a][target], seen[b][rev or ""]))
-                    links[(a, b)] = links.get((a, b), 0) + 1
+                if a >= b:
+                    continue
+                links[(a, b)] = links.get((a, b), 0) + 1
+                got = pooled.setdefault((a, b), clock.Bounds())
+                if len(got.upper) + len(got.lower) < clock.MAX_BOUNDS:
+                    got.extend(clock.pair_bounds(seen[a][target], seen[b][rev or ""]))
     edges = {k: off for k, b in pooled.items() if (off := clock.estimate(b)) is not None}
     solved = clock.solve(len(nodes), edges)
     ref = nodes[0].name
