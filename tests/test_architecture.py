@@ -40,8 +40,9 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-# modules that belong to a layer they do not name: the evidence event classes are events
-ALIASES = {"evidence_events": "events", "count_events": "events"}
+# modules that belong to a layer they do not name: the evidence event classes are events, and
+# the commands for several nodes (cli_nodes.py: merge, cluster) are the command line
+ALIASES = {"evidence_events": "events", "count_events": "events", "cli_nodes": "cli"}
 
 
 def _package_of(mod: str) -> str:

@@ -358,6 +358,41 @@ def test_heartbeat_hang(scenario: StartScenario) -> None:
     assert wait_until(lambda: blocked_syscall(peer, helper)[0] in ("7", "45", "35", "230"))
 
 
+def test_tcp_ranks() -> None:
+    """The two ranks on loopback (tests/test_multinode_live.py puts them on two nodes)."""
+    script = str(scenarios.SCENARIO_DIR / "tcp_ranks.py")
+    for _ in range(20):                       # two free ports in a row: PORT and PORT+1
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+            break
+        except OSError:
+            continue
+    # rank 1's stdin: a pipe whose writer (sleep) never writes
+    with scenarios.Scenario("tcp_ranks", ["sh", "-c", 'sleep 1000000 | exec "$0" "$@"',
+                                          sys.executable, script, "--node", "b", "--bind",
+                                          "127.0.0.1", "--port", str(port)]) as r1, \
+            scenarios.Scenario("tcp_ranks", [sys.executable, script, "--node", "a",
+                                             "--connect", "127.0.0.1", "--port",
+                                             str(port)]) as r0:
+        assert wait_until(lambda: syscall(r1.pid)[0] == SYS_READ_STR, 5.0)   # stuck on stdin
+        assert blocked_syscall(r0.pid)[0] == str(SYS_RECVFROM)             # waits for rank 1
+        assert len(thread_ids(r0.pid)) == 2 and len(thread_ids(r1.pid)) == 2
+        helper = next(t for t in thread_ids(r0.pid) if t != r0.pid)
+        calls = set()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:    # the keep-alive loop: sleep, send, poll, recv
+            calls.add(syscall(r0.pid, helper)[0])
+            time.sleep(0.01)
+        assert "230" in calls                 # clock_nanosleep between keep-alives
+
+
+SYS_READ_STR = str(SYS_READ)
+
+
 def test_silent_server(scenario: StartScenario, tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     with socket.socket() as s:
@@ -393,7 +428,7 @@ def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
     tested = {"spin", "yield_spin", "lock_order_deadlock", "py_deadlock", "idle_server",
               "pipe_deadlock", "eventfd_deadlock", "dead_worker", "sglang_like", "healthy_worker", "parked_pool",
               "shared_mutex_killed", "slow_peer", "chatty_client", "heartbeat_hang", "partial_hang",
-              "silent_server", "gpu_libs_like"}
+              "silent_server", "gpu_libs_like", "tcp_ranks"}
     assert set(scenarios.available_scenarios()) == tested
     readme = (scenarios.SCENARIO_DIR / "README.md").read_text()
     for name in tested:

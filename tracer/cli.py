@@ -46,12 +46,12 @@ class FiniteFloat(click.ParamType):
         return x
 
 
-def _emit(report, as_json: bool, verbose: bool = False) -> NoReturn:
+def _emit(report, as_json: bool, verbose: bool = False, err: bool = False) -> NoReturn:
     from .render.console import render_report
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        click.echo(json.dumps(report.to_json(), indent=2), err=err)
     else:
-        render_report(report, Console(), verbose=verbose)
+        render_report(report, Console(stderr=err), verbose=verbose)
     sys.exit(report.exit_code)
 
 
@@ -76,7 +76,8 @@ def main() -> None:
               type=click.Choice(["auto", "proc", "strace", "ebpf"]))
 @click.option("--rate", default=10.0, show_default=True, type=FiniteFloat(0.5, 200),
               help="/proc samples per second.")
-@click.option("--output", "-o", metavar="FILE", help="Trace file (default: hangtrace-PID-TIME.htrace.gz).")
+@click.option("--output", "-o", metavar="FILE", help="Trace file (default: hangtrace-PID-TIME"
+              ".htrace.gz); '-': gzip to standard output, the report to stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
 @click.option("--force", is_flag=True,
@@ -90,10 +91,15 @@ def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend:
     roots = resolve_targets(list(pids), name, force=force)
     backends, why = choose_backends(backend, rate)
     out = output or default_trace_path(roots)
-    done = _record(roots, backends, duration, out, as_json,
+    piped = out == "-"
+    if piped and sys.stdout.isatty():
+        raise UsageError("--output -: standard output is a terminal; send it to a file or a "
+                         "pipe (the trace is gzip)")
+    done = _record(roots, backends, duration, out, as_json or piped,
                    f"attaching to {', '.join(map(str, roots))} for {duration:g} s with {why}")
-    click.echo(f"hangtrace: trace saved to {done.trace_path}", err=True)
-    _emit(done.report, as_json, verbose)
+    click.echo("hangtrace: trace written to standard output" if piped else
+               f"hangtrace: trace saved to {done.trace_path}", err=True)
+    _emit(done.report, as_json, verbose, err=piped)
 
 
 def _record(roots: List[int], backends: list, duration: float, out: str, as_json: bool,
@@ -396,3 +402,9 @@ def entry() -> None:
         click.echo(f"hangtrace: internal error: {type(exc).__name__}: {exc}", err=True)
         code = 1
     sys.exit(code)
+
+
+from .cli_nodes import cluster, merge  # noqa: E402  (the commands for several nodes)
+
+main.add_command(merge)
+main.add_command(cluster)

@@ -57,6 +57,10 @@ class ProcessReport:
     # True: ``pid`` is the tid of one thread whose process the recording does not show
     # (strace -p A -p B logs have no fork records); it is reported on its own.
     pid_unknown: bool = False
+    # Merged traces (hangtrace merge): the node it ran on and its pid there; ``pid`` is then
+    # a key unique across nodes (node i's pid p is i * 10,000,000 + p), as are tids.
+    node: Optional[str] = None
+    node_pid: Optional[int] = None
 
     def to_json(self) -> Dict[str, Any]:
         return {"pid": self.pid, "ppid": self.ppid, "role": self.role, "comm": self.comm,
@@ -64,7 +68,8 @@ class ProcessReport:
                 "evidence": self.evidence, "waits_on": self.waits_on,
                 "exit_status": self.exit_status, "counters": self.counters,
                 "pid_unknown": self.pid_unknown,
-                "threads": [t.to_json() for t in self.threads]}
+                "threads": [t.to_json() for t in self.threads],
+                "node": self.node, "node_pid": self.node_pid}
 
 
 @dataclass
@@ -94,6 +99,10 @@ class Report:
     watch: Optional[Dict[str, Any]] = None
     # threads stuck all window on one object while the tree goes on (analysis/partial.py)
     partial_hangs: List[Dict[str, Any]] = field(default_factory=list)
+    # Set by ``hangtrace merge``/``cluster`` (analysis/merged.py): one entry per node, {"name",
+    # "hostname", "netns", "trace", "key_offset", "clock_offset", "clock", "window", "error"};
+    # None for a single trace.
+    nodes: Optional[List[Dict[str, Any]]] = None
 
     @property
     def exit_code(self) -> int:
@@ -112,4 +121,4 @@ class Report:
                 "processes": [p.to_json() for p in self.processes],
                 "wait_graph": self.wait_graph, "rank_stacks": self.rank_stacks,
                 "evidence": self.evidence, "watch": self.watch,
-                "partial_hangs": self.partial_hangs}
+                "partial_hangs": self.partial_hangs, "nodes": self.nodes}

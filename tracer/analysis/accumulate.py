@@ -8,6 +8,7 @@ the recording window and returns a ``Recording``: everything the rules need, not
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from .. import events as ev
@@ -32,6 +33,7 @@ _SYSCALLS = frozenset({ev.Syscall, ev.FutexCall, ev.PollCall, ev.IoctlCall, ev.W
                        ev.ReadCall, ev.WaitChild})     # what the dispatch sends to _syscall
 
 
+@lru_cache(maxsize=4096)        # a blocked thread shows the same line in every sample
 def _strip_sp_pc(text: str) -> str:
     """/proc/.../syscall ends with the stack and instruction pointers, which change; drop them."""
     parts = text.split()
@@ -383,7 +385,7 @@ class Accumulator:
                 self.futex_wakers[e.addr] = (t.pid, t.tid)
 
     def _sample(self, s: ev.ThreadSample) -> None:
-        t = self._thread(s.pid, s.tid)
+        t = self.threads.get((s.pid, s.tid)) or self._thread(s.pid, s.tid)
         if s.comm:
             t.comm = s.comm
         t.samples += 1

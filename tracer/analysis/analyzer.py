@@ -19,6 +19,7 @@ from .evidence import recording_evidence
 from .evidence_table import EVIDENCE_TYPES, EvidenceTable
 from .facts import WaitFacts
 from .gpu_rules import GpuAccumulator
+from .nodes import NodeMap
 from .report_build import build_report
 from .stacks import StackTable
 
@@ -27,7 +28,8 @@ class Analyzer:
     def __init__(self, *, start: Optional[float] = None, backends: Optional[List[str]] = None,
                  capabilities: Optional[Dict[str, bool]] = None,
                  processes: Optional[List[ev.ProcessInfo]] = None,
-                 roots: Optional[List[int]] = None, source: str = "attach") -> None:
+                 roots: Optional[List[int]] = None, source: str = "attach",
+                 nodes: Optional[NodeMap] = None) -> None:
         self.acc = Accumulator(start=start, backends=backends, capabilities=capabilities,
                                processes=processes, roots=roots)
         self.gpu = GpuAccumulator()
@@ -42,6 +44,7 @@ class Analyzer:
             ev.NcclRasStatus: self.ras.append}
         self._route.update({cls: self.facts.feed for cls in _FACTS})
         self._route.update({cls: self.evidence.feed for cls in EVIDENCE_TYPES})
+        self.nodes = nodes                # merged traces: the nodes' names (nodes.py)
 
     def feed(self, event: ev.Event) -> None:
         route = self._route.get(type(event))
@@ -62,7 +65,8 @@ class Analyzer:
         rec = self.acc.finish(end, truncated=truncated)
         report = build_report(rec, source=self.source, trace_path=trace_path,
                               extra_notes=list(extra_notes), gpus=self.gpu.gpus,
-                              stacks=self.stacks, facts=self.facts, ras=self.ras)
+                              stacks=self.stacks, facts=self.facts, ras=self.ras,
+                              nodes=self.nodes)
         report.evidence = recording_evidence(self.evidence, rec.processes,
                                              {p.pid: p.role for p in report.processes},
                                              (rec.start, rec.end))

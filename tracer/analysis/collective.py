@@ -3,7 +3,8 @@
 Contract: pure functions of the recording, the thread verdicts and the NVML readings.
 - ``collective_peers(rec, pid)``: the traced processes at the other end of pid's connected
   TCP/unix sockets (gloo pairs, TCPStore, NCCL bootstrap): a rank blocked in a futex while
-  connected to peer ranks waits in a collective for them (graph_build.py).
+  connected to peer ranks waits in a collective for them (graph_build.py). Ranks of other
+  nodes (merged traces) only through TCP between nodes (nodes.py).
 - ``find_stragglers(rec, procs, threads, gpus)``: with NCCL a collective runs as a GPU kernel:
   a rank that entered it while a peer did not has its kernel spin on the GPU and its host thread
   spin-waits (or yield-waits) in the stream synchronize behind it. The peer that never arrived
@@ -23,6 +24,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Set
 from ..linux.fdtarget import FdTarget
 from .accumulate import Recording
 from .gpu_rules import MOST, GpuStats
+from .nodes import crosses_nodes, real_id, same_node
 from .process_facts import ProcessFacts, exit_failed
 from .nccl_ras import RasStatus, lagging_ranks, missing_ranks
 from .verdict import BLOCKED, BUSY, EXITED, PROGRESSING, UNKNOWN, ThreadVerdict, _StrEnum
@@ -66,10 +68,14 @@ def collective_peers(rec: Recording, pid: int) -> List[int]:
     for qpid, q in rec.processes.items():
         if qpid == pid or q.info is None or q.exited is not None:
             continue
+        near = same_node(qpid, pid)           # merged traces: only TCP links two nodes
         for f in q.info.fds:
             if f.kind not in _SOCKETS:
                 continue
-            if FdTarget.parse(f.target).endpoints() in want or (
+            t = FdTarget.parse(f.target)
+            if not near and not crosses_nodes(t):
+                continue
+            if t.endpoints() in want or (
                     f.kind == "unix" and f.inode is not None and str(f.inode) in peer_inodes):
                 out.add(qpid)
                 break
@@ -112,7 +118,7 @@ def _doing(pid: int, state: Mapping[int, List[ThreadVerdict]],
            gpus: Mapping[int, GpuStats]) -> str:
     busy = _gpus_of(pid, gpus, busy=True)
     if any(v.verdict == BUSY and v.gpu_wait for v in state.get(pid, [])):
-        on = f" on GPU {', '.join(map(str, busy))}" if busy else ""
+        on = f" on GPU {', '.join(str(real_id(g)) for g in busy)}" if busy else ""
         return f"spin-waits{on} in the collective"
     return "waits in the collective"
 
@@ -180,11 +186,13 @@ def _from_nvml(ranks: Sequence[int], state: Mapping[int, List[ThreadVerdict]],
             continue
         idle = _gpus_of(pid, gpus, busy=False)
         mine = set(peers.get(pid, []))
-        waiters = {s: f"spin-waits on GPU {', '.join(map(str, g))} in the collective"
+        waiters = {s: f"spin-waits on GPU {', '.join(str(real_id(x)) for x in g)} in the "
+                      "collective"
                    for s, g in spinning.items() if s in mine or pid in peers.get(s, [])}
         if idle and waiters:
             out.append(Straggler(pid, LagSource.NVML,
-                                 f"GPU {', '.join(map(str, idle))} idle, and it is not waiting "
+                                 f"GPU {', '.join(str(real_id(g)) for g in idle)} idle, and "
+                                 "it is not waiting "
                                  "for the GPU", waiters, gpus=idle))
     return out
 
@@ -216,14 +224,14 @@ def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
 
 
 def straggler_evidence(st: Straggler, labels: Mapping[int, str]) -> str:
-    waiting = ", ".join(labels.get(w, f"pid {w}") for w in st.waiters)
+    waiting = ", ".join(labels.get(w, f"pid {real_id(w)}") for w in st.waiters)
     return f"{st.why}; {waiting} wait for it in the collective ({st.source}): it stopped joining"
 
 
 def straggler_summary(st: Straggler, labels: Mapping[int, str], state: str) -> str:
     """The root cause line (tree_rules): ``state`` is what the straggler itself is doing."""
-    late = labels.get(st.pid, f"pid {st.pid}")
+    late = labels.get(st.pid, f"pid {real_id(st.pid)}")
     what = f"stopped joining {st.op}" if st.op else "stopped joining the collective"
-    waiting = "; ".join(f"{labels.get(w, f'pid {w}')} {doing}, waiting for it"
+    waiting = "; ".join(f"{labels.get(w, f'pid {real_id(w)}')} {doing}, waiting for it"
                         for w, doing in st.waiters.items())
     return f"{late} {what}: {st.why}; it {state}; {waiting}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .nodes import real_id
 from .evidence_gpu import gpu_evidence
 from .evidence_libs import capture_evidence, lib_evidence
 from .evidence_ports import check_ports
@@ -131,7 +132,7 @@ def _log_findings(processes: List[Dict[str, Any]], window: Optional[Tuple[float,
     return [Finding("logs-silent", "warn",
                     f"no log of the tree was written for {_dur(quiet)} before "
                     f"{'the window' if window else 'this snapshot'}: the newest, {where} "
-                    f"(pid {pid}), last changed {_dur(ref - newest)} ago",
+                    f"(pid {real_id(pid)}), last changed {_dur(ref - newest)} ago",
                     sorted({d[1] for d in dated}), "mtime of the fds' files (fstat)")]
 
 
@@ -141,7 +142,7 @@ def _port_findings(asks: list) -> List[Finding]:
         if a.listened_by or not a.local:
             continue
         what = f"{a.option} {a.port}" if a.option.startswith("-") else f"{a.host}:{a.port}"
-        who = ", ".join(map(str, a.pids))
+        who = ", ".join(str(real_id(p)) for p in a.pids)
         if a.serves:
             text = (f"the command line of pid {who} asks for port {a.port} ({what}); nothing "
                     "in the tree listens on it")

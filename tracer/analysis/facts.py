@@ -2,8 +2,9 @@
 
 Contract: ``WaitFacts.feed`` takes ``FutexOwner`` and ``SocketPeers`` events (probes/ in record/);
 ``owner(pid, addr)`` is the holder read for one futex, ``unix_peers`` maps a unix socket inode to
-its peer's, ``outside`` a peer inode to the pids outside the tree that hold it. Empty facts are
-fine (replays of old traces): waits then resolve without them.
+its peer's, ``outside`` a peer inode to the pids outside the tree that hold it. Inodes are
+node-scoped (nodes.scoped_inode: the inode itself in a single trace). Empty facts are fine
+(replays of old traces): waits then resolve without them.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .. import events as ev
+from .nodes import scoped_inode
 
 
 @dataclass
@@ -24,8 +26,11 @@ class WaitFacts:
             self.futex[(e.pid, e.addr)] = e
         elif isinstance(e, ev.SocketPeers):
             # A trace file turns the int keys into strings (JSON objects): convert back.
-            self.unix_peers.update({int(k): int(v) for k, v in (e.peers or {}).items()})
-            self.outside.update({int(k): list(v) for k, v in (e.outside or {}).items()})
+            pid = e.pid
+            self.unix_peers.update({scoped_inode(pid, int(k)): scoped_inode(pid, int(v))
+                                    for k, v in (e.peers or {}).items()})
+            self.outside.update({scoped_inode(pid, int(k)): list(v)
+                                 for k, v in (e.outside or {}).items()})
 
     def owner(self, pid: int, addr: Optional[int]) -> Optional[ev.FutexOwner]:
         if addr is None:

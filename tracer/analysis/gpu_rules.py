@@ -19,6 +19,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Set
 
 from .. import events as ev
 from ..linux.fdtarget import GPU_KINDS as GPU_FD_KINDS
+from .nodes import real_id
 from .verdict import BUSY, YIELD_MIN_RATE, ThreadContext, ThreadVerdict
 
 BUSY_UTIL = 90          # percent: the GPU is running a kernel (NVML utilization)
@@ -127,8 +128,8 @@ def gpu_findings(gpus: Mapping[int, GpuStats], verdicts: Mapping[int, str],
         ours = sorted(p for p in g.pids if p in verdicts)
         if g.pids and not ours:
             continue
-        who = f" (used by pid {', '.join(map(str, ours))})" if ours else ""
-        head = (f"GPU {g.gpu}{who} at {g.mean_util:.0f}% utilization on average in "
+        who = f" (used by pid {', '.join(str(real_id(p)) for p in ours)})" if ours else ""
+        head = (f"GPU {real_id(g.gpu)}{who} at {g.mean_util:.0f}% utilization on average in "
                 f"{g.util_known} NVML samples over {g.span:.1f} s, {_mib(g.mem_used)} of "
                 f"{_mib(g.mem_total)} used")
         if g.busy >= MOST * g.util_known and not progressing:

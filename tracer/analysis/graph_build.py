@@ -15,6 +15,9 @@ How a wait resolves (edges are alternatives: the wait ends when any of them acts
   eventfd (named by its eventfd-id): every other process holding it, and the process itself
   when another of its threads could write it; a socket: the process at the other end (TCP by
   reversed addresses, unix by strace -yy's peer inode or sock_diag's); anything else: outside.
+  In merged traces a TCP 4-tuple between nodes links their processes; every other object
+  (pipe, eventfd, unix socket, futex, loopback) only processes of one node (nodes.py). Texts
+  name pids and tids as their node knows them (``ProcessFacts.ref``, nodes.real_id).
 - A rank spin-waiting on its GPU in a collective while a peer stopped joining
   (collective.Straggler) waits for that peer.
 """
@@ -26,6 +29,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from .accumulate import Recording
 from .collective import Straggler
 from .facts import WaitFacts
+from .nodes import node_of, real_id, real_inode, same_node, scoped_inode
 from .process_facts import FdIndex, ProcessFacts
 from .roles import is_gpu_event_thread
 from .verdict import ACTIVE, BLOCKED, EXITED, UNKNOWN, ThreadVerdict
@@ -77,14 +81,28 @@ class _Builder:
         self.g = WaitGraph()
         self.waits: Dict[int, List[ResolvedWait]] = {}
         self.late = {s.pid for s in inp.stragglers}
+        # node index -> name (merged traces), for pids outside the traced tree
+        self.node_names = {node_of(p): pf.node for p, pf in inp.procs.items() if pf.node}
 
     # ------------------------------------------------------------------ nodes
     def plabel(self, pid: int) -> str:
         pf = self.procs.get(pid)
-        return pf.label if pf is not None else f"pid {pid}"
+        return pf.label if pf is not None else self.ref(pid)
+
+    def ref(self, pid: int) -> str:
+        """"pid 42" ("pid 42 on node b"): a process in a list."""
+        pf = self.procs.get(pid)
+        if pf is not None:
+            return pf.ref
+        node = self.node_names.get(node_of(pid))
+        return f"pid {real_id(pid)}" + (f" on node {node}" if node else "")
+
+    def refs(self, pids: Sequence[int]) -> str:
+        return ", ".join(self.ref(q) for q in pids)
 
     def tlabel(self, pid: int, tid: int) -> str:
-        return self.plabel(pid) if tid == pid else f"thread {tid} of {self.plabel(pid)}"
+        return self.plabel(pid) if tid == pid else \
+            f"thread {real_id(tid)} of {self.plabel(pid)}"
 
     def process(self, pid: int, any_thread: bool = False) -> str:
         nid = anode(pid) if any_thread else pnode(pid)
@@ -92,7 +110,7 @@ class _Builder:
             pf = self.procs.get(pid)
             if pf is None:
                 self.g.nodes[nid] = Node(nid, NodeKind.OUTSIDE,
-                                         f"pid {pid} (outside the traced tree)", pid=pid)
+                                         f"{self.ref(pid)} (outside the traced tree)", pid=pid)
             else:
                 label = f"another thread of {pf.label}" if any_thread else pf.label
                 self.g.nodes[nid] = Node(nid, NodeKind.ANY_THREAD if any_thread
@@ -181,17 +199,19 @@ class _Builder:
                 self.edge(src, self.process(q), EdgeKind.COLLECTIVE, "collective",
                           f"{who} waits in a collective for {self.plabel(q)}")
             return ResolvedWait(tid, EdgeKind.COLLECTIVE, base + (
-                "; connected (gloo/TCPStore sockets) to " + ", ".join(f"pid {q}" for q in peers)
+                "; connected (gloo/TCPStore sockets) to " + self.refs(peers)
                 + ": waits in a collective for them"), peers)
         poller = self.gpu_poller(pid)
         if poller is not None and pid not in self.late:
-            what = (f"{base}; thread {poller} polls the GPU's fds and wakes it when the GPU "
-                    "finishes (blocking-sync wait on the GPU: the kernel or copy it waits for "
-                    "has not completed)")
+            what = (f"{base}; thread {real_id(poller)} polls the GPU's fds and wakes it when "
+                    "the GPU finishes (blocking-sync wait on the GPU: the kernel or copy it "
+                    "waits for has not completed)")
             self.edge(src, self.special(GPU, NodeKind.GPU, "the GPU"), EdgeKind.GPU, "GPU",
                       f"{who} waits for the GPU ({what})")
             return ResolvedWait(tid, EdgeKind.GPU, what)
         waker = self.rec.futex_wakers.get(addr)
+        if waker is not None and not same_node(waker[0], pid):
+            waker = None           # the same address in a process of another node
         if waker is not None and waker[1] != tid:
             dst = self.thread(*waker)
             self.edge(src, dst, EdgeKind.FUTEX, f"futex 0x{addr:x}",
@@ -207,7 +227,8 @@ class _Builder:
         if pid in self.late:
             what += " (a wait inside the process: its GPU is idle, so it is not in the collective)"
         elif running:
-            what += f"; threads {', '.join(map(str, running[:4]))} still run and could wake it"
+            what += (f"; threads {', '.join(str(real_id(t)) for t in running[:4])} still run "
+                     "and could wake it")
         other = [] if waker is None or waker[0] == pid else [waker[0]]
         return ResolvedWait(tid, EdgeKind.FUTEX, what, other, inside=not other)
 
@@ -219,20 +240,21 @@ class _Builder:
         if fo.kind == "join":
             self.edge(src, dst, EdgeKind.JOIN, f"futex 0x{addr:x}",
                       f"{who} waits for {holder} to exit (pthread_join, futex 0x{addr:x})")
-            what = (f"{base}: pthread_join of thread {owner}, which holds it until it exits")
+            what = (f"{base}: pthread_join of thread {real_id(owner)}, which holds it until it "
+                    "exits")
         else:
             shared = "process-shared " if fo.shared else ""
             pi = "PI " if fo.kind == "pi-mutex" else ""
             self.edge(src, dst, EdgeKind.MUTEX, f"mutex 0x{addr:x}",
                       f"{who} waits for {shared}{pi}mutex 0x{addr:x} held by {holder}")
-            what = f"{base}: {shared}mutex held by thread {owner}"
+            what = f"{base}: {shared}mutex held by thread {real_id(owner)}"
         opid = self.g.nodes[dst].pid
         kind = EdgeKind.JOIN if fo.kind == "join" else EdgeKind.MUTEX
         if self.g.nodes[dst].kind == NodeKind.GONE:
             return ResolvedWait(tid, kind, what + ", which no longer exists")
         if opid is None or opid == pid:
             return ResolvedWait(tid, kind, what, inside=True)
-        return ResolvedWait(tid, kind, what + f" of pid {opid}", [opid])
+        return ResolvedWait(tid, kind, what + f" of {self.ref(opid)}", [opid])
 
     def owner_node(self, fo) -> str:
         tid = fo.owner_tid or 0
@@ -242,11 +264,12 @@ class _Builder:
             if pid is None and tid in self.rec.processes:
                 pid = tid
         if pid is None:
-            return self.special(tnode(tid), NodeKind.GONE, f"thread {tid}", dead=True,
+            return self.special(tnode(tid), NodeKind.GONE, f"thread {real_id(tid)}", dead=True,
                                 dead_text="no longer exists (it exited holding the lock)")
         if pid not in self.procs:
             return self.special(tnode(tid), NodeKind.OUTSIDE,
-                                f"thread {tid} of pid {pid} (outside the traced tree)")
+                                f"thread {real_id(tid)} of {self.ref(pid)} (outside the traced "
+                                "tree)")
         return self.thread(pid, tid)
 
     def gpu_poller(self, pid: int) -> Optional[int]:
@@ -270,13 +293,13 @@ class _Builder:
         if not kids:
             self.edge(src, self.special(OUTSIDE, NodeKind.OUTSIDE, "outside the traced tree"),
                       EdgeKind.OUTSIDE, w.describe(), f"{who} waits in {w.describe()}")
-        what = "waits for " + (f"pid {kids[0]}" if len(kids) == 1 else "its children") \
+        what = "waits for " + (self.ref(kids[0]) if len(kids) == 1 else "its children") \
             + f" in {w.call}"
         return ResolvedWait(tid, EdgeKind.CHILD, what, kids)
 
     def pipe(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
         target = w.fd_target
-        writers = self.fdx.holders(target, "w")
+        writers = self.fdx.holders(target, "w", near=pid)
         if not writers:
             return self.outside(tid, src, who, w,
                                 f"reads {target}; no traced process holds its write end",
@@ -289,7 +312,7 @@ class _Builder:
         others = [q for q in writers if q != pid]
         if others:
             return ResolvedWait(tid, EdgeKind.PIPE, f"reads {target}; writers: "
-                                + ", ".join(f"pid {q}" for q in others), others)
+                                + self.refs(others), others)
         return ResolvedWait(tid, EdgeKind.PIPE,
                             f"reads {target} whose only writer is this process", inside=True)
 
@@ -302,7 +325,7 @@ class _Builder:
         """Any holder of the eventfd can write it: each other process holding it, and this
         process when it holds it and has another thread. Held by no other traced process, it is
         an outside wait: the kernel (io_uring, aio, KVM) may signal an eventfd too."""
-        holders = self.fdx.holders(obj)
+        holders = self.fdx.holders(obj, near=pid)
         others = [q for q in holders if q != pid]
         mine = pid in holders
         if not others:
@@ -319,14 +342,14 @@ class _Builder:
             self.edge(src, self.process(q, any_thread=q == pid), EdgeKind.EVENTFD, obj,
                       f"{who} waits in {w.call} on {obj}, which {name} holds and could write")
         return ResolvedWait(tid, EdgeKind.EVENTFD, f"waits in {w.call} on {obj}; other holders: "
-                            + ", ".join(f"pid {q}" for q in others)
+                            + self.refs(others)
                             + ("; this process holds it too" if mine else ""), others)
 
     def socket(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
         target = w.target
         rev = target.reversed()
         if rev is not None:
-            peers = [q for q in self.fdx.holders(rev) if q != pid]
+            peers = [q for q in self.fdx.holders(rev, near=pid) if q != pid]
             for q in peers:
                 self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
                           f"{who} reads {target.text} whose peer is {self.plabel(q)}")
@@ -335,34 +358,36 @@ class _Builder:
                                     "the traced tree or unknown)",
                                     " (the peer is outside the traced tree)")
             return ResolvedWait(tid, EdgeKind.SOCKET, f"reads {target.text}; peer: "
-                                + ", ".join(f"pid {q}" for q in peers), peers)
+                                + self.refs(peers), peers)
         inode = target.inode
         p = self.rec.processes.get(pid)
         for f in (p.info.fds if p is not None and p.info else []):
             if f.fd == w.fd and f.inode:
                 inode = f.inode
-        peer = target.peer_inode or (self.inp.facts.unix_peers.get(inode) if inode else None)
+        inode = scoped_inode(pid, inode) if inode else None
+        peer = (scoped_inode(pid, target.peer_inode) if target.peer_inode
+                else self.inp.facts.unix_peers.get(inode) if inode else None)
         if peer is None:
             return self.outside(tid, src, who, w, f"waits on {target.text} (peer outside the "
                                 "traced tree or unknown)", " (peer unknown)")
         peers = [q for q in self.fdx.inode_holders(peer) if q != pid]
         for q in peers:
             self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
-                      f"{who} reads {target.text} whose peer socket {peer} is held by "
-                      f"{self.plabel(q)}")
+                      f"{who} reads {target.text} whose peer socket {real_inode(peer)} is held "
+                      f"by {self.plabel(q)}")
         outside = self.inp.facts.outside.get(peer, [])
         for q in outside:
             self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
-                      f"{who} reads {target.text} whose peer socket {peer} is held by pid {q} "
-                      "(outside the traced tree)")
+                      f"{who} reads {target.text} whose peer socket {real_inode(peer)} is held "
+                      f"by {self.ref(q)} (outside the traced tree)")
         if not peers and not outside:
-            gone = self.special(f"G{peer}", NodeKind.GONE, f"socket {peer}", dead=True,
-                                dead_text="no process holds any more")
+            gone = self.special(f"G{peer}", NodeKind.GONE, f"socket {real_inode(peer)}",
+                                dead=True, dead_text="no process holds any more")
             self.edge(src, gone, EdgeKind.SOCKET, target.text,
-                      f"{who} reads {target.text} whose peer is socket {peer}")
+                      f"{who} reads {target.text} whose peer is socket {real_inode(peer)}")
         if peers:
             return ResolvedWait(tid, EdgeKind.SOCKET, f"reads {target.text}; peer: "
-                                + ", ".join(f"pid {q}" for q in peers), peers)
+                                + self.refs(peers), peers)
         return ResolvedWait(tid, EdgeKind.SOCKET if not outside else EdgeKind.OUTSIDE,
                             f"waits on {target.text} (peer outside the traced tree or unknown)")
 

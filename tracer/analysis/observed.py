@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from .. import events as ev
 from .accumulate import Recording
+from .nodes import real_id
 from .verdict import IDLE, PROGRESSING, UNKNOWN, ThreadContext, ThreadVerdict
 
 if TYPE_CHECKING:  # pragma: no cover (thread_rules imports this module; those import it)
@@ -120,8 +121,8 @@ def unobserved_lines(rec: Recording) -> List[str]:
     out = []
     for (source, what, why), errs in sorted(groups.items()):
         pids = sorted({e.pid for e in errs if e.pid is not None})
-        who = ", ".join(map(str, pids[:6])) + (f" and {len(pids) - 6} more" if len(pids) > 6
-                                                else "")
+        who = ", ".join(str(real_id(p)) for p in pids[:6]) + (
+            f" and {len(pids) - 6} more" if len(pids) > 6 else "")
         if what == "attach":
             n = len(errs)
             out.append(f"{source} could not attach to {n} thread{'s' if n > 1 else ''} of pid "

@@ -22,6 +22,7 @@ from typing import Dict, List, Mapping, Optional
 
 from .collective import Straggler, straggler_evidence
 from .graph_build import ResolvedWait
+from .nodes import real_id
 from .process_facts import ProcessFacts
 from .roles import Role
 from .verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN, BlockKind,
@@ -36,7 +37,7 @@ class Finding:
     text: str
 
     def render(self) -> str:
-        return f"thread {self.tid}: {self.text}" if self.tid is not None else self.text
+        return f"thread {real_id(self.tid)}: {self.text}" if self.tid is not None else self.text
 
 
 @dataclass

@@ -7,6 +7,7 @@ Contract: ``build_report(rec, ...)`` is pure and runs, in this order:
 4. the wait-for graph, built and settled once (graph_build.py): the one model of who waits on
    whom and who is stuck;
 5. process rules and tree rules, which read the graph and never resolve waits themselves;
+   (merged traces, ``nodes``: the same pipeline over keys, nodes.py; NCCL RAS put on keys);
 6. the report: verdicts, evidence, counters, the graph as JSON, typed notes rendered as text.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .observed import explain_unknown, qualify_tree, unobserved_lines
 from .partial import partial_hangs
 from .facts import WaitFacts
 from .gpu_rules import GpuStats, gpu_findings
+from .nodes import NodeMap, localize_ras, real_id
 from .graph_build import GraphInput, build_wait_graph
 from .process_facts import process_facts
 from .process_rules import ProcessVerdict, judge_process
@@ -121,13 +123,17 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                  gpus: Optional[Dict[int, GpuStats]] = None,
                  stacks: Optional[StackTable] = None,
                  facts: Optional[WaitFacts] = None,
-                 ras: Optional[List[ev.NcclRasStatus]] = None) -> Report:
+                 ras: Optional[List[ev.NcclRasStatus]] = None,
+                 nodes: Optional[NodeMap] = None) -> Report:
     gpus = gpus or {}
     tvs: Dict[int, Dict[int, ThreadVerdict]] = {}
     for pid in sorted(rec.processes):
         tvs[pid] = {t.tid: judge_thread(t, rec, rec.processes[pid]) for t in rec.threads_of(pid)}
     job = read_ras(ras or [])
-    procs = process_facts(rec, rank_of_pid(job.status) if job.status else None, _gpu_of(gpus))
+    if job.status is not None and nodes is not None:     # RAS speaks for every node
+        job.status = localize_ras(job.status, nodes, rec.processes)
+    procs = process_facts(rec, rank_of_pid(job.status) if job.status else None, _gpu_of(gpus),
+                          nodes)
     peers = {pid: collective_peers(rec, pid) for pid, pf in procs.items()
              if pf.role.kind == "rank"}
     groups = group_ranks({pid: stacks.by_thread.get((pid, pid), []) for pid, pf in procs.items()
@@ -156,7 +162,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         verdict=tree.verdict, rule=tree.rule,
         root_cause={"pid": tree.root_cause.pid, "tid": tree.root_cause.tid,
                     "summary": tree.root_cause.summary},
-        processes=[_process_report(pv, rec, stacks) for pv in pvs.values()],
+        processes=[_process_report(pv, rec, stacks, nodes is not None) for pv in pvs.values()],
         window={"start": rec.start, "end": rec.end, "duration": round(rec.end - rec.start, 3)},
         backends=rec.backends, source=source, trace_path=trace_path,
         notes=[n.text for n in notes], lost=rec.lost, truncated=rec.truncated,
@@ -165,8 +171,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         unobserved=unobserved_lines(rec), partial_hangs=[p.to_json() for p in partial])
 
 
-def _process_report(pv: ProcessVerdict, rec: Recording,
-                    stacks: Optional[StackTable]) -> ProcessReport:
+def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTable],
+                    merged: bool = False) -> ProcessReport:
     threads = []
     for t in rec.threads_of(pv.pid):
         v = pv.threads[t.tid]
@@ -181,4 +187,5 @@ def _process_report(pv: ProcessVerdict, rec: Recording,
         cmdline=pv.facts.cmdline, verdict=pv.verdict, rule=pv.rule, evidence=pv.evidence,
         waits_on=[w.to_json() for w in pv.waits_on], threads=threads,
         exit_status=pv.exit_status, counters=_process_counters(threads),
-        pid_unknown=pv.facts.pid_unknown)
+        pid_unknown=pv.facts.pid_unknown, node=pv.facts.node,
+        node_pid=real_id(pv.pid) if merged else None)

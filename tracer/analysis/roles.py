@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import List, Optional, Sequence
 
 _TP_RE = re.compile(r"_TP(\d+)")
@@ -114,6 +115,7 @@ HELPER_THREAD_PATTERNS: List[tuple] = [
 ]
 
 
+@lru_cache(maxsize=4096)        # a job has thousands of threads and few distinct names
 def helper_kind(comm: str) -> Optional[str]:
     """What library helper a thread is by its name, or None for an ordinary thread."""
     for pattern, what in HELPER_THREAD_PATTERNS:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Dict, List, Sequence
 
 from .. import events as ev
+from .nodes import real_id
 
 
 def failure_notes(failures: Sequence[ev.PyStack]) -> List[str]:
@@ -18,7 +19,7 @@ def failure_notes(failures: Sequence[ev.PyStack]) -> List[str]:
         pids = by_reason.setdefault(f.error, [])
         if f.pid not in pids:
             pids.append(f.pid)
-    return [f"Python stacks not taken for pid {', '.join(map(str, pids))}: {why}"
+    return [f"Python stacks not taken for pid {', '.join(str(real_id(p)) for p in pids)}: {why}"
             for why, pids in by_reason.items()]
 
 

@@ -123,13 +123,24 @@ class Recording:
     roots: List[int] = field(default_factory=list)
     # What backends could not observe, by (pid, tid, what): analysis/observed.py reads it.
     observe_errors: Dict[tuple, ev.ObserveError] = field(default_factory=dict)
+    # threads by pid, built at the first threads_of (again when threads were added since)
+    _by_pid: Optional[Tuple[int, Dict[int, List[ThreadStats]]]] = field(
+        default=None, repr=False, compare=False)
 
     @property
     def window(self) -> float:
         return max(self.end - self.start, 1e-9)
 
     def threads_of(self, pid: int) -> List[ThreadStats]:
-        return sorted((t for (p, _), t in self.threads.items() if p == pid), key=lambda t: t.tid)
+        """The threads of ``pid`` by tid (an index: a job has thousands of threads)."""
+        if self._by_pid is None or self._by_pid[0] != len(self.threads):
+            index: Dict[int, List[ThreadStats]] = {}
+            for (p, _), t in self.threads.items():
+                index.setdefault(p, []).append(t)
+            for ts in index.values():
+                ts.sort(key=lambda t: t.tid)
+            self._by_pid = (len(self.threads), index)
+        return list(self._by_pid[1].get(pid, ()))
 
     @property
     def has_syscalls(self) -> bool:

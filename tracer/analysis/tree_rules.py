@@ -17,6 +17,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from .accumulate import Recording
 from .collective import LagSource, Straggler, straggler_summary
+from .nodes import real_id
 from .process_facts import exit_failed
 from .process_rules import ProcessVerdict
 from .verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN, BlockKind,
@@ -132,7 +133,7 @@ def _plain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
     lines = pick.key_lines()
     lines = lines[:2] + [e for e in lines[2:] if e == "no output"]
     first = "; ".join(lines) or pick.rule
-    thread = f" thread {pick.key_tid}" if pick.key_tid not in (None, pick.pid) else ""
+    thread = f" thread {real_id(pick.key_tid)}" if pick.key_tid not in (None, pick.pid) else ""
     words = _WORDS[verdict]
     if pick.block == BlockKind.GPU:
         words = "waits for the GPU"
@@ -196,7 +197,7 @@ def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict
                            RootCause(d.pid, None, f"{d.label} {d.exit_status}; {chain}"))
     if len(stuck) == 1 and stuck[0].block == BlockKind.CLOSED:
         pv = stuck[0]
-        waits = "; ".join(f"thread {w.tid} in {w.what}" for w in pv.waits_on[:4])
+        waits = "; ".join(f"thread {real_id(w.tid)} in {w.what}" for w in pv.waits_on[:4])
         summary = (f"{pv.label}: every thread is blocked without timeout ({waits}) "
                    "and none runs to wake the others")
         return TreeVerdict(DEADLOCKED, "in-process-deadlock",

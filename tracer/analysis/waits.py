@@ -22,6 +22,7 @@ from .. import events as ev
 from ..linux.blocking import decode_blocking
 from ..linux.fdtarget import FdTarget
 from ..linux.syscall_table import parse_proc_syscall
+from .nodes import real_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from .accumulate import Recording, ThreadStats
@@ -66,7 +67,7 @@ class Wait:
             what = f"futex {self.futex_op or 'WAIT'} on 0x{self.futex_addr or 0:x}"
         elif self.call in ("wait4", "waitid"):
             what = f"{self.call} for " + ("any child" if self.child in (None, -1, 0)
-                                           else f"pid {self.child}")
+                                           else f"pid {real_id(self.child)}")
         elif self.fd is not None:
             tgt = f"<{self.target.text}>" if self.target.text else ""
             what = f"{self.call}({self.fd}{tgt})"

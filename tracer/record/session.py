@@ -31,6 +31,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from .. import events as ev
 from ..errors import AccessDenied, HangtraceError, TargetGone, ToolMissing, UsageError
 from ..linux import access, procfs
+from ..linux.netns import node_identity
 from ..analysis.analyzer import Analyzer
 from .backends.base import Backend, TargetSet
 from ..report import Report
@@ -268,7 +269,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
         cpu.append(_own_cpu())
         header = make_header(backends=names, source="attach", targets=roots, start=start,
                              processes=infos, options={"duration": duration},
-                             roles=_roles(infos, roots))
+                             roles=_roles(infos, roots), node=node_identity())
         writer = TraceWriter(output, header, raw=raw)
         analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
         for e in pending:
@@ -313,7 +314,8 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                 start = end
                 writer = TraceWriter(output, make_header(
                     backends=names, source="attach", targets=roots, start=start,
-                    processes=infos, options={"duration": duration}), raw=raw)
+                    processes=infos, options={"duration": duration},
+                    node=node_identity()), raw=raw)
                 analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
                 for e in pending:
                     take(e)

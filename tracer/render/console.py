@@ -2,7 +2,9 @@
 
 Contract: reads only the Report (never /proc, never the trace). Threads that did not decide a
 verdict (library helpers, parked pool threads) are folded into one line per process unless
-``verbose``; everything else shows its verdict, the rule that fired and its evidence.
+``verbose``; everything else shows its verdict, the rule that fired and its evidence. A merged
+report (several nodes) shows one tree per node, and pids and tids as their node knows them
+(the report's ids are keys there: ``_Ids``).
 """
 from __future__ import annotations
 
@@ -44,10 +46,27 @@ def _counters(c: Dict[str, float]) -> str:
     return ", ".join(parts)
 
 
-def _thread_line(t: ThreadReport) -> Text:
+class _Ids:
+    """Keys of a merged report back to (node, pid): node i's pid p is key_offset + p."""
+
+    def __init__(self, report: Report) -> None:
+        self.node = {p.pid: p.node for p in report.processes if p.node is not None}
+        self.offset = {p.pid: p.pid - p.node_pid for p in report.processes
+                       if p.node_pid is not None}
+
+    def pid(self, key: int) -> str:
+        if key not in self.offset:
+            return f"pid {key}"
+        return f"pid {key - self.offset[key]} on node {self.node.get(key)}"
+
+    def tid(self, pid: int, tid: int) -> int:
+        return tid - self.offset.get(pid, 0)
+
+
+def _thread_line(t: ThreadReport, tid: Optional[int] = None) -> Text:
     name = escape(t.name or "?")
     cur = f" in {escape(t.current)}" if t.current else ""
-    line = f"[bold]{t.tid}[/] {name} [dim]{t.state}{cur}[/]  {_verdict(t.verdict)} [dim]({t.rule})[/]"
+    line = f"[bold]{t.tid if tid is None else tid}[/] {name} [dim]{t.state}{cur}[/]  {_verdict(t.verdict)} [dim]({t.rule})[/]"
     counters = _counters(t.counters)
     if counters:
         line += f"  [dim]{counters}[/]"
@@ -63,8 +82,9 @@ def _thread_line(t: ThreadReport) -> Text:
 def _process_label(p: ProcessReport) -> Text:
     cmd = escape(" ".join(p.cmdline)[:90] or p.comm)
     role = f"[bold]{escape(p.role)}[/] " if p.role != "other" else ""
-    who = (f"thread [bold]{p.pid}[/] [dim](its process is not shown by the recording)[/]"
-           if p.pid_unknown else f"pid [bold]{p.pid}[/]")
+    pid = p.pid if p.node_pid is None else p.node_pid
+    who = (f"thread [bold]{pid}[/] [dim](its process is not shown by the recording)[/]"
+           if p.pid_unknown else f"pid [bold]{pid}[/]")
     line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
     counters = _counters(p.counters)
     if counters:
@@ -72,20 +92,20 @@ def _process_label(p: ProcessReport) -> Text:
     return Text.from_markup(line)
 
 
-def _add_process(node: Tree, p: ProcessReport, verbose: bool) -> None:
+def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids) -> None:
     if not p.rule.startswith("thread-"):     # thread-level evidence is shown at its thread
         for e in p.evidence:
             node.add(Text.from_markup(f"[italic]{escape(e)}[/]"))
     for w in p.waits_on:
         if w["pids"]:
-            node.add(Text.from_markup(f"waits on pid {', '.join(map(str, w['pids']))} "
-                                      f"[dim]({escape(w['kind'])})[/]"))
+            who = ", ".join(ids.pid(q) for q in w["pids"])
+            node.add(Text.from_markup(f"waits on {escape(who)} [dim]({escape(w['kind'])})[/]"))
     folded: List[ThreadReport] = []
     for t in p.threads:
         if not verbose and (t.helper or t.parked) and len(p.threads) > 3:
             folded.append(t)
             continue
-        tn = node.add(_thread_line(t))
+        tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
         for e in t.evidence:
             tn.add(Text.from_markup(f"[dim]{escape(e)}[/]"))
     if folded:
@@ -117,29 +137,32 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     if report.watch:       # a capture by ``hangtrace watch``: when the silence began
         console.print(Text.from_markup(f"[bold]watch:[/] {escape(report.watch['summary'])}"))
     rc = report.root_cause
-    by_pid_all = {p.pid: p for p in report.processes}
+    ids = _Ids(report)
     if rc.get("summary"):
-        pick = by_pid_all.get(rc.get("pid"))
+        pick = next((p for p in report.processes if p.pid == rc.get("pid")), None)
         if pick is not None and pick.pid_unknown:
-            who = f"tid {rc['pid']}, process unknown"
+            who = f"tid {ids.pid(rc['pid']).removeprefix('pid ')}, process unknown"
         else:
-            who = f"pid {rc['pid']}" + (f" tid {rc['tid']}" if rc.get("tid") else "") \
-                if rc.get("pid") else ""
+            who = ids.pid(rc["pid"]) + (f" tid {ids.tid(rc['pid'], rc['tid'])}" if rc.get("tid")
+                                        else "") if rc.get("pid") else ""
         console.print(Text.from_markup(f"[bold]root cause[/] [dim]{who}[/]: "
                                        f"{escape(rc['summary'])}"))
     by_pid = {p.pid: p for p in report.processes}
     roots = [p for p in report.processes if p.ppid not in by_pid]
     tree = Tree("[bold]process tree[/]", guide_style="dim")
+    per_node: Dict[str, Tree] = {}
 
     def walk(node: Tree, p: ProcessReport) -> None:
         child = node.add(_process_label(p))
-        _add_process(child, p, verbose)
+        _add_process(child, p, verbose, ids)
         for c in report.processes:
             if c.ppid == p.pid and c.pid != p.pid:
                 walk(child, c)
 
     for r in roots:
-        walk(tree, r)
+        if r.node is not None and r.node not in per_node:
+            per_node[r.node] = tree.add(Text.from_markup(f"[bold]node {escape(r.node)}[/]"))
+        walk(per_node.get(r.node or "", tree), r)
     console.print(tree)
     waits = wait_graph_tree(report.wait_graph, verbose)
     if waits is not None:
@@ -151,11 +174,11 @@ def render_report(report: Report, console: Optional[Console] = None, *,
         tids = ", ".join(map(str, h["tids"][:8])) + (" ..." if len(h["tids"]) > 8 else "")
         style = "bold red" if h["certain"] else "yellow"
         console.print(Text.from_markup(
-            f"[{style}]partial hang:[/] pid {h['pid']}: {len(h['tids'])} thread"
+            f"[{style}]partial hang:[/] {ids.pid(h['pid'])}: {len(h['tids'])} thread"
             f"{'s' if len(h['tids']) > 1 else ''} ({tids}) blocked all window on "
             f"{escape(h['object'])}: {escape(h['evidence'])}"))
     from .evidence import render_evidence
-    render_evidence(report.evidence, console, verbose)
+    render_evidence(report.evidence, console, verbose, ids.pid)
     for n in report.notes:
         console.print(Text.from_markup(f"[yellow]note:[/] {escape(n)}"))
     if report.trace_path:

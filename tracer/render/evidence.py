@@ -9,7 +9,7 @@ graph activity, and one line per datum that could not be gathered and why.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from rich.console import Console
 from rich.markup import escape
@@ -74,7 +74,8 @@ def _lib_text(lib: Dict[str, Any]) -> str:
         + (f" {escape(detail)}" if detail and not detail.startswith("+") else "") + src
 
 
-def _process_node(node: Tree, p: Dict[str, Any], ref: float) -> None:
+def _process_node(node: Tree, p: Dict[str, Any], ref: float,
+                  name: Callable[[int], str]) -> None:
     role = f"[bold]{escape(p['role'])}[/] " if p.get("role") and p["role"] != "other" else ""
     bits = []
     if p.get("age_s") is not None:
@@ -86,7 +87,7 @@ def _process_node(node: Tree, p: Dict[str, Any], ref: float) -> None:
         if p.get("cpu_window_s") is not None:
             cpu += f" (+{p['cpu_window_s']:.1f} s in the window)"
         bits.append(cpu)
-    pn = node.add(_t(f"{role}pid [bold]{p['pid']}[/]: {', '.join(bits)}"))
+    pn = node.add(_t(f"{role}{escape(name(p['pid']))}: {', '.join(bits)}"))
     for e in p.get("logs") or []:
         pn.add(_t(_log_line(e, ref)))
     if p.get("logs_why"):
@@ -125,10 +126,13 @@ def _gpu_line(g: Dict[str, Any]) -> str:
     return head + ": " + ", ".join(bits)
 
 
-def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False) -> Optional[Tree]:
-    """The evidence section as a rich Tree, None when there is none."""
+def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False,
+                  pid_text: Optional[Callable[[int], str]] = None) -> Optional[Tree]:
+    """The evidence section as a rich Tree, None when there is none. ``pid_text`` names a
+    pid ("pid 42"; in a merged report, "pid 42 on node b" for its key)."""
     if not ev:
         return None
+    name = pid_text or (lambda p: f"pid {p}")
     ref = ev.get("ref_ts") or time.time()
     top = Tree(_t("[bold]evidence[/] [dim](what one checks by hand)[/]"), guide_style="dim")
     for f in ev.get("findings") or []:
@@ -140,19 +144,19 @@ def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False) -> Option
         pn = top.add(_t("[bold]processes[/]"))
         shown = procs if verbose else procs[:MAX_PROCESSES]
         for p in shown:
-            _process_node(pn, p, ref)
+            _process_node(pn, p, ref, name)
         if len(procs) > len(shown):
             pn.add(_t(f"[dim]… {len(procs) - len(shown)} more (--verbose or --json)[/]"))
     ports = ev.get("ports") or {}
     listening = ports.get("listening") or []
     pl = top.add(_t("[bold]ports[/]: " + (", ".join(
-        f"{escape(x['socket'])} (pid {x['pid']})" for x in listening[:8])
+        f"{escape(x['socket'])} ({escape(name(x['pid']))})" for x in listening[:8])
         if listening else "[yellow]nothing in the tree listens[/]")))
     for a in ports.get("asked") or []:
         ok = "[green]listened on[/]" if a["listened_by"] else \
             ("[yellow]not listened on[/]" if a["local"] else "[dim]a peer's address[/]")
-        pl.add(_t(f"asked: {escape(a['option'])} {a['port']} (pid "
-                  f"{', '.join(map(str, a['pids']))}): {ok}"))
+        pl.add(_t(f"asked: {escape(a['option'])} {a['port']} "
+                  f"({escape(', '.join(name(p) for p in a['pids']))}): {ok}"))
     gpus = ev.get("gpus") or []
     if gpus:
         gn = top.add(_t("[bold]GPUs[/] [dim](NVML)[/]"))
@@ -173,10 +177,10 @@ def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False) -> Option
     if calls:
         cn = top.add(_t("[bold]CUDA graph calls[/] [dim](uprobes on libcuda)[/]"))
         for c in calls:
-            cn.add(_t(f"pid {c['pid']} tid {c['tid']}: {c['begins']} captures begun, "
+            cn.add(_t(f"{escape(name(c['pid']))} tid {c['tid']}: {c['begins']} captures begun, "
                       f"{c['ends']} ended, {c['launches']} graph launches"))
     for m in ev.get("missing") or []:
-        who = f" (pid {m['pid']})" if m.get("pid") else ""
+        who = f" ({escape(name(m['pid']))})" if m.get("pid") else ""
         top.add(_t(f"[dim]not gathered: {escape(m['what'])}{who}: {escape(m['why'])}[/]"))
     if not ev.get("recorded", True):
         top.add(_t("[dim]this trace has no evidence records (an imported log, or recorded "
@@ -185,8 +189,9 @@ def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False) -> Option
 
 
 def render_evidence(ev: Optional[Dict[str, Any]], console: Console,
-                    verbose: bool = False) -> None:
-    tree = evidence_tree(ev, verbose)
+                    verbose: bool = False,
+                    pid_text: Optional[Callable[[int], str]] = None) -> None:
+    tree = evidence_tree(ev, verbose, pid_text)
     if tree is not None:
         console.print(tree)
 

@@ -6,7 +6,8 @@ Layout (text, UTF-8, one JSON value per line, optionally gzip-compressed as a wh
              "host": ..., "kernel": ..., "clock": "realtime", "start": <epoch s>,
              "source": "attach" | "import-strace", "targets": [pids], "options": {...},
              "processes": [ProcessInfo rows...], "roles": {pid: role label},
-             "schema": {tag: [field names]}}
+             "schema": {tag: [field names]}, "node": {"hostname", "netns", "netns_name",
+             "addrs"} (attach only: the node it ran on, linux/netns.py; merge.py reads it)}
     line 2.. one event per line: [TAG, value, value, ...] in the field order the header's
              schema gives for TAG (events.py); the reader maps fields by name, so fields can be
              added in a later v1 writer without breaking older files.
@@ -40,6 +41,7 @@ from .. import events as ev
 from .. import count_events, evidence_events  # noqa: F401  (register their event classes)
 from ..errors import BadInput, CorruptTrace, NotATrace, OutputError
 from .validate import check_header, row_decoder, type_codes
+from .blocks import BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks  # noqa: F401 (re-exported)
 from .fastpath import compiled
 
 MAGIC = "hangtrace-trace"
@@ -50,9 +52,6 @@ SUFFIX = ".htrace"
 # A trace file that cannot be read (errors.py): BadInput for the file itself (missing, a
 # directory, a device), CorruptTrace for its content, NotATrace when it is no trace at all.
 TraceError = BadInput
-# Longest line read (header or event): a longer one is a corrupt trace. A ProcessInfo row with
-# 100,000 fds is about 6 MB; a header of 1,000 such processes would not fit, nor be sane.
-MAX_LINE_CHARS = 64 << 20
 
 
 @dataclass
@@ -68,9 +67,10 @@ class TraceInfo:
 
 def make_header(*, backends: List[str], source: str, targets: List[int], start: float,
                 processes: List[ev.ProcessInfo], options: Optional[Dict[str, Any]] = None,
-                roles: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+                roles: Optional[Dict[str, str]] = None,
+                node: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     uname = platform.uname()
-    return {
+    header = {
         "magic": MAGIC, "version": VERSION, "backends": backends, "source": source,
         "host": uname.node, "kernel": uname.release, "machine": uname.machine,
         "clock": "realtime", "start": start, "targets": targets, "options": options or {},
@@ -78,6 +78,9 @@ def make_header(*, backends: List[str], source: str, targets: List[int], start: 
         "schema": ev.schema(),
         "writer": "hangtrace 0.1",
     }
+    if node is not None:
+        header["node"] = node
+    return header
 
 
 # One encoder for all rows: json.dumps with non-default separators builds a new one per call.
@@ -86,7 +89,18 @@ _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 def create_output(path: str) -> IO[bytes]:
     """``path`` opened for writing a trace: a new file is created with mode 0600 whatever the
-    umask; an existing one is truncated and keeps its mode. Raises OutputError (one line)."""
+    umask; an existing one is truncated and keeps its mode. "-" is standard output (a launcher
+    such as ssh or kubectl exec carries it back): the trace takes it over, and fd 1 then points
+    to stderr, so that nothing else (a report, a child's output) can write into the trace.
+    Raises OutputError (one line)."""
+    if path == "-":
+        try:
+            fd = os.dup(1)
+            os.dup2(2, 1)
+            return os.fdopen(fd, "wb")
+        except OSError as e:
+            raise OutputError(f"cannot write the trace to standard output: {e.strerror}") \
+                from None
     try:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
@@ -108,7 +122,7 @@ class TraceWriter:
                  flush_interval: float = 1.0, raw: Optional[IO[bytes]] = None) -> None:
         self.path = path
         if compress is None:
-            compress = path.endswith(".gz")
+            compress = path.endswith(".gz") or path == "-"
         if raw is None:
             raw = create_output(path)
         self._raw = raw
@@ -227,52 +241,6 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
     return raw, raw
 
 
-BROKEN = (EOFError, zlib.error, gzip.BadGzipFile, OSError)
-BLOCK = 1 << 20
-
-
-class LineTooLong(CorruptTrace):
-    """A line longer than the cap: no trace or strace log holds one; every read is bounded."""
-
-
-def byte_blocks(stream: IO[bytes], size: int = BLOCK,
-                limit: int = MAX_LINE_CHARS) -> Iterator[bytes]:
-    """The stream in blocks of whole lines (bytes; the last may lack its newline). A gzip
-    stream cut short raises one of ``BROKEN`` after every complete line before the break was
-    yielded: reads go through read1, so the data of a failing read is all that is lost. A line
-    longer than ``limit`` bytes raises LineTooLong (the caller adds the file's name)."""
-    read = getattr(stream, "read1", None) or stream.read
-    parts: List[bytes] = []           # what was read since the last block, in order
-    have = 0
-    try:
-        while True:
-            chunk = read(size)
-            if not chunk:
-                break
-            parts.append(chunk)
-            have += len(chunk)
-            if have < size:              # read1 gives what one read gave: gather a block
-                continue
-            data = b"".join(parts) if len(parts) > 1 else chunk
-            cut = data.rfind(b"\n") + 1
-            if not cut:     # no newline in a whole block: one long line grows here, up to a cap
-                if len(data) > limit:
-                    raise LineTooLong(f"a line is longer than {limit >> 20} MiB")
-                parts = [data]
-                continue
-            rest = data[cut:]
-            parts, have = ([rest], len(rest)) if rest else ([], 0)
-            yield data if cut == len(data) else data[:cut]
-    except BROKEN:
-        data = b"".join(parts)
-        cut = data.rfind(b"\n") + 1
-        if cut:
-            yield data[:cut]
-        raise
-    if parts:
-        yield b"".join(parts)
-
-
 def _raw_blocks(stream: IO[bytes], info: TraceInfo) -> Iterator[bytes]:
     """Blocks of whole lines; a stream cut short marks the trace truncated."""
     try:
@@ -333,6 +301,10 @@ class TraceReader:
         except (ValueError, KeyError, TypeError, IndexError) as e:
             raise CorruptTrace(f"{path}: corrupt trace: header field 'processes' holds a "
                                f"row that is not a process ({type(e).__name__})") from None
+
+    def close(self) -> None:
+        """Close the file without reading the events (``events()`` closes it at its end)."""
+        self._stream.close()
 
     def events(self) -> Iterator[ev.Event]:
         """The events, in order (one pass). The iteration runs in C over lists of decoded

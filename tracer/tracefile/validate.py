@@ -209,6 +209,13 @@ def _by_name_decoder(cls: type, known: List[tuple]) -> Callable[[list], ev.Event
 
 
 # --------------------------------------------------------------------------- header
+def _node(v: Any) -> bool:
+    """The node a recording ran on (linux/netns.py): every part optional, typed when present."""
+    return (type(v) is dict and type(v.get("hostname", "")) is str
+            and (v.get("netns") is None or type(v.get("netns")) is int)
+            and type(v.get("netns_name", "")) is str and _str_list(v.get("addrs", [])))
+
+
 def _opt(h: Dict[str, Any], key: str, ok: Callable[[Any], bool], what: str) -> Optional[str]:
     if key in h and not ok(h[key]):
         return f"header field {key!r} is not {what}"
@@ -242,6 +249,9 @@ def check_header(h: Any) -> Optional[str]:
         bad = _opt(h, key, lambda v: v is None or type(v) is str, "a string")
         if bad:
             return bad
+    bad = _opt(h, "node", _node, "an object of hostname, netns, netns_name and addrs")
+    if bad:
+        return bad
     opts = h.get("options") or {}
     caps = opts.get("capabilities")
     if caps is not None and not (type(caps) is dict

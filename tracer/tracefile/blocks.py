@@ -1,0 +1,64 @@
+"""Bounded block reading of line-oriented files (traces and strace logs).
+
+Contract: ``byte_blocks(stream, size, limit)`` yields the stream in blocks of whole lines
+(bytes); a gzip stream cut short raises one of ``BROKEN`` after yielding every complete line
+before the break; a line longer than ``limit`` raises ``LineTooLong``: every read is bounded,
+so a file without newlines cannot fill memory. ``MAX_LINE_CHARS`` is the cap every reader uses.
+"""
+from __future__ import annotations
+
+import gzip
+import zlib
+from typing import IO, Iterator, List
+
+from ..errors import CorruptTrace
+
+__all__ = ["BROKEN", "BLOCK", "MAX_LINE_CHARS", "LineTooLong", "byte_blocks"]
+
+# Longest line read (header or event): a longer one is a corrupt trace. A ProcessInfo row with
+# 100,000 fds is about 6 MB; a header of 1,000 such processes would not fit, nor be sane.
+MAX_LINE_CHARS = 64 << 20
+BROKEN = (EOFError, zlib.error, gzip.BadGzipFile, OSError)
+BLOCK = 1 << 20
+
+
+class LineTooLong(CorruptTrace):
+    """A line longer than the cap: no trace or strace log holds one; every read is bounded."""
+
+
+def byte_blocks(stream: IO[bytes], size: int = BLOCK,
+                limit: int = MAX_LINE_CHARS) -> Iterator[bytes]:
+    """The stream in blocks of whole lines (bytes; the last may lack its newline). A gzip
+    stream cut short raises one of ``BROKEN`` after every complete line before the break was
+    yielded: reads go through read1, so the data of a failing read is all that is lost. A line
+    longer than ``limit`` bytes raises LineTooLong (the caller adds the file's name)."""
+    read = getattr(stream, "read1", None) or stream.read
+    parts: List[bytes] = []           # what was read since the last block, in order
+    have = 0
+    try:
+        while True:
+            chunk = read(size)
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+            if have < size:              # read1 gives what one read gave: gather a block
+                continue
+            data = b"".join(parts) if len(parts) > 1 else chunk
+            cut = data.rfind(b"\n") + 1
+            if not cut:     # no newline in a whole block: one long line grows here, up to a cap
+                if len(data) > limit:
+                    raise LineTooLong(f"a line is longer than {limit >> 20} MiB")
+                parts = [data]
+                continue
+            rest = data[cut:]
+            parts, have = ([rest], len(rest)) if rest else ([], 0)
+            yield data if cut == len(data) else data[:cut]
+    except BROKEN:
+        data = b"".join(parts)
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield data[:cut]
+        raise
+    if parts:
+        yield b"".join(parts)
