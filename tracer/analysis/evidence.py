@@ -130,9 +130,9 @@ def _log_findings(processes: List[Dict[str, Any]], window: Optional[Tuple[float,
         return []
     where = f"{e['role']} → {e['path']}"
     return [Finding("logs-silent", "warn",
-                    f"no log of the tree was written for {_dur(quiet)} before "
+                    f"no log of the tree was written for {human_duration(quiet)} before "
                     f"{'the window' if window else 'this snapshot'}: the newest, {where} "
-                    f"(pid {real_id(pid)}), last changed {_dur(ref - newest)} ago",
+                    f"(pid {real_id(pid)}), last changed {human_duration(ref - newest)} ago",
                     sorted({d[1] for d in dated}), "mtime of the fds' files (fstat)")]
 
 
@@ -154,7 +154,8 @@ def _port_findings(asks: list) -> List[Finding]:
     return out
 
 
-def _dur(s: float) -> str:
+def human_duration(s: float) -> str:
+    """'45 s', '12 min', '3.5 h', '2.0 days' (the renderers' too)."""
     s = max(0.0, s)
     if s < 120:
         return f"{s:.0f} s"

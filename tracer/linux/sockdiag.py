@@ -147,18 +147,22 @@ def parse_unix_diag(data: bytes) -> Tuple[List[UnixSock], bool]:
     return out, done(data)
 
 
-def dump_raw(timeout: float = 2.0) -> List[bytes]:
-    """The raw reply buffers of one unix dump (for tests that want real bytes)."""
+def dump_request(request: bytes, timeout: float = 2.0, bufsize: int = 1 << 17) -> List[bytes]:
+    """Send one sock_diag dump request; the raw reply buffers up to NLMSG_DONE (or EOF)."""
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as s:
         s.settimeout(timeout)
-        s.sendto(build_unix_request(), (0, 0))
+        s.sendto(request, (0, 0))
         bufs: List[bytes] = []
         while True:
-            data = s.recv(1 << 16)
+            data = s.recv(bufsize)
             bufs.append(data)
-            _, done = parse_unix_diag(data)
-            if done or not data:
+            if not data or done(data):
                 return bufs
+
+
+def dump_raw(timeout: float = 2.0) -> List[bytes]:
+    """The raw reply buffers of one unix dump (for tests that want real bytes)."""
+    return dump_request(build_unix_request(), timeout)
 
 
 def unix_sockets(timeout: float = 2.0) -> Optional[Dict[int, UnixSock]]:

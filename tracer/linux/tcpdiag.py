@@ -35,8 +35,8 @@ import struct
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .sockdiag import (NETLINK_SOCK_DIAG, NLM_F_DUMP, NLM_F_REQUEST, SOCK_DIAG_BY_FAMILY,
-                       SockDiagError, _attrs, done, messages)
+from .sockdiag import (NLM_F_DUMP, NLM_F_REQUEST, SOCK_DIAG_BY_FAMILY,
+                       SockDiagError, _attrs, done, dump_request, messages)
 
 __all__ = ["TcpSock", "build_tcp_request", "parse_tcp_diag", "tcp_sockets", "TCP_STATES",
            "SockDiagError"]
@@ -120,16 +120,7 @@ def parse_tcp_diag(data: bytes) -> Tuple[List[TcpSock], bool]:
 
 
 def _dump(family: int, timeout: float) -> List[bytes]:
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as s:
-        s.settimeout(timeout)
-        s.sendto(build_tcp_request(family), (0, 0))
-        bufs: List[bytes] = []
-        while True:
-            data = s.recv(1 << 17)
-            bufs.append(data)
-            _, done = parse_tcp_diag(data)
-            if done or not data:
-                return bufs
+    return dump_request(build_tcp_request(family), timeout)
 
 
 def tcp_sockets(timeout: float = 2.0) -> Optional[Dict[int, TcpSock]]:

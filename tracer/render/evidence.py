@@ -16,6 +16,8 @@ from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree
 
+from ..analysis.evidence import human_duration
+
 __all__ = ["render_evidence", "evidence_tree", "human_bytes", "human_age"]
 
 MAX_PROCESSES = 12
@@ -32,16 +34,7 @@ def human_bytes(n: Optional[float]) -> str:
 
 
 def human_age(s: Optional[float]) -> str:
-    if s is None:
-        return "?"
-    s = max(0.0, s)
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.0f} min"
-    if s < 172800:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} days"
+    return "?" if s is None else human_duration(s)
 
 
 def _t(markup: str) -> Text:
