@@ -91,6 +91,22 @@ unsigned char STOP[256];      /* '"', '\\' and control characters end a plain ru
 #define HAS_ZERO(v) (((v) - ONES) & ~(v) & HIGHS)
 #define HAS_LESS(v, k) (((v) - ONES * (k)) & ~(v) & HIGHS)
 
+/* The character of a one-letter JSON escape (\" \\ \/ \b \f \n \r \t), or -1 (\u, or bad) */
+static int simple_escape(char e)
+{
+    switch (e) {
+    case '"': return '"';
+    case '\\': return '\\';
+    case '/': return '/';
+    case 'b': return '\b';
+    case 'f': return '\f';
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
+    }
+    return -1;
+}
+
 static PyObject *json_string(Cur *c)
 {
     const char *s = c->s;
@@ -139,21 +155,12 @@ static PyObject *json_string(Cur *c)
             }
             if (j + 1 >= c->n)
                 break;
-            char e = s[j + 1], v;
-            switch (e) {
-            case '"': v = '"'; break;
-            case '\\': v = '\\'; break;
-            case '/': v = '/'; break;
-            case 'b': v = '\b'; break;
-            case 'f': v = '\f'; break;
-            case 'n': v = '\n'; break;
-            case 'r': v = '\r'; break;
-            case 't': v = '\t'; break;
-            default: v = 0; wide = 1; break;   /* \u and the rest: the code-point path */
-            }
-            if (wide)
+            int v = simple_escape(s[j + 1]);
+            if (v < 0) {                         /* \u and the rest: the code-point path */
+                wide = 1;
                 break;
-            buf[k++] = v;
+            }
+            buf[k++] = (char)v;
             j += 2;
         }
         if (!wide && j < c->n && s[j] == '"') {
@@ -186,16 +193,11 @@ static PyObject *json_string(Cur *c)
         if (i + 1 >= c->n)
             goto bad;
         char e = s[i + 1];
-        Py_UCS4 v;
-        switch (e) {
-        case '"': v = '"'; break;
-        case '\\': v = '\\'; break;
-        case '/': v = '/'; break;
-        case 'b': v = '\b'; break;
-        case 'f': v = '\f'; break;
-        case 'n': v = '\n'; break;
-        case 'r': v = '\r'; break;
-        case 't': v = '\t'; break;
+        int simple = simple_escape(e);
+        Py_UCS4 v = simple < 0 ? 0 : (Py_UCS4)simple;
+        switch (simple < 0 ? e : 0) {
+        case 0:
+            break;
         case 'u':
             if (read_u4(c, i + 2, &v) < 0)
                 goto bad;
