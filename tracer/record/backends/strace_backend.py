@@ -201,7 +201,16 @@ class StraceBackend(Backend):
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            pass
+            return
+        # SIGKILL is delivered asynchronously and the orphan is reaped by init: wait (at most
+        # 2 s) until the group is gone, so that stop() returns with nothing of strace's left.
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.01)
 
     # ------------------------------------------------------------------ threads
     def _pid_of(self, tid: int) -> Optional[int]:
