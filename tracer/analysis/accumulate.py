@@ -270,7 +270,7 @@ class Accumulator:
                 t.sleeps += 1
             elif name == "sched_yield":
                 t.yields += 1
-            elif e.name == "connect":
+            elif name == "connect":
                 self._connect(t, e)
         elif kind is _WRITE:
             self._write(t, e)  # type: ignore[arg-type]

@@ -200,8 +200,7 @@ def socket_traffic(f: KernelFd) -> FdTraffic:
     (traffic.from_counters): the kernel cannot tell a message sent in pieces (NCCL's RAS
     keep-alive is a 4-byte length, then 56 bytes) from messages of two sizes, and it keeps no
     intervals. The keep-alive rule then rests on the average size and the rate."""
-    tr = from_counters(f.fd, f.target, f.writes, f.wbytes, f.reads, f.rbytes)
-    tr.kind = f.kind
+    tr = from_counters(f.fd, f.target, f.writes, f.wbytes, f.reads, f.rbytes, f.kind)
     if f.writes:
         tr.first_send, tr.last_send = f.first, f.last
     return tr

@@ -124,12 +124,12 @@ def keepalive(tr: FdTraffic, window: float) -> bool:
 
 
 def from_counters(fd: int, target: str, sends: int, sent: int, receives: int,
-                  received: int) -> FdTraffic:
+                  received: int, kind: Optional[str] = "tcp") -> FdTraffic:
     """A socket's traffic as the kernel's counters show it (no sizes per message, no times):
     every message taken at the average size."""
     avg_out = sent // sends if sends else 0
     avg_in = received // receives if receives else 0
-    return FdTraffic(fd, target, "tcp", sends=sends, sent=sent, min_send=avg_out,
+    return FdTraffic(fd, target, kind, sends=sends, sent=sent, min_send=avg_out,
                      max_send=avg_out, receives=receives, received=received,
                      max_receive=avg_in, calls=sends)
 

@@ -95,6 +95,17 @@ static Spec *find_spec(Specs *ss, PyObject *table, const char *tag, Py_ssize_t l
     return sp;
 }
 
+/* v is a list whose items are all exactly of type tp (no subclass: bool is not an int) */
+static int list_of(PyObject *v, PyTypeObject *tp)
+{
+    if (!PyList_CheckExact(v))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++)
+        if (!Py_IS_TYPE(PyList_GET_ITEM(v, i), tp))
+            return 0;
+    return 1;
+}
+
 /* Does v hold what validate.row_decoder accepts for a field of this code? When not, the row
  * goes to Python, which refuses it (a corrupt line) or reads it: the two always agree. */
 static int check_value(PyObject *v, char code)
@@ -123,19 +134,9 @@ static int check_value(PyObject *v, char code)
     case 'b': case 'B':
         return PyBool_Check(v);
     case 't': case 'L':             /* a list of strings ('t': made a tuple by the caller) */
-        if (!PyList_CheckExact(v))
-            return 0;
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++)
-            if (!PyUnicode_CheckExact(PyList_GET_ITEM(v, i)))
-                return 0;
-        return 1;
+        return list_of(v, &PyUnicode_Type);
     case 'n':                       /* a list of ints */
-        if (!PyList_CheckExact(v))
-            return 0;
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++)
-            if (!PyLong_CheckExact(PyList_GET_ITEM(v, i)))
-                return 0;
-        return 1;
+        return list_of(v, &PyLong_Type);
     }
     return 0;
 }
