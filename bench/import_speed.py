@@ -69,7 +69,7 @@ def real_log(path: str, n_lines: int) -> None:
 def _child(kind: str, args: List[str]) -> None:
     # The modules are imported before the clock starts: the work is measured, not start-up.
     from tracer.analysis.analyzer import analyze_trace
-    from tracer.tracefile.strace_import import import_strace
+    from tracer.strace.importer import import_strace
     c0, t0 = time.process_time(), time.perf_counter()
     if kind == "regex":
         n = 0

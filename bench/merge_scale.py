@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tracer import events as ev  # noqa: E402
 from tracer.analysis.merged import analyze_merged  # noqa: E402
 from tracer.tracefile.format import TraceWriter, make_header  # noqa: E402
-from tracer.tracefile.merge import ID_STRIDE  # noqa: E402
+from tracer.tracefile.nodes.merge import ID_STRIDE  # noqa: E402
 
 T0 = 1_800_000_000.0
 SKEW = 0.013                   # node n's clock is n * SKEW ahead of node 0's

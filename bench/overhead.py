@@ -75,7 +75,7 @@ class FloorBackend(Backend):
     name = "floor"
 
     def check(self) -> Optional[str]:
-        from tracer.record.backends.ebpf_backend import ebpf_problem
+        from tracer.record.backends.ebpf.backend import ebpf_problem
         return ebpf_problem()
 
     def start(self, targets: TargetSet, emit) -> None:
@@ -108,7 +108,7 @@ def run_backend(exe: str, n: int, make: Optional[Callable[[], Backend]]) -> Dict
 
 
 def backends() -> Dict[str, Callable[[], Backend]]:
-    from tracer.record.backends.ebpf_backend import EbpfBackend
+    from tracer.record.backends.ebpf.backend import EbpfBackend
     from tracer.record.backends.proc_backend import ProcBackend
     from tracer.record.backends.strace_backend import StraceBackend
     return {"proc": ProcBackend, "ebpf": EbpfBackend, "strace": StraceBackend,

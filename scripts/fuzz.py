@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The long fuzz run: as many mutants of the real strace logs and traces as asked for
-(tests/fuzzing.py; tests/test_fuzz.py runs 300 of them in CI).
+(tests/fuzzing.py; tests/unit/test_fuzz.py runs 300 of them in CI).
 
 Usage: python scripts/fuzz.py [--seed N] [--count N] [--minutes M] [--keep DIR]
 

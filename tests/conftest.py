@@ -1,4 +1,8 @@
-"""Pytest fixtures for running the real scenario programs.
+"""Pytest fixtures for running the real scenario programs, and the tiers.
+
+Tests live in three folders: ``unit/`` (pure functions, tables of real inputs), ``replay/``
+(recorded traces and logs against expected reports) and ``live/`` (attach to real scenario
+processes; marked ``live`` by their folder). Helpers shared by the tiers sit in tests/ itself.
 
 ``scenario("name", *args, ready_timeout=15, settle=0.2)`` starts a scenario (see
 ``tests/scenarios.py``) and returns a READY :class:`Scenario`; every
@@ -56,3 +60,12 @@ def _no_scenario_survivors() -> Iterator[None]:
     if left:
         scenarios.kill_leftovers()
         pytest.fail(f"scenario processes survived the test session: {left}")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The tiers are folders: every test under tests/live/ attaches to or starts real processes
+    and is marked ``live`` (``-m "not live"`` runs unit and replay alone)."""
+    live = Path(__file__).resolve().parent / "live"
+    for item in items:
+        if live in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.live)

@@ -11,7 +11,7 @@ inflated to thousands of digits or turned into NaN/inf, JSON values replaced by 
 ``hangtrace import-strace --analyze`` of a log) in this process, and returns an ``Outcome``:
 the exit status, stderr, and whether it was an internal error (a Python exception that
 reached the CLI's last line of defence) or a hang (over ``time_limit`` seconds).
-tests/test_fuzz.py runs a few hundred mutants with a fixed seed; scripts/fuzz.py runs as many
+tests/unit/test_fuzz.py runs a few hundred mutants with a fixed seed; scripts/fuzz.py runs as many
 as asked for.
 """
 from __future__ import annotations
@@ -200,7 +200,7 @@ def _alarm(signum: int, frame: object) -> None:
 
 def run_mutant(m: Mutant, time_limit: float = 20.0) -> Outcome:
     """The command a user would run on this input, in this process (module doc)."""
-    from tracer import cli
+    from tracer.cli import commands as cli
     with tempfile.TemporaryDirectory(prefix="hangtrace-fuzz-") as tmp:
         path = os.path.join(tmp, "input" + (".htrace" if m.kind == "trace" else ".log"))
         with open(path, "wb") as f:

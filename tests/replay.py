@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from tracer.analysis.analyzer import analyze_trace
-from tracer.tracefile.strace_import import import_strace
+from tracer.strace.importer import import_strace
 from tracer.report import Report
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

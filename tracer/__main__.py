@@ -1,5 +1,5 @@
 """``python -m tracer`` is the ``hangtrace`` command."""
-from .cli import entry
+from .cli.commands import entry
 
 if __name__ == "__main__":
     entry()

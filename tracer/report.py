@@ -85,19 +85,19 @@ class Report:
     notes: List[str] = field(default_factory=list)
     lost: int = 0
     truncated: bool = False
-    # {"nodes", "edges", "cycle", "proof"} (tracer/analysis/waitgraph.py), None when not built
+    # {"nodes", "edges", "cycle", "proof"} (tracer/analysis/waitgraph/graph.py), None when not built
     wait_graph: Optional[Dict[str, Any]] = None
-    # ranks grouped by their main thread's Python stack (analysis/stack_groups.py)
+    # ranks grouped by their main thread's Python stack (analysis/job/stack_groups.py)
     rank_stacks: List[Dict[str, Any]] = field(default_factory=list)
-    # logs, ports, GPU health, versions, CUDA graph capture (tracer/analysis/evidence.py)
+    # logs, ports, GPU health, versions, CUDA graph capture (tracer/analysis/evidence/build.py)
     evidence: Optional[Dict[str, Any]] = None
-    # What the backends could not observe, one line each (tracer/analysis/observed.py): the
+    # What the backends could not observe, one line each (tracer/analysis/rules/observed.py): the
     # verdict line shows them, since the verdict rests on the rest.
     unobserved: List[str] = field(default_factory=list)
     # Set by ``hangtrace watch`` (tracer/record/watch.py): {"silent_since", "recorded_from",
     # "silent_for", "last_progress", "summary"}; None for every other report.
     watch: Optional[Dict[str, Any]] = None
-    # threads stuck all window on one object while the tree goes on (analysis/partial.py)
+    # threads stuck all window on one object while the tree goes on (analysis/rules/partial.py)
     partial_hangs: List[Dict[str, Any]] = field(default_factory=list)
     # Set by ``hangtrace merge``/``cluster`` (analysis/merged.py): one entry per node, {"name",
     # "hostname", "netns", "trace", "key_offset", "clock_offset", "clock", "window", "error"};

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Programs for the watch tests (tests/test_watch_live.py): each prints ``READY <pid>`` on
+"""Programs for the watch tests (tests/live/test_watch_recordings.py): each prints ``READY <pid>`` on
 stdout, then behaves as its mode says until killed. Standard library only.
 
 Modes:

@@ -9,19 +9,19 @@ stages may ask of an analyzer besides its report (the end-of-recording probes) i
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import events as ev
 from ..report import Report
 from ..tracefile.format import TraceReader
-from .accumulate import Accumulator
-from .evidence import recording_evidence
-from .evidence_table import EVIDENCE_TYPES, EvidenceTable
-from .facts import WaitFacts
-from .gpu_rules import GpuAccumulator
-from .nodes import NodeMap
+from .accumulate.accumulator import Accumulator
+from .evidence.build import recording_evidence
+from .evidence.table import EVIDENCE_TYPES, EvidenceTable
+from .vocab.facts import WaitFacts
+from .accumulate.gpu import GpuAccumulator
+from .vocab.nodes import NodeMap
 from .report_build import build_report
-from .stacks import StackTable
+from .accumulate.stacks import StackTable
 
 
 class Analyzer:
@@ -61,12 +61,13 @@ class Analyzer:
         self.evidence.feed_gpu(e)
 
     def report(self, *, end: Optional[float] = None, trace_path: Optional[str] = None,
-               truncated: bool = False, extra_notes: Iterable[str] = ()) -> Report:
+               truncated: bool = False, extra_notes: Iterable[str] = (),
+               unrecorded_nodes: Sequence[Tuple[str, str]] = ()) -> Report:
         rec = self.acc.finish(end, truncated=truncated)
         report = build_report(rec, source=self.source, trace_path=trace_path,
                               extra_notes=list(extra_notes), gpus=self.gpu.gpus,
                               stacks=self.stacks, facts=self.facts, ras=self.ras,
-                              nodes=self.nodes)
+                              nodes=self.nodes, unrecorded_nodes=unrecorded_nodes)
         report.evidence = recording_evidence(self.evidence, rec.processes,
                                              {p.pid: p.role for p in report.processes},
                                              (rec.start, rec.end))

@@ -1,6 +1,6 @@
 """One report for a job recorded on several nodes: ``analyze_merged(paths)``.
 
-Contract: the traces (one per node, tracefile/merge.py names the nodes) are analyzed as one
+Contract: the traces (one per node, tracefile/nodes/merge.py names the nodes) are analyzed as one
 recording by the ordinary ``Analyzer``: their events, rewritten to keys unique across nodes and
 moved onto the first node's clock (estimated from matching send/receive pairs), are fed node
 after node, each in its own time order (tracefile/merge.merged_events); the wait-for graph then resolves waits between nodes itself (a TCP 4-tuple seen at both
@@ -8,7 +8,8 @@ ends), NCCL RAS answers in any trace speak for every node (nodes.localize_ras), 
 the node ("node b, rank 1 (pid 4242)"). The window runs from the moment every node was
 recording (the latest start; the earliest when the traces do not overlap) to the last end.
 ``failed`` nodes (``hangtrace cluster``: the launcher could not record them) are listed in the
-report's ``nodes`` with their error and said in a note: the others are merged all the same.
+report's ``nodes`` with their error and said in a note, and a job judged fine without them is
+``unknown`` (rules/merged.py): the others are merged all the same.
 Unreadable traces raise errors.BadInput (one line).
 """
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..linux.fdtarget import FdTarget
 from ..report import Report
-from ..tracefile.merge import NodeTrace, estimate_clocks, merged_events, open_nodes
+from ..tracefile.nodes.merge import NodeTrace, estimate_clocks, merged_events, open_nodes
 from .analyzer import Analyzer
-from .nodes import NodeMap
+from .vocab.nodes import NodeMap
 
 __all__ = ["analyze_merged"]
 
@@ -70,20 +71,6 @@ def _node_json(n: NodeTrace) -> Dict[str, object]:
             "window": {"start": n.start, "end": n.end}, "error": None}
 
 
-def _qualify(report: Report, failed: Sequence[Tuple[str, str]]) -> None:
-    """A node that could not be recorded may be the one that hangs: the rest of the job
-    progressing or idle says nothing about it (as observed.qualify_tree for a process)."""
-    if not failed or report.verdict not in ("progressing", "idle"):
-        return
-    what = "makes progress" if report.verdict == "progressing" else "is idle"
-    names = ", ".join(name for name, _ in failed)
-    report.verdict, report.rule = "unknown", "node-not-recorded"
-    rest = report.root_cause.get("summary") or ""
-    report.root_cause = dict(report.root_cause, summary=(
-        f"node {names} could not be recorded ({failed[0][1]}); the rest of the job {what}, "
-        "which says nothing about it" + (f". The rest: {rest}" if rest else "")))
-
-
 def analyze_merged(paths: Sequence[str],
                    failed: Sequence[Tuple[str, str]] = ()) -> Report:
     """The report of the job (module doc). ``failed``: (node name, why) of nodes without a
@@ -114,9 +101,9 @@ def analyze_merged(paths: Sequence[str],
         if n.truncated:
             notes.append(f"{n.name}: its trace was cut short; merged up to its last event")
     report = an.report(end=max(ends) if ends else None,
-                       truncated=any(n.truncated for n in nodes), extra_notes=notes)
+                       truncated=any(n.truncated for n in nodes), extra_notes=notes,
+                       unrecorded_nodes=failed)
     report.unobserved += [f"node {name} could not be recorded: {why}" for name, why in failed]
-    _qualify(report, failed)
     report.nodes = [_node_json(n) for n in nodes] + [
         {"name": name, "hostname": None, "netns": None, "trace": None, "key_offset": None,
          "clock_offset": None, "clock": "", "truncated": False, "window": None, "error": why}

@@ -4,7 +4,7 @@ Contract: ``build_report(rec, ...)`` is pure and runs, in this order:
 1. thread rules for every thread (thread_rules.judge_thread);
 2. per-process facts (roles, labels, exits) and, for ranks, their connected peers;
 3. the collective stragglers (collective.find_stragglers: NVML plus thread verdicts);
-4. the wait-for graph, built and settled once (graph_build.py): the one model of who waits on
+4. the wait-for graph, built and settled once (waitgraph/build.py): the one model of who waits on
    whom and who is stuck;
 5. process rules and tree rules, which read the graph and never resolve waits themselves;
    (merged traces, ``nodes``: the same pipeline over keys, nodes.py; NCCL RAS put on keys);
@@ -12,27 +12,30 @@ Contract: ``build_report(rec, ...)`` is pure and runs, in this order:
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import events as ev
 from ..report import ProcessReport, Report, ThreadReport
-from .accumulate import Recording, ThreadStats
-from .collective import collective_peers, find_stragglers
-from .job import read_ras
-from .nccl_ras import rank_of_pid
-from .observed import explain_unknown, qualify_tree, unobserved_lines
-from .partial import partial_hangs
-from .facts import WaitFacts
-from .gpu_rules import GpuStats, gpu_findings
-from .nodes import NodeMap, localize_ras, real_id
-from .graph_build import GraphInput, build_wait_graph
-from .process_facts import process_facts
-from .process_rules import ProcessVerdict, judge_process
-from .stack_groups import group_ranks, suspects
-from .stacks import StackTable
-from .thread_rules import current_call_text, judge_thread
-from .tree_rules import judge_tree
-from .verdict import Note, NoteKind, ThreadVerdict
+from .accumulate.accumulator import Recording, ThreadStats
+from .job.collective import collective_peers, find_stragglers
+from .job.ras import read_ras
+from .job.nccl_ras import rank_of_pid
+from .rules.observed import explain_unknown, qualify_tree, unobserved_lines
+from .rules.merged import qualify_for_unrecorded
+from .rules.partial import partial_hangs
+from .vocab.facts import WaitFacts
+from .accumulate.gpu import GpuStats
+from .rules.gpu import gpu_findings
+from .vocab.nodes import NodeMap, real_id
+from .job.ras import localize_ras
+from .waitgraph.build import GraphInput, build_wait_graph
+from .job.process_facts import process_facts
+from .rules.process import ProcessVerdict, judge_process
+from .job.stack_groups import group_ranks, suspects
+from .accumulate.stacks import StackTable
+from .rules.thread import current_call_text, judge_thread
+from .rules.tree import judge_tree
+from .vocab.verdict import Note, NoteKind, ThreadVerdict
 
 
 def _gpu_ioctls(t: ThreadStats) -> Dict[str, int]:
@@ -124,7 +127,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                  stacks: Optional[StackTable] = None,
                  facts: Optional[WaitFacts] = None,
                  ras: Optional[List[ev.NcclRasStatus]] = None,
-                 nodes: Optional[NodeMap] = None) -> Report:
+                 nodes: Optional[NodeMap] = None,
+                 unrecorded_nodes: Sequence[Tuple[str, str]] = ()) -> Report:
     gpus = gpus or {}
     tvs: Dict[int, Dict[int, ThreadVerdict]] = {}
     for pid in sorted(rec.processes):
@@ -150,6 +154,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
     explain_unknown(pvs)                    # not observed: say so, not "no data"
     tree = judge_tree(pvs, rec, built.graph, stragglers)
     qualify_tree(tree, pvs)                 # an unseen process: never "fine"
+    qualify_for_unrecorded(tree, unrecorded_nodes)     # nor a node that was not recorded
     partial = partial_hangs(tree.verdict, pvs, built.waits, built.graph)
     notes = [Note(NoteKind.GPU, n) for n in gpu_findings(
         gpus, {pid: pv.verdict for pid, pv in pvs.items()}, rec.window)]

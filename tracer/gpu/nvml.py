@@ -9,7 +9,7 @@ Contract:
   never a guess. ``close()`` shuts NVML down; both are safe to call from one thread at a time.
 - Each sample also carries the board power draw (mW) and the SM clock (MHz) where NVML gives
   them; ``health(ts, phase)`` reads the slower health counters (nvml_health.py).
-- Nothing here classifies; the analysis of readings is tracer/analysis/gpu_rules.py.
+- Nothing here classifies; the analysis of readings is tracer/analysis/rules/gpu.py.
 
 ABI used (nvml.h, stable since driver 450): nvmlInit_v2, nvmlDeviceGetCount_v2,
 nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetUUID, nvmlDeviceGetUtilizationRates

@@ -28,7 +28,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Callable, Dict, List, Optional
 
-from ..evidence_events import GpuHealth
+from ..events.evidence import GpuHealth
 
 __all__ = ["read_health", "THROTTLE_REASONS", "throttle_names", "pci_bus_id"]
 

@@ -57,7 +57,7 @@ def _kmsg() -> Dict[str, Any]:
 
 
 def doctor_facts() -> Dict[str, Any]:
-    from .backends.ebpf_backend import TRACEFS_DIRS, ebpf_problem
+    from .backends.ebpf.backend import TRACEFS_DIRS, ebpf_problem
     from .backends.strace_backend import ptrace_problem
     rel = os.uname().release
     facts: Dict[str, Any] = {"kernel": rel, "root": os.geteuid() == 0}

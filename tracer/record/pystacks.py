@@ -7,7 +7,7 @@ Contract:
   by py-spy's ``os_thread_id``. It never raises for one process: a stack that could not be
   taken becomes a ``PyStack`` with ``tid`` 0 and ``error`` (py-spy not installed, permission
   denied, not a CPython it can read), which the report turns into one note line
-  (analysis/stacks.py's ``failure_notes``).
+  (analysis/accumulate/stacks.py's ``failure_notes``).
 - ``take_stacks(pid)`` is the same for one pid (snapshot --stacks uses it).
 - Which py-spy: ``$HANGTRACE_PY_SPY`` if set (an empty value means "none"), else ``py-spy`` on
   PATH, else next to the running interpreter (a virtual environment's bin/).

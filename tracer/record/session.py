@@ -106,7 +106,7 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
         return [proc], "proc (/proc sampling only, never stops the target)"
     if name not in ("auto", "strace", "ebpf"):
         raise UsageError(f"unknown backend {name!r} (auto, proc, strace, ebpf)")
-    from .backends.ebpf_backend import EbpfBackend
+    from .backends.ebpf.backend import EbpfBackend
     from .backends.strace_backend import StraceBackend
     ebpf_why = EbpfBackend().check() if name in ("auto", "ebpf") else None
     if name == "ebpf":
@@ -130,8 +130,8 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
 
 def _with_nvml(backends: List[Backend], why: str) -> Tuple[List[Backend], str]:
     """Add GPU sampling through NVML where the machine has it (never a reason to fail), and
-    with eBPF, uprobes on libcuda's CUDA graph calls (cuda_uprobes.py)."""
-    from .backends.cuda_uprobes import with_cuda_uprobes
+    with eBPF, uprobes on libcuda's CUDA graph calls (ebpf/cuda_uprobes.py)."""
+    from .backends.ebpf.cuda_uprobes import with_cuda_uprobes
     from .backends.nvml_backend import NvmlBackend
     nvml = NvmlBackend()
     if nvml.check() is None:
@@ -148,7 +148,7 @@ class Recorded:
 
 
 def _roles(infos: List[ev.ProcessInfo], roots: List[int]) -> dict:
-    from ..analysis.roles import role_of
+    from ..analysis.job.roles import role_of
     parents = {i.ppid for i in infos}
     return {str(i.pid): role_of(i.cmdline, i.comm, has_children=i.pid in parents,
                                 is_root=i.pid in roots, environ_rank=i.environ_rank).label

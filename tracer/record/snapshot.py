@@ -8,7 +8,7 @@ Contract:
   (a pid that does not exist) or empty fields (fds of another user's process).
 - With ``evidence`` (the default) it also gathers what a person checks by hand (record/evidence:
   process vitals, log targets, ports, NVRM kernel log lines, GPU health, library versions and,
-  with stacks, CUDA graph capture) into ``evidence``, analysis/evidence.py's JSON form.
+  with stacks, CUDA graph capture) into ``evidence``, analysis/evidence/build.py's JSON form.
 - ``Snapshot.to_json()`` is the stable machine form: {"format": "hangtrace.snapshot/1", ...}.
   render/snapshot.py draws it; renderers never read /proc.
 """
@@ -107,8 +107,8 @@ def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = Fa
 
 
 def _evidence(snap: Snapshot, stacks: list) -> Dict[str, Any]:
-    from ..analysis.evidence import EvidenceTable, ProcFacts, build_evidence
-    from ..analysis.roles import role_of
+    from ..analysis.evidence.build import EvidenceTable, ProcFacts, build_evidence
+    from ..analysis.job.roles import role_of
     from ..events import GpuSample
     from .evidence import collect
     from .evidence.capture import capture_sites
@@ -128,7 +128,7 @@ def _evidence(snap: Snapshot, stacks: list) -> Dict[str, Any]:
 
 
 def _add_stacks(snap: Snapshot) -> list:
-    from ..analysis.stacks import failure_notes
+    from ..analysis.accumulate.stacks import failure_notes
     from .pystacks import find_py_spy, is_python_process, take_stacks
     exe = find_py_spy()
     failures, taken = [], []

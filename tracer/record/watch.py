@@ -3,7 +3,7 @@
 Contract:
 - ``Watcher(sampler, options, say=...)``; ``run()`` returns the exit status. Every
   ``options.interval`` seconds it takes a look (watch_looks.py: /proc, sock_diag, NVML; nothing is
-  attached to the tree, which is never stopped) and asks ``analysis.progress.progress_signals``
+  attached to the tree, which is never stopped) and asks ``analysis.watch_rules.progress_signals``
   whether the tree made progress since the look ``PROGRESS_WINDOW`` seconds before (the
   previous one at the default interval; rates such as keep-alive chatter need a second at least).
   The silence begins at the last look that showed progress (at the first look when none ever
@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Deque, List, Optional
 
-from ..analysis.progress import Signal, TreeLook, progress_signals
+from ..analysis.watch_rules import Signal, TreeLook, progress_signals
 from ..report import Report
 from .watch_looks import TreeSampler
 

@@ -1,7 +1,7 @@
 """Cheap looks at a watched tree for ``hangtrace watch``: /proc, sock_diag and NVML, nothing else.
 
 Contract:
-- ``TreeSampler(roots, name=None)``; ``look()`` returns a ``TreeLook`` (analysis/progress.py)
+- ``TreeSampler(roots, name=None)``; ``look()`` returns a ``TreeLook`` (analysis/watch_rules.py)
   of every live process of the tree: the roots, their descendants (a new one is followed from
   the first look that sees it, and stays followed if its parent dies), and with ``name`` every
   process matching it (looked for again every ``rescan_s`` seconds, so a watcher may start
@@ -23,7 +23,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Set
 
-from ..analysis.progress import ProcessLook, TreeLook
+from ..analysis.watch_rules import ProcessLook, TreeLook
 from ..linux import procfs
 from .backends.proc_backend import ParentCache
 

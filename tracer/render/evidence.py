@@ -1,4 +1,4 @@
-"""Draw the evidence section (analysis/evidence.py's JSON form) with rich, for ``attach``,
+"""Draw the evidence section (analysis/evidence/build.py's JSON form) with rich, for ``attach``,
 ``analyze`` and ``snapshot``.
 
 Contract: reads only the evidence dict (never /proc); every text taken from processes (paths,
@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree
 
-from ..analysis.evidence import human_duration
+from ..analysis.evidence.build import human_duration
 
 __all__ = ["render_evidence", "evidence_tree", "human_bytes", "human_age"]
 

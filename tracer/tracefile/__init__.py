@@ -1,3 +1,3 @@
-"""Trace files: the versioned format (format), fast row writing (rows), and strace logs turned
-into traces (strace/, strace_import, strace_parallel). May import: tracer.events, tracer.linux,
-tracer.gpu, tracer.errors."""
+"""Trace files: the versioned format (format), row validation (validate), fast row writing
+(rows), bounded block reading (blocks), and several nodes' traces as one stream (nodes/). May
+import: tracer.events, tracer.linux, tracer.gpu, tracer.errors."""

@@ -37,7 +37,7 @@ from typing import IO, Dict, List, Optional, Tuple
 
 from ... import events as ev
 from ...linux import procfs
-from ...tracefile.strace.convert import StraceConverter
+from ...strace.convert import StraceConverter
 from .base import Backend, Emit, TargetSet
 
 __all__ = ["StraceBackend", "ptrace_problem", "parse_attach_error"]
@@ -280,7 +280,7 @@ class StraceBackend(Backend):
             attach = parse_attach_error(msg)
             emit = self._emit
             if attach is not None and emit is not None:
-                # Saved in the trace: the thread was never observed (analysis/observed.py).
+                # Saved in the trace: the thread was never observed (analysis/rules/observed.py).
                 tid, why, denied = attach
                 pid = self._pid_of(tid) or tid
                 emit(ev.ObserveError(ts=time.time(), source="strace", what="attach", why=why,

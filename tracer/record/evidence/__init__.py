@@ -17,7 +17,7 @@ import time
 from typing import List, Optional
 
 from ... import events as ev
-from ...evidence_events import EvidenceNote, ProcessVitals
+from ...events.evidence import EvidenceNote, ProcessVitals
 from .kmsg import read_nvrm_lines
 from .libs import read_loaded_libs
 from .procinfo import read_log_targets, read_vitals

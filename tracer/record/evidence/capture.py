@@ -27,7 +27,7 @@ import re
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ...events import PyStack
-from ...evidence_events import CaptureSite
+from ...events.evidence import CaptureSite
 
 __all__ = ["capture_sites", "with_capture_sites", "graph_with_blocks", "parse_frame",
            "RUNNERS", "MAX_SOURCE"]

@@ -22,7 +22,7 @@ import re
 import time
 from typing import Callable, List, Optional, Tuple
 
-from ...evidence_events import KernelLog
+from ...events.evidence import KernelLog
 
 __all__ = ["read_nvrm_lines", "scan_records", "parse_record", "is_nvrm_line", "KMSG"]
 

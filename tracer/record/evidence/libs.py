@@ -26,7 +26,7 @@ import re
 import time
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ...evidence_events import EvidenceNote, LoadedLibs
+from ...events.evidence import EvidenceNote, LoadedLibs
 from . import elfver
 
 __all__ = ["read_loaded_libs", "parse_maps", "identify", "LIBRARIES", "read_driver_module"]

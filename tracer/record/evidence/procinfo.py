@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Dict, List, Optional
 
-from ...evidence_events import LogTargets, ProcessVitals
+from ...events.evidence import LogTargets, ProcessVitals
 from ...linux import procfs
 from ...linux.procfs_fds import parse_fdinfo, read_fds_checked
 

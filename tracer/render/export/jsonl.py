@@ -5,7 +5,7 @@ Contract: one JSON object per line, streamed (memory bounded by one event):
   (magic, version, backends, host, kernel, start, targets, options, roles);
 - then ``{"event": "ProcessInfo", ...}`` for each process of the header's table;
 - then one object per event, ``{"event": <class name>, "tag": <trace tag>, <field>: <value>...}``
-  with the field names of tracer/events.py (fds as objects, thread tables keyed by tid text);
+  with the field names of tracer/events/__init__.py (fds as objects, thread tables keyed by tid text);
 - last the end record ``{"event": "RecordingEnd", ...}``, or ``{"event": "truncated",
   "bad_lines": n}`` when the trace was cut short.
 Returns the number of event lines written (header and end lines not counted).

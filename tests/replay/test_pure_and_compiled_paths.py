@@ -1,0 +1,247 @@
+"""The compiled helpers (tracer/tracefile/csrc/) give exactly what their pure-Python twins
+give, on real logs and traces and on odd text; and a whole import + analysis gives the same
+trace and report either way (HANGTRACE_PURE=1 in a subprocess). Where the module is not built
+(no compiler), it is built here into a temporary directory, or the C side is skipped."""
+import gzip
+import importlib.util
+import json
+import math
+import os
+import random
+import struct
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from tracer import events as ev
+from tracer.tracefile import fastpath
+from tracer.tracefile.format import TraceReader, _decoder, _fast_table
+from tracer.strace.args import py_first_arg
+from tracer.strace.lines import py_split_line
+from tracer.strace.importer import import_strace
+from tracer.strace.scan import py_scan_block
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
+ROOT = os.path.join(HERE, "..")
+DATA = os.path.join(HERE, "data", "strace")
+FIXTURES = os.path.join(ROOT, "fixtures", "gpu-h200")
+LOGS = [os.path.join(FIXTURES, n) for n in sorted(os.listdir(FIXTURES)) if n.endswith(".gz")] \
+    + [os.path.join(DATA, n) for n in sorted(os.listdir(DATA)) if n.endswith(".log")]
+
+
+@pytest.fixture(scope="module")
+def fast(tmp_path_factory):
+    mod = fastpath.compiled()
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(
+            "build_fast", os.path.join(ROOT, "scripts", "build_fast.py"))
+        build = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(build)  # type: ignore[union-attr]
+        try:
+            path = build.build(str(tmp_path_factory.mktemp("fast")), quiet=True)
+        except RuntimeError as e:
+            pytest.skip(f"compiled helpers cannot be built here: {e}")
+        spec = importlib.util.spec_from_file_location("tracer.tracefile._fast", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod.set_fallback("split_line", py_split_line)
+    mod.set_fallback("scrub", ev.scrub_args)
+    mod.set_fallback("first_arg", py_first_arg)
+    return mod
+
+
+def _lines():
+    out = []
+    for path in LOGS:
+        op = gzip.open if path.endswith(".gz") else open
+        with op(path, "rt", errors="surrogateescape") as f:
+            out.extend(f.read().splitlines())
+    return out
+
+
+def _mutations(lines, n=20000, seed=5):
+    """Odd text made from real lines: cut anywhere, a character changed or doubled, padding,
+    non-ASCII, odd numbers in the places numbers go."""
+    rnd = random.Random(seed)
+    odd = ["é", "\udc80", "+", "-", "_", "x", "0x", "1e5", " ", "<", ">", "(", ")", " = ", "\t",
+           "\"", "\\", "...", "resumed>", "<unfinished ...>", "<detached ...>", "?", "E"]
+    out = []
+    for _ in range(n):
+        s = rnd.choice(lines)
+        k = rnd.randrange(len(s) + 1)
+        r = rnd.random()
+        if r < 0.3:
+            s = s[:k]
+        elif r < 0.7:
+            s = s[:k] + rnd.choice(odd) + s[k + 1:]
+        else:
+            s = s[:k] + rnd.choice(odd) + s[k:]
+        out.append(s + rnd.choice(["", "\n", "\r\n"]))
+    return out
+
+
+def test_split_line(fast):
+    lines = _lines()
+    assert len(lines) > 12000
+    for text in lines + _mutations(lines):
+        assert repr(fast.split_line(text)) == repr(py_split_line(text)), text
+
+
+def test_scrub_and_first_arg(fast):
+    args = [t[4] for t in map(py_split_line, _lines()) if t is not None]
+    odd = ['"a\\"b" x', '"unterminated', '"\\\nx"', '""..., ""', 'a"b"..."c"', '"é", 1',
+           '3</a, b>, 4', '3</x>(deleted), 1', '5<TCP:[1.2.3.4:5->6.7.8.9:10]>, 2', '<<<>', '']
+    for a in args + odd + _mutations(odd + args[:500], 5000):
+        assert fast.scrub(a) == ev.scrub_args(a), a
+        assert fast.first_arg(a) == py_first_arg(a), a
+
+
+def test_float_repr(fast):
+    rnd = random.Random(1)
+    vals = [0.0, -0.0, 1e-6, 1e-5, 1e-4, 9.999999e-5, 0.1, 1e15, 1e16, 2.0 ** 33, 8589934591.999999]
+    for _ in range(100000):
+        vals.append(float(f"{rnd.randint(10 ** 9, 2 ** 33)}.{rnd.randint(0, 999999):06d}"))
+        vals.append(float(f"0.{rnd.randint(0, 999999):06d}"))
+        vals.append(struct.unpack("d", struct.pack("Q", rnd.getrandbits(64)))[0])
+        vals.append(rnd.random() * 10 ** rnd.randint(-9, 18))
+    for v in vals:
+        if math.isfinite(v):
+            assert fast.float_repr(v) == repr(v), v
+
+
+def _events(tmp_path):
+    evs = []
+    for i, path in enumerate(LOGS):
+        out = str(tmp_path / f"{i}.htrace")
+        import_strace(path, out)
+        evs.extend(TraceReader(out).events())
+    return evs
+
+
+def test_encode_row(fast, tmp_path):
+    evs = _events(tmp_path)
+    evs += [ev.Syscall(1.5e-07, 1, 1, "x\u00e9\U0001f600\udc80", "\x7f\"\\\n", 2 ** 70, None,
+                       float("inf")),
+            ev.PollCall(1.0, 1, 2, "poll", "", None, None, 0.1, fd_kinds=("a", "b")),
+            ev.WriteCall(1.0, 1, 2, "write", "", 1, None, -0.0, nbytes=True)]
+    for e in evs:
+        names = tuple(ev.field_names(type(e)))
+        want = json.dumps(ev.event_to_row(e), separators=(",", ":")) + "\n"
+        got = fast.encode_row("[" + json.dumps(e.TAG) + ",", names, None, e)
+        if "fds" in names or "threads" in names or (got is None and not _plain(e)):
+            continue                          # rows the Python formatter writes
+        assert got == want, e
+
+
+def _plain(e):
+    return all(v is None or isinstance(v, (bool, int, str, tuple, list)) or
+               (isinstance(v, float) and math.isfinite(v)) for v in ev.event_to_row(e)[1:])
+
+
+def test_decode_rows(fast, tmp_path):
+    import_strace(os.path.join(FIXTURES, "startup.strace.gz"), str(tmp_path / "s.htrace"))
+    rows = open(tmp_path / "s.htrace").read().splitlines()[1:]
+    odd = ['["sc",1.0,1,1,"a\\u00e9\\ud83d\\ude00\\udc80\\"\\\\\\/\\b\\f\\n\\r\\t",'
+           '"",0,null,1e-05,null,null,null,false]',
+           '["sc",1,1,1,"x","",-0,null,1.5E+3,null,null,null,true]',
+           '["pl",1.0,1,2,"poll","",0,null,0.1,null,null,null,false,0.1,1,null,true]',
+           '["pl",1.0,1,2,"poll","",0,null,0.1,null,null,null,false,0.1,1,["a","b"],true]',
+           '["sc", 1.0,1,1,"x","",0,null,null,null,null,null,false]',        # a space
+           '["sc",1.0,1,1,"x\x01","",0,null,null,null,null,null,false]',      # a raw control
+           '["sc",1.0,1,1,"x","",01,null,null,null,null,null,false]',
+           '["sc",1.0,1,1,"x","",0,null,null,null,null,null]',                # a field short
+           '["sc",1.0,1,1,"x","",0,null,null,null,null,null,false,1]',        # one too many
+           '["zz",1]', '["end",1.0,"complete",0.0,1]', '[', '', 'garbage',
+           '["sc",123456789012345678901234567890,1,1,"x","",0,null,null,null,null,null,false]',
+           # wrong types: the Python reader refuses them (validate.py), so must the C one
+           '["sc","1.0",1,1,"x","",0,null,null,null,null,null,false]',
+           '["sc",1.0,true,1,"x","",0,null,null,null,null,null,false]',
+           '["sc",1e999,1,1,"x","",0,null,null,null,null,null,false]',
+           '["sc",1.0,1,1,"x","",0,null,null,null,null,null,0]',
+           '["sc",1.0,1.5,1,"x","",0,null,null,null,null,null,false]',
+           '["sc",1.0,1,1,["x"],"",0,null,null,null,null,null,false]',
+           '["pl",1.0,1,2,"poll","",0,null,0.1,null,null,null,false,0.1,1,[1],true]',
+           '["gpu",1.0,0,"x",null,null,null,null,null,null,[1,"2"]]']
+    schema = ev.schema()
+    decoders = {t: _decoder(t, n) for t, n in schema.items()}
+    table = _fast_table(schema, offsets=fastpath.compiled() is fast)
+    scan = json.JSONDecoder().scan_once
+    for text in rows + odd + [r.replace("1795", "-1795") for r in rows[:200]]:
+        got, n_odd = fast.decode_rows(text + "\n", table)
+        assert len(got) == 1
+        try:
+            want = decoders[scan(text, 0)[0][0]](scan(text, 0)[0])
+        except Exception:                     # noqa: BLE001 - the Python reader's bad line
+            want = None
+        if isinstance(got[0], str):
+            assert n_odd == 1 and got[0] == text + "\n"     # left to the Python reader
+            continue
+        assert n_odd == 0 and repr(got[0]) == repr(want), text
+    assert sum(not isinstance(x, str) for x in fast.decode_rows("\n".join(rows), table)[0]) \
+        == len(rows) - sum(r.startswith(('["pi"', '["end"')) for r in rows)
+
+
+def test_scan_block(fast):
+    for path in LOGS:
+        op = gzip.open if path.endswith(".gz") else open
+        with op(path, "rb") as f:
+            block = f.read()
+        for want_self in (True, False):
+            a, b = Counter(), Counter()
+            pa, la, sa = fast.scan_block(block, a, want_self)
+            pb, lb, sb = py_scan_block(block, b, want_self)
+            assert (a, pa, la) == (b, pb, lb), path
+            assert set(sa) <= set(sb), path   # C: fewer candidates (by call name) ...
+            from tracer.strace.lines import parse_line
+            for start in set(sb) - set(sa):   # ... never one that parses as one of them
+                line = parse_line(block[start:block.find(b"\n", start)].decode(
+                    "utf-8", "surrogateescape"))
+                assert line is None or line.kind not in ("attached",) and line.name not in (
+                    "clone", "clone3", "fork", "vfork", "getpid", "tgkill") and (
+                    not want_self or line.name not in ("gettid", "set_tid_address")), path
+
+
+def test_stale_module_is_refused(monkeypatch, tmp_path):
+    (tmp_path / "module.c").write_text("/* another version */\n")
+    monkeypatch.setattr(fastpath, "_CSRC", str(tmp_path))
+    monkeypatch.setattr(fastpath, "_state", {})
+    if importlib.util.find_spec("tracer.tracefile._fast") is None:
+        assert fastpath.compiled() is None and "not built" in fastpath.status()
+    else:
+        assert fastpath.compiled() is None and "another version" in fastpath.status()
+    monkeypatch.setenv("HANGTRACE_PURE", "1")
+    monkeypatch.setattr(fastpath, "_state", {})
+    assert fastpath.compiled() is None and "HANGTRACE_PURE" in fastpath.status()
+
+
+_RUN = """
+import json, sys
+from tracer.strace.importer import import_strace
+from tracer.analysis.analyzer import analyze_trace
+from tracer.tracefile.fastpath import status
+res = import_strace(sys.argv[1], sys.argv[2])
+rep = analyze_trace(sys.argv[2]).to_json()
+rep.pop("trace", None)
+print(json.dumps({"status": status(), "report": rep, "events": res.events}))
+"""
+
+
+@pytest.mark.parametrize("log", [os.path.join(FIXTURES, "startup.strace.gz"),
+                                 os.path.join(FIXTURES, "spin.strace.gz"),
+                                 os.path.join(DATA, "stderr_f_tt_noy.log"),
+                                 os.path.join(DATA, "python_f_ttt_T_yy.log"),
+                                 os.path.join(DATA, "attach_pp_o_tt.log")])
+def test_pure_and_compiled_paths_give_the_same_trace_and_report(tmp_path, log):
+    out = {}
+    for pure in ("1", "0"):
+        trace = str(tmp_path / f"t{pure}.htrace")
+        env = dict(os.environ, HANGTRACE_PURE=pure, PYTHONPATH=ROOT)
+        r = subprocess.run([sys.executable, "-c", _RUN, log, trace], env=env,
+                           capture_output=True, text=True, check=True)
+        out[pure] = json.loads(r.stdout)
+        out[pure]["rows"] = open(trace).read().splitlines()[1:]
+    assert out["1"]["status"].startswith("pure")
+    assert out["1"]["rows"] == out["0"]["rows"] and out["1"]["events"] == out["0"]["events"]
+    assert out["1"]["report"] == out["0"]["report"]

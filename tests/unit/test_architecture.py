@@ -1,0 +1,172 @@
+"""The layout's rules (docs/ARCHITECTURE.md), checked on the source: what each package may import,
+no import cycles between modules, no module over 450 lines. Imports under ``if TYPE_CHECKING``
+do not run and do not count."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Set
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "tracer"
+MAX_LINES = 450
+
+# package -> the packages it may import (besides itself). "__init__" is tracer/__init__.py.
+ALLOWED: Dict[str, Set[str]] = {
+    "events": set(),
+    "report": set(),
+    "errors": set(),
+    "snapshot_model": {"events"},
+    "linux": {"events", "errors"},
+    "gpu": {"events", "errors", "linux"},
+    "tracefile": {"events", "errors", "linux", "gpu"},
+    "strace": {"events", "errors", "linux", "gpu", "tracefile"},
+    "analysis": {"events", "errors", "report", "linux", "gpu", "tracefile"},
+    "render": {"events", "errors", "report", "snapshot_model", "analysis", "tracefile", "linux",
+               "gpu"},
+    "record": {"events", "errors", "report", "snapshot_model", "linux", "gpu", "tracefile",
+               "strace", "analysis", "render"},
+    "cli": {"events", "errors", "report", "snapshot_model", "linux", "gpu", "tracefile",
+            "strace", "analysis", "render", "record"},
+    "__main__": {"cli"},
+    "__init__": set(),
+}
+
+# The stages inside analysis/ (ARCHITECTURE.md): sub-package -> the sub-packages it may import.
+# The modules at analysis/'s top (the analyzer, the pipeline, merge, watch's rules) may import
+# every stage; no stage imports them.
+STAGES: Dict[str, Set[str]] = {
+    "vocab": set(),
+    "accumulate": {"vocab"},
+    "job": {"vocab", "accumulate"},
+    "waitgraph": {"vocab", "accumulate", "job"},
+    "rules": {"vocab", "accumulate", "job", "waitgraph"},
+    "evidence": {"vocab", "accumulate"},
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _package_of(mod: str) -> str:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _stage_of(mod: str) -> str:
+    """The analysis stage of a module ("" for analysis's top modules and other packages)."""
+    parts = mod.split(".")
+    if len(parts) > 3 and parts[1] == "analysis" or (
+            len(parts) == 3 and parts[1] == "analysis" and parts[2] in STAGES):
+        return parts[2]
+    return ""
+
+
+def _imports(path: Path) -> List[str]:
+    """Absolute names of the tracer modules a file imports at run time."""
+    mod = _module_name(path)
+    is_pkg = path.name == "__init__.py"
+    tree = ast.parse(path.read_text())
+    skip: Set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for n in ast.walk(node)}
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base_parts = mod.split(".") if is_pkg else mod.split(".")[:-1]
+            if node.level:
+                base_parts = base_parts[:len(base_parts) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if not base.startswith("tracer"):
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                out.append(sub if _exists(sub) else base)
+        elif isinstance(node, ast.Import):
+            out += [a.name for a in node.names if a.name.startswith("tracer")]
+    return out
+
+
+def _exists(mod: str) -> bool:
+    p = ROOT.joinpath(*mod.split("."))
+    return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
+
+
+def _all_modules() -> Dict[str, Path]:
+    return {_module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def test_packages_import_only_what_the_layout_allows():
+    bad = []
+    for mod, path in _all_modules().items():
+        pkg = _package_of(mod)
+        allowed = ALLOWED.get(pkg)
+        assert allowed is not None, f"{mod}: package {pkg!r} is not in the layout (ARCHITECTURE.md)"
+        for dep in _imports(path):
+            dpkg = _package_of(dep)
+            if dpkg != pkg and dpkg not in allowed and dep != "tracer":
+                bad.append(f"{mod} imports {dep}")
+    assert not bad, "\n".join(bad)
+
+
+def test_analysis_stages_import_only_the_stages_below():
+    bad = []
+    for mod, path in _all_modules().items():
+        if _package_of(mod) != "analysis":
+            continue
+        stage = _stage_of(mod)
+        for dep in _imports(path):
+            if _package_of(dep) != "analysis" or dep == "tracer.analysis":
+                continue
+            dstage = _stage_of(dep)
+            if stage and (not dstage or (dstage != stage and dstage not in STAGES[stage])):
+                bad.append(f"{mod} ({stage}) imports {dep} ({dstage or 'top'})")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_analysis_module_is_in_a_stage_or_at_the_top():
+    top = {"tracer.analysis", "tracer.analysis.analyzer", "tracer.analysis.report_build",
+           "tracer.analysis.merged", "tracer.analysis.watch_rules"}
+    stray = [m for m in _all_modules() if _package_of(m) == "analysis" and not _stage_of(m)
+             and m not in top]
+    assert not stray, f"analysis modules outside the stage folders: {stray}"
+
+
+def test_no_import_cycles():
+    mods = _all_modules()
+    graph = {m: {d for d in _imports(p) if d in mods and d != m} for m, p in mods.items()}
+    state: Dict[str, int] = {}
+    cycles: List[List[str]] = []
+
+    def visit(m: str, stack: List[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d] if d in stack else [m, d])
+            elif d not in state:
+                visit(d, stack + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    # a package's __init__ importing its own submodules is not a cycle of logic
+    real = [c for c in cycles if not any(x.count(".") < 2 and x != "tracer" and
+                                         all(y.startswith(x) for y in c) for x in c)]
+    assert not real, "import cycles: " + "; ".join(" -> ".join(c) for c in real)
+
+
+def test_no_module_over_450_lines():
+    long = {str(p.relative_to(ROOT)): n for p in PKG.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, long

@@ -1,0 +1,88 @@
+"""hangtrace doctor: facts are complete, JSON-ready, and consistent with the backends' checks."""
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+
+from tracer.record.backends.ebpf.backend import EbpfBackend
+from tracer.record.doctor import doctor_facts, run_doctor
+
+KEYS = {"bpf_syscall", "btf", "tracefs", "tracepoints", "kprobes", "uprobes", "ptrace", "strace",
+        "bcc", "kernel_headers", "nvidia", "py_spy"}
+
+
+def test_facts_cover_every_capability_and_serialise():
+    f = doctor_facts()
+    assert KEYS <= set(f)
+    for k in KEYS:
+        assert set(f[k]) == {"ok", "detail", "fix"}, k
+        assert f[k]["ok"] or f[k]["fix"], f"{k}: missing piece without a fix"
+    json.dumps(f)
+    assert f["backends"]["ebpf"]["ok"] == (EbpfBackend().check() is None)
+    assert f["backends"]["proc"]["ok"]
+
+
+def _pretend(monkeypatch, *, present: bool) -> None:
+    """Make BCC, the kernel headers and strace look present (or missing) whatever this
+    machine has, so that both branches of each fact are checked everywhere."""
+    import importlib.util
+    import os.path
+    import shutil
+    real_exists, real_find, real_which = os.path.exists, importlib.util.find_spec, shutil.which
+    monkeypatch.setattr(os.path, "exists", lambda p: present if str(p).startswith(
+        "/lib/modules/") else real_exists(p))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: (object() if present else None)
+                        if n == "bcc" else real_find(n, *a))
+    monkeypatch.setattr(shutil, "which", lambda n, *a: ("/usr/bin/strace" if present else None)
+                        if n == "strace" else real_which(n, *a))
+
+
+def test_missing_pieces_name_their_debian_packages(monkeypatch):
+    _pretend(monkeypatch, present=False)
+    f = doctor_facts()
+    assert not f["kernel_headers"]["ok"] and not f["bcc"]["ok"] and not f["strace"]["ok"]
+    assert "linux-headers-" in f["kernel_headers"]["fix"]
+    assert "setup-ebpf.sh" in f["kernel_headers"]["fix"]
+    assert "python3-bpfcc" in f["bcc"]["fix"]
+    assert f["strace"]["fix"] == "apt install strace"
+    assert not f["backends"]["strace"]["ok"] and "not installed" in f["backends"]["strace"]["why"]
+
+
+def test_present_pieces_have_no_fix(monkeypatch):
+    _pretend(monkeypatch, present=True)
+    f = doctor_facts()
+    for key in ("kernel_headers", "bcc", "strace"):
+        assert f[key]["ok"] and f[key]["fix"] == "", key
+
+
+def test_run_doctor_prints_and_returns_status():
+    buf = io.StringIO()
+    code = run_doctor(Console(file=buf, width=200))
+    out = buf.getvalue()
+    assert "kernel_headers" in out and "backends:" in out and "ebpf" in out
+    f = doctor_facts()["backends"]
+    assert code == (0 if f["ebpf"]["ok"] or f["strace"]["ok"] else 1)
+
+
+def test_py_spy_is_found_where_the_report_finds_it(tmp_path, monkeypatch):
+    """doctor and the report (pystacks.find_py_spy) agree: PATH, $HANGTRACE_PY_SPY, and the
+    bin/ beside the interpreter (a venv's py-spy that is not on PATH)."""
+    import sys
+    from tracer.record.pystacks import find_py_spy
+    monkeypatch.delenv("HANGTRACE_PY_SPY", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))           # nothing on PATH
+    venv_bin = tmp_path / "venv-bin"
+    venv_bin.mkdir()
+    spy = venv_bin / "py-spy"
+    spy.write_text("#!/bin/sh\nexit 0\n")
+    spy.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(venv_bin / "python"))
+    assert find_py_spy() == str(spy)
+    f = doctor_facts()["py_spy"]
+    assert f["ok"] and f["detail"] == str(spy) and f["fix"] == ""
+    monkeypatch.setenv("HANGTRACE_PY_SPY", "")          # "none", for the report and doctor
+    f = doctor_facts()["py_spy"]
+    assert find_py_spy() is None and not f["ok"] and "not installed" in f["detail"]
+    assert "hangtrace[stacks]" in f["fix"]

@@ -1,0 +1,121 @@
+"""NVML reader and backend (tracer/gpu/nvml.py, tracer/record/backends/nvml_backend.py) with fakes; the
+real library is used only where one is installed (the GPU machine)."""
+from __future__ import annotations
+
+import ctypes.util
+import threading
+import time
+
+import pytest
+
+from tracer import events as ev
+from tracer.record.backends.base import TargetSet
+from tracer.record.backends.nvml_backend import NvmlBackend
+from tracer.events import GpuSample
+from tracer.gpu.nvml import NvmlError, open_nvml
+from tracer.tracefile.format import TraceReader, TraceWriter, make_header
+
+
+class FakeNvml:
+    def __init__(self):
+        self.closed = False
+        self.reads = 0
+
+    def read(self, ts):
+        self.reads += 1
+        return [GpuSample(ts, 0, "GPU-aaaa", 100, 5 << 20, 140 << 30, [437]),
+                GpuSample(ts, 1, "GPU-bbbb", None, None, None, [])]
+
+    def close(self):
+        self.closed = True
+
+
+def test_check_says_why_not():
+    def no_lib():
+        raise NvmlError("no NVIDIA management library (libnvidia-ml.so.1: not found)")
+    assert NvmlBackend(opener=no_lib).check().startswith("no NVIDIA management library")
+    fake = FakeNvml()
+    assert NvmlBackend(opener=lambda: fake).check() is None and fake.closed
+
+
+def test_open_nvml_without_the_library_raises_one_line():
+    with pytest.raises(NvmlError, match="no NVIDIA management library"):
+        open_nvml(("libdoes-not-exist-hangtrace.so.1",))
+
+
+def test_backend_emits_gpu_samples_and_stops():
+    fake = FakeNvml()
+    got = []
+    done = threading.Event()
+
+    def emit(e):
+        got.append(e)
+        if len(got) >= 4:
+            done.set()
+    b = NvmlBackend(rate_hz=50, opener=lambda: fake)
+    b.start(TargetSet([1]), emit)
+    assert done.wait(5)
+    b.stop()
+    b.stop()   # idempotent
+    assert fake.closed
+    n, reads = len(got), fake.reads
+    time.sleep(10 * b.interval)   # ten sample periods: a sampler still running would emit
+    assert len(got) == n and fake.reads == reads, "samples after stop()"
+    assert n == 2 * reads         # two GPUs per reading, every reading emitted
+    assert all(isinstance(e, ev.GpuSample) for e in got)
+    first = got[0]
+    assert (first.gpu, first.uuid, first.util_pct, first.pids) == (0, "GPU-aaaa", 100, [437])
+    assert got[1].util_pct is None and got[1].pids == []
+
+
+def test_gpu_sample_round_trips_through_a_trace(tmp_path):
+    path = str(tmp_path / "t.htrace.gz")
+    w = TraceWriter(path, make_header(backends=["nvml"], source="attach", targets=[1],
+                                      start=1.0, processes=[]))
+    w.write(ev.GpuSample(2.0, 0, "GPU-x", 97, 10, 20, [3, 4]))
+    w.close("complete", end_ts=3.0)
+    events = list(TraceReader(path).events())
+    s = [e for e in events if isinstance(e, ev.GpuSample)]
+    assert len(s) == 1 and s[0].util_pct == 97 and list(s[0].pids) == [3, 4]
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is None, reason="no NVML here")
+def test_real_nvml_reads_every_gpu():
+    nv = open_nvml()
+    try:
+        readings = nv.read(0.0)
+    finally:
+        nv.close()
+    assert readings and all(r.uuid.startswith("GPU-") for r in readings)
+    assert all(r.mem_total and r.mem_total > 0 for r in readings)
+
+
+class FakeNvmlWithHealth(FakeNvml):
+    def health(self, ts, phase):
+        from tracer.events.evidence import GpuHealth
+        return [GpuHealth(ts=ts, gpu=0, uuid="GPU-aaaa", power_mw=95_000, phase=phase)]
+
+
+def test_backend_emits_health_at_start_and_stop():
+    from tracer.events.evidence import GpuHealth
+    fake = FakeNvmlWithHealth()
+    got = []
+    b = NvmlBackend(rate_hz=50, opener=lambda: fake)
+    b.start(TargetSet([1]), got.append)
+    b.stop()
+    health = [e for e in got if isinstance(e, GpuHealth)]
+    assert [h.phase for h in health] == ["start", "end"]
+    assert got[0] is health[0] and got[-1] is health[1]   # first and last of the recording
+    assert fake.closed
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is None, reason="no NVML here")
+def test_real_nvml_health():
+    nv = open_nvml()
+    try:
+        health = nv.health(0.0, "end")
+        samples = nv.read(0.0)
+    finally:
+        nv.close()
+    assert health and all(h.power_limit_mw and h.name for h in health)
+    assert all(s.power_mw is not None for s in samples)

@@ -1,0 +1,46 @@
+"""Roles of serving-stack processes and library helper threads (tracer/analysis/roles.py)."""
+from __future__ import annotations
+
+import pytest
+
+from tracer.analysis.job.roles import helper_kind, parse_environ_rank, role_of
+
+
+@pytest.mark.parametrize("cmdline, comm, kw, label", [
+    (["sglang::scheduler_TP1"], "sglang::schedul", {}, "scheduler TP1"),
+    (["sglang::scheduler_TP3_DP1"], "sglang::schedul", {}, "scheduler TP3 DP1"),
+    (["sglang::detokenizer"], "sglang::detoken", {}, "detokenizer"),
+    (["VLLM::EngineCore"], "VLLM::EngineCor", {}, "engine core"),
+    (["VLLM::Worker_TP0"], "VLLM::Worker_TP", {}, "worker TP0"),
+    (["VLLM::Worker_TP2_PP1"], "VLLM::Worker_TP", {}, "worker TP2 PP1"),
+    (["python3", "train.py"], "python3", {"environ_rank": "RANK=3 LOCAL_RANK=1"}, "rank 3"),
+    (["python3", "train.py"], "python3", {"environ_rank": "LOCAL_RANK=2"}, "rank 2"),
+    (["python3", "train.py"], "python3", {"environ_rank": "5"}, "rank 5"),
+    (["python3", "-m", "sglang.launch_server"], "python3", {"has_children": True}, "launcher"),
+    (["python3", "x.py"], "python3", {"has_children": True, "is_root": True}, "launcher"),
+    (["python3", "x.py"], "python3", {}, "other"),
+])
+def test_role_of(cmdline, comm, kw, label):
+    assert role_of(cmdline, comm, **kw).label == label
+
+
+def test_rank_role_carries_the_number():
+    r = role_of(["python3"], "python3", environ_rank="RANK=1 LOCAL_RANK=1")
+    assert (r.kind, r.rank) == ("rank", 1)
+
+
+@pytest.mark.parametrize("text, rank", [("RANK=3 LOCAL_RANK=1", 3), ("LOCAL_RANK=1 RANK=0", 0),
+                                        ("LOCAL_RANK=4", 4), ("7", 7), ("", None), (None, None),
+                                        ("WORLD_SIZE=2", None)])
+def test_parse_environ_rank(text, rank):
+    assert parse_environ_rank(text) == rank
+
+
+@pytest.mark.parametrize("comm, helper", [
+    ("cuda-EvtHandlr", True), ("cuda00005800017", True), ("pt_nccl_watchdg", True),
+    ("pt_nccl_heartbt", True), ("pt_gloo_runloop", True), ("pt_tcpstore_uv", True),
+    ("NCCL Proxy Serv", True), ("NCCL Service 0", True), ("ZMQbg/IO/0", True),
+    ("pt_main_thread", False), ("python3", False), ("sglang::schedul", False),
+])
+def test_helper_threads(comm, helper):
+    assert (helper_kind(comm) is not None) == helper

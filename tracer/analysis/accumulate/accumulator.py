@@ -1,0 +1,448 @@
+"""Streaming accumulation of events into per-thread and per-process statistics.
+
+Contract: ``Accumulator.feed(event)`` takes events in time order, one at a time, from a trace
+being read or from a live queue (the same code path for both); memory is bounded by the number of
+threads, fds and distinct syscall names, never by the number of events. ``finish(end_ts)`` closes
+the recording window and returns a ``Recording``: everything the rules need, nothing classified.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from functools import lru_cache
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+from ... import events as ev
+from ...events.counts import ThreadCounts
+from ...linux.fdtarget import FdTarget, OUTPUT_KINDS, SOCKET_KINDS
+from .stats import ProcessStats, Recording, TcpTrack, ThreadStats
+from .traffic import FdTraffic, keepalive
+
+__all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
+from .kernel_counts import KernelCounts
+
+# Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
+# libzmq/libuv write 8 bytes to an eventfd, asyncio and signal wakeup fds write 1 byte.
+WAKEUP_MAX_BYTES = 8
+MAX_FUTEX_ADDRS = 4096
+MAX_FDS_TRACKED = 64        # socket fds followed per thread (bounded memory)
+_CHANNEL_KINDS = frozenset({"pipe", "unix", "socket", "fifo"})   # what can be a wake-up channel
+# The event classes _syscall tells apart, as module globals (one dict lookup, not two).
+_SYSCALL, _WRITE, _FUTEX, _POLL, _IOCTL, _READ = (ev.Syscall, ev.WriteCall, ev.FutexCall,
+                                                  ev.PollCall, ev.IoctlCall, ev.ReadCall)
+_SYSCALLS = frozenset({ev.Syscall, ev.FutexCall, ev.PollCall, ev.IoctlCall, ev.WriteCall,
+                       ev.ReadCall, ev.WaitChild})     # what the dispatch sends to _syscall
+
+
+@lru_cache(maxsize=4096)        # a blocked thread shows the same line in every sample
+def _strip_sp_pc(text: str) -> str:
+    """/proc/.../syscall ends with the stack and instruction pointers, which change; drop them."""
+    parts = text.split()
+    if len(parts) >= 9:
+        return " ".join(parts[:7])
+    return text
+
+
+class Accumulator:
+    """Feeds events into stats (module doc)."""
+
+    def __init__(self, *, start: Optional[float] = None, backends: Optional[List[str]] = None,
+                 capabilities: Optional[Dict[str, bool]] = None,
+                 processes: Optional[List[ev.ProcessInfo]] = None,
+                 roots: Optional[List[int]] = None) -> None:
+        self.start = start
+        self.last_ts: Optional[float] = start
+        self.backends = list(backends or [])
+        self.capabilities = dict(capabilities or {})
+        self.threads: Dict[Tuple[int, int], ThreadStats] = {}
+        self.processes: Dict[int, ProcessStats] = {}
+        self.lost = 0
+        self.lost_reasons: List[str] = []
+        self.futex_wakers: Dict[int, Tuple[int, int]] = {}
+        self.roots = list(roots or [])
+        self._internal: Dict[int, set] = {}   # pid -> targets of fds internal to the process
+        self._inodes: Dict[int, set] = {}     # pid -> inodes of its fds (cache)
+        self.kernel = KernelCounts()          # eBPF ThreadCounts, merged (accumulate/kernel_counts.py)
+        syscall = self._syscall
+        self._dispatch = {
+            ev.Syscall: syscall, ev.FutexCall: syscall, ev.PollCall: syscall,
+            ev.IoctlCall: syscall, ev.WriteCall: syscall, ev.ReadCall: syscall,
+            ev.WaitChild: syscall, ev.ThreadSample: self._sample, ev.ProcessIO: self._on_io,
+            ev.ProcessInfo: self._on_info, ev.ProcessExit: self._on_exit,
+            ev.ThreadExit: self._on_thread_exit, ev.ThreadStart: self._on_thread_start,
+            ev.ProcessExec: self._on_exec, ev.SignalDelivered: self._on_signal,
+            ev.Lost: self._on_lost, ev.ThreadCpu: self._on_cpu,
+            ev.SocketCounters: self._on_socket_counters,
+            ev.ObserveError: self._on_observe_error,
+            ThreadCounts: lambda e: self.kernel.feed(e, self._thread(e.pid, e.tid),
+                                                        self.is_internal),
+        }
+        self.observe_errors: Dict[tuple, ev.ObserveError] = {}
+        for info in processes or []:
+            self._process_info(info)
+
+    # ------------------------------------------------------------------ helpers
+    def _thread(self, pid: int, tid: int) -> ThreadStats:
+        key = (pid, tid)
+        t = self.threads.get(key)
+        if t is None:
+            t = ThreadStats(pid=pid, tid=tid)
+            p = self.processes.get(pid)
+            if p is not None and p.info is not None:
+                t.comm = p.info.threads.get(tid, "")
+            self.threads[key] = t
+            self._process(pid)
+        return t
+
+    def _process(self, pid: int) -> ProcessStats:
+        p = self.processes.get(pid)
+        if p is None:
+            p = self.processes[pid] = ProcessStats(pid=pid)
+        return p
+
+    def _process_info(self, info: ev.ProcessInfo) -> None:
+        p = self._process(info.pid)
+        if p.first_info is None:
+            p.first_info = info
+        # A later ProcessInfo may come from a process that already exited (no fds): keep the
+        # richest table seen so far for pipe/socket resolution.
+        if p.info is not None:
+            keep = {}
+            if not info.fds and p.info.fds:
+                keep["fds"] = p.info.fds
+            if not info.cmdline and p.info.cmdline:   # a zombie's cmdline reads empty
+                keep["cmdline"] = p.info.cmdline
+            if not info.threads and p.info.threads:
+                keep["threads"] = p.info.threads
+            if keep:
+                info = ev.ProcessInfo(**{**_as_dict(info), **keep})
+        p.info = info
+        for tid, comm in info.threads.items():
+            t = self._thread(info.pid, tid)
+            if comm:
+                t.comm = comm
+        self._internal[info.pid] = _internal_targets(info.fds)
+
+    def is_internal(self, pid: int, target: Optional[str]) -> bool:
+        """True when both ends of the pipe/socketpair behind ``target`` are in process ``pid``."""
+        if not target:
+            return False
+        internal = self._internal.get(pid)
+        if internal and target in internal:
+            return True
+        # strace -yy prints socketpairs as UNIX-STREAM:[a->b]: internal if both inodes are ours.
+        t = FdTarget.parse(target)
+        if t.kind != "unix" or t.inode is None or t.peer_inode is None:
+            return False
+        inodes = self._inodes.get(pid)
+        if inodes is None:
+            info = self.processes.get(pid)
+            inodes = {f.inode for f in info.info.fds} if info and info.info else set()
+            self._inodes[pid] = inodes
+        return t.inode in inodes and t.peer_inode in inodes
+
+    # ------------------------------------------------------------------ feeding
+    def feed(self, e: ev.Event) -> None:
+        ts = e.ts
+        if ts:
+            last = self.last_ts
+            if last is None or ts > last:
+                self.last_ts = ts
+                if self.start is None:      # set with last_ts: only ever None before it
+                    self.start = ts
+        handler = self._dispatch.get(type(e))
+        if handler is not None:
+            handler(e)
+
+    def feed_many(self, events: Iterable[ev.Event],
+                  route: Optional[Dict[type, Callable[[ev.Event], None]]] = None) -> None:
+        """``feed`` for each event in one loop (replay's hot path): the first and last times
+        stay in locals (no handler reads them), a call's thread is looked up only when it is
+        not the previous call's; ``route`` hands some classes to other consumers instead."""
+        dispatch, other = self._dispatch.get, (route or {}).get
+        last, start, threads, syscall = self.last_ts, self.start, self.threads, self._syscall
+        pid = tid = t = None
+        try:
+            for e in events:
+                cls = type(e)
+                call = cls in _SYSCALLS
+                if not call:
+                    handler = dispatch(cls)
+                    if handler is None and other(cls) is not None:   # routed elsewhere
+                        other(cls)(e)  # type: ignore[misc]
+                        continue
+                ts = e.ts
+                if ts and (last is None or ts > last):
+                    last = ts
+                    if start is None:
+                        start = ts
+                if not call:
+                    if handler is not None:
+                        handler(e)
+                    continue
+                if t is None or e.tid != tid or e.pid != pid:  # type: ignore[attr-defined]
+                    pid, tid = e.pid, e.tid                     # type: ignore[attr-defined]
+                    t = threads.get((pid, tid))
+                syscall(e, t)                                   # type: ignore[arg-type]
+                if t is None:
+                    t = threads.get((pid, tid))
+        finally:
+            self.last_ts, self.start = last, start
+
+    def _on_io(self, e: ev.ProcessIO) -> None:
+        p = self._process(e.pid)
+        if p.first_io is None:
+            p.first_io = e
+        p.last_io = e
+
+    def _on_info(self, e: ev.ProcessInfo) -> None:
+        self._inodes.pop(e.pid, None)
+        self._process_info(e)
+
+    def _on_exit(self, e: ev.ProcessExit) -> None:
+        self._process(e.pid).exited = e
+        for t in self.threads_of(e.pid):
+            if t.exited_at is None:
+                t.exited_at = e.ts
+
+    def _on_thread_exit(self, e: ev.ThreadExit) -> None:
+        self._thread(e.pid, e.tid).exited_at = e.ts
+
+    def _on_thread_start(self, e: ev.ThreadStart) -> None:
+        self._thread(e.pid, e.tid).started_at = e.ts
+
+    def _on_exec(self, e: ev.ProcessExec) -> None:
+        self._process(e.pid).exec_seen = True
+
+    def _on_signal(self, e: ev.SignalDelivered) -> None:
+        self._process(e.pid).signals[e.signal] += 1
+
+    def _on_cpu(self, e: ev.ThreadCpu) -> None:
+        t = self._thread(e.pid, e.tid)
+        if t.cpu is None or e.ts - e.since >= t.cpu.ts - t.cpu.since:
+            t.cpu = e
+
+    def _on_socket_counters(self, e: ev.SocketCounters) -> None:
+        p = self._process(e.pid)
+        tr = p.tcp.get(e.fd)
+        if tr is None or tr.target != e.target:       # a new socket behind the fd number
+            if tr is None and len(p.tcp) >= MAX_FDS_TRACKED:
+                return
+            p.tcp[e.fd] = TcpTrack(e.fd, e.target, e, e)
+            return
+        if (e.segs_out or 0) > (tr.last.segs_out or 0):
+            tr.send_readings += 1
+        tr.last = e
+
+    def _on_observe_error(self, e: ev.ObserveError) -> None:
+        if len(self.observe_errors) < MAX_FUTEX_ADDRS:    # bounded like the futex table
+            self.observe_errors.setdefault((e.pid, e.tid, e.what), e)
+
+    def _on_lost(self, e: ev.Lost) -> None:
+        self.lost += e.count
+        if e.reason and e.reason not in self.lost_reasons:
+            self.lost_reasons.append(e.reason)
+
+    def threads_of(self, pid: int) -> List[ThreadStats]:
+        return [t for (p, _), t in self.threads.items() if p == pid]
+
+    def _syscall(self, e: ev.Syscall, t: Optional[ThreadStats] = None) -> None:
+        """``t``: the event's ThreadStats when the caller has it (feed_many), else looked up."""
+        if t is None:
+            t = self.threads.get((e.pid, e.tid)) or self._thread(e.pid, e.tid)
+        ts = e.ts
+        if t.first_ts is None:
+            t.first_ts = ts
+        t.last_ts = ts
+        if e.ongoing:
+            t.ongoing = e
+            return
+        t.last_call = e
+        name = e.name
+        t.syscalls[name] += 1
+        dur = e.dur
+        if dur is None:
+            t.durations_known = False
+        else:
+            t.syscall_time += dur
+        kind = type(e)
+        if kind is _SYSCALL:
+            if name == "nanosleep" or name == "clock_nanosleep":
+                t.sleeps += 1
+            elif name == "sched_yield":
+                t.yields += 1
+            elif name == "connect":
+                self._connect(t, e)
+        elif kind is _WRITE:
+            self._write(t, e)  # type: ignore[arg-type]
+        elif kind is _FUTEX:
+            self._futex(t, e)  # type: ignore[arg-type]
+        elif kind is _POLL:
+            self._poll(t, e)  # type: ignore[arg-type]
+        elif kind is _IOCTL:
+            t.ioctls[(e.fd_kind or "?", e.request, e.request_name or "")] += 1  # type: ignore
+        elif kind is _READ:
+            self._read(t, e)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _poll(t: ThreadStats, e: ev.PollCall) -> None:
+        t.polls += 1
+        if e.timeout is None:
+            t.poll_infinite += 1
+        else:
+            t.poll_timeout_values[round(e.timeout, 3)] += 1
+        if e.timed_out or e.err == "ETIMEDOUT":
+            t.poll_timeouts += 1
+        for k in e.fd_kinds:
+            t.poll_fd_kinds[k] += 1
+
+    def _read(self, t: ThreadStats, e: ev.ReadCall) -> None:
+        if e.name.startswith("accept"):
+            if e.ret is not None and e.ret >= 0:
+                t.accepts += 1
+            return
+        if not e.ret or e.ret <= 0 or e.fd_kind == "eventfd" \
+                or (e.fd_kind in _CHANNEL_KINDS and self.is_internal(e.pid, e.fd_target)):
+            return
+        if e.fd_kind in SOCKET_KINDS and e.fd is not None:
+            tr = self._traffic(t, e)
+            if tr is not None:
+                tr.receive(e.ret, e.ts)
+        t.input_bytes += e.ret
+        if e.fd_kind == "file":
+            t.file_reads += 1
+
+    @staticmethod
+    def _traffic(t: ThreadStats, e: ev.Syscall) -> Optional[FdTraffic]:
+        tr = t.sockets.get(e.fd)  # type: ignore[arg-type]
+        if tr is None:
+            if len(t.sockets) >= MAX_FDS_TRACKED:
+                return None
+            tr = t.sockets[e.fd] = FdTraffic(e.fd, e.fd_target or "", e.fd_kind)  # type: ignore
+        return tr
+
+    def _connect(self, t: ThreadStats, e: ev.Syscall) -> None:
+        """A connection made counts as doing something outside. A non-blocking connect that
+        returned EINPROGRESS is not counted: it may well be refused (NCCL's RAS thread retries
+        a dead peer once a second that way); what it later sends counts as output anyway."""
+        if e.err is None and e.ret == 0:
+            t.connects += 1
+            if len(t.connect_targets) < 32:
+                t.connect_targets[e.fd_target or f"fd {e.fd}"] += 1
+
+    def _write(self, t: ThreadStats, e: ev.WriteCall) -> None:
+        n = max(e.nbytes, 0)
+        if e.err is not None:
+            return
+        t.written_bytes += n
+        kind = e.fd_kind
+        if kind == "eventfd":
+            t.eventfd_writes += 1
+            return
+        if kind is None:
+            # No fd decoration (strace without -y): an eventfd write always moves exactly 8
+            # bytes and a wake-up pipe write 1, so only larger writes are surely output.
+            if n > WAKEUP_MAX_BYTES:
+                self._output(t, e, n)
+            else:
+                t.unjudged_writes += 1
+            return
+        if n <= WAKEUP_MAX_BYTES and kind in _CHANNEL_KINDS \
+                and self.is_internal(e.pid, e.fd_target):
+            t.wakeup_writes += 1
+            return
+        if kind == "null":
+            t.null_writes += 1
+        elif kind in SOCKET_KINDS and e.fd is not None:
+            tr = self._traffic(t, e)
+            if tr is not None:
+                tr.send(e.ts, n)
+            else:                       # too many sockets to follow: count it as output
+                self._output(t, e, n)
+        elif kind in OUTPUT_KINDS:
+            self._output(t, e, n)
+
+    @staticmethod
+    def _output(t: ThreadStats, e: ev.WriteCall, n: int) -> None:
+        t.plain_bytes += n
+        t.plain_writes += 1
+        t.plain_last_ts = e.ts
+        label = _fd_label(e.fd, e.fd_target)
+        if len(t.plain_targets) < 32 or label in t.plain_targets:
+            t.plain_targets[label] += n
+
+    def _futex(self, t: ThreadStats, e: ev.FutexCall) -> None:
+        op = e.op
+        if op.startswith("WAIT") or op in ("LOCK_PI", "LOCK_PI2", "WAIT_REQUEUE_PI"):
+            t.futex_waits += 1
+            if e.timeout is not None:
+                t.futex_waits_timeout += 1
+            if e.err == "ETIMEDOUT":
+                t.futex_timeouts += 1
+        elif op.startswith("WAKE") or op in ("UNLOCK_PI", "REQUEUE", "CMP_REQUEUE"):
+            t.futex_wakes += 1
+            if e.ret and e.ret > 0 and (e.addr in self.futex_wakers
+                                        or len(self.futex_wakers) < MAX_FUTEX_ADDRS):
+                self.futex_wakers[e.addr] = (t.pid, t.tid)
+
+    def _sample(self, s: ev.ThreadSample) -> None:
+        t = self.threads.get((s.pid, s.tid)) or self._thread(s.pid, s.tid)
+        if s.comm:
+            t.comm = s.comm
+        t.samples += 1
+        if t.first_sample is None:
+            t.first_sample = s
+        t.last_sample = s
+        t.states[s.state] += 1
+        if len(t.sample_calls) < 64:
+            t.sample_calls[_strip_sp_pc(s.syscall)] += 1
+
+    # ------------------------------------------------------------------ finish
+    def finish(self, end: Optional[float] = None, *, truncated: bool = False) -> Recording:
+        start = self.start if self.start is not None else 0.0
+        stop = end if end is not None else (self.last_ts if self.last_ts is not None else start)
+        window = max(stop - start, 1e-9)
+        for t in self.threads.values():
+            _judge_output(t, window)
+        return Recording(start=start, end=max(stop, start), threads=self.threads,
+                         processes=self.processes, backends=self.backends,
+                         capabilities=self.capabilities, lost=self.lost,
+                         lost_reasons=self.lost_reasons, truncated=truncated,
+                         futex_wakers=self.futex_wakers, roots=self.roots,
+                         observe_errors=self.observe_errors)
+
+
+def _fd_label(fd: Optional[int], target: Optional[str]) -> str:
+    if fd is None:
+        return "an fd not seen opened"
+    return f"fd {fd} ({target})" if target else f"fd {fd}"
+
+
+def _judge_output(t: ThreadStats, window: float) -> None:
+    """The thread's output: plain writes plus socket traffic that is not a keep-alive
+    (traffic.keepalive). Recomputed from the accumulated state at every finish()."""
+    t.output_bytes, t.output_writes = t.plain_bytes, t.plain_writes
+    t.output_targets = Counter(t.plain_targets)
+    t.last_output_ts = t.plain_last_ts
+    t.keepalives = []
+    for tr in t.sockets.values():
+        if tr.sends == 0:
+            continue
+        if keepalive(tr, window):
+            t.keepalives.append(tr)
+            continue
+        t.output_bytes += tr.sent
+        t.output_writes += tr.calls
+        t.output_targets[_fd_label(tr.fd, tr.target)] += tr.sent
+        if tr.last_send is not None and (t.last_output_ts is None
+                                         or tr.last_send > t.last_output_ts):
+            t.last_output_ts = tr.last_send
+
+
+def _as_dict(info: ev.ProcessInfo) -> dict:
+    return {f: getattr(info, f) for f in ev.field_names(ev.ProcessInfo)}
+
+
+def _internal_targets(fds: List[ev.FdInfo]) -> set:
+    """Pipe/socket targets that appear on two fds of one process (a self-pipe or socketpair)."""
+    seen: Counter = Counter(f.target for f in fds if f.kind in ("pipe", "fifo"))
+    return {target for target, n in seen.items() if n >= 2}

@@ -1,0 +1,79 @@
+"""NVML readings accumulated per GPU (``GpuSample`` events of the NVML backend).
+
+Contract: ``GpuAccumulator.feed`` takes ``events.GpuSample`` and keeps ``GpuStats`` per GPU
+(memory bounded by GPUs and pids): samples, how many were busy (``BUSY_UTIL``) or idle
+(``IDLE_UTIL``), mean utilization, memory and the compute pids. ``holds_gpu(fds)``: the process
+has the NVIDIA device files open. Rules over these readings are in rules/gpu.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Optional, Set
+
+from ... import events as ev
+from ...linux.fdtarget import GPU_KINDS as GPU_FD_KINDS
+
+BUSY_UTIL = 90          # percent: the GPU is running a kernel (NVML utilization)
+IDLE_UTIL = 5           # percent: nothing runs on the GPU
+MOST = 0.8              # fraction of samples that must agree
+
+
+def holds_gpu(fds: Iterable[ev.FdInfo]) -> bool:
+    """The process has the NVIDIA device files open (a CUDA context lives in it)."""
+    return any(f.kind in GPU_FD_KINDS for f in fds)
+
+
+@dataclass
+class GpuStats:
+    """What NVML showed of one GPU during the recording."""
+    gpu: int
+    uuid: str = ""
+    samples: int = 0
+    busy: int = 0                 # samples at or above BUSY_UTIL
+    idle: int = 0                 # samples at or below IDLE_UTIL
+    util_sum: int = 0
+    util_known: int = 0
+    first_ts: Optional[float] = None
+    last_ts: Optional[float] = None
+    mem_used: Optional[int] = None
+    mem_total: Optional[int] = None
+    pids: Set[int] = field(default_factory=set)
+
+    @property
+    def mean_util(self) -> Optional[float]:
+        return self.util_sum / self.util_known if self.util_known else None
+
+    @property
+    def span(self) -> float:
+        if self.first_ts is None or self.last_ts is None:
+            return 0.0
+        return self.last_ts - self.first_ts
+
+
+class GpuAccumulator:
+    """Feeds ``GpuSample`` events into ``GpuStats`` per GPU (memory bounded by GPUs and pids)."""
+
+    def __init__(self) -> None:
+        self.gpus: Dict[int, GpuStats] = {}
+
+    def feed(self, e: ev.Event) -> None:
+        if not isinstance(e, ev.GpuSample):
+            return
+        g = self.gpus.get(e.gpu)
+        if g is None:
+            g = self.gpus[e.gpu] = GpuStats(gpu=e.gpu, uuid=e.uuid)
+        g.samples += 1
+        if g.first_ts is None:
+            g.first_ts = e.ts
+        g.last_ts = e.ts
+        if e.util_pct is not None:
+            g.util_known += 1
+            g.util_sum += e.util_pct
+            if e.util_pct >= BUSY_UTIL:
+                g.busy += 1
+            if e.util_pct <= IDLE_UTIL:
+                g.idle += 1
+        if e.mem_used is not None:
+            g.mem_used, g.mem_total = e.mem_used, e.mem_total
+        if len(g.pids) < 1024:
+            g.pids.update(e.pids)

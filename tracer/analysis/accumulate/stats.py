@@ -1,0 +1,151 @@
+"""Per-thread and per-process statistics: what the accumulator keeps and the rules read.
+
+Contract: plain data. ``ThreadStats`` and ``ProcessStats`` are filled by accumulate.Accumulator
+in time order (memory bounded by threads, fds and distinct call names); ``Recording`` is what
+``Accumulator.finish`` hands to the rules: the window, the stats, and what the input lacked.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from ... import events as ev
+from .traffic import FdTraffic
+
+
+@dataclass
+class ThreadStats:
+    pid: int
+    tid: int
+    comm: str = ""
+    first_ts: Optional[float] = None
+    last_ts: Optional[float] = None
+    syscalls: Counter = field(default_factory=Counter)      # name -> completed calls
+    syscall_time: float = 0.0                               # seconds inside syscalls
+    durations_known: bool = True
+    # Output: writes to files, pipes and ttys as they come; socket traffic per fd, judged at
+    # finish() (a keep-alive is not output); the totals below are set by finish().
+    plain_bytes: int = 0
+    plain_writes: int = 0
+    plain_targets: Counter = field(default_factory=Counter)  # target text -> bytes
+    plain_last_ts: Optional[float] = None
+    sockets: Dict[int, FdTraffic] = field(default_factory=dict)  # fd -> its traffic
+    connects: int = 0                                        # connections made (ret 0/EINPROGRESS)
+    connect_targets: Counter = field(default_factory=Counter)
+    null_writes: int = 0                                     # to /dev/null: not output
+    written_bytes: int = 0                                   # every byte written or sent
+    output_bytes: int = 0                                    # finish(): plain + socket output
+    output_writes: int = 0
+    output_targets: Counter = field(default_factory=Counter)
+    last_output_ts: Optional[float] = None
+    keepalives: List[FdTraffic] = field(default_factory=list)  # finish(): heartbeat fds
+    unjudged_writes: int = 0                                # small writes to unknown fds
+    eventfd_writes: int = 0
+    wakeup_writes: int = 0                                  # small writes to internal fds
+    input_bytes: int = 0                                    # reads from sockets/pipes/files
+    accepts: int = 0
+    file_reads: int = 0
+    futex_waits: int = 0
+    futex_waits_timeout: int = 0
+    futex_timeouts: int = 0                                 # ETIMEDOUT results
+    futex_wakes: int = 0
+    polls: int = 0
+    poll_timeouts: int = 0                                  # returned 0 / ETIMEDOUT
+    poll_infinite: int = 0
+    poll_timeout_values: Counter = field(default_factory=Counter)  # seconds -> calls
+    poll_fd_kinds: Counter = field(default_factory=Counter)
+    sleeps: int = 0
+    yields: int = 0
+    ioctls: Counter = field(default_factory=Counter)        # (fd_kind, request, name) -> n
+    ongoing: Optional[ev.Syscall] = None                    # still blocked in it at the end
+    last_call: Optional[ev.Syscall] = None
+    exited_at: Optional[float] = None
+    started_at: Optional[float] = None                      # born during the recording
+    # /proc samples
+    samples: int = 0
+    first_sample: Optional[ev.ThreadSample] = None
+    last_sample: Optional[ev.ThreadSample] = None
+    states: Counter = field(default_factory=Counter)
+    cpu: Optional[ev.ThreadCpu] = None                      # kernel-measured CPU (eBPF)
+    sample_calls: Counter = field(default_factory=Counter)  # /proc syscall text (no sp/pc)
+
+    @property
+    def total_syscalls(self) -> int:
+        return sum(self.syscalls.values())
+
+    @property
+    def is_main(self) -> bool:
+        return self.pid == self.tid
+
+
+@dataclass
+class TcpTrack:
+    """What the kernel's counters of one TCP socket showed (events.SocketCounters): the first
+    and last reading, and in how many readings data had been sent since the one before."""
+    fd: int
+    target: str
+    first: ev.SocketCounters
+    last: ev.SocketCounters
+    send_readings: int = 0
+
+    def delta(self, name: str) -> int:
+        a, b = getattr(self.first, name), getattr(self.last, name)
+        return max(0, b - a) if a is not None and b is not None else 0
+
+
+@dataclass
+class ProcessStats:
+    pid: int
+    info: Optional[ev.ProcessInfo] = None
+    first_info: Optional[ev.ProcessInfo] = None
+    exited: Optional[ev.ProcessExit] = None
+    exec_seen: bool = False
+    first_io: Optional[ev.ProcessIO] = None
+    last_io: Optional[ev.ProcessIO] = None
+    signals: Counter = field(default_factory=Counter)
+    tcp: Dict[int, TcpTrack] = field(default_factory=dict)     # fd -> kernel TCP counters
+
+
+@dataclass
+class Recording:
+    """What the rules see: the window, per-thread and per-process stats, and what was missing."""
+    start: float
+    end: float
+    threads: Dict[Tuple[int, int], ThreadStats]
+    processes: Dict[int, ProcessStats]
+    backends: List[str]
+    capabilities: Dict[str, bool]
+    lost: int = 0
+    lost_reasons: List[str] = field(default_factory=list)
+    truncated: bool = False
+    futex_wakers: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # addr -> (pid, tid)
+    roots: List[int] = field(default_factory=list)
+    # What backends could not observe, by (pid, tid, what): analysis/rules/observed.py reads it.
+    observe_errors: Dict[tuple, ev.ObserveError] = field(default_factory=dict)
+    # threads by pid, built at the first threads_of (again when threads were added since)
+    _by_pid: Optional[Tuple[int, Dict[int, List[ThreadStats]]]] = field(
+        default=None, repr=False, compare=False)
+
+    @property
+    def window(self) -> float:
+        return max(self.end - self.start, 1e-9)
+
+    def threads_of(self, pid: int) -> List[ThreadStats]:
+        """The threads of ``pid`` by tid (an index: a job has thousands of threads)."""
+        if self._by_pid is None or self._by_pid[0] != len(self.threads):
+            index: Dict[int, List[ThreadStats]] = {}
+            for (p, _), t in self.threads.items():
+                index.setdefault(p, []).append(t)
+            for ts in index.values():
+                ts.sort(key=lambda t: t.tid)
+            self._by_pid = (len(self.threads), index)
+        return list(self._by_pid[1].get(pid, ()))
+
+    @property
+    def has_syscalls(self) -> bool:
+        return any(b.startswith("strace") or b == "ebpf" for b in self.backends)
+
+    @property
+    def has_samples(self) -> bool:
+        return "proc" in self.backends

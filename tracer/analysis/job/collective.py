@@ -1,0 +1,237 @@
+"""Collectives between ranks: who is connected to whom, and which rank stopped joining.
+
+Contract: pure functions of the recording, the thread verdicts and the NVML readings.
+- ``collective_peers(rec, pid)``: the traced processes at the other end of pid's connected
+  TCP/unix sockets (gloo pairs, TCPStore, NCCL bootstrap): a rank blocked in a futex while
+  connected to peer ranks waits in a collective for them (waitgraph/build.py). Ranks of other
+  nodes (merged traces) only through TCP between nodes (nodes.py).
+- ``find_stragglers(rec, procs, threads, gpus)``: with NCCL a collective runs as a GPU kernel:
+  a rank that entered it while a peer did not has its kernel spin on the GPU and its host thread
+  spin-waits (or yield-waits) in the stream synchronize behind it. The peer that never arrived
+  shows the opposite picture: its GPU is idle and its host is not waiting for the GPU (blocked
+  in a Python-level wait, idle, or busy on something else). So, between connected ranks:
+  spinning rank = a deciding thread in a GPU wait (thread_rules) and nothing progressing, its GPU
+  busy in most NVML samples; straggler = a rank neither progressing nor in a GPU wait, its GPU
+  idle in most samples. Without NVML readings nothing is concluded: the two pictures cannot be
+  told apart from syscalls. The wait-for graph then makes the spinning ranks wait for the
+  straggler, and the straggler's own futex wait a wait inside its process.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Set
+
+from ...linux.fdtarget import FdTarget
+from ..accumulate.accumulator import Recording
+from ..accumulate.gpu import MOST, GpuStats
+from ..vocab.nodes import crosses_nodes, real_id, same_node
+from .process_facts import ProcessFacts, exit_failed
+from .nccl_ras import RasStatus, lagging_ranks, missing_ranks
+from ..vocab.verdict import BLOCKED, BUSY, EXITED, PROGRESSING, UNKNOWN, ThreadVerdict, _StrEnum
+
+_SOCKETS = ("tcp", "unix", "socket")
+
+
+class LagSource(_StrEnum):
+    """What showed that a rank is behind (most to least direct)."""
+    RAS = "NCCL RAS"             # the job's own counts (operations launched per rank)
+    EXIT = "exit"                # the rank died while its peers wait in a collective
+    NVML = "NVML"                # its GPU idle while a peer spins on a busy GPU
+    STACKS = "Python stacks"     # it is the one rank whose main thread is not in a collective
+
+
+@dataclass
+class Straggler:
+    """A rank the others wait for in a collective, and how we know (``source``, ``why``)."""
+    pid: int
+    source: LagSource
+    why: str                                 # "it launched up to AllReduce operation 6, ..."
+    waiters: Dict[int, str] = field(default_factory=dict)   # waiting rank -> what it does
+    gpus: List[int] = field(default_factory=list)           # its GPUs, idle (NVML)
+    op: str = ""
+    dead: bool = False
+
+
+def collective_peers(rec: Recording, pid: int) -> List[int]:
+    """Traced processes (alive, other than ``pid``) at the other end of pid's connected sockets
+    (module doc): TCP by reversed endpoints, unix socketpairs by inode."""
+    p = rec.processes.get(pid)
+    if p is None or p.info is None:
+        return []
+    mine = {e for e in (FdTarget.parse(f.target).endpoints() for f in p.info.fds
+                        if f.kind in _SOCKETS) if e is not None}
+    if not mine:
+        return []
+    want = {(remote, local) for local, remote in mine}      # what the other end shows
+    peer_inodes = {remote for _, remote in mine if remote.isdigit()}
+    out: Set[int] = set()
+    for qpid, q in rec.processes.items():
+        if qpid == pid or q.info is None or q.exited is not None:
+            continue
+        near = same_node(qpid, pid)           # merged traces: only TCP links two nodes
+        for f in q.info.fds:
+            if f.kind not in _SOCKETS:
+                continue
+            t = FdTarget.parse(f.target)
+            if not near and not crosses_nodes(t):
+                continue
+            if t.endpoints() in want or (
+                    f.kind == "unix" and f.inode is not None and str(f.inode) in peer_inodes):
+                out.add(qpid)
+                break
+    return sorted(out)
+
+
+def _gpus_of(pid: int, gpus: Mapping[int, GpuStats], *, busy: bool) -> List[int]:
+    out = []
+    for g in gpus.values():
+        if pid not in g.pids or not g.util_known:
+            continue
+        share = (g.busy if busy else g.idle) / g.util_known
+        if share >= MOST:
+            out.append(g.gpu)
+    return sorted(out)
+
+
+def _deciding(tvs: Mapping[int, ThreadVerdict]) -> List[ThreadVerdict]:
+    live = [v for v in tvs.values() if v.verdict not in (EXITED, UNKNOWN)]
+    return [v for v in live if v.decides] or live
+
+
+def _spinning(rank_pids: Sequence[int], state: Mapping[int, List[ThreadVerdict]]
+              ) -> List[int]:
+    """Ranks whose deciding threads wait for the GPU (spin/yield-sync) and do nothing else."""
+    return [pid for pid in rank_pids if state[pid]
+            and not any(v.verdict == PROGRESSING for v in state[pid])
+            and any(v.verdict == BUSY and v.gpu_wait for v in state[pid])]
+
+
+def _waiting(rank_pids: Sequence[int], state: Mapping[int, List[ThreadVerdict]]) -> List[int]:
+    """Ranks that wait: on the GPU in a collective kernel, or blocked (a gloo collective)."""
+    return [pid for pid in rank_pids if state[pid]
+            and not any(v.verdict == PROGRESSING for v in state[pid])
+            and any((v.verdict == BUSY and v.gpu_wait) or v.verdict == BLOCKED
+                    for v in state[pid])]
+
+
+def _doing(pid: int, state: Mapping[int, List[ThreadVerdict]],
+           gpus: Mapping[int, GpuStats]) -> str:
+    busy = _gpus_of(pid, gpus, busy=True)
+    if any(v.verdict == BUSY and v.gpu_wait for v in state.get(pid, [])):
+        on = f" on GPU {', '.join(str(real_id(g)) for g in busy)}" if busy else ""
+        return f"spin-waits{on} in the collective"
+    return "waits in the collective"
+
+
+def _from_ras(st: RasStatus, procs: Mapping[int, ProcessFacts],
+              state: Mapping[int, List[ThreadVerdict]], gpus: Mapping[int, GpuStats]
+              ) -> List[Straggler]:
+    out: List[Straggler] = []
+    for comm, m in missing_ranks(st):
+        if m.pid is None or m.pid not in procs:
+            continue
+        others = [r.pid for r in comm.ranks if r.pid is not None and r.pid in procs
+                  and r.pid != m.pid and procs[r.pid].gone is None]
+        if not others:   # the text answer lists only the missing ranks: its siblings that wait
+            others = _waiting([q for q, pf in procs.items() if q != m.pid and pf.gone is None
+                               and pf.ppid == procs[m.pid].ppid and q in state], state)
+        dead = m.dead or procs[m.pid].gone is not None
+        gpu = "" if m.gpu is None else f", GPU {m.gpu}"
+        why = (f"NCCL RAS got no data from it (rank {m.rank}{gpu})"
+               + (" and considers it dead" if m.dead else ""))
+        out.append(Straggler(m.pid, LagSource.RAS, why,
+                             {w: _doing(w, state, gpus) for w in others}, dead=dead))
+    for lag in lagging_ranks(st):
+        pid = lag.behind.pid
+        if pid is None or pid not in procs or any(s.pid == pid for s in out):
+            continue
+        ahead = [r for r in lag.ahead if r.pid is not None]
+        names = ", ".join(f"rank {r.rank} up to {r.counts.get(lag.op, 0)}" for r in ahead[:3])
+        why = (f"it launched up to {lag.op} operation {lag.behind.counts.get(lag.op, 0)}, "
+               f"{names} (NCCL RAS)")
+        waiters = {r.pid: f"launched up to {lag.op} operation {r.counts.get(lag.op, 0)} and "
+                   + _doing(r.pid, state, gpus)  # type: ignore[arg-type]
+                   for r in ahead if r.pid in procs and procs[r.pid].gone is None}
+        out.append(Straggler(pid, LagSource.RAS, why, waiters, op=lag.op))
+    return out
+
+
+def _from_exits(rec: Recording, ranks: Sequence[int], procs: Mapping[int, ProcessFacts],
+                state: Mapping[int, List[ThreadVerdict]], gpus: Mapping[int, GpuStats]
+                ) -> List[Straggler]:
+    """A process that died while ranks of the same job (its siblings: the same launcher)
+    spin or wait. A dead rank's environment no longer reads (a zombie's /proc/PID/environ is
+    empty), so the dead one is known as a sibling of the ranks, not by its RANK."""
+    out = []
+    for pid, pf in procs.items():
+        if pf.gone is None or pid not in rec.processes or not exit_failed(rec.processes[pid]):
+            continue
+        peers = [q for q in _waiting([q for q in ranks if procs[q].gone is None
+                                      and procs[q].ppid == pf.ppid and q != pid], state)]
+        if peers:
+            how = ("was " if pf.gone.startswith("killed") else "") + pf.gone
+            out.append(Straggler(pid, LagSource.EXIT, f"it {how}",
+                                 {q: _doing(q, state, gpus) for q in peers}, dead=True))
+    return out
+
+
+def _from_nvml(ranks: Sequence[int], state: Mapping[int, List[ThreadVerdict]],
+               gpus: Mapping[int, GpuStats], peers: Mapping[int, List[int]]) -> List[Straggler]:
+    spinning = {pid: g for pid in _spinning(ranks, state)
+                if (g := _gpus_of(pid, gpus, busy=True))}
+    out = []
+    for pid in ranks:
+        vs = state[pid]
+        if pid in spinning or not vs or any(v.verdict == PROGRESSING or v.gpu_wait for v in vs):
+            continue
+        idle = _gpus_of(pid, gpus, busy=False)
+        mine = set(peers.get(pid, []))
+        waiters = {s: f"spin-waits on GPU {', '.join(str(real_id(x)) for x in g)} in the "
+                      "collective"
+                   for s, g in spinning.items() if s in mine or pid in peers.get(s, [])}
+        if idle and waiters:
+            out.append(Straggler(pid, LagSource.NVML,
+                                 f"GPU {', '.join(str(real_id(g)) for g in idle)} idle, and "
+                                 "it is not waiting "
+                                 "for the GPU", waiters, gpus=idle))
+    return out
+
+
+def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
+                    threads: Mapping[int, Mapping[int, ThreadVerdict]],
+                    gpus: Mapping[int, GpuStats], peers: Mapping[int, List[int]],
+                    ras: Optional[RasStatus] = None,
+                    stack_suspects: Optional[Mapping[int, str]] = None) -> List[Straggler]:
+    """Ranks the others wait for in a collective (module doc), one per rank, the most direct
+    evidence first: NCCL RAS, a rank that died, NVML, Python stacks."""
+    ranks = sorted(pid for pid, pf in procs.items() if pf.role.kind == "rank")
+    state = {pid: _deciding(threads.get(pid, {})) for pid in procs}
+    found: List[Straggler] = []
+    if ras is not None:
+        found += _from_ras(ras, procs, state, gpus)
+    found += _from_exits(rec, ranks, procs, state, gpus)
+    live = [pid for pid in ranks if procs[pid].gone is None]
+    found += _from_nvml(live, state, gpus, peers)
+    for pid, why in (stack_suspects or {}).items():
+        waiters = {q: _doing(q, state, gpus) for q in _waiting(live, state) if q != pid}
+        if waiters:
+            found.append(Straggler(pid, LagSource.STACKS, why, waiters))
+    out: List[Straggler] = []
+    for st in found:
+        if st.waiters and not any(o.pid == st.pid for o in out):
+            out.append(st)
+    return out
+
+
+def straggler_evidence(st: Straggler, labels: Mapping[int, str]) -> str:
+    waiting = ", ".join(labels.get(w, f"pid {real_id(w)}") for w in st.waiters)
+    return f"{st.why}; {waiting} wait for it in the collective ({st.source}): it stopped joining"
+
+
+def straggler_summary(st: Straggler, labels: Mapping[int, str], state: str) -> str:
+    """The root cause line (tree_rules): ``state`` is what the straggler itself is doing."""
+    late = labels.get(st.pid, f"pid {real_id(st.pid)}")
+    what = f"stopped joining {st.op}" if st.op else "stopped joining the collective"
+    waiting = "; ".join(f"{labels.get(w, f'pid {real_id(w)}')} {doing}, waiting for it"
+                        for w, doing in st.waiters.items())
+    return f"{late} {what}: {st.why}; it {state}; {waiting}"

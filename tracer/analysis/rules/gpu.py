@@ -1,0 +1,77 @@
+"""GPU waits as first-class evidence: a thread rule and the notes from NVML readings.
+
+Contract: pure functions of the accumulated recording (no I/O), like rules/thread.py.
+- ``rule_gpu_yield_wait`` (``ThreadContext -> Optional[ThreadVerdict]``): a ``sched_yield`` loop
+  in a process holding /dev/nvidia* fds is a yield-sync wait on the GPU. It goes into
+  ``rules.thread.THREAD_RULES`` right before ``rule_yield_loop``. The spin-sync rule is
+  ``rules.thread.rule_gpu_spin_wait`` (state R plus a ~1 Hz RM_CONTROL on /dev/nvidiactl); the
+  blocking-sync wait is an edge of the wait-for graph (waitgraph/build.py: a futex wait in a
+  process whose libcuda event thread runs leads to the GPU).
+- ``gpu_findings`` turns the per-GPU statistics (accumulate/gpu.py) and the process verdicts
+  into report notes: "GPU 0 at 100% ... with no host progress: a kernel that does not finish"
+  versus "GPU 0 idle while the host waits on it".
+Facts used: fixtures/gpu-h200/README.md and fixtures/gpu/README.md (recorded on an H200).
+"""
+from __future__ import annotations
+
+from typing import List, Mapping, Optional
+
+from ...linux.fdtarget import GPU_KINDS as GPU_FD_KINDS
+from ..accumulate.gpu import MOST, GpuStats, holds_gpu
+from ..vocab.nodes import real_id
+from ..vocab.verdict import BUSY, YIELD_MIN_RATE, ThreadVerdict
+from .context import ThreadContext
+
+
+def rule_gpu_yield_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """sched_yield loop, no output, in a process holding /dev/nvidia* fds: yield-sync wait."""
+    t = c.t
+    if t.yields < 20 or t.output_bytes or t.accepts or not holds_gpu(c.fds):
+        return None
+    if c.rec.capabilities.get("timestamps", True) and t.yields / c.rec.window < YIELD_MIN_RATE:
+        return None
+    gpu_calls = sum(n for (kind, _, _), n in t.ioctls.items() if kind in GPU_FD_KINDS)
+    ev_ = [f"sched_yield {c.rate(t.yields)} ({t.yields} calls) in a process holding /dev/nvidia* "
+           "fds: yield-sync wait on the GPU (cudaDeviceScheduleYield, or an NCCL proxy "
+           "yielding while its operations make no progress)"]
+    if gpu_calls:
+        ev_.append(f"{gpu_calls} ioctls on /dev/nvidia* fds")
+    ev_.append("no output")
+    return ThreadVerdict(BUSY, "gpu-yield-wait", ev_, cpu=c.cpu, gpu_wait=True)
+
+
+def _mib(n: Optional[int]) -> str:
+    return "?" if n is None else f"{n / 2**20:.0f} MiB"
+
+
+def gpu_findings(gpus: Mapping[int, GpuStats], verdicts: Mapping[int, str],
+                 window: float) -> List[str]:
+    """Report notes from NVML readings and process verdicts ({pid: verdict}).
+
+    A GPU counts for the traced tree when one of its compute pids is traced; when NVML lists no
+    pids at all (containers hide them) every GPU counts. Host progress = any traced process
+    progressing.
+    """
+    notes: List[str] = []
+    progressing = any(v == "progressing" for v in verdicts.values())
+    waiting = [pid for pid, v in verdicts.items() if v in ("busy-waiting", "blocked")]
+    for g in sorted(gpus.values(), key=lambda g: g.gpu):
+        if not g.util_known:
+            continue
+        ours = sorted(p for p in g.pids if p in verdicts)
+        if g.pids and not ours:
+            continue
+        who = f" (used by pid {', '.join(str(real_id(p)) for p in ours)})" if ours else ""
+        head = (f"GPU {real_id(g.gpu)}{who} at {g.mean_util:.0f}% utilization on average in "
+                f"{g.util_known} NVML samples over {g.span:.1f} s, {_mib(g.mem_used)} of "
+                f"{_mib(g.mem_total)} used")
+        if g.busy >= MOST * g.util_known and not progressing:
+            notes.append(f"{head}, with no host progress for {window:.0f} s: a kernel that does "
+                         "not finish (or runs far longer than the host expects)")
+        elif g.idle >= MOST * g.util_known and waiting:
+            notes.append(f"{head}: the GPU is idle while the host waits on it: the wait is not "
+                         "for GPU work (a lost launch, an event never recorded, another rank or "
+                         "process), not a slow kernel")
+        else:
+            notes.append(head)
+    return notes

@@ -1,0 +1,184 @@
+"""Process rules: from the verdicts of a process's threads and the wait-for graph to the
+process's verdict.
+
+Contract: ``judge_process`` is a pure function. Only threads whose verdict ``decides`` count
+(library helpers and pool threads parked in futex do not), unless nothing else is left. A
+process whose deciding threads are blocked without timeout reads the wait-for graph
+(waitgraph/build.py resolved every wait once; it never resolves waits itself):
+- every blocked deciding thread stuck (nothing that can act can end its wait) -> ``deadlocked``:
+  ``all-threads-blocked`` when all those waits stay inside the process and none of its threads
+  can act, else ``wait-cycle-or-dead-end`` (the tree names the cycle or the dead process);
+- a wait the GPU ends -> ``blocked`` (``waits-on-gpu``); a collective -> ``blocked``
+  (``waits-in-collective``); only outside waits -> ``idle`` (``waits-outside``); else ``blocked``
+  on other processes that can still act (``waits-on-peers``);
+- a rank that stopped joining a collective its peers spin in (collective.Straggler) is
+  ``blocked`` with rule ``stopped-joining-collective``.
+``waits_on`` lists the resolved waits; ``findings`` the evidence, each tied to its thread.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional
+
+from ..job.collective import Straggler, straggler_evidence
+from ..waitgraph.build import ResolvedWait
+from ..vocab.nodes import real_id
+from ..job.process_facts import ProcessFacts
+from ..job.roles import Role
+from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN,
+                             BlockKind, ThreadVerdict, Verdict)
+from ..waitgraph.graph import EdgeKind, WaitGraph
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of evidence, tied to the thread it is about (None: the process as a whole)."""
+    tid: Optional[int]
+    text: str
+
+    def render(self) -> str:
+        return f"thread {real_id(self.tid)}: {self.text}" if self.tid is not None else self.text
+
+
+@dataclass
+class ProcessVerdict:
+    facts: ProcessFacts
+    verdict: Verdict
+    rule: str
+    threads: Dict[int, ThreadVerdict]
+    findings: List[Finding] = field(default_factory=list)
+    key_tid: Optional[int] = None
+    waits_on: List[ResolvedWait] = field(default_factory=list)
+    block: Optional[BlockKind] = None
+
+    @property
+    def pid(self) -> int:
+        return self.facts.pid
+
+    @property
+    def ppid(self) -> int:
+        return self.facts.ppid
+
+    @property
+    def role(self) -> Role:
+        return self.facts.role
+
+    @property
+    def label(self) -> str:
+        return self.facts.label
+
+    @property
+    def exit_status(self) -> Optional[str]:
+        return self.facts.gone
+
+    @property
+    def evidence(self) -> List[str]:
+        return [f.render() for f in self.findings]
+
+    def key_lines(self) -> List[str]:
+        """The evidence as the tree's summary quotes it: the key thread's lines bare."""
+        return [f.text if f.tid == self.key_tid else f.render() for f in self.findings]
+
+
+def _deciding(tvs: Mapping[int, ThreadVerdict]) -> Dict[int, ThreadVerdict]:
+    live = {tid: v for tid, v in tvs.items() if v.verdict not in (EXITED, UNKNOWN)}
+    return {tid: v for tid, v in live.items() if v.decides} or live
+
+
+def judge_process(pf: ProcessFacts, tvs: Dict[int, ThreadVerdict], graph: WaitGraph,
+                  waits: List[ResolvedWait],
+                  straggler: Optional[Straggler] = None,
+                  labels: Optional[Mapping[int, str]] = None) -> ProcessVerdict:
+    pv = ProcessVerdict(pf, UNKNOWN, "no-data", tvs)
+    if pf.gone is not None:
+        pv.verdict, pv.rule = EXITED, "process-exited"
+        pv.findings = [Finding(None, pf.gone)]
+        return pv
+    # The collective edges of a rank spinning for a straggler are part of what it waits on.
+    pv.waits_on = [w for w in waits if w.kind == EdgeKind.COLLECTIVE and w.tid in tvs
+                   and tvs[w.tid].verdict != BLOCKED]
+    deciding = _deciding(tvs)
+    if not deciding:
+        pv.findings = [Finding(None, "nothing recorded for this process")]
+        return pv
+    _judge_live(pv, graph, waits, deciding)
+    if straggler is not None and pv.verdict != DEADLOCKED:
+        pv.rule = "stopped-joining-collective"
+        pv.block = None if pv.block == BlockKind.PEERS else pv.block
+        pv.findings.append(Finding(None, straggler_evidence(straggler, labels or {})))
+    return pv
+
+
+def _judge_live(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWait],
+                deciding: Dict[int, ThreadVerdict]) -> None:
+    pid = pv.pid
+    for verdict in (PROGRESSING, BUSY):
+        hits = [tid for tid, v in deciding.items() if v.verdict == verdict]
+        if hits:
+            key = pid if pid in hits else hits[0]
+            _from_thread(pv, verdict, key, deciding[key])
+            if verdict == BUSY and all(graph.is_stuck(tid) for tid in hits):
+                # Every busy thread spin-waits for something that can never act (a peer rank
+                # that died in the collective it spins in): spinning forever is a deadlock.
+                pv.verdict, pv.rule, pv.block = DEADLOCKED, "spins-for-a-dead-peer", \
+                    BlockKind.STUCK
+                pv.findings += [Finding(w.tid, w.what) for w in pv.waits_on]
+            return
+    blocked = {tid: v for tid, v in deciding.items() if v.verdict == BLOCKED and v.wait}
+    if blocked:
+        _judge_blocked(pv, graph, waits, blocked)
+        return
+    idle = [tid for tid, v in deciding.items() if v.verdict == IDLE]
+    key = pid if pid in idle else (idle[0] if idle else next(iter(deciding)))
+    _from_thread(pv, IDLE, key, deciding[key])
+
+
+def _from_thread(pv: ProcessVerdict, verdict: Verdict, key: int,
+                 v: ThreadVerdict) -> ProcessVerdict:
+    pv.verdict, pv.key_tid, pv.rule = verdict, key, f"thread-{v.rule}"
+    pv.findings = [Finding(key, e) for e in v.evidence]
+    return pv
+
+
+def _inside(graph: WaitGraph, pid: int, tid: int) -> bool:
+    """Every edge of thread ``tid`` leads to its own process (a thread of it, or any of them)."""
+    return all(graph.nodes[e.dst].pid == pid and graph.nodes[e.dst].kind != "outside"
+               for e in graph.out(f"T{tid}"))
+
+
+def _judge_blocked(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWait],
+                   blocked: Dict[int, ThreadVerdict]) -> None:
+    pid = pv.pid
+    pv.key_tid = pid if pid in blocked else min(blocked)
+    by_tid = {w.tid: w for w in waits}
+    mine = [by_tid[tid] for tid in sorted(blocked) if tid in by_tid]
+    pv.waits_on = mine + pv.waits_on
+    pv.findings = [Finding(w.tid, w.what) for w in mine]
+    kinds = {w.kind for w in mine}
+    pv.verdict = BLOCKED
+    if all(graph.is_stuck(tid) for tid in blocked):
+        pv.verdict, pv.block = DEADLOCKED, BlockKind.STUCK
+        runs = any(graph.can_act(f"T{tid}") for tid in pv.threads)
+        if all(_inside(graph, pid, tid) for tid in blocked) and not runs:
+            # The parked threads are part of the picture now: list their waits too.
+            extra = [w for w in waits if w.tid not in blocked and w.kind != EdgeKind.COLLECTIVE]
+            pv.waits_on = mine + extra
+            pv.findings = [Finding(w.tid, w.what) for w in pv.waits_on]
+            pv.rule, pv.block = "all-threads-blocked", BlockKind.CLOSED
+            pv.findings.append(Finding(None, "no thread of the process runs, so none can end "
+                                             "these waits"))
+        else:
+            pv.rule = "wait-cycle-or-dead-end"
+            for q in sorted({q for w in mine for q in w.pids}):
+                node = graph.nodes.get(f"P{q}")
+                if node is not None and node.dead:
+                    pv.findings.append(Finding(None, f"waits for {node.label}, which "
+                                                     f"{node.dead_text.removeprefix('was ')}"))
+    elif EdgeKind.GPU in kinds:
+        pv.rule, pv.block = "waits-on-gpu", BlockKind.GPU
+    elif EdgeKind.COLLECTIVE in kinds:
+        pv.rule, pv.block = "waits-in-collective", BlockKind.COLLECTIVE
+    elif kinds and kinds <= {EdgeKind.OUTSIDE}:
+        pv.verdict, pv.rule, pv.block = IDLE, "waits-outside", BlockKind.OUTSIDE
+    else:
+        pv.rule, pv.block = "waits-on-peers", BlockKind.PEERS

@@ -1,0 +1,392 @@
+"""Thread rules: pure functions from one thread's statistics to a verdict with its evidence.
+
+Contract: ``judge_thread(ctx)`` runs the rules in ``THREAD_RULES`` order and returns the first
+verdict; every verdict names the rule that fired and the evidence a person would cite. Rules
+never look at a scenario's name, pid or comm, except ``roles.helper_kind`` which recognises
+library threads (libcuda, NCCL, PyTorch, ZeroMQ) so that they never decide a verdict alone.
+
+Verdicts of a thread: progressing, busy-waiting, blocked (without a time limit: the process and
+tree rules decide whether that is a deadlock), idle, exited, unknown.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+from ...gpu.nvidia import NV_ESCAPES, is_nv_escape
+from ...linux.syscall_table import parse_proc_syscall
+from ..accumulate.accumulator import ProcessStats, Recording, ThreadStats
+from .gpu import rule_gpu_yield_wait
+from .observed import rule_not_observed
+from ..job.roles import helper_kind
+from ..accumulate.traffic import FdTraffic, keepalive
+from ..accumulate.traffic import describe as describe_traffic
+from ..accumulate.traffic import from_counters as counters_traffic
+from ..vocab.waits import blocking_wait, cpu_use, wait_from_proc
+from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
+                             PROGRESSING, SPIN_CPU, UNKNOWN, WAIT_NAMES, YIELD_MIN_RATE,
+                             ThreadVerdict)
+from .context import ThreadContext
+
+NV_RM_CONTROL = next(nr for nr, name in NV_ESCAPES.items() if name == "RM_CONTROL")
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def _no_output(c: ThreadContext) -> bool:
+    return c.t.output_bytes == 0 and c.t.accepts == 0 and c.t.connects == 0
+
+
+def _keepalive_evidence(t: ThreadStats) -> List[str]:
+    """Heartbeats the thread exchanged (traffic.keepalive): named, and said not to be output."""
+    if not t.keepalives:
+        return []
+    first = describe_traffic(t.keepalives[0])
+    more = f" and {len(t.keepalives) - 1} more" if len(t.keepalives) > 1 else ""
+    return [f"keep-alive traffic, not output: {first}{more}"]
+
+
+def _spin_evidence(c: ThreadContext) -> List[str]:
+    out = [c.cpu.describe(c.rec.window)] if c.cpu else []
+    n = c.t.total_syscalls
+    if c.rec.has_syscalls:
+        out.append("no syscalls" if n == 0 else f"{n} syscalls ({c.rate(n)})")
+    return out
+
+
+# --------------------------------------------------------------------------- rules
+def rule_exited(c: ThreadContext) -> Optional[ThreadVerdict]:
+    if c.t.exited_at is None:
+        return None
+    return ThreadVerdict(EXITED, "thread-exited",
+                         [f"exited {c.t.exited_at - c.rec.start:.1f} s into the recording"])
+
+
+def rule_wrote_output(c: ThreadContext) -> Optional[ThreadVerdict]:
+    t = c.t
+    if t.output_bytes <= 0:
+        return None
+    where = ", ".join(k for k, _ in t.output_targets.most_common(3))
+    ev_ = [f"wrote {_bytes(t.output_bytes)} in {t.output_writes} writes "
+           f"({c.rate(t.output_writes)}) to {where}"]
+    return ThreadVerdict(PROGRESSING, "wrote-output", ev_)
+
+
+def socket_traffic(p: ProcessStats, window: float) -> Tuple[int, int, List[FdTraffic]]:
+    """(bytes sent on its TCP sockets, of which output, the keep-alive sockets) from the
+    kernel's TCP counters (the proc backend's SocketCounters; traffic.keepalive judges)."""
+    total = output = 0
+    beats: List[FdTraffic] = []
+    for tr in p.tcp.values():
+        sent = tr.delta("bytes_sent")
+        total += sent
+        traffic = counters_traffic(tr.fd, tr.target, tr.delta("segs_out"), sent,
+                                   tr.delta("segs_in"), tr.delta("bytes_received"))
+        if sent and keepalive(traffic, window):
+            beats.append(traffic)
+        else:
+            output += sent
+    return total, output, beats
+
+
+def process_output_bytes(p: ProcessStats, window: float = 0.0) -> int:
+    """Bytes a process surely wrote for the outside world, from /proc and kernel counters.
+
+    /proc/PID/io counts every write(2): eventfd and wake-up writes move at most 8 bytes each, so
+    what exceeds 8 bytes per write syscall is real output, less what went to TCP sockets (which
+    the sockets' own counters judge: a keep-alive is not output). Bytes sent on TCP sockets that
+    are not keep-alives count, and so do regular files opened for writing whose position advanced
+    between two fd-table reads.
+    """
+    total = 0
+    sent, socket_output, _ = socket_traffic(p, window)
+    a, b = p.first_io, p.last_io
+    if a is not None and b is not None:
+        total += max(0, (b.wchar - a.wchar) - 8 * (b.syscw - a.syscw) - sent)
+    total += socket_output
+    if p.first_info is not None and p.info is not None:
+        before = {f.fd: f for f in p.first_info.fds if f.kind == "file" and "w" in (f.mode or "")}
+        for f in p.info.fds:
+            old = before.get(f.fd)
+            if old is not None and old.target == f.target and f.pos is not None \
+                    and old.pos is not None and f.pos > old.pos:
+                total += f.pos - old.pos
+    return total
+
+
+def rule_process_output(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """Without per-thread syscalls (proc backend only), credit the process's output to the
+    threads that ran while it was written."""
+    if c.rec.has_syscalls:
+        return None
+    n = process_output_bytes(c.proc, c.rec.window)
+    a, b = c.t.first_sample, c.t.last_sample
+    ran = (c.cpu is not None and c.cpu.fraction > 0.01) or (
+        a is not None and b is not None and a.run_count is not None
+        and b.run_count is not None and b.run_count - a.run_count >= 2)
+    if n <= 0 or not ran:
+        return None
+    return ThreadVerdict(PROGRESSING, "process-output",
+                         [f"the process wrote {_bytes(n)} beyond wake-up writes (/proc io, fd "
+                          "positions) while this thread ran"], cpu=c.cpu)
+
+
+def rule_served_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
+    if c.t.accepts <= 0:
+        return None
+    return ThreadVerdict(PROGRESSING, "served-connections",
+                         [f"accepted {c.t.accepts} connections"])
+
+
+def rule_made_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
+    t = c.t
+    if t.connects <= 0:
+        return None
+    where = ", ".join(k for k, _ in t.connect_targets.most_common(3))
+    return ThreadVerdict(PROGRESSING, "made-connections",
+                         [f"made {t.connects} connections ({c.rate(t.connects)}) to {where}"])
+
+
+def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:
+    t = c.t
+    work = [n for n in t.syscalls if n not in WAIT_NAMES]
+    if len(work) < 4 or (t.input_bytes == 0 and t.file_reads == 0):
+        return None
+    if c.cpu is not None and c.cpu.fraction < 0.01:
+        return None
+    return ThreadVerdict(PROGRESSING, "varied-work",
+                         [f"{len(work)} kinds of syscalls ({', '.join(sorted(work)[:6])}), "
+                          f"read {_bytes(t.input_bytes)}"], cpu=c.cpu)
+
+
+def _rm_controls(t: ThreadStats) -> int:
+    return sum(n for (kind, req, _), n in t.ioctls.items()
+               if kind in ("nvidiactl", "nvidia") and (req & 0xFF) == NV_RM_CONTROL
+               and is_nv_escape(req))
+
+
+def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
+    if c.cpu is None or c.cpu.demand < SPIN_CPU or not _no_output(c):
+        return None
+    n = _rm_controls(c.t)
+    if n == 0 or n / c.rec.window > 20:
+        return None
+    others = c.t.total_syscalls - n
+    ev_ = [f"{c.rate(n)} RM_CONTROL on /dev/nvidiactl ({n} in {c.rec.window:.1f} s)"
+           + (f" and {others} other syscalls" if others else " and no other syscall")
+           + ": spin-sync wait, the host spin-waits for the GPU (device/stream synchronize "
+           "under the default spin schedule) and the GPU work it waits for has not finished",
+           c.cpu.describe(c.rec.window), "no output"]
+    return ThreadVerdict(BUSY, "gpu-spin-wait", ev_, cpu=c.cpu, gpu_wait=True)
+
+
+def rule_yield_loop(c: ThreadContext) -> Optional[ThreadVerdict]:
+    t = c.t
+    if t.yields < 20 or not _no_output(c):
+        return None
+    if c.rec.capabilities.get("timestamps", True) and t.yields / c.rec.window < YIELD_MIN_RATE:
+        return None
+    return ThreadVerdict(BUSY, "yield-loop",
+                         [f"sched_yield {c.rate(t.yields)} ({t.yields} calls)", "no output"],
+                         cpu=c.cpu)
+
+
+def rule_cpu_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
+    if c.cpu is None or c.cpu.demand < SPIN_CPU or not _no_output(c):
+        return None
+    if c.t.samples and c.t.states.get("R", 0) == 0 and c.cpu.source == "samples" \
+            and c.cpu.demand < 0.8:
+        return None
+    return ThreadVerdict(BUSY, "cpu-spin", _spin_evidence(c) + ["no output"], cpu=c.cpu)
+
+
+def _waits_for_connections(c: ThreadContext) -> Optional[str]:
+    w = c.wait
+    listening = c.listening
+    if w is None:
+        return None
+    if w.call.startswith("accept"):
+        return f"waits for connections in {w.describe()}"
+    if w.fd_kind == "tty":
+        return f"waits for terminal input in {w.describe()}"
+    if listening and w.call in ("poll", "ppoll", "select", "pselect6", "epoll_wait",
+                                "epoll_pwait", "epoll_pwait2"):
+        return f"waits in {w.describe()} while listening on {', '.join(listening[:3])}"
+    return None
+
+
+def rule_waits_for_input(c: ThreadContext) -> Optional[ThreadVerdict]:
+    why = _waits_for_connections(c)
+    if why is None:
+        return None
+    return ThreadVerdict(IDLE, "waits-for-input", [why], wait=c.wait)
+
+
+def _timed_wakeups(c: ThreadContext) -> int:
+    t = c.t
+    return t.poll_timeouts + t.futex_timeouts + t.sleeps
+
+
+def _sampled_timed_wait(c: ThreadContext) -> Optional[str]:
+    """From /proc samples: mostly in one timed wait, and woke up repeatedly (schedstat)."""
+    t = c.t
+    a, b = t.first_sample, t.last_sample
+    if t.samples < 3 or a is None or b is None or a.run_count is None or b.run_count is None:
+        return None
+    woke = b.run_count - a.run_count
+    if woke < PERIODIC_MIN_WAKEUPS or woke / c.rec.window < PERIODIC_MIN_RATE:
+        return None
+    text, n = t.sample_calls.most_common(1)[0]
+    w = wait_from_proc(text, c.fds)
+    if w is None or w.timeout is None or n < 0.6 * t.samples:
+        return None
+    return f"in {w.describe()} in {n}/{t.samples} samples, woke {woke} times ({c.rate(woke)})"
+
+
+def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
+    t = c.t
+    if not _no_output(c):
+        return None
+    n = _timed_wakeups(c)
+    signals = t.eventfd_writes + t.wakeup_writes
+    evidence: List[str] = []
+    # Three timeouts, or two when each round also signals an eventfd/wake-up fd (a short
+    # recording of a 1 Hz loop sees two rounds).
+    enough = n >= PERIODIC_MIN_WAKEUPS or (n >= 2 and signals >= 2)
+    if enough and (not c.rec.capabilities.get("timestamps", True)
+                   or n / c.rec.window >= PERIODIC_MIN_RATE):
+        parts = []
+        if t.poll_timeouts:
+            vals = ", ".join(f"{v * 1000:.0f} ms" for v, _ in t.poll_timeout_values.most_common(2))
+            parts.append(f"{t.poll_timeouts} poll/epoll timeouts ({vals})")
+        if t.futex_timeouts:
+            parts.append(f"{t.futex_timeouts} futex wait timeouts")
+        if t.sleeps:
+            parts.append(f"{t.sleeps} sleeps")
+        evidence.append(f"{' + '.join(parts)} in {c.rec.window:.1f} s ({c.rate(n)})")
+    else:
+        sampled = _sampled_timed_wait(c)
+        if sampled is None:
+            return None
+        evidence.append(sampled)
+    if t.eventfd_writes:
+        evidence.append(f"{t.eventfd_writes} eventfd writes ({c.rate(t.eventfd_writes)}), "
+                        "signalling a loop that never produces output")
+    if t.wakeup_writes:
+        evidence.append(f"{t.wakeup_writes} wake-up writes to its own pipe/socketpair")
+    evidence += _keepalive_evidence(t)
+    if not c.rec.has_syscalls:
+        beats = socket_traffic(c.proc, c.rec.window)[2]
+        if beats:
+            evidence.append("the process exchanged keep-alives, not output: "
+                            + describe_traffic(beats[0]))
+    a, b = c.proc.first_io, c.proc.last_io
+    if not c.rec.has_syscalls and a is not None and b is not None and b.syscw > a.syscw:
+        evidence.append(f"the process made {b.syscw - a.syscw} write calls of at most 8 bytes "
+                        "each (eventfd or wake-up sized, /proc io)")
+    evidence.append("no output")
+    return ThreadVerdict(BUSY, "periodic-wakeups", evidence, cpu=c.cpu)
+
+
+def rule_blocked(c: ThreadContext) -> Optional[ThreadVerdict]:
+    w = c.wait
+    if w is None or (w.timeout is not None and w.call != "futex"):
+        return None
+    if w.timeout is not None:      # a futex wait with a time limit that did not expire yet
+        return None
+    how = "throughout the recording" if w.whole_window else \
+        f"since {max(0.0, (w.since or c.rec.start) - c.rec.start):.1f} s into it"
+    # A thread other than the main one that sat in one wait for the whole recording is a parked
+    # pool worker or an I/O helper (ZeroMQ, gloo, libcuda pollers): it explains nothing alone.
+    parked = not c.t.is_main and w.whole_window
+    return ThreadVerdict(BLOCKED, "blocked-without-timeout",
+                         [f"blocked in {w.describe()} {how} ({w.source})"], wait=w,
+                         cpu=c.cpu, parked=parked)
+
+
+def rule_sleeping(c: ThreadContext) -> Optional[ThreadVerdict]:
+    w = c.wait
+    if w is None:
+        return None
+    return ThreadVerdict(IDLE, "timed-wait", [f"waits in {w.describe()}"]
+                         + _keepalive_evidence(c.t), wait=w, cpu=c.cpu)
+
+
+def rule_quiet(c: ThreadContext) -> Optional[ThreadVerdict]:
+    t = c.t
+    if t.total_syscalls == 0 and t.samples == 0 and t.ongoing is None:
+        return ThreadVerdict(UNKNOWN, "no-data", ["nothing recorded for this thread"])
+    n = t.total_syscalls
+    ev_ = [f"{n} syscalls, no output, no spin" if c.rec.has_syscalls else "no output, no spin"]
+    if c.cpu is not None:
+        ev_.insert(0, c.cpu.describe(c.rec.window))
+    return ThreadVerdict(IDLE, "quiet", ev_ + _keepalive_evidence(t), cpu=c.cpu)
+
+
+THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
+    rule_exited, rule_not_observed, rule_wrote_output, rule_process_output,
+    rule_served_connections,
+    rule_made_connections, rule_varied_work,
+    rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_waits_for_input,
+    rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,
+]
+
+
+KEEPALIVE_HELPER = ("keep-alive thread (exchanges small messages with a peer at a steady "
+                    "period, like NCCL's RAS thread)")
+
+
+def _helper_by_behaviour(c: ThreadContext, v: ThreadVerdict) -> Optional[str]:
+    """Logs and unnamed library threads carry no telling names: know a helper by what it does.
+    Without per-thread syscalls (proc backend), a thread in a timed-wakeup loop of a process
+    whose only socket traffic is keep-alives is taken for the keep-alive thread."""
+    t = c.t
+    if t.output_bytes or t.accepts or t.connects:
+        return None
+    if t.poll_fd_kinds.get("nvidia"):
+        return "GPU event poller (polls /dev/nvidia* fds, like libcuda's cuda-EvtHandlr)"
+    if t.keepalives:
+        return KEEPALIVE_HELPER
+    if not c.rec.has_syscalls and v.rule == "periodic-wakeups":
+        _, socket_output, beats = socket_traffic(c.proc, c.rec.window)
+        if beats and not socket_output:
+            return KEEPALIVE_HELPER + ", judged from its process's TCP counters"
+    return None
+
+
+def judge_thread(t: ThreadStats, rec: Recording, proc: ProcessStats) -> ThreadVerdict:
+    fds = proc.info.fds if proc.info else []
+    ctx = ThreadContext(t=t, rec=rec, proc=proc, wait=blocking_wait(t, rec, fds),
+                        cpu=cpu_use(t, rec))
+    helper = helper_kind(t.comm) if not t.is_main else None
+    for rule in THREAD_RULES:
+        v = rule(ctx)
+        if v is not None:
+            if helper is None and not t.is_main and v.verdict in (BUSY, IDLE):
+                helper = _helper_by_behaviour(ctx, v)
+            v.helper = helper
+            if v.wait is None:
+                v.wait = ctx.wait
+            if v.cpu is None:
+                v.cpu = ctx.cpu
+            return v
+    raise AssertionError("rule_quiet always answers")  # pragma: no cover
+
+
+def current_call_text(t: ThreadStats) -> str:
+    """A short 'what is it doing now' for the report's thread line."""
+    if t.ongoing is not None:
+        return t.ongoing.name
+    if t.last_sample is not None:
+        s = t.last_sample.syscall
+        if s.startswith("running"):
+            return "running"
+        cs = parse_proc_syscall(s)
+        if cs is not None and cs.name:
+            return cs.name
+    return t.last_call.name if t.last_call is not None else ""

@@ -1,0 +1,205 @@
+"""Tree rules: the tree's verdict, its root cause and, for a deadlock, the proof.
+
+Contract: ``judge_tree`` is a pure function of the process verdicts and the settled wait-for
+graph (which already decided who is stuck: no fixpoint here). The tree verdict is the most
+severe of: deadlocked > busy-waiting > blocked > progressing > idle > unknown > exited (exited
+only when everything has exited); a process blocked on peers that can still act does not set it
+(a launcher waiting for healthy workers is not a blocked tree). The root cause names the process
+(and thread) the others wait for, in words; a deadlock's root cause ends with the graph's proof,
+naming tids, pids and objects. A rank that stopped joining a collective while its peers spin is
+the root cause of a busy-waiting tree (``collective-straggler``). A deadlock among some threads
+while the tree goes on is a note (``NoteKind.PARTIAL_DEADLOCK``), not the verdict.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from ..accumulate.accumulator import Recording
+from ..job.collective import LagSource, Straggler, straggler_summary
+from ..vocab.nodes import real_id
+from ..job.process_facts import exit_failed
+from .process import ProcessVerdict
+from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN,
+                             BlockKind, Note, NoteKind, Verdict)
+from ..waitgraph.graph import WaitGraph
+
+SEVERITY = [DEADLOCKED, BUSY, BLOCKED, PROGRESSING, IDLE, UNKNOWN, EXITED]
+
+
+@dataclass
+class RootCause:
+    pid: Optional[int]
+    tid: Optional[int]
+    summary: str
+
+
+@dataclass
+class TreeVerdict:
+    verdict: Verdict
+    rule: str
+    root_cause: RootCause
+    notes: List[Note] = field(default_factory=list)
+
+
+def _waiters(pvs: Mapping[int, ProcessVerdict], pid: int) -> List[ProcessVerdict]:
+    return [pv for pv in pvs.values() if pv.pid != pid
+            and any(pid in w.pids for w in pv.waits_on)]
+
+
+def _depth(pvs: Mapping[int, ProcessVerdict], pid: int) -> int:
+    d, seen = 0, set()
+    while pid in pvs and pid not in seen:
+        seen.add(pid)
+        pid = pvs[pid].ppid
+        d += 1
+    return d
+
+
+def _waiter_text(pvs: Mapping[int, ProcessVerdict], pid: int) -> str:
+    parts = []
+    for w in _waiters(pvs, pid):
+        wait = next(x for x in w.waits_on if pid in x.pids)
+        parts.append(f"{w.label} waits for it ({wait.kind}: {wait.what})")
+    return "; ".join(parts)
+
+
+def _pick(pvs: Mapping[int, ProcessVerdict], verdict: Verdict) -> Optional[ProcessVerdict]:
+    hits = [pv for pv in pvs.values() if pv.verdict == verdict]
+    if not hits:
+        return None
+    # The process others wait for; then one whose own main thread shows the verdict (not a
+    # helper thread's chatter); then the deepest (a worker before its launcher).
+    return max(hits, key=lambda pv: (len(_waiters(pvs, pv.pid)), pv.key_tid == pv.pid,
+                                     _depth(pvs, pv.pid), -pv.pid))
+
+
+def _chain_text(pvs: Mapping[int, ProcessVerdict], start: ProcessVerdict) -> str:
+    """start waits for X, which waits for Y ... (process level, up to a repeat or a dead one)."""
+    parts, seen, cur = [], set(), start
+    while cur is not None and cur.pid not in seen:
+        seen.add(cur.pid)
+        if cur.verdict == EXITED:           # the chain ends at a process that is gone
+            if cur is start:
+                parts.append(f"{cur.label} {cur.exit_status}")
+            break
+        nxt = [q for w in cur.waits_on for q in w.pids if q != cur.pid]
+        wait = next((w for w in cur.waits_on if w.pids), cur.waits_on[0] if cur.waits_on else None)
+        parts.append(f"{cur.label} {wait.what}" if wait else f"{cur.label} is blocked")
+        cur = pvs.get(nxt[0]) if nxt else None
+    return "; ".join(parts)
+
+
+def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
+               stragglers: Sequence[Straggler] = ()) -> TreeVerdict:
+    if not pvs:
+        return TreeVerdict(UNKNOWN, "no-processes", RootCause(None, None, "nothing was recorded"))
+    if all(pv.verdict == EXITED for pv in pvs.values()):
+        root = min(pvs.values(), key=lambda pv: (not exit_failed(rec.processes[pv.pid]),
+                                                 _depth(pvs, pv.pid)))
+        return TreeVerdict(EXITED, "all-exited", RootCause(
+            root.pid, None, f"the tree is gone: {root.label} {root.exit_status}"))
+    deciding = [pv.verdict for pv in pvs.values() if pv.verdict != EXITED
+                and not (pv.verdict == BLOCKED and pv.block == BlockKind.PEERS)]
+    verdict = min(deciding or [BLOCKED], key=SEVERITY.index)
+    dead = [pv for pv in pvs.values() if pv.verdict == EXITED
+            and exit_failed(rec.processes[pv.pid])]
+    if verdict == DEADLOCKED:
+        tree = _deadlock_cause(pvs, dead, stragglers)
+        stuck = sorted((pv for pv in pvs.values() if pv.verdict == DEADLOCKED),
+                       key=lambda pv: (pv.pid != tree.root_cause.pid, -_depth(pvs, pv.pid)))
+        starts = [t for pv in stuck for t in ([pv.key_tid] if pv.key_tid else []) + [pv.pid]]
+        proof = graph.prove(starts)
+        if proof is not None:
+            tree.root_cause.summary += f". Proof, {proof.text}"
+        return tree
+    live_late = [st for st in stragglers if not st.dead]
+    if verdict in (BUSY, BLOCKED) and live_late:
+        tree = _straggler_cause(pvs, live_late[0], verdict)
+    else:
+        tree = _plain_cause(pvs, verdict, dead)
+    proof = graph.definite_cycle()
+    if proof is not None:
+        graph.proof = proof
+        tree.notes.append(Note(NoteKind.PARTIAL_DEADLOCK, "some threads are deadlocked although "
+                               "the tree goes on: " + proof.text))
+    return tree
+
+
+def _plain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
+                 dead: List[ProcessVerdict]) -> TreeVerdict:
+    pick = _pick(pvs, verdict)
+    assert pick is not None
+    lines = pick.key_lines()
+    lines = lines[:2] + [e for e in lines[2:] if e == "no output"]
+    first = "; ".join(lines) or pick.rule
+    thread = f" thread {real_id(pick.key_tid)}" if pick.key_tid not in (None, pick.pid) else ""
+    words = _WORDS[verdict]
+    if pick.block == BlockKind.GPU:
+        words = "waits for the GPU"
+    summary = f"{pick.label}{thread} {words}: {first}"
+    others = _waiter_text(pvs, pick.pid)
+    if others:
+        summary += f"; {others}"
+    alike = _alike_ranks(pvs, pick)
+    if alike:
+        summary += (f"; {', '.join(pv.label for pv in alike)} "
+                    f"{'does' if len(alike) == 1 else 'do'} the same: which rank is behind "
+                    "cannot be told from here (no NCCL RAS answer, and their stacks, GPUs and "
+                    "waits do not differ)")
+    if verdict in (BUSY, BLOCKED) and dead:
+        summary += "; " + "; ".join(f"{d.label} {d.exit_status}" for d in dead)
+    return TreeVerdict(verdict, f"process-{pick.rule}", RootCause(pick.pid, pick.key_tid, summary))
+
+
+def _alike_ranks(pvs: Mapping[int, ProcessVerdict], pick: ProcessVerdict) -> List[ProcessVerdict]:
+    """The other ranks in the very state of ``pick`` (same verdict and rule), when ``pick`` is
+    a rank no rule could single out: the root cause is then one of several, and says so."""
+    # (its launcher waiting for it in wait4 says nothing: a launcher joins its ranks in turn)
+    if pick.role.kind != "rank" or any(w.pid != pick.ppid for w in _waiters(pvs, pick.pid)):
+        return []
+    return sorted((pv for pv in pvs.values() if pv.pid != pick.pid and pv.role.kind == "rank"
+                   and pv.verdict == pick.verdict and pv.rule == pick.rule),
+                  key=lambda pv: pv.pid)
+
+
+_WORDS = {BUSY: "busy-waits", BLOCKED: "is blocked", PROGRESSING: "makes progress",
+          IDLE: "is idle", UNKNOWN: "could not be judged", DEADLOCKED: "is deadlocked"}
+
+
+def _straggler_cause(pvs: Mapping[int, ProcessVerdict], st: Straggler,
+                     verdict: Verdict) -> TreeVerdict:
+    late = pvs[st.pid]
+    lines = [line for line in late.key_lines() if st.why not in line][:1]
+    state = _WORDS.get(late.verdict, str(late.verdict)) + (f": {lines[0]}" if lines else "")
+    labels = {pid: pv.label for pid, pv in pvs.items()}
+    return TreeVerdict(verdict, "collective-straggler",
+                       RootCause(st.pid, late.key_tid, straggler_summary(st, labels, state)))
+
+
+def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict],
+                    stragglers: Sequence[Straggler] = ()) -> TreeVerdict:
+    stuck = [pv for pv in pvs.values() if pv.verdict == DEADLOCKED]
+    start = max(stuck, key=lambda pv: (_depth(pvs, pv.pid), len(_waiters(pvs, pv.pid))))
+    chain = _chain_text(pvs, start)
+    gone = next((st for st in stragglers if st.dead and st.pid in pvs
+                 and pvs[st.pid].verdict == EXITED), None)
+    if gone is not None:             # a rank died in a collective its peers wait in
+        d = pvs[gone.pid]
+        waiting = "; ".join(f"{pvs[w].label} {doing}, waiting for it" for w, doing
+                            in gone.waiters.items() if w in pvs)
+        why = "" if gone.source == LagSource.EXIT else f": {gone.why}"
+        return TreeVerdict(DEADLOCKED, "dead-peer", RootCause(
+            d.pid, None, f"{d.label} {d.exit_status}{why}; {waiting}"))
+    if dead:
+        d = max(dead, key=lambda pv: _depth(pvs, pv.pid))
+        return TreeVerdict(DEADLOCKED, "dead-peer",
+                           RootCause(d.pid, None, f"{d.label} {d.exit_status}; {chain}"))
+    if len(stuck) == 1 and stuck[0].block == BlockKind.CLOSED:
+        pv = stuck[0]
+        waits = "; ".join(f"thread {real_id(w.tid)} in {w.what}" for w in pv.waits_on[:4])
+        summary = (f"{pv.label}: every thread is blocked without timeout ({waits}) "
+                   "and none runs to wake the others")
+        return TreeVerdict(DEADLOCKED, "in-process-deadlock",
+                           RootCause(pv.pid, pv.key_tid, summary))
+    return TreeVerdict(DEADLOCKED, "wait-cycle", RootCause(start.pid, start.key_tid, chain))

@@ -1,0 +1,38 @@
+"""What the end-of-recording probes found, for the wait-for graph.
+
+Contract: ``WaitFacts.feed`` takes ``FutexOwner`` and ``SocketPeers`` events (probes/ in record/);
+``owner(pid, addr)`` is the holder read for one futex, ``unix_peers`` maps a unix socket inode to
+its peer's, ``outside`` a peer inode to the pids outside the tree that hold it. Inodes are
+node-scoped (nodes.scoped_inode: the inode itself in a single trace). Empty facts are fine
+(replays of old traces): waits then resolve without them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from ... import events as ev
+from .nodes import scoped_inode
+
+
+@dataclass
+class WaitFacts:
+    futex: Dict[Tuple[int, int], ev.FutexOwner] = field(default_factory=dict)
+    unix_peers: Dict[int, int] = field(default_factory=dict)
+    outside: Dict[int, List[int]] = field(default_factory=dict)
+
+    def feed(self, e: ev.Event) -> None:
+        if isinstance(e, ev.FutexOwner):
+            self.futex[(e.pid, e.addr)] = e
+        elif isinstance(e, ev.SocketPeers):
+            # A trace file turns the int keys into strings (JSON objects): convert back.
+            pid = e.pid
+            self.unix_peers.update({scoped_inode(pid, int(k)): scoped_inode(pid, int(v))
+                                    for k, v in (e.peers or {}).items()})
+            self.outside.update({scoped_inode(pid, int(k)): list(v)
+                                 for k, v in (e.outside or {}).items()})
+
+    def owner(self, pid: int, addr: Optional[int]) -> Optional[ev.FutexOwner]:
+        if addr is None:
+            return None
+        return self.futex.get((pid, addr))

@@ -1,0 +1,228 @@
+"""What a thread is blocked in at the end of the recording, and how much it was on CPU.
+
+Contract: pure functions over one ``ThreadStats`` (plus its process's fd table), giving
+- ``blocking_wait``: the call the thread sits in at the end, as a typed ``Wait`` (from an strace
+  or eBPF call still unfinished, or from /proc samples that show the same call throughout
+  without the thread running): its time limit, fd and typed fd target, futex address and op,
+  or child pid. /proc lines are decoded by linux/blocking.py, the same decoder snapshots use;
+- ``cpu_use``: the fraction of the window the thread was on CPU, measured (kernel sched_switch
+  accounting or /proc ticks), otherwise inferred from strace timing (time outside syscalls).
+Timeouts follow events.py: None = no time limit, -1.0 = a limit of unknown length, else seconds.
+
+Kernel facts: /proc/PID/task/TID/syscall is "NR a0 a1 a2 a3 a4 a5 sp pc" while the thread is in a
+syscall, "running" on CPU, and "-1 sp pc" when blocked outside one. schedstat's third field counts
+the times the thread was scheduled in: unchanged between two samples means it never woke.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, TYPE_CHECKING
+
+from ... import events as ev
+from ...linux.blocking import decode_blocking
+from ...linux.fdtarget import FdTarget
+from ...linux.syscall_table import parse_proc_syscall
+from .nodes import real_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..accumulate.accumulator import Recording, ThreadStats
+
+# The calls a hung thread sits in (others seen in a sample are passing through).
+BLOCKING_CALLS = frozenset({
+    "read", "poll", "pread64", "readv", "select", "nanosleep", "accept", "recvfrom", "recvmsg",
+    "wait4", "futex", "clock_nanosleep", "epoll_wait", "waitid", "pselect6", "ppoll",
+    "epoll_pwait", "accept4", "recvmmsg", "epoll_pwait2", "ioctl", "pause",
+    "rt_sigsuspend", "rt_sigtimedwait", "write", "sendto", "sendmsg", "writev", "connect",
+})
+# Calls that end only when their fd has data or room: a read of a socket, a write to a full pipe.
+_NO_LIMIT_CALLS = frozenset({"read", "recvfrom", "recvmsg", "accept", "accept4", "wait4",
+                             "waitid", "pause", "readv", "pread64", "write", "writev", "sendto",
+                             "sendmsg"})
+
+
+@dataclass
+class Wait:
+    """A call a thread is blocked in. ``timeout`` None means it waits without a time limit."""
+    call: str
+    timeout: Optional[float] = None
+    fd: Optional[int] = None
+    target: FdTarget = FdTarget("", None)
+    futex_addr: Optional[int] = None
+    futex_op: str = ""
+    child: Optional[int] = None
+    since: Optional[float] = None
+    whole_window: bool = True
+    source: str = "traced call"
+
+    @property
+    def fd_kind(self) -> Optional[str]:
+        return self.target.kind
+
+    @property
+    def fd_target(self) -> str:
+        return self.target.text
+
+    def describe(self) -> str:
+        if self.call == "futex":
+            what = f"futex {self.futex_op or 'WAIT'} on 0x{self.futex_addr or 0:x}"
+        elif self.call in ("wait4", "waitid"):
+            what = f"{self.call} for " + ("any child" if self.child in (None, -1, 0)
+                                           else f"pid {real_id(self.child)}")
+        elif self.fd is not None:
+            tgt = f"<{self.target.text}>" if self.target.text else ""
+            what = f"{self.call}({self.fd}{tgt})"
+        else:
+            what = self.call
+        limit = "no timeout" if self.timeout is None or self.call in _NO_LIMIT_CALLS \
+            else f"timeout {_secs(self.timeout)}"
+        return f"{what}, {limit}"
+
+
+def _secs(s: float) -> str:
+    if s < 0:
+        return "absolute"
+    return f"{s * 1000:.0f} ms" if s < 10 else f"{s:.0f} s"
+
+
+def _fd_target(fds: List[ev.FdInfo], fd: Optional[int]) -> FdTarget:
+    for f in fds:
+        if f.fd == fd:
+            t = FdTarget.parse(f.target)
+            # The table's kind is the refined one (tcp/unix from the socket tables).
+            return t if t.kind == f.kind or f.kind is None else FdTarget(
+                t.text, f.kind, t.inode or f.inode, t.local, t.remote, t.peer_inode, t.path,
+                t.eventfd_id)
+    return FdTarget("", None)
+
+
+def eventfd_id_target(fds: List[ev.FdInfo], w: Wait) -> Optional[str]:
+    """The eventfd a wait is on, as read_fds names it ("eventfd:[ID]"), or None.
+
+    The fd number goes through the process's fd table: strace -yy decorates every eventfd alike
+    ("anon_inode:[eventfd]"). A wait on another fd kind (an epoll fd) gives None.
+    """
+    if w.fd is not None:
+        t = _fd_target(fds, w.fd)
+        return t.text if t.eventfd_id is not None else None
+    return w.target.text if w.target.eventfd_id is not None else None
+
+
+def wait_from_proc(text: str, fds: List[ev.FdInfo]) -> Optional[Wait]:
+    """Interpret a /proc syscall line (sp/pc may be missing) as a Wait, or None when it is not
+    a blocking call (linux/blocking.py decodes it)."""
+    parts = text.split()
+    if len(parts) == 7:
+        parts += ["0", "0"]
+    b = decode_blocking(parse_proc_syscall(" ".join(parts)), fds)
+    if b is None or b.name not in BLOCKING_CALLS:
+        return None
+    if b.name == "futex" and (b.futex_op is None or not b.futex_op.is_wait):
+        return None
+    return Wait(call=b.name, timeout=b.limit, fd=b.fd,
+                target=_fd_target(fds, b.fd) if b.fd is not None else FdTarget("", None),
+                futex_addr=b.futex_addr, futex_op=b.futex_op.name if b.futex_op else "",
+                child=b.child, source="proc")
+
+
+def wait_from_call(call: ev.Syscall, fds: List[ev.FdInfo]) -> Wait:
+    target = FdTarget.parse(call.fd_target) if call.fd_target else _fd_target(fds, call.fd)
+    if call.fd_kind and target.kind != call.fd_kind:
+        target = FdTarget(target.text, call.fd_kind, target.inode, target.local, target.remote,
+                          target.peer_inode, target.path, target.eventfd_id)
+    w = Wait(call=call.name, fd=call.fd, target=target, since=call.ts, source="traced call")
+    if isinstance(call, ev.FutexCall):
+        w.futex_addr, w.futex_op, w.timeout = call.addr, call.op, call.timeout
+    elif isinstance(call, ev.PollCall):
+        w.timeout = call.timeout
+    elif isinstance(call, ev.WaitChild):
+        w.child = call.child
+    elif call.name in ("nanosleep", "clock_nanosleep"):
+        w.timeout = -1.0
+    return w
+
+
+def blocking_wait(t: "ThreadStats", rec: "Recording", fds: List[ev.FdInfo]) -> Optional[Wait]:
+    """The call ``t`` is blocked in at the end of the recording, if any (module doc)."""
+    if t.exited_at is not None:
+        return None
+    if t.ongoing is not None:
+        w = wait_from_call(t.ongoing, fds)
+        # Blocked "throughout" when the call began near the start of what we saw of it.
+        w.whole_window = (t.ongoing.ts - rec.start) <= 0.25 * rec.window \
+            and t.total_syscalls <= 2
+        return w
+    s = t.last_sample
+    if s is None or s.state not in ("S", "D", "I"):
+        return None
+    w = wait_from_proc(s.syscall, fds)
+    if w is None:
+        return None
+    first = t.first_sample
+    same_call = len(t.sample_calls) == 1
+    never_ran = (first is not None and first.run_count is not None and s.run_count is not None
+                 and s.run_count == first.run_count)
+    w.whole_window = same_call and (never_ran or first is None or first.run_count is None)
+    if rec.has_syscalls and t.total_syscalls > 0 and not w.whole_window:
+        # strace saw the thread complete calls: a single sample is no proof of a long block.
+        return None
+    return w
+
+
+@dataclass
+class CpuUse:
+    fraction: float
+    seconds: float
+    source: str   # "samples" (measured) or "strace" (time outside syscalls, inferred)
+    # On CPU or waiting for one (schedstat's run + run-queue wait): a spinning thread wants the
+    # CPU all the time even when other work on a busy machine keeps it off it.
+    runnable: Optional[float] = None
+
+    @property
+    def demand(self) -> float:
+        """The fraction of the window the thread wanted the CPU (on it or runnable)."""
+        return max(self.fraction, self.runnable or 0.0)
+
+    def describe(self, window: float) -> str:
+        if self.source == "samples":
+            text = f"on CPU {self.fraction:.0%} of {window:.1f} s (+{self.seconds:.2f} s CPU)"
+            if self.runnable is not None and self.runnable >= self.fraction + 0.2:
+                text += (f", runnable {self.runnable:.0%} (the rest it waited for a CPU the "
+                         "machine gave to others)")
+            return text
+        return (f"outside syscalls {self.fraction:.0%} of {window:.1f} s "
+                "(on CPU or runnable, from strace timing)")
+
+
+def _runnable(t: "ThreadStats") -> Optional[float]:
+    """From /proc samples: the fraction of the time between the first and last sample that the
+    thread was on a CPU or waiting in a run queue for one (schedstat run + wait)."""
+    a, b = t.first_sample, t.last_sample
+    if a is None or b is None or b.ts <= a.ts or None in (a.run_ns, a.wait_ns, b.run_ns,
+                                                         b.wait_ns):
+        return None
+    wanted = (b.run_ns + b.wait_ns) - (a.run_ns + a.wait_ns)  # type: ignore[operator]
+    return min(1.0, max(0.0, wanted / 1e9 / (b.ts - a.ts)))
+
+
+def cpu_use(t: "ThreadStats", rec: "Recording") -> Optional[CpuUse]:
+    if t.cpu is not None and t.cpu.ts > t.cpu.since:
+        secs = t.cpu.on_cpu_ns / 1e9
+        return CpuUse(min(1.0, secs / (t.cpu.ts - t.cpu.since)), secs, "samples", _runnable(t))
+    a, b = t.first_sample, t.last_sample
+    if a is not None and b is not None and b.ts > a.ts:
+        secs = ((b.utime + b.stime) - (a.utime + a.stime)) / float(b.ticks_hz or 100)
+        span = b.ts - a.ts
+        return CpuUse(min(1.0, max(0.0, secs / span)), secs, "samples", _runnable(t))
+    if not rec.has_syscalls or not rec.capabilities.get("durations", True) \
+            or not rec.capabilities.get("timestamps", True) or not t.durations_known:
+        return None
+    begin = max(rec.start, t.started_at or rec.start)
+    end = t.exited_at if t.exited_at is not None else rec.end
+    span = end - begin
+    if span <= 0.5:
+        return None
+    blocked = 0.0
+    if t.ongoing is not None:
+        blocked = max(0.0, end - max(t.ongoing.ts, begin))
+    outside = span - min(span, t.syscall_time + blocked)
+    return CpuUse(max(0.0, outside / span), outside, "strace")

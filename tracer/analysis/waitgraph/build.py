@@ -1,0 +1,416 @@
+"""Building the wait-for graph: the one place that resolves what a blocked thread waits on.
+
+Contract: ``build_wait_graph(GraphInput)`` is pure (the recording, per-process facts, thread
+verdicts, the end-of-recording probes' facts, the collective facts) and returns the settled
+``WaitGraph`` plus, per process, one ``ResolvedWait`` per waiting thread: the summary the report
+shows as ``waits_on`` (kind, a sentence, the other processes that could end it). Each summary
+and its graph edges come from the same resolution, so a verdict and its proof cannot disagree.
+
+How a wait resolves (edges are alternatives: the wait ends when any of them acts):
+- futex: the owner the probe read from a glibc mutex (or the thread pthread_join waits for);
+  else, in a rank connected to peer ranks, the peers (a collective); else, in a process whose
+  GPU event thread runs, the GPU (a blocking-sync wait); else the thread that last woke that
+  address, or any other thread of the process (``A<pid>``).
+- wait4/waitid: the child (or every child); a pipe: the processes holding its write end; an
+  eventfd (named by its eventfd-id): every other process holding it, and the process itself
+  when another of its threads could write it; a socket: the process at the other end (TCP by
+  reversed addresses, unix by strace -yy's peer inode or sock_diag's); anything else: outside.
+  In merged traces a TCP 4-tuple between nodes links their processes; every other object
+  (pipe, eventfd, unix socket, futex, loopback) only processes of one node (nodes.py). Texts
+  name pids and tids as their node knows them (``ProcessFacts.ref``, nodes.real_id).
+- A rank spin-waiting on its GPU in a collective while a peer stopped joining
+  (collective.Straggler) waits for that peer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from ..accumulate.accumulator import Recording
+from ..job.collective import Straggler
+from ..vocab.facts import WaitFacts
+from ..vocab.nodes import node_of, real_id, real_inode, same_node, scoped_inode
+from ..job.process_facts import FdIndex, ProcessFacts
+from ..job.roles import is_gpu_event_thread
+from ..vocab.verdict import ACTIVE, BLOCKED, EXITED, UNKNOWN, ThreadVerdict
+from .graph import GPU, OUTSIDE, Edge, EdgeKind, Node, NodeKind, WaitGraph, anode, pnode, tnode
+from ..vocab.waits import Wait, eventfd_id_target
+
+
+@dataclass
+class ResolvedWait:
+    """One waiting thread's wait, as its process's evidence shows it (module doc)."""
+    tid: int
+    kind: EdgeKind
+    what: str
+    pids: List[int] = field(default_factory=list)
+    inside: bool = False          # every edge stays inside the process
+
+    def to_json(self) -> Dict[str, object]:
+        return {"tid": self.tid, "kind": str(self.kind), "what": self.what, "pids": self.pids}
+
+
+@dataclass
+class GraphInput:
+    rec: Recording
+    procs: Mapping[int, ProcessFacts]
+    threads: Mapping[int, Mapping[int, ThreadVerdict]]      # pid -> tid -> verdict
+    facts: WaitFacts
+    peers: Mapping[int, Sequence[int]]                      # rank pid -> connected peer ranks
+    stragglers: Sequence[Straggler] = ()
+
+
+@dataclass
+class BuiltGraph:
+    graph: WaitGraph
+    waits: Dict[int, List[ResolvedWait]]                    # pid -> its threads' waits
+
+
+def build_wait_graph(inp: GraphInput) -> BuiltGraph:
+    b = _Builder(inp)
+    b.build()
+    b.g.settle()
+    return BuiltGraph(b.g, b.waits)
+
+
+class _Builder:
+    def __init__(self, inp: GraphInput) -> None:
+        self.inp, self.rec, self.procs = inp, inp.rec, inp.procs
+        self.fdx = FdIndex(inp.rec, dict(inp.procs))
+        self.g = WaitGraph()
+        self.waits: Dict[int, List[ResolvedWait]] = {}
+        self.late = {s.pid for s in inp.stragglers}
+        # node index -> name (merged traces), for pids outside the traced tree
+        self.node_names = {node_of(p): pf.node for p, pf in inp.procs.items() if pf.node}
+
+    # ------------------------------------------------------------------ nodes
+    def plabel(self, pid: int) -> str:
+        pf = self.procs.get(pid)
+        return pf.label if pf is not None else self.ref(pid)
+
+    def ref(self, pid: int) -> str:
+        """"pid 42" ("pid 42 on node b"): a process in a list."""
+        pf = self.procs.get(pid)
+        if pf is not None:
+            return pf.ref
+        node = self.node_names.get(node_of(pid))
+        return f"pid {real_id(pid)}" + (f" on node {node}" if node else "")
+
+    def refs(self, pids: Sequence[int]) -> str:
+        return ", ".join(self.ref(q) for q in pids)
+
+    def tlabel(self, pid: int, tid: int) -> str:
+        return self.plabel(pid) if tid == pid else \
+            f"thread {real_id(tid)} of {self.plabel(pid)}"
+
+    def process(self, pid: int, any_thread: bool = False) -> str:
+        nid = anode(pid) if any_thread else pnode(pid)
+        if nid not in self.g.nodes:
+            pf = self.procs.get(pid)
+            if pf is None:
+                self.g.nodes[nid] = Node(nid, NodeKind.OUTSIDE,
+                                         f"{self.ref(pid)} (outside the traced tree)", pid=pid)
+            else:
+                label = f"another thread of {pf.label}" if any_thread else pf.label
+                self.g.nodes[nid] = Node(nid, NodeKind.ANY_THREAD if any_thread
+                                         else NodeKind.PROCESS, label, pid=pid,
+                                         state="exited" if pf.gone else "",
+                                         dead=pf.gone is not None, dead_text=_dead_text(pf.gone))
+        return nid
+
+    def thread(self, pid: int, tid: int) -> str:
+        nid = tnode(tid)
+        if nid in self.g.nodes:
+            return nid
+        pf = self.procs.get(pid)
+        tv = self.inp.threads.get(pid, {}).get(tid)
+        t = self.rec.threads.get((pid, tid))
+        n = Node(nid, NodeKind.THREAD, self.tlabel(pid, tid), pid=pid, tid=tid,
+                 state=str(tv.verdict) if tv else "unknown", decides=tv.decides if tv else True)
+        if pf is not None and pf.gone is not None:
+            n.dead, n.state, n.dead_text = True, "exited", _dead_text(pf.gone)
+        elif (t is not None and t.exited_at is not None) or (tv and tv.verdict == EXITED):
+            n.dead, n.state, n.dead_text = True, "exited", "has exited"
+        n.active = not n.dead and (tv is None or tv.verdict in ACTIVE)
+        self.g.nodes[nid] = n
+        self.process(pid)
+        return nid
+
+    def special(self, nid: str, kind: NodeKind, label: str, dead: bool = False,
+                dead_text: str = "") -> str:
+        if nid not in self.g.nodes:
+            self.g.nodes[nid] = Node(nid, kind, label, state=str(kind), dead=dead,
+                                     dead_text=dead_text)
+        return nid
+
+    def edge(self, src: str, dst: str, kind: EdgeKind, obj: str, text: str) -> None:
+        self.g.add_edge(Edge(src, dst, kind, obj, text))
+
+    # ------------------------------------------------------------------ walk
+    def build(self) -> None:
+        for pid, tvs in sorted(self.inp.threads.items()):
+            for tid in sorted(tvs):
+                self.thread(pid, tid)
+        for pid, tvs in sorted(self.inp.threads.items()):
+            pf = self.procs.get(pid)
+            if pf is None or pf.gone is not None:
+                continue
+            for tid, tv in sorted(tvs.items()):
+                if tv.verdict == BLOCKED and tv.wait is not None:
+                    r = self.resolve(pid, tid, tv.wait)
+                    self.waits.setdefault(pid, []).append(r)
+        for st in self.inp.stragglers:
+            self.straggler_edges(st)
+
+    def resolve(self, pid: int, tid: int, w: Wait) -> ResolvedWait:
+        src = tnode(tid)
+        who = self.g.nodes[src].label
+        if w.call == "futex":
+            r = self.futex(pid, tid, src, who, w)
+        elif w.call in ("wait4", "waitid"):
+            r = self.child(pid, tid, src, who, w)
+        elif w.fd_kind in ("pipe", "fifo") and w.fd_target:
+            r = self.pipe(pid, tid, src, who, w)
+        elif w.fd_kind == "eventfd" and self.eventfd_of(pid, w):
+            r = self.eventfd(pid, tid, src, who, w, self.eventfd_of(pid, w) or "")
+        elif w.fd_kind in ("unix", "socket", "tcp", "udp") and w.fd_target:
+            r = self.socket(pid, tid, src, who, w)
+        else:
+            r = self.outside(tid, src, who, w, f"waits in {w.describe()}")
+        return r
+
+    def outside(self, tid: int, src: str, who: str, w: Wait, what: str,
+                why: str = "") -> ResolvedWait:
+        self.edge(src, self.special(OUTSIDE, NodeKind.OUTSIDE, "outside the traced tree"),
+                  EdgeKind.OUTSIDE, w.describe(), f"{who} waits in {w.describe()}{why}")
+        return ResolvedWait(tid, EdgeKind.OUTSIDE, what)
+
+    # ------------------------------------------------------------------ futexes
+    def futex(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
+        addr = w.futex_addr or 0
+        base = f"futex 0x{addr:x} without timeout"
+        fo = self.inp.facts.owner(pid, w.futex_addr)
+        if fo is not None and fo.owner_tid and fo.kind in ("mutex", "pi-mutex", "join"):
+            return self.owned_futex(pid, tid, src, who, addr, base, fo)
+        peers = [] if pid in self.late else list(self.inp.peers.get(pid, []))
+        if peers:
+            for q in peers:
+                self.edge(src, self.process(q), EdgeKind.COLLECTIVE, "collective",
+                          f"{who} waits in a collective for {self.plabel(q)}")
+            return ResolvedWait(tid, EdgeKind.COLLECTIVE, base + (
+                "; connected (gloo/TCPStore sockets) to " + self.refs(peers)
+                + ": waits in a collective for them"), peers)
+        poller = self.gpu_poller(pid)
+        if poller is not None and pid not in self.late:
+            what = (f"{base}; thread {real_id(poller)} polls the GPU's fds and wakes it when "
+                    "the GPU finishes (blocking-sync wait on the GPU: the kernel or copy it "
+                    "waits for has not completed)")
+            self.edge(src, self.special(GPU, NodeKind.GPU, "the GPU"), EdgeKind.GPU, "GPU",
+                      f"{who} waits for the GPU ({what})")
+            return ResolvedWait(tid, EdgeKind.GPU, what)
+        waker = self.rec.futex_wakers.get(addr)
+        if waker is not None and not same_node(waker[0], pid):
+            waker = None           # the same address in a process of another node
+        if waker is not None and waker[1] != tid:
+            dst = self.thread(*waker)
+            self.edge(src, dst, EdgeKind.FUTEX, f"futex 0x{addr:x}",
+                      f"{who} waits on futex 0x{addr:x}, last woken by {self.g.nodes[dst].label}")
+        else:
+            why = f" ({fo.why})" if fo is not None and fo.why else ""
+            self.edge(src, self.process(pid, any_thread=True), EdgeKind.FUTEX,
+                      f"futex 0x{addr:x}",
+                      f"{who} waits on futex 0x{addr:x} with unknown holder{why}")
+        running = [t for t, v in sorted(self.inp.threads.get(pid, {}).items())
+                   if t != tid and v.verdict in ACTIVE and v.verdict != UNKNOWN]
+        what = base
+        if pid in self.late:
+            what += " (a wait inside the process: its GPU is idle, so it is not in the collective)"
+        elif running:
+            what += (f"; threads {', '.join(str(real_id(t)) for t in running[:4])} still run "
+                     "and could wake it")
+        other = [] if waker is None or waker[0] == pid else [waker[0]]
+        return ResolvedWait(tid, EdgeKind.FUTEX, what, other, inside=not other)
+
+    def owned_futex(self, pid: int, tid: int, src: str, who: str, addr: int, base: str,
+                    fo) -> ResolvedWait:
+        owner = fo.owner_tid
+        dst = self.owner_node(fo)
+        holder = self.g.nodes[dst].label
+        if fo.kind == "join":
+            self.edge(src, dst, EdgeKind.JOIN, f"futex 0x{addr:x}",
+                      f"{who} waits for {holder} to exit (pthread_join, futex 0x{addr:x})")
+            what = (f"{base}: pthread_join of thread {real_id(owner)}, which holds it until it "
+                    "exits")
+        else:
+            shared = "process-shared " if fo.shared else ""
+            pi = "PI " if fo.kind == "pi-mutex" else ""
+            self.edge(src, dst, EdgeKind.MUTEX, f"mutex 0x{addr:x}",
+                      f"{who} waits for {shared}{pi}mutex 0x{addr:x} held by {holder}")
+            what = f"{base}: {shared}mutex held by thread {real_id(owner)}"
+        opid = self.g.nodes[dst].pid
+        kind = EdgeKind.JOIN if fo.kind == "join" else EdgeKind.MUTEX
+        if self.g.nodes[dst].kind == NodeKind.GONE:
+            return ResolvedWait(tid, kind, what + ", which no longer exists")
+        if opid is None or opid == pid:
+            return ResolvedWait(tid, kind, what, inside=True)
+        return ResolvedWait(tid, kind, what + f" of {self.ref(opid)}", [opid])
+
+    def owner_node(self, fo) -> str:
+        tid = fo.owner_tid or 0
+        pid = fo.owner_pid
+        if pid is None:        # not found at probe time: was it a thread of the recording?
+            pid = next((p for (p, t) in self.rec.threads if t == tid), None)
+            if pid is None and tid in self.rec.processes:
+                pid = tid
+        if pid is None:
+            return self.special(tnode(tid), NodeKind.GONE, f"thread {real_id(tid)}", dead=True,
+                                dead_text="no longer exists (it exited holding the lock)")
+        if pid not in self.procs:
+            return self.special(tnode(tid), NodeKind.OUTSIDE,
+                                f"thread {real_id(tid)} of {self.ref(pid)} (outside the traced "
+                                "tree)")
+        return self.thread(pid, tid)
+
+    def gpu_poller(self, pid: int) -> Optional[int]:
+        """A live thread polling /dev/nvidia* fds: libcuda's event handler, the one that wakes a
+        blocking-sync wait when the GPU signals completion."""
+        for tid, v in sorted(self.inp.threads.get(pid, {}).items()):
+            if v.verdict in (EXITED, BLOCKED, UNKNOWN):
+                continue
+            t = self.rec.threads.get((pid, tid))
+            if t is not None and (t.poll_fd_kinds.get("nvidia") or is_gpu_event_thread(t.comm)):
+                return tid
+        return None
+
+    # ------------------------------------------------------------------ processes and fds
+    def child(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
+        pf = self.procs.get(pid)
+        kids = [w.child] if w.child is not None and w.child > 0 else list(pf.children if pf else [])
+        for c in kids:
+            self.edge(src, self.process(c), EdgeKind.CHILD, w.call,
+                      f"{who} waits for {self.plabel(c)} in {w.call}")
+        if not kids:
+            self.edge(src, self.special(OUTSIDE, NodeKind.OUTSIDE, "outside the traced tree"),
+                      EdgeKind.OUTSIDE, w.describe(), f"{who} waits in {w.describe()}")
+        what = "waits for " + (self.ref(kids[0]) if len(kids) == 1 else "its children") \
+            + f" in {w.call}"
+        return ResolvedWait(tid, EdgeKind.CHILD, what, kids)
+
+    def pipe(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
+        target = w.fd_target
+        writers = self.fdx.holders(target, "w", near=pid)
+        if not writers:
+            return self.outside(tid, src, who, w,
+                                f"reads {target}; no traced process holds its write end",
+                                f"; no traced process holds the write end of {target}")
+        only = "only writer is" if len(writers) == 1 else "writers include"
+        for q in writers:
+            name = "this process" if q == pid else self.plabel(q)
+            self.edge(src, self.process(q, any_thread=q == pid), EdgeKind.PIPE, target,
+                      f"{who} reads {target} whose {only} {name}")
+        others = [q for q in writers if q != pid]
+        if others:
+            return ResolvedWait(tid, EdgeKind.PIPE, f"reads {target}; writers: "
+                                + self.refs(others), others)
+        return ResolvedWait(tid, EdgeKind.PIPE,
+                            f"reads {target} whose only writer is this process", inside=True)
+
+    def eventfd_of(self, pid: int, w: Wait) -> Optional[str]:
+        p = self.rec.processes.get(pid)
+        return eventfd_id_target(p.info.fds if p is not None and p.info else [], w)
+
+    def eventfd(self, pid: int, tid: int, src: str, who: str, w: Wait,
+                obj: str) -> ResolvedWait:
+        """Any holder of the eventfd can write it: each other process holding it, and this
+        process when it holds it and has another thread. Held by no other traced process, it is
+        an outside wait: the kernel (io_uring, aio, KVM) may signal an eventfd too."""
+        holders = self.fdx.holders(obj, near=pid)
+        others = [q for q in holders if q != pid]
+        mine = pid in holders
+        if not others:
+            why = ("only this process holds it (another thread of it or a kernel producer such "
+                   "as io_uring or aio could signal it)" if mine else "no traced process holds it")
+            edge_why = (f"; no other traced process holds {obj} (another thread or the kernel "
+                        "may signal it)" if mine else f"; no traced process holds {obj}")
+            return self.outside(tid, src, who, w, f"waits in {w.call} on {obj}; {why}", edge_why)
+        ends = list(others)
+        if mine and any(n.tid != tid for n in self.g.threads_of(pid)):
+            ends.append(pid)        # last: a proof walks the other processes first
+        for q in ends:
+            name = "this process" if q == pid else self.plabel(q)
+            self.edge(src, self.process(q, any_thread=q == pid), EdgeKind.EVENTFD, obj,
+                      f"{who} waits in {w.call} on {obj}, which {name} holds and could write")
+        return ResolvedWait(tid, EdgeKind.EVENTFD, f"waits in {w.call} on {obj}; other holders: "
+                            + self.refs(others)
+                            + ("; this process holds it too" if mine else ""), others)
+
+    def socket(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
+        target = w.target
+        rev = target.reversed()
+        if rev is not None:
+            peers = [q for q in self.fdx.holders(rev, near=pid) if q != pid]
+            for q in peers:
+                self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
+                          f"{who} reads {target.text} whose peer is {self.plabel(q)}")
+            if not peers:
+                return self.outside(tid, src, who, w, f"waits on {target.text} (peer outside "
+                                    "the traced tree or unknown)",
+                                    " (the peer is outside the traced tree)")
+            return ResolvedWait(tid, EdgeKind.SOCKET, f"reads {target.text}; peer: "
+                                + self.refs(peers), peers)
+        inode = target.inode
+        p = self.rec.processes.get(pid)
+        for f in (p.info.fds if p is not None and p.info else []):
+            if f.fd == w.fd and f.inode:
+                inode = f.inode
+        inode = scoped_inode(pid, inode) if inode else None
+        peer = (scoped_inode(pid, target.peer_inode) if target.peer_inode
+                else self.inp.facts.unix_peers.get(inode) if inode else None)
+        if peer is None:
+            return self.outside(tid, src, who, w, f"waits on {target.text} (peer outside the "
+                                "traced tree or unknown)", " (peer unknown)")
+        peers = [q for q in self.fdx.inode_holders(peer) if q != pid]
+        for q in peers:
+            self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
+                      f"{who} reads {target.text} whose peer socket {real_inode(peer)} is held "
+                      f"by {self.plabel(q)}")
+        outside = self.inp.facts.outside.get(peer, [])
+        for q in outside:
+            self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
+                      f"{who} reads {target.text} whose peer socket {real_inode(peer)} is held "
+                      f"by {self.ref(q)} (outside the traced tree)")
+        if not peers and not outside:
+            gone = self.special(f"G{peer}", NodeKind.GONE, f"socket {real_inode(peer)}",
+                                dead=True, dead_text="no process holds any more")
+            self.edge(src, gone, EdgeKind.SOCKET, target.text,
+                      f"{who} reads {target.text} whose peer is socket {real_inode(peer)}")
+        if peers:
+            return ResolvedWait(tid, EdgeKind.SOCKET, f"reads {target.text}; peer: "
+                                + self.refs(peers), peers)
+        return ResolvedWait(tid, EdgeKind.SOCKET if not outside else EdgeKind.OUTSIDE,
+                            f"waits on {target.text} (peer outside the traced tree or unknown)")
+
+    # ------------------------------------------------------------------ collectives
+    def straggler_edges(self, st: Straggler) -> None:
+        """Each rank waiting in the collective waits for the one that stopped: an edge from
+        its thread that waits (spinning on the GPU, or blocked) to the straggler."""
+        late = self.plabel(st.pid)
+        for w, doing in sorted(st.waiters.items()):
+            tvs = self.inp.threads.get(w, {})
+            waiting = [tid for tid, v in sorted(tvs.items()) if v.decides
+                       and (v.gpu_wait or (v.verdict == BLOCKED and v.wait is not None))]
+            tid = w if w in waiting else (waiting[0] if waiting else w)
+            if tnode(tid) in self.g.nodes:
+                self.edge(tnode(tid), self.process(st.pid), EdgeKind.COLLECTIVE, "collective",
+                          f"{self.g.nodes[tnode(tid)].label} {doing}, waiting for {late}, "
+                          "which has not joined")
+            if not any(x.tid == tid and st.pid in x.pids for x in self.waits.get(w, [])):
+                self.waits.setdefault(w, []).append(ResolvedWait(
+                    tid, EdgeKind.COLLECTIVE, f"{doing}, waiting for {late}, which has not "
+                    "joined", [st.pid]))
+
+
+def _dead_text(gone: Optional[str]) -> str:
+    if not gone:
+        return ""
+    return ("was " + gone) if gone.startswith("killed") else gone

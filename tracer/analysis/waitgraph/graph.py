@@ -1,0 +1,291 @@
+"""The wait-for graph: the one model that decides who is stuck, and the proof of a deadlock.
+
+Contract:
+- Nodes: one per thread (``T<tid>``); per process two: ``P<pid>``, the process as other
+  processes see it (it can act when one of the threads that decide its verdict can: a pipe's
+  writer, a child that wait4 waits to exit, a peer rank), and ``A<pid>``, any thread of it (a
+  futex with no recorded holder, a pipe or eventfd only the process itself holds: any of its
+  threads, library helpers included, could end the wait); plus the GPU, the outside world and
+  things that are gone (``G<...>``).
+- Edges (``Edge``, kind from ``EdgeKind``) run from a waiting thread to what could end its
+  wait: alternatives, the wait ends when any of them acts. waitgraph/build.py makes them.
+- ``settle()`` is a least fixpoint: a thread that does not wait and has not exited can act
+  (progressing, busy, idle, unknown); a waiting thread can when one of its edges leads to
+  something that can; ``P<pid>`` when one of its deciding threads can (or none decides and it has
+  not exited); ``A<pid>`` when any of its threads can; the GPU and the outside always can. What
+  cannot, among the waiting threads, is ``stuck``: nothing running can ever end their waits.
+- ``prove(start_tids)`` walks from a stuck thread along edges to the first node seen twice
+  (``cycle``), to something dead (``dead-end``: an exited or killed process, a zombie, a thread
+  that no longer exists), or around a process whose every thread waits on locks with no recorded
+  holder (``closed``). ``definite_cycle()`` finds a cycle of waits whose holders are all known
+  (mutex owners, pthread_join): a deadlock even while other threads of the process still run.
+- ``to_json()`` is the report's ``wait_graph``: {"nodes", "edges", "cycle", "proof"}.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Set
+
+from ..vocab.verdict import _StrEnum
+
+GPU, OUTSIDE = "gpu", "outside"
+
+
+class EdgeKind(_StrEnum):
+    MUTEX = "mutex"            # a pthread mutex whose owner the probe read
+    JOIN = "join"              # pthread_join: the joined thread, until it exits
+    FUTEX = "futex"            # a futex whose holder is unknown (or its last waker)
+    PIPE = "pipe"
+    EVENTFD = "eventfd"
+    SOCKET = "socket"
+    CHILD = "child"            # wait4/waitid
+    GPU = "gpu"                # a blocking-sync wait the GPU ends
+    COLLECTIVE = "collective"  # a collective that waits for another rank
+    OUTSIDE = "outside"        # nothing in the tree can end it (or we cannot tell)
+
+
+class NodeKind(_StrEnum):
+    THREAD = "thread"
+    PROCESS = "process"        # P<pid>
+    ANY_THREAD = "any-thread"  # A<pid>
+    GPU = "gpu"
+    OUTSIDE = "outside"
+    GONE = "gone"
+
+
+@dataclass
+class Node:
+    id: str
+    kind: NodeKind
+    label: str
+    pid: Optional[int] = None
+    tid: Optional[int] = None
+    state: str = ""            # thread verdict, "exited", "gone", ...
+    dead: bool = False         # can never act again (exited, killed, zombie, gone)
+    dead_text: str = ""        # "was killed by SIGKILL (zombie, not reaped)"
+    decides: bool = True       # a thread that may decide its process's verdict
+    active: bool = False       # a thread that does not wait (progressing, busy, idle, unknown)
+
+
+@dataclass
+class Edge:
+    src: str
+    dst: str
+    kind: EdgeKind
+    obj: str                   # "mutex 0x7f..", "pipe:[123]", "eventfd:[3]", "wait4", ...
+    text: str                  # a sentence naming both ends
+
+    def to_json(self) -> Dict[str, str]:
+        return {"src": self.src, "dst": self.dst, "kind": str(self.kind), "object": self.obj,
+                "text": self.text}
+
+
+@dataclass
+class Proof:
+    kind: str                  # cycle, dead-end, closed
+    path: List[Edge]           # from the start thread on
+    cycle: List[str]           # node ids of the cycle (cycle, closed); [] for a dead end
+    text: str
+
+    def to_json(self) -> Dict[str, object]:
+        return {"kind": self.kind, "text": self.text, "cycle": self.cycle,
+                "path": [e.to_json() for e in self.path]}
+
+
+def tnode(tid: int) -> str:
+    return f"T{tid}"
+
+
+def pnode(pid: int) -> str:
+    return f"P{pid}"
+
+
+def anode(pid: int) -> str:
+    return f"A{pid}"
+
+
+_PROCESS_KINDS = (NodeKind.PROCESS, NodeKind.ANY_THREAD)
+
+
+@dataclass
+class WaitGraph:
+    nodes: Dict[str, Node] = field(default_factory=dict)
+    edges: List[Edge] = field(default_factory=list)
+    live: Set[str] = field(default_factory=set)
+    proof: Optional[Proof] = None
+    _out: Dict[str, List[Edge]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ building
+    def add_edge(self, e: Edge) -> None:
+        self.edges.append(e)
+        self._out.setdefault(e.src, []).append(e)
+
+    # ------------------------------------------------------------------ queries
+    def out(self, nid: str) -> List[Edge]:
+        return self._out.get(nid, [])
+
+    def threads_of(self, pid: int) -> List[Node]:
+        return sorted((n for n in self.nodes.values() if n.kind == NodeKind.THREAD
+                       and n.pid == pid), key=lambda n: (n.tid != pid, n.tid))
+
+    def can_act(self, nid: str) -> bool:
+        return nid in self.live
+
+    @property
+    def stuck(self) -> List[str]:
+        """Waiting threads that nothing running can ever unblock (module doc)."""
+        return sorted((n for n in self._out if n not in self.live
+                       and self.nodes[n].kind == NodeKind.THREAD and not self.nodes[n].dead),
+                      key=lambda n: (self.nodes[n].pid or 0, self.nodes[n].tid or 0))
+
+    def is_stuck(self, tid: int) -> bool:
+        nid = tnode(tid)
+        return nid in self._out and nid not in self.live and not self.nodes[nid].dead
+
+    # ------------------------------------------------------------------ fixpoint
+    def settle(self) -> None:
+        """Compute ``live`` (module doc): least fixpoint, so cycles stay stuck."""
+        threads: Dict[int, List[Node]] = {}
+        for n in self.nodes.values():
+            if n.kind == NodeKind.THREAD and n.pid is not None:
+                threads.setdefault(n.pid, []).append(n)
+        live = {nid for nid, n in self.nodes.items() if not n.dead and (
+            n.kind in (NodeKind.GPU, NodeKind.OUTSIDE)
+            or (n.kind == NodeKind.THREAD and n.active and nid not in self._out)
+            or (n.kind == NodeKind.PROCESS and not _deciders(threads.get(n.pid or 0, []))))}
+        changed = True
+        while changed:
+            changed = False
+            for nid, n in self.nodes.items():
+                if nid in live or n.dead:
+                    continue
+                if n.kind == NodeKind.PROCESS:
+                    ok = any(t.id in live for t in _deciders(threads.get(n.pid or 0, [])))
+                elif n.kind == NodeKind.ANY_THREAD:
+                    ok = any(t.id in live for t in threads.get(n.pid or 0, []))
+                else:
+                    ok = any(e.dst in live for e in self.out(nid))
+                if ok:
+                    live.add(nid)
+                    changed = True
+        self.live = live
+
+    # ------------------------------------------------------------------ proofs
+    def prove(self, start_tids: Iterable[int] = ()) -> Optional[Proof]:
+        """A proof starting at the first stuck thread among ``start_tids`` (else any stuck
+        deciding thread); also stored in ``proof``."""
+        stuck = self.stuck
+        if not stuck:
+            return None
+        order = [tnode(t) for t in start_tids if tnode(t) in stuck]
+        order += [s for s in stuck if self.nodes[s].decides and s not in order]
+        order += [s for s in stuck if s not in order]
+        self.proof = self.walk(order[0])
+        return self.proof
+
+    def definite_cycle(self) -> Optional[Proof]:
+        """A cycle made only of waits whose holder is known (module doc)."""
+        for s in self.stuck:
+            p = self.walk(s)
+            if p.kind == "cycle" and all(e.kind in (EdgeKind.MUTEX, EdgeKind.JOIN)
+                                         for e in p.path if e.src in p.cycle):
+                return p
+        return None
+
+    def _next_thread(self, node: Node, path: List[str]) -> Optional[str]:
+        """Step from a process node into one of its threads that cannot act: one already on
+        the path closes a cycle; else the main thread, else a deciding one."""
+        members = self.threads_of(node.pid or 0)
+        if node.kind == NodeKind.PROCESS:
+            members = _deciders(members) or members
+        candidates = [n.id for n in members if n.id not in self.live]
+        on_path = [c for c in candidates if c in path and self.out(c)]
+        if on_path:
+            return on_path[-1]
+        waiting = [c for c in candidates if self.out(c)]
+        waiting.sort(key=lambda c: (not self.nodes[c].decides, self.nodes[c].tid != node.pid))
+        return waiting[0] if waiting else None
+
+    def walk(self, start: str) -> Proof:
+        path: List[str] = [start]
+        edges: List[Edge] = []
+        cur = start
+        while True:
+            node = self.nodes[cur]
+            if node.dead:
+                return self._dead_end(edges, node)
+            if node.kind in _PROCESS_KINDS:
+                nxt = self._next_thread(node, path)
+                if nxt is None:        # no thread left that waits: the process is gone
+                    return self._dead_end(edges, node)
+            else:
+                outs = self.out(cur)
+                if not outs:
+                    return self._dead_end(edges, node)
+                # Dead ends first, then other processes before the thread's own (a pipe or an
+                # eventfd it holds too), then what closes a cycle, then threads.
+                own = (pnode(node.pid), anode(node.pid)) if node.pid is not None else ()
+                outs = sorted(outs, key=lambda e: (not self.nodes[e.dst].dead,
+                                                   e.dst in own and len(outs) > 1,
+                                                   e.dst not in path,
+                                                   self.nodes[e.dst].kind != NodeKind.THREAD))
+                edges.append(outs[0])
+                nxt = outs[0].dst
+            if nxt in path:
+                return self._cycle(edges, path, path.index(nxt))
+            path.append(nxt)
+            cur = nxt
+
+    def _dead_end(self, edges: List[Edge], node: Node) -> Proof:
+        parts = [e.text for e in edges]
+        tail = f", which {node.dead_text}" if node.dead_text else ""
+        if parts:
+            parts[-1] += tail
+        text = "; ".join(parts) or f"{node.label}{tail}"
+        return Proof("dead-end", edges, [], "dead end: " + text)
+
+    def _cycle(self, edges: List[Edge], path: List[str], at: int) -> Proof:
+        cycle = path[at:]
+        in_cycle = set(cycle)
+        lead = [e for e in edges if e.src not in in_cycle]
+        loop = [e for e in edges if e.src in in_cycle]
+        # A loop through a process by waits on locks without a recorded holder proves only that
+        # no thread of that process runs: say so, listing every stuck thread's wait.
+        closed = [self.nodes[c] for c in cycle if self.nodes[c].kind in _PROCESS_KINDS
+                  and any(e.dst == c and e.kind == EdgeKind.FUTEX for e in loop)]
+        if closed:
+            p = closed[0]
+            waits = [e for n in self.threads_of(p.pid or 0) for e in self.out(n.id)]
+            label = self.nodes[pnode(p.pid)].label if pnode(p.pid or 0) in self.nodes \
+                else p.label
+            text = (f"no thread of {label} runs to end these waits: "
+                    + "; ".join(e.text for e in waits[:6])
+                    + (f"; and {len(waits) - 6} more" if len(waits) > 6 else ""))
+            return Proof("closed", lead + loop, cycle, text)
+        text = "cycle: " + "; ".join(e.text for e in loop)
+        if lead:
+            text = "; ".join(e.text for e in lead) + ", which is in a " + text
+        return Proof("cycle", lead + loop, cycle, text)
+
+    # ------------------------------------------------------------------ output
+    def to_json(self) -> Dict[str, object]:
+        stuck = set(self.stuck)
+        return {
+            "nodes": [{"id": n.id, "kind": str(n.kind), "label": n.label, "pid": n.pid,
+                       "tid": n.tid, "state": n.state, "dead": n.dead,
+                       "stuck": n.id in stuck} for n in self.nodes.values()],
+            "edges": [e.to_json() for e in self.edges],
+            "cycle": list(self.proof.cycle) if self.proof else [],
+            "proof": self.proof.to_json() if self.proof else None,
+        }
+
+
+def _deciders(threads: List[Node]) -> List[Node]:
+    """The threads that decide a process's verdict: those not exited whose verdict is known,
+    without library helpers and parked pool threads unless nothing else is left."""
+    known = [t for t in threads if not t.dead and t.state != "unknown"]
+    return [t for t in known if t.decides] or known
+
+
+__all__ = ["WaitGraph", "Node", "Edge", "Proof", "EdgeKind", "NodeKind", "tnode", "pnode",
+           "anode", "GPU", "OUTSIDE"]

@@ -1,0 +1,216 @@
+"""Progress between two cheap looks at a watched tree: the predicates of ``hangtrace watch``.
+
+Contract: pure functions of two ``TreeLook``s (what /proc, sock_diag and NVML showed of the tree
+at two instants; tracer/record/watch_looks.py takes them). ``progress_signals(a, b)`` returns the
+signs of progress between them, each with its kind, pid and a sentence a person would cite; an
+empty list is silence. A process that is new in ``b``, or whose pid was reused, has no deltas
+yet. Rules, the analyzer's own where it has one:
+- ``output``: bytes written beyond wake-up writes, by ``thread_rules.process_output_bytes`` (the
+  analyzer's /proc rule: /proc/PID/io wchar beyond 8 bytes per write call, so eventfd pokes and
+  self-pipe wake-ups are not output). Log files, stdout and stderr, pipes, write(2) on sockets.
+- ``sent``: bytes a peer acknowledged on a TCP socket of the tree (tcp_info; send(2) is not in
+  wchar), unless the socket only chattered: small messages at a slow period, judged by
+  ``traffic.keepalive``, the analyzer's own rule (heartbeats, keep-alive and ping frames).
+- ``accepted``: a connection that is new since the last look on a port the tree listens on and
+  that the tree took out of the accept queue (a file refers to it), or closed from its side
+  (TIME_WAIT): the analyzer's ``served-connections``. A connection accepted and closed by
+  the client between two looks, with nothing sent, leaves no trace in the kernel's tables:
+  such a server shows its progress by what it sends or logs.
+- ``work``: the process ran (CPU at least ``WORK_MIN_CPU`` of a core) while reading input beyond
+  wake-up reads at ``WORK_MIN_INPUT_RATE`` or more (rchar beyond 8 bytes per read call, or reads
+  from storage): /proc's counterpart of the analyzer's ``varied-work`` (a thread that reads input
+  and runs varied syscalls). A spin, a poll loop and eventfd wake-ups read no input.
+- ``gpu``: NVML utilization of a GPU the tree uses strictly between ``gpu_rules.IDLE_UTIL`` and
+  ``gpu_rules.BUSY_UTIL``, or swinging from one side to the other between the looks: kernels
+  that start and finish. A GPU pinned busy with nothing else moving is a kernel that does not
+  finish (``gpu_rules.gpu_findings`` says the same), a GPU idle is no work: neither is progress.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, FrozenSet, List, Optional, Tuple
+
+from .. import events as ev
+from ..linux.tcpdiag import TcpSock
+from .accumulate.accumulator import ProcessStats
+from .accumulate.gpu import BUSY_UTIL, IDLE_UTIL
+from .rules.thread import process_output_bytes
+from .accumulate.traffic import from_counters as counters_traffic
+from .accumulate.traffic import keepalive
+
+__all__ = ["ProcessLook", "TreeLook", "Signal", "progress_signals", "WORK_MIN_CPU",
+           "WORK_MIN_INPUT_RATE"]
+
+WORK_MIN_CPU = 0.01             # fraction of one core (as thread_rules.rule_varied_work)
+WORK_MIN_INPUT_RATE = 256 << 10  # bytes a second of input beyond wake-up reads
+WAKEUP_BYTES = 8                # eventfd and wake-up reads/writes move at most this much
+
+
+@dataclass(frozen=True)
+class ProcessLook:
+    """One process at one instant: /proc/PID/stat (all threads summed) and /proc/PID/io."""
+    pid: int
+    start_time: int                 # stat field 22 (ticks after boot): tells a reused pid
+    cpu_ticks: int                  # utime + stime of every thread
+    io: Optional[ev.ProcessIO] = None
+    ticks_hz: int = 100
+    comm: str = ""
+    state: str = ""
+    threads: int = 0
+
+
+@dataclass
+class TreeLook:
+    """The watched tree at one instant (module doc)."""
+    ts: float
+    processes: Dict[int, ProcessLook] = field(default_factory=dict)
+    # Every TCP socket of the network namespace by cookie (None: not dumped), so that a socket
+    # missing from the earlier look is one that is new since then.
+    sockets: Optional[Dict[int, TcpSock]] = None
+    owners: Dict[int, int] = field(default_factory=dict)    # inode of a tree's socket -> pid
+    listening: FrozenSet[Tuple[str, int]] = frozenset()     # (address, port) the tree listens on
+    gpus: List[ev.GpuSample] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Signal:
+    kind: str                       # output, sent, accepted, work, gpu
+    pid: Optional[int]
+    text: str
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.0f} B"
+
+
+def _same(a: ProcessLook, b: ProcessLook) -> bool:
+    return a.start_time == b.start_time
+
+
+def _output(a: ProcessLook, b: ProcessLook) -> Optional[Signal]:
+    if a.io is None or b.io is None:
+        return None
+    n = process_output_bytes(ProcessStats(pid=b.pid, first_io=a.io, last_io=b.io))
+    if n <= 0:
+        return None
+    return Signal("output", b.pid, f"pid {b.pid} ({b.comm}) wrote {_bytes(n)} beyond wake-up "
+                  f"writes in {b.io.syscw - a.io.syscw} write calls (/proc io)")
+
+
+def _work(a: ProcessLook, b: ProcessLook, dt: float) -> Optional[Signal]:
+    cpu = (b.cpu_ticks - a.cpu_ticks) / max(b.ticks_hz, 1) / dt
+    if cpu < WORK_MIN_CPU or a.io is None or b.io is None:
+        return None
+    beyond = (b.io.rchar - a.io.rchar) - WAKEUP_BYTES * (b.io.syscr - a.io.syscr)
+    storage = b.io.read_bytes - a.io.read_bytes
+    got = max(beyond, storage)
+    if got < WORK_MIN_INPUT_RATE * dt:
+        return None
+    return Signal("work", b.pid, f"pid {b.pid} ({b.comm}) ran {cpu * 100:.0f}% of a CPU while "
+                  f"reading {_bytes(got)} of input ({_bytes(got / dt)}/s, /proc io)")
+
+
+def _endpoint(s: TcpSock) -> str:
+    return f"{s.local[0]}:{s.local[1]}->{s.remote[0]}:{s.remote[1]}"
+
+
+def _tree_sockets(look: TreeLook) -> List[TcpSock]:
+    """The tree's TCP sockets: those its fds hold, and connections it accepted on its listening
+    ports since its fd tables were last read (a file refers to them)."""
+    socks = look.sockets or {}
+    return [s for s in socks.values() if s.inode and (
+        s.inode in look.owners or (s.state != "LISTEN" and _on_listening_port(s, look.listening)))]
+
+
+def _sent(a: TreeLook, b: TreeLook, dt: float) -> List[Signal]:
+    if a.sockets is None or b.sockets is None:
+        return []
+    out: List[Signal] = []
+    for s in _tree_sockets(b):
+        if s.bytes_acked is None:
+            continue
+        old = a.sockets.get(s.cookie)
+        # A socket new since look a counts from its start (a client's bytes_acked counts its SYN).
+        base, segs0 = (old.bytes_acked or 0, old.data_segs_out or 0) if old else (1, 0)
+        sent = s.bytes_acked - base
+        if sent <= 0:
+            continue
+        segs = (s.data_segs_out or 0) - segs0
+        got = (s.bytes_received or 0) - ((old.bytes_received or 0) if old else 0)
+        got_segs = (s.data_segs_in or 0) - ((old.data_segs_in or 0) if old else 0)
+        if s.data_segs_out is not None and segs > 0 and keepalive(
+                counters_traffic(0, "", segs, sent, max(0, got_segs), max(0, got)),
+                max(dt, 1.0)):
+            continue                     # keep-alive chatter: the analyzer's own rule
+        pid = b.owners.get(s.inode)
+        who = f"pid {pid}" if pid is not None else "the tree"
+        out.append(Signal("sent", pid, f"{who} sent {_bytes(sent)} on TCP {_endpoint(s)}"
+                          + (f" in {segs} data segments" if s.data_segs_out is not None else "")))
+    return out
+
+
+def _on_listening_port(s: TcpSock, listening: FrozenSet[Tuple[str, int]]) -> bool:
+    addr, port = s.local
+    return any(p == port and (a == addr or a in ("0.0.0.0", "::") or
+                              addr == "::ffff:" + a) for a, p in listening)
+
+
+def _accepted(a: TreeLook, b: TreeLook) -> List[Signal]:
+    if a.sockets is None or b.sockets is None or not b.listening:
+        return []
+    ports: Dict[int, int] = {}
+    for cookie, s in b.sockets.items():
+        # A file refers to it (accepted; a client socket of the tree has an ephemeral port), or
+        # the tree's side closed it first (TIME_WAIT): either way the tree took it ...
+        if s.state in ("LISTEN", "SYN_RECV") or not (s.inode or s.state == "TIME_WAIT") \
+                or not _on_listening_port(s, b.listening):
+            continue
+        # ... since look a (then it was absent, or waiting in the accept queue without a file).
+        old = a.sockets.get(cookie)
+        if old is None or (not old.inode and old.state != "TIME_WAIT"):
+            ports[s.local[1]] = ports.get(s.local[1], 0) + 1
+    return [Signal("accepted", None, f"the tree accepted {n} new connection"
+                   f"{'s' if n > 1 else ''} on port {port}") for port, n in sorted(ports.items())]
+
+
+def _gpu(a: TreeLook, b: TreeLook) -> List[Signal]:
+    mine = set(b.processes)
+    any_pids = any(g.pids for g in b.gpus)
+    before = {g.gpu: g for g in a.gpus}
+    out: List[Signal] = []
+    for g in b.gpus:
+        if g.util_pct is None or (any_pids and not mine & set(g.pids)):
+            continue
+        old = before.get(g.gpu)
+        u0 = old.util_pct if old is not None else None
+        between = IDLE_UTIL < g.util_pct < BUSY_UTIL
+        swing = u0 is not None and min(u0, g.util_pct) <= IDLE_UTIL \
+            and max(u0, g.util_pct) >= BUSY_UTIL
+        if between or swing:
+            users = sorted(mine & set(g.pids))
+            who = f" (used by pid {', '.join(map(str, users))})" if users else ""
+            how = f"{g.util_pct}%" if between else f"{u0}% then {g.util_pct}%"
+            out.append(Signal("gpu", users[0] if users else None,
+                              f"GPU {g.gpu}{who} at {how} utilization: kernels start and finish"))
+    return out
+
+
+def progress_signals(a: TreeLook, b: TreeLook) -> List[Signal]:
+    """Signs of progress between look ``a`` and the later look ``b`` (module doc)."""
+    dt = max(b.ts - a.ts, 1e-3)
+    out: List[Signal] = []
+    for pid, pb in sorted(b.processes.items()):
+        pa = a.processes.get(pid)
+        if pa is None or not _same(pa, pb):
+            continue
+        for rule in (_output(pa, pb), _work(pa, pb, dt)):
+            if rule is not None:
+                out.append(rule)
+    out.extend(_sent(a, b, dt))
+    out.extend(_accepted(a, b))
+    out.extend(_gpu(a, b))
+    return out

@@ -1,0 +1,140 @@
+"""The commands for a job that runs on several nodes: ``merge`` and ``cluster`` (cli.py adds them
+to ``hangtrace``).
+
+Contract: as cli.py's: bad input raises errors.py's classes, which cli._main turns into one
+line on stderr and an exit status; ``--json`` prints exactly one JSON document; the exit status
+is the merged report's (0 progressing or idle, 3 busy-waiting, 4 deadlocked, ...). ``-o FILE``
+writes the report (JSON with --json, else text) to FILE instead of stdout.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import NoReturn, Optional, Tuple
+
+import click
+
+from ..errors import OutputError, UsageError
+
+
+def emit(report, as_json: bool, verbose: bool, output: Optional[str]) -> NoReturn:
+    from rich.console import Console
+    from ..render.console import render_report
+    try:
+        out = open(output, "w") if output else None
+    except OSError as exc:
+        raise OutputError(f"{output}: {exc.strerror or exc}") from None
+    try:
+        if as_json:
+            click.echo(json.dumps(report.to_json(), indent=2), file=out)
+        else:
+            render_report(report, Console(file=out, width=120) if out else Console(),
+                          verbose=verbose)
+    finally:
+        if out is not None:
+            out.close()
+    if output:
+        click.echo(f"hangtrace: report written to {output}", err=True)
+    sys.exit(report.exit_code)
+
+
+@click.command()
+@click.argument("traces", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
+@click.option("--output", "-o", metavar="FILE", help="Write the report here instead of stdout.")
+@click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
+def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose: bool) -> None:
+    """Merge the traces of one job's nodes (one trace per node, recorded by attach) into one
+    report: processes are told apart by node, waits between nodes are followed over TCP, clocks
+    are aligned from send/receive pairs, and the verdict names the node, rank and pid."""
+    if not traces:
+        raise UsageError("give at least one trace (one per node)")
+    from ..analysis.merged import analyze_merged
+    emit(analyze_merged(list(traces)), as_json, verbose, output)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("nodes", nargs=-1)
+@click.option("--via", required=True, metavar="LAUNCHER",
+              help="slurm, kubectl, ssh, pdsh, or a command template with {node} "
+              "(e.g. 'ip netns exec {node}') that runs what follows it on that node.")
+@click.option("--pid", "pids", type=int, multiple=True, metavar="PID",
+              help="Record this pid on every node (repeatable).")
+@click.option("--name", metavar="PATTERN", help="Record the processes matching it on each "
+              "node ({node} is replaced by the node's name; by the host name with slurm, "
+              "pdsh).")
+@click.option("--duration", "-d", default=5.0, show_default=True,
+              type=click.FloatRange(0.2, 86400), help="Seconds to record.")
+@click.option("--backend", "-b", default="auto", show_default=True,
+              type=click.Choice(["auto", "proc", "strace", "ebpf"]))
+@click.option("--rate", type=click.FloatRange(0.5, 200), help="/proc samples per second.")
+@click.option("--jobid", metavar="ID", help="slurm: the job whose nodes to record.")
+@click.option("--selector", "-l", metavar="LABELS", help="kubectl: the pods of this label "
+              "selector (instead of naming them).")
+@click.option("--namespace", "-n", metavar="NS", help="kubectl: the pods' namespace.")
+@click.option("--container", "-c", metavar="NAME", help="kubectl: the container to exec in.")
+@click.option("--remote-cmd", default="hangtrace", show_default=True, metavar="CMD",
+              help="How hangtrace is run on the nodes (e.g. '/opt/venv/bin/hangtrace').")
+@click.option("--output-dir", metavar="DIR", help="Where the traces and each node's log go "
+              "(default: ./hangtrace-cluster-TIME; slurm and pdsh: a directory every node "
+              "sees).")
+@click.option("--timeout", type=click.FloatRange(1), help="Seconds to wait for the nodes "
+              "(default: the duration plus 120).")
+@click.option("--fanout", default=32, show_default=True, type=click.IntRange(1),
+              help="Launchers running at once.")
+@click.option("--dry-run", is_flag=True, help="Print the command line each launcher runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
+@click.option("--output", "-o", metavar="FILE", help="Write the report here instead of stdout.")
+@click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
+def cluster(nodes: Tuple[str, ...], via: str, pids: Tuple[int, ...], name: Optional[str],
+            duration: float, backend: str, rate: Optional[float], jobid: Optional[str],
+            selector: Optional[str], namespace: Optional[str], container: Optional[str],
+            remote_cmd: str, output_dir: Optional[str], timeout: Optional[float],
+            fanout: int, dry_run: bool, as_json: bool, output: Optional[str],
+            verbose: bool) -> None:
+    """Record a job on all its NODES at once through the cluster's own launcher (each node
+    runs hangtrace attach), collect the traces and print one merged report. A node that
+    fails is reported as such; the others are merged."""
+    import os
+    import shlex
+    import time
+    from ..record import cluster as cl
+    if not pids and not name:
+        raise UsageError("give --pid or --name: what to record on each node")
+    outdir = output_dir or f"hangtrace-cluster-{time.strftime('%Y%m%d-%H%M%S')}"
+    att = cl.AttachArgs(shlex.split(remote_cmd), list(pids), name, duration, backend, rate)
+    node_list = list(nodes)
+    if via == "kubectl" and selector:
+        if dry_run:
+            click.echo(shlex.join(["kubectl", "get", "pods", "-l", selector, "-o", "name"]
+                                  + (["-n", namespace] if namespace else []))
+                       + "    # the pods; then for each POD:")
+            node_list = node_list or ["POD"]
+        else:
+            node_list += cl.kubectl_pods(selector, namespace)
+    runs = cl.plan(via, node_list, att, outdir, jobid=jobid, namespace=namespace,
+                   container=container)
+    if dry_run:
+        for line in cl.dry_run_lines(runs):
+            click.echo(line)
+        sys.exit(0)
+    try:
+        os.makedirs(outdir, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{outdir}: {exc.strerror or exc}") from None
+    click.echo(f"hangtrace: recording {len(node_list) or 'the'} nodes through {via} for "
+               f"{duration:g} s into {outdir}", err=True)
+    results = cl.run(runs, timeout if timeout is not None else duration + 120, fanout)
+    for r in results:
+        if r.error or r.warning:
+            click.echo(f"hangtrace: node {r.node}: {r.error or r.warning}", err=True)
+    good = [r for r in results if r.trace]
+    if not good:
+        from ..errors import BackendFailed
+        raise BackendFailed("no node could be recorded: " + "; ".join(
+            f"{r.node}: {r.error}" for r in results))
+    from ..analysis.merged import analyze_merged
+    report = analyze_merged([r.trace for r in good],  # type: ignore[misc]
+                            failed=[(r.node, r.error or "") for r in results if not r.trace])
+    report.notes += [f"node {r.node}: {r.warning}" for r in good if r.warning]
+    emit(report, as_json, verbose, output)

@@ -1,0 +1,58 @@
+"""The kernel's per-thread counts (eBPF backend): one event class, registered with the trace
+format like every other (events.register), kept apart from events.py only for its size.
+
+Contract: ``ThreadCounts`` (tag ``cnt``) as its docstring says; ``FD_KEYS`` the keys of each
+``per_fd`` dict. Backends emit it, the analyzer merges it (analysis/accumulate/kernel_counts.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Dict, List
+
+from . import Event, register
+
+__all__ = ["ThreadCounts", "FD_KEYS"]
+
+
+@dataclass(slots=True)
+class ThreadCounts(Event):
+    """What the kernel counted for one thread (eBPF backend), cumulative from ``since`` (the
+    attach) to ``ts``: emitted about once a second while recording and once at the end, for
+    threads that exited during the window too. A later one replaces an earlier one.
+
+    Calls are counted in the kernel; some are also emitted one by one as syscall events
+    (``streamed``), the rest only here. So that a reader adds both without double counting:
+    - ``calls``: every completed call, by name (the truth); ``streamed``: of those, the ones
+      that were also emitted as events. ``blocked_s``: seconds the calls NOT streamed spent
+      asleep (a call that never left the CPU adds nothing).
+    - ``per_fd``: writes/sends and reads/recvs per fd, none of which is streamed; one dict per fd
+      (see ``FD_KEYS``): ``fd``, ``kind``/``target`` (events.FdInfo's, resolved from /proc
+      when the counts were read; None/"" when the fd was already closed), ``writes`` (calls
+      that returned >= 0), ``wbytes``, ``wmin``/``wmax`` (sizes), ``wsmall``/``wsbytes``
+      (writes of at most 8 bytes: wake-up sized, and their bytes), ``reads`` (calls that
+      returned data), ``rbytes``, ``first``/``last`` (epoch seconds of the first and last of
+      them, at most one scheduler tick early).
+    - ``futex`` (keys: waits, waits_timeout, timeouts, wakes), ``polls`` (keys: calls,
+      timeouts, infinite), ``ioctls`` (dicts: fd, kind, target, request, calls) and
+      ``accepts``: the calls of those kinds that were NOT streamed (the streamed ones carry
+      their own details).
+    """
+    TAG: ClassVar[str] = "cnt"
+    pid: int
+    tid: int
+    since: float
+    calls: Dict[str, int] = field(default_factory=dict)
+    streamed: Dict[str, int] = field(default_factory=dict)
+    blocked_s: float = 0.0
+    per_fd: List[Dict[str, Any]] = field(default_factory=list)
+    futex: Dict[str, int] = field(default_factory=dict)
+    polls: Dict[str, int] = field(default_factory=dict)
+    ioctls: List[Dict[str, Any]] = field(default_factory=list)
+    accepts: int = 0
+
+
+FD_KEYS = ("fd", "kind", "target", "writes", "wbytes", "wmin", "wmax", "wsmall", "wsbytes",
+           "reads", "rbytes", "first", "last")
+
+
+register(ThreadCounts)

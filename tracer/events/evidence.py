@@ -1,0 +1,158 @@
+"""Events that carry the evidence an engineer checks by hand (issue 14): process vitals, log
+targets, kernel log lines of the NVIDIA driver, GPU health from NVML, library versions, CUDA
+graph activity, and one-line notes on what could not be read.
+
+Contract:
+- Same rules as events.py: an event states what was read and where (``source``), never what it
+  means; tracer/analysis/evidence*.py turns them into findings. Times are epoch seconds.
+- ``phase`` says when a reading was taken: "start" / "end" of a recording, or "snapshot".
+- Importing this module registers the classes in ``events.EVENT_CLASSES`` (the trace file maps
+  fields by name through the header's schema, so old traces still read and new fields may be
+  added later). tracefile/format.py imports it; nothing else needs to.
+- Nested values are plain JSON (lists, dicts of str/int/float/None), so rows round-trip as they
+  are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Dict, List, Optional
+
+from .. import events as _events
+from . import Event
+
+__all__ = ["ProcessVitals", "LogTargets", "KernelLog", "GpuHealth", "LoadedLibs",
+           "CaptureSite", "CudaGraphCalls", "EvidenceNote", "EVIDENCE_TYPES"]
+
+
+@dataclass(slots=True)
+class ProcessVitals(Event):
+    """/proc/PID/stat and status: when the process started, its resident memory and the CPU
+    time of all its threads (exited ones included), in seconds. (Not "threads": events.py
+    encodes a field of that name as a tid -> comm map.)"""
+    TAG: ClassVar[str] = "vit"
+    pid: int
+    start_time: Optional[float] = None
+    rss_bytes: Optional[int] = None
+    cpu_s: Optional[float] = None
+    num_threads: Optional[int] = None
+    phase: str = ""
+
+
+@dataclass(slots=True)
+class LogTargets(Event):
+    """Where a process's output goes: fds 1 and 2 and the regular files it has open for writing
+    as logs. Each entry: {"fd", "role" ("stdout", "stderr", "log"), "kind" (events.py fd kind),
+    "path", "size" (bytes, files only), "mtime" (last modification: the last write for files,
+    pipes and ttys), "why" (why size/mtime are missing)}. ``why`` (event level): the fd table
+    could not be read."""
+    TAG: ClassVar[str] = "logs"
+    pid: int
+    targets: List[Dict[str, Any]] = field(default_factory=list)
+    phase: str = ""
+    why: str = ""
+
+
+@dataclass(slots=True)
+class KernelLog(Event):
+    """Lines of the NVIDIA kernel driver (NVRM) from the kernel log since ``since``: each
+    [epoch ts, text]. ``scanned`` records were read; ``why`` says why the log could not be read
+    (no /dev/kmsg, no permission) or was read only in part (the bound was reached)."""
+    TAG: ClassVar[str] = "klog"
+    source: str = "/dev/kmsg"
+    since: Optional[float] = None
+    lines: List[List[Any]] = field(default_factory=list)
+    scanned: int = 0
+    why: str = ""
+
+
+@dataclass(slots=True)
+class GpuHealth(Event):
+    """One GPU's health counters through NVML (tracer/gpu/nvml_health.py). Units: mW, MHz, deg C.
+    ``throttle`` is NVML's clock-event (throttle) reason bitmask. ECC counts are volatile (since
+    the driver loaded); retired pages (pre-Hopper) and remapped rows (Ampere and later) are
+    lifetime counts. ``missing`` maps a field name to why NVML gave no value."""
+    TAG: ClassVar[str] = "gpuh"
+    gpu: int
+    uuid: str = ""
+    name: str = ""
+    pci_bus: str = ""
+    power_mw: Optional[int] = None
+    power_limit_mw: Optional[int] = None
+    sm_clock_mhz: Optional[int] = None
+    sm_clock_max_mhz: Optional[int] = None
+    throttle: Optional[int] = None
+    temperature_c: Optional[int] = None
+    ecc_corrected: Optional[int] = None
+    ecc_uncorrected: Optional[int] = None
+    retired_sbe: Optional[int] = None
+    retired_dbe: Optional[int] = None
+    retired_pending: Optional[bool] = None
+    remapped_corr: Optional[int] = None
+    remapped_unc: Optional[int] = None
+    remap_pending: Optional[bool] = None
+    remap_failed: Optional[bool] = None
+    pcie_replays: Optional[int] = None
+    missing: Dict[str, str] = field(default_factory=dict)
+    phase: str = ""
+
+
+@dataclass(slots=True)
+class LoadedLibs(Event):
+    """Versions of the libraries a process has mapped (/proc/PID/maps). Each entry: {"name"
+    ("nccl", "libcuda", "cudart", "torch", ...), "version", "detail" (e.g. "+cuda12.4"), "path",
+    "source" (where the version was read)}. ``pid`` 0 holds host facts (the NVIDIA kernel
+    module). ``why``: the maps could not be read, or versions could not be read from ELF files
+    (pyelftools missing)."""
+    TAG: ClassVar[str] = "libs"
+    pid: int
+    libs: List[Dict[str, Any]] = field(default_factory=list)
+    why: str = ""
+
+
+@dataclass(slots=True)
+class CaptureSite(Event):
+    """A thread whose Python stack shows CUDA graph capture (tracer/record/evidence/capture.py).
+    ``how``: "with-block" (a frame executes inside ``with torch.cuda.graph(...)``, checked in the
+    source at that line), "capture-call" (a frame of torch's capture_begin/capture_end or the
+    graph context manager's __enter__/__exit__), "runner" (a frame of a serving stack's CUDA
+    graph runner). ``frame`` is "func (file:line)"; ``detail`` the source text that decided."""
+    TAG: ClassVar[str] = "cap"
+    pid: int
+    tid: int
+    how: str = ""
+    frame: str = ""
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class CudaGraphCalls(Event):
+    """libcuda graph calls of one thread counted by uprobes between ``since`` and ``ts``
+    (tracer/record/backends/ebpf/cuda_uprobes.py): stream captures begun and ended, graphs launched;
+    ``open_streams`` are streams (hex) whose last capture call was a begin (capturing at ``ts``,
+    when the begin was seen in the window)."""
+    TAG: ClassVar[str] = "cug"
+    pid: int
+    tid: int
+    since: float = 0.0
+    begins: int = 0
+    ends: int = 0
+    launches: int = 0
+    open_streams: List[str] = field(default_factory=list)
+    last_begin: Optional[float] = None
+    last_end: Optional[float] = None
+
+
+@dataclass(slots=True)
+class EvidenceNote(Event):
+    """One datum that could not be gathered, and why: ``what`` is "gpu", "kmsg", "libs", "logs",
+    "capture-uprobes", ...; ``pid`` when it concerns one process."""
+    TAG: ClassVar[str] = "evn"
+    what: str
+    why: str = ""
+    pid: Optional[int] = None
+
+
+EVIDENCE_TYPES = (ProcessVitals, LogTargets, KernelLog, GpuHealth, LoadedLibs, CaptureSite,
+                  CudaGraphCalls, EvidenceNote)
+
+_events.register(*EVIDENCE_TYPES)

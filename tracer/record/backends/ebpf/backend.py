@@ -1,0 +1,353 @@
+"""Live recording backend on eBPF tracepoints (BCC): syscall counts, blocking calls, forks,
+execs, exits and CPU time of a process tree, without ever stopping the target.
+
+Contract (on top of base.py):
+- ``check()`` is ebpf_env.ebpf_problem(): None only when the program can load here, else one
+  line saying why. Its one side effect: mounting tracefs where it is missing and we may (as
+  under ``ip netns exec``, whose fresh sysfs has none). ``bcc`` is imported inside
+  ``start``/``check`` only, so analysis and replay run anywhere.
+- ``start(targets, emit)`` compiles bpf/hangtrace.bpf.c with its parts (ebpf_layout.
+  program_text, ebpf_env.compile_flags), loads and attaches it (time kept in ``attach_s``),
+  fills the "kinds" array,
+  marks the tree's processes, and for each thread emits a ``ThreadSample`` (a sleeping one is
+  marked blocked since the attach), then starts one reader thread. Processes forked later
+  are followed in the kernel and added to ``targets``.
+- While recording the reader thread emits: streamed calls as events.py syscall objects
+  (ebpf/convert.py), forks -> ``ThreadStart`` (+``ProcessInfo`` for a new process), execs ->
+  ``ProcessExec``, thread exits -> ``ThreadExit``, the last thread of a process ->
+  ``ProcessExit`` (status from the zombie's /proc stat, None when it was reaped first), and
+  about once a second a ``ThreadCounts`` per thread whose kernel counts changed.
+- ``stop()`` (idempotent, any thread, any exit path) detaches the programs, drains the ring
+  buffer, emits what ebpf/final.py gives (blocked calls, final ThreadCounts, ThreadCpu,
+  ThreadSample, Lost), then frees the BPF object (BPF.cleanup). Nothing after.
+"""
+from __future__ import annotations
+
+import ctypes as ct
+import os
+import threading
+import time
+from typing import Any, Dict, List, Optional, Set
+
+from .... import events as ev
+from ....linux import procfs
+from ....linux.syscall_table import syscall_name, syscall_table
+from ....linux.tracefs import TRACEFS_DIRS
+from . import layout as L
+from ..base import Backend, Emit, TargetSet
+from .convert import Clock, Converter, FdCache
+from .counts import CountEmitter, KernelSnapshot
+from .env import compile_flags, ebpf_problem
+from ..proc_backend import decode_wait_status
+
+__all__ = ["EbpfBackend", "ebpf_problem", "TRACEFS_DIRS"]
+
+_PENDING_EXIT_S = 1.0
+COUNTS_EVERY_S = 1.0
+_MAPS = ("threads", "aggr", "fds", "tcounts", "ioctls", "cache", "counters")
+_PROBES = (("raw", b"sys_exit"), ("raw", b"sched_switch"), ("tp", b"sched:sched_process_fork"),
+           ("tp", b"sched:sched_process_exec"), ("tp", b"sched:sched_process_exit"))
+
+
+class EbpfBackend(Backend):
+    name = "ebpf"
+
+    def __init__(self, poll_ms: int = 100) -> None:
+        super().__init__()
+        self.poll_ms = poll_ms
+        self.attach_s: Optional[float] = None
+        self.events_read = 0
+        self._bpf: Any = None
+        self._emit: Optional[Emit] = None
+        self._targets: Optional[TargetSet] = None
+        self._clock = Clock()
+        self._fds = FdCache()
+        self._conv = Converter(self._fds)
+        self._table = syscall_table()
+        self._kinds = L.kinds_for(self._table)
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._done = threading.Event()
+        self._quit = threading.Event()
+        self._reader: Optional[threading.Thread] = None
+        self._start_ts = 0.0
+        self._start_samples: Dict[int, ev.ThreadSample] = {}
+        self._born: Dict[int, float] = {}                 # tid -> epoch ts of its fork
+        self._exited_cpu: List[ev.ThreadCpu] = []
+        self._pending_exits: Dict[int, float] = {}        # pid -> deadline (monotonic)
+        self._exited: Set[int] = set()
+        self._counts: Optional[CountEmitter] = None
+        self._next_counts = 0.0
+
+    # ------------------------------------------------------------------ contract
+    def check(self) -> Optional[str]:
+        return ebpf_problem()
+
+    def start(self, targets: TargetSet, emit: Emit) -> None:
+        if self._bpf is not None or self._stopping:
+            raise RuntimeError("EbpfBackend.start called twice")
+        from bcc import BPF  # noqa: WPS433 (see the module doc)
+        self._emit, self._targets = emit, targets
+        cflags = compile_flags()
+        t0 = time.monotonic()
+        self._bpf = BPF(text=L.program_text().encode(), cflags=cflags)
+        self.attach_s = time.monotonic() - t0
+        try:
+            self._setup(targets)
+        except BaseException:
+            self._cleanup()
+            raise
+        self._reader = threading.Thread(target=self._read_loop, name="hangtrace-ebpf",
+                                        daemon=True)
+        self._reader.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            already, self._stopping = self._stopping, True
+        if already:
+            self._done.wait(timeout=15)
+            return
+        try:
+            self._quit.set()
+            reader, self._reader = self._reader, None
+            if reader is not None and reader is not threading.current_thread():
+                reader.join(timeout=10)
+            if self._bpf is not None and self._emit is not None:
+                try:
+                    self._detach()          # no call is counted or streamed after this
+                    self._bpf.ring_buffer_consume()
+                    self._resolve_exits(final=True)
+                    self._final_events()
+                except Exception as e:  # noqa: BLE001 - detaching must still happen
+                    self.errors.append(f"ebpf: final read failed: {type(e).__name__}: {e}")
+        finally:
+            self._cleanup()
+            self._emit = None
+            self._done.set()
+
+    # ------------------------------------------------------------------ setup
+    def _setup(self, targets: TargetSet) -> None:
+        b = self._bpf
+        kinds = b[b"kinds"]
+        for nr, value in L.kinds_value(self._table).items():
+            kinds[ct.c_int(nr)] = ct.c_uint32(value)
+        self._start_ts = time.time()
+        self._clock = Clock()
+        self._counts = CountEmitter(since=self._start_ts, epoch=self._clock.epoch,
+                                    name=syscall_name, fd_info=self._fd_info)
+        seen: Set[int] = set()
+        # Twice: a process forked between the first scan and the fill is only in the second
+        # (after the fill, the fork tracepoint catches every new child).
+        for _ in range(2):
+            pids = targets.pids()
+            pids = sorted(p for p in set(pids) | set(procfs.descendants(pids))
+                          if not targets.excluded(p))
+            for pid in pids:
+                if pid not in seen:
+                    targets.add(pid)
+                    self._mark(b"procs", pid, True)
+            for pid in pids:
+                if pid not in seen:
+                    seen.add(pid)
+                    self._add_threads(pid)
+        b[b"events"].open_ring_buffer(self._on_event)
+
+    def _mark(self, array: bytes, pid: int, on: bool) -> None:
+        """Set a pid-indexed u8 array ("procs" by tgid, "blocked" by tid)."""
+        if self._bpf is None:
+            return
+        try:
+            self._bpf[array][ct.c_int(pid)] = ct.c_uint8(1 if on else 0)
+        except (IndexError, KeyError, OSError):
+            if on:
+                self.errors.append(f"ebpf: pid {pid} is above pid_max: not followed")
+
+    def _add_threads(self, pid: int) -> None:
+        assert self._emit is not None
+        threads = self._bpf[b"threads"]
+        now_ns = self._clock.now_ns()
+        for tid in procfs.list_tids(pid):
+            s = procfs.read_thread_sample(pid, tid, ts=self._start_ts)
+            if s is None:
+                continue
+            self._start_samples[tid] = s
+            st = L.HtThread(tgid=pid)
+            if s.state == "R":
+                st.last_in_ns = now_ns      # on CPU (or about to be) from now on
+            elif s.state in ("S", "D"):
+                st.blocked_ns = now_ns      # asleep since before the attach: dated from it
+            key = ct.c_uint32(tid)
+            if key not in threads:   # the kernel may have created it already (a switch)
+                threads[key] = threads.Leaf.from_buffer_copy(bytes(st))
+                if st.blocked_ns:
+                    self._mark(b"blocked", tid, True)
+            self._emit(s)
+
+    def _fd_info(self, pid: int, fd: int) -> Optional[ev.FdInfo]:
+        if pid not in self._exited:
+            self._fds.refresh(pid, COUNTS_EVERY_S)
+        return self._fds.get(pid, fd)
+
+    # ------------------------------------------------------------------ reading
+    def _read_loop(self) -> None:
+        self._next_counts = time.monotonic() + COUNTS_EVERY_S
+        while not self._quit.is_set():
+            try:
+                self._bpf.ring_buffer_poll(self.poll_ms)
+                if self._pending_exits:
+                    self._resolve_exits()
+                if time.monotonic() >= self._next_counts:
+                    self._next_counts = time.monotonic() + COUNTS_EVERY_S
+                    self._emit_counts()
+            except Exception as e:  # noqa: BLE001
+                self.errors.append(f"ebpf: reader failed: {type(e).__name__}: {e}")
+                return
+
+    def _maps(self) -> Dict[str, Any]:
+        return {name: self._bpf[name.encode()] for name in _MAPS}
+
+    def _emit_counts(self) -> None:
+        assert self._counts is not None
+        snap = KernelSnapshot().read(self._maps())
+        emit = self._emit
+        for e in self._counts.events(snap, time.time()):
+            if emit is not None:
+                emit(e)
+
+    def _on_event(self, ctx: Any, data: Any, size: int) -> int:
+        try:
+            e = ct.cast(data, ct.POINTER(L.HtEvent)).contents
+            self.events_read += 1
+            if e.type == L.HT_EV_SYSCALL:
+                self._on_syscall(e)
+            elif e.type == L.HT_EV_FORK:
+                self._on_fork(e)
+            elif e.type == L.HT_EV_EXEC:
+                self._on_exec(e)
+            elif e.type == L.HT_EV_EXIT:
+                self._on_exit(e)
+        except Exception as exc:  # noqa: BLE001 - a bad record must not stop the reader
+            if len(self.errors) < 20:
+                self.errors.append(f"ebpf: event dropped: {type(exc).__name__}: {exc}")
+        return 0
+
+    def _on_syscall(self, e: L.HtEvent) -> None:
+        dur_ns = e.exit_ns - e.enter_ns
+        if self._counts is not None:
+            self._counts.note_streamed(e.tgid, e.tid, e.nr, dur_ns)
+        emit = self._emit
+        if emit is None:
+            return
+        emit(self._conv.syscall(
+            ts=self._clock.epoch(e.enter_ns), pid=e.tgid, tid=e.tid,
+            name=syscall_name(e.nr), kind=e.kind, args=list(e.args), ret=e.ret,
+            dur=dur_ns / 1e9, flags=e.flags, aux=e.aux, pfds=list(e.pfds)))
+
+    def _on_fork(self, e: L.HtEvent) -> None:
+        child, ctgid = int(e.args[0]), int(e.args[1])
+        new_process = bool(e.flags & L.HT_F_NEW_PROCESS)
+        if e.flags & L.HT_F_GUESSED:
+            real = procfs.tgid_of(child)
+            if real is not None and real != child:   # it was a thread after all
+                new_process, ctgid = False, real
+                self._mark(b"procs", child, False)
+                key = ct.c_uint32(child)
+                try:
+                    st = L.HtThread.from_buffer_copy(bytes(self._bpf[b"threads"][key]))
+                    st.tgid = real
+                    self._bpf[b"threads"][key] = self._bpf[b"threads"].Leaf.from_buffer_copy(
+                        bytes(st))
+                except KeyError:
+                    pass
+        ts = self._clock.epoch(e.enter_ns)
+        self._born[child] = ts
+        assert self._emit is not None and self._targets is not None
+        if new_process:
+            self._targets.add(ctgid)
+            info = procfs.read_process_info(ctgid)
+            if info is not None:
+                self._fds.forget(ctgid)
+                self._emit(info)
+        self._emit(ev.ThreadStart(ts=ts, pid=ctgid, tid=child, parent_tid=e.tid,
+                                  new_process=new_process))
+
+    def _on_exec(self, e: L.HtEvent) -> None:
+        pid = e.tgid
+        self._fds.forget(pid)
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            exe = ""
+        assert self._emit is not None
+        self._emit(ev.ProcessExec(ts=self._clock.epoch(e.enter_ns), pid=pid, tid=e.tid,
+                                  filename=exe, argv=procfs.read_cmdline(pid)))
+
+    def _on_exit(self, e: L.HtEvent) -> None:
+        ts = self._clock.epoch(e.enter_ns)
+        pid, tid = e.tgid, e.tid
+        since = max(self._start_ts, self._born.get(tid, self._start_ts))
+        self._exited_cpu.append(ev.ThreadCpu(ts=ts, pid=pid, tid=tid, since=since,
+                                             on_cpu_ns=int(e.args[1]),
+                                             switches=int(e.args[2])))
+        assert self._emit is not None
+        self._emit(ev.ThreadExit(ts=ts, pid=pid, tid=tid))
+        group_dead = int(e.args[0])
+        if group_dead == 1 or (group_dead == 2 and not procfs.list_tids(pid)):
+            self._pending_exits.setdefault(pid, time.monotonic() + _PENDING_EXIT_S)
+            self._resolve_exits()
+
+    def _resolve_exits(self, final: bool = False) -> None:
+        """ProcessExit once /proc shows the zombie (its exit code) or the pid gone."""
+        emit = self._emit
+        for pid, deadline in list(self._pending_exits.items()):
+            st = procfs.read_stat(pid)
+            if st is not None and st.state not in ("Z", "X") and not final \
+                    and time.monotonic() < deadline:
+                continue   # still inside do_exit(): not a zombie yet
+            del self._pending_exits[pid]
+            if pid in self._exited or emit is None:
+                continue
+            self._exited.add(pid)
+            self._mark(b"procs", pid, False)
+            status, sig, core = None, None, False
+            if st is not None and st.exit_code is not None and st.state in ("Z", "X"):
+                status, sig, core = decode_wait_status(st.exit_code)
+            emit(ev.ProcessExit(ts=time.time(), pid=pid, status=status, signal=sig,
+                                core_dumped=core))
+
+    # ------------------------------------------------------------------ stop
+    def _detach(self) -> None:
+        b = self._bpf
+        for how, name in _PROBES:
+            try:
+                if how == "raw":
+                    b.detach_raw_tracepoint(tp=name)
+                else:
+                    b.detach_tracepoint(tp=name)
+            except Exception:  # noqa: BLE001 - cleanup() detaches whatever is left
+                pass
+
+    def _final_events(self) -> None:
+        from .final import StopContext, final_events
+        assert self._emit is not None and self._targets is not None and self._counts
+        live: Dict[int, List[int]] = {}
+        for pid in self._targets.pids():
+            tids = procfs.list_tids(pid) if pid not in self._exited else []
+            if tids:
+                live[pid] = tids
+        ctx = StopContext(maps=self._maps(), clock=self._clock, conv=self._conv,
+                          kinds=self._kinds, start_ts=self._start_ts,
+                          start_samples=self._start_samples, born=self._born, live=live,
+                          exited_cpu=self._exited_cpu, emitter=self._counts)
+        events, errors = final_events(ctx)
+        for e in events:
+            self._emit(e)
+        self.errors.extend(errors)
+
+    def _cleanup(self) -> None:
+        b, self._bpf = self._bpf, None
+        if b is not None:
+            try:
+                b.cleanup()   # detaches every tracepoint, closes map and program fds
+            except Exception as e:  # noqa: BLE001
+                self.errors.append(f"ebpf: cleanup failed: {type(e).__name__}: {e}")

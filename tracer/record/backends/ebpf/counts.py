@@ -1,0 +1,224 @@
+"""Read what the eBPF program counted (bpf/hangtrace.bpf.c) into ``events.ThreadCounts``.
+
+Contract:
+- ``KernelSnapshot.read(maps)`` takes one consistent picture of the counts: the per-CPU caches,
+  then the hash maps ("aggr", "fds", "tcounts", "ioctls"), then the caches again; when a cache's
+  ``seq`` changed in between (a flush moved counts from a cache to the maps while we read) it
+  reads again (at most 4 times, then keeps the last picture: counts later come out right).
+  A thread (a tid in a tgid: pid numbers are reused) is its map entries plus the cache of
+  every CPU it owns; ``threads`` is keyed (tgid, tid). ``maps`` is a
+  mapping name -> BCC table (tests pass lists of ctypes (key, value) pairs, and {0: caches}).
+- ``CountEmitter.events(snapshot, ts)`` turns a snapshot into one ThreadCounts per thread whose
+  counts changed since the last call (all of them with ``every=True``): names from the
+  syscall table, fd kinds/targets from the FdCache (re-read from /proc at most once a second
+  per process while it lives, the last table read once it is gone), monotonic stamps to
+  epoch seconds through the backend's Clock. ``blocked_s`` leaves out the time of the calls
+  that were streamed (``streamed_ns``: the durations of the events the backend emitted).
+Nothing here writes to the kernel maps.
+"""
+from __future__ import annotations
+
+import ctypes as ct
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from .... import events as ev
+from ....events.counts import ThreadCounts
+from . import layout as L
+
+__all__ = ["ThreadTotals", "KernelSnapshot", "CountEmitter", "CATEGORY_KEYS"]
+
+# ht_tcount.cat / ht_cache.cat index -> (ThreadCounts field, key); accepts is a plain int.
+CATEGORY_KEYS = {
+    L.HT_CAT_FUTEX_WAITS: ("futex", "waits"),
+    L.HT_CAT_FUTEX_WAITS_TIMEOUT: ("futex", "waits_timeout"),
+    L.HT_CAT_FUTEX_TIMEOUTS: ("futex", "timeouts"),
+    L.HT_CAT_FUTEX_WAKES: ("futex", "wakes"),
+    L.HT_CAT_POLLS: ("polls", "calls"),
+    L.HT_CAT_POLL_TIMEOUTS: ("polls", "timeouts"),
+    L.HT_CAT_POLL_INFINITE: ("polls", "infinite"),
+    L.HT_CAT_ACCEPTS: ("accepts", ""),
+}
+_FD_SUMS = ("writes", "wbytes", "wsmall", "wsbytes", "reads", "rbytes")
+
+
+@dataclass
+class ThreadTotals:
+    """One thread's counts in one snapshot, in the kernel's units (ns, syscall numbers)."""
+    calls: Dict[int, List[int]] = field(default_factory=dict)      # nr -> [count, streamed, ns]
+    fds: Dict[int, Dict[str, int]] = field(default_factory=dict)    # fd -> ht_fd fields
+    cats: List[int] = field(default_factory=lambda: [0] * L.HT_NCATS)
+    ioctls: Dict[Tuple[int, int], int] = field(default_factory=dict)  # (fd, request) -> calls
+
+    def add_call(self, nr: int, count: int, streamed: int, ns: int) -> None:
+        c = self.calls.setdefault(nr, [0, 0, 0])
+        c[0] += count
+        c[1] += streamed
+        c[2] += ns
+
+    def add_fd(self, fd: int, src: Mapping[str, int]) -> None:
+        """Merge one ht_fd (from a map or a cache slot) as the kernel's flush_fd does."""
+        if not src["writes"] and not src["reads"]:
+            return
+        d = self.fds.get(fd)
+        if d is None:
+            self.fds[fd] = dict(src)
+            return
+        if src["writes"]:
+            d["wmin"] = src["wmin"] if not d["writes"] else min(d["wmin"], src["wmin"])
+            d["wmax"] = max(d["wmax"], src["wmax"])
+        for k in _FD_SUMS:
+            d[k] += src[k]
+        firsts = [v for v in (d["first_ns"], src["first_ns"]) if v]
+        d["first_ns"] = min(firsts) if firsts else 0
+        d["last_ns"] = max(d["last_ns"], src["last_ns"])
+
+
+def _fd_fields(f: Any, i: Optional[int] = None) -> Dict[str, int]:
+    """ht_fd fields of a map value (i None) or of cache slot i."""
+    names = ("writes", "wbytes", "wmin", "wmax", "wsmall", "wsbytes", "reads", "rbytes",
+             "first_ns", "last_ns")
+    if i is None:
+        return {n: int(getattr(f, n)) for n in names}
+    return {n: int(getattr(f, "f_" + n)[i]) for n in names}
+
+
+def _items(table: Any) -> List[Tuple[Any, Any]]:
+    """(key, value) pairs of a BCC hash table, in one batch syscall where the kernel allows."""
+    if isinstance(table, (list, tuple)):   # tests: (key, value) pairs
+        return list(table)
+    try:
+        return list(table.items_lookup_batch())
+    except Exception:  # noqa: BLE001 - older kernels/BCC: one lookup per key
+        return list(table.items())
+
+
+class KernelSnapshot:
+    """One consistent read of the counting maps (module doc)."""
+
+    def __init__(self) -> None:
+        self.threads: Dict[Tuple[int, int], ThreadTotals] = {}
+        self.retries = 0
+
+    def _t(self, tid: int, tgid: int) -> ThreadTotals:
+        t = self.threads.get((tgid, tid))
+        if t is None:
+            t = self.threads[(tgid, tid)] = ThreadTotals()
+        return t
+
+    @staticmethod
+    def _caches(maps: Mapping[str, Any]) -> List[L.HtCache]:
+        table = maps["cache"]
+        if isinstance(table, dict):
+            return list(table[0])
+        return [L.HtCache.from_buffer_copy(bytes(v)) for v in table.getvalue(ct.c_int(0))]
+
+    def read(self, maps: Mapping[str, Any]) -> "KernelSnapshot":
+        for attempt in range(4):
+            before = self._caches(maps)
+            rows = {name: _items(maps[name]) for name in ("aggr", "fds", "tcounts", "ioctls")}
+            after = self._caches(maps)
+            stable = all(a.seq == b.seq and a.seq % 2 == 0 for a, b in zip(before, after))
+            if stable or attempt == 3:
+                self.retries = attempt
+                self._fill(rows, after)
+                return self
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _fill(self, rows: Dict[str, List[Tuple[Any, Any]]], caches: List[L.HtCache]) -> None:
+        self.threads = {}
+        for k, v in rows["aggr"]:
+            key, agg = L.HtAggKey.from_buffer_copy(bytes(k)), L.HtAgg.from_buffer_copy(bytes(v))
+            self._t(key.tid, key.tgid).add_call(key.nr, agg.count, agg.streamed, agg.ns)
+        for k, v in rows["fds"]:
+            key, f = L.HtFdKey.from_buffer_copy(bytes(k)), L.HtFd.from_buffer_copy(bytes(v))
+            self._t(key.tid, key.tgid).add_fd(key.fd, _fd_fields(f))
+        for k, v in rows["tcounts"]:
+            key, tc = L.HtTkey.from_buffer_copy(bytes(k)), L.HtTcount.from_buffer_copy(bytes(v))
+            t = self._t(key.tid, key.tgid)
+            for i in range(L.HT_NCATS):
+                t.cats[i] += tc.cat[i]
+        for k, v in rows["ioctls"]:
+            key, io = L.HtIocKey.from_buffer_copy(bytes(k)), L.HtIoc.from_buffer_copy(bytes(v))
+            t = self._t(key.tid, key.tgid)
+            t.ioctls[(key.fd, key.request)] = t.ioctls.get((key.fd, key.request), 0) + io.count
+        for c in caches:
+            if not c.tid:
+                continue
+            t = self._t(c.tid, c.tgid)
+            for i in range(L.HT_SLOTS):
+                if c.c_count[i]:
+                    t.add_call(c.c_nr[i], c.c_count[i], c.c_streamed[i], c.c_ns[i])
+            for i in range(L.HT_FD_SLOTS):
+                t.add_fd(c.f_fd[i], _fd_fields(c, i))
+            for i in range(L.HT_NCATS):
+                t.cats[i] += c.cat[i]
+
+
+FdLookup = Callable[[int, int], Optional[ev.FdInfo]]
+
+
+class CountEmitter:
+    """Snapshots -> ThreadCounts events, only for threads whose counts changed (module doc)."""
+
+    def __init__(self, *, since: float, epoch: Callable[[int], float], name: Callable[[int], str],
+                 fd_info: FdLookup) -> None:
+        self.since = since
+        self.epoch = epoch
+        self.name = name
+        self.fd_info = fd_info
+        self.streamed_ns: Dict[Tuple[int, int, int], int] = {}   # (tgid, tid, nr) -> event ns
+        self._last: Dict[Tuple[int, int], Any] = {}
+
+    def note_streamed(self, tgid: int, tid: int, nr: int, ns: int) -> None:
+        """A streamed call of ``ns`` spent blocked was emitted as an event."""
+        key = (tgid, tid, nr)
+        self.streamed_ns[key] = self.streamed_ns.get(key, 0) + max(0, ns)
+
+    def events(self, snap: KernelSnapshot, ts: float, every: bool = False) -> List[ThreadCounts]:
+        out = []
+        for key, t in sorted(snap.threads.items()):
+            state = (sorted((k, tuple(v)) for k, v in t.calls.items()),
+                     sorted((k, tuple(sorted(v.items()))) for k, v in t.fds.items()),
+                     tuple(t.cats), sorted(t.ioctls.items()))
+            if not every and self._last.get(key) == state:
+                continue
+            self._last[key] = state
+            out.append(self._event(key[0], key[1], t, ts))
+        return out
+
+    def _event(self, pid: int, tid: int, t: ThreadTotals, ts: float) -> ThreadCounts:
+        calls: Dict[str, int] = {}
+        streamed: Dict[str, int] = {}
+        blocked_ns = 0
+        for nr, (count, nstreamed, ns) in t.calls.items():
+            name = self.name(nr)
+            calls[name] = calls.get(name, 0) + count
+            if nstreamed:
+                streamed[name] = streamed.get(name, 0) + nstreamed
+            blocked_ns += max(0, ns - self.streamed_ns.get((pid, tid, nr), 0))
+        e = ThreadCounts(ts=ts, pid=pid, tid=tid, since=self.since, calls=calls,
+                            streamed=streamed, blocked_s=round(blocked_ns / 1e9, 6))
+        for fd, d in sorted(t.fds.items()):
+            info = self.fd_info(pid, fd)
+            e.per_fd.append({
+                "fd": fd, "kind": info.kind if info else None, "target": info.target if info else "",
+                "writes": d["writes"], "wbytes": d["wbytes"], "wmin": d["wmin"], "wmax": d["wmax"],
+                "wsmall": d["wsmall"], "wsbytes": d["wsbytes"], "reads": d["reads"],
+                "rbytes": d["rbytes"],
+                "first": round(self.epoch(d["first_ns"]), 6) if d["first_ns"] else None,
+                "last": round(self.epoch(d["last_ns"]), 6) if d["last_ns"] else None})
+        for i, n in enumerate(t.cats):
+            what, key = CATEGORY_KEYS[i]
+            if not n:
+                continue
+            if what == "accepts":
+                e.accepts += n
+            else:
+                getattr(e, what)[key] = n
+        for (fd, request), n in sorted(t.ioctls.items()):
+            info = self.fd_info(pid, fd)
+            e.ioctls.append({"fd": fd, "kind": info.kind if info else None,
+                             "target": info.target if info else "", "request": request,
+                             "calls": n})
+        return e

@@ -1,0 +1,120 @@
+"""What the eBPF backend emits at stop, from the kernel maps and a last look at /proc.
+
+Contract: ``final_events(ctx)`` runs once, after the programs were detached and the ring
+buffer drained, and before the BPF object is freed; ``ctx`` (``StopContext``) carries
+everything it needs explicitly (no backend internals). It returns ``(events, errors)``,
+the events in this order:
+1. the calls the live threads are blocked in, as ``ongoing`` events (ebpf/inflight.py),
+   dated from when the thread went to sleep in them (the kernel's blocked_ns; the attach
+   time for a thread asleep since before it);
+2. ``ThreadCounts`` for every thread the kernel counted, exited ones included (ebpf/counts.py);
+3. ``ThreadCpu`` for every thread: live ones from /proc schedstat (exact; the first sample at
+   attach, or 0 for a thread born since), exited ones as the kernel measured them at exit;
+4. ``ThreadSample`` for every live thread;
+5. ``Lost`` when the ring buffer overflowed (calls counted, but their details are lost).
+``errors`` has one line per kernel map that was full.
+"""
+from __future__ import annotations
+
+import ctypes as ct
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Tuple
+
+from .... import events as ev
+from ....linux import procfs
+from . import layout as L
+from .convert import Clock, Converter
+from .counts import CountEmitter, KernelSnapshot
+from .inflight import MemReader, ongoing_call, read_mem
+
+__all__ = ["StopContext", "final_events"]
+
+
+@dataclass
+class StopContext:
+    maps: Mapping[str, Any]                      # BPF tables by name (read only)
+    clock: Clock
+    conv: Converter
+    kinds: Dict[int, int]                        # nr -> kind (ebpf_layout.kinds_for)
+    start_ts: float                              # attach (epoch s)
+    start_samples: Dict[int, ev.ThreadSample]    # tid -> its sample at attach
+    born: Dict[int, float]                       # tid -> epoch s of its fork
+    live: Dict[int, List[int]]                   # pid -> tids, processes still running
+    exited_cpu: List[ev.ThreadCpu]
+    emitter: CountEmitter
+    mem: MemReader = read_mem
+    errors: List[str] = field(default_factory=list)
+
+
+def _threads(maps: Mapping[str, Any]) -> Dict[int, L.HtThread]:
+    out = {}
+    for k, v in maps["threads"].items():
+        out[ct.c_uint32.from_buffer_copy(bytes(k)).value] = L.HtThread.from_buffer_copy(bytes(v))
+    return out
+
+
+def final_events(ctx: StopContext) -> Tuple[List[ev.Event], List[str]]:
+    now_ns = ctx.clock.now_ns()
+    stop_ts = ctx.clock.epoch(now_ns)
+    threads = _threads(ctx.maps)
+    out: List[ev.Event] = []
+    samples: Dict[int, ev.ThreadSample] = {}
+    for pid, tids in ctx.live.items():
+        for tid in tids:
+            s = procfs.read_thread_sample(pid, tid, ts=time.time())
+            if s is None:
+                continue
+            samples[tid] = s
+            if s.state not in ("S", "D") or not s.syscall:
+                continue
+            st = threads.get(tid)
+            since = ctx.clock.epoch(st.blocked_ns) if st is not None and st.blocked_ns else None
+            if since is None:
+                first = ctx.start_samples.get(tid)
+                since = ctx.start_ts if first is not None and first.state in ("S", "D") else stop_ts
+            e = ongoing_call(ctx.conv, pid, tid, s.syscall, ctx.kinds, since,
+                             stop_ts - since, ctx.mem)
+            if e is not None:
+                out.append(e)
+    out.extend(ctx.emitter.events(KernelSnapshot().read(ctx.maps), stop_ts, every=True))
+    for pid, tids in ctx.live.items():
+        for tid in tids:
+            cpu = _live_cpu(ctx, pid, tid, samples.get(tid), threads.get(tid), now_ns, stop_ts)
+            if cpu is not None:
+                out.append(cpu)
+    out.extend(ctx.exited_cpu)
+    out.extend(samples.values())
+    counters = ctx.maps["counters"]
+    full = counters[ct.c_int(L.HT_C_RINGBUF_FULL)].value
+    if full:
+        out.append(ev.Lost(ts=stop_ts, count=int(full),
+                           reason="eBPF ring buffer full: calls counted, their details lost"))
+    for idx, what in ((L.HT_C_THREADS_FULL, "threads"), (L.HT_C_AGG_FULL, "syscall counts"),
+                      (L.HT_C_FDS_FULL, "per-fd counts"), (L.HT_C_IOCTLS_FULL, "ioctl counts")):
+        n = counters[ct.c_int(idx)].value
+        if n:
+            ctx.errors.append(f"ebpf: the kernel map for {what} was full {n} times")
+    return out, ctx.errors
+
+
+def _live_cpu(ctx: StopContext, pid: int, tid: int, s: ev.ThreadSample | None,
+              st: L.HtThread | None, now_ns: int, stop_ts: float) -> ev.ThreadCpu | None:
+    """On-CPU time of a live thread since the attach (or its birth): schedstat's exact sum
+    where /proc has it, else the kernel's slices (without the one in progress)."""
+    born = ctx.born.get(tid)
+    since = max(ctx.start_ts, born) if born is not None else ctx.start_ts
+    first = ctx.start_samples.get(tid)
+    base = None                                   # (run_ns, run_count) at the attach
+    if first is not None and first.run_ns is not None:
+        base = (first.run_ns, first.run_count or 0)
+    elif first is None and born is not None:
+        base = (0, 0)                             # born after the attach
+    if s is not None and s.run_ns is not None and base is not None:
+        return ev.ThreadCpu(ts=stop_ts, pid=pid, tid=tid, since=since,
+                            on_cpu_ns=max(0, s.run_ns - base[0]),
+                            switches=max(0, (s.run_count or 0) - base[1]))
+    if st is None:
+        return None
+    return ev.ThreadCpu(ts=stop_ts, pid=pid, tid=tid, since=since, on_cpu_ns=int(st.on_cpu_ns),
+                        switches=int(st.switches))

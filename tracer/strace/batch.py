@@ -1,0 +1,132 @@
+"""The converter's batch path: many log lines at once, with the hot state in local variables
+and, where the compiled helpers are built, most complete calls turned into rows in C.
+
+Contract: ``BatchFeed`` is a mixin of ``convert.StraceConverter`` (it reads and updates the
+converter's counters, tables and flags, which convert.py owns and documents):
+- ``feed_batch(texts)`` is ``feed_text`` over every line, the events in order;
+- ``rows_batch(texts, formatter)`` is the trace rows of those events (``formatter(cls)``:
+  rows.RowEncoder.formatter), the same text whichever path made them (tests compare them).
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable, Dict, List, Optional, Tuple
+
+from .. import events as ev
+from .args import _parse_fd_cached
+from .decode import (BUILDERS, DIR_CALLS as _DIR_CALLS, FD_FIRST, NV_NAMES as _NV_CACHE,
+                     POLL_CALLS, READ_CALLS, WRITE_CALLS, ioctl_request, to_event)
+from .lines import split_line
+
+__all__ = ["BatchFeed"]
+
+# The dicts behind the memos of parse_fd (args.py), ioctl_request and the NVIDIA request
+# names (decode.py): convert_calls reads them, Python fills them.
+_FD_CACHE = getattr(_parse_fd_cached, "__self__", {})
+_IOCTL_CACHE = getattr(ioctl_request, "__self__", {})
+# class -> (row prefix, field names): what encode_row writes for each syscall event class
+_C_FORMATS = {c: ("[" + json.dumps(c.TAG) + ",", tuple(ev.field_names(c)))
+              for c in ev.EVENT_CLASSES.values() if issubclass(c, ev.Syscall)}
+
+
+def _pick_calls() -> Optional[Callable]:
+    from ..tracefile.fastpath import compiled
+    fast = compiled()
+    return None if fast is None else fast.convert_calls
+
+
+_CONVERT_CALLS = _pick_calls()
+
+
+class BatchFeed:
+    """Batch feeding for StraceConverter (module doc)."""
+
+    def feed_batch(self, texts: List[str]) -> List[ev.Event]:
+        """``feed_text`` over many lines: the events of all of them, in order."""
+        return self._feed_run(texts, 0, False)[0]
+
+    def rows_batch(self, texts: List[str], formatter: Callable[[type], Callable]) -> List[str]:
+        """The trace rows (text) of the events of many lines, in order; ``formatter(cls)`` is
+        the row formatter of an event class (rows.RowEncoder.formatter). Where the compiled
+        helpers are built, most complete calls go from line to row in C (csrc/calls.c
+        convert_calls: the same events, the same text), every other line through
+        ``_feed_run``."""
+        rows: List[str] = []
+        add = rows.append
+        fmts: Dict[type, Callable] = {}
+        plain = _CONVERT_CALLS
+        n, i = len(texts), 0
+        while i < n:
+            if plain is not None and self._has_pid and self.first_ts is not None \
+                    and self._cut is None:
+                ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
+                       FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_FORMATS,
+                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE)
+                i, k, last, has_dur = plain(texts, i, ctx, rows)
+                if k:
+                    self.lines += k
+                    self.last_ts = last
+                    if has_dur:
+                        self._has_dur = True
+                if i >= n:
+                    break
+            events, i = self._feed_run(texts, i, plain is not None)
+            for e in events:
+                fmt = fmts.get(e.__class__)
+                if fmt is None:
+                    fmt = fmts[e.__class__] = formatter(e.__class__)
+                add(fmt(e))
+        return rows
+
+    def _feed_run(self, texts: List[str], start: int,
+                  stop_plain: bool) -> Tuple[List[ev.Event], int]:
+        """Lines from ``texts[start]`` on: (their events, the index where it stopped). The
+        commonest line (a complete call of a known thread, nothing special about it) takes a
+        path with the converter's state in local variables; every other line goes through
+        feed_text. ``stop_plain``: stop before a later line convert_calls can take."""
+        out: List[ev.Event] = []
+        add, extend = out.append, out.extend
+        split, to_ev, feed_text = split_line, to_event, self.feed_text
+        tid_pid, names_add = self._tid_pid, self.names.add
+        lines, last_ts, has_dur, has_fd = self.lines, self.last_ts, self._has_dur, self._has_fd
+        special = self._special
+        fast = self._has_pid and self.first_ts is not None and self._cut is None
+        n = len(texts)
+        i = start
+        while i < n:
+            text = texts[i]
+            if fast:
+                t = split(text)
+                if t is not None and t[2] == "call" and t[0] is not None and t[1] is not None \
+                        and not t[13] and t[14] is None and t[3] not in special:
+                    tid, ts, _, name, args, ret, err, _, dur = t[:9]
+                    pid = tid_pid.get(tid)
+                    if pid is not None:
+                        if stop_plain and i > start and name not in POLL_CALLS:
+                            break             # convert_calls's line
+                        lines += 1
+                        last_ts = ts
+                        names_add(name)
+                        if dur is not None:
+                            has_dur = True
+                        e = to_ev(pid, tid, name, args, ret, err, dur, ts, False)
+                        if e.fd_kind is not None:
+                            if not has_fd:
+                                self._decorated()
+                                has_fd, special = True, self._special
+                        elif e.fd is not None and not has_fd:
+                            self._resolve(e, pid)
+                        if e.TAG == "pl":
+                            self._poll_kinds(e, pid, args)
+                        add(e)
+                        i += 1
+                        continue
+            self.lines, self.last_ts, self._has_dur = lines, last_ts, has_dur
+            extend(feed_text(text))
+            lines, last_ts, has_dur, has_fd = (self.lines, self.last_ts, self._has_dur,
+                                               self._has_fd)
+            special = self._special
+            fast = self._has_pid and self.first_ts is not None and self._cut is None
+            i += 1
+        self.lines, self.last_ts, self._has_dur = lines, last_ts, has_dur
+        return out, i

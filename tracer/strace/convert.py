@@ -1,0 +1,325 @@
+"""Stateful conversion of parsed strace lines (lines.py) into events.py events.
+
+Contract:
+- ``StraceConverter(pid_of=None, base_date=None, root_pid=None, alone=None,
+  unprefixed_tid=None, machine=None)``; feed lines in log order with ``feed_text(text)`` (or
+  ``feed(StraceLine)``); each call returns the events that line completes. ``finish(end_ts)``
+  returns the rest: every call still unfinished becomes an event with ``ongoing=True``,
+  ``ret=None`` and ``dur = end_ts - start`` (the thread is still blocked in it: key evidence),
+  plus one ``Lost`` when lines were unparsed.
+- Pairs ``<unfinished ...>`` / ``<... resumed>`` per tid: the event has the start timestamp, the
+  merged argument text and the -T duration of the resumed half (else the difference of the two
+  timestamps). A line that strace cut with its own "strace: Process N attached" message (stderr
+  logs) is joined with the continuation on the next line.
+- tid -> pid and process lifecycles: procs.py (``pid_of``, ``root_pid``, ``alone``: tids whose
+  process the log does not show). A line without a pid column belongs to the only task strace
+  still traces when there is exactly one (strace prints no column then), else to
+  ``unprefixed_tid`` (the first traced process, as the importer's first pass found it), else to
+  tid 0 (a log with no pid column at all: ``capabilities["pids"]`` is False).
+- Without -y decorations, fds are followed through the calls that open, copy and close them
+  (fdtable.py, per process, the set of calls of ``machine``): an fd seen opened gets its kind
+  and target (NVIDIA ioctls are named, polls know their fd kinds); an fd not seen opened keeps
+  kind and target None. ``capabilities["fd_paths"]`` says whether the log had -y decorations.
+- ``processes`` (pid -> ProcessInfo), ``capabilities`` and ``names`` (the syscall names seen)
+  describe what the log held, for the trace header. Logs without timestamps give ts 0.0.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import time
+from typing import Callable, Dict, List, Optional, Set, Tuple
+
+from .. import events as ev
+from .args import exec_args as _exec_args, unescape as _unescape
+from .batch import BatchFeed
+from .decode import nv_request_name, parse_fd, split_args, to_event
+from .fdtable import fd_calls, poll_fds
+from .lines import StraceLine, split_line
+from .procs import ProcessTable
+
+__all__ = ["StraceConverter"]
+
+_CLONES = frozenset({"clone", "clone3", "fork", "vfork"})
+_SPECIAL = _CLONES | frozenset({"execve", "execveat", "exit_group", "prctl", "epoll_ctl"})
+_GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_ATTACHED = "strace: Process "
+
+
+class StraceConverter(BatchFeed):
+    """Feed lines in order; collect events. Not thread-safe (one reader feeds it)."""
+
+    def __init__(self, pid_of: Optional[Callable[[int], Optional[int]]] = None,
+                 base_date: Optional[_dt.date] = None, root_pid: Optional[int] = None,
+                 alone: Optional[Set[int]] = None, unprefixed_tid: Optional[int] = None,
+                 machine: Optional[str] = None) -> None:
+        self._procs = ProcessTable(pid_of, root_pid, alone)
+        self._tid_pid = self._procs.tid_pid          # the hot path reads it directly
+        self._fds = self._procs.fds
+        self._unprefixed_tid = unprefixed_tid
+        self._fd_calls = fd_calls(machine)
+        self._special = _SPECIAL | self._fd_calls    # until -y decorations show up
+        day = base_date or _dt.date.today()
+        self._midnight = time.mktime((day.year, day.month, day.day, 0, 0, 0, 0, 0, -1))
+        self._day_offset = 0.0
+        self._last_tod: Optional[float] = None
+        self._pending: Dict[int, Tuple[float, str, str]] = {}   # tid -> (start ts, name, args)
+        self._epoll: Dict[Tuple[int, int], List[str]] = {}      # (pid, epfd) -> fd kinds
+        self._cut: Optional[str] = None          # a line strace cut with an attach message
+        self.names: Set[str] = set()
+        self.numbers: Dict[str, int] = {}        # strace -n: name -> number printed
+        self.unparsed = 0
+        self.bad_sample = ""
+        self.lines = 0
+        self.first_ts: Optional[float] = None
+        self.last_ts: Optional[float] = None
+        self._has_ts = self._has_dur = self._has_fd = self._has_pid = False
+        self._finished = False
+
+    # ------------------------------------------------------------------ public
+    @property
+    def processes(self) -> Dict[int, ev.ProcessInfo]:
+        return self._procs.processes
+
+    @property
+    def capabilities(self) -> Dict[str, bool]:
+        """What the log held: -t/-tt/-ttt timestamps, -T durations, -y fd paths, -f pid column."""
+        return {"timestamps": self._has_ts, "durations": self._has_dur,
+                "fd_paths": self._has_fd, "pids": self._has_pid}
+
+    def feed_text(self, text: str) -> List[ev.Event]:
+        """Parse and feed one raw line; blank lines are ignored, unparseable ones counted.
+
+        Never raises for what a line holds: a line whose values cannot be used (a number too
+        large for int(), say) is counted as not understood, like any other bad line."""
+        if self._cut is not None:
+            text, self._cut = self._cut + text, None
+        try:
+            t = split_line(text)
+            return self._unparsed(text) if t is None else self._feed(t)
+        except (ValueError, OverflowError, IndexError):
+            self._count_bad(text)
+            return []
+
+    def feed(self, line: StraceLine) -> List[ev.Event]:
+        """Events completed by this line (often one, sometimes none or several)."""
+        return self._feed((line.tid, line.ts, line.kind, line.name, line.args, line.ret,
+                           line.err, line.ret_text, line.dur, line.status, line.signal,
+                           line.core_dumped, line.si_pid, line.time_of_day, line.nr))
+
+    def finish(self, end_ts: Optional[float] = None) -> List[ev.Event]:
+        """Calls still in flight become ``ongoing`` events; then the ``Lost`` count, if any."""
+        if self._finished:
+            return []
+        self._finished = True
+        if self._cut is not None:
+            self._count_bad(self._cut)
+            self._cut = None
+        if not self._has_fd:      # the fds each process was seen to open and keep (no -y)
+            for pid, info in self._procs.processes.items():
+                info.fds = self._fds.fds(pid)
+        end = end_ts if end_ts is not None else (self.last_ts or 0.0)
+        out: List[ev.Event] = []
+        for tid, (start, name, args) in sorted(self._pending.items(), key=lambda kv: kv[1][0]):
+            pid = self._tid_pid.get(tid, tid)
+            dur = max(0.0, end - start) if self._has_ts else None
+            out.append(self._event(pid, tid, name, args.rstrip(", "), None, None, dur, start,
+                                   True))
+        self._pending.clear()
+        if self.unparsed:
+            out.append(ev.Lost(end, self.unparsed, "unparsed strace lines", self.bad_sample))
+        return out
+
+    # ------------------------------------------------------------------ internals
+    def _unparsed(self, text: str) -> List[ev.Event]:
+        k = text.find(_ATTACHED)
+        if k > 0:
+            # "...SIGCHLDstrace: Process 4024 attached" + "\n, child_tidptr=...) = 4024": strace
+            # wrote its message into the middle of a line; the line goes on after it.
+            self._cut = text[:k]
+            return []
+        if text.strip():
+            self._count_bad(text)
+        return []
+
+    def _count_bad(self, text: str) -> None:
+        self.unparsed += 1
+        if not self.bad_sample:
+            self.bad_sample = text.rstrip("\r\n")[:200]
+
+    def _feed(self, t: tuple) -> List[ev.Event]:
+        tid, ts, kind, name, args, ret, err, ret_text, dur, status, sig, core, si_pid, tod, nr = t
+        self.lines += 1
+        if ts is None:
+            ts = 0.0
+        else:
+            self._has_ts = True
+            if tod:
+                ts = self._from_time_of_day(ts)
+            if self.first_ts is None:
+                self.first_ts = ts
+            self.last_ts = ts
+        if kind == "attached" or kind == "detached" or kind == "info":
+            return []                # strace's own messages: no event, no new tid
+        if tid is None:
+            tid = self._procs.only_alive() if self._has_pid else None
+            if tid is None:
+                tid = self._unprefixed_tid or 0
+        else:
+            self._has_pid = True
+        if dur is not None:
+            self._has_dur = True
+        out: List[ev.Event] = []
+        pid = self._tid_pid.get(tid)
+        if pid is None:
+            pid = self._procs.discover(tid, ts, out)
+        if kind == "call":
+            self.names.add(name)
+            if nr is not None:
+                self.numbers.setdefault(name, nr)
+            if name in self._special:
+                self._syscall(pid, tid, name, args, ret, err, ret_text, ts, ts, dur, out)
+            else:
+                out.append(self._event(pid, tid, name, args, ret, err, dur, ts, False))
+        elif kind == "unfinished":
+            old = self._pending.pop(tid, None)
+            if old is not None:     # the resumed half never came: keep the call, result unknown
+                out.append(self._event(pid, tid, old[1], old[2], None, None, None, old[0], False))
+            self._pending[tid] = (ts, name, args)
+            self.names.add(name)
+            if name in _CLONES:
+                self._procs.pending_clones[tid] = args
+        elif kind == "resumed":
+            self._resumed(pid, tid, name, args, ret, err, ret_text, ts, dur, t[1] is None, out)
+        elif kind == "exited" or kind == "killed":
+            stale = self._pending.pop(tid, None)
+            if stale is not None:    # "+++ exited" with a call still open: it never returned
+                out.append(self._event(pid, tid, stale[1], stale[2].rstrip(", "), None, None,
+                                       max(0.0, ts - stale[0]) if self._has_ts else None,
+                                       stale[0], False))
+            self._procs.exit(pid, tid, kind, status, sig, core, ts, out)
+        elif kind == "signal":
+            out.append(ev.SignalDelivered(ts, pid, tid, sig or "", si_pid))
+        return out
+
+    def _from_time_of_day(self, tod: float) -> float:
+        # -t/-tt print local wall-clock time of day; a jump back by more than 12 h is the log
+        # running past midnight (strace output is in time order, give or take microseconds).
+        if self._last_tod is not None and tod < self._last_tod - 43200:
+            self._day_offset += 86400.0
+        self._last_tod = tod
+        return self._midnight + self._day_offset + tod
+
+    def _event(self, pid: int, tid: int, name: str, args: str, ret: Optional[int],
+               err: Optional[str], dur: Optional[float], ts: float, ongoing: bool) -> ev.Syscall:
+        e = to_event(pid, tid, name, args, ret, err, dur, ts, ongoing)
+        if e.fd_kind is not None:
+            if not self._has_fd:
+                self._decorated()
+        elif e.fd is not None and not self._has_fd:
+            self._resolve(e, pid)
+        if e.TAG == "pl":
+            self._poll_kinds(e, pid, args)
+        return e
+
+    def _poll_kinds(self, e: ev.Syscall, pid: int, args: str) -> None:
+        if e.fd_kinds:  # type: ignore[attr-defined]
+            if not self._has_fd:          # only -y decorations give a poll's kinds here
+                self._decorated()
+        elif e.fd is not None:     # epoll: the kinds registered with epoll_ctl, when seen
+            kinds = self._epoll.get((pid, e.fd))
+            if kinds:
+                e.fd_kinds = tuple(kinds)  # type: ignore[attr-defined]
+        elif not self._has_fd:
+            self._resolve_poll(e, pid, args)
+
+    def _decorated(self) -> None:
+        """The log has -y decorations: the kernel names every fd; stop following tables."""
+        self._has_fd = True
+        self._special = _SPECIAL
+
+    def _resolve(self, e: ev.Syscall, pid: int) -> None:
+        hit = self._fds.lookup(pid, e.fd)  # type: ignore[arg-type]
+        if hit is None:
+            return
+        e.fd_kind, e.fd_target = hit
+        if e.TAG == "io" and hit[0] in _GPU:
+            e.request_name = nv_request_name(hit[0], e.request,  # type: ignore[attr-defined]
+                                             e.request_name)  # type: ignore[attr-defined]
+
+    def _resolve_poll(self, e: ev.Syscall, pid: int, args: str) -> None:
+        kinds: List[str] = []
+        lookup = self._fds.lookup
+        for fd in poll_fds(e.name, args):
+            hit = lookup(pid, fd)
+            if hit is not None and hit[0] is not None and hit[0] not in kinds:
+                kinds.append(hit[0])
+        if kinds:
+            e.fd_kinds = tuple(kinds)  # type: ignore[attr-defined]
+
+    def _resumed(self, pid: int, tid: int, name: str, args: str, ret: Optional[int],
+                 err: Optional[str], ret_text: Optional[str], ts: float, dur: Optional[float],
+                 no_ts: bool, out: List[ev.Event]) -> None:
+        pending = self._pending.pop(tid, None)
+        if pending is not None and pending[1] == name:
+            start, _, head = pending
+            if dur is None and not no_ts:
+                dur = max(0.0, ts - start)
+            self._complete(pid, tid, name, head + args, ret, err, ret_text, start, ts, dur, out)
+            return
+        if pending is not None:      # mismatched halves (should not happen): keep both
+            out.append(self._event(pid, tid, pending[1], pending[2], None, None, None,
+                                   pending[0], False))
+        # The log began while this call was in flight: its start is end minus duration.
+        start = ts - dur if dur is not None else ts
+        self._complete(pid, tid, name, args, ret, err, ret_text, start, ts, dur, out)
+
+    def _complete(self, pid: int, tid: int, name: str, args: str, ret: Optional[int],
+                  err: Optional[str], ret_text: Optional[str], start: float, end: float,
+                  dur: Optional[float], out: List[ev.Event]) -> None:
+        if name in self._special:
+            self._syscall(pid, tid, name, args, ret, err, ret_text, start, end, dur, out)
+        else:
+            out.append(self._event(pid, tid, name, args, ret, err, dur, start, False))
+
+    def _syscall(self, pid: int, tid: int, name: str, args: str, ret: Optional[int],
+                 err: Optional[str], ret_text: Optional[str], start: float, end: float,
+                 dur: Optional[float], out: List[ev.Event]) -> None:
+        """A complete call whose name is special (clone, exec, fd-table calls, ...)."""
+        out.append(self._event(pid, tid, name, args, ret, err, dur, start, False))
+        if name in self._fd_calls and not self._has_fd:
+            self._fds.apply(pid, name, args, ret, ret_text)
+        if name not in _SPECIAL:
+            return
+        procs = self._procs
+        if name in _CLONES:
+            procs.pending_clones.pop(tid, None)
+            if ret is not None and ret > 0 and ret not in self._tid_pid:
+                procs.new_child(tid, ret, args, end, out)
+        elif name == "execve" or name == "execveat":
+            if ret == 0:
+                filename, argv = _exec_args(args)
+                procs.exec(pid, tid, filename, argv, start, out)
+                self._epoll = {k: v for k, v in self._epoll.items() if k[0] != pid}
+        elif name == "exit_group":
+            procs.exiting(pid)
+        elif name == "prctl":
+            # prctl(PR_SET_NAME, "cuda-EvtHandlr"): the thread's comm
+            if args.startswith("PR_SET_NAME, "):
+                m = _STRING.search(args)
+                info = procs.processes.get(pid)
+                if m and info is not None:
+                    info.threads[tid] = _unescape(m.group(1))[:15]
+        elif name == "epoll_ctl" and ret == 0:
+            parts = split_args(args)
+            if len(parts) >= 3 and parts[1] == "EPOLL_CTL_ADD":
+                epfd = parse_fd(parts[0])[0]
+                fd, kind, _ = parse_fd(parts[2])
+                if kind is None and fd is not None and not self._has_fd:
+                    hit = self._fds.lookup(pid, fd)
+                    kind = hit[0] if hit else None
+                if epfd is not None and kind is not None:
+                    kinds = self._epoll.setdefault((pid, epfd), [])
+                    if kind not in kinds:
+                        kinds.append(kind)

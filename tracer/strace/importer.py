@@ -1,0 +1,210 @@
+"""Import an existing strace log (plain or gzip, one file or an ``-ff`` set) into a trace file.
+
+Contract:
+- ``import_strace(log_path, out_path, *, compress=None, workers=None) -> ImportResult``.
+  ``log_path`` is one log file, or the output of ``strace -ff -o PREFIX``: the directory that
+  holds the PREFIX.TID files or PREFIX itself (strace/ff.py merges them in time order, tids
+  from the file names). ``compress`` None means "gzip when out_path ends in .gz"
+  (TraceWriter's rule). ``workers``: None converts in this process; a number >= 2 shards a
+  single log over that many worker processes (strace/parallel.py) - the same rows in the same
+  order. Sharding is off by default: every worker reads the whole log, which on a busy
+  two-core machine costs more than it saves (bench/import_speed.py measures both).
+- Any strace output format is accepted (see strace/lines.py); what the log lacked (timestamps,
+  durations, fd paths, pids) is recorded in the header options and in the result, with the
+  architecture the log shows (strace/arch.py) and what the log could not tell (notes).
+- Memory stays bounded whatever the log size: a first pass (strace/scan.py) reads the log in
+  blocks for what must be known before converting (which process each tid belongs to, the
+  time format); the second streams events to a temporary file next to the output
+  (gzip-compressed on the way for a .gz trace); the final file is the header, which lists
+  every process, then that file's rows, then the end record.
+- A gzip log cut short imports up to where it breaks (``ImportResult.truncated``).
+- Trouble with the input (missing, unreadable, binary, not strace) raises ``ImportError_``
+  with a one-line message for the CLI; no temporary file or worker process outlives the call.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import gc
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+from .. import events as ev
+from ..tracefile import format as trace
+from ..tracefile.rows import RowEncoder, RowSink, write_trace
+from .arch import log_machine
+from .convert import StraceConverter
+from .ff import open_source
+from .log import ImportError_
+from .parallel import WorkerError, convert_sharded, plan_shards
+from .scan import LogFacts
+
+__all__ = ["ImportError_", "ImportResult", "import_strace"]
+
+
+@dataclass
+class ImportResult:
+    out_path: str
+    events: int
+    lines: int
+    unparsed: int
+    capabilities: Dict[str, bool]
+    processes: List[ev.ProcessInfo] = field(default_factory=list)
+    start: Optional[float] = None
+    end: Optional[float] = None
+    truncated: bool = False
+    warnings: List[str] = field(default_factory=list)
+    machine: str = "unknown"
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def span(self) -> float:
+        return (self.end - self.start) if self.start is not None and self.end is not None else 0.0
+
+
+def _base_date(mtime: float, first_tod: Optional[float]) -> Optional[_dt.date]:
+    """The date of a -t/-tt log: the log was last written when it ended, so it began on the
+    file's modification date unless that would put its start after the modification time."""
+    if first_tod is None:
+        return None
+    stamp = _dt.datetime.fromtimestamp(mtime)
+    day = stamp.date()
+    start = _dt.datetime.combine(day, _dt.time()) + _dt.timedelta(seconds=first_tod)
+    if start > stamp + _dt.timedelta(minutes=1):
+        day -= _dt.timedelta(days=1)
+    return day
+
+
+@dataclass
+class _Converted:
+    """What a conversion (sequential or sharded) leaves for the header and the result."""
+    rows: int
+    lines: int                      # parsed lines
+    unparsed: int
+    capabilities: Dict[str, bool]
+    processes: Dict[int, ev.ProcessInfo]
+    first_ts: Optional[float]
+    last_ts: Optional[float]
+    truncated: bool
+    names: frozenset = frozenset()
+    numbers: Dict[str, int] = field(default_factory=dict)
+
+
+def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = None,
+                  workers: Optional[int] = None) -> ImportResult:
+    """Convert the strace log at ``log_path`` into a trace file at ``out_path`` (module doc)."""
+    source = open_source(log_path)
+    source.sniff()
+    facts = source.scan()
+    base_date = _base_date(source.mtime(), facts.first_tod)
+    who = facts.membership()
+    plan = None
+    if workers is not None and workers >= 2 and source.single_file:
+        plan = plan_shards(facts.tid_lines, size=facts.size, first_tod=facts.first_tod,
+                           membership=who, base_date=base_date, workers=workers)
+    if compress is None:
+        compress = out_path.endswith(".gz")      # TraceWriter's rule
+    out_dir = os.path.dirname(os.path.abspath(out_path))
+    try:
+        tmp = tempfile.NamedTemporaryFile("wb", dir=out_dir, prefix=".hangtrace-import-",
+                                          delete=False)
+    except OSError as e:
+        raise ImportError_(f"{out_path}: cannot write here: {e.strerror}") from None
+    sink: Optional[RowSink] = None
+    try:
+        sink = RowSink(tmp, compress)
+        if plan is not None:
+            try:
+                sharded = convert_sharded(log_path, plan, sink.write)
+            except WorkerError as e:
+                raise ImportError_(f"{log_path}: {e}") from None
+            conv = _Converted(sharded.rows, sharded.lines, sharded.unparsed,
+                              sharded.capabilities, sharded.processes, sharded.first_ts,
+                              sharded.last_ts, sharded.truncated, sharded.names,
+                              sharded.numbers)
+        else:
+            conv = _convert_sequential(source, facts, base_date, sink.write)
+        sink.close()
+        tmp.close()
+        header, end, machine, notes = _header(source.name, conv, facts, source.notes)
+        write_trace(out_path, header, tmp.name, conv.rows, compress=compress, end_ts=end,
+                    reason="log-truncated" if conv.truncated else "complete")
+    except OSError as e:
+        raise ImportError_(f"{out_path}: write failed: {e.strerror}") from None
+    finally:
+        if sink is not None:             # after an error: end the member quietly
+            with contextlib.suppress(OSError, ValueError):
+                sink.close()
+        if not tmp.closed:
+            tmp.close()
+        with contextlib.suppress(OSError):
+            os.unlink(tmp.name)
+        source.close()
+    caps = conv.capabilities
+    warnings = []
+    if conv.truncated:
+        warnings.append("the gzip log is cut short; imported up to where it breaks")
+    if conv.unparsed:
+        warnings.append(f"{conv.unparsed} line(s) were not strace output and were skipped")
+    for name, have in caps.items():
+        if not have:
+            warnings.append(f"the log has no {name.replace('_', ' ')}")
+    processes = sorted(conv.processes.values(), key=lambda p: p.pid)
+    return ImportResult(out_path, conv.rows, conv.lines + conv.unparsed, conv.unparsed, caps,
+                        processes, conv.first_ts, conv.last_ts, conv.truncated,
+                        warnings + notes, machine, notes)
+
+
+def _header(name: str, conv: _Converted, facts: LogFacts, source_notes: List[str]):
+    processes = sorted(conv.processes.values(), key=lambda p: p.pid)
+    start = conv.first_ts if conv.first_ts is not None else 0.0
+    end = conv.last_ts if conv.last_ts is not None else start
+    roots = [p.pid for p in processes if p.ppid not in conv.processes]
+    machine, why = log_machine(conv.names, conv.numbers, facts.triplets)
+    notes = list(facts.membership().notes) + list(source_notes)
+    header = trace.make_header(
+        backends=["strace-log"], source="import-strace", targets=roots, start=start,
+        processes=processes,
+        options={"log": name, "capabilities": conv.capabilities,
+                 "lines": conv.lines + conv.unparsed, "unparsed": conv.unparsed,
+                 "log_truncated": conv.truncated, "machine_evidence": why, "notes": notes})
+    header["machine"] = machine          # the log's, not this host's
+    return header, end, machine, notes
+
+
+def _convert_sequential(source, facts: LogFacts, base_date: Optional[_dt.date],
+                        write: Callable[[bytes], None]) -> _Converted:
+    """One converter over the whole log, in this process."""
+    who = facts.membership()
+    conv = StraceConverter(pid_of=who.pid_of.get, base_date=base_date, root_pid=who.root_pid,
+                           alone=who.alone, unprefixed_tid=who.unprefixed_tid)
+    count = _convert(source.line_batches(), conv, write)
+    tail = conv.finish(conv.last_ts)
+    encode = RowEncoder().encode
+    for e in tail:
+        write(encode(e))
+    return _Converted(count + len(tail), conv.lines, conv.unparsed, conv.capabilities,
+                      conv.processes, conv.first_ts, conv.last_ts, source.truncated,
+                      frozenset(conv.names), dict(conv.numbers))
+
+
+def _convert(batches, conv: StraceConverter, write: Callable[[bytes], None]) -> int:
+    """The hot loop: every log line through the converter, events as JSON rows to ``write``."""
+    rows_of = conv.rows_batch
+    formatter = RowEncoder().formatter
+    count = 0
+    # Millions of short-lived, acyclic objects: reference counting frees them all; the cyclic
+    # collector would only rescan them over and over (about 15% of the run).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for batch in batches:
+            rows = rows_of(batch, formatter)
+            count += len(rows)
+            write("".join(rows).encode("utf-8", "surrogateescape"))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return count

@@ -1,0 +1,153 @@
+"""The process table an strace log implies: tid -> pid, process lifecycles, fd tables.
+
+Contract (used by convert.py, one table per converter):
+- ``discover(tid, ts, out)`` places a tid seen for the first time: the child of an in-flight
+  clone (strace -f may print the child's first line before the parent's clone returns), else
+  ``pid_of(tid)`` (the live backend reads /proc; the importer passes what the log's first pass
+  proved, strace/scan.py), else ``root_pid``, else the first tid seen. A tid in ``alone`` is one
+  whose process the log does not show: it is kept apart as its own group (pid = its tid) and
+  its ProcessInfo says ``pid_unknown`` - never folded into another process by a guess.
+- ``new_child``/``exec``/``exit`` apply clone/fork/vfork results, a successful execve and the
+  ``+++ exited/killed +++`` markers, appending ThreadStart, ProcessInfo, ProcessExec,
+  ThreadExit and ProcessExit events to ``out``; ``fds`` (fdtable.py) follows the same forks,
+  execs and exits.
+- ``only_alive()`` is the one tid still traced when exactly one is (strace prints no pid column
+  while it traces a single task), else None.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Set
+
+from .. import events as ev
+from .fdtable import FdTables
+
+__all__ = ["ProcessTable"]
+
+
+class ProcessTable:
+    def __init__(self, pid_of: Optional[Callable[[int], Optional[int]]] = None,
+                 root_pid: Optional[int] = None, alone: Optional[Set[int]] = None) -> None:
+        self.pid_of = pid_of
+        self.root_pid = root_pid
+        self.alone: Set[int] = set(alone or ())
+        self.tid_pid: Dict[int, int] = {}
+        self.processes: Dict[int, ev.ProcessInfo] = {}
+        self.pending_clones: Dict[int, str] = {}               # parent tid -> clone args
+        self.fds = FdTables()
+        self._live: Dict[int, Set[int]] = {}                    # pid -> live tids
+        self._alive: Set[int] = set()                           # every live tid
+        self._exiting: Set[int] = set()                         # exit_group seen / killed
+        self._exited: Set[int] = set()                          # ProcessExit emitted
+
+    def only_alive(self) -> Optional[int]:
+        if len(self._alive) == 1:
+            return next(iter(self._alive))
+        return None
+
+    def _process(self, pid: int, ppid: int, ts: float) -> ev.ProcessInfo:
+        info = self.processes.get(pid)
+        if info is None:
+            info = self.processes[pid] = ev.ProcessInfo(ts, pid, ppid)
+            self._live[pid] = set()
+        return info
+
+    def register(self, tid: int, pid: int, ts: float, ppid: int = 0) -> ev.ProcessInfo:
+        self.tid_pid[tid] = pid
+        info = self._process(pid, ppid, ts)
+        info.threads.setdefault(tid, "")
+        self._live[pid].add(tid)
+        self._alive.add(tid)
+        return info
+
+    def discover(self, tid: int, ts: float, out: List[ev.Event]) -> int:
+        """First sight of a tid (module doc); returns its pid."""
+        if self.pending_clones:
+            # Attribute the tid to the most recent in-flight clone; its own result will then
+            # name this tid and be skipped.
+            parent_tid, cargs = self.pending_clones.popitem()
+            self.new_child(parent_tid, tid, cargs, ts, out)
+            return self.tid_pid[tid]
+        if tid in self.alone:
+            info = self.register(tid, tid, ts)
+            info.pid_unknown = True
+            return tid
+        pid: Optional[int] = None
+        if self.pid_of is not None:
+            pid = self.pid_of(tid)
+        if pid is None:
+            if self.root_pid is None:
+                self.root_pid = tid
+            pid = self.root_pid
+        self.register(tid, pid, ts)
+        return pid
+
+    def new_child(self, parent_tid: int, child: int, clone_args: str, ts: float,
+                  out: List[ev.Event]) -> None:
+        parent_pid = self.tid_pid.get(parent_tid, parent_tid)
+        if "CLONE_THREAD" in clone_args:
+            self.register(child, parent_pid, ts)
+            out.append(ev.ThreadStart(ts, parent_pid, child, parent_tid, False))
+            return
+        parent = self.processes.get(parent_pid)
+        info = self.register(child, child, ts, parent_pid)
+        if parent is not None:       # a fork child runs the parent's program until it execs
+            info.comm = parent.comm
+            info.cmdline = list(parent.cmdline)
+        self.fds.fork(parent_pid, child, shared="CLONE_FILES" in clone_args)
+        out.append(ev.ThreadStart(ts, child, child, parent_tid, True))
+        out.append(self.snapshot(info, ts))
+
+    @staticmethod
+    def snapshot(info: ev.ProcessInfo, ts: float) -> ev.ProcessInfo:
+        return ev.ProcessInfo(ts, info.pid, info.ppid, info.comm, list(info.cmdline),
+                              dict(info.threads), pid_unknown=info.pid_unknown)
+
+    def exec(self, pid: int, tid: int, filename: str, argv: List[str], ts: float,
+             out: List[ev.Event]) -> None:
+        out.append(ev.ProcessExec(ts, pid, tid, filename, argv))
+        info = self._process(pid, 0, ts)
+        base = (argv[0] if argv else filename).rsplit("/", 1)[-1]
+        info.comm = (filename.rsplit("/", 1)[-1] or base)[:15]
+        info.cmdline = argv
+        # execve kills every other thread of the process; the exec'ing thread becomes the leader.
+        for other in self._live.get(pid, ()):
+            if other != pid:
+                self._alive.discard(other)
+        info.threads = {pid: ""}
+        self._live[pid] = {pid}
+        self._alive.add(pid)
+        self.fds.exec(pid)
+        out.append(self.snapshot(info, ts))
+
+    def exiting(self, pid: int) -> None:
+        self._exiting.add(pid)
+
+    def exit(self, pid: int, tid: int, kind: str, status: Optional[int], signal: Optional[str],
+             core: bool, ts: float, out: List[ev.Event]) -> None:
+        """A ``+++ exited/killed/superseded +++`` marker of ``tid``."""
+        out.append(ev.ThreadExit(ts, pid, tid))
+        self._alive.discard(tid)
+        live = self._live.get(pid)
+        if live is not None:
+            live.discard(tid)
+        if kind == "killed":
+            self._exiting.add(pid)
+            if pid not in self._exited:
+                self._exited.add(pid)
+                self._gone(pid)
+                out.append(ev.ProcessExit(ts, pid, None, signal, core))
+            return
+        if status is None:           # "superseded by execve": only this tid is gone
+            return
+        # The kernel reports the leader's exit only after all other threads are gone, so the
+        # leader's "+++ exited" (or the last thread after exit_group) is the process's end.
+        if pid not in self._exited and (tid == pid or (pid in self._exiting and not live)):
+            self._exited.add(pid)
+            self._gone(pid)
+            out.append(ev.ProcessExit(ts, pid, status, None, False))
+
+    def _gone(self, pid: int) -> None:
+        for t in self._live.get(pid, ()):
+            self._alive.discard(t)
+        self.fds.exit(pid)
+

@@ -1,0 +1,258 @@
+"""The importer's first pass over an strace log: what must be known before converting it.
+
+Contract:
+- ``LogScan().feed(block, tid=None)`` takes the log in blocks of whole lines (bytes; ``tid``:
+  the one tid of an ``-ff`` file, whose lines have no pid column); ``facts()`` returns
+  ``LogFacts``. Work per block is a few C-speed scans (regex findall, bytes.find); only lines
+  that name a clone/fork result, getpid/gettid/set_tid_address/tgkill or an attach message
+  are parsed. Memory is bounded by the number of tids.
+- ``LogFacts.membership()`` decides, from evidence in the log only, which process each tid of
+  unknown origin (one that no clone/fork in the log created: a thread that existed when strace
+  attached, or the first traced process) belongs to:
+    * evidence: ``getpid() = P`` or ``tgkill(P, T, ...)`` put T in process P; ``strace: Process
+      P attached [with N threads]`` (a ``-p P`` target, stderr logs) and the P of any evidence
+      name processes;
+    * the log shows at most one such process: every unknown-origin tid belongs to it (to the
+      smallest unknown-origin tid when none is named: ``strace -f -p PID`` attaches the threads
+      of one process and the leader's tid is its pid) - a note says so when the log shows
+      nothing either way;
+    * it shows several (``strace -p A -p B``): a tid with evidence goes to its process, a named
+      process is its own leader, and every other tid is ``alone``: its process is unknown and
+      is reported as such, never guessed.
+  Lines without a pid column (strace -f writing to stderr prints none while it traces one task)
+  belong to the first traced process: its tid is what set_tid_address/gettid/getpid returned on
+  such lines before any prefixed line, else the one unknown-origin tid, else unknown (tid 0).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+from .lines import parse_line
+
+__all__ = ["LogScan", "LogFacts", "Membership"]
+
+# The tid column ("1234  " or "[pid  1234] ") at the start of each line. Blocks begin at a line
+# start; searching for the newline (a literal the regex engine skips to) is ~3x faster than a
+# multi-line "^".
+_TID_FIRST = re.compile(rb"(?:\[pid +)?(\d+)[ \]]")
+_TID_NEXT = re.compile(rb"\n(?:\[pid +)?(\d+)[ \]]")
+_CLONES = ("clone", "clone3", "fork", "vfork")
+# Words in every line worth parsing (clone/clone3/fork/vfork, getpid, gettid,
+# set_tid_address, tgkill results; "[strace: ]Process N attached" messages).
+_WORDS_OTHERS = (b"clone", b"fork", b"getpid", b"tgkill", b"Process ")
+_WORDS = _WORDS_OTHERS + (b"gettid", b"set_tid_address")
+_ATTACHED = "strace: Process "
+# Debian/Ubuntu multiarch directories: a process loads its libraries from its own machine's.
+_TRIPLETS = (b"/aarch64-linux-gnu/", b"/x86_64-linux-gnu/")
+
+
+def py_scan_block(block: bytes, counts: Counter,
+                  want_self: bool = True) -> Tuple[int, int, List[int]]:
+    """(lines with a tid column, lines, starts of the lines worth parsing): adds one per line
+    to ``counts[tid column]``. The compiled twin (fastpath.py) finds fewer lines worth parsing
+    (by their call name instead of words anywhere in them), never fewer that parse as one;
+    ``want_self`` False leaves gettid/set_tid_address lines out."""
+    m = _TID_FIRST.match(block)
+    if m is not None:
+        counts[m[1]] += 1
+    found = _TID_NEXT.findall(block)
+    counts.update(found)
+    starts = set()
+    for word in _WORDS if want_self else _WORDS_OTHERS:
+        i = block.find(word)
+        while i >= 0:
+            starts.add(block.rfind(b"\n", 0, i) + 1)
+            end = block.find(b"\n", i)
+            if end < 0:
+                break
+            i = block.find(word, end)
+    lines = block.count(b"\n") + (block[-1:] != b"\n")
+    return len(found) + (m is not None), lines, sorted(starts)
+
+
+def _pick_scan():
+    from ..tracefile.fastpath import compiled
+    fast = compiled()
+    return py_scan_block if fast is None else fast.scan_block
+
+
+_scan_block = _pick_scan()
+
+
+@dataclass
+class Membership:
+    """Where unknown-origin tids go (module doc)."""
+    pid_of: Dict[int, int]
+    alone: Set[int]
+    root_pid: Optional[int]
+    unprefixed_tid: Optional[int]
+    notes: List[str] = field(default_factory=list)
+
+
+@dataclass
+class LogFacts:
+    size: int = 0                                   # uncompressed bytes
+    lines: int = 0
+    first_tod: Optional[float] = None               # time of day of the first line (-t/-tt)
+    tid_lines: Counter = field(default_factory=Counter)   # tid column text -> lines
+    children: Set[int] = field(default_factory=set)       # tids clone/fork/vfork created
+    evidence: Dict[int, int] = field(default_factory=dict)  # tid -> pid (getpid, tgkill)
+    attached: List[int] = field(default_factory=list)     # "Process P attached" (stderr logs)
+    unprefixed: int = 0                             # parsed lines without a pid column
+    unprefixed_self: Optional[int] = None           # tid that such lines named as their own
+    ff_tids: List[int] = field(default_factory=list)      # -ff: the tids of the files
+    triplets: Set[str] = field(default_factory=set)       # multiarch library dirs opened
+
+    @property
+    def root_pid(self) -> Optional[int]:
+        return self.membership().root_pid
+
+    def unknown_origin(self) -> Set[int]:
+        # (a tid column of more than 10 digits is no tid: split_line refuses such lines too)
+        tids = {int(t) for t in self.tid_lines if len(t) <= 10} | set(self.ff_tids)
+        return tids - self.children
+
+    def membership(self) -> Membership:
+        origin = self.unknown_origin()
+        first: Optional[int] = None               # the first traced process, unprefixed lines
+        if self.unprefixed:
+            if self.unprefixed_self is not None:
+                first = self.unprefixed_self
+            elif len(origin) == 1:
+                first = next(iter(origin))
+            if first is not None:
+                origin.add(first)
+        attached = [p for p in self.attached if p not in self.children]
+        evidence = {t: p for t, p in self.evidence.items() if t in origin}
+        named = set(attached) | set(evidence.values())
+        if first is not None:
+            named.add(first)
+        if len(named) <= 1:
+            pid = next(iter(named)) if named else (min(origin) if origin else None)
+            notes = []
+            if not named and len(origin) > 1:
+                notes.append(
+                    f"the log shows no fork records for threads {_tid_list(origin)}: they "
+                    f"were taken as threads of one process, {pid}, as strace -f -p PID "
+                    "records them (strace -p A -p B logs would need evidence such as getpid)")
+            return Membership({t: pid for t in origin if pid is not None}, set(), pid, first,
+                              notes)
+        pid_of: Dict[int, int] = {}
+        alone: Set[int] = set()
+        for t in origin:
+            if t in evidence:
+                pid_of[t] = evidence[t]
+            elif t in named:
+                pid_of[t] = t
+            else:
+                alone.add(t)
+        notes = []
+        if alone:
+            notes.append(f"the log does not show which process threads {_tid_list(alone)} "
+                         f"belong to (several processes, {_tid_list(named)}, were traced "
+                         "without fork records): each is reported on its own")
+        return Membership(pid_of, alone, min(named), first, notes)
+
+
+def _tid_list(tids: Set[int], most: int = 8) -> str:
+    s = sorted(tids)
+    text = ", ".join(map(str, s[:most]))
+    return text + (f" and {len(s) - most} more" if len(s) > most else "")
+
+
+def _line_at(block: bytes, i: int) -> Tuple[str, int]:
+    """The text of the line holding ``block[i]`` (joined with the next line when strace cut
+    it with an attach message) and the index where the line ends."""
+    start = block.rfind(b"\n", 0, i) + 1
+    end = block.find(b"\n", i)
+    end = len(block) if end < 0 else end
+    text = block[start:end].decode("utf-8", "surrogateescape")
+    k = text.find(_ATTACHED)
+    if k > 0 and end < len(block):
+        nxt = block.find(b"\n", end + 1)
+        nxt = len(block) if nxt < 0 else nxt
+        text = text[:k] + block[end + 1:nxt].decode("utf-8", "surrogateescape")
+        end = nxt
+    return text, end
+
+
+class LogScan:
+    """Accumulates LogFacts over the blocks of a log (module doc)."""
+
+    def __init__(self) -> None:
+        self.facts = LogFacts()
+        self._decided = False
+        self._prefixed_seen = False
+
+    def feed(self, block: bytes, tid: Optional[int] = None) -> None:
+        f = self.facts
+        f.size += len(block)
+        if not self._decided:
+            self._first_lines(block)
+        counts = f.tid_lines if tid is None else Counter()
+        # gettid/set_tid_address name the first process only on lines before any pid column
+        prefixed, lines, starts = _scan_block(block, counts,
+                                              tid is None and not self._prefixed_seen)
+        f.lines += lines
+        first_prefixed = len(block)       # where this block's first prefixed line starts
+        if tid is None:
+            if prefixed < lines:          # lines without a pid column (or blank, or messages)
+                f.unprefixed += lines - prefixed
+                if not self._prefixed_seen and prefixed:
+                    m = _TID_FIRST.match(block)
+                    n = _TID_NEXT.search(block)
+                    first_prefixed = 0 if m is not None else (n.start() + 1 if n else len(block))
+            if prefixed:
+                before, self._prefixed_seen = not self._prefixed_seen, True
+            else:
+                before = not self._prefixed_seen
+        else:
+            f.tid_lines[str(tid).encode()] += lines
+            before = False
+        for triplet in _TRIPLETS:
+            name = triplet.strip(b"/").decode()
+            if name not in f.triplets and triplet in block:
+                f.triplets.add(name)
+        end = -1
+        for i in starts:
+            if i <= end:                  # already read, joined to a line strace cut
+                continue
+            text, end = _line_at(block, i)
+            self._evidence(text, tid, before and i < first_prefixed)
+
+    def _first_lines(self, block: bytes) -> None:
+        for text in block[:1 << 16].decode("utf-8", "surrogateescape").splitlines():
+            line = parse_line(text)
+            if line is not None and line.kind not in ("attached", "detached", "info"):
+                self._decided = True      # the first syscall line tells the time format
+                self.facts.first_tod = line.ts if line.time_of_day else None
+                return
+
+    def _evidence(self, text: str, file_tid: Optional[int], before_prefixes: bool) -> None:
+        line = parse_line(text)
+        if line is None:
+            return
+        f = self.facts
+        if line.kind == "attached":
+            if line.tid is not None:
+                f.attached.append(line.tid)
+            return
+        tid = line.tid if line.tid is not None else file_tid
+        if line.kind == "call" and line.name == "tgkill" and line.ret == 0:
+            parts = line.args.split(", ")        # tgkill(TGID, TID, SIG): TID is in TGID
+            if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+                f.evidence.setdefault(int(parts[1]), int(parts[0]))
+            return
+        if line.kind not in ("call", "resumed") or line.ret is None or line.ret <= 0:
+            return
+        name, ret = line.name, line.ret
+        if name in _CLONES:
+            f.children.add(ret)
+        elif name == "getpid" and tid is not None:
+            f.evidence.setdefault(tid, ret)
+        if line.tid is None and before_prefixes and f.unprefixed_self is None \
+                and name in ("set_tid_address", "gettid", "getpid"):
+            f.unprefixed_self = ret
