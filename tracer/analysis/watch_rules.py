@@ -34,6 +34,7 @@ from .. import events as ev
 from ..linux.tcpdiag import TcpSock
 from .accumulate.accumulator import ProcessStats
 from .accumulate.gpu import BUSY_UTIL, IDLE_UTIL
+from .accumulate.io_class import proc_input_bytes
 from .rules.thread import process_output_bytes
 from .accumulate.traffic import from_counters as counters_traffic
 from .accumulate.traffic import keepalive
@@ -43,7 +44,6 @@ __all__ = ["ProcessLook", "TreeLook", "Signal", "progress_signals", "WORK_MIN_CP
 
 WORK_MIN_CPU = 0.01             # fraction of one core (as thread_rules.rule_varied_work)
 WORK_MIN_INPUT_RATE = 256 << 10  # bytes a second of input beyond wake-up reads
-WAKEUP_BYTES = 8                # eventfd and wake-up reads/writes move at most this much
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def _work(a: ProcessLook, b: ProcessLook, dt: float) -> Optional[Signal]:
     cpu = (b.cpu_ticks - a.cpu_ticks) / max(b.ticks_hz, 1) / dt
     if cpu < WORK_MIN_CPU or a.io is None or b.io is None:
         return None
-    beyond = (b.io.rchar - a.io.rchar) - WAKEUP_BYTES * (b.io.syscr - a.io.syscr)
+    beyond = proc_input_bytes(b.io.rchar - a.io.rchar, b.io.syscr - a.io.syscr)
     storage = b.io.read_bytes - a.io.read_bytes
     got = max(beyond, storage)
     if got < WORK_MIN_INPUT_RATE * dt:

@@ -13,19 +13,18 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ... import events as ev
 from ...events.counts import ThreadCounts
-from ...linux.fdtarget import FdTarget, OUTPUT_KINDS, SOCKET_KINDS
+from ...linux.fdtarget import FdTarget
+from .io_class import MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, read_class, write_class
+from .kernel_counts import KernelCounts
 from .stats import ProcessStats, Recording, TcpTrack, ThreadStats
 from .traffic import FdTraffic, keepalive
 
 __all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
-from .kernel_counts import KernelCounts
 
-# Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
-# libzmq/libuv write 8 bytes to an eventfd, asyncio and signal wakeup fds write 1 byte.
-WAKEUP_MAX_BYTES = 8
 MAX_FUTEX_ADDRS = 4096
-MAX_FDS_TRACKED = 64        # socket fds followed per thread (bounded memory)
-_CHANNEL_KINDS = frozenset({"pipe", "unix", "socket", "fifo"})   # what can be a wake-up channel
+_OUTPUT, _WAKEUP, _EVENTFD, _DISCARDED, _SOCKET, _UNKNOWN = (
+    IoClass.OUTPUT, IoClass.WAKEUP, IoClass.EVENTFD, IoClass.DISCARDED, IoClass.SOCKET,
+    IoClass.UNKNOWN)
 # The event classes _syscall tells apart, as module globals (one dict lookup, not two).
 _SYSCALL, _WRITE, _FUTEX, _POLL, _IOCTL, _READ = (ev.Syscall, ev.WriteCall, ev.FutexCall,
                                                   ev.PollCall, ev.IoctlCall, ev.ReadCall)
@@ -225,7 +224,7 @@ class Accumulator:
         p = self._process(e.pid)
         tr = p.tcp.get(e.fd)
         if tr is None or tr.target != e.target:       # a new socket behind the fd number
-            if tr is None and len(p.tcp) >= MAX_FDS_TRACKED:
+            if tr is None and len(p.tcp) >= MAX_SOCKETS:
                 return
             p.tcp[e.fd] = TcpTrack(e.fd, e.target, e, e)
             return
@@ -300,10 +299,12 @@ class Accumulator:
             if e.ret is not None and e.ret >= 0:
                 t.accepts += 1
             return
-        if not e.ret or e.ret <= 0 or e.fd_kind == "eventfd" \
-                or (e.fd_kind in _CHANNEL_KINDS and self.is_internal(e.pid, e.fd_target)):
+        if not e.ret or e.ret <= 0:
             return
-        if e.fd_kind in SOCKET_KINDS and e.fd is not None:
+        cls = read_class(e.fd_kind, lambda: self.is_internal(e.pid, e.fd_target))
+        if cls.is_wakeup:
+            return
+        if cls is _SOCKET and e.fd is not None:
             tr = self._traffic(t, e)
             if tr is not None:
                 tr.receive(e.ret, e.ts)
@@ -315,7 +316,7 @@ class Accumulator:
     def _traffic(t: ThreadStats, e: ev.Syscall) -> Optional[FdTraffic]:
         tr = t.sockets.get(e.fd)  # type: ignore[arg-type]
         if tr is None:
-            if len(t.sockets) >= MAX_FDS_TRACKED:
+            if len(t.sockets) >= MAX_SOCKETS:
                 return None
             tr = t.sockets[e.fd] = FdTraffic(e.fd, e.fd_target or "", e.fd_kind)  # type: ignore
         return tr
@@ -326,7 +327,7 @@ class Accumulator:
         a dead peer once a second that way); what it later sends counts as output anyway."""
         if e.err is None and e.ret == 0:
             t.connects += 1
-            if len(t.connect_targets) < 32:
+            if len(t.connect_targets) < MAX_OUTPUT_TARGETS:
                 t.connect_targets[e.fd_target or f"fd {e.fd}"] += 1
 
     def _write(self, t: ThreadStats, e: ev.WriteCall) -> None:
@@ -334,32 +335,23 @@ class Accumulator:
         if e.err is not None:
             return
         t.written_bytes += n
-        kind = e.fd_kind
-        if kind == "eventfd":
+        cls = write_class(e.fd_kind, n, lambda: self.is_internal(e.pid, e.fd_target))
+        if cls is _OUTPUT:
+            self._output(t, e, n)
+        elif cls is _EVENTFD:
             t.eventfd_writes += 1
-            return
-        if kind is None:
-            # No fd decoration (strace without -y): an eventfd write always moves exactly 8
-            # bytes and a wake-up pipe write 1, so only larger writes are surely output.
-            if n > WAKEUP_MAX_BYTES:
-                self._output(t, e, n)
-            else:
-                t.unjudged_writes += 1
-            return
-        if n <= WAKEUP_MAX_BYTES and kind in _CHANNEL_KINDS \
-                and self.is_internal(e.pid, e.fd_target):
+        elif cls is _WAKEUP:
             t.wakeup_writes += 1
-            return
-        if kind == "null":
+        elif cls is _UNKNOWN:
+            t.unjudged_writes += 1
+        elif cls is _DISCARDED:
             t.null_writes += 1
-        elif kind in SOCKET_KINDS and e.fd is not None:
-            tr = self._traffic(t, e)
+        elif cls is _SOCKET:
+            tr = self._traffic(t, e) if e.fd is not None else None
             if tr is not None:
                 tr.send(e.ts, n)
-            else:                       # too many sockets to follow: count it as output
+            else:                       # a socket not followed (too many): count it as output
                 self._output(t, e, n)
-        elif kind in OUTPUT_KINDS:
-            self._output(t, e, n)
 
     @staticmethod
     def _output(t: ThreadStats, e: ev.WriteCall, n: int) -> None:
@@ -367,7 +359,7 @@ class Accumulator:
         t.plain_writes += 1
         t.plain_last_ts = e.ts
         label = _fd_label(e.fd, e.fd_target)
-        if len(t.plain_targets) < 32 or label in t.plain_targets:
+        if len(t.plain_targets) < MAX_OUTPUT_TARGETS or label in t.plain_targets:
             t.plain_targets[label] += n
 
     def _futex(self, t: ThreadStats, e: ev.FutexCall) -> None:

@@ -18,13 +18,17 @@ Contract:
     ioctls (fd kind, request)    -> ioctls[(kind or "?", request, "")]
     accepts                      -> accepts
     per_fd, per fd (KernelFd)    -> what Accumulator._write/_read decide call by call:
+      every fd:                     wbytes -> written_bytes (all bytes written or sent); its
+                                    small writes (at most io_class.WAKEUP_MAX_BYTES: the
+                                    kernel counts them apart) and its larger ones are each
+                                    classed by io_class.write_class, as the accumulator classes
+                                    a single call:
       eventfd:                      writes -> eventfd_writes (reads: nothing)
       kind unknown (fd closed):     writes of > 8 bytes -> plain output; the small ones ->
                                     unjudged_writes
       a pipe/unix/socket/fifo with both ends in the process: small writes -> wakeup_writes,
                                     larger ones -> plain output; reads -> nothing
       /dev/null:                    writes -> null_writes (not output)
-      every fd:                     wbytes -> written_bytes (all bytes written or sent)
       a socket (tcp, udp, unix, socket): ThreadStats.sockets[fd], the traffic.FdTraffic that
                                     finish() judges (keep-alive or output), set from the
                                     latest counts (they are cumulative): sends = writes,
@@ -45,19 +49,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ...events.counts import FD_KEYS, ThreadCounts
-from ...linux.fdtarget import OUTPUT_KINDS, SOCKET_KINDS
+from ...linux.fdtarget import SOCKET_KINDS
+from .io_class import MAX_OUTPUT_TARGETS, MAX_SOCKETS, WAKEUP_MAX_BYTES, IoClass, read_class, \
+    write_class
 from .traffic import FdTraffic, from_counters
 
 if TYPE_CHECKING:  # pragma: no cover
     from .accumulator import ThreadStats
 
-__all__ = ["KernelFd", "KernelCounts", "contribution", "SMALL_WRITE", "socket_traffic"]
+__all__ = ["KernelFd", "KernelCounts", "contribution", "socket_traffic"]
 
-SMALL_WRITE = 8          # as accumulate.WAKEUP_MAX_BYTES and the kernel's HT_SMALL_WRITE
-_WAKEUP_KINDS = ("pipe", "unix", "socket", "fifo")
 _SLEEPS = ("nanosleep", "clock_nanosleep")
-_TARGETS_MAX = 32        # as Accumulator._output
-_SOCKETS_MAX = 64        # as accumulate.MAX_FDS_TRACKED
+# what a write of each group counts as (the groups the kernel keeps apart: small, larger)
+_WRITE_FIELD = {IoClass.EVENTFD: "eventfd_writes", IoClass.WAKEUP: "wakeup_writes",
+                IoClass.UNKNOWN: "unjudged_writes", IoClass.DISCARDED: "null_writes"}
 
 
 @dataclass(frozen=True)
@@ -124,28 +129,21 @@ def contribution(e: ThreadCounts,
 
 
 def _fd(c: Contribution, f: KernelFd, internal: bool, add: Callable[[str, float], None]) -> None:
-    kind = f.kind
     add("written_bytes", f.wbytes)
-    large, lbytes = f.writes - f.wsmall, f.wbytes - f.wsbytes
-    if kind == "eventfd":
-        add("eventfd_writes", f.writes)
-        return
-    if kind is None:
-        _output(c, f, large, lbytes, add)
-        add("unjudged_writes", f.wsmall)
-    elif internal and kind in _WAKEUP_KINDS:
-        add("wakeup_writes", f.wsmall)
-        _output(c, f, large, lbytes, add)
-        return                                   # reads of its own pipe are not input
-    elif kind == "null":
-        add("null_writes", f.writes)
-    elif kind in SOCKET_KINDS:
-        pass                                     # ThreadStats.sockets (socket_traffic)
-    elif kind in OUTPUT_KINDS:
-        _output(c, f, f.writes, f.wbytes, add)
-    if f.reads and f.rbytes:
+    small = (f.wsmall, f.wsbytes, 1)
+    large = (f.writes - f.wsmall, f.wbytes - f.wsbytes, WAKEUP_MAX_BYTES + 1)
+    for writes, nbytes, size in (small, large):
+        if writes <= 0:
+            continue
+        cls = write_class(f.kind, size, lambda: internal)
+        if cls is IoClass.OUTPUT:
+            _output(c, f, writes, nbytes, add)
+        elif cls in _WRITE_FIELD:
+            add(_WRITE_FIELD[cls], writes)
+        # SOCKET: ThreadStats.sockets (socket_traffic); OTHER: neither output nor a wake-up
+    if f.reads and f.rbytes and not read_class(f.kind, lambda: internal).is_wakeup:
         add("input_bytes", f.rbytes)
-        if kind == "file":
+        if f.kind == "file":
             add("file_reads", f.reads)
 
 
@@ -176,7 +174,7 @@ class KernelCounts:
         self._traffic[key] = fds = [KernelFd.from_dict(d) for d in e.per_fd]
         for f in fds:
             if f.kind in SOCKET_KINDS and f.writes + f.reads > 0 \
-                    and (f.fd in t.sockets or len(t.sockets) < _SOCKETS_MAX) \
+                    and (f.fd in t.sockets or len(t.sockets) < MAX_SOCKETS) \
                     and not is_internal(e.pid, f.target or None):
                 t.sockets[f.fd] = socket_traffic(f)
         for name in set(new) | set(old):
@@ -186,7 +184,7 @@ class KernelCounts:
                     t.plain_last_ts = a
             elif isinstance(a if a is not None else b, Counter):
                 _apply_counter(getattr(t, name), a or Counter(), b or Counter(),
-                               limit=_TARGETS_MAX if name == "plain_targets" else 0)
+                               limit=MAX_OUTPUT_TARGETS if name == "plain_targets" else 0)
             else:
                 setattr(t, name, getattr(t, name) + (a or 0) - (b or 0))
 

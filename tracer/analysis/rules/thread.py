@@ -18,6 +18,7 @@ from ..accumulate.accumulator import ProcessStats, Recording, ThreadStats
 from .gpu import rule_gpu_yield_wait
 from .observed import rule_not_observed
 from ..job.roles import helper_kind
+from ..accumulate.io_class import proc_output_bytes
 from ..accumulate.traffic import FdTraffic, keepalive
 from ..accumulate.traffic import describe as describe_traffic
 from ..accumulate.traffic import from_counters as counters_traffic
@@ -98,16 +99,16 @@ def process_output_bytes(p: ProcessStats, window: float = 0.0) -> int:
     """Bytes a process surely wrote for the outside world, from /proc and kernel counters.
 
     /proc/PID/io counts every write(2): eventfd and wake-up writes move at most 8 bytes each, so
-    what exceeds 8 bytes per write syscall is real output, less what went to TCP sockets (which
-    the sockets' own counters judge: a keep-alive is not output). Bytes sent on TCP sockets that
-    are not keep-alives count, and so do regular files opened for writing whose position advanced
+    what exceeds that per write syscall is real output (io_class.proc_output_bytes), less what
+    went to TCP sockets (which the sockets' own counters judge: a keep-alive is not output).
+    Bytes sent on TCP sockets that are not keep-alives count, and so do regular files opened for writing whose position advanced
     between two fd-table reads.
     """
     total = 0
     sent, socket_output, _ = socket_traffic(p, window)
     a, b = p.first_io, p.last_io
     if a is not None and b is not None:
-        total += max(0, (b.wchar - a.wchar) - 8 * (b.syscw - a.syscw) - sent)
+        total += max(0, proc_output_bytes(b.wchar - a.wchar, b.syscw - a.syscw) - sent)
     total += socket_output
     if p.first_info is not None and p.info is not None:
         before = {f.fd: f for f in p.first_info.fds if f.kind == "file" and "w" in (f.mode or "")}

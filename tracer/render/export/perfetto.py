@@ -27,7 +27,7 @@ import json
 from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
 from ... import events as ev
-from ...linux.fdtarget import OUTPUT_KINDS
+from ...analysis.accumulate.io_class import IoClass, write_class
 from ...analysis.analyzer import analyzer_for
 from ...gpu.nvidia import describe_ioctl
 from ...report import Report
@@ -118,8 +118,8 @@ class _Timeline:
     def _write(self, e: ev.WriteCall, is_internal: Any) -> None:
         if e.fd_kind == "eventfd":
             self.instant("eventfd write", "eventfd", e.ts, e.pid, e.tid, {"fd": e.fd})
-        elif e.fd_kind in OUTPUT_KINDS and not (
-                e.nbytes <= 8 and is_internal(e.pid, e.fd_target)):
+        elif write_class(e.fd_kind, e.nbytes, lambda: is_internal(e.pid, e.fd_target)) in (
+                IoClass.OUTPUT, IoClass.SOCKET):       # the analyzer's own rule (io_class)
             self.instant(f"output {e.nbytes} B", "output", e.ts, e.pid, e.tid,
                          {"fd": e.fd, "target": e.fd_target, "bytes": e.nbytes})
 

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Dict, Mapping, Tuple
 
+from ....analysis.accumulate.io_class import WAKEUP_MAX_BYTES
 from ....linux.futex import COMMANDS, WAIT_COMMANDS, WAKE_COMMANDS
 
 BPF_DIR = Path(__file__).resolve().parents[4] / "bpf"
@@ -77,7 +78,7 @@ HT_FD_SLOTS = 8
 HT_RINGBUF_PAGES = 256
 HT_RATE_WINDOW_NS = 100000000
 HT_RATE_MAX = 25
-HT_SMALL_WRITE = 8
+HT_SMALL_WRITE = WAKEUP_MAX_BYTES   # the analyzer's wake-up rule (analysis/accumulate/io_class.py)
 HT_CLONE_THREAD = 65536
 HT_NV_IOC_TYPE = 70
 HT_NV_RM_CONTROL = 42

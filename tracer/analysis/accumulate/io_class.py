@@ -1,0 +1,99 @@
+"""What a write or a read means: output, a wake-up, discarded, socket traffic, unknown.
+
+Contract: the one home of the wake-up rule. Every stage that asks whether bytes moved are
+output calls here: the accumulator (call by call), the kernel's counts under eBPF (per fd, its
+small and large writes), the /proc rule (``proc_output_bytes``: /proc/PID/io has only byte and
+call totals), watch (``proc_input_bytes``) and the timeline export.
+
+- ``write_class(kind, nbytes, internal)``:
+  - ``EVENTFD``: any write to an eventfd (a wake-up by its kind: libzmq, libuv);
+  - ``UNKNOWN``: at most ``WAKEUP_MAX_BYTES`` to an fd whose kind is unknown (strace without
+    -y): it could be an eventfd or a self-pipe poke; larger writes there are ``OUTPUT``;
+  - ``WAKEUP``: at most ``WAKEUP_MAX_BYTES`` to a pipe, FIFO or socketpair whose both ends the
+    process holds (``internal``: asyncio's and signal wake-up fds write 1 byte);
+  - ``OUTPUT`` for larger writes to such a channel: the process talks to itself, but moves data;
+  - ``DISCARDED``: /dev/null;
+  - ``SOCKET``: a socket to a peer, judged at the end of the window by traffic.keepalive (a
+    keep-alive is not output);
+  - ``OUTPUT``: files, pipes, FIFOs and ttys (fdtarget.OUTPUT_KINDS);
+  - ``OTHER``: anything else (a device, an epoll fd): neither output nor a wake-up.
+  ``internal`` is a callable, asked only for channel kinds: the hot path looks the fd tables
+  up only when the answer matters.
+- ``read_class(kind, internal)``: ``EVENTFD`` / ``WAKEUP`` (reading one's own channel is not
+  input), ``SOCKET`` (input from a peer, its traffic followed), else ``INPUT``.
+- Limits of what is followed per thread: ``MAX_OUTPUT_TARGETS`` targets named, ``MAX_SOCKETS``
+  socket fds. bpf/hangtrace.h's HT_SMALL_WRITE is ``WAKEUP_MAX_BYTES`` (a test checks it).
+Pure.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from ...linux.fdtarget import OUTPUT_KINDS, SOCKET_KINDS
+from ..vocab.verdict import _StrEnum
+
+__all__ = ["IoClass", "write_class", "read_class", "proc_output_bytes",
+           "proc_input_bytes", "WAKEUP_MAX_BYTES", "CHANNEL_KINDS", "MAX_OUTPUT_TARGETS",
+           "MAX_SOCKETS"]
+
+# Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
+# libzmq/libuv write 8 bytes to an eventfd, asyncio and signal wakeup fds write 1 byte.
+WAKEUP_MAX_BYTES = 8
+CHANNEL_KINDS = frozenset({"pipe", "unix", "socket", "fifo"})   # what can be a wake-up channel
+MAX_OUTPUT_TARGETS = 32     # output targets named per thread
+MAX_SOCKETS = 64            # socket fds followed per thread (and TCP sockets per process)
+
+
+class IoClass(_StrEnum):
+    OUTPUT = "output"
+    WAKEUP = "wake-up"
+    EVENTFD = "eventfd"
+    DISCARDED = "discarded"
+    SOCKET = "socket"
+    UNKNOWN = "unknown"
+    INPUT = "input"
+    OTHER = "other"
+
+    @property
+    def is_wakeup(self) -> bool:
+        return self in (IoClass.WAKEUP, IoClass.EVENTFD)
+
+
+def write_class(kind: Optional[str], nbytes: int,
+                internal: Callable[[], bool] = lambda: False) -> IoClass:
+    """What a write of ``nbytes`` to an fd of ``kind`` is (module doc)."""
+    if kind == "eventfd":
+        return IoClass.EVENTFD
+    if kind is None:
+        return IoClass.OUTPUT if nbytes > WAKEUP_MAX_BYTES else IoClass.UNKNOWN
+    if kind in CHANNEL_KINDS and internal():
+        return IoClass.WAKEUP if nbytes <= WAKEUP_MAX_BYTES else IoClass.OUTPUT
+    if kind == "null":
+        return IoClass.DISCARDED
+    if kind in SOCKET_KINDS:
+        return IoClass.SOCKET
+    if kind in OUTPUT_KINDS:
+        return IoClass.OUTPUT
+    return IoClass.OTHER
+
+
+def read_class(kind: Optional[str], internal: Callable[[], bool] = lambda: False) -> IoClass:
+    """What a read that returned data is (module doc)."""
+    if kind == "eventfd":
+        return IoClass.EVENTFD
+    if kind in CHANNEL_KINDS and internal():
+        return IoClass.WAKEUP
+    if kind in SOCKET_KINDS:
+        return IoClass.SOCKET
+    return IoClass.INPUT
+
+
+def proc_output_bytes(wchar: int, syscw: int) -> int:
+    """Bytes surely written as output, from /proc/PID/io deltas (every write(2) counted, no
+    kinds): what exceeds ``WAKEUP_MAX_BYTES`` per write call, since wake-ups move at most that."""
+    return max(0, wchar - WAKEUP_MAX_BYTES * syscw)
+
+
+def proc_input_bytes(rchar: int, syscr: int) -> int:
+    """Bytes surely read as input, from /proc/PID/io deltas (as ``proc_output_bytes``)."""
+    return rchar - WAKEUP_MAX_BYTES * syscr
