@@ -83,8 +83,8 @@ def test_blocked_rank_on_another_node_is_named_with_node_rank_and_pid(tmp_path):
     assert r.root_cause["pid"] == kb
     s = r.root_cause["summary"]
     assert s.startswith("node b, rank 1 (pid 4242) is idle: reads pipe:[9]; no traced process "
-                        "holds its write end; node a, rank 0 (pid 4242) waits for it (socket: "
-                        f"reads {A_SIDE}; peer: pid 4242 on node b)"), s
+                        "holds its write end; the chain: node a, rank 0 (pid 4242) reads "
+                        f"{A_SIDE} whose peer is node b, rank 1 (pid 4242)"), s
     a0, b1 = r.process(PID), r.process(kb)
     assert (a0.node, a0.node_pid, b1.node, b1.node_pid) == ("a", PID, "b", PID)
     assert a0.verdict == "blocked" and a0.rule == "waits-on-peers"

@@ -23,12 +23,14 @@ from .job.nccl_ras import rank_of_pid
 from .rules.observed import explain_unknown, qualify_tree, unobserved_lines
 from .rules.merged import qualify_for_unrecorded
 from .rules.partial import partial_hangs
+from .rules.pools import Pool, find_pools
 from .vocab.facts import WaitFacts
 from .accumulate.gpu import GpuStats
 from .rules.gpu import gpu_findings
 from .vocab.nodes import NodeMap, real_id
 from .job.ras import localize_ras
 from .waitgraph.build import GraphInput, build_wait_graph
+from .waitgraph.chain import Chains
 from .job.process_facts import process_facts
 from .rules.process import ProcessVerdict, judge_process
 from .job.stack_groups import group_ranks, suspects
@@ -131,8 +133,12 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                  unrecorded_nodes: Sequence[Tuple[str, str]] = ()) -> Report:
     gpus = gpus or {}
     tvs: Dict[int, Dict[int, ThreadVerdict]] = {}
+    pools: Dict[int, List[Pool]] = {}
     for pid in sorted(rec.processes):
         tvs[pid] = {t.tid: judge_thread(t, rec, rec.processes[pid]) for t in rec.threads_of(pid)}
+        pools[pid] = find_pools(pid, tvs[pid], {tid: f for (p, tid), f in
+                                                 (stacks.by_thread.items() if stacks else ())
+                                                 if p == pid})
     job = read_ras(ras or [])
     if job.status is not None and nodes is not None:     # RAS speaks for every node
         job.status = localize_ras(job.status, nodes, rec.processes)
@@ -148,11 +154,12 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                                         stragglers))
     labels = {pid: pf.label for pid, pf in procs.items()}
     late = {s.pid: s for s in stragglers}
+    chains = Chains(built.graph)
     pvs: Dict[int, ProcessVerdict] = {
         pid: judge_process(procs[pid], tvs[pid], built.graph, built.waits.get(pid, []),
-                           late.get(pid), labels) for pid in sorted(rec.processes)}
+                           late.get(pid), labels, chains) for pid in sorted(rec.processes)}
     explain_unknown(pvs)                    # not observed: say so, not "no data"
-    tree = judge_tree(pvs, rec, built.graph, stragglers)
+    tree = judge_tree(pvs, rec, built.graph, stragglers, chains)
     qualify_tree(tree, pvs)                 # an unseen process: never "fine"
     qualify_for_unrecorded(tree, unrecorded_nodes)     # nor a node that was not recorded
     partial = partial_hangs(tree.verdict, pvs, built.waits, built.graph)

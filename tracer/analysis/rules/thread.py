@@ -28,6 +28,10 @@ from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PER
                              ThreadVerdict)
 from .context import ThreadContext
 
+# A thread in a periodic loop with nothing to show ticks: it shows its process is alive, not that
+# it progresses (a watchdog, a heartbeat, an idle event loop); it decides its process only when
+# nothing else does (rules/process.py), and a chain of waits never ends at it otherwise.
+TICKING_RULE = "periodic-wakeups"
 NV_RM_CONTROL = next(nr for nr, name in NV_ESCAPES.items() if name == "RM_CONTROL")
 
 
@@ -291,7 +295,7 @@ def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
         evidence.append(f"the process made {b.syscw - a.syscw} write calls of at most 8 bytes "
                         "each (eventfd or wake-up sized, /proc io)")
     evidence.append("no output")
-    return ThreadVerdict(BUSY, "periodic-wakeups", evidence, cpu=c.cpu)
+    return ThreadVerdict(BUSY, TICKING_RULE, evidence, cpu=c.cpu)
 
 
 def rule_blocked(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -302,12 +306,10 @@ def rule_blocked(c: ThreadContext) -> Optional[ThreadVerdict]:
         return None
     how = "throughout the recording" if w.whole_window else \
         f"since {max(0.0, (w.since or c.rec.start) - c.rec.start):.1f} s into it"
-    # A thread other than the main one that sat in one wait for the whole recording is a parked
-    # pool worker or an I/O helper (ZeroMQ, gloo, libcuda pollers): it explains nothing alone.
-    parked = not c.t.is_main and w.whole_window
+    # A thread blocked all along is the first suspect: only pools of identical waits are folded
+    # (rules/pools.py, once every thread of the process is judged).
     return ThreadVerdict(BLOCKED, "blocked-without-timeout",
-                         [f"blocked in {w.describe()} {how} ({w.source})"], wait=w,
-                         cpu=c.cpu, parked=parked)
+                         [f"blocked in {w.describe()} {how} ({w.source})"], wait=w, cpu=c.cpu)
 
 
 def rule_sleeping(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -371,6 +373,7 @@ def judge_thread(t: ThreadStats, rec: Recording, proc: ProcessStats) -> ThreadVe
             if helper is None and not t.is_main and v.verdict in (BUSY, IDLE):
                 helper = _helper_by_behaviour(ctx, v)
             v.helper = helper
+            v.ticks = v.rule == TICKING_RULE
             if v.wait is None:
                 v.wait = ctx.wait
             if v.cpu is None:

@@ -32,7 +32,7 @@ from ..vocab.facts import WaitFacts
 from ..vocab.nodes import node_of, real_id, real_inode, same_node, scoped_inode
 from ..job.process_facts import FdIndex, ProcessFacts
 from ..job.roles import is_gpu_event_thread
-from ..vocab.verdict import ACTIVE, BLOCKED, EXITED, UNKNOWN, ThreadVerdict
+from ..vocab.verdict import ACTIVE, BLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN, ThreadVerdict
 from .graph import GPU, OUTSIDE, Edge, EdgeKind, Node, NodeKind, WaitGraph, anode, pnode, tnode
 from ..vocab.waits import Wait, eventfd_id_target
 
@@ -132,6 +132,7 @@ class _Builder:
         elif (t is not None and t.exited_at is not None) or (tv and tv.verdict == EXITED):
             n.dead, n.state, n.dead_text = True, "exited", "has exited"
         n.active = not n.dead and (tv is None or tv.verdict in ACTIVE)
+        n.activity = "dead" if n.dead else _activity(tv)
         self.g.nodes[nid] = n
         self.process(pid)
         return nid
@@ -408,6 +409,14 @@ class _Builder:
                 self.waits.setdefault(w, []).append(ResolvedWait(
                     tid, EdgeKind.COLLECTIVE, f"{doing}, waiting for {late}, which has not "
                     "joined", [st.pid]))
+
+
+def _activity(tv: Optional[ThreadVerdict]) -> str:
+    """What a live thread does, as the graph's fixpoint and the chain of waits tell them apart."""
+    if tv is None:
+        return "unknown"
+    return {PROGRESSING: "progress", IDLE: "idle", UNKNOWN: "unknown", BLOCKED: "wait",
+            EXITED: "dead"}.get(tv.verdict, "tick" if tv.ticks else "spin")
 
 
 def _dead_text(gone: Optional[str]) -> str:
