@@ -14,7 +14,10 @@ the one the chain of the process goes through, not merely its main thread:
   ``deadlocked``: ``all-threads-blocked`` when all those waits stay inside the process and none
   of its threads can act, else ``wait-cycle-or-dead-end`` (the tree names the cycle or the dead
   process);
-- a wait the GPU ends -> ``blocked`` (``waits-on-gpu``); a collective -> ``blocked``
+- a wait the GPU ends -> ``blocked`` (``waits-on-gpu``); a wait inside the process that no
+  thread at work can end, only ticking or idle ones (the chain ends there:
+  waitgraph/chain.py's UNKNOWN_WAKER) -> ``blocked`` (``waits-for-unknown-waker``); a
+  collective -> ``blocked``
   (``waits-in-collective``); only outside waits -> ``idle`` (``waits-outside``); else ``blocked``
   on other processes that can still act (``waits-on-peers``);
 - a rank that stopped joining a collective its peers spin in (collective.Straggler) is
@@ -152,6 +155,12 @@ def _judge_live(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWait],
     _from_thread(pv, IDLE, key, deciding[key])
 
 
+def _ends_here(chains: Chains, pid: int, kind: EndKind) -> bool:
+    """The chain of the process ends inside it, in ``kind``."""
+    end = chains.end(pnode(pid))
+    return end.kind == kind and chains.g.nodes[end.node].pid == pid
+
+
 def _chain_thread(pid: int, chains: Chains, among: List[int]) -> Optional[int]:
     """The thread of ``pid`` (one of ``among``) that the chain of the process goes through."""
     for nid in chains.walk(pnode(pid)).nodes[1:]:
@@ -209,6 +218,8 @@ def _judge_blocked(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWai
                                                      f"{node.dead_text.removeprefix('was ')}"))
     elif EdgeKind.GPU in kinds:
         pv.rule, pv.block = "waits-on-gpu", BlockKind.GPU
+    elif _ends_here(chains, pid, EndKind.UNKNOWN_WAKER):
+        pv.rule, pv.block = "waits-for-unknown-waker", BlockKind.UNKNOWN_WAKER
     elif EdgeKind.COLLECTIVE in kinds:
         pv.rule, pv.block = "waits-in-collective", BlockKind.COLLECTIVE
     elif kinds and kinds <= {EdgeKind.OUTSIDE}:

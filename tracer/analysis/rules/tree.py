@@ -29,7 +29,7 @@ from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSIN
                              BlockKind, Note, NoteKind, Verdict)
 from ..waitgraph.chain import SEVERITY as END_SEVERITY
 from ..waitgraph.chain import Chains, End, EndKind
-from ..waitgraph.graph import NodeKind, WaitGraph, pnode
+from ..waitgraph.graph import EdgeKind, NodeKind, Proof, WaitGraph, pnode
 
 SEVERITY = [DEADLOCKED, BUSY, BLOCKED, PROGRESSING, IDLE, UNKNOWN, EXITED]
 
@@ -165,9 +165,7 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
         stuck = sorted((pv for pv in pvs.values() if pv.verdict == DEADLOCKED),
                        key=lambda pv: (pv.pid != tree.root_cause.pid, -_depth(pvs, pv.pid)))
         starts = [t for pv in stuck for t in ([pv.key_tid] if pv.key_tid else []) + [pv.pid]]
-        proof = graph.prove(starts)
-        if proof is None and found is not None and found[0].kind == EndKind.CYCLE:
-            proof = graph.proof = graph.walk(found[1])
+        proof = _chain_proof(graph, chains, found) or graph.prove(starts)
         if proof is not None:
             tree.root_cause.summary += f". Proof, {proof.text}"
         return tree
@@ -184,6 +182,24 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
         tree.notes.append(Note(NoteKind.PARTIAL_DEADLOCK, "some threads are deadlocked although "
                                "the tree goes on: " + proof.text))
     return tree
+
+
+def _chain_proof(graph: WaitGraph, chains: Chains,
+                 found: Optional[Tuple[End, str]]) -> Optional[Proof]:
+    """The cycle the worst chain ends in, as the proof (the waits named, in order)."""
+    if found is None or found[0].kind != EndKind.CYCLE:
+        return None
+    chain = chains.walk(found[1])
+    loop = [s.edge for s in chain.cycle() if s.edge is not None]
+    if len(loop) < 2 or any(e.kind == EdgeKind.FUTEX for e in loop):
+        return None             # a process closed on itself: the graph's own proof says it
+    lead = [s.edge for s in chain.steps[:len(chain.steps) - len(chain.cycle())]
+            if s.edge is not None]
+    text = "cycle: " + "; ".join(e.text for e in loop)
+    if lead:
+        text = "; ".join(e.text for e in lead) + ", which is in a " + text
+    graph.proof = Proof("cycle", lead + loop, [s.src for s in chain.cycle()], text)
+    return graph.proof
 
 
 def _chain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
@@ -204,6 +220,12 @@ def _chain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
     line = chain_line(chain, graph, at)
     if line:
         summary += f"; the chain: {line}"
+    on_chain = {graph.nodes[n].pid for n in chain.nodes}
+    also = [f"{w.label} waits for it too ({x.kind}: {x.what})"
+            for w in _waiters(pvs, pv.pid) if w.pid not in on_chain
+            for x in [next(x for x in w.waits_on if pv.pid in x.pids)]]
+    if also:
+        summary += "; " + "; ".join(also)
     alike = _alike_ranks(pvs, pv)
     if alike:
         summary += (f"; {', '.join(p.label for p in alike)} "

@@ -20,8 +20,9 @@ How a chain goes on (the root cause is where it stops, never merely a thread tha
   object file: ``PROGRESS``); otherwise the worst-ending of its deciding threads, one already on
   the chain first (closing a ``CYCLE``);
 - "another thread of the process" (``A``: a futex nobody is recorded to hold) goes on into a
-  thread of it that works or waits on something that can act; when only threads that tick or
-  idle are left, the chain ends there: ``UNKNOWN_WAKER`` (``before`` is the waiting thread:
+  thread of it that works or waits on something that can act, else into one that waits on
+  something of its own (another process, the GPU: the queue's producer, blocked itself); when
+  only threads that tick or idle are left, the chain ends there: ``UNKNOWN_WAKER`` (``before`` is the waiting thread:
   what would wake it cannot be told, and nothing in the process is at work); when no thread of
   the process can act at all, as a ``CYCLE`` (the process is closed on itself).
 Severity (worst first) is ``SEVERITY``: a cycle or a dead end, a spin, ticking, a wait on an
@@ -82,6 +83,13 @@ class Chain:
     @property
     def nodes(self) -> List[str]:
         return [self.start] + [s.dst for s in self.steps]
+
+    def cycle(self) -> List[Step]:
+        """The steps of the cycle the chain ends in ([] when it ends otherwise)."""
+        if self.end is None or self.end.kind != EndKind.CYCLE:
+            return []
+        at = next((i for i, s in enumerate(self.steps) if s.src == self.end.node), None)
+        return self.steps[at:] if at is not None else []
 
 
 class Chains:
@@ -159,27 +167,35 @@ class Chains:
             ds = [t.id for t in self.g.deciders(pid)]
             live = [t for t in ds if self.g.can_act(t)]
             return live or ds
-        acting = [t.id for t in self.g.threads_of(pid) if self.g.can_act(t.id)
+        threads = self.g.threads_of(pid)
+        acting = [t.id for t in threads if self.g.can_act(t.id)
                   and t.activity not in ("tick", "idle", "unknown")]
-        return acting
+        if acting:
+            return acting
+        # none at work: one that waits on something of its own (another process, the GPU)
+        return [t.id for t in threads if t.decides and self._specific(t.id)]
 
     def _worst(self, candidates: List[str], path: Tuple[str, ...], acting: bool) -> str:
         """The candidate whose chain ends worst; among equals, one that is itself where its
         chain ends (the shortest way there). From a node that cannot act, one on the path first
         (it closes a cycle); from one that can, never a way back round: waits that can all still
         end make no cycle."""
-        def rank(c: str) -> Tuple[int, int]:
+        def rank(c: str) -> Tuple[int, int, int]:
             back = self._back(c, path)
             if not acting and back:
-                return (-1, 0)
+                return (-1, 0, 0)
             if back:
-                return (len(SEVERITY), 0)
+                return (len(SEVERITY), 0, 0)
             e = self.end(c)
             if acting and e.kind == EndKind.CYCLE:
-                return (len(SEVERITY), 0)
+                return (len(SEVERITY), 0, 0)
             near = self.g.nodes[e.node].pid == self.g.nodes[c].pid
-            return (_RANK[e.kind], 0 if near else 1)
+            return (_RANK[e.kind], 0 if near else 1, 0 if self._specific(c) else 1)
         return min(candidates, key=rank)
+
+    def _specific(self, nid: str) -> bool:
+        """A thread that waits on something of its own (not merely on "another thread")."""
+        return any(self.g.nodes[e.dst].kind != NodeKind.ANY_THREAD for e in self.g.out(nid))
 
     def _back(self, c: str, path: Tuple[str, ...]) -> bool:
         """Going to ``c`` comes back to the chain: ``c`` or a thread of its process is on it."""
