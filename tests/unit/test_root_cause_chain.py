@@ -33,7 +33,7 @@ def info(pid: int, ppid: int, title: str, threads: Dict[int, str], fds) -> ev.Pr
 
 
 def blocked(call: str, pid: int, tid: int, **kw) -> ev.Syscall:
-    cls = {"futex": ev.FutexCall, "read": ev.ReadCall, "recvfrom": ev.ReadCall,
+    cls = {"futex": ev.FutexCall, "read": ev.ReadCall, "recvfrom": ev.ReadCall, "write": ev.WriteCall,
            "wait4": ev.WaitChild, "accept4": ev.ReadCall}.get(call, ev.Syscall)
     if call == "futex":
         kw.setdefault("op", "WAIT_BITSET")
@@ -91,10 +91,10 @@ def report(infos, evs):
 
 
 def shape(tp0_runner: List[ev.Event], tp1_runner: List[ev.Event], tp1_has_runner=True,
-          child: Optional[List[ev.Event]] = None, child_fds=(), tp0_fds=()):
+          child: Optional[List[ev.Event]] = None, child_fds=(), tp0_fds=(), tp1_fds=()):
     li, le = launcher()
     i0, e0 = scheduler(TP0, TP0 + 2, tp0_fds)
-    i1, e1 = scheduler(TP1, TP1 + 2 if tp1_has_runner else None)
+    i1, e1 = scheduler(TP1, TP1 + 2 if tp1_has_runner else None, tp1_fds)
     infos, evs = [li, i0, i1], le + e0 + e1 + tp0_runner + tp1_runner
     if child is not None:
         infos.append(info(CHILD, TP0, "python3 -c compile", {CHILD: "python3"}, child_fds))
@@ -131,13 +131,33 @@ def test_a_dead_runner_leaves_its_rank_waiting_for_nobody():
     assert r.process(TP1).rule == "waits-for-unknown-waker"
 
 
+LOCK = "/root/.cache/jit/kernels.lock"
+LOCK_INODE = 8118310
+
+
+def lock_wait(pid: int, tid: int) -> List[ev.Event]:
+    """A runner blocked in flock() on the cache's lock file, which another rank holds
+    (/proc/locks at the end of the recording: the holder's line and the waiter's "->" line)."""
+    return [blocked("flock", pid, tid, fd=13, fd_kind="file", fd_target=LOCK,
+                    args=f"13<{LOCK}>, LOCK_EX"),
+            ev.FileLock(ts=END, pid=TP0, inode=LOCK_INODE, dev="fe:00", kind="FLOCK",
+                        access="WRITE", lock_id=1),
+            ev.FileLock(ts=END, pid=pid, inode=LOCK_INODE, dev="fe:00", kind="FLOCK",
+                        access="WRITE", waiting=True, lock_id=1)]
+
+
+LOCK_FD = ev.FdInfo(13, "file", LOCK, "rw", 0, LOCK_INODE)
+
+
 def test_a_compiler_child_and_its_rank_waiting_on_each_other_is_a_deadlock():
     child = [blocked("read", CHILD, CHILD, fd=0, fd_kind="pipe", fd_target=JIT_PIPE)]
-    r = shape([blocked("wait4", TP0, TP0 + 2, child=CHILD)],
-              [blocked("recvfrom", TP1, TP1 + 2, fd=7, fd_kind="tcp", fd_target=TCP_10)],
+    r = shape([blocked("wait4", TP0, TP0 + 2, child=CHILD)], lock_wait(TP1, TP1 + 2),
               child=child, child_fds=[fd(0, "pipe", JIT_PIPE, "r")],
-              tp0_fds=[fd(12, "pipe", JIT_PIPE, "w")])
+              tp0_fds=[fd(12, "pipe", JIT_PIPE, "w"), LOCK_FD], tp1_fds=[LOCK_FD])
     assert r.verdict == "deadlocked", r.root_cause
+    # the rank that waits for the lock waits for the one in the cycle
+    w = r.process(TP1).waits_on
+    assert any(x["kind"] == "lock" and x["pids"] == [TP0] for x in w), w
     assert r.root_cause["pid"] in (TP0, CHILD)
     s = r.root_cause["summary"]
     assert "Proof, " in s and "cycle" in s
@@ -149,9 +169,9 @@ def test_a_slow_compile_that_writes_its_object_file_is_progress():
     writes = [ev.WriteCall(ts=T0 + i * 0.05, pid=CHILD, tid=CHILD, name="write", fd=3,
                            fd_kind="file", fd_target="/tmp/jit/build-0.o", ret=4096,
                            nbytes=4096, dur=1e-4) for i in range(110)]
-    r = shape([blocked("wait4", TP0, TP0 + 2, child=CHILD)],
-              [blocked("recvfrom", TP1, TP1 + 2, fd=7, fd_kind="tcp", fd_target=TCP_10)],
-              child=writes, child_fds=[fd(3, "file", "/tmp/jit/build-0.o", "w")])
+    r = shape([blocked("wait4", TP0, TP0 + 2, child=CHILD)], lock_wait(TP1, TP1 + 2),
+              child=writes, child_fds=[fd(3, "file", "/tmp/jit/build-0.o", "w")],
+              tp0_fds=[LOCK_FD], tp1_fds=[LOCK_FD])
     assert r.verdict == "progressing", r.root_cause
     assert r.root_cause["pid"] == CHILD
     s = r.root_cause["summary"]
@@ -169,3 +189,44 @@ def test_a_scheduler_whose_only_work_is_its_loop_busy_waits():
     r = report([li, inf], le + watchdog(TP0, TP0))
     assert r.verdict == "busy-waiting" and r.root_cause["pid"] == TP0
     assert "busy-waits" in r.root_cause["summary"]
+
+
+def test_a_lock_taken_in_the_log_names_its_holder():
+    """An imported log has no /proc/locks: the lock calls it shows name the holder."""
+    li, le = launcher()
+    i0, e0 = scheduler(TP0, TP0 + 2)
+    i1, e1 = scheduler(TP1, TP1 + 2)
+    take = ev.Syscall(ts=T0 + 0.001, pid=TP0, tid=TP0 + 2, name="flock", fd=13, fd_kind="file",
+                      fd_target=LOCK, args=f"13<{LOCK}>, LOCK_EX", ret=0, dur=1e-5)
+    spin = spinning(TP0, TP0 + 2)
+    wait = blocked("flock", TP1, TP1 + 2, fd=13, fd_kind="file", fd_target=LOCK,
+                   args=f"13<{LOCK}>, LOCK_EX")
+    r = report([li, i0, i1], le + e0 + e1 + [take, wait] + spin)
+    assert r.verdict == "busy-waiting"
+    assert (r.root_cause["pid"], r.root_cause["tid"]) == (TP0, TP0 + 2)
+    assert any(x["kind"] == "lock" and x["pids"] == [TP0] for x in r.process(TP1).waits_on)
+
+
+def test_a_writer_blocked_on_a_full_pipe_waits_for_its_reader():
+    """A feeder thread blocked in a large write() to a worker's pipe waits for the worker,
+    which is what the chain must name, not the thread sleeping in select beside it."""
+    feeder, sleeper, worker = 501, 502, 600
+    parent = info(500, 1, "python3 pool.py", {500: "python3", feeder: "python3",
+                                               sleeper: "python3"},
+                  [fd(8, "pipe", "pipe:[700]", "w")])
+    kid = info(worker, 500, "python3 pool.py", {worker: "python3"},
+               [fd(0, "pipe", "pipe:[700]", "r")])
+    evs: List[ev.Event] = [blocked("futex", 500, 500, addr=0x1000),
+                           blocked("write", 500, feeder, fd=8, fd_kind="pipe",
+                                   fd_target="pipe:[700]", nbytes=172032),
+                           blocked("futex", worker, worker, addr=0x2000)]
+    evs += [ev.PollCall(ts=T0 + i, pid=500, tid=sleeper, name="select", ret=0, dur=1.0,
+                        timeout=1.0, timed_out=True) for i in range(6)]
+    an = Analyzer(start=T0, backends=["strace"], processes=[parent, kid], roots=[500])
+    an.feed_all(sorted(evs, key=lambda e: e.ts))
+    r = an.report(end=END)
+    assert r.verdict in ("deadlocked", "blocked"), r.root_cause
+    assert r.root_cause["pid"] == worker, r.root_cause
+    s = r.root_cause["summary"]
+    assert "writes pipe:[700] (the pipe is full) whose only reader is python3 (pid 600)" in s
+    assert "select" not in s.split("; the chain")[0]

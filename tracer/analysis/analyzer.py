@@ -90,7 +90,7 @@ class Analyzer:
         return sorted(t for (p, t) in list(self.acc.threads) if p == pid)
 
 
-_FACTS = (ev.FutexOwner, ev.SocketPeers)
+_FACTS = (ev.FutexOwner, ev.SocketPeers, ev.FileLock)
 
 
 def analyzer_for(reader: TraceReader) -> Analyzer:

@@ -21,19 +21,27 @@ call totals), watch (``proc_input_bytes``) and the timeline export.
   up only when the answer matters.
 - ``read_class(kind, internal)``: ``EVENTFD`` / ``WAKEUP`` (reading one's own channel is not
   input), ``SOCKET`` (input from a peer, its traffic followed), else ``INPUT``.
+- ``judge_output(t, window)``: a thread's output at the end of the window: its plain output
+  writes plus the socket traffic that is not a keep-alive (traffic.keepalive); ``fd_label``
+  names an output target ("fd 3 (/var/log/x)").
 - Limits of what is followed per thread: ``MAX_OUTPUT_TARGETS`` targets named, ``MAX_SOCKETS``
   socket fds. bpf/hangtrace.h's HT_SMALL_WRITE is ``WAKEUP_MAX_BYTES`` (a test checks it).
 Pure.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections import Counter
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ...linux.fdtarget import OUTPUT_KINDS, SOCKET_KINDS
 from ..vocab.verdict import _StrEnum
+from .traffic import keepalive
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .stats import ThreadStats
 
 __all__ = ["IoClass", "write_class", "read_class", "proc_output_bytes",
-           "proc_input_bytes", "WAKEUP_MAX_BYTES", "CHANNEL_KINDS", "MAX_OUTPUT_TARGETS",
+           "proc_input_bytes", "judge_output", "fd_label", "WAKEUP_MAX_BYTES", "CHANNEL_KINDS", "MAX_OUTPUT_TARGETS",
            "MAX_SOCKETS"]
 
 # Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
@@ -97,3 +105,30 @@ def proc_output_bytes(wchar: int, syscw: int) -> int:
 def proc_input_bytes(rchar: int, syscr: int) -> int:
     """Bytes surely read as input, from /proc/PID/io deltas (as ``proc_output_bytes``)."""
     return rchar - WAKEUP_MAX_BYTES * syscr
+
+
+def fd_label(fd: Optional[int], target: Optional[str]) -> str:
+    if fd is None:
+        return "an fd not seen opened"
+    return f"fd {fd} ({target})" if target else f"fd {fd}"
+
+
+def judge_output(t: "ThreadStats", window: float) -> None:
+    """The thread's output: plain writes plus socket traffic that is not a keep-alive
+    (traffic.keepalive). Recomputed from the accumulated state at every finish()."""
+    t.output_bytes, t.output_writes = t.plain_bytes, t.plain_writes
+    t.output_targets = Counter(t.plain_targets)
+    t.last_output_ts = t.plain_last_ts
+    t.keepalives = []
+    for tr in t.sockets.values():
+        if tr.sends == 0:
+            continue
+        if keepalive(tr, window):
+            t.keepalives.append(tr)
+            continue
+        t.output_bytes += tr.sent
+        t.output_writes += tr.calls
+        t.output_targets[fd_label(tr.fd, tr.target)] += tr.sent
+        if tr.last_send is not None and (t.last_output_ts is None
+                                         or tr.last_send > t.last_output_ts):
+            t.last_output_ts = tr.last_send

@@ -120,6 +120,8 @@ class Recording:
     lost_reasons: List[str] = field(default_factory=list)
     truncated: bool = False
     futex_wakers: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # addr -> (pid, tid)
+    # file locks the log showed taken and not released: file -> (pid, tid) (imports: no /proc)
+    lock_holders: Dict[str, Tuple[int, int]] = field(default_factory=dict)
     roots: List[int] = field(default_factory=list)
     # What backends could not observe, by (pid, tid, what): analysis/rules/observed.py reads it.
     observe_errors: Dict[tuple, ev.ObserveError] = field(default_factory=dict)

@@ -13,7 +13,7 @@ a periodic loop): which one would end the wait cannot be told from here").
 """
 from __future__ import annotations
 
-from typing import List, Mapping, Optional
+from typing import Mapping, Optional
 
 from ..vocab.nodes import real_id
 from ..waitgraph.chain import Chain, End, EndKind

@@ -166,6 +166,10 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
                        key=lambda pv: (pv.pid != tree.root_cause.pid, -_depth(pvs, pv.pid)))
         starts = [t for pv in stuck for t in ([pv.key_tid] if pv.key_tid else []) + [pv.pid]]
         proof = _chain_proof(graph, chains, found) or graph.prove(starts)
+        line = chain_line(chains.walk(found[1]), graph) if found else ""
+        if line and line not in tree.root_cause.summary and (
+                proof is None or line not in proof.text):
+            tree.root_cause.summary += f"; the chain: {line}"
         if proof is not None:
             tree.root_cause.summary += f". Proof, {proof.text}"
         return tree
@@ -207,7 +211,6 @@ def _chain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
                  chains: Chains) -> TreeVerdict:
     """The root cause where the chain ends (module doc)."""
     end, src = found
-    node = graph.nodes[end.node]
     at = end.before if end.kind in (EndKind.UNKNOWN_WAKER, EndKind.GPU, EndKind.OUTSIDE) \
         and end.before else end.node
     where = graph.nodes[at]

@@ -33,11 +33,14 @@ BLOCKING_CALLS = frozenset({
     "wait4", "futex", "clock_nanosleep", "epoll_wait", "waitid", "pselect6", "ppoll",
     "epoll_pwait", "accept4", "recvmmsg", "epoll_pwait2", "ioctl", "pause",
     "rt_sigsuspend", "rt_sigtimedwait", "write", "sendto", "sendmsg", "writev", "connect",
+    "flock", "fcntl",
 })
+LOCK_CALLS = frozenset({"flock", "fcntl"})   # a file lock: flock(), fcntl(F_SETLKW, F_OFD_SETLKW)
 # Calls that end only when their fd has data or room: a read of a socket, a write to a full pipe.
 _NO_LIMIT_CALLS = frozenset({"read", "recvfrom", "recvmsg", "accept", "accept4", "wait4",
                              "waitid", "pause", "readv", "pread64", "write", "writev", "sendto",
-                             "sendmsg"})
+                             "sendmsg", "flock", "fcntl"})
+_F_SETLKW = (7, 14, 38)         # F_SETLKW, F_SETLKW64 (32-bit), F_OFD_SETLKW: the waiting locks
 
 
 @dataclass
@@ -113,15 +116,24 @@ def wait_from_proc(text: str, fds: List[ev.FdInfo]) -> Optional[Wait]:
     parts = text.split()
     if len(parts) == 7:
         parts += ["0", "0"]
-    b = decode_blocking(parse_proc_syscall(" ".join(parts)), fds)
+    cs = parse_proc_syscall(" ".join(parts))
+    b = decode_blocking(cs, fds)
     if b is None or b.name not in BLOCKING_CALLS:
         return None
     if b.name == "futex" and (b.futex_op is None or not b.futex_op.is_wait):
+        return None
+    if b.name == "fcntl" and (cs is None or len(cs.args) < 2 or cs.args[1] not in _F_SETLKW):
         return None
     return Wait(call=b.name, timeout=b.limit, fd=b.fd,
                 target=_fd_target(fds, b.fd) if b.fd is not None else FdTarget("", None),
                 futex_addr=b.futex_addr, futex_op=b.futex_op.name if b.futex_op else "",
                 child=b.child, source="proc")
+
+
+def waits_for_lock(call: ev.Syscall) -> bool:
+    """A call still in progress that waits for a file lock (flock; fcntl with F_SETLKW or
+    F_OFD_SETLKW, as strace prints the command)."""
+    return call.name == "flock" or (call.name == "fcntl" and "SETLKW" in (call.args or ""))
 
 
 def wait_from_call(call: ev.Syscall, fds: List[ev.FdInfo]) -> Wait:

@@ -11,7 +11,9 @@ How a wait resolves (edges are alternatives: the wait ends when any of them acts
   else, in a rank connected to peer ranks, the peers (a collective); else, in a process whose
   GPU event thread runs, the GPU (a blocking-sync wait); else the thread that last woke that
   address, or any other thread of the process (``A<pid>``).
-- wait4/waitid: the child (or every child); a pipe: the processes holding its write end; an
+- wait4/waitid: the child (or every child); a pipe read: the processes holding its write end,
+  a pipe write (the pipe is full): the processes holding its read end; flock/fcntl(F_SETLKW):
+  the processes holding a lock on the file (/proc/locks by inode, or the log's lock calls); an
   eventfd (named by its eventfd-id): every other process holding it, and the process itself
   when another of its threads could write it; a socket: the process at the other end (TCP by
   reversed addresses, unix by strace -yy's peer inode or sock_diag's); anything else: outside.
@@ -23,31 +25,19 @@ How a wait resolves (edges are alternatives: the wait ends when any of them acts
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..accumulate.accumulator import Recording
 from ..job.collective import Straggler
 from ..vocab.facts import WaitFacts
-from ..vocab.nodes import node_of, real_id, real_inode, same_node, scoped_inode
+from ..vocab.nodes import node_of, real_id, same_node
 from ..job.process_facts import FdIndex, ProcessFacts
 from ..job.roles import is_gpu_event_thread
 from ..vocab.verdict import ACTIVE, BLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN, ThreadVerdict
+from .fd_waits import FdWaits, ResolvedWait
 from .graph import GPU, OUTSIDE, Edge, EdgeKind, Node, NodeKind, WaitGraph, anode, pnode, tnode
-from ..vocab.waits import Wait, eventfd_id_target
-
-
-@dataclass
-class ResolvedWait:
-    """One waiting thread's wait, as its process's evidence shows it (module doc)."""
-    tid: int
-    kind: EdgeKind
-    what: str
-    pids: List[int] = field(default_factory=list)
-    inside: bool = False          # every edge stays inside the process
-
-    def to_json(self) -> Dict[str, object]:
-        return {"tid": self.tid, "kind": str(self.kind), "what": self.what, "pids": self.pids}
+from ..vocab.waits import LOCK_CALLS, Wait
 
 
 @dataclass
@@ -73,7 +63,7 @@ def build_wait_graph(inp: GraphInput) -> BuiltGraph:
     return BuiltGraph(b.g, b.waits)
 
 
-class _Builder:
+class _Builder(FdWaits):
     def __init__(self, inp: GraphInput) -> None:
         self.inp, self.rec, self.procs = inp, inp.rec, inp.procs
         self.fdx = FdIndex(inp.rec, dict(inp.procs))
@@ -170,6 +160,8 @@ class _Builder:
             r = self.futex(pid, tid, src, who, w)
         elif w.call in ("wait4", "waitid"):
             r = self.child(pid, tid, src, who, w)
+        elif w.call in LOCK_CALLS:
+            r = self.file_lock(pid, tid, src, who, w)
         elif w.fd_kind in ("pipe", "fifo") and w.fd_target:
             r = self.pipe(pid, tid, src, who, w)
         elif w.fd_kind == "eventfd" and self.eventfd_of(pid, w):
@@ -296,100 +288,6 @@ class _Builder:
         what = "waits for " + (self.ref(kids[0]) if len(kids) == 1 else "its children") \
             + f" in {w.call}"
         return ResolvedWait(tid, EdgeKind.CHILD, what, kids)
-
-    def pipe(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
-        target = w.fd_target
-        writers = self.fdx.holders(target, "w", near=pid)
-        if not writers:
-            return self.outside(tid, src, who, w,
-                                f"reads {target}; no traced process holds its write end",
-                                f"; no traced process holds the write end of {target}")
-        only = "only writer is" if len(writers) == 1 else "writers include"
-        for q in writers:
-            name = "this process" if q == pid else self.plabel(q)
-            self.edge(src, self.process(q, any_thread=q == pid), EdgeKind.PIPE, target,
-                      f"{who} reads {target} whose {only} {name}")
-        others = [q for q in writers if q != pid]
-        if others:
-            return ResolvedWait(tid, EdgeKind.PIPE, f"reads {target}; writers: "
-                                + self.refs(others), others)
-        return ResolvedWait(tid, EdgeKind.PIPE,
-                            f"reads {target} whose only writer is this process", inside=True)
-
-    def eventfd_of(self, pid: int, w: Wait) -> Optional[str]:
-        p = self.rec.processes.get(pid)
-        return eventfd_id_target(p.info.fds if p is not None and p.info else [], w)
-
-    def eventfd(self, pid: int, tid: int, src: str, who: str, w: Wait,
-                obj: str) -> ResolvedWait:
-        """Any holder of the eventfd can write it: each other process holding it, and this
-        process when it holds it and has another thread. Held by no other traced process, it is
-        an outside wait: the kernel (io_uring, aio, KVM) may signal an eventfd too."""
-        holders = self.fdx.holders(obj, near=pid)
-        others = [q for q in holders if q != pid]
-        mine = pid in holders
-        if not others:
-            why = ("only this process holds it (another thread of it or a kernel producer such "
-                   "as io_uring or aio could signal it)" if mine else "no traced process holds it")
-            edge_why = (f"; no other traced process holds {obj} (another thread or the kernel "
-                        "may signal it)" if mine else f"; no traced process holds {obj}")
-            return self.outside(tid, src, who, w, f"waits in {w.call} on {obj}; {why}", edge_why)
-        ends = list(others)
-        if mine and any(n.tid != tid for n in self.g.threads_of(pid)):
-            ends.append(pid)        # last: a proof walks the other processes first
-        for q in ends:
-            name = "this process" if q == pid else self.plabel(q)
-            self.edge(src, self.process(q, any_thread=q == pid), EdgeKind.EVENTFD, obj,
-                      f"{who} waits in {w.call} on {obj}, which {name} holds and could write")
-        return ResolvedWait(tid, EdgeKind.EVENTFD, f"waits in {w.call} on {obj}; other holders: "
-                            + self.refs(others)
-                            + ("; this process holds it too" if mine else ""), others)
-
-    def socket(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
-        target = w.target
-        rev = target.reversed()
-        if rev is not None:
-            peers = [q for q in self.fdx.holders(rev, near=pid) if q != pid]
-            for q in peers:
-                self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
-                          f"{who} reads {target.text} whose peer is {self.plabel(q)}")
-            if not peers:
-                return self.outside(tid, src, who, w, f"waits on {target.text} (peer outside "
-                                    "the traced tree or unknown)",
-                                    " (the peer is outside the traced tree)")
-            return ResolvedWait(tid, EdgeKind.SOCKET, f"reads {target.text}; peer: "
-                                + self.refs(peers), peers)
-        inode = target.inode
-        p = self.rec.processes.get(pid)
-        for f in (p.info.fds if p is not None and p.info else []):
-            if f.fd == w.fd and f.inode:
-                inode = f.inode
-        inode = scoped_inode(pid, inode) if inode else None
-        peer = (scoped_inode(pid, target.peer_inode) if target.peer_inode
-                else self.inp.facts.unix_peers.get(inode) if inode else None)
-        if peer is None:
-            return self.outside(tid, src, who, w, f"waits on {target.text} (peer outside the "
-                                "traced tree or unknown)", " (peer unknown)")
-        peers = [q for q in self.fdx.inode_holders(peer) if q != pid]
-        for q in peers:
-            self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
-                      f"{who} reads {target.text} whose peer socket {real_inode(peer)} is held "
-                      f"by {self.plabel(q)}")
-        outside = self.inp.facts.outside.get(peer, [])
-        for q in outside:
-            self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
-                      f"{who} reads {target.text} whose peer socket {real_inode(peer)} is held "
-                      f"by {self.ref(q)} (outside the traced tree)")
-        if not peers and not outside:
-            gone = self.special(f"G{peer}", NodeKind.GONE, f"socket {real_inode(peer)}",
-                                dead=True, dead_text="no process holds any more")
-            self.edge(src, gone, EdgeKind.SOCKET, target.text,
-                      f"{who} reads {target.text} whose peer is socket {real_inode(peer)}")
-        if peers:
-            return ResolvedWait(tid, EdgeKind.SOCKET, f"reads {target.text}; peer: "
-                                + self.refs(peers), peers)
-        return ResolvedWait(tid, EdgeKind.SOCKET if not outside else EdgeKind.OUTSIDE,
-                            f"waits on {target.text} (peer outside the traced tree or unknown)")
 
     # ------------------------------------------------------------------ collectives
     def straggler_edges(self, st: Straggler) -> None:

@@ -45,6 +45,7 @@ class EdgeKind(_StrEnum):
     EVENTFD = "eventfd"
     SOCKET = "socket"
     CHILD = "child"            # wait4/waitid
+    LOCK = "lock"              # flock/fcntl: the process holding the file lock
     GPU = "gpu"                # a blocking-sync wait the GPU ends
     COLLECTIVE = "collective"  # a collective that waits for another rank
     OUTSIDE = "outside"        # nothing in the tree can end it (or we cannot tell)

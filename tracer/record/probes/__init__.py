@@ -1,6 +1,6 @@
 """End-of-recording probes (session.py's ``EndProbe``): after the backends detached and while
 the target is still in the state it was recorded in, each reads what the recording could not
-see and returns events for the trace. They only read /proc (never write, never stop a thread);
+see and returns events for the trace (mutex owners, unix socket peers, file locks, NCCL RAS). They only read /proc (never write, never stop a thread);
 what they cannot read gives fewer events, never an error.
 
 ``DEFAULT_PROBES`` is what ``hangtrace attach`` passes to ``session.record(end_probes=...)``.
@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from .file_locks import file_locks_probe
 from .futex_owner import futex_owner_probe
 from .nccl_ras import nccl_ras_probe
 from .socket_peers import socket_peers_probe
 
-DEFAULT_PROBES: List = [futex_owner_probe, socket_peers_probe, nccl_ras_probe]
+DEFAULT_PROBES: List = [futex_owner_probe, socket_peers_probe, file_locks_probe, nccl_ras_probe]
 
 
 def attach_probes() -> Tuple[List, List]:
@@ -26,4 +27,5 @@ def attach_probes() -> Tuple[List, List]:
     return (list(DEFAULT_PROBES) + [with_capture_sites(py_stacks_probe), evidence_end_probe],
             [evidence_start_probe])
 
-__all__ = ["DEFAULT_PROBES", "attach_probes", "futex_owner_probe", "socket_peers_probe", "nccl_ras_probe"]
+__all__ = ["DEFAULT_PROBES", "attach_probes", "futex_owner_probe", "socket_peers_probe",
+           "file_locks_probe", "nccl_ras_probe"]
