@@ -35,7 +35,7 @@ from ..linux.tcpdiag import TcpSock
 from .accumulate.accumulator import ProcessStats
 from .accumulate.gpu import BUSY_UTIL, IDLE_UTIL
 from .accumulate.io_class import proc_input_bytes
-from .rules.thread import process_output_bytes
+from .rules.output import process_output_bytes
 from .accumulate.traffic import from_counters as counters_traffic
 from .accumulate.traffic import keepalive
 

@@ -161,7 +161,14 @@ class StraceConverter(BatchFeed):
                 self.first_ts = ts
             self.last_ts = ts
         if kind == "attached" or kind == "detached" or kind == "info":
-            return []                # strace's own messages: no event, no new tid
+            # strace's own messages: no event; who is traced now (unprefixed lines are the one
+            # traced task's: a pasted log's later strace -p session)
+            out: List[ev.Event] = []
+            if tid is not None and kind == "attached" and "with" not in (args or ""):
+                self._procs.attached(tid, ts, out)
+            elif tid is not None and kind == "detached":
+                self._procs.detached(tid)
+            return out
         if tid is None:
             tid = self._procs.only_alive() if self._has_pid else None
             if tid is None:

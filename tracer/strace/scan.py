@@ -118,14 +118,16 @@ class LogFacts:
     def membership(self) -> Membership:
         origin = self.unknown_origin()
         first: Optional[int] = None               # the first traced process, unprefixed lines
+        attached = [p for p in self.attached if p not in self.children]
         if self.unprefixed:
             if self.unprefixed_self is not None:
                 first = self.unprefixed_self
             elif len(origin) == 1:
                 first = next(iter(origin))
+            elif not origin and len(set(attached)) == 1:
+                first = attached[0]               # strace -p P 2> LOG: its lines are P's
             if first is not None:
                 origin.add(first)
-        attached = [p for p in self.attached if p not in self.children]
         evidence = {t: p for t, p in self.evidence.items() if t in origin}
         named = set(attached) | set(evidence.values())
         if first is not None:
@@ -149,6 +151,8 @@ class LogFacts:
                 pid_of[t] = t
             else:
                 alone.add(t)
+        for t in attached:                 # a process attached with no lines of its own column
+            pid_of.setdefault(t, t)
         notes = []
         if alone:
             notes.append(f"the log does not show which process threads {_tid_list(alone)} "

@@ -59,6 +59,7 @@ class Accumulator:
         self.lost_reasons: List[str] = []
         self.futex_wakers: Dict[int, Tuple[int, int]] = {}
         self.lock_holders: Dict[str, Tuple[int, int]] = {}   # locked file -> (pid, tid)
+        self._exits = 0                       # processes seen exit, in order (logs lack times)
         self.roots = list(roots or [])
         self._internal: Dict[int, set] = {}   # pid -> targets of fds internal to the process
         self._inodes: Dict[int, set] = {}     # pid -> inodes of its fds (cache)
@@ -200,7 +201,10 @@ class Accumulator:
         self._process_info(e)
 
     def _on_exit(self, e: ev.ProcessExit) -> None:
-        self._process(e.pid).exited = e
+        p = self._process(e.pid)
+        p.exited = e
+        self._exits += 1
+        p.exit_order = self._exits
         for t in self.threads_of(e.pid):
             if t.exited_at is None:
                 t.exited_at = e.ts
@@ -258,6 +262,7 @@ class Accumulator:
             t.ongoing = e
             return
         t.last_call = e
+        t.ncalls += 1
         name = e.name
         t.syscalls[name] += 1
         dur = e.dur
@@ -374,7 +379,10 @@ class Accumulator:
     def _output(t: ThreadStats, e: ev.WriteCall, n: int) -> None:
         t.plain_bytes += n
         t.plain_writes += 1
+        if t.plain_first_ts is None:
+            t.plain_first_ts = e.ts
         t.plain_last_ts = e.ts
+        t.calls_at_output = t.ncalls
         label = fd_label(e.fd, e.fd_target)
         if len(t.plain_targets) < MAX_OUTPUT_TARGETS or label in t.plain_targets:
             t.plain_targets[label] += n
@@ -411,7 +419,7 @@ class Accumulator:
         stop = end if end is not None else (self.last_ts if self.last_ts is not None else start)
         window = max(stop - start, 1e-9)
         for t in self.threads.values():
-            judge_output(t, window)
+            judge_output(t, window, stop, self.capabilities.get("timestamps", True))
         return Recording(start=start, end=max(stop, start), threads=self.threads,
                          processes=self.processes, backends=self.backends,
                          capabilities=self.capabilities, lost=self.lost,

@@ -14,6 +14,10 @@ from ... import events as ev
 from .traffic import FdTraffic
 
 
+_NO_RETURN = frozenset({"exit", "exit_group", "execve", "execveat", "rt_sigreturn",
+                        "restart_syscall"})     # calls that end without a result of their own
+
+
 @dataclass
 class ThreadStats:
     pid: int
@@ -29,7 +33,11 @@ class ThreadStats:
     plain_bytes: int = 0
     plain_writes: int = 0
     plain_targets: Counter = field(default_factory=Counter)  # target text -> bytes
+    plain_first_ts: Optional[float] = None
     plain_last_ts: Optional[float] = None
+    ncalls: int = 0                                          # completed calls, in order
+    calls_at_output: int = 0                                 # ncalls at its last plain output
+    output_stale: bool = False                               # finish(): output long ago only
     sockets: Dict[int, FdTraffic] = field(default_factory=dict)  # fd -> its traffic
     connects: int = 0                                        # connections made (ret 0/EINPROGRESS)
     connect_targets: Counter = field(default_factory=Counter)
@@ -78,6 +86,15 @@ class ThreadStats:
     def is_main(self) -> bool:
         return self.pid == self.tid
 
+    @property
+    def never_returned(self) -> Optional[ev.Syscall]:
+        """Its last call, when that call never returned (no result: the thread was killed or
+        the process ended inside it, as strace's "= ?" or an unfinished call at a kill)."""
+        c = self.last_call
+        if c is None or c.ret is not None or c.err is not None or c.name in _NO_RETURN:
+            return None
+        return c
+
 
 @dataclass
 class TcpTrack:
@@ -100,6 +117,7 @@ class ProcessStats:
     info: Optional[ev.ProcessInfo] = None
     first_info: Optional[ev.ProcessInfo] = None
     exited: Optional[ev.ProcessExit] = None
+    exit_order: int = 0                 # 1 for the first process seen exit, 2 for the next ...
     exec_seen: bool = False
     first_io: Optional[ev.ProcessIO] = None
     last_io: Optional[ev.ProcessIO] = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from ..vocab.nodes import real_id
-from ..waitgraph.chain import Chain, End, EndKind
+from ..waitgraph.chain import WAITER_ENDS, Chain, End, EndKind
 from ..waitgraph.graph import NodeKind, WaitGraph
 from .process import ProcessVerdict
 
@@ -77,8 +77,7 @@ def end_line(end: End, graph: WaitGraph, pvs: Mapping[int, ProcessVerdict],
              waited: bool) -> str:
     """What the chain ends in (module doc); ``waited``: some other process waits on it."""
     node = graph.nodes[end.node]
-    at = graph.nodes[end.before] if end.before and end.kind in (
-        EndKind.UNKNOWN_WAKER, EndKind.GPU, EndKind.OUTSIDE) else node
+    at = graph.nodes[end.before] if end.before and end.kind in WAITER_ENDS else node
     pv = pvs.get(at.pid or -1)
     head = _head(pv, at.tid) if pv is not None else node.label
     if end.kind == EndKind.PROGRESS and waited:
@@ -89,6 +88,9 @@ def end_line(end: End, graph: WaitGraph, pvs: Mapping[int, ProcessVerdict],
         return (head + "; it waits for another thread of its process, and none of them is at "
                 "work" + (f" ({rest})" if rest else "")
                 + ": which one would end the wait cannot be told from here")
+    if end.kind == EndKind.WRITE_STUCK:
+        return head + ("; its write cannot go out: whoever reads the other end is not in the "
+                       "recording, or stopped reading")
     if end.kind == EndKind.GPU:
         return head.replace(" is blocked: ", " waits for the GPU: ", 1)
     if end.kind == EndKind.CYCLE and node.kind in (NodeKind.ANY_THREAD, NodeKind.PROCESS):

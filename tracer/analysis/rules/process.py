@@ -3,7 +3,8 @@ process's verdict.
 
 Contract: ``judge_process`` is a pure function. Only threads whose verdict ``decides`` count
 (library helpers and threads folded into a pool do not), unless nothing else is left, in this
-order: a thread that progresses; a thread that spins (on the CPU or the GPU); threads blocked
+order: a thread that progresses; a thread that spins (on the CPU or the GPU); a thread stopped by
+a signal (``stopped``: SIGSTOP or job control, it runs nothing until SIGCONT); threads blocked
 without timeout; threads that only tick (a watchdog, a heartbeat: they show the process is
 alive, and decide it only when it does nothing else, as a scheduler loop that never becomes
 ready); idle threads. Blocked threads read the wait-for graph (waitgraph/build.py resolved every
@@ -141,6 +142,11 @@ def _judge_live(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWait],
             pv.verdict, pv.rule, pv.block = DEADLOCKED, "spins-for-a-dead-peer", \
                 BlockKind.STUCK
             pv.findings += [Finding(w.tid, w.what) for w in pv.waits_on]
+        return
+    stopped = [tid for tid, v in deciding.items() if v.stopped]
+    if stopped:
+        _from_thread(pv, BLOCKED, first(stopped), deciding[first(stopped)])
+        pv.rule, pv.block = "stopped", BlockKind.STOPPED
         return
     blocked = {tid: v for tid, v in deciding.items() if v.verdict == BLOCKED and v.wait}
     if blocked:

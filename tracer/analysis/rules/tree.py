@@ -23,12 +23,13 @@ from ..accumulate.accumulator import Recording
 from ..job.collective import LagSource, Straggler, straggler_summary
 from ..vocab.nodes import real_id
 from ..job.process_facts import exit_failed
+from ..vocab.waits import wait_from_call
 from .chain_text import chain_line, end_line
 from .process import ProcessVerdict
 from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN,
                              BlockKind, Note, NoteKind, Verdict)
 from ..waitgraph.chain import SEVERITY as END_SEVERITY
-from ..waitgraph.chain import Chains, End, EndKind
+from ..waitgraph.chain import WAITER_ENDS, Chains, End, EndKind
 from ..waitgraph.graph import EdgeKind, NodeKind, Proof, WaitGraph, pnode
 
 SEVERITY = [DEADLOCKED, BUSY, BLOCKED, PROGRESSING, IDLE, UNKNOWN, EXITED]
@@ -98,7 +99,8 @@ def _chain_text(pvs: Mapping[int, ProcessVerdict], start: ProcessVerdict) -> str
 
 
 END_VERDICT = {EndKind.CYCLE: DEADLOCKED, EndKind.DEAD: DEADLOCKED, EndKind.SPIN: BUSY,
-               EndKind.TICK: BUSY, EndKind.GPU: BLOCKED, EndKind.UNKNOWN_WAKER: BLOCKED,
+               EndKind.TICK: BUSY, EndKind.STOPPED: BLOCKED, EndKind.GPU: BLOCKED,
+               EndKind.UNKNOWN_WAKER: BLOCKED, EndKind.WRITE_STUCK: BLOCKED,
                EndKind.PROGRESS: PROGRESSING, EndKind.IDLE: IDLE, EndKind.OUTSIDE: IDLE,
                EndKind.UNKNOWN: UNKNOWN}
 
@@ -147,10 +149,7 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
     if not pvs:
         return TreeVerdict(UNKNOWN, "no-processes", RootCause(None, None, "nothing was recorded"))
     if all(pv.verdict == EXITED for pv in pvs.values()):
-        root = min(pvs.values(), key=lambda pv: (not exit_failed(rec.processes[pv.pid]),
-                                                 _depth(pvs, pv.pid)))
-        return TreeVerdict(EXITED, "all-exited", RootCause(
-            root.pid, None, f"the tree is gone: {root.label} {root.exit_status}"))
+        return _gone_cause(pvs, rec)
     found = _worst_end(pvs, graph, chains, rec.roots)
     verdict = END_VERDICT[found[0].kind] if found else UNKNOWN
     if _spins(pvs, graph):
@@ -188,6 +187,32 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
     return tree
 
 
+def _gone_cause(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
+    """Everything exited: the first process that failed (by the order of the exits: a log may
+    have no times), else the tree's root, and what its threads were inside when it ended, where a call never
+    returned (a thread stuck until it was killed)."""
+    def order(pv: ProcessVerdict) -> Tuple[int, int, int]:
+        p = rec.processes[pv.pid]
+        at = p.exit_order or 1 << 30
+        if exit_failed(p):                 # the first to fail
+            return (0, at, _depth(pvs, pv.pid))
+        return (1, _depth(pvs, pv.pid), at)  # all clean: the tree's root
+    root = min(pvs.values(), key=order)
+    summary = f"the tree is gone: {root.label} {root.exit_status}"
+    p = rec.processes[root.pid]
+    fds = p.info.fds if p.info else []
+    stuck = [(t, w) for t in rec.threads_of(root.pid) if t.never_returned is not None
+             for w in [wait_from_call(t.never_returned, fds)] if w.timeout is None]
+    stuck.sort(key=lambda tw: (not tw[0].is_main, tw[0].tid))
+    tid = stuck[0][0].tid if stuck else (root.pid if (root.pid, root.pid) in rec.threads
+                                         else None)
+    for t, w in stuck[:3]:
+        who = "its main thread" if t.is_main else f"thread {real_id(t.tid)}"
+        summary += (f"; before it ended, {who} was blocked in {w.describe()}, and the call "
+                    "never returned")
+    return TreeVerdict(EXITED, "all-exited", RootCause(root.pid, tid, summary))
+
+
 def _chain_proof(graph: WaitGraph, chains: Chains,
                  found: Optional[Tuple[End, str]]) -> Optional[Proof]:
     """The cycle the worst chain ends in, as the proof (the waits named, in order)."""
@@ -211,8 +236,7 @@ def _chain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
                  chains: Chains) -> TreeVerdict:
     """The root cause where the chain ends (module doc)."""
     end, src = found
-    at = end.before if end.kind in (EndKind.UNKNOWN_WAKER, EndKind.GPU, EndKind.OUTSIDE) \
-        and end.before else end.node
+    at = end.before if end.kind in WAITER_ENDS and end.before else end.node
     where = graph.nodes[at]
     pv = pvs.get(where.pid or -1)
     if pv is None:                  # the chain ends outside every process (the GPU, outside)

@@ -54,6 +54,7 @@ class BlockKind(_StrEnum):
     STUCK = "stuck"              # nothing that can act: a cycle or a dead end across processes
     CLOSED = "closed"            # every thread blocked inside the process, none runs
     UNKNOWN_WAKER = "unknown-waker"  # a wait inside the process that no thread at work can end
+    STOPPED = "stopped"          # stopped by a signal (SIGSTOP, job control)
 
 
 class NoteKind(_StrEnum):
@@ -91,6 +92,7 @@ class ThreadVerdict:
     parked: bool = False         # one of a pool of identical waits (rules/pools.py)
     gpu_wait: bool = False       # it waits for the GPU (spin-sync or yield-sync)
     ticks: bool = False          # a periodic loop with nothing to show (watchdog, heartbeat)
+    stopped: bool = False        # stopped by a signal (state T): it runs nothing until SIGCONT
 
     @property
     def decides(self) -> bool:

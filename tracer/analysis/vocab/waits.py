@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import List, Optional, TYPE_CHECKING
 
 from ... import events as ev
+from ...gpu.nvidia import describe_ioctl
 from ...linux.blocking import decode_blocking
 from ...linux.fdtarget import FdTarget
 from ...linux.syscall_table import parse_proc_syscall
@@ -56,6 +57,7 @@ class Wait:
     since: Optional[float] = None
     whole_window: bool = True
     source: str = "traced call"
+    request: str = ""            # an ioctl's request, decoded ("RM_CONTROL", "VT_WAITACTIVE")
 
     @property
     def fd_kind(self) -> Optional[str]:
@@ -73,7 +75,8 @@ class Wait:
                                            else f"pid {real_id(self.child)}")
         elif self.fd is not None:
             tgt = f"<{self.target.text}>" if self.target.text else ""
-            what = f"{self.call}({self.fd}{tgt})"
+            req = f", {self.request}" if self.request else ""
+            what = f"{self.call}({self.fd}{tgt}{req})"
         else:
             what = self.call
         limit = "no timeout" if self.timeout is None or self.call in _NO_LIMIT_CALLS \
@@ -130,6 +133,15 @@ def wait_from_proc(text: str, fds: List[ev.FdInfo]) -> Optional[Wait]:
                 child=b.child, source="proc")
 
 
+def ioctl_request_text(call: ev.IoctlCall) -> str:
+    """An ioctl's request in words: NVIDIA's decoded from its number (gpu/nvidia.py), else the
+    name strace printed, else the number."""
+    d = describe_ioctl(call.fd_kind or "", call.request, call.request_name or None)
+    if d is not None:
+        return str(d)
+    return call.request_name or (f"{call.request:#x}" if call.request else "")
+
+
 def waits_for_lock(call: ev.Syscall) -> bool:
     """A call still in progress that waits for a file lock (flock; fcntl with F_SETLKW or
     F_OFD_SETLKW, as strace prints the command)."""
@@ -148,6 +160,8 @@ def wait_from_call(call: ev.Syscall, fds: List[ev.FdInfo]) -> Wait:
         w.timeout = call.timeout
     elif isinstance(call, ev.WaitChild):
         w.child = call.child
+    elif isinstance(call, ev.IoctlCall):
+        w.request = ioctl_request_text(call)
     elif call.name in ("nanosleep", "clock_nanosleep"):
         w.timeout = -1.0
     return w

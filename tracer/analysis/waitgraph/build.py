@@ -121,8 +121,10 @@ class _Builder(FdWaits):
             n.dead, n.state, n.dead_text = True, "exited", _dead_text(pf.gone)
         elif (t is not None and t.exited_at is not None) or (tv and tv.verdict == EXITED):
             n.dead, n.state, n.dead_text = True, "exited", "has exited"
-        n.active = not n.dead and (tv is None or tv.verdict in ACTIVE)
+        # a stopped thread can act again once it gets SIGCONT: not stuck, not at work
+        n.active = not n.dead and (tv is None or tv.verdict in ACTIVE or tv.stopped)
         n.activity = "dead" if n.dead else _activity(tv)
+        n.call = tv.wait.call if tv is not None and tv.wait is not None else ""
         self.g.nodes[nid] = n
         self.process(pid)
         return nid
@@ -147,7 +149,7 @@ class _Builder(FdWaits):
             if pf is None or pf.gone is not None:
                 continue
             for tid, tv in sorted(tvs.items()):
-                if tv.verdict == BLOCKED and tv.wait is not None:
+                if tv.verdict == BLOCKED and tv.wait is not None and not tv.stopped:
                     r = self.resolve(pid, tid, tv.wait)
                     self.waits.setdefault(pid, []).append(r)
         for st in self.inp.stragglers:
@@ -313,6 +315,8 @@ def _activity(tv: Optional[ThreadVerdict]) -> str:
     """What a live thread does, as the graph's fixpoint and the chain of waits tell them apart."""
     if tv is None:
         return "unknown"
+    if tv.stopped:
+        return "stopped"
     return {PROGRESSING: "progress", IDLE: "idle", UNKNOWN: "unknown", BLOCKED: "wait",
             EXITED: "dead"}.get(tv.verdict, "tick" if tv.ticks else "spin")
 

@@ -8,9 +8,10 @@ a thread of a process, then the end). Pure; memoized per node.
 How a chain goes on (the root cause is where it stops, never merely a thread that ticks):
 - a thread that does not wait ends it: it makes progress (``PROGRESS``), spins on the CPU or the
   GPU (``SPIN``), ticks in a loop with nothing to show (``TICK``: only reached in a process that
-  does nothing else), waits for input (``IDLE``) or was not observed (``UNKNOWN``); a thread or
+  does nothing else), is stopped by a signal (``STOPPED``), waits for input (``IDLE``) or was not observed (``UNKNOWN``); a thread or
   process that is gone ends it as ``DEAD``, the GPU as ``GPU`` (a blocking wait its kernel ends),
-  the outside world as ``OUTSIDE``;
+  the outside world as ``OUTSIDE`` (``WRITE_STUCK`` when the thread waits to write: a full pipe
+  or socket whose reader the recording does not show, a consumer that stopped reading);
 - a waiting thread goes on along one of its edges (they are alternatives): among those that lead
   to something that can still act (``graph.live``), the one that ends worst (a spin before
   progress: the launcher that reads its schedulers' pipe is held up by the one that spins);
@@ -25,7 +26,8 @@ How a chain goes on (the root cause is where it stops, never merely a thread tha
   only threads that tick or idle are left, the chain ends there: ``UNKNOWN_WAKER`` (``before`` is the waiting thread:
   what would wake it cannot be told, and nothing in the process is at work); when no thread of
   the process can act at all, as a ``CYCLE`` (the process is closed on itself).
-Severity (worst first) is ``SEVERITY``: a cycle or a dead end, a spin, ticking, a wait on an
+Severity (worst first) is ``SEVERITY``: a cycle or a dead end, a spin, ticking, a stopped
+thread, a write that cannot go out, a wait on an
 unknown waker, progress, a wait the GPU ends (work that runs), idle, outside, unknown.
 """
 from __future__ import annotations
@@ -34,9 +36,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ..vocab.verdict import _StrEnum
+from .fd_waits import WRITE_CALLS
 from .graph import Edge, Node, NodeKind, WaitGraph
 
-__all__ = ["EndKind", "End", "Step", "Chain", "Chains", "SEVERITY"]
+__all__ = ["EndKind", "End", "Step", "Chain", "Chains", "SEVERITY", "WAITER_ENDS"]
 
 
 class EndKind(_StrEnum):
@@ -44,7 +47,9 @@ class EndKind(_StrEnum):
     DEAD = "dead"
     SPIN = "spin"
     TICK = "tick"
+    STOPPED = "stopped"
     GPU = "gpu"
+    WRITE_STUCK = "write-stuck"
     UNKNOWN_WAKER = "unknown-waker"
     PROGRESS = "progress"
     IDLE = "idle"
@@ -52,10 +57,15 @@ class EndKind(_StrEnum):
     UNKNOWN = "unknown"
 
 
-SEVERITY = [EndKind.CYCLE, EndKind.DEAD, EndKind.SPIN, EndKind.TICK, EndKind.UNKNOWN_WAKER,
+SEVERITY = [EndKind.CYCLE, EndKind.DEAD, EndKind.SPIN, EndKind.TICK, EndKind.STOPPED,
+            EndKind.WRITE_STUCK, EndKind.UNKNOWN_WAKER,
             EndKind.PROGRESS, EndKind.GPU, EndKind.IDLE, EndKind.OUTSIDE, EndKind.UNKNOWN]
 _RANK = {k: i for i, k in enumerate(SEVERITY)}
+# ends that are not a thread of the tree: the root cause is the thread that waits on them
+WAITER_ENDS = frozenset({EndKind.UNKNOWN_WAKER, EndKind.GPU, EndKind.OUTSIDE,
+                         EndKind.WRITE_STUCK})
 _ACTIVITY_END = {"progress": EndKind.PROGRESS, "spin": EndKind.SPIN, "tick": EndKind.TICK,
+                 "stopped": EndKind.STOPPED,
                  "idle": EndKind.IDLE, "unknown": EndKind.UNKNOWN, "dead": EndKind.DEAD,
                  "wait": EndKind.OUTSIDE}
 
@@ -113,8 +123,11 @@ class Chains:
             e = nxt[1] if isinstance(nxt[1], End) else self.end(nxt[1])  # type: ignore[arg-type]
         finally:
             del self._open[nid]
-        if e.before is None and e.node != nid and self.g.nodes[nid].kind == NodeKind.THREAD:
+        node = self.g.nodes[nid]
+        if e.before is None and e.node != nid and node.kind == NodeKind.THREAD:
             e = End(e.kind, e.node, nid)      # the thread that waits on the end (GPU, outside)
+            if e.kind == EndKind.OUTSIDE and node.call in WRITE_CALLS:
+                e = End(EndKind.WRITE_STUCK, e.node, nid)
         if e.kind != EndKind.CYCLE or e.node not in self._open:
             self._memo[nid] = e               # a cycle through a node still open is not final
         return e

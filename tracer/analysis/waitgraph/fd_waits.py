@@ -35,7 +35,7 @@ class ResolvedWait:
 
 
 
-_WRITE_CALLS = frozenset({"write", "writev", "pwrite64", "pwritev", "pwritev2", "splice",
+WRITE_CALLS = frozenset({"write", "writev", "pwrite64", "pwritev", "pwritev2", "splice",
                           "sendfile"})
 
 
@@ -76,7 +76,7 @@ class FdWaits:
         """A read waits for the pipe's writers; a write, blocked because the pipe is full, for
         its readers."""
         target = w.fd_target
-        writes = w.call in _WRITE_CALLS
+        writes = w.call in WRITE_CALLS
         end, does, role = ("r", "writes", "reader") if writes else ("w", "reads", "writer")
         ends = self.fdx.holders(target, end, near=pid)
         if not ends:

@@ -72,7 +72,8 @@ class Node:
     dead_text: str = ""        # "was killed by SIGKILL (zombie, not reaped)"
     decides: bool = True       # a thread that may decide its process's verdict
     active: bool = False       # a thread that does not wait (progressing, busy, idle, unknown)
-    activity: str = ""         # a thread's: progress, spin, tick, idle, unknown, wait, dead
+    activity: str = ""         # a thread's: progress, spin, tick, stopped, idle, unknown, wait, dead
+    call: str = ""             # a waiting thread's call ("write", "futex", ...)
 
 
 @dataclass
