@@ -125,9 +125,26 @@ def test_a_dead_runner_leaves_its_rank_waiting_for_nobody():
     assert r.verdict == "blocked"
     assert (r.root_cause["pid"], r.root_cause["tid"]) == (TP1, TP1), r.root_cause
     s = r.root_cause["summary"]
+    # the ranks compared by their threads, as STAT does: TP1 lacks the thread TP0 has in the
+    # collective (its runner died before the recording: only the comparison can tell)
+    assert r.rule == "collective-straggler"
+    assert "it has no thread blocked in recvfrom on tcp, where scheduler TP0 (pid 200) has one" \
+        in s
+    assert "scheduler TP0 (pid 200) waits in the collective, waiting for it" in s
+
+
+def test_the_same_tree_without_the_comparison_still_ends_at_the_rank_that_waits_for_nobody():
+    """Untitled siblings are no ranks: no comparison, and the chain alone names TP1."""
+    li, le = launcher()
+    i0, e0 = scheduler(TP0, TP0 + 2)
+    i1, e1 = scheduler(TP1, None)
+    for i in (i0, i1):
+        i.cmdline = [f"python3 scheduler.py --port {i.pid}"]
+    r = report([li, i0, i1], le + e0 + e1 + [
+        blocked("recvfrom", TP0, TP0 + 2, fd=7, fd_kind="tcp", fd_target=TCP_01)])
+    assert r.verdict == "blocked" and r.root_cause["pid"] == TP1, r.root_cause
+    s = r.root_cause["summary"]
     assert "cannot be told from here" in s and "1 thread ticks in a periodic loop" in s
-    # the rank that waits for it in the collective is named too
-    assert "scheduler TP0 (pid 200) waits for it too (socket: reads TCP" in s
     assert r.process(TP1).rule == "waits-for-unknown-waker"
 
 

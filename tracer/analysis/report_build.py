@@ -32,6 +32,7 @@ from .job.ras import localize_ras
 from .waitgraph.build import GraphInput, build_wait_graph
 from .waitgraph.chain import Chains
 from .job.process_facts import process_facts
+from .job.ranks import mark_ranks, thread_set_suspects
 from .rules.process import ProcessVerdict, judge_process
 from .job.stack_groups import group_ranks, suspects
 from .accumulate.stacks import StackTable
@@ -144,14 +145,17 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         job.status = localize_ras(job.status, nodes, rec.processes)
     procs = process_facts(rec, rank_of_pid(job.status) if job.status else None, _gpu_of(gpus),
                           nodes)
-    peers = {pid: collective_peers(rec, pid) for pid, pf in procs.items()
-             if pf.role.kind == "rank"}
+    mark_ranks(procs, rec)                   # ranks without RANK: titled or connected siblings
+    peers = {pid: collective_peers(rec, pid) for pid, pf in procs.items() if pf.is_rank}
     groups = group_ranks({pid: stacks.by_thread.get((pid, pid), []) for pid, pf in procs.items()
-                          if pf.role.kind == "rank" and pf.gone is None
+                          if pf.is_rank and pf.gone is None
                           and stacks and (pid, pid) in stacks.by_thread})
-    stragglers = find_stragglers(rec, procs, tvs, gpus, peers, job.status, suspects(groups))
+    odd = thread_set_suspects({pid: pf.label for pid, pf in procs.items()
+                               if pf.is_rank and pf.gone is None}, tvs)
+    stragglers = find_stragglers(rec, procs, tvs, gpus, peers, job.status, suspects(groups),
+                                 odd)
     built = build_wait_graph(GraphInput(rec, procs, tvs, facts or WaitFacts(), peers,
-                                        stragglers))
+                                        stragglers, stacks.by_thread if stacks else {}))
     labels = {pid: pf.label for pid, pf in procs.items()}
     late = {s.pid: s for s in stragglers}
     chains = Chains(built.graph)

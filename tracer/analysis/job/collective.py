@@ -38,6 +38,7 @@ class LagSource(_StrEnum):
     EXIT = "exit"                # the rank died while its peers wait in a collective
     NVML = "NVML"                # its GPU idle while a peer spins on a busy GPU
     STACKS = "Python stacks"     # it is the one rank whose main thread is not in a collective
+    THREADS = "thread sets"      # it is the one rank whose threads differ (job/ranks.py)
 
 
 @dataclass
@@ -201,10 +202,11 @@ def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
                     threads: Mapping[int, Mapping[int, ThreadVerdict]],
                     gpus: Mapping[int, GpuStats], peers: Mapping[int, List[int]],
                     ras: Optional[RasStatus] = None,
-                    stack_suspects: Optional[Mapping[int, str]] = None) -> List[Straggler]:
+                    stack_suspects: Optional[Mapping[int, str]] = None,
+                    thread_suspects: Optional[Mapping[int, str]] = None) -> List[Straggler]:
     """Ranks the others wait for in a collective (module doc), one per rank, the most direct
-    evidence first: NCCL RAS, a rank that died, NVML, Python stacks."""
-    ranks = sorted(pid for pid, pf in procs.items() if pf.role.kind == "rank")
+    evidence first: NCCL RAS, a rank that died, NVML, Python stacks, thread sets."""
+    ranks = sorted(pid for pid, pf in procs.items() if pf.is_rank)
     state = {pid: _deciding(threads.get(pid, {})) for pid in procs}
     found: List[Straggler] = []
     if ras is not None:
@@ -212,10 +214,11 @@ def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
     found += _from_exits(rec, ranks, procs, state, gpus)
     live = [pid for pid in ranks if procs[pid].gone is None]
     found += _from_nvml(live, state, gpus, peers)
-    for pid, why in (stack_suspects or {}).items():
-        waiters = {q: _doing(q, state, gpus) for q in _waiting(live, state) if q != pid}
-        if waiters:
-            found.append(Straggler(pid, LagSource.STACKS, why, waiters))
+    for source, odd in ((LagSource.STACKS, stack_suspects), (LagSource.THREADS, thread_suspects)):
+        for pid, why in (odd or {}).items():
+            waiters = {q: _doing(q, state, gpus) for q in _waiting(live, state) if q != pid}
+            if waiters:
+                found.append(Straggler(pid, source, why, waiters))
     out: List[Straggler] = []
     for st in found:
         if st.waiters and not any(o.pid == st.pid for o in out):

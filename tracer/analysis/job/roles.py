@@ -17,6 +17,11 @@ from functools import lru_cache
 from typing import List, Optional, Sequence
 
 _TP_RE = re.compile(r"_TP(\d+)")
+# a title of its own that names the role and the rank ("...scheduler_TP0", "Worker_TP3"), the
+# way SGLang and vLLM set them, wherever the title puts them: it says what the process is, even
+# when it has children (a JIT compiler it waits for)
+_SCHEDULER_RE = re.compile(r"scheduler_TP\d+", re.IGNORECASE)
+_WORKER_RE = re.compile(r"worker_TP\d+", re.IGNORECASE)
 _DP_RE = re.compile(r"_(DP|PP|EP)(\d+)")
 
 
@@ -63,14 +68,14 @@ def role_of(cmdline: Sequence[str], comm: str, *, has_children: bool = False,
     tp = _TP_RE.search(title)
     rank = int(tp.group(1)) if tp else None
     suffix = "".join(f" {m.group(1)}{m.group(2)}" for m in _DP_RE.finditer(title))
-    if low.startswith("sglang::scheduler"):
+    if low.startswith("sglang::scheduler") or (tp and _SCHEDULER_RE.search(title)):
         return Role("scheduler", rank, f"scheduler TP{rank}{suffix}" if rank is not None
                     else "scheduler")
     if low.startswith("sglang::detokenizer"):
         return Role("detokenizer", None, "detokenizer")
     if low.startswith("sglang::tokenizer"):
         return Role("tokenizer", None, "tokenizer")
-    if low.startswith("vllm::worker"):
+    if low.startswith("vllm::worker") or (tp and _WORKER_RE.search(title)):
         return Role("worker", rank, f"worker TP{rank}{suffix}" if rank is not None else "worker")
     if low.startswith("vllm::enginecore") or low.startswith("vllm::engine_core") \
             or low.startswith("enginecore"):

@@ -297,9 +297,9 @@ def _alike_ranks(pvs: Mapping[int, ProcessVerdict], pick: ProcessVerdict) -> Lis
     """The other ranks in the very state of ``pick`` (same verdict and rule), when ``pick`` is
     a rank no rule could single out: the root cause is then one of several, and says so."""
     # (its launcher waiting for it in wait4 says nothing: a launcher joins its ranks in turn)
-    if pick.role.kind != "rank" or any(w.pid != pick.ppid for w in _waiters(pvs, pick.pid)):
+    if not pick.facts.is_rank or any(w.pid != pick.ppid for w in _waiters(pvs, pick.pid)):
         return []
-    return sorted((pv for pv in pvs.values() if pv.pid != pick.pid and pv.role.kind == "rank"
+    return sorted((pv for pv in pvs.values() if pv.pid != pick.pid and pv.facts.is_rank
                    and pv.verdict == pick.verdict and pv.rule == pick.rule),
                   key=lambda pv: pv.pid)
 

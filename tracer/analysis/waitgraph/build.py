@@ -8,7 +8,9 @@ and its graph edges come from the same resolution, so a verdict and its proof ca
 
 How a wait resolves (edges are alternatives: the wait ends when any of them acts):
 - futex: the owner the probe read from a glibc mutex (or the thread pthread_join waits for);
-  else, in a rank connected to peer ranks, the peers (a collective); else, in a process whose
+  else, in a rank connected to peer ranks, the peers (a collective), when the thread's Python
+  stack is in a collective, or, without a stack, it is the main thread of a rank RANK or NCCL
+  RAS names; else, in a process whose
   GPU event thread runs, the GPU (a blocking-sync wait); else the thread that last woke that
   address, or any other thread of the process (``A<pid>``).
 - wait4/waitid: the child (or every child); a pipe read: the processes holding its write end,
@@ -25,8 +27,8 @@ How a wait resolves (edges are alternatives: the wait ends when any of them acts
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..accumulate.accumulator import Recording
 from ..job.collective import Straggler
@@ -34,6 +36,7 @@ from ..vocab.facts import WaitFacts
 from ..vocab.nodes import node_of, real_id, same_node
 from ..job.process_facts import FdIndex, ProcessFacts
 from ..job.roles import is_gpu_event_thread
+from ..job.stack_groups import collective_frame
 from ..vocab.verdict import ACTIVE, BLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN, ThreadVerdict
 from .fd_waits import FdWaits, ResolvedWait
 from .graph import GPU, OUTSIDE, Edge, EdgeKind, Node, NodeKind, WaitGraph, anode, pnode, tnode
@@ -48,7 +51,7 @@ class GraphInput:
     facts: WaitFacts
     peers: Mapping[int, Sequence[int]]                      # rank pid -> connected peer ranks
     stragglers: Sequence[Straggler] = ()
-
+    stacks: Mapping[Tuple[int, int], Sequence[str]] = field(default_factory=dict)  # py-spy
 
 @dataclass
 class BuiltGraph:
@@ -187,7 +190,8 @@ class _Builder(FdWaits):
         fo = self.inp.facts.owner(pid, w.futex_addr)
         if fo is not None and fo.owner_tid and fo.kind in ("mutex", "pi-mutex", "join"):
             return self.owned_futex(pid, tid, src, who, addr, base, fo)
-        peers = [] if pid in self.late else list(self.inp.peers.get(pid, []))
+        peers = [] if pid in self.late or not self.in_collective(pid, tid) \
+            else list(self.inp.peers.get(pid, []))
         if peers:
             for q in peers:
                 self.edge(src, self.process(q), EdgeKind.COLLECTIVE, "collective",
@@ -225,6 +229,17 @@ class _Builder(FdWaits):
                      "and could wake it")
         other = [] if waker is None or waker[0] == pid else [waker[0]]
         return ResolvedWait(tid, EdgeKind.FUTEX, what, other, inside=not other)
+
+    def in_collective(self, pid: int, tid: int) -> bool:
+        """A futex wait of a rank's thread is a wait in a collective when its Python stack is in
+        one; without a stack, when it is the main thread of a rank its environment or NCCL RAS
+        names (torchrun's ranks run their collectives there; a serving rank's main thread waits
+        on a queue for its runner)."""
+        frames = self.inp.stacks.get((pid, tid))
+        if frames:
+            return bool(collective_frame(frames))
+        pf = self.procs.get(pid)
+        return tid == pid and pf is not None and pf.role.kind == "rank"
 
     def owned_futex(self, pid: int, tid: int, src: str, who: str, addr: int, base: str,
                     fo) -> ResolvedWait:
