@@ -70,8 +70,16 @@ def tcp_peers(a: int, b: int) -> bool:
 
 
 def holders(target: str, pids: list[int]) -> set[int]:
-    """Which of *pids* hold an fd on *target* (a pipe:[N] or socket:[N] name)."""
-    return {p for p in pids if target in fd_targets(p).values()}
+    """Which of *pids* hold an fd on *target* (a pipe:[N] or socket:[N] name); a process that
+    exits meanwhile (the machine is shared) holds nothing."""
+    out = set()
+    for pid in pids:
+        try:
+            if target in fd_targets(pid).values():
+                out.add(pid)
+        except OSError:
+            pass
+    return out
 
 
 def all_pids() -> list[int]:
