@@ -21,6 +21,7 @@ FIELD = REPO / "tests" / "data" / "strace" / "field"
 BACKENDS = {"strace", "proc", "ebpf"}
 VERDICTS = {"progressing", "busy-waiting", "deadlocked", "blocked", "idle", "exited", "unknown"}
 MAX_TRACE_BYTES = 400 * 1024
+GPU_TRUTH = REPO / "fixtures" / "gpu" / "truth"        # from record.py --from-gpu, once made
 TRUTH_FILES = sorted(TRUTH.glob("*.json"))
 FIELD_LOGS = sorted(FIELD.glob("*.log"))
 
@@ -34,6 +35,11 @@ def thread_table(trace: Path) -> dict[int, set[int]]:
     return {p.pid: set(p.threads) for p in TraceReader(str(trace)).info.processes}
 
 
+def scenario_exists(name: str) -> bool:
+    """A CPU scenario of fixtures/scenarios, or a GPU one named by its path (``gpu/serving``)."""
+    return name in available_scenarios() or (REPO / "fixtures" / f"{name}.py").exists()
+
+
 def test_there_is_truth_for_every_case_and_backend() -> None:
     names: dict[str, set[str]] = {}
     for path in TRUTH_FILES:
@@ -43,10 +49,11 @@ def test_there_is_truth_for_every_case_and_backend() -> None:
     assert all(backends == BACKENDS for backends in names.values()), names
 
 
-@pytest.mark.parametrize("path", TRUTH_FILES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", TRUTH_FILES + sorted(GPU_TRUTH.glob("*.json")),
+                         ids=lambda p: p.stem)
 def test_truth_matches_its_trace(path: Path) -> None:
     truth = load(path)
-    assert truth["scenario"] in available_scenarios()
+    assert scenario_exists(truth["scenario"])
     assert truth["verdict"] in VERDICTS and set(truth["also_acceptable"]) <= VERDICTS
     assert truth["chain"] and truth["backend"] == path.stem.rsplit(".", 1)[1]
     trace = REPO / truth["trace"]
