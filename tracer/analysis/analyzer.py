@@ -5,7 +5,8 @@ or from the live recording's queue (record/session.py): the same code for replay
 ``report()`` runs the pipeline of report_build.py (thread rules, the wait-for graph, process and
 tree rules) over what was accumulated. Memory is bounded by threads, not events. What other
 stages may ask of an analyzer besides its report (the end-of-recording probes) is public here:
-``futex_waits()``, ``known_tids(pid)`` and ``is_internal()``; nothing outside analysis reads its internals.
+``futex_waits()``, ``known_tids(pid)``, ``stuck_waits()`` and ``is_internal()``; nothing outside
+analysis reads its internals.
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from ..tracefile.format import TraceReader
 from .accumulate.accumulator import Accumulator
 from .evidence.build import recording_evidence
 from .evidence.table import EVIDENCE_TYPES, EvidenceTable
-from .vocab.facts import WaitFacts
+from .vocab.facts import STACK_EVENTS, WaitFacts
+from .vocab.waits import Wait, blocking_wait
 from .accumulate.gpu import GpuAccumulator
 from .vocab.nodes import NodeMap
 from .report_build import build_report
@@ -40,9 +42,9 @@ class Analyzer:
         self.source = source
         # What goes elsewhere than the accumulator, by event class.
         self._route: Dict[type, Callable[[Any], None]] = {
-            ev.GpuSample: self._feed_gpu, ev.PyStack: self.stacks.feed,
-            ev.NcclRasStatus: self.ras.append}
-        self._route.update({cls: self.facts.feed for cls in _FACTS})
+            ev.GpuSample: self._feed_gpu, ev.NcclRasStatus: self.ras.append}
+        self._route.update({cls: self.facts.feed for cls in _FACTS + STACK_EVENTS})
+        self._route[ev.PyStack] = self._feed_pystack
         self._route.update({cls: self.evidence.feed for cls in EVIDENCE_TYPES})
         self.nodes = nodes                # merged traces: the nodes' names (nodes.py)
 
@@ -55,6 +57,10 @@ class Analyzer:
 
     def feed_all(self, events: Iterable[ev.Event]) -> None:
         self.acc.feed_many(events, self._route)
+
+    def _feed_pystack(self, e: ev.PyStack) -> None:
+        self.stacks.feed(e)          # the frames, for the report
+        self.facts.feed(e)           # who holds the GIL, for the wait-for graph
 
     def _feed_gpu(self, e: ev.GpuSample) -> None:
         self.gpu.feed(e)
@@ -84,6 +90,21 @@ class Analyzer:
         """Both ends of the pipe or socketpair behind ``target`` are in process ``pid`` (a
         wake-up channel): exporters use it to tell wake-up writes from output."""
         return self.acc.is_internal(pid, target)
+
+    def stuck_waits(self, pids: Iterable[int]) -> List[Tuple[int, int, Wait]]:
+        """(pid, tid, wait) of the threads of ``pids`` blocked in one call for the whole window
+        so far (vocab/waits.blocking_wait): the kernel-stack probe picks among them."""
+        want = set(pids)
+        rec = self.acc.finish()
+        out: List[Tuple[int, int, Wait]] = []
+        for (pid, tid), t in sorted(rec.threads.items()):
+            p = rec.processes.get(pid)
+            if pid not in want or p is None:
+                continue
+            w = blocking_wait(t, rec, p.info.fds if p.info else [])
+            if w is not None and w.whole_window:
+                out.append((pid, tid, w))
+        return out
 
     def known_tids(self, pid: int) -> List[int]:
         """Every thread of ``pid`` seen during the recording (some may have exited since)."""

@@ -35,6 +35,7 @@ from .job.stack_groups import group_ranks, suspects
 from .accumulate.stacks import StackTable
 from .rules.thread import current_call_text, judge_thread
 from .rules.tree import judge_tree
+from .rules.stacks import apply_stack_facts
 from .vocab.verdict import Note, NoteKind, ThreadVerdict
 
 
@@ -133,6 +134,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
     tvs: Dict[int, Dict[int, ThreadVerdict]] = {}
     for pid in sorted(rec.processes):
         tvs[pid] = {t.tid: judge_thread(t, rec, rec.processes[pid]) for t in rec.threads_of(pid)}
+    facts = facts or WaitFacts()
+    apply_stack_facts(tvs, rec, facts.stacks)    # issue 24: the GIL, the GPU driver, D state
     job = read_ras(ras or [])
     if job.status is not None and nodes is not None:     # RAS speaks for every node
         job.status = localize_ras(job.status, nodes, rec.processes)
@@ -144,8 +147,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                           if pf.role.kind == "rank" and pf.gone is None
                           and stacks and (pid, pid) in stacks.by_thread})
     stragglers = find_stragglers(rec, procs, tvs, gpus, peers, job.status, suspects(groups))
-    built = build_wait_graph(GraphInput(rec, procs, tvs, facts or WaitFacts(), peers,
-                                        stragglers))
+    built = build_wait_graph(GraphInput(rec, procs, tvs, facts, peers, stragglers))
     labels = {pid: pf.label for pid, pf in procs.items()}
     late = {s.pid: s for s in stragglers}
     pvs: Dict[int, ProcessVerdict] = {
@@ -160,6 +162,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         gpus, {pid: pv.verdict for pid, pv in pvs.items()}, rec.window)]
     notes += input_notes(rec)
     notes += [Note(NoteKind.STACKS, n) for n in (stacks.notes() if stacks else [])]
+    notes += [Note(NoteKind.STACKS, n) for n in facts.stacks.notes()]
     notes += job.notes
     notes += tree.notes
     notes += [Note(NoteKind.RECORDING, n) for n in extra_notes or []]
@@ -167,7 +170,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         verdict=tree.verdict, rule=tree.rule,
         root_cause={"pid": tree.root_cause.pid, "tid": tree.root_cause.tid,
                     "summary": tree.root_cause.summary},
-        processes=[_process_report(pv, rec, stacks, nodes is not None) for pv in pvs.values()],
+        processes=[_process_report(pv, rec, stacks, nodes is not None, facts)
+                   for pv in pvs.values()],
         window={"start": rec.start, "end": rec.end, "duration": round(rec.end - rec.start, 3)},
         backends=rec.backends, source=source, trace_path=trace_path,
         notes=[n.text for n in notes], lost=rec.lost, truncated=rec.truncated,
@@ -177,8 +181,9 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
 
 
 def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTable],
-                    merged: bool = False) -> ProcessReport:
+                    merged: bool = False, facts: Optional[WaitFacts] = None) -> ProcessReport:
     threads = []
+    sf = (facts or WaitFacts()).stacks
     for t in rec.threads_of(pv.pid):
         v = pv.threads[t.tid]
         threads.append(ThreadReport(
@@ -186,7 +191,8 @@ def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTa
             rule=v.rule, evidence=v.evidence, helper=v.helper, parked=v.parked,
             current=current_call_text(t), counters=thread_counters(t, v, rec),
             stack=stacks.by_thread.get((pv.pid, t.tid), []) if stacks else [],
-            last_output_ts=t.last_output_ts))
+            last_output_ts=t.last_output_ts, kernel_stack=sf.kernel_frames(pv.pid, t.tid),
+            native_stack=sf.native_frames(pv.pid, t.tid)[0]))
     return ProcessReport(
         pid=pv.pid, ppid=pv.ppid, role=pv.facts.role_label, comm=pv.facts.comm,
         cmdline=pv.facts.cmdline, verdict=pv.verdict, rule=pv.rule, evidence=pv.evidence,

@@ -75,8 +75,10 @@ def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = Fa
                   evidence: bool = True) -> Snapshot:
     """Snapshot of every process of the trees rooted at ``pids``, each parent before its children.
 
-    ``stacks``: also each Python process's stacks through py-spy (pystacks.py); a stack that
-    could not be taken is an ``errors`` line."""
+    ``stacks``: also each Python process's stacks through py-spy (pystacks.py), and the
+    kernel stacks of threads in D state or blocked in an ioctl, a device read/write or a futex
+    wait without timeout (probes/kernel_stacks.py); what could not be read is an ``errors``
+    line."""
     roots = list(dict.fromkeys(pids))
     snap = Snapshot(ts=time.time(), host=platform.node(), roots=roots)
     tree = procfs.children_map(root)
@@ -100,7 +102,9 @@ def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = Fa
         if not ps.fds_readable:
             snap.errors.append(f"pid {pid}: fds not readable (another user's process: run as "
                                "root or as its owner)")
-    taken = _add_stacks(snap) if stacks else []
+    if stacks:
+        _add_kernel_stacks(snap)            # before py-spy: its reading never pauses, but
+    taken = _add_stacks(snap) if stacks else []   # the kernel's view is the first one
     if evidence and root == "/proc":
         snap.evidence = _evidence(snap, taken)
     return snap
@@ -125,6 +129,26 @@ def _evidence(snap: Snapshot, stacks: list) -> Dict[str, Any]:
                        list(p.cmdline), list(p.listening), p.start_time)
              for p in snap.processes]
     return build_evidence(table, procs, now=snap.ts).to_json()
+
+
+def _add_kernel_stacks(snap: Snapshot) -> None:
+    from ..analysis.vocab.stack_facts import StackFacts
+    from ..analysis.vocab.waits import wait_from_proc
+    from .probes.kernel_stacks import read_thread_stacks, stack_reason
+    wanted = {}
+    for p in snap.processes:
+        for t in p.threads:
+            w = wait_from_proc(t.syscall_raw, p.fds) if t.syscall_raw else None
+            reason = stack_reason(t.state, w)
+            if reason is not None:
+                wanted[(p.pid, t.tid)] = reason.replace("blocked all window in", "blocked in")
+    facts = StackFacts()
+    for e in read_thread_stacks(wanted):
+        facts.feed(e)
+    for p in snap.processes:
+        for t in p.threads:
+            t.kernel_stack = facts.kernel_frames(p.pid, t.tid)
+    snap.errors.extend(facts.notes())
 
 
 def _add_stacks(snap: Snapshot) -> list:

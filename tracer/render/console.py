@@ -18,6 +18,7 @@ from rich.tree import Tree
 from ..report import ProcessReport, Report, ThreadReport
 
 STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
+LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
          "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
          "unknown": "dim"}
@@ -76,6 +77,14 @@ def _thread_line(t: ThreadReport, tid: Optional[int] = None) -> Text:
         line += "\n  [cyan]py:[/] " + "\n      ".join(f"[cyan]{escape(f)}[/]" for f in shown)
         if more:
             line += f"\n      [dim]… {more} outer frames[/]"
+    for label, style, frames in (("native", "green", t.native_stack),
+                                 ("kernel", "magenta", t.kernel_stack)):
+        if frames:      # below Python: the C frames, then the kernel's (issue 24)
+            shown = frames[:LOW_FRAMES]
+            line += f"\n  [{style}]{label}:[/] " + "\n          ".join(
+                f"[{style}]{escape(f)}[/]" for f in shown)
+            if len(frames) > len(shown):
+                line += f"\n          [dim]… {len(frames) - len(shown)} outer frames[/]"
     return Text.from_markup(line)
 
 

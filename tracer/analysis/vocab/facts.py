@@ -3,8 +3,10 @@
 Contract: ``WaitFacts.feed`` takes ``FutexOwner`` and ``SocketPeers`` events (probes/ in record/);
 ``owner(pid, addr)`` is the holder read for one futex, ``unix_peers`` maps a unix socket inode to
 its peer's, ``outside`` a peer inode to the pids outside the tree that hold it. Inodes are
-node-scoped (nodes.scoped_inode: the inode itself in a single trace). Empty facts are fine
-(replays of old traces): waits then resolve without them.
+node-scoped (nodes.scoped_inode: the inode itself in a single trace). ``stacks`` holds what the
+stack probes found (stack_facts.py: kernel stacks, native frames, the GIL holder), fed the
+events of events/stacks.py and ``PyStack``. Empty facts are fine (replays of old traces): waits
+then resolve without them.
 """
 from __future__ import annotations
 
@@ -12,7 +14,11 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ... import events as ev
+from ...events.stacks import KernelStack, NativeStack, PythonRuntime
 from .nodes import scoped_inode
+from .stack_facts import StackFacts
+
+STACK_EVENTS = (KernelStack, NativeStack, PythonRuntime, ev.PyStack)
 
 
 @dataclass
@@ -20,9 +26,12 @@ class WaitFacts:
     futex: Dict[Tuple[int, int], ev.FutexOwner] = field(default_factory=dict)
     unix_peers: Dict[int, int] = field(default_factory=dict)
     outside: Dict[int, List[int]] = field(default_factory=dict)
+    stacks: StackFacts = field(default_factory=StackFacts)
 
     def feed(self, e: ev.Event) -> None:
-        if isinstance(e, ev.FutexOwner):
+        if isinstance(e, STACK_EVENTS):
+            self.stacks.feed(e)
+        elif isinstance(e, ev.FutexOwner):
             self.futex[(e.pid, e.addr)] = e
         elif isinstance(e, ev.SocketPeers):
             # A trace file turns the int keys into strings (JSON objects): convert back.

@@ -34,6 +34,7 @@ from ..job.process_facts import FdIndex, ProcessFacts
 from ..job.roles import is_gpu_event_thread
 from ..vocab.verdict import ACTIVE, BLOCKED, EXITED, UNKNOWN, ThreadVerdict
 from .graph import GPU, OUTSIDE, Edge, EdgeKind, Node, NodeKind, WaitGraph, anode, pnode, tnode
+from .stack_waits import stack_wait
 from ..vocab.waits import Wait, eventfd_id_target
 
 
@@ -165,6 +166,10 @@ class _Builder:
     def resolve(self, pid: int, tid: int, w: Wait) -> ResolvedWait:
         src = tnode(tid)
         who = self.g.nodes[src].label
+        # issue 24: waits the stacks explain (the GIL's holder, the GPU driver, vfork)
+        found = stack_wait(self, pid, tid, src, who, w)
+        if found is not None:
+            return ResolvedWait(tid, *found)
         if w.call == "futex":
             r = self.futex(pid, tid, src, who, w)
         elif w.call in ("wait4", "waitid"):

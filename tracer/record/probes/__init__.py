@@ -10,10 +10,13 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from .futex_owner import futex_owner_probe
+from .kernel_stacks import kernel_stack_probe
 from .nccl_ras import nccl_ras_probe
 from .socket_peers import socket_peers_probe
 
-DEFAULT_PROBES: List = [futex_owner_probe, socket_peers_probe, nccl_ras_probe]
+# Kernel stacks last: before anything that may pause the target (py-spy --native).
+DEFAULT_PROBES: List = [futex_owner_probe, socket_peers_probe, nccl_ras_probe,
+                        kernel_stack_probe]
 
 
 def attach_probes() -> Tuple[List, List]:
@@ -26,4 +29,5 @@ def attach_probes() -> Tuple[List, List]:
     return (list(DEFAULT_PROBES) + [with_capture_sites(py_stacks_probe), evidence_end_probe],
             [evidence_start_probe])
 
-__all__ = ["DEFAULT_PROBES", "attach_probes", "futex_owner_probe", "socket_peers_probe", "nccl_ras_probe"]
+__all__ = ["DEFAULT_PROBES", "attach_probes", "futex_owner_probe", "socket_peers_probe",
+           "nccl_ras_probe", "kernel_stack_probe"]
