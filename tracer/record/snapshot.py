@@ -72,13 +72,14 @@ def _process_snapshot(pid: int, root: str) -> Optional[ProcessSnapshot]:
 
 
 def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = False,
-                  evidence: bool = True) -> Snapshot:
+                  evidence: bool = True, native: bool = False) -> Snapshot:
     """Snapshot of every process of the trees rooted at ``pids``, each parent before its children.
 
     ``stacks``: also each Python process's stacks through py-spy (pystacks.py), and the
     kernel stacks of threads in D state or blocked in an ioctl, a device read/write or a futex
     wait without timeout (probes/kernel_stacks.py); what could not be read is an ``errors``
-    line."""
+    line. ``native``: native frames too (pystacks.py: py-spy --native pauses each Python
+    process briefly; other processes get a stack scan of their blocked threads)."""
     roots = list(dict.fromkeys(pids))
     snap = Snapshot(ts=time.time(), host=platform.node(), roots=roots)
     tree = procfs.children_map(root)
@@ -104,7 +105,7 @@ def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = Fa
                                "root or as its owner)")
     if stacks:
         _add_kernel_stacks(snap)            # before py-spy: its reading never pauses, but
-    taken = _add_stacks(snap) if stacks else []   # the kernel's view is the first one
+    taken = _add_stacks(snap, native) if stacks else []   # the kernel's view comes first
     if evidence and root == "/proc":
         snap.evidence = _evidence(snap, taken)
     return snap
@@ -151,20 +152,35 @@ def _add_kernel_stacks(snap: Snapshot) -> None:
     snap.errors.extend(facts.notes())
 
 
-def _add_stacks(snap: Snapshot) -> list:
+def _add_stacks(snap: Snapshot, native: bool = False) -> list:
     from ..analysis.accumulate.stacks import failure_notes
+    from ..analysis.vocab.stack_facts import StackFacts
+    from ..events import PyStack
+    from .probes.native import scan_uncovered
     from .pystacks import find_py_spy, is_python_process, take_stacks
     exe = find_py_spy()
-    failures, taken = [], []
+    failures, taken, every = [], [], []
     for p in snap.processes:
         if p.state in ("Z", "X") or not is_python_process(p.pid):
             continue
         by_tid = {t.tid: t for t in p.threads}
-        for s in take_stacks(p.pid, exe):
+        for s in take_stacks(p.pid, exe, native=native):
+            every.append(s)
+            if not isinstance(s, PyStack):
+                continue
             if s.error:
                 failures.append(s)
             elif s.tid in by_tid:
                 by_tid[s.tid].stack = list(s.frames)
                 taken.append(s)
     snap.errors.extend(failure_notes(failures))
+    if native:
+        live = [p.pid for p in snap.processes if p.state not in ("Z", "X")]
+        facts = StackFacts()
+        for e in every + scan_uncovered(live, every):
+            facts.feed(e)
+        for p in snap.processes:
+            for t in p.threads:
+                t.native_stack = facts.native_frames(p.pid, t.tid)[0]
+        snap.errors.extend(n for n in facts.notes() if n.startswith("native"))
     return taken

@@ -68,13 +68,17 @@ def _doing(v: ThreadVerdict, facts: StackFacts, pid: int, tid: int) -> str:
     else:
         what = f"is {v.verdict} ({v.rule})"
     call = facts.gpu_call(pid, tid)
+    named = _first_named(facts.native_frames(pid, tid)[0])
     if call is not None:
         what += f", in {call.describe()}"
-    else:
-        frames, _ = facts.native_frames(pid, tid)
-        if frames:
-            what += f", in {frames[0]}"
+    elif named:
+        what += f", in {named}"
     return what
+
+
+def _first_named(frames: List[str]) -> str:
+    """The innermost native frame a symbol names ("" when none: "0x7f.. (libc.so.6)")."""
+    return next((f for f in frames if not f.startswith("0x")), "")
 
 
 def _gil_waiters(pid: int, tvs: Dict[int, ThreadVerdict], rec: Recording,
@@ -97,6 +101,7 @@ def _gil_waiters(pid: int, tvs: Dict[int, ThreadVerdict], rec: Recording,
         waiters.append(tid)
         tvs[tid] = _gil_verdict(v, addr or 0, holder, doing)
     if waiters:
+        hv.parked = False         # not a pool thread parked in a wait: the others wait for it
         who = ", ".join(str(real_id(w)) for w in waiters[:6]) + (" ..." if len(waiters) > 6
                                                                  else "")
         hv.evidence.append(f"holds the GIL (py-spy: owns_gil) while it {doing}; "
@@ -151,10 +156,11 @@ def _annotate(pid: int, tid: int, v: ThreadVerdict, facts: StackFacts) -> None:
         v.evidence.append(kernel_line(k.frames, k.state))
     call = facts.gpu_call(pid, tid)
     frames, source = facts.native_frames(pid, tid)
+    named = _first_named(frames)
     if call is not None:
         v.evidence.append(f"native: in {call.describe()} ({source})")
-    elif frames:
-        v.evidence.append(f"native: in {frames[0]} ({source})")
+    elif named:
+        v.evidence.append(f"native: in {named} ({source})")
 
 
 def apply_stack_facts(tvs: Mapping[int, Dict[int, ThreadVerdict]], rec: Recording,

@@ -68,9 +68,13 @@ class StackFacts:
         return driver_frames(self.kernel_frames(pid, tid))
 
     def native_frames(self, pid: int, tid: int) -> Tuple[List[str], str]:
-        """(frames, source) of the thread's native stack ([] when none was gathered)."""
+        """(frames, source) of the thread's native stack, its native frames only (py-spy
+        interleaves the Python ones, which the Python stack shows); [] when none."""
         n = self.native.get((pid, tid))
-        return (list(n.frames), n.source) if n is not None else ([], "")
+        if n is None:
+            return [], ""
+        libs = list(n.libs) + [""] * (len(n.frames) - len(n.libs))
+        return [f for f, lib in zip(n.frames, libs) if lib], n.source
 
     def gpu_call(self, pid: int, tid: int) -> Optional[GpuCall]:
         n = self.native.get((pid, tid))
