@@ -108,6 +108,9 @@ class Report:
     # "hostname", "netns", "trace", "key_offset", "clock_offset", "clock", "window", "error"};
     # None for a single trace.
     nodes: Optional[List[Dict[str, Any]]] = None
+    # PyTorch Flight Recorder dumps read (analysis/job/flight_recorder.py): {"dumps", "groups",
+    # "findings", "notes"}; None when there were none.
+    flight_recorder: Optional[Dict[str, Any]] = None
 
     @property
     def exit_code(self) -> int:
@@ -126,4 +129,5 @@ class Report:
                 "processes": [p.to_json() for p in self.processes],
                 "wait_graph": self.wait_graph, "rank_stacks": self.rank_stacks,
                 "evidence": self.evidence, "watch": self.watch,
-                "partial_hangs": self.partial_hangs, "nodes": self.nodes}
+                "partial_hangs": self.partial_hangs, "nodes": self.nodes,
+                "flight_recorder": self.flight_recorder}

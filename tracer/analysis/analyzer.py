@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import events as ev
+from ..events.stacks import FlightRecorderDump
 from ..report import Report
 from ..tracefile.format import TraceReader
 from .accumulate.accumulator import Accumulator
@@ -38,11 +39,13 @@ class Analyzer:
         self.stacks = StackTable()
         self.facts = WaitFacts()      # what the end-of-recording probes found (wait graph)
         self.ras: List[ev.NcclRasStatus] = []     # what NCCL's RAS service answered
+        self.dumps: List[FlightRecorderDump] = []  # PyTorch Flight Recorder dumps read
         self.evidence = EvidenceTable()   # logs, ports, GPU health, versions (evidence.py)
         self.source = source
         # What goes elsewhere than the accumulator, by event class.
         self._route: Dict[type, Callable[[Any], None]] = {
-            ev.GpuSample: self._feed_gpu, ev.NcclRasStatus: self.ras.append}
+            ev.GpuSample: self._feed_gpu, ev.NcclRasStatus: self.ras.append,
+            FlightRecorderDump: self.dumps.append}
         self._route.update({cls: self.facts.feed for cls in _FACTS + STACK_EVENTS})
         self._route[ev.PyStack] = self._feed_pystack
         self._route.update({cls: self.evidence.feed for cls in EVIDENCE_TYPES})
@@ -73,7 +76,8 @@ class Analyzer:
         report = build_report(rec, source=self.source, trace_path=trace_path,
                               extra_notes=list(extra_notes), gpus=self.gpu.gpus,
                               stacks=self.stacks, facts=self.facts, ras=self.ras,
-                              nodes=self.nodes, unrecorded_nodes=unrecorded_nodes)
+                              nodes=self.nodes, unrecorded_nodes=unrecorded_nodes,
+                              dumps=self.dumps)
         report.evidence = recording_evidence(self.evidence, rec.processes,
                                              {p.pid: p.role for p in report.processes},
                                              (rec.start, rec.end))
@@ -123,12 +127,15 @@ def analyzer_for(reader: TraceReader) -> Analyzer:
                     roots=h.get("targets"), source=h.get("source", "attach"))
 
 
-def analyze_trace(path: str) -> Report:
-    """Read a trace file (streaming) and analyze it. Raises errors.BadInput (CorruptTrace,
-    NotATrace) on bad files."""
+def analyze_trace(path: str, extra: Iterable[ev.Event] = ()) -> Report:
+    """Read a trace file (streaming) and analyze it, with ``extra`` events after the trace's
+    (Flight Recorder dumps given beside it). Raises errors.BadInput (CorruptTrace, NotATrace)
+    on bad files."""
     reader = TraceReader(path)
     an = analyzer_for(reader)
     an.feed_all(reader.events())
+    for e in extra:
+        an.feed(e)
     info = reader.info
     end = info.end.ts if info.end is not None else None
     opts = info.header.get("options") or {}
@@ -138,4 +145,31 @@ def analyze_trace(path: str) -> Report:
     return an.report(end=end, trace_path=path, truncated=info.truncated, extra_notes=notes)
 
 
-__all__ = ["Analyzer", "analyze_trace", "analyzer_for", "build_report"]
+def analyze_dumps(dumps: Sequence[FlightRecorderDump], where: str) -> Report:
+    """A report of Flight Recorder dumps alone (``hangtrace analyze DIR``, as fr_trace): no
+    process was observed, so the verdict is ``unknown``; the root cause is the first finding
+    (job/flight_recorder.py). BadInput when no dump could be read."""
+    from ..errors import BadInput
+    from .job.flight_recorder import read_recorder
+    good = [d for d in dumps if not d.error]
+    if not good:
+        why = dumps[0].error if dumps else "no Flight Recorder dump in it"
+        raise BadInput(f"{where}: {why}")
+    rec = read_recorder(dumps)
+    times = [d.mtime for d in good if d.mtime is not None] or [0.0]
+    if rec.findings:
+        summary = rec.findings[0].text
+    else:
+        summary = (f"the {len(good)} dumps agree: no rank behind, no mismatch, no rank "
+                   "missing")
+    return Report(verdict="unknown", rule="flight-recorder-dumps",
+                  root_cause={"pid": None, "tid": None, "summary": summary}, processes=[],
+                  window={"start": min(times), "end": max(times),
+                          "duration": round(max(times) - min(times), 3)},
+                  backends=["flight-recorder"], source="flight-recorder", trace_path=None,
+                  notes=rec.notes + [f"{len(good)} Flight Recorder dumps read from {where}; "
+                                     "no process was observed (exit 7)"],
+                  flight_recorder=rec.to_json())
+
+
+__all__ = ["Analyzer", "analyze_trace", "analyze_dumps", "analyzer_for", "build_report"]

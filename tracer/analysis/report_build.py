@@ -32,6 +32,7 @@ from .waitgraph.build import GraphInput, build_wait_graph
 from .job.process_facts import process_facts
 from .rules.process import ProcessVerdict, judge_process
 from .job.stack_groups import group_ranks, suspects
+from .job.flight_recorder import recorder_for
 from .accumulate.stacks import StackTable
 from .rules.thread import current_call_text, judge_thread
 from .rules.tree import judge_tree
@@ -129,7 +130,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                  facts: Optional[WaitFacts] = None,
                  ras: Optional[List[ev.NcclRasStatus]] = None,
                  nodes: Optional[NodeMap] = None,
-                 unrecorded_nodes: Sequence[Tuple[str, str]] = ()) -> Report:
+                 unrecorded_nodes: Sequence[Tuple[str, str]] = (),
+                 dumps: Sequence[ev.Event] = ()) -> Report:
     gpus = gpus or {}
     tvs: Dict[int, Dict[int, ThreadVerdict]] = {}
     for pid in sorted(rec.processes):
@@ -146,7 +148,9 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
     groups = group_ranks({pid: stacks.by_thread.get((pid, pid), []) for pid, pf in procs.items()
                           if pf.role.kind == "rank" and pf.gone is None
                           and stacks and (pid, pid) in stacks.by_thread})
-    stragglers = find_stragglers(rec, procs, tvs, gpus, peers, job.status, suspects(groups))
+    recorder, recorder_lags = recorder_for(dumps, procs, rec.start)     # Flight Recorder
+    stragglers = find_stragglers(rec, procs, tvs, gpus, peers, job.status, suspects(groups),
+                                 recorder_lags)
     built = build_wait_graph(GraphInput(rec, procs, tvs, facts, peers, stragglers))
     labels = {pid: pf.label for pid, pf in procs.items()}
     late = {s.pid: s for s in stragglers}
@@ -164,6 +168,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
     notes += [Note(NoteKind.STACKS, n) for n in (stacks.notes() if stacks else [])]
     notes += [Note(NoteKind.STACKS, n) for n in facts.stacks.notes()]
     notes += job.notes
+    notes += [Note(NoteKind.JOB, n) for n in (recorder.notes if recorder else [])]
     notes += tree.notes
     notes += [Note(NoteKind.RECORDING, n) for n in extra_notes or []]
     return Report(
@@ -177,7 +182,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         notes=[n.text for n in notes], lost=rec.lost, truncated=rec.truncated,
         wait_graph=built.graph.to_json(),
         rank_stacks=[dict(g.to_json(), labels=[labels[p] for p in g.pids]) for g in groups],
-        unobserved=unobserved_lines(rec), partial_hangs=[p.to_json() for p in partial])
+        unobserved=unobserved_lines(rec), partial_hangs=[p.to_json() for p in partial],
+        flight_recorder=recorder.to_json() if recorder else None)
 
 
 def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTable],

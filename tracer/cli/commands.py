@@ -209,17 +209,27 @@ def watch(pids: Tuple[int, ...], name: Optional[str], silent_for: float, duratio
 @click.argument("trace", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
-def analyze(trace: str, as_json: bool, verbose: bool) -> None:
+@click.option("--flight-recorder", "--fr", "fr", multiple=True, metavar="PATH",
+              help="PyTorch Flight Recorder dumps to read with the trace (a directory, a file "
+              "prefix such as /tmp/nccl_trace_rank_, or a file).")
+def analyze(trace: str, as_json: bool, verbose: bool, fr: Tuple[str, ...]) -> None:
     """Analyze a saved trace (or a raw strace log, or the files of strace -ff -o PREFIX: the
-    directory or PREFIX) and print the verdict."""
-    from ..analysis.analyzer import analyze_trace
+    directory or PREFIX, or a directory of PyTorch Flight Recorder dumps) and print the
+    verdict."""
+    from ..analysis.analyzer import analyze_dumps, analyze_trace
     from ..render.progress import FileProgress
+    from ..tracefile.fr_dump import find_dumps, read_dumps
+    if os.path.isdir(trace) and find_dumps(trace) and not fr:
+        _emit(analyze_dumps(read_dumps(trace), trace), as_json, verbose)
+    dumps = [d for path in fr for d in read_dumps(path)]
+    if fr and not dumps:
+        raise UsageError(f"--flight-recorder {', '.join(fr)}: no dump found there")
     if _maybe_ff_set(trace):
         _emit(_analyze_strace_log(trace, None), as_json, verbose)
         return
     try:
         with FileProgress(trace, "analyzing"):
-            report = analyze_trace(trace)
+            report = analyze_trace(trace, dumps)
     except NotATrace as exc:
         report = _analyze_strace_log(trace, exc)
     _emit(report, as_json, verbose)

@@ -101,7 +101,10 @@ def format_native(frame: Dict[str, Any]) -> str:
     """One py-spy --native frame: "func (lib.so)" for native code, else format_frame's."""
     if not frame.get("module"):
         return format_frame(frame)
-    return f"{frame.get('name') or '?'} ({frame.get('short_filename') or '?'})"
+    name = str(frame.get("name") or "?")
+    if len(name) > 160:            # C++ template instantiations run to kilobytes
+        name = name[:157] + "..."
+    return f"{name} ({frame.get('short_filename') or '?'})"
 
 
 def take_stacks(pid: int, py_spy: Optional[str] = None, timeout: float = _TIMEOUT_S,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from .flight_recorder import flight_recorder_probe
 from .futex_owner import futex_owner_probe
 from .kernel_stacks import kernel_stack_probe
 from .nccl_ras import nccl_ras_probe
@@ -16,7 +17,7 @@ from .socket_peers import socket_peers_probe
 
 # Kernel stacks last: before anything that may pause the target (py-spy --native).
 DEFAULT_PROBES: List = [futex_owner_probe, socket_peers_probe, nccl_ras_probe,
-                        kernel_stack_probe]
+                        flight_recorder_probe, kernel_stack_probe]
 
 
 def attach_probes(native: bool = False) -> Tuple[List, List]:
@@ -33,4 +34,4 @@ def attach_probes(native: bool = False) -> Tuple[List, List]:
             [evidence_start_probe])
 
 __all__ = ["DEFAULT_PROBES", "attach_probes", "futex_owner_probe", "socket_peers_probe",
-           "nccl_ras_probe", "kernel_stack_probe"]
+           "nccl_ras_probe", "kernel_stack_probe", "flight_recorder_probe"]
