@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import report_schema
 from tracer.analysis.job.flight_recorder import lags, read_recorder
 from tracer.tracefile import fr_pickle
 from tracer.tracefile.fr_dump import find_dumps, looks_like_dump, read_dump, read_dumps
@@ -179,6 +180,7 @@ def test_analyze_dir_of_dumps_alone():
     p = subprocess.run([sys.executable, "-m", "tracer", "analyze", str(SKIP), "--json"],
                        capture_output=True, text=True, timeout=60)
     doc = json.loads(p.stdout)
+    report_schema.check(doc)
     assert p.returncode == 7 and doc["verdict"] == "unknown"
     assert doc["root_cause"]["summary"].startswith("rank 1 enqueued collectives up to 3")
     assert doc["flight_recorder"]["findings"][0]["ranks"] == [1]
