@@ -103,7 +103,11 @@ class StackFacts:
             named = [w for w in dict.fromkeys(whos) if w]
             more = f" (+{len(named) - 4} more)" if len(named) > 4 else ""
             target = f" for {', '.join(named[:4])}{more}" if named else ""
-            out.append(f"{what} not read{target}: {why}")
+            if what == "native frames":       # the probe's reason begins with its own words
+                why = why.removeprefix("native frames not gathered: ")
+                out.append(f"native frames not gathered{target}: {why}")
+            else:
+                out.append(f"{what} not read{target}: {why}")
         for pid, h in sorted(self.holders.items()):
             rt = self.runtime.get(pid)
             if rt is not None and rt.error:
