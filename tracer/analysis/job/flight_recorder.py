@@ -42,7 +42,19 @@ class RankState:
         if e is None:
             return "no entry"
         sizes = f", sizes {e['input_sizes']}" if e.get("input_sizes") else ""
-        return f"{e['profiling_name'] or '?'}{sizes}, {_state(e, self)}"
+        caller = _caller(e.get("frames") or [])
+        at = f", called from {caller}" if caller else ""
+        return f"{e['profiling_name'] or '?'}{sizes}, {_state(e, self)}{at}"
+
+
+def _caller(frames: List[dict]) -> str:
+    """The innermost frame of the entry's stack outside torch.distributed: the job's own call
+    of the collective, "step (train.py:57)"."""
+    for f in frames:
+        name = f.get("filename") or ""
+        if "torch/distributed/" not in name and not name.endswith("c10d_logger.py"):
+            return f"{f.get('name') or '?'} ({name.rsplit('/', 1)[-1]}:{f.get('line')})"
+    return ""
 
 
 @dataclass
