@@ -172,6 +172,7 @@ def _add_stacks(snap: Snapshot, native: bool = False) -> list:
                 failures.append(s)
             elif s.tid in by_tid:
                 by_tid[s.tid].stack = list(s.frames)
+                by_tid[s.tid].owns_gil = s.owns_gil
                 taken.append(s)
     snap.errors.extend(failure_notes(failures))
     if native:

@@ -62,6 +62,8 @@ def _thread_line(t: ThreadSnapshot, count: int = 1, tids: str = "") -> str:
     wchan = f" [dim]wchan={escape(t.wchan)}[/]" if t.wchan else ""
     cpu = f" [dim]cpu {t.utime + t.stime:.2f}s[/]" if count == 1 else ""
     tail = f" [dim]tids {tids}[/]" if tids else ""
+    if t.owns_gil:
+        tail += " [bold yellow]holds the GIL[/]"
     stack = "".join(f"\n    [cyan]{'py: ' if i == 0 else '    '}{_clean(f)}[/]"
                     for i, f in enumerate(t.stack[:_MAX_FRAMES]))
     for label, style, frames in (("native: ", "green", t.native_stack),
