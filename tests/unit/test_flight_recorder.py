@@ -184,3 +184,29 @@ def test_analyze_dir_of_dumps_alone():
     assert p.returncode == 7 and doc["verdict"] == "unknown"
     assert doc["root_cause"]["summary"].startswith("rank 1 enqueued collectives up to 3")
     assert doc["flight_recorder"]["findings"][0]["ranks"] == [1]
+
+
+def test_dumps_given_beside_a_trace_are_put_on_its_ranks_by_rank():
+    """The skip recording less the dumps the probe saved, plus the dumps read from their
+    directory (pid 0: no environment says whose they are): the ranks' RANK places them."""
+    from tracer.analysis.analyzer import analyzer_for
+    from tracer.events.stacks import FlightRecorderDump
+    from tracer.tracefile.format import TraceReader
+    trace = SKIP.parents[1] / "traces" / "fr_skip.cpu.htrace.gz"
+    reader = TraceReader(str(trace))
+    an = analyzer_for(reader)
+    an.feed_all(e for e in reader.events() if not isinstance(e, FlightRecorderDump))
+    for d in read_dumps(str(SKIP)):
+        assert d.pid == 0
+        an.feed(d)
+    info = reader.info
+    report = an.report(end=info.end.ts if info.end else None)
+    assert report.root_cause["pid"] == 18419 and report.rule == "collective-straggler"
+    assert "(Flight Recorder)" in report.root_cause["summary"]
+    cli = subprocess.run([sys.executable, "-m", "tracer", "analyze", str(trace), "--fr",
+                          str(SKIP), "--json"], capture_output=True, text=True, timeout=60)
+    assert json.loads(cli.stdout)["root_cause"]["pid"] == 18419
+    bad = subprocess.run([sys.executable, "-m", "tracer", "analyze", str(trace), "--fr",
+                          str(SKIP / "nothing_here_")], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "no dump found" in bad.stderr
