@@ -17,7 +17,7 @@ from ... import events as ev
 from ...events.stacks import NativeStack
 from ...linux import procfs
 from .elfsyms import read_maps
-from .stackscan import scan_thread
+from .stackscan import all_mappings, scan_thread
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...analysis.analyzer import Analyzer
@@ -64,8 +64,9 @@ def scan_uncovered(pids: Sequence[int], taken: Sequence[ev.Event],
                                    error=f"{NOT_GATHERED}: /proc/PID/maps not readable{before}"))
             continue
         tids = _order(pid, stuck.get(pid, set()))
+        regions = all_mappings(pid)
         for tid in tids[:MAX_THREADS]:
-            s = scan_thread(pid, tid, maps, now)
+            s = scan_thread(pid, tid, maps, now, regions)
             if s.error and not s.frames:
                 s.error = f"{NOT_GATHERED}: {s.error}{before}"
             out.append(s)

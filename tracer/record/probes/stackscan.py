@@ -19,6 +19,7 @@ x86-64 only (the call encodings); elsewhere the pc alone is named.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import platform
 import re
@@ -71,6 +72,25 @@ def _regs(pid: int, tid: int) -> Tuple[Optional[int], Optional[int], str]:
         return None, None, f"unexpected /proc syscall line {text.strip()[:40]!r}"
 
 
+class _Code:
+    """The executable file mappings of a process, searchable by address."""
+
+    def __init__(self, maps: Sequence[Mapping]) -> None:
+        self.maps = list(maps)
+        self.code = sorted((m for m in maps if "x" in m.perms), key=lambda m: m.start)
+        self.starts = [m.start for m in self.code]
+        self._bias: dict = {}
+
+    def bias(self, path: str) -> Optional[int]:
+        if path not in self._bias:
+            self._bias[path] = load_bias(path, self.maps)
+        return self._bias[path]
+
+    def at(self, addr: int) -> Optional[Mapping]:
+        i = bisect.bisect_right(self.starts, addr) - 1
+        return self.code[i] if i >= 0 and addr < self.code[i].end else None
+
+
 def _mapping(maps: Sequence[Mapping], addr: int) -> Optional[Mapping]:
     for m in maps:
         if m.start <= addr < m.end:
@@ -78,12 +98,13 @@ def _mapping(maps: Sequence[Mapping], addr: int) -> Optional[Mapping]:
     return None
 
 
-def _name(addr: int, maps: Sequence[Mapping]) -> Tuple[str, str]:
-    m = _mapping(maps, addr)
+def _name(addr: int, code: _Code) -> Tuple[str, str]:
+    m = code.at(addr) or _mapping(code.maps, addr)
+    maps = code.maps
     if m is None:
         return f"0x{addr:x}", ""
     lib = os.path.basename(m.path)
-    bias = load_bias(m.path, maps) if NAMED.match(lib) else None
+    bias = code.bias(m.path) if NAMED.match(lib) else None
     if bias is not None:
         hit = symbols(m.path).lookup(addr - bias)
         if hit is not None:
@@ -100,14 +121,17 @@ def _pread(fd: int, size: int, at: int) -> bytes:
 
 
 def scan_thread(pid: int, tid: int, maps: Sequence[Mapping],
-                now: Optional[float] = None) -> NativeStack:
-    """The native frames of one thread (module doc)."""
+                now: Optional[float] = None, regions: Optional[List[Mapping]] = None
+                ) -> NativeStack:
+    """The native frames of one thread (module doc); ``regions``: every mapping of the
+    process (``all_mappings``), read once per process by a caller that scans many threads."""
     ts = time.time() if now is None else now
     sp, pc, why = _regs(pid, tid)
     if sp is None or pc is None:
         return NativeStack(ts=ts, pid=pid, tid=tid, source="stack-scan", error=why)
+    code = _Code(maps)
     frames, libs = [], []
-    name, lib = _name(pc, maps)
+    name, lib = _name(pc, code)
     frames.append(name)
     libs.append(lib)
     try:
@@ -116,14 +140,13 @@ def scan_thread(pid: int, tid: int, maps: Sequence[Mapping],
         return NativeStack(ts=ts, pid=pid, tid=tid, frames=frames, libs=libs,
                            source="stack-scan", error=f"/proc/PID/mem: {exc.strerror}")
     try:
-        stack = _mapping([m for m in _anon_or_file(pid)], sp)
+        stack = _mapping(regions if regions is not None else all_mappings(pid), sp)
         top = min(sp + SCAN_BYTES, stack.end if stack else sp + SCAN_BYTES)
         data = _pread(fd, max(0, top - sp), sp) if X86 else b""
         for (word,) in struct.iter_unpack("<Q", data[:len(data) // 8 * 8]):
-            m = _mapping(maps, word)
-            if m is None or "x" not in m.perms or not is_call_site(_pread(fd, 7, word - 7)):
+            if code.at(word) is None or not is_call_site(_pread(fd, 7, word - 7)):
                 continue
-            name, lib = _name(word, maps)
+            name, lib = _name(word, code)
             frames.append(name)
             libs.append(lib)
             if len(frames) >= MAX_FRAMES:
@@ -133,7 +156,7 @@ def scan_thread(pid: int, tid: int, maps: Sequence[Mapping],
     return NativeStack(ts=ts, pid=pid, tid=tid, frames=frames, libs=libs, source="stack-scan")
 
 
-def _anon_or_file(pid: int) -> List[Mapping]:
+def all_mappings(pid: int) -> List[Mapping]:
     """Every mapping (anonymous ones too: thread stacks), for finding the stack's end."""
     text = procfs.read_text(f"/proc/{pid}/maps") or ""
     out = []
