@@ -35,9 +35,11 @@ from .job.process_facts import process_facts
 from .job.ranks import mark_ranks, thread_set_suspects
 from .rules.process import ProcessVerdict, judge_process
 from .job.stack_groups import group_ranks, suspects
+from .job.flight_recorder import recorder_for
 from .accumulate.stacks import StackTable
 from .rules.thread import current_call_text, judge_thread
 from .rules.tree import judge_tree
+from .rules.stacks import apply_stack_facts
 from .vocab.verdict import Note, NoteKind, ThreadVerdict
 
 
@@ -131,12 +133,16 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                  facts: Optional[WaitFacts] = None,
                  ras: Optional[List[ev.NcclRasStatus]] = None,
                  nodes: Optional[NodeMap] = None,
-                 unrecorded_nodes: Sequence[Tuple[str, str]] = ()) -> Report:
+                 unrecorded_nodes: Sequence[Tuple[str, str]] = (),
+                 dumps: Sequence[ev.Event] = ()) -> Report:
     gpus = gpus or {}
     tvs: Dict[int, Dict[int, ThreadVerdict]] = {}
     pools: Dict[int, List[Pool]] = {}
     for pid in sorted(rec.processes):
         tvs[pid] = {t.tid: judge_thread(t, rec, rec.processes[pid]) for t in rec.threads_of(pid)}
+    facts = facts or WaitFacts()
+    apply_stack_facts(tvs, rec, facts.stacks)    # issue 24: the GIL, the GPU driver, D state
+    for pid in sorted(rec.processes):
         pools[pid] = find_pools(pid, tvs[pid], {tid: f for (p, tid), f in
                                                  (stacks.by_thread.items() if stacks else ())
                                                  if p == pid})
@@ -152,10 +158,11 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                           and stacks and (pid, pid) in stacks.by_thread})
     odd = thread_set_suspects({pid: pf.label for pid, pf in procs.items()
                                if pf.is_rank and pf.gone is None}, tvs)
+    recorder, recorder_lags = recorder_for(dumps, procs, rec.start)     # Flight Recorder
     stragglers = find_stragglers(rec, procs, tvs, gpus, peers, job.status, suspects(groups),
-                                 odd)
-    built = build_wait_graph(GraphInput(rec, procs, tvs, facts or WaitFacts(), peers,
-                                        stragglers, stacks.by_thread if stacks else {}))
+                                 odd, recorder_lags)
+    built = build_wait_graph(GraphInput(rec, procs, tvs, facts, peers, stragglers,
+                                        stacks.by_thread if stacks else {}))
     labels = {pid: pf.label for pid, pf in procs.items()}
     late = {s.pid: s for s in stragglers}
     chains = Chains(built.graph)
@@ -171,25 +178,30 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         gpus, {pid: pv.verdict for pid, pv in pvs.items()}, rec.window)]
     notes += input_notes(rec)
     notes += [Note(NoteKind.STACKS, n) for n in (stacks.notes() if stacks else [])]
+    notes += [Note(NoteKind.STACKS, n) for n in facts.stacks.notes()]
     notes += job.notes
+    notes += [Note(NoteKind.JOB, n) for n in (recorder.notes if recorder else [])]
     notes += tree.notes
     notes += [Note(NoteKind.RECORDING, n) for n in extra_notes or []]
     return Report(
         verdict=tree.verdict, rule=tree.rule,
         root_cause={"pid": tree.root_cause.pid, "tid": tree.root_cause.tid,
                     "summary": tree.root_cause.summary},
-        processes=[_process_report(pv, rec, stacks, nodes is not None) for pv in pvs.values()],
+        processes=[_process_report(pv, rec, stacks, nodes is not None, facts)
+                   for pv in pvs.values()],
         window={"start": rec.start, "end": rec.end, "duration": round(rec.end - rec.start, 3)},
         backends=rec.backends, source=source, trace_path=trace_path,
         notes=[n.text for n in notes], lost=rec.lost, truncated=rec.truncated,
         wait_graph=built.graph.to_json(),
         rank_stacks=[dict(g.to_json(), labels=[labels[p] for p in g.pids]) for g in groups],
-        unobserved=unobserved_lines(rec), partial_hangs=[p.to_json() for p in partial])
+        unobserved=unobserved_lines(rec), partial_hangs=[p.to_json() for p in partial],
+        flight_recorder=recorder.to_json() if recorder else None)
 
 
 def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTable],
-                    merged: bool = False) -> ProcessReport:
+                    merged: bool = False, facts: Optional[WaitFacts] = None) -> ProcessReport:
     threads = []
+    sf = (facts or WaitFacts()).stacks
     for t in rec.threads_of(pv.pid):
         v = pv.threads[t.tid]
         threads.append(ThreadReport(
@@ -197,7 +209,8 @@ def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTa
             rule=v.rule, evidence=v.evidence, helper=v.helper, parked=v.parked,
             current=current_call_text(t), counters=thread_counters(t, v, rec),
             stack=stacks.by_thread.get((pv.pid, t.tid), []) if stacks else [],
-            last_output_ts=t.last_output_ts))
+            last_output_ts=t.last_output_ts, kernel_stack=sf.kernel_frames(pv.pid, t.tid),
+            native_stack=sf.native_frames(pv.pid, t.tid)[0]))
     return ProcessReport(
         pid=pv.pid, ppid=pv.ppid, role=pv.facts.role_label, comm=pv.facts.comm,
         cmdline=pv.facts.cmdline, verdict=pv.verdict, rule=pv.rule, evidence=pv.evidence,

@@ -46,6 +46,12 @@ class FiniteFloat(click.ParamType):
         return x
 
 
+NATIVE_HELP = ("Also gather native (C/C++) frames and name the CUDA, NCCL and cuBLAS calls "
+               "threads are in: py-spy dump --native PAUSES each Python process briefly while "
+               "it unwinds; other processes get a scan of their blocked threads' stacks "
+               "(read-only, no pause).")
+
+
 def _emit(report, as_json: bool, verbose: bool = False, err: bool = False) -> NoReturn:
     from ..render.console import render_report
     if as_json:
@@ -82,9 +88,10 @@ def main() -> None:
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
 @click.option("--force", is_flag=True,
               help="Record pid 1 or a kernel thread too (hangtrace and its ancestors never).")
+@click.option("--native", is_flag=True, help=NATIVE_HELP)
 def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend: str,
            rate: float, output: Optional[str], as_json: bool, verbose: bool,
-           force: bool) -> None:
+           force: bool, native: bool) -> None:
     """Record the process trees under PIDS, save the trace and print the verdict."""
     from ..record.session import choose_backends, resolve_targets
     from ..tracefile.format import default_trace_path
@@ -96,20 +103,21 @@ def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend:
         raise UsageError("--output -: standard output is a terminal; send it to a file or a "
                          "pipe (the trace is gzip)")
     done = _record(roots, backends, duration, out, as_json or piped,
-                   f"attaching to {', '.join(map(str, roots))} for {duration:g} s with {why}")
+                   f"attaching to {', '.join(map(str, roots))} for {duration:g} s with {why}",
+                   native=native)
     click.echo("hangtrace: trace written to standard output" if piped else
                f"hangtrace: trace saved to {done.trace_path}", err=True)
     _emit(done.report, as_json, verbose, err=piped)
 
 
 def _record(roots: List[int], backends: list, duration: float, out: str, as_json: bool,
-            announce: str):
+            announce: str, native: bool = False):
     """One recording as ``attach`` makes it: end-of-recording probes, and the live view when
     the report goes to a terminal. ``announce`` goes to stderr once the targets and the
     output path were found good, just before attaching."""
     from ..record.probes import attach_probes
     from ..record.session import record
-    probes, starts = attach_probes()
+    probes, starts = attach_probes(native=native)
 
     def on_attach() -> None:
         click.echo(f"hangtrace: {announce}", err=True)
@@ -201,17 +209,27 @@ def watch(pids: Tuple[int, ...], name: Optional[str], silent_for: float, duratio
 @click.argument("trace", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
-def analyze(trace: str, as_json: bool, verbose: bool) -> None:
+@click.option("--flight-recorder", "--fr", "fr", multiple=True, metavar="PATH",
+              help="PyTorch Flight Recorder dumps to read with the trace (a directory, a file "
+              "prefix such as /tmp/nccl_trace_rank_, or a file).")
+def analyze(trace: str, as_json: bool, verbose: bool, fr: Tuple[str, ...]) -> None:
     """Analyze a saved trace (or a raw strace log, or the files of strace -ff -o PREFIX: the
-    directory or PREFIX) and print the verdict."""
-    from ..analysis.analyzer import analyze_trace
+    directory or PREFIX, or a directory of PyTorch Flight Recorder dumps) and print the
+    verdict."""
+    from ..analysis.analyzer import analyze_dumps, analyze_trace
     from ..render.progress import FileProgress
+    from ..tracefile.fr_dump import find_dumps, read_dumps
+    if os.path.isdir(trace) and find_dumps(trace) and not fr:
+        _emit(analyze_dumps(read_dumps(trace), trace), as_json, verbose)
+    dumps = [d for path in fr for d in read_dumps(path)]
+    if fr and not dumps:
+        raise UsageError(f"--flight-recorder {', '.join(fr)}: no dump found there")
     if _maybe_ff_set(trace):
         _emit(_analyze_strace_log(trace, None), as_json, verbose)
         return
     try:
         with FileProgress(trace, "analyzing"):
-            report = analyze_trace(trace)
+            report = analyze_trace(trace, dumps)
     except NotATrace as exc:
         report = _analyze_strace_log(trace, exc)
     _emit(report, as_json, verbose)
@@ -312,14 +330,17 @@ def _default_import_path(log: str) -> str:
 @click.option("--name", "name", metavar="PATTERN", help="Processes whose title/cmdline matches.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--stacks", is_flag=True,
-              help="Also take each Python process's stacks with py-spy (never pauses it).")
-def snapshot(pids: Tuple[int, ...], name: Optional[str], as_json: bool, stacks: bool) -> None:
+              help="Also take each Python process's stacks with py-spy (never pauses it) and "
+              "the kernel stacks of threads stuck in the kernel (root).")
+@click.option("--native", is_flag=True, help=NATIVE_HELP)
+def snapshot(pids: Tuple[int, ...], name: Optional[str], as_json: bool, stacks: bool,
+             native: bool) -> None:
     """One instant look: threads, current syscalls, wchan, fds and listening sockets."""
     from ..render.snapshot import render_snapshot
     from ..record.session import resolve_targets
     from ..record.snapshot import take_snapshot
     roots = resolve_targets(list(pids), name, force=True)   # reading /proc never harms
-    snap = take_snapshot(roots, stacks=stacks)
+    snap = take_snapshot(roots, stacks=stacks or native, native=native)
     if as_json:
         click.echo(json.dumps(snap.to_json(), indent=2))
     else:

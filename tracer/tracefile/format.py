@@ -39,6 +39,7 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Typ
 
 from .. import events as ev
 from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register their event classes)
+from ..events import stacks as stack_events  # noqa: F401  (issue 24: kernel, native, GIL, Flight Recorder)
 from ..errors import BadInput, CorruptTrace, NotATrace, OutputError
 from .validate import check_header, row_decoder, type_codes
 from .blocks import BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks  # noqa: F401 (re-exported)

@@ -5,7 +5,9 @@ Contract: ``WaitFacts.feed`` takes ``FutexOwner``, ``SocketPeers`` and ``FileLoc
 unix socket inode to its peer's, ``outside`` a peer inode to the pids outside the tree that hold
 it, ``lock_holders(pid, inode)`` the pids holding a file lock on a file (on the node of ``pid``)
 that something waits for. Inodes are node-scoped (nodes.scoped_inode: the inode itself in a
-single trace). Empty facts are fine (replays of old traces): waits then resolve without them.
+single trace). ``stacks`` holds what the stack probes found (stack_facts.py: kernel stacks,
+native frames, the GIL holder), fed the events of events/stacks.py and ``PyStack``. Empty facts
+are fine (replays of old traces): waits then resolve without them.
 """
 from __future__ import annotations
 
@@ -13,7 +15,11 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ... import events as ev
+from ...events.stacks import KernelStack, NativeStack, PythonRuntime
 from .nodes import scoped_inode
+from .stack_facts import StackFacts
+
+STACK_EVENTS = (KernelStack, NativeStack, PythonRuntime, ev.PyStack)
 
 
 @dataclass
@@ -22,9 +28,12 @@ class WaitFacts:
     unix_peers: Dict[int, int] = field(default_factory=dict)
     outside: Dict[int, List[int]] = field(default_factory=dict)
     locks: Dict[int, List[ev.FileLock]] = field(default_factory=dict)   # scoped inode -> lines
+    stacks: StackFacts = field(default_factory=StackFacts)
 
     def feed(self, e: ev.Event) -> None:
-        if isinstance(e, ev.FutexOwner):
+        if isinstance(e, STACK_EVENTS):
+            self.stacks.feed(e)
+        elif isinstance(e, ev.FutexOwner):
             self.futex[(e.pid, e.addr)] = e
         elif isinstance(e, ev.SocketPeers):
             # A trace file turns the int keys into strings (JSON objects): convert back.

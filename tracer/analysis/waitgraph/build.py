@@ -40,6 +40,7 @@ from ..job.stack_groups import collective_frame
 from ..vocab.verdict import ACTIVE, BLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN, ThreadVerdict
 from .fd_waits import FdWaits, ResolvedWait
 from .graph import GPU, OUTSIDE, Edge, EdgeKind, Node, NodeKind, WaitGraph, anode, pnode, tnode
+from .stack_waits import stack_wait
 from ..vocab.waits import LOCK_CALLS, Wait
 
 
@@ -161,6 +162,10 @@ class _Builder(FdWaits):
     def resolve(self, pid: int, tid: int, w: Wait) -> ResolvedWait:
         src = tnode(tid)
         who = self.g.nodes[src].label
+        # issue 24: waits the stacks explain (the GIL's holder, the GPU driver, vfork)
+        found = stack_wait(self, pid, tid, src, who, w)
+        if found is not None:
+            return ResolvedWait(tid, *found)
         if w.call == "futex":
             r = self.futex(pid, tid, src, who, w)
         elif w.call in ("wait4", "waitid"):
