@@ -267,8 +267,9 @@ def export(trace: str, fmt: str, output: Optional[str]) -> None:
         raise UsageError(f"unknown format {fmt!r} (available: "
                          f"{', '.join(sorted(FORMATS)) or 'none'})")
     try:
-        if output:
-            with open(output, "w") as out, FileProgress(trace, "exporting"):
+        if output:               # renamed into place once whole: a bad input leaves it as it was
+            from ..outputs import replacing
+            with replacing(output) as out, FileProgress(trace, "exporting"):
                 exporter(fmt)(trace, out)
             click.echo(f"hangtrace: wrote {output}", err=True)
         else:
@@ -341,7 +342,9 @@ def demo(scenario: str, duration: float, backend: str, as_json: bool) -> None:
     backends, why = choose_backends(backend)
     sc = RunningScenario(scenario)
     try:
-        out = os.path.join(tempfile.gettempdir(), f"hangtrace-demo-{scenario}.htrace.gz")
+        from ..outputs import FreshName       # /tmp: a name others can predict
+        out = FreshName(os.path.join(tempfile.gettempdir(),
+                                     f"hangtrace-demo-{scenario}.htrace.gz"))
         done = _record([sc.pid], backends, duration, out, as_json,
                        f"scenario {scenario} running as pid {sc.pid}; attaching for "
                        f"{duration:g} s with {why}")

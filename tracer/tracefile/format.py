@@ -19,8 +19,8 @@ complete event of a truncated file (plain or gzip) and says so in ``TraceInfo.tr
 what is not a trace raises ``NotATrace``, an unknown version or a bad header ``CorruptTrace``
 (errors.py), with a one-line message. Every line read is bounded (``MAX_LINE_CHARS``); header
 and rows are checked against the schema (validate.py): a row with wrong types is a corrupt line,
-counted and skipped. New trace files are created 0600 (``create_output``): they hold command
-lines, paths and host names.
+counted and skipped. Trace files are created by outputs.py (``create_output``): new, 0600 (they
+hold command lines, paths and host names), never through a link.
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ from ..errors import BadInput, CorruptTrace, NotATrace, OutputError
 from .validate import check_header, row_decoder, type_codes
 from .blocks import BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks  # noqa: F401 (re-exported)
 from .fastpath import compiled
+from ..outputs import FreshName, open_streamed
 
 MAGIC = "hangtrace-trace"
 VERSION = 1
@@ -88,11 +89,12 @@ _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def create_output(path: str) -> IO[bytes]:
-    """``path`` opened for writing a trace: a new file is created with mode 0600 whatever the
-    umask; an existing one is truncated and keeps its mode. "-" is standard output (a launcher
-    such as ssh or kubectl exec carries it back): the trace takes it over, and fd 1 then points
-    to stderr, so that nothing else (a report, a child's output) can write into the trace.
-    Raises OutputError (one line)."""
+    """``path`` opened for streaming a trace into (outputs.open_streamed: a new file, mode
+    0600, at ``path`` from the start; a link or a special file there is refused; a
+    ``outputs.FreshName`` never replaces a file: the returned file's ``name`` is where it
+    went). "-" is standard output (a launcher such as ssh or kubectl exec carries it back):
+    the trace takes it over, and fd 1 then points to stderr, so that nothing else (a report,
+    a child's output) can write into the trace. Raises OutputError (one line)."""
     if path == "-":
         try:
             fd = os.dup(1)
@@ -101,15 +103,7 @@ def create_output(path: str) -> IO[bytes]:
         except OSError as e:
             raise OutputError(f"cannot write the trace to standard output: {e.strerror}") \
                 from None
-    try:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            os.fchmod(fd, 0o600)      # a umask such as 0277 would have left it read-only
-        except FileExistsError:
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
-    except OSError as e:
-        raise OutputError(f"{path}: cannot write the trace: {e.strerror}") from None
-    return os.fdopen(fd, "wb")
+    return open_streamed(path)
 
 
 class TraceWriter:
@@ -399,7 +393,9 @@ def _fast_table(schema: Dict[str, List[str]], offsets: bool = True) -> Dict[str,
     return table
 
 
-def default_trace_path(pids: List[int], directory: str = ".") -> str:
+def default_trace_path(pids: List[int], directory: str = ".") -> FreshName:
+    """``hangtrace-PID-TIME.htrace.gz`` in ``directory``: a name others can predict, so it is
+    created fresh (outputs.FreshName: never replacing a file, the next free name instead)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     who = "-".join(str(p) for p in pids[:3]) or "trace"
-    return os.path.join(directory, f"hangtrace-{who}-{stamp}{SUFFIX}.gz")
+    return FreshName(os.path.join(directory, f"hangtrace-{who}-{stamp}{SUFFIX}.gz"))
