@@ -43,7 +43,6 @@ __all__ = ["StraceConverter"]
 _CLONES = frozenset({"clone", "clone3", "fork", "vfork"})
 _SPECIAL = _CLONES | frozenset({"execve", "execveat", "exit_group", "prctl", "epoll_ctl"})
 _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _ATTACHED = "strace: Process "
 
 
@@ -307,12 +306,12 @@ class StraceConverter(BatchFeed):
         elif name == "prctl":
             # prctl(PR_SET_NAME, "cuda-EvtHandlr"): the thread's comm
             if args.startswith("PR_SET_NAME, "):
-                m = _STRING.search(args)
+                m = ev.STRING_LITERAL.search(args)
                 info = procs.processes.get(pid)
                 if m and info is not None:
                     info.threads[tid] = _unescape(m.group(1))[:15]
         elif name == "epoll_ctl" and ret == 0:
-            parts = split_args(args)
+            parts = split_args(args, 3)
             if len(parts) >= 3 and parts[1] == "EPOLL_CTL_ADD":
                 epfd = parse_fd(parts[0])[0]
                 fd, kind, _ = parse_fd(parts[2])
