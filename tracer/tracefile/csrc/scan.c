@@ -39,6 +39,9 @@ static int is_process_message(const char *s, Py_ssize_t i, Py_ssize_t e)
  * yes to more lines than parse_line reads as such, never to fewer. */
 static int worth_parsing(const char *s, Py_ssize_t p, Py_ssize_t e, int want_self)
 {
+    /* strace's message anywhere: also where it cut a line (scan.py _line_at joins the two) */
+    if (e - p >= 16 && find_str(s, p, e, "strace: Process ", 16) >= 0)
+        return 1;
     if (is_process_message(s, p, e))
         return 1;
     Py_ssize_t i = p;
