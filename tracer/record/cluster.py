@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-from ..errors import OutputError, ToolMissing, UsageError
+from ..errors import OutputError, ToolMissing, UsageError, shown
 from ..outputs import open_streamed
 from ..tracefile.format import TraceReader
 
@@ -126,7 +126,7 @@ def plan(via: str, nodes: Sequence[str], att: AttachArgs, outdir: str, *,
                 + (["-c", container] if container else []) + ["--"] + attach
         else:
             if "{node}" not in via:
-                raise UsageError(f"unknown launcher {via!r}: slurm, kubectl, ssh, pdsh, or a "
+                raise UsageError(f"unknown launcher {shown(via)}: slurm, kubectl, ssh, pdsh, or a "
                                  "command template with {node} (e.g. 'ip netns exec {node}')")
             argv = [tok.replace("{node}", node) for tok in shlex.split(via)] + attach
         base = os.path.join(outdir, _safe(node))
@@ -148,7 +148,7 @@ def kubectl_pods(selector: str, namespace: Optional[str]) -> List[str]:
         raise ToolMissing(f"{shlex.join(argv)}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
     pods = [line.split("/", 1)[-1] for line in p.stdout.split() if line.strip()]
     if not pods:
-        raise UsageError(f"no pod matches the selector {selector!r}")
+        raise UsageError(f"no pod matches the selector {shown(selector)}")
     return pods
 
 

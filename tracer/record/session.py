@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .. import events as ev
-from ..errors import AccessDenied, HangtraceError, TargetGone, ToolMissing, UsageError
+from ..errors import AccessDenied, HangtraceError, TargetGone, ToolMissing, UsageError, shown
 from ..linux import access, procfs
 from ..linux.netns import node_identity
 from ..analysis.analyzer import Analyzer
@@ -66,7 +66,7 @@ def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False
     if name:
         found = procfs.find_by_name(name)
         if not found:
-            raise TargetGone(f"no process matches --name {name!r}")
+            raise TargetGone(f"no process matches --name {shown(name)}")
         out.extend(p for p in found if p not in out)
     if not out:
         raise UsageError("give at least one pid or --name PATTERN")
@@ -105,7 +105,7 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
             raise ToolMissing(f"proc backend unavailable: {why}")
         return [proc], "proc (/proc sampling only, never stops the target)"
     if name not in ("auto", "strace", "ebpf"):
-        raise UsageError(f"unknown backend {name!r} (auto, proc, strace, ebpf)")
+        raise UsageError(f"unknown backend {shown(name)} (auto, proc, strace, ebpf)")
     from .backends.ebpf.backend import EbpfBackend
     from .backends.strace_backend import StraceBackend
     ebpf_why = EbpfBackend().check() if name in ("auto", "ebpf") else None

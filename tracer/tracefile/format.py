@@ -39,10 +39,11 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Typ
 
 from .. import events as ev
 from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register their event classes)
-from ..errors import BadInput, CorruptTrace, NotATrace, OutputError
+from ..errors import BadInput, CorruptTrace, NotATrace, OutputError, shown
 from .validate import check_header, row_decoder, type_codes
 from .blocks import BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks  # noqa: F401 (re-exported)
 from .fastpath import compiled
+from .inputs import open_raw
 from ..outputs import FreshName, open_streamed
 
 MAGIC = "hangtrace-trace"
@@ -200,18 +201,10 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
                pipes: bool = True) -> Tuple[IO[bytes], IO[bytes]]:
     """(raw file, stream) for a plain or gzip file, compression told by content, not by name
     (files get renamed and piped around). Only regular files (and pipes, when ``pipes``) are
-    read: a directory or a device (/dev/zero never ends) is refused. Opening trouble raises
+    read: a directory or a device (/dev/zero never ends) is refused; opening never blocks
+    (inputs.py: a FIFO without a writer is refused after a wait). Opening trouble raises
     ``error`` with one line."""
-    try:
-        raw = open(path, "rb")
-    except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
-    except PermissionError:
-        raise error(f"{path}: permission denied") from None
-    except IsADirectoryError:
-        raise error(f"{path}: is a directory") from None
-    except OSError as e:
-        raise error(f"{path}: cannot open: {e.strerror}") from None
+    raw = open_raw(path, error, pipes)
     mode = os.fstat(raw.fileno()).st_mode
     if stat.S_ISFIFO(mode) and pipes:
         head = raw.read(2)
@@ -224,10 +217,6 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
         if head == b"\x1f\x8b":
             return raw, gzip.GzipFile(fileobj=wrapped, mode="rb")  # type: ignore[return-value]
         return raw, wrapped
-    if not stat.S_ISREG(mode):
-        raw.close()
-        what = "a pipe" if stat.S_ISFIFO(mode) else "a device or special file"
-        raise error(f"{path}: is {what}, not a regular file")
     if raw.read(2) == b"\x1f\x8b":
         raw.seek(0)
         return raw, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
@@ -280,7 +269,7 @@ class TraceReader:
             raise NotATrace(f"{path}: not a hangtrace trace (bad magic)")
         version = header.get("version")
         if type(version) is int and version != VERSION:
-            raise CorruptTrace(f"{path}: trace format version {version!r} is not supported "
+            raise CorruptTrace(f"{path}: trace format version {shown(version)} is not supported "
                                f"(this hangtrace reads version {VERSION})")
         bad = check_header(header)
         if bad:
