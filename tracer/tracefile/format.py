@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from .. import events as ev
-from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register their event classes)
+from ..events import counts as count_events, evidence as evidence_events, states as state_events  # noqa: F401,E501  (register their event classes)
 from ..errors import BadInput, CorruptTrace, NotATrace, OutputError, shown
 from .validate import check_header, row_decoder, type_codes
 from .blocks import BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks  # noqa: F401 (re-exported)
