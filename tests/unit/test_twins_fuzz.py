@@ -24,13 +24,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_split_line_reads_every_line_the_same_way() -> None:
-    bad = {line for b in twins.blocks(SEED, 3000) for line in twins.line_diffs(b, FAST)}
+    bad = {line for b in twins.blocks(SEED, 1500) for line in twins.line_diffs(b, FAST)}
     assert not bad, sorted(bad)[:10]
 
 
 def test_the_first_pass_decides_the_same_membership() -> None:
     bad = []
-    for b in twins.blocks(SEED + 1, 3000):
+    for b in twins.blocks(SEED + 1, 1500):
         c, py = twins.membership(b), twins.membership(b, py_scan_block)
         if c != py:
             bad.append((b[:300], {k: (c[k], py[k]) for k in c if c[k] != py[k]}))
@@ -64,4 +64,4 @@ def _same_outcomes(blocks) -> None:
 
 
 def test_imports_and_verdicts_agree_on_both_paths() -> None:
-    _same_outcomes(twins.blocks(SEED + 2, 120))
+    _same_outcomes(twins.blocks(SEED + 2, 50))
