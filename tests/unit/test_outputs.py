@@ -254,3 +254,22 @@ def test_watch_files_take_fresh_names_never_a_planted_link(tmp_path, planted, mo
     for p in (cap.trace_path, cap.text_path, cap.json_path):
         assert _mode(Path(p)) == 0o600 and Path(p).stat().st_size > 0
     _untouched(planted.victim)
+
+
+def test_cluster_node_files_are_new_0600_and_never_a_planted_link(tmp_path, planted) -> None:
+    from tracer.record import cluster as cl
+    good = cl.NodeRun(["sh", "-c", "echo trace; echo said >&2"], "a",
+                      trace=str(tmp_path / "a.htrace.gz"), log=str(tmp_path / "a.log"))
+    bad = cl.NodeRun(["sh", "-c", "echo trace"], "b", trace=str(tmp_path / "b.htrace.gz"),
+                     log=str(planted(tmp_path / "b.log")))
+    old = os.umask(0o022)
+    try:
+        res = cl.run([good, bad], timeout=30)
+    finally:
+        os.umask(old)
+    by_node = {r.node: r for r in res}
+    assert "b.log: is a symbolic link" in (by_node["b"].error or "")
+    _untouched(planted.victim)
+    for name in ("a.htrace.gz", "a.log"):
+        assert _mode(tmp_path / name) == 0o600
+    assert (tmp_path / "a.log").read_text() == "said\n"
