@@ -273,3 +273,22 @@ def test_cluster_node_files_are_new_0600_and_never_a_planted_link(tmp_path, plan
     for name in ("a.htrace.gz", "a.log"):
         assert _mode(tmp_path / name) == 0o600
     assert (tmp_path / "a.log").read_text() == "said\n"
+
+
+def _small_disk() -> None:
+    """The child: files may not grow past 512 bytes (EFBIG, as a full disk gives ENOSPC)."""
+    import resource
+    import signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (512, 512))
+
+
+@pytest.mark.parametrize("command", ["merge-json", "export"])
+def test_a_full_disk_at_the_output_is_one_line_and_leaves_nothing(tmp_path, command) -> None:
+    out = tmp_path / "out.json"
+    out.write_text("keep")
+    p = hangtrace(*COMMANDS[command](out), preexec_fn=_small_disk)
+    assert p.returncode == 1
+    assert f"{out}: cannot write: File too large" in one_line(p.stderr)
+    assert out.read_text() == "keep"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["out.json"]
