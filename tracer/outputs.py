@@ -106,12 +106,12 @@ def _temp_beside(path: str) -> Tuple[int, str]:
     raise OutputError(f"{path}: cannot create a temporary file beside it")
 
 
-def _failed(path: str, e: OSError) -> OutputError:
+def _failed(path: str, e: OSError, what: str = "") -> OutputError:
     if e.errno == errno.ELOOP:
         return OutputError(f"{path}: is a symbolic link, not a regular file: not written "
                            "(hangtrace writes no output through a link or into a special "
                            "file)")
-    return OutputError(f"{path}: cannot write: {e.strerror or e}")
+    return OutputError(f"{path}: cannot write{' ' + what if what else ''}: {e.strerror or e}")
 
 
 def _binary(fd: int, path: str) -> IO[bytes]:
@@ -120,7 +120,7 @@ def _binary(fd: int, path: str) -> IO[bytes]:
     return f
 
 
-def create_fresh(path: str, text: bool = False) -> IO:
+def create_fresh(path: str, text: bool = False, what: str = "") -> IO:
     """A new file at ``path`` or, when that name is taken, at the first free ``STEM-N.EXT``
     (module doc); the file object's ``name`` is where it is. ``text``: a text file (UTF-8,
     errors="replace") whose write errors are OutputError."""
@@ -137,7 +137,7 @@ def create_fresh(path: str, text: bool = False) -> IO:
         except FileExistsError:
             continue
         except OSError as e:
-            raise _failed(candidate, e) from None
+            raise _failed(candidate, e, what) from None
     raise OutputError(f"{path}: {_MOST_FRESH_TRIES} names like it are taken")
 
 
@@ -151,23 +151,24 @@ def _split_ext(base: str) -> Tuple[str, str]:
     return root, ext
 
 
-def open_streamed(path: str) -> IO[bytes]:
+def open_streamed(path: str, what: str = "") -> IO[bytes]:
     """A new file that is at ``path`` from the start (module doc); OutputError when it
-    cannot be. A ``FreshName`` goes to ``create_fresh``."""
+    cannot be (``what`` it was for is said: "the trace"). A ``FreshName`` goes to
+    ``create_fresh``."""
     if isinstance(path, FreshName):
-        return create_fresh(path)
+        return create_fresh(path, what=what)
     check_target(path)
     try:
         fd, tmp = _temp_beside(path)
     except OSError as e:
-        raise _failed(path, e) from None
+        raise _failed(path, e, what) from None
     try:
         os.rename(tmp, path)
     except OSError as e:
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise _failed(path, e) from None
+        raise _failed(path, e, what) from None
     return _binary(fd, path)
 
 

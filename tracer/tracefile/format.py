@@ -104,7 +104,7 @@ def create_output(path: str) -> IO[bytes]:
         except OSError as e:
             raise OutputError(f"cannot write the trace to standard output: {e.strerror}") \
                 from None
-    return open_streamed(path)
+    return open_streamed(path, "the trace")
 
 
 class TraceWriter:
