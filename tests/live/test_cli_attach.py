@@ -14,6 +14,7 @@ from tracer.tracefile.format import TraceReader
 from cli_run import hangtrace as run  # noqa: E402  (tests/cli_run.py)
 
 from cli_run import HANGTRACE  # noqa: E402
+from test_safety import _wait_recording  # noqa: E402  (the trace has its header and grew)
 
 
 @pytest.mark.live
@@ -42,7 +43,7 @@ def test_signal_ends_recording_early_and_keeps_the_trace(scenario, tmp_path, sig
     proc = subprocess.Popen(HANGTRACE + ["attach", str(sc.pid), "--backend", "proc",
                                          "--duration", "60", "--json", "--output", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.5)
+    _wait_recording(proc, out)      # not a fixed sleep: a loaded machine starts it later
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=20)
     doc = json.loads(stdout)

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from .. import __version__
 from ..errors import (EXIT_USAGE, HangtraceError, NotATrace, OutputError, TargetGone, UsageError,
-                      exit_code)
+                      exit_code, shown)
 
 
 class FiniteFloat(click.ParamType):
@@ -36,9 +36,9 @@ class FiniteFloat(click.ParamType):
         try:
             x = float(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
+            self.fail(f"{shown(value)} is not a number", param, ctx)
         if not math.isfinite(x):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
+            self.fail(f"{shown(value)} is not a finite number", param, ctx)
         if not self.lo <= x <= self.hi:
             bound = f"between {self.lo:g} and {self.hi:g}" if math.isfinite(self.hi) else \
                 f"at least {self.lo:g}"
@@ -282,11 +282,12 @@ def export(trace: str, fmt: str, output: Optional[str]) -> None:
     from ..render.export import FORMATS, exporter
     from ..render.progress import FileProgress
     if fmt not in FORMATS:
-        raise UsageError(f"unknown format {fmt!r} (available: "
+        raise UsageError(f"unknown format {shown(fmt)} (available: "
                          f"{', '.join(sorted(FORMATS)) or 'none'})")
     try:
-        if output:
-            with open(output, "w") as out, FileProgress(trace, "exporting"):
+        if output:               # renamed into place once whole: a bad input leaves it as it was
+            from ..outputs import replacing
+            with replacing(output) as out, FileProgress(trace, "exporting"):
                 exporter(fmt)(trace, out)
             click.echo(f"hangtrace: wrote {output}", err=True)
         else:
@@ -362,7 +363,9 @@ def demo(scenario: str, duration: float, backend: str, as_json: bool) -> None:
     backends, why = choose_backends(backend)
     sc = RunningScenario(scenario)
     try:
-        out = os.path.join(tempfile.gettempdir(), f"hangtrace-demo-{scenario}.htrace.gz")
+        from ..outputs import FreshName       # /tmp: a name others can predict
+        out = FreshName(os.path.join(tempfile.gettempdir(),
+                                     f"hangtrace-demo-{scenario}.htrace.gz"))
         done = _record([sc.pid], backends, duration, out, as_json,
                        f"scenario {scenario} running as pid {sc.pid}; attaching for "
                        f"{duration:g} s with {why}")

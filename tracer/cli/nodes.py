@@ -8,6 +8,7 @@ writes the report (JSON with --json, else text) to FILE instead of stdout.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import NoReturn, Optional, Tuple
@@ -20,19 +21,13 @@ from ..errors import OutputError, UsageError
 def emit(report, as_json: bool, verbose: bool, output: Optional[str]) -> NoReturn:
     from rich.console import Console
     from ..render.console import render_report
-    try:
-        out = open(output, "w") if output else None
-    except OSError as exc:
-        raise OutputError(f"{output}: {exc.strerror or exc}") from None
-    try:
+    from ..outputs import replacing
+    with (replacing(output) if output else contextlib.nullcontext()) as out:
         if as_json:
             click.echo(json.dumps(report.to_json(), indent=2), file=out)
         else:
             render_report(report, Console(file=out, width=120) if out else Console(),
                           verbose=verbose)
-    finally:
-        if out is not None:
-            out.close()
     if output:
         click.echo(f"hangtrace: report written to {output}", err=True)
     sys.exit(report.exit_code)
@@ -102,6 +97,9 @@ def cluster(nodes: Tuple[str, ...], via: str, pids: Tuple[int, ...], name: Optio
     if not pids and not name:
         raise UsageError("give --pid or --name: what to record on each node")
     outdir = output_dir or f"hangtrace-cluster-{time.strftime('%Y%m%d-%H%M%S')}"
+    if not output_dir and not dry_run:   # a name others can predict: a new directory
+        from ..outputs import fresh_directory
+        outdir = fresh_directory(outdir)
     att = cl.AttachArgs(shlex.split(remote_cmd), list(pids), name, duration, backend, rate)
     node_list = list(nodes)
     if via == "kubectl" and selector:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
 # the event classes join as they are registered (``register``, at the end)
-__all__ = ["Event", "FdInfo", "EVENT_CLASSES", "register", "scrub_args", "event_to_row",
-           "schema", "field_names"]
+__all__ = ["Event", "FdInfo", "EVENT_CLASSES", "register", "scrub_args", "STRING_LITERAL",
+           "event_to_row", "schema", "field_names"]
 
 
 @dataclass(slots=True)
@@ -351,15 +351,16 @@ register(Syscall, FutexCall, PollCall, IoctlCall, WriteCall, ReadCall, WaitChild
          NcclRasStatus, SocketCounters, ObserveError, FileLock)
 
 
-# strace prints buffers as "..." literals (optionally followed by ...), and struct contents of
-# read buffers as well; we keep the shape of the call but never the bytes.
-_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"(?:\.\.\.)?')
+# strace prints buffers as "..." literals with C escapes (... after one cut by -s: group 2); we
+# keep the call's shape, never the bytes. One never closed runs to the end (buffer contents
+# too). The lookahead makes the body possessive (3.11's *+ is buggy): one pass, as lines.c.
+STRING_LITERAL = re.compile(r'"(?=((?:[^"\\]+|\\.)*))\1(?:"(\.\.\.)?|\\?\Z)', re.S)
 
 
 def scrub_args(args: str) -> str:
     """Replace every string literal in strace argument text by ``"..."`` (paths too: callers that
     need one keep it in ``fd_target``)."""
-    return _STRING_RE.sub('"..."', args) if '"' in args else args
+    return STRING_LITERAL.sub('"..."', args) if '"' in args else args
 
 
 def event_to_row(ev: Event) -> List[Any]:

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import List, Optional
 
-from ..errors import HangtraceError
+from ..errors import HangtraceError, shown
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
 
@@ -33,7 +33,8 @@ def scenario_argv(name: str) -> List[str]:
         subprocess.run([sys.executable, str(SCENARIO_DIR / "build.py")], check=True,
                        stdout=subprocess.DEVNULL)
         return [str(SCENARIO_DIR / "bin" / name)]
-    raise DemoError(f"no scenario {name!r} in {SCENARIO_DIR} (the demo needs a source checkout)")
+    raise DemoError(f"no scenario {shown(name)} in {SCENARIO_DIR} (the demo needs a source "
+                    "checkout)")
 
 
 class RunningScenario:

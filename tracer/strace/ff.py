@@ -24,12 +24,13 @@ import re
 import resource
 from typing import Iterator, List, Optional, Tuple
 
+from .lines import TS_SECONDS, TS_TIME_OF_DAY, timestamp_shape
 from .log import ImportError_, LogFile, sniff
 from .scan import LogFacts, LogScan
 
 __all__ = ["open_source", "SingleLog", "FFLogs", "ff_files"]
 
-_FF_NAME = re.compile(r"^(.+)\.(\d+)(?:\.gz)?$")
+_FF_NAME = re.compile(r"^(.+)\.([0-9]{1,10})(?:\.gz)?$")
 
 
 class SingleLog:
@@ -110,15 +111,12 @@ def open_source(path: str):
 
 
 def _tod_key(token: str) -> Optional[float]:
-    """Seconds of a timestamp token: -ttt epoch, -t/-tt time of day; None when there is none."""
-    if not token[:1].isdigit():
-        return None
-    try:
-        if token[2:3] == ":":
-            return int(token[0:2]) * 3600 + int(token[3:5]) * 60 + float(token[6:])
-        return float(token)
-    except ValueError:
-        return None
+    """Seconds of a timestamp token: -ttt epoch, -t/-tt time of day; None when there is none
+    (lines.py's shapes of a timestamp)."""
+    shape = timestamp_shape(token)
+    if shape == TS_TIME_OF_DAY:
+        return int(token[0:2]) * 3600 + int(token[3:5]) * 60 + float(token[6:])
+    return float(token) if shape == TS_SECONDS else None
 
 
 class _FFFile:

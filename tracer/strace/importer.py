@@ -16,7 +16,8 @@ Contract:
   blocks for what must be known before converting (which process each tid belongs to, the
   time format); the second streams events to a temporary file next to the output
   (gzip-compressed on the way for a .gz trace); the final file is the header, which lists
-  every process, then that file's rows, then the end record.
+  every process, then that file's rows, then the end record, renamed over ``out_path`` once
+  whole (outputs.replacing: a link there is refused, a failed import leaves it as it was).
 - A gzip log cut short imports up to where it breaks (``ImportResult.truncated``).
 - Trouble with the input (missing, unreadable, binary, not strace) raises ``ImportError_``
   with a one-line message for the CLI; no temporary file or worker process outlives the call.
@@ -27,11 +28,11 @@ import contextlib
 import datetime as _dt
 import gc
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 from .. import events as ev
+from ..outputs import check_target, scratch_beside
 from ..tracefile import format as trace
 from ..tracefile.rows import RowEncoder, RowSink, write_trace
 from .arch import log_machine
@@ -95,6 +96,7 @@ class _Converted:
 def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = None,
                   workers: Optional[int] = None) -> ImportResult:
     """Convert the strace log at ``log_path`` into a trace file at ``out_path`` (module doc)."""
+    check_target(out_path)               # a link or a special file there: refused at once
     source = open_source(log_path)
     source.sniff()
     facts = source.scan()
@@ -106,12 +108,7 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
                            membership=who, base_date=base_date, workers=workers)
     if compress is None:
         compress = out_path.endswith(".gz")      # TraceWriter's rule
-    out_dir = os.path.dirname(os.path.abspath(out_path))
-    try:
-        tmp = tempfile.NamedTemporaryFile("wb", dir=out_dir, prefix=".hangtrace-import-",
-                                          delete=False)
-    except OSError as e:
-        raise ImportError_(f"{out_path}: cannot write here: {e.strerror}") from None
+    tmp = scratch_beside(out_path)        # OutputError (one line) when it cannot be
     sink: Optional[RowSink] = None
     try:
         sink = RowSink(tmp, compress)

@@ -60,6 +60,7 @@ from multiprocessing.connection import Connection
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .. import events as ev
+from ..linux.intparse import is_digits
 from .convert import StraceConverter
 from .fdtable import FD_CALLS
 from .log import LogFile
@@ -272,7 +273,7 @@ def classify(text: str) -> Tuple[str, bool, bool]:
     """
     sp = text.find(" ")
     key = text[:sp] if sp > 0 else ""
-    if key.isdigit():            # the usual "1234  ts name(...)": plain string tests
+    if is_digits(key):           # the usual "1234  ts name(...)": plain string tests
         j = text.find("<... ")
         if j >= 0:
             return key, text.startswith(_RESUMED_GLOBAL, j + 5), True

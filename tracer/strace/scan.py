@@ -30,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
+from ..linux.intparse import parse_uint
 from .lines import parse_line
 
 __all__ = ["LogScan", "LogFacts", "Membership"]
@@ -247,8 +248,10 @@ class LogScan:
         tid = line.tid if line.tid is not None else file_tid
         if line.kind == "call" and line.name == "tgkill" and line.ret == 0:
             parts = line.args.split(", ")        # tgkill(TGID, TID, SIG): TID is in TGID
-            if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
-                f.evidence.setdefault(int(parts[1]), int(parts[0]))
+            tgid, tid_ = (parse_uint(p, 10) for p in parts[:2]) if len(parts) == 3 \
+                else (None, None)
+            if tgid is not None and tid_ is not None:
+                f.evidence.setdefault(tid_, tgid)
             return
         if line.kind not in ("call", "resumed") or line.ret is None or line.ret <= 0:
             return

@@ -3,7 +3,9 @@
 Contract: ``byte_blocks(stream, size, limit)`` yields the stream in blocks of whole lines
 (bytes); a gzip stream cut short raises one of ``BROKEN`` after yielding every complete line
 before the break; a line longer than ``limit`` raises ``LineTooLong``: every read is bounded,
-so a file without newlines cannot fill memory. ``MAX_LINE_CHARS`` is the cap every reader uses.
+so a file without newlines cannot fill memory, and each byte is copied once whatever the line
+lengths (a long line's pieces are joined when it ends). ``MAX_LINE_CHARS`` is the cap every
+reader uses: traces and strace logs alike.
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ def byte_blocks(stream: IO[bytes], size: int = BLOCK,
     longer than ``limit`` bytes raises LineTooLong (the caller adds the file's name)."""
     read = getattr(stream, "read1", None) or stream.read
     parts: List[bytes] = []           # what was read since the last block, in order
-    have = 0
+    have = 0                          # bytes in parts
+    tail = 0                          # of which after the last newline: the line being read
     try:
         while True:
             chunk = read(size)
@@ -42,15 +45,17 @@ def byte_blocks(stream: IO[bytes], size: int = BLOCK,
                 break
             parts.append(chunk)
             have += len(chunk)
+            nl = chunk.rfind(b"\n")
+            if nl < 0:      # no newline: one long line grows here (never joined), up to a cap
+                tail += len(chunk)
+                if tail > limit:
+                    raise LineTooLong(f"a line is longer than {limit >> 20} MiB")
+                continue
+            tail = len(chunk) - nl - 1
             if have < size:              # read1 gives what one read gave: gather a block
                 continue
             data = b"".join(parts) if len(parts) > 1 else chunk
-            cut = data.rfind(b"\n") + 1
-            if not cut:     # no newline in a whole block: one long line grows here, up to a cap
-                if len(data) > limit:
-                    raise LineTooLong(f"a line is longer than {limit >> 20} MiB")
-                parts = [data]
-                continue
+            cut = len(data) - tail
             rest = data[cut:]
             parts, have = ([rest], len(rest)) if rest else ([], 0)
             yield data if cut == len(data) else data[:cut]

@@ -16,6 +16,8 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import List, Optional, Sequence
 
+from ...linux.intparse import is_digits
+
 _TP_RE = re.compile(r"_TP(\d+)")
 # a title of its own that names the role and the rank ("...scheduler_TP0", "Worker_TP3"), the
 # way SGLang and vLLM set them, wherever the title puts them: it says what the process is, even
@@ -43,7 +45,7 @@ def _title(cmdline: Sequence[str], comm: str) -> str:
     return comm
 
 
-_RANK_RE = re.compile(r"(?:^|\s)(LOCAL_RANK|RANK)=(\d+)")
+_RANK_RE = re.compile(r"(?:^|\s)(LOCAL_RANK|RANK)=([0-9]{1,10})(?![0-9])")
 
 
 def parse_environ_rank(environ_rank: Optional[str]) -> Optional[int]:
@@ -52,7 +54,7 @@ def parse_environ_rank(environ_rank: Optional[str]) -> Optional[int]:
     if not environ_rank:
         return None
     text = environ_rank.strip()
-    if text.isdigit():
+    if is_digits(text) and len(text) <= 10:
         return int(text)
     found = dict(m.groups() for m in _RANK_RE.finditer(text))
     val = found.get("RANK", found.get("LOCAL_RANK"))

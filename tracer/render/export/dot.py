@@ -8,11 +8,17 @@ The proof's edges are red and bold, its cycle's nodes red, dead nodes grey: ``do
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, TextIO
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _q(s: object) -> str:
-    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    """A DOT string: quoted, escaped, and encodable (a comm read from /proc with bytes that are
+    not UTF-8 holds lone surrogates: each becomes U+FFFD, so no output stream refuses it)."""
+    text = _SURROGATE.sub("\ufffd", str(s))
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def render_dot(graph: Dict[str, Any], title: str = "") -> str:
