@@ -13,6 +13,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ... import events as ev
 from ...events.counts import ThreadCounts
+from ...events.states import ThreadStopped
 from ...linux.fdtarget import FdTarget
 from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, judge_output,
                        read_class, write_class)
@@ -75,6 +76,7 @@ class Accumulator:
             ev.Lost: self._on_lost, ev.ThreadCpu: self._on_cpu,
             ev.SocketCounters: self._on_socket_counters,
             ev.ObserveError: self._on_observe_error,
+            ThreadStopped: self._on_stopped,
             ThreadCounts: lambda e: self.kernel.feed(e, self._thread(e.pid, e.tid),
                                                         self.is_internal),
         }
@@ -220,6 +222,13 @@ class Accumulator:
 
     def _on_signal(self, e: ev.SignalDelivered) -> None:
         self._process(e.pid).signals[e.signal] += 1
+        if e.signal == "SIGCONT":
+            for t in self.threads_of(e.pid):
+                t.stopped_by = None
+
+    def _on_stopped(self, e: ThreadStopped) -> None:
+        t = self._thread(e.pid, e.tid)
+        t.stopped_by, t.stopped_calls = e.signal or "a signal", t.ncalls
 
     def _on_cpu(self, e: ev.ThreadCpu) -> None:
         t = self._thread(e.pid, e.tid)

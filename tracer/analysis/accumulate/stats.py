@@ -38,6 +38,8 @@ class ThreadStats:
     ncalls: int = 0                                          # completed calls, in order
     calls_at_output: int = 0                                 # ncalls at its last plain output
     output_stale: bool = False                               # finish(): output long ago only
+    stopped_by: Optional[str] = None        # strace saw it stopped (SIGSTOP...), no SIGCONT since
+    stopped_calls: int = 0                  # ncalls when it stopped (a later call: it ran again)
     sockets: Dict[int, FdTraffic] = field(default_factory=dict)  # fd -> its traffic
     connects: int = 0                                        # connections made (ret 0/EINPROGRESS)
     connect_targets: Counter = field(default_factory=Counter)

@@ -72,20 +72,27 @@ def rule_exited(c: ThreadContext) -> Optional[ThreadVerdict]:
     if c.t.exited_at is None:
         return None
     return ThreadVerdict(EXITED, "thread-exited",
-                         [f"exited {c.t.exited_at - c.rec.start:.1f} s into the recording"])
+                         [f"exited {c.t.exited_at - c.rec.start:.1f} s into the recording"
+                          if c.timed else "exited (the log has no times: when is unknown)"])
 
 
 def rule_stopped(c: ThreadContext) -> Optional[ThreadVerdict]:
     """Stopped by a signal (state T: SIGSTOP, or job control): it runs no code and makes no call
-    until SIGCONT, whatever its counters say, so it is neither spinning nor idle."""
+    until SIGCONT, whatever its counters say, so it is neither spinning nor idle. From /proc
+    samples (state T at the end) or strace's "--- stopped by SIGSTOP ---" with no call since."""
     t = c.t
     s = t.last_sample
-    if s is None or s.state != "T":
+    if s is not None and s.state == "T":
+        n = t.states.get("T", 0)
+        why = f"state T in {n}/{t.samples} /proc samples: SIGSTOP or job control"
+    elif t.stopped_by is not None and t.ncalls == t.stopped_calls and \
+            (s is None or s.state in ("T", "t")):
+        why = f"stopped by {t.stopped_by} (strace), no call since"
+    else:
         return None
-    n = t.states.get("T", 0)
     return ThreadVerdict(BLOCKED, "stopped",
-                         [f"stopped (state T in {n}/{t.samples} /proc samples: SIGSTOP or job "
-                          "control); it runs nothing until it gets SIGCONT"], stopped=True)
+                         [f"stopped ({why}); it runs nothing until it gets SIGCONT"],
+                         stopped=True)
 
 
 def _rm_controls(t: ThreadStats) -> int:
@@ -103,7 +110,7 @@ def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
     if n == 0 or n / c.rec.window > 20:
         return None
     others = c.t.total_syscalls - n
-    ev_ = [f"{c.rate(n)} RM_CONTROL on /dev/nvidiactl ({n} in {c.rec.window:.1f} s)"
+    ev_ = [f"{c.rate(n)} RM_CONTROL on /dev/nvidiactl ({n}{c.span()})"
            + (f" and {others} other syscalls" if others else " and no other syscall")
            + ": spin-sync wait, the host spin-waits for the GPU (device/stream synchronize "
            "under the default spin schedule) and the GPU work it waits for has not finished",
@@ -222,7 +229,7 @@ def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
             parts.append(f"{t.futex_timeouts} futex wait timeouts")
         if t.sleeps:
             parts.append(f"{t.sleeps} sleeps")
-        evidence.append(f"{' + '.join(parts)} in {c.rec.window:.1f} s ({c.rate(n)})")
+        evidence.append(f"{' + '.join(parts)}{c.span()}" + (f" ({c.rate(n)})" if c.timed else ""))
     else:
         sampled = _sampled_timed_wait(c)
         if sampled is None:
