@@ -325,8 +325,8 @@ class ObserveError(Event):
 
 
 # --------------------------------------------------------------------------- the registry
-from .probes import (FileLock, FutexOwner, NcclRasStatus, SocketCounters,  # noqa: E402
-                     SocketPeers)
+from .probes import (FileLock, FutexOwner, NcclRasStatus, ServedConnections,  # noqa: E402
+                     SocketCounters, SocketPeers)
 
 EVENT_CLASSES: Dict[str, Type[Event]] = {}
 _FIELDS: Dict[Type[Event], List[str]] = {}
@@ -348,7 +348,7 @@ def register(*classes: Type[Event]) -> None:
 register(Syscall, FutexCall, PollCall, IoctlCall, WriteCall, ReadCall, WaitChild, ThreadSample,
          ThreadCpu, ProcessIO, ProcessInfo, ThreadStart, ProcessExec, ThreadExit, ProcessExit,
          SignalDelivered, Lost, RecordingEnd, GpuSample, PyStack, FutexOwner, SocketPeers,
-         NcclRasStatus, SocketCounters, ObserveError, FileLock)
+         NcclRasStatus, SocketCounters, ObserveError, FileLock, ServedConnections)
 
 
 # strace prints buffers as "..." literals with C escapes (... after one cut by -s: group 2); we

@@ -96,3 +96,14 @@ class FileLock(Event):
     access: str = ""
     waiting: bool = False
     lock_id: int = 0
+
+
+@dataclass(slots=True)
+class ServedConnections(Event):
+    """Connections ``pid`` took on a TCP ``port`` it listens on since the proc backend's last
+    socket dump (linux/tcpdiag.accepted_since: accepted, or closed by the server's side): a
+    server answering each request on a new connection, seen without a syscall backend."""
+    TAG: ClassVar[str] = "srv"
+    pid: int
+    port: int
+    count: int = 0

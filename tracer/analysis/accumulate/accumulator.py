@@ -7,7 +7,6 @@ the recording window and returns a ``Recording``: everything the rules need, not
 """
 from __future__ import annotations
 
-from collections import Counter
 from functools import lru_cache
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -15,8 +14,8 @@ from ... import events as ev
 from ...events.counts import ThreadCounts
 from ...events.states import ThreadStopped
 from ...linux.fdtarget import FdTarget
-from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, judge_output,
-                       read_class, write_class)
+from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, internal_targets,
+                       judge_output, read_class, write_class)
 from .kernel_counts import KernelCounts
 from .stats import ProcessStats, Recording, TcpTrack, ThreadStats
 from .traffic import FdTraffic
@@ -77,6 +76,7 @@ class Accumulator:
             ev.SocketCounters: self._on_socket_counters,
             ev.ObserveError: self._on_observe_error,
             ThreadStopped: self._on_stopped,
+            ev.ServedConnections: self._on_served,
             ThreadCounts: lambda e: self.kernel.feed(e, self._thread(e.pid, e.tid),
                                                         self.is_internal),
         }
@@ -124,7 +124,7 @@ class Accumulator:
             t = self._thread(info.pid, tid)
             if comm:
                 t.comm = comm
-        self._internal[info.pid] = _internal_targets(info.fds)
+        self._internal[info.pid] = internal_targets(info.fds)
 
     def is_internal(self, pid: int, target: Optional[str]) -> bool:
         """True when both ends of the pipe/socketpair behind ``target`` are in process ``pid``."""
@@ -225,6 +225,9 @@ class Accumulator:
         if e.signal == "SIGCONT":
             for t in self.threads_of(e.pid):
                 t.stopped_by = None
+
+    def _on_served(self, e: ev.ServedConnections) -> None:
+        self._process(e.pid).served[e.port] += max(0, e.count)
 
     def _on_stopped(self, e: ThreadStopped) -> None:
         t = self._thread(e.pid, e.tid)
@@ -440,9 +443,3 @@ class Accumulator:
 
 def _as_dict(info: ev.ProcessInfo) -> dict:
     return {f: getattr(info, f) for f in ev.field_names(ev.ProcessInfo)}
-
-
-def _internal_targets(fds: List[ev.FdInfo]) -> set:
-    """Pipe/socket targets that appear on two fds of one process (a self-pipe or socketpair)."""
-    seen: Counter = Counter(f.target for f in fds if f.kind in ("pipe", "fifo"))
-    return {target for target, n in seen.items() if n >= 2}

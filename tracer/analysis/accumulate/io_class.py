@@ -25,6 +25,8 @@ call totals), watch (``proc_input_bytes``) and the timeline export.
   plain output writes plus the socket traffic that is not a keep-alive (traffic.keepalive),
   and whether that output is old news (``output_is_stale``: a start-up log followed by a long
   run of calls with nothing written); ``fd_label`` names an output target ("fd 3 (/var/x)").
+- ``internal_targets(fds)``: the pipes and FIFOs a process holds on two fds (both ends: a
+  self-pipe), which the accumulator's ``internal`` answers with.
 - Limits of what is followed per thread: ``MAX_OUTPUT_TARGETS`` targets named, ``MAX_SOCKETS``
   socket fds. bpf/hangtrace.h's HT_SMALL_WRITE is ``WAKEUP_MAX_BYTES`` (a test checks it).
 Pure.
@@ -32,7 +34,9 @@ Pure.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
+
+from ... import events as ev
 
 from ...linux.fdtarget import OUTPUT_KINDS, SOCKET_KINDS
 from ..vocab.verdict import _StrEnum
@@ -42,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stats import ThreadStats
 
 __all__ = ["IoClass", "write_class", "read_class", "proc_output_bytes",
-           "proc_input_bytes", "judge_output", "fd_label", "WAKEUP_MAX_BYTES", "CHANNEL_KINDS", "MAX_OUTPUT_TARGETS",
+           "proc_input_bytes", "judge_output", "fd_label", "internal_targets", "WAKEUP_MAX_BYTES", "CHANNEL_KINDS", "MAX_OUTPUT_TARGETS",
            "MAX_SOCKETS"]
 
 # Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
@@ -160,3 +164,9 @@ def output_is_stale(t: "ThreadStats", window: float, end: Optional[float],
     every = (last - first) / (t.plain_writes - 1) if first is not None and t.plain_writes > 1 \
         else 0.0
     return end - last > max(2.0, 0.5 * window, 3 * every)
+
+
+def internal_targets(fds: List[ev.FdInfo]) -> set:
+    """Pipe/socket targets that appear on two fds of one process (a self-pipe or socketpair)."""
+    seen: Counter = Counter(f.target for f in fds if f.kind in ("pipe", "fifo"))
+    return {target for target, n in seen.items() if n >= 2}

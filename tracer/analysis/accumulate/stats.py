@@ -125,6 +125,7 @@ class ProcessStats:
     last_io: Optional[ev.ProcessIO] = None
     signals: Counter = field(default_factory=Counter)
     tcp: Dict[int, TcpTrack] = field(default_factory=dict)     # fd -> kernel TCP counters
+    served: Counter = field(default_factory=Counter)   # port -> connections taken (sock_diag)
 
 
 @dataclass

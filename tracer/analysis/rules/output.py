@@ -79,21 +79,32 @@ def process_output_bytes(p: ProcessStats, window: float = 0.0) -> int:
     return total
 
 
-def rule_process_output(c: ThreadContext) -> Optional[ThreadVerdict]:
-    """Without per-thread syscalls (proc backend only), credit the process's output to the
-    threads that ran while it was written."""
-    if c.rec.has_syscalls:
-        return None
-    n = process_output_bytes(c.proc, c.rec.window)
+def _ran(c: ThreadContext) -> bool:
+    """The thread ran during the window (CPU, or /proc saw it scheduled in twice)."""
     a, b = c.t.first_sample, c.t.last_sample
-    ran = (c.cpu is not None and c.cpu.fraction > 0.01) or (
+    return (c.cpu is not None and c.cpu.fraction > 0.01) or (
         a is not None and b is not None and a.run_count is not None
         and b.run_count is not None and b.run_count - a.run_count >= 2)
-    if n <= 0 or not ran:
+
+
+def rule_process_output(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """Without per-thread syscalls (proc backend only), credit the process's output, and the
+    connections it took on its listening ports (served: every backend sees serving), to the
+    threads that ran while it happened."""
+    if c.rec.has_syscalls or not _ran(c):
         return None
-    return ThreadVerdict(PROGRESSING, "process-output",
-                         [f"the process wrote {_bytes(n)} beyond wake-up writes (/proc io, fd "
-                          "positions) while this thread ran"], cpu=c.cpu)
+    n = process_output_bytes(c.proc, c.rec.window)
+    if n > 0:
+        return ThreadVerdict(PROGRESSING, "process-output",
+                             [f"the process wrote {_bytes(n)} beyond wake-up writes (/proc io, "
+                              "fd positions) while this thread ran"], cpu=c.cpu)
+    served = c.proc.served
+    if sum(served.values()) > 0:
+        ports = ", ".join(f"{k} on port {p}" for p, k in served.most_common(3))
+        return ThreadVerdict(PROGRESSING, "process-served",
+                             [f"the process took connections on the ports it listens on "
+                              f"({ports}; sock_diag) while this thread ran"], cpu=c.cpu)
+    return None
 
 
 def rule_served_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
