@@ -102,19 +102,26 @@ def analyzer_for(reader: TraceReader) -> Analyzer:
                     roots=h.get("targets"), source=h.get("source", "attach"))
 
 
-def analyze_trace(path: str) -> Report:
+def analyze_trace(path: str, progress: Optional[Callable[[int], None]] = None) -> Report:
     """Read a trace file (streaming) and analyze it. Raises errors.BadInput (CorruptTrace,
-    NotATrace) on bad files."""
-    reader = TraceReader(path)
+    NotATrace) on bad files. ``progress(offset)``: the reader's progress callback."""
+    reader = TraceReader(path, progress)
     an = analyzer_for(reader)
     an.feed_all(reader.events())
     info = reader.info
     end = info.end.ts if info.end is not None else None
+    return an.report(end=end, trace_path=path, truncated=info.truncated,
+                     extra_notes=trace_notes(info))
+
+
+def trace_notes(info: Any) -> List[str]:
+    """The notes a trace brings to its report (a TraceReader's ``info`` once read): the
+    recording's errors and notes from the header, and corrupt lines skipped."""
     opts = info.header.get("options") or {}
     notes = list(opts.get("errors", [])) + list(opts.get("notes", []))
     if info.bad_lines:
         notes.append(f"{info.bad_lines} corrupt lines in the trace were skipped")
-    return an.report(end=end, trace_path=path, truncated=info.truncated, extra_notes=notes)
+    return notes
 
 
-__all__ = ["Analyzer", "analyze_trace", "analyzer_for", "build_report"]
+__all__ = ["Analyzer", "analyze_trace", "analyzer_for", "build_report", "trace_notes"]
