@@ -112,10 +112,6 @@ def doctor_facts() -> Dict[str, Any]:
     spy = find_py_spy()
     facts["py_spy"] = _fact(bool(spy), spy or NOT_INSTALLED.split(" (")[0],
                             "pip install 'hangtrace[stacks]' (or set $HANGTRACE_PY_SPY)")
-    from .evidence.elfver import have_pyelftools
-    elf = have_pyelftools()
-    facts["pyelftools"] = _fact(elf, "importable" if elf else "missing",
-                                "pip install pyelftools (NCCL's version from libnccl)")
     facts["kmsg"] = _kmsg()
     facts["compiled_helpers"] = _fact(fastpath.compiled() is not None, fastpath.status(),
                                       "reinstall with a C compiler and Python's headers "
