@@ -128,7 +128,8 @@ def test_the_man_page_is_generated_from_the_click_definitions():
 
 def test_the_readmes_usage_is_the_man_pages_synopsis():
     readme = (REPO / "README.md").read_text()
-    block = readme.split("## Usage\n\n```\n", 1)[1].split("```", 1)[0]
+    usage = readme.split("## Usage\n", 1)[1]
+    block = usage.split("```\n", 1)[1].split("```", 1)[0]
     assert block.splitlines() == synopsis_lines()
 
 
