@@ -24,9 +24,8 @@ import click
 from rich.console import Console
 
 __all__ = ["FiniteFloat", "PidList", "pid_option", "all_pids", "report_console", "emit",
-           "is_terminal", "NO_WRAP_WIDTH"]
+           "is_terminal"]
 
-NO_WRAP_WIDTH = 1_000_000         # "never wrap": wider than any line a report has
 _PID_DIGITS = 10                  # pid_max is at most 2**22; 10 digits bound int() anyway
 
 
@@ -103,11 +102,9 @@ def is_terminal(stream) -> bool:  # type: ignore[no-untyped-def]
 
 
 def report_console(err: bool = False, file=None) -> Console:  # type: ignore[no-untyped-def]
-    """The Console a report goes to (module doc)."""
-    stream = file if file is not None else (sys.stderr if err else sys.stdout)
-    if is_terminal(stream):
-        return Console(file=file, stderr=err)
-    return Console(file=file, stderr=err, width=NO_WRAP_WIDTH, soft_wrap=True)
+    """The Console a report goes to (render/console.py's rule)."""
+    from ..render.console import report_console as console_for
+    return console_for(file=file, stderr=err)
 
 
 def emit(report, as_json: bool, verbose: bool = False,  # type: ignore[no-untyped-def]

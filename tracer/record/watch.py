@@ -189,7 +189,7 @@ class Watcher:
 
     def _capture(self, look: TreeLook, silent_since: float,
                  last: List[Signal]) -> Optional[Capture]:
-        from ..render.console import render_report
+        from ..render.console import render_report, report_console
         from .session import SessionError
         opts = self.opts
         roots = self.sampler.tree_roots(look)
@@ -219,8 +219,7 @@ class Watcher:
                 json.dump(report.to_json(), f, indent=2)
                 f.write("\n")
             with open(cap.text_path, "w") as f:
-                from rich.console import Console
-                render_report(report, Console(file=f, width=120, color_system=None))
+                render_report(report, report_console(file=f))
         except OSError as exc:
             self.say(f"cannot write the report into {opts.output_dir}: {exc.strerror}")
         self.captures.append(cap)
