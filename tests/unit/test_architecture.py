@@ -171,3 +171,26 @@ def test_no_module_over_450_lines():
     long = {str(p.relative_to(ROOT)): n for p in PKG.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, long
+
+
+# Readers of the live system: render/ draws a Report or a trace and never looks at /proc
+# (the progress bar gets its progress from the readers' callbacks).
+LIVE_READERS = {"tracer.linux.procfs", "tracer.linux.procfs_fds", "tracer.linux.processes",
+                "tracer.linux.access", "tracer.linux.sockdiag", "tracer.linux.tcpdiag"}
+
+
+def test_renderers_never_read_proc():
+    bad = []
+    for mod, path in _all_modules().items():
+        if _package_of(mod) != "render":
+            continue
+        bad += [f"{mod} imports {dep}" for dep in _imports(path) if dep in LIVE_READERS]
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
+                      and n.body and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    id(node) not in docstrings and node.value.startswith("/proc"):
+                bad.append(f"{mod}:{node.lineno} names {node.value!r}")
+    assert not bad, "\n".join(bad)
