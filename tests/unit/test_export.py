@@ -9,9 +9,9 @@ import io
 import json
 import subprocess
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import pytest
 
@@ -22,7 +22,7 @@ from tracer.render.export.jsonl import event_dict
 from tracer.render.export.rates import GPU_PID
 from tracer.render.export.timeline import TREE_TID, VERDICT_TID_BASE
 from tracer.tracefile.format import TraceReader, make_header
-from perfetto_check import check_chrome_json, check_track_events  # noqa: E402 (tests/)
+from perfetto_check import check_chrome_json  # noqa: E402 (tests/)
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = sorted((ROOT / "fixtures" / "traces").glob("*.htrace.gz"))
