@@ -54,6 +54,18 @@ def test_bash_completion_completes_commands_options_and_choices():
             assert p.stdout.split() == want, (line, p.stdout)
 
 
+def test_pid_completion_offers_running_processes():
+    me = os.getpid()
+    line = f"hangtrace attach -p {str(me)[:-1]}"
+    p = _complete({"_HANGTRACE_COMPLETE": "bash_complete", "COMP_WORDS": line,
+                   "COMP_CWORD": "3"})
+    assert f"plain,{me}" in p.stdout.split(), p.stdout[:500]
+    line = f"hangtrace snapshot -p 1,{me}"
+    p = _complete({"_HANGTRACE_COMPLETE": "bash_complete", "COMP_WORDS": line,
+                   "COMP_CWORD": "3"})
+    assert f"plain,1,{me}" in p.stdout.split(), p.stdout[:500]
+
+
 def test_bare_hangtrace_prints_help_and_exits_0():
     p = hangtrace()
     assert p.returncode == 0 and p.stdout.startswith("Usage: hangtrace") and p.stderr == ""

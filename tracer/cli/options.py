@@ -60,8 +60,17 @@ def parse_pid(text: str) -> Optional[int]:
 
 
 class PidList(click.ParamType):
-    """``PID`` or ``PID,PID,...`` (module doc)."""
+    """``PID`` or ``PID,PID,...`` (module doc). Shell completion offers the running processes'
+    pids, with their names as the help zsh and fish show."""
     name = "pid"
+
+    def shell_complete(self, ctx, param, incomplete):  # type: ignore[no-untyped-def]
+        from click.shell_completion import CompletionItem
+        from ..linux.processes import listing
+        done, _, last = incomplete.rpartition(",")
+        prefix = done + "," if done else ""
+        return [CompletionItem(f"{prefix}{pid}", help=name) for pid, name in listing()
+                if str(pid).startswith(last)]
 
     def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
         if isinstance(value, list):

@@ -15,6 +15,7 @@ Contract:
   command line holds the pattern too), pid 1 and kernel threads only with ``force`` (as a pid
   given by number).
 - ``ancestors_of_me()``: this process's parent chain (psutil), nearest first.
+- ``listing()``: (pid, name) of every process psutil sees, for shell completion of pids.
 - ``access_of(exc)``: GONE for psutil.NoSuchProcess (a zombie too), DENIED for
   psutil.AccessDenied, else UNREADABLE: the same words as linux/access.py's readers;
   ``pid_access(pid)``: None when psutil can read the process's status, else those words.
@@ -33,7 +34,7 @@ from .access import is_kernel_thread
 from .procfs import DENIED, GONE, UNREADABLE, list_pids, read_cmdline, read_comm
 
 __all__ = ["name_matches", "find_by_name", "select_by_name", "ancestors_of_me", "access_of",
-           "pid_access"]
+           "pid_access", "listing"]
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -112,6 +113,11 @@ def select_by_name(pattern: str, *, force: bool = False,
     if kernel:
         left_out.append(f"{kernel} kernel thread{'s' if kernel > 1 else ''} (--force tries them)")
     return found, left_out
+
+
+def listing() -> List[Tuple[int, str]]:
+    """(pid, comm) of every process, sorted by pid (module doc)."""
+    return sorted((p.pid, p.info.get("name") or "") for p in psutil.process_iter(["name"]))
 
 
 def ancestors_of_me() -> List[int]:
