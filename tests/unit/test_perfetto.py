@@ -35,6 +35,8 @@ def json_doc(path: Path) -> dict:
 
 
 def proto_bytes(path: Path) -> bytes:
+    pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2",
+                        reason="the perfetto package is not installed (the test extra has it)")
     buf = io.BytesIO()
     exporter("perfetto-proto")(str(path), buf)
     return buf.getvalue()
@@ -165,8 +167,9 @@ def test_the_recordings_notes_are_on_the_tree_verdict(tmp_path):
 @pytest.mark.parametrize("path", sorted(TRACES.glob("*.htrace.gz"))[:8] +
                          [GPU_TRACES / "nccl.ebpf.htrace.gz"], ids=lambda p: p.name)
 def test_the_protobuf_timeline_is_the_json_one(path):
+    data = proto_bytes(path)
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-    trace = check_track_events(proto_bytes(path))
+    trace = check_track_events(data)
     doc = json_doc(path)
     T = pb.TrackEvent
     kinds = [p.track_event.type for p in trace.packet if p.HasField("track_event")]
@@ -192,6 +195,8 @@ def test_the_protobuf_is_smaller_for_a_large_trace(tmp_path):
 
 
 def test_export_proto_from_the_command_line(tmp_path):
+    pytest.importorskip("perfetto.trace_builder.proto_builder",
+                        reason="the perfetto package is not installed (the test extra has it)")
     src = TRACES / "py_deadlock.strace.htrace.gz"
     out = tmp_path / "t.pftrace"
     p = hangtrace("export", str(src), "-f", "perfetto-proto", "-o", str(out))
