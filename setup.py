@@ -8,7 +8,9 @@ Contract:
   built from other sources is ignored at run time. ``optional=True``: without a compiler or
   Python's headers the build goes on and hangtrace runs its pure-Python twins.
   scripts/build_fast.py builds the same extension into the source tree.
-- ``BuildPy``: after the ordinary build_py, the eBPF CO-RE objects: when scripts/build_bpf.py
+- ``BuildPy``: after the ordinary build_py, the ``__init__.py`` of ``tracer.scenarios``
+  (``SCENARIOS_INIT``: the source folder has none, so that py-spy and tracebacks name a scenario
+  by its file, not as a module of a package), then the eBPF CO-RE objects: when scripts/build_bpf.py
   exists and clang is installed, its ``build(out_dir) -> [paths of .bpf.o]`` writes them next
   to the .bpf.c in the package (``tracer/bpf``; the source bpf/ folder for an editable
   install). A RuntimeError (no clang, bpftool or libbpf headers) is one warning line: the
@@ -37,6 +39,8 @@ FAST_MODULE = "tracer.tracefile._fast"
 MAPPED = {"tracer.bpf": "bpf", "tracer.scenarios": "fixtures/scenarios"}
 FAST_CFLAGS = ["-O2", "-fvisibility=hidden", "-Wall"]
 BUILD_BPF = os.path.join(HERE, "scripts", "build_bpf.py")     # the eBPF helper's, when there
+SCENARIOS_INIT = ('"""The scenario programs of ``hangtrace demo`` (fixtures/scenarios/ of the '
+                  'source tree), as package data: each one is run as a program, never imported."""\n')
 
 
 def _load(name: str, path: str) -> ModuleType:
@@ -69,6 +73,10 @@ class BuildPy(build_py):
 
     def run(self) -> None:
         super().run()
+        if not getattr(self, "editable_mode", False):
+            init = os.path.join(self.build_lib, "tracer", "scenarios", "__init__.py")
+            with open(init, "w") as f:
+                f.write(SCENARIOS_INIT)
         self.build_bpf_objects()
 
     def build_bpf_objects(self) -> List[str]:

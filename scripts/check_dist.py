@@ -67,7 +67,8 @@ def build(out: str) -> tuple:
     names = zipfile.ZipFile(wheel[0]).namelist()
     for want in ("tracer/bpf/hangtrace.bpf.c", "tracer/bpf/cuda_graph.bpf.c",
                  "tracer/scenarios/sglang_like.py", "tracer/scenarios/lock_order_deadlock.c",
-                 "tracer/scenarios/lib/fake_libcuda.c", "tracer/data/known_hang_bugs.json"):
+                 "tracer/scenarios/lib/fake_libcuda.c", "tracer/scenarios/__init__.py",
+                 "tracer/data/known_hang_bugs.json"):
         if want not in names:
             raise Failed(f"the wheel has no {want}")
     if not any(n.startswith("tracer/tracefile/_fast") and n.endswith(".so") for n in names):
