@@ -2,7 +2,7 @@
 bounded fuzz pass through them (issue 22 item 6).
 
 - ``build(out_dir)`` compiles tracer/tracefile/csrc/*.c with ``gcc -fsanitize=address,undefined
-  -fno-sanitize-recover=undefined`` (the sources and their hash as scripts/build_fast.py takes
+  -fno-sanitize-recover=undefined`` (the sources and their hash as setup.py takes
   them) into ``out_dir``; returns the module's path, or raises ``Unavailable`` with the reason
   (no gcc, no Python.h, no sanitizer runtime).
 - ``fuzz_pass(module_path, seed, count)`` runs in a child process with the sanitizer runtime
@@ -15,7 +15,6 @@ bounded fuzz pass through them (issue 22 item 6).
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -36,14 +35,6 @@ class Unavailable(RuntimeError):
     """The sanitizer build cannot be made here (the reason is the message)."""
 
 
-def _build_fast():
-    spec = importlib.util.spec_from_file_location("build_fast",
-                                                  REPO / "scripts" / "build_fast.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
-
-
 def runtime() -> str:
     """The path of gcc's libasan, or raise Unavailable."""
     gcc = shutil.which("gcc")
@@ -61,11 +52,14 @@ def build(out_dir: str) -> str:
     include = sysconfig.get_paths()["include"]
     if not os.path.exists(os.path.join(include, "Python.h")):
         raise Unavailable(f"no Python.h in {include} (python3-dev)")
-    bf = _build_fast()
+    from tracer.tracefile import fastpath          # the sources and hash setup.py builds from
+    package = str(REPO / "tracer")
+    files = fastpath.source_files(package)
     target = os.path.join(out_dir, "_fast" + sysconfig.get_config_var("EXT_SUFFIX"))
     cmd = ["gcc", *FLAGS, "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", f"-I{include}",
-           f'-DSOURCE_HASH="{bf.source_hash()}"', *[p for p in bf.sources() if p.endswith(".c")],
-           "-o", target]
+           *[f"-I{d}" for d in sorted({os.path.dirname(p) for p in files})],
+           f'-DSOURCE_HASH="{fastpath.source_hash(package)}"',
+           *[p for p in files if p.endswith(".c")], "-o", target]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise Unavailable(f"the sanitizer build failed: {r.stderr.strip()[-500:]}")

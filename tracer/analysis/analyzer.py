@@ -127,22 +127,30 @@ def analyzer_for(reader: TraceReader) -> Analyzer:
                     roots=h.get("targets"), source=h.get("source", "attach"))
 
 
-def analyze_trace(path: str, extra: Iterable[ev.Event] = ()) -> Report:
+def analyze_trace(path: str, extra: Iterable[ev.Event] = (),
+                  progress: Optional[Callable[[int], None]] = None) -> Report:
     """Read a trace file (streaming) and analyze it, with ``extra`` events after the trace's
     (Flight Recorder dumps given beside it). Raises errors.BadInput (CorruptTrace, NotATrace)
-    on bad files."""
-    reader = TraceReader(path)
+    on bad files. ``progress(offset)``: the reader's progress callback."""
+    reader = TraceReader(path, progress)
     an = analyzer_for(reader)
     an.feed_all(reader.events())
     for e in extra:
         an.feed(e)
     info = reader.info
     end = info.end.ts if info.end is not None else None
+    return an.report(end=end, trace_path=path, truncated=info.truncated,
+                     extra_notes=trace_notes(info))
+
+
+def trace_notes(info: Any) -> List[str]:
+    """The notes a trace brings to its report (a TraceReader's ``info`` once read): the
+    recording's errors and notes from the header, and corrupt lines skipped."""
     opts = info.header.get("options") or {}
     notes = list(opts.get("errors", [])) + list(opts.get("notes", []))
     if info.bad_lines:
         notes.append(f"{info.bad_lines} corrupt lines in the trace were skipped")
-    return an.report(end=end, trace_path=path, truncated=info.truncated, extra_notes=notes)
+    return notes
 
 
 def analyze_dumps(dumps: Sequence[FlightRecorderDump], where: str) -> Report:
@@ -163,7 +171,8 @@ def analyze_dumps(dumps: Sequence[FlightRecorderDump], where: str) -> Report:
         summary = (f"the {len(good)} dumps agree: no rank behind, no mismatch, no rank "
                    "missing")
     return Report(verdict="unknown", rule="flight-recorder-dumps",
-                  root_cause={"pid": None, "tid": None, "summary": summary}, processes=[],
+                  root_cause={"pid": None, "tid": None, "summary": summary, "node": None,
+                              "node_pid": None, "node_tid": None}, processes=[],
                   window={"start": min(times), "end": max(times),
                           "duration": round(max(times) - min(times), 3)},
                   backends=["flight-recorder"], source="flight-recorder", trace_path=None,
@@ -172,4 +181,5 @@ def analyze_dumps(dumps: Sequence[FlightRecorderDump], where: str) -> Report:
                   flight_recorder=rec.to_json())
 
 
-__all__ = ["Analyzer", "analyze_trace", "analyze_dumps", "analyzer_for", "build_report"]
+__all__ = ["Analyzer", "analyze_trace", "analyze_dumps", "analyzer_for", "build_report",
+           "trace_notes"]

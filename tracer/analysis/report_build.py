@@ -27,7 +27,7 @@ from .rules.pools import Pool, find_pools
 from .vocab.facts import WaitFacts
 from .accumulate.gpu import GpuStats
 from .rules.gpu import gpu_findings
-from .vocab.nodes import NodeMap, real_id
+from .vocab.nodes import NodeMap, locate, locate_partial, locate_wait, real_id
 from .job.ras import localize_ras
 from .waitgraph.build import GraphInput, build_wait_graph
 from .waitgraph.chain import Chains
@@ -186,20 +186,23 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
     return Report(
         verdict=tree.verdict, rule=tree.rule,
         root_cause={"pid": tree.root_cause.pid, "tid": tree.root_cause.tid,
-                    "summary": tree.root_cause.summary},
-        processes=[_process_report(pv, rec, stacks, nodes is not None, facts)
-                   for pv in pvs.values()],
+                    "summary": tree.root_cause.summary, **locate(tree.root_cause.pid, nodes),
+                    "node_tid": real_id(tree.root_cause.tid)
+                    if nodes is not None and tree.root_cause.tid else None},
+        processes=[_process_report(pv, rec, stacks, nodes, facts) for pv in pvs.values()],
         window={"start": rec.start, "end": rec.end, "duration": round(rec.end - rec.start, 3)},
         backends=rec.backends, source=source, trace_path=trace_path,
         notes=[n.text for n in notes], lost=rec.lost, truncated=rec.truncated,
         wait_graph=built.graph.to_json(),
         rank_stacks=[dict(g.to_json(), labels=[labels[p] for p in g.pids]) for g in groups],
-        unobserved=unobserved_lines(rec), partial_hangs=[p.to_json() for p in partial],
+        unobserved=unobserved_lines(rec),
+        partial_hangs=[locate_partial(p.to_json(), nodes) for p in partial],
         flight_recorder=recorder.to_json() if recorder else None)
 
 
 def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTable],
-                    merged: bool = False, facts: Optional[WaitFacts] = None) -> ProcessReport:
+                    nodes: Optional[NodeMap] = None,
+                    facts: Optional[WaitFacts] = None) -> ProcessReport:
     threads = []
     sf = (facts or WaitFacts()).stacks
     for t in rec.threads_of(pv.pid):
@@ -214,7 +217,7 @@ def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTa
     return ProcessReport(
         pid=pv.pid, ppid=pv.ppid, role=pv.facts.role_label, comm=pv.facts.comm,
         cmdline=pv.facts.cmdline, verdict=pv.verdict, rule=pv.rule, evidence=pv.evidence,
-        waits_on=[w.to_json() for w in pv.waits_on], threads=threads,
+        waits_on=[locate_wait(w.to_json(), nodes) for w in pv.waits_on], threads=threads,
         exit_status=pv.exit_status, counters=_process_counters(threads),
         pid_unknown=pv.facts.pid_unknown, node=pv.facts.node,
-        node_pid=real_id(pv.pid) if merged else None)
+        node_pid=real_id(pv.pid) if nodes is not None else None)

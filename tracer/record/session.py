@@ -30,7 +30,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 from .. import events as ev
 from ..errors import AccessDenied, HangtraceError, TargetGone, ToolMissing, UsageError, shown
-from ..linux import access, procfs
+from ..linux import access, processes, procfs
 from ..linux.netns import node_identity
 from ..analysis.analyzer import Analyzer
 from .backends.base import Backend, TargetSet
@@ -44,11 +44,13 @@ SessionError = HangtraceError
 
 def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False) -> List[int]:
     """The root pids to record: each given pid (it must exist and be readable) and every
-    process ``name`` matches. pid 1 and kernel threads are refused unless ``force`` (their
-    trees are the whole machine); hangtrace itself is refused always."""
+    process ``name`` matches (linux/processes.py). pid 1 and kernel threads are refused unless
+    ``force`` (their trees are the whole machine): a given pid with a message, a match left
+    out; hangtrace itself is refused always, and its ancestors are never matches (``--name``
+    in a shell wrapper would match the wrapper)."""
     out: List[int] = []
     for pid in pids:
-        why = access.process_access(pid)
+        why = processes.pid_access(pid)
         if why == access.GONE:
             raise TargetGone(f"no process with pid {pid}")
         if why is not None:
@@ -64,12 +66,13 @@ def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False
                              "process; give --force to try anyway")
         out.append(pid)
     if name:
-        found = procfs.find_by_name(name)
+        found, left_out = processes.select_by_name(name, force=force)
         if not found:
-            raise TargetGone(f"no process matches --name {shown(name)}")
+            raise TargetGone(f"no process matches --name {shown(name)}"
+                             + (f" (left out: {'; '.join(left_out)})" if left_out else ""))
         out.extend(p for p in found if p not in out)
     if not out:
-        raise UsageError("give at least one pid or --name PATTERN")
+        raise UsageError("give at least one pid (-p PID) or --name PATTERN")
     return out
 
 

@@ -194,7 +194,7 @@ class Watcher:
 
     def _capture(self, look: TreeLook, silent_since: float,
                  last: List[Signal]) -> Optional[Capture]:
-        from ..render.console import render_report
+        from ..render.console import render_report, report_console
         from .session import SessionError
         opts = self.opts
         roots = self.sampler.tree_roots(look)
@@ -228,8 +228,7 @@ class Watcher:
                 f.write("\n")
             with create_fresh(cap.text_path, text=True) as f:
                 cap.text_path = f.name
-                from rich.console import Console
-                render_report(report, Console(file=f, width=120, color_system=None))
+                render_report(report, report_console(file=f))
         except OutputError as exc:
             self.say(f"cannot write the report into {opts.output_dir}: {exc}")
         self.captures.append(cap)

@@ -4,11 +4,14 @@ Contract: reads only the Report (never /proc, never the trace). Threads that did
 verdict (library helpers, parked pool threads) are folded into one line per process unless
 ``verbose``; everything else shows its verdict, the rule that fired and its evidence. A merged
 report (several nodes) shows one tree per node, and pids and tids as their node knows them
-(the report's ids are keys there: ``_Ids``).
+(the report's ids are keys there: ``_Ids``). ``report_console(file, stderr)`` is the Console a
+report goes to: on a terminal it wraps to the terminal's width; anywhere else (a pipe, a file,
+watch's REPORT.txt) it never wraps a line and has no colours, so that grep over saved reports
+finds whole lines.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from rich.console import Console
 from rich.markup import escape
@@ -19,9 +22,24 @@ from ..report import ProcessReport, Report, ThreadReport
 
 STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
 LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
+NO_WRAP_WIDTH = 1_000_000   # "never wrap": wider than any line a report has
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
          "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
          "unknown": "dim"}
+
+
+def report_console(file: Any = None, stderr: bool = False) -> Console:
+    """The Console a report is printed on (module doc)."""
+    import sys
+    stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    try:
+        tty = stream is not None and stream.isatty()
+    except (ValueError, OSError):
+        tty = False
+    if tty:
+        return Console(file=file, stderr=stderr)
+    return Console(file=file, stderr=stderr, width=NO_WRAP_WIDTH, soft_wrap=True,
+                   color_system=None)
 
 
 def _verdict(v: str) -> str:

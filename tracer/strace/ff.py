@@ -22,7 +22,7 @@ import heapq
 import os
 import re
 import resource
-from typing import Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 from .lines import TS_SECONDS, TS_TIME_OF_DAY, timestamp_shape
 from .log import ImportError_, LogFile, sniff
@@ -36,8 +36,9 @@ _FF_NAME = re.compile(r"^(.+)\.([0-9]{1,10})(?:\.gz)?$")
 class SingleLog:
     single_file = True
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, progress: Optional[Callable[[int], None]] = None) -> None:
         self.path = path
+        self.progress = progress          # both passes report their offset (LogFile)
         self.name = os.path.basename(path)
         self.truncated = False
         self.notes: List[str] = []
@@ -48,7 +49,7 @@ class SingleLog:
 
     def scan(self) -> LogFacts:
         scan = LogScan()
-        with LogFile(self.path) as log:
+        with LogFile(self.path, self.progress) as log:
             for block in log.blocks():
                 scan.feed(block)
         return scan.facts
@@ -57,7 +58,7 @@ class SingleLog:
         return os.stat(self.path).st_mtime
 
     def line_batches(self) -> Iterator[List[str]]:
-        log = LogFile(self.path)
+        log = LogFile(self.path, self.progress)
         self._open.append(log)
         try:
             yield from log.line_batches()
@@ -103,9 +104,10 @@ def ff_files(path: str) -> Tuple[str, List[Tuple[int, str]]]:
     return path, sorted(files)
 
 
-def open_source(path: str):
+def open_source(path: str, progress: Optional[Callable[[int], None]] = None):
+    """One log, or an -ff set; ``progress`` (offsets, render/progress.py) for one log only."""
     if os.path.isfile(path) or (os.path.exists(path) and not os.path.isdir(path)):
-        return SingleLog(path)
+        return SingleLog(path, progress)
     prefix, files = ff_files(path)
     return FFLogs(prefix, files)
 

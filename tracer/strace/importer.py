@@ -1,7 +1,9 @@
 """Import an existing strace log (plain or gzip, one file or an ``-ff`` set) into a trace file.
 
 Contract:
-- ``import_strace(log_path, out_path, *, compress=None, workers=None) -> ImportResult``.
+- ``import_strace(log_path, out_path, *, compress=None, workers=None, progress=None) ->
+  ImportResult``. ``progress(offset)`` is called as the log is read (both passes, and the
+  workers' through strace/parallel.py), with the offset reached in the file as stored.
   ``log_path`` is one log file, or the output of ``strace -ff -o PREFIX``: the directory that
   holds the PREFIX.TID files or PREFIX itself (strace/ff.py merges them in time order, tids
   from the file names). ``compress`` None means "gzip when out_path ends in .gz"
@@ -94,10 +96,11 @@ class _Converted:
 
 
 def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = None,
-                  workers: Optional[int] = None) -> ImportResult:
+                  workers: Optional[int] = None,
+                  progress: Optional[Callable[[int], None]] = None) -> ImportResult:
     """Convert the strace log at ``log_path`` into a trace file at ``out_path`` (module doc)."""
     check_target(out_path)               # a link or a special file there: refused at once
-    source = open_source(log_path)
+    source = open_source(log_path, progress)
     source.sniff()
     facts = source.scan()
     base_date = _base_date(source.mtime(), facts.first_tod)
@@ -114,7 +117,7 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
         sink = RowSink(tmp, compress)
         if plan is not None:
             try:
-                sharded = convert_sharded(log_path, plan, sink.write)
+                sharded = convert_sharded(log_path, plan, sink.write, progress)
             except WorkerError as e:
                 raise ImportError_(f"{log_path}: {e}") from None
             conv = _Converted(sharded.rows, sharded.lines, sharded.unparsed,

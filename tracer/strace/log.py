@@ -1,7 +1,8 @@
 """Reading strace logs from disk: one file (plain or gzip, told by content) as lines or blocks.
 
 Contract:
-- ``LogFile(path)`` opens a log; ``text_lines()`` yields decoded lines (newline kept; bulk UTF-8
+- ``LogFile(path, progress=None)`` opens a log (``progress(offset)``: called after each block
+  with the offset reached in the file as stored, render/progress.py's callback); ``text_lines()`` yields decoded lines (newline kept; bulk UTF-8
   decoding in C, undecodable bytes survive as surrogates), ``line_batches()`` lists of lines
   (newline dropped) a block at a time, ``blocks(size)`` blocks of whole lines (bytes),
   ``head(n)`` the first bytes. Every read is bounded: lines are split at "\\n" only, and a
@@ -18,7 +19,7 @@ This module sits below both the sequential importer (strace/importer.py) and the
 """
 from __future__ import annotations
 
-from typing import Iterator, List
+from typing import Callable, Iterator, List, Optional
 
 from ..errors import BadInput
 from ..tracefile import format as trace
@@ -38,11 +39,16 @@ class ImportError_(BadInput):
 class LogFile:
     """A plain or gzip strace log; iteration stops (and says so) where a gzip breaks."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, progress: Optional[Callable[[int], None]] = None) -> None:
         self.path = path
         self.truncated = False
         # Read two or three times (sniff, first pass, conversion): a regular file only.
         self._raw, self._stream = trace.open_input(path, ImportError_, pipes=False)
+        self._on_block = trace.offset_reporter(self._raw, progress)
+
+    def offset(self) -> int:
+        """Where reading got to in the file as stored."""
+        return self._raw.tell()
 
     def text_lines(self) -> Iterator[str]:
         """The lines, decoded, each with its newline (the last may lack it): split at "\\n"
@@ -84,7 +90,7 @@ class LogFile:
     def blocks(self, size: int = 4 << 20) -> Iterator[bytes]:
         """The log in blocks of whole lines (the last one may lack its newline)."""
         try:
-            yield from trace.byte_blocks(self._stream, size)
+            yield from trace.byte_blocks(self._stream, size, on_block=self._on_block)
         except _BROKEN:
             self.truncated = True
         except trace.LineTooLong as e:

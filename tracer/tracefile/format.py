@@ -42,7 +42,8 @@ from ..events import counts as count_events, evidence as evidence_events  # noqa
 from ..events import stacks as stack_events, states as state_events  # noqa: F401  (register)
 from ..errors import BadInput, CorruptTrace, NotATrace, OutputError, shown
 from .validate import check_header, row_decoder, type_codes
-from .blocks import BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks  # noqa: F401 (re-exported)
+from .blocks import (BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks,  # noqa: F401 (re-exported)
+                     offset_reporter)
 from .fastpath import compiled
 from .inputs import open_raw
 from ..outputs import FreshName, open_streamed
@@ -225,10 +226,11 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
     return raw, raw
 
 
-def _raw_blocks(stream: IO[bytes], info: TraceInfo) -> Iterator[bytes]:
+def _raw_blocks(stream: IO[bytes], info: TraceInfo,
+                on_block: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
     """Blocks of whole lines; a stream cut short marks the trace truncated."""
     try:
-        yield from byte_blocks(stream)
+        yield from byte_blocks(stream, on_block=on_block)
     except BROKEN:
         info.truncated = True
 
@@ -238,10 +240,13 @@ def open_trace(path: str) -> "TraceReader":
 
 
 class TraceReader:
-    """Reads a trace: ``info`` after construction, then iterate ``events()`` once."""
+    """Reads a trace: ``info`` after construction, then iterate ``events()`` once.
+    ``progress(offset)``, when given, is called with the offset reached in the file as stored
+    after each block of events (render/progress.py's callback)."""
 
-    def __init__(self, path: str) -> None:
-        _, self._stream = open_input(path, BadInput)
+    def __init__(self, path: str, progress: Optional[Callable[[int], None]] = None) -> None:
+        raw, self._stream = open_input(path, BadInput)
+        self._on_block = offset_reporter(raw, progress)
         self.info = TraceInfo(header={}, path=path)
         try:
             self._read_header(path)
@@ -307,7 +312,7 @@ class TraceReader:
         pending_bad = 0
         lines = 1                        # read so far, the header's included
         try:
-            for raw in _raw_blocks(self._stream, info):
+            for raw in _raw_blocks(self._stream, info, self._on_block):
                 if decode_rows is not None and raw.isascii():
                     items, odd = decode_rows(raw, table)
                     lines += len(items)

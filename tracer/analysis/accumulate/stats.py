@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ... import events as ev
 from .traffic import FdTraffic
@@ -167,8 +167,14 @@ class Recording:
 
     @property
     def has_syscalls(self) -> bool:
-        return any(b.startswith("strace") or b == "ebpf" for b in self.backends)
+        return syscall_backends(self.backends)
 
     @property
     def has_samples(self) -> bool:
         return "proc" in self.backends
+
+
+def syscall_backends(backends: Sequence[str]) -> bool:
+    """Whether a recording made with ``backends`` saw system calls (strace, an strace log,
+    eBPF), not only /proc samples."""
+    return any(b.startswith("strace") or b == "ebpf" for b in backends)

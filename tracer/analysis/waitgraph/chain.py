@@ -16,9 +16,10 @@ How a chain goes on (the root cause is where it stops, never merely a thread tha
   to something that can still act (``graph.live``), the one that ends worst (a spin before
   progress: the launcher that reads its schedulers' pipe is held up by the one that spins);
   when none can act, the one that ends worst (dead ends and cycles first);
-- a process (``P``) goes on into the deciding thread that acts for it: when it can act, the
-  worst-ending of its live deciding threads (a runner that waits for a compiler that writes its
-  object file: ``PROGRESS``); otherwise the worst-ending of its deciding threads, one already on
+- a process (``P``) goes on into the deciding thread that acts for it: when it can act, one of
+  its live deciding threads whose chain ends in ``PROGRESS`` (a runner that waits for a compiler
+  that writes its object file; a main thread that logs while helper threads spin), else the
+  worst-ending of them; otherwise the worst-ending of its deciding threads, one already on
   the chain first (closing a ``CYCLE``);
 - "another thread of the process" (``A``: a futex nobody is recorded to hold) goes on into a
   thread of it that works or waits on something that can act, else into one that waits on
@@ -171,6 +172,13 @@ class Chains:
         acting = self.g.can_act(nid)
         on_path = [] if acting else [m for m in members if m in path]
         pick = on_path[-1] if on_path else self._worst(members, path, acting)
+        if acting and node.kind == NodeKind.PROCESS:
+            # a process goes on through a deciding thread that advances: its other threads
+            # that spin or wait are a partial hang, not where the process stops
+            ahead = [m for m in members if not self._back(m, path)
+                     and self.end(m).kind == EndKind.PROGRESS]
+            if ahead:
+                pick = ahead[0]
         return Step(nid, pick), pick
 
     def _members(self, node: Node) -> List[str]:
