@@ -13,7 +13,7 @@ from tracer.events import evidence as xe
 from tracer.analysis.analyzer import analyze_trace
 from tracer.analysis.evidence.build import EvidenceTable, ProcFacts, build_evidence
 from tracer.analysis.evidence.gpu import parse_xid
-from tracer.analysis.evidence.libs import bug_matches, load_known_bugs, version_key
+from tracer.analysis.evidence.libs import bug_matches, fd_conditions, load_known_bugs, version_key
 from tracer.analysis.evidence.ports import check_ports, ports_asked
 from tracer.gpu.nvml_health import read_health, throttle_names
 from tracer.tracefile.format import TraceReader, TraceWriter, make_header
@@ -373,3 +373,44 @@ def test_replay_silent_server():
     logs = r.evidence["processes"][0]["logs"]
     assert {x["role"] for x in logs} == {"stdout", "stderr", "log"}
     assert all(x["size"] == 30 and x["grew_bytes"] == 0 for x in logs)
+
+
+# issue 20 item 8: a known bug is said only where its conditions hold
+@pytest.mark.parametrize("targets,conditions", [
+    (["TCP:[127.0.0.1:41792->127.0.0.1:38087]"], set()),
+    (["TCP:[10.0.0.5:43211->10.0.0.6:29500]"], {"multi-node"}),
+    (["TCP:[10.0.0.5:43211->10.0.0.5:29500]"], set()),          # both ends on this host
+    (["TCPv6:[[::1]:5000->[::1]:41000]"], set()),
+    (["/dev/infiniband/uverbs0", "/dev/nvidia0"], {"rdma"}),
+    (["pipe:[12]", "/var/log/x.log", "anon_inode:[eventfd]"], set()),
+])
+def test_fd_conditions(targets, conditions):
+    assert fd_conditions(targets) == conditions
+
+
+def _bug_texts(version, conditions=(), capture=False):
+    events = [_libs(100, ("nccl", version))]
+    if capture:
+        events.append(xe.CaptureSite(ts=1.0, pid=100, tid=105, how="with-block",
+                                     frame="run_once (x.py:3)", detail="with torch.cuda.graph(g)"))
+    procs = _procs(["a"])
+    procs[0].conditions = set(conditions)
+    return [f.text for f in _evidence(events, procs).findings if f.rule == "known-bug"]
+
+
+def test_a_capture_bug_needs_a_capture():
+    assert _bug_texts("2.21.5") == []
+    assert _bug_texts("2.21.5", capture=True)
+
+
+def test_a_multi_node_rdma_bug_needs_both():
+    assert _bug_texts("2.30.5") == []
+    assert _bug_texts("2.30.5", {"multi-node"}) == []
+    assert _bug_texts("2.30.5", {"rdma"}) == []
+    (text,) = _bug_texts("2.30.5", {"multi-node", "rdma"})
+    assert text.endswith("talks to another host and has an RDMA device open now")
+
+
+def test_the_cross_node_replay_bug_needs_all_three():
+    assert _bug_texts("2.28.9", {"multi-node", "rdma"}) == []
+    assert _bug_texts("2.28.9", {"multi-node", "rdma"}, capture=True)

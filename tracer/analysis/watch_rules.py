@@ -5,9 +5,11 @@ at two instants; tracer/record/watch_looks.py takes them). ``progress_signals(a,
 signs of progress between them, each with its kind, pid and a sentence a person would cite; an
 empty list is silence. A process that is new in ``b``, or whose pid was reused, has no deltas
 yet. Rules, the analyzer's own where it has one:
-- ``output``: bytes written beyond wake-up writes, by ``thread_rules.process_output_bytes`` (the
+- ``output``: a regular file the process writes (stdout or stderr sent to a file, a log) whose
+  position advanced, however small the writes (PYTHONUNBUFFERED prints a line per write);
+  else bytes written beyond wake-up writes, by ``rules.output.process_output_bytes`` (the
   analyzer's /proc rule: /proc/PID/io wchar beyond 8 bytes per write call, so eventfd pokes and
-  self-pipe wake-ups are not output). Log files, stdout and stderr, pipes, write(2) on sockets.
+  self-pipe wake-ups are not output): pipes, ttys, write(2) on sockets.
 - ``sent``: bytes a peer acknowledged on a TCP socket of the tree (tcp_info; send(2) is not in
   wchar), unless the socket only chattered: small messages at a slow period, judged by
   ``traffic.keepalive``, the analyzer's own rule (heartbeats, keep-alive and ping frames).
@@ -57,6 +59,8 @@ class ProcessLook:
     comm: str = ""
     state: str = ""
     threads: int = 0
+    # {fd: (path, position)} of the regular files it writes (stdout or a log among them)
+    positions: Dict[int, Tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,7 +95,24 @@ def _same(a: ProcessLook, b: ProcessLook) -> bool:
     return a.start_time == b.start_time
 
 
+def advanced_files(a: ProcessLook, b: ProcessLook) -> Dict[str, int]:
+    """{path: bytes} of the files whose position advanced between the looks on the same fd: output
+    however small its writes (the analyzer's fd-position rule, rules/output.py)."""
+    out: Dict[str, int] = {}
+    for fd, (path, pos) in b.positions.items():
+        old = a.positions.get(fd)
+        if old is not None and old[0] == path and pos > old[1]:
+            out[path] = out.get(path, 0) + pos - old[1]
+    return out
+
+
 def _output(a: ProcessLook, b: ProcessLook) -> Optional[Signal]:
+    files = advanced_files(a, b)
+    if files:
+        path, n = max(files.items(), key=lambda kv: kv[1])
+        more = f" and {len(files) - 1} other file(s)" if len(files) > 1 else ""
+        return Signal("output", b.pid, f"pid {b.pid} ({b.comm}) wrote {_bytes(n)} to {path}"
+                      f"{more} (its position advanced: fdinfo)")
     if a.io is None or b.io is None:
         return None
     n = process_output_bytes(ProcessStats(pid=b.pid, first_io=a.io, last_io=b.io))

@@ -22,7 +22,7 @@ import re
 import socket
 import struct
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..events import FdInfo
 from .fdtarget import fd_kind
@@ -225,6 +225,27 @@ def read_fds_checked(pid: int, root: str = "/proc",
                 target = entry.fd_target(inode)
         out.append(FdInfo(int(name), kind, target, mode, info.get("pos"), inode))
     out.sort(key=lambda f: f.fd)
+    return out
+
+
+def written_positions(pid: int, fds: Iterable[int], root: str = "/proc") -> Dict[int, Tuple[str, int]]:
+    """{fd: (path, position)} of those of ``fds`` that are regular files open for writing (a log,
+    stdout sent to a file): two fdinfo reads each, cheap enough for every look of ``watch``. An
+    fd closed, reopened on something else or unreadable is left out."""
+    out: Dict[int, Tuple[str, int]] = {}
+    for fd in fds:
+        try:
+            target = os.readlink(f"{root}/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if classify_fd_target(target) != "file":
+            continue
+        info = parse_fdinfo(read_text(f"{root}/{pid}/fdinfo/{fd}") or "")
+        flags, pos = info.get("flags"), info.get("pos")
+        if flags is None or pos is None or flags & (_O_PATH | _O_DIRECTORY) \
+                or _MODES.get(flags & _O_ACCMODE, "r") == "r":
+            continue
+        out[fd] = (target, pos)
     return out
 
 

@@ -113,6 +113,7 @@ def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = Fa
 
 def _evidence(snap: Snapshot, stacks: list) -> Dict[str, Any]:
     from ..analysis.evidence.build import EvidenceTable, ProcFacts, build_evidence
+    from ..analysis.evidence.libs import fd_conditions
     from ..analysis.job.roles import role_of
     from ..events import GpuSample
     from .evidence import collect
@@ -127,7 +128,8 @@ def _evidence(snap: Snapshot, stacks: list) -> Dict[str, Any]:
     procs = [ProcFacts(p.pid, p.ppid, role_of(p.cmdline, p.comm, has_children=p.pid in parents,
                                               is_root=p.pid in snap.roots,
                                               environ_rank=p.environ_rank).label,
-                       list(p.cmdline), list(p.listening), p.start_time)
+                       list(p.cmdline), list(p.listening), p.start_time,
+                       fd_conditions(f.target for f in p.fds))
              for p in snap.processes]
     return build_evidence(table, procs, now=snap.ts).to_json()
 
@@ -139,7 +141,7 @@ def _add_kernel_stacks(snap: Snapshot) -> None:
     wanted = {}
     for p in snap.processes:
         for t in p.threads:
-            w = wait_from_proc(t.syscall_raw, p.fds) if t.syscall_raw else None
+            w = wait_from_proc(t.syscall_raw, p.fds, t.wchan) if t.syscall_raw else None
             reason = stack_reason(t.state, w)
             if reason is not None:
                 wanted[(p.pid, t.tid)] = reason.replace("blocked all window in", "blocked in")

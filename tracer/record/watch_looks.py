@@ -8,8 +8,11 @@ Contract:
   before the server it watches). The watcher's own process, its ancestors and its children are
   never part of the tree.
 - Per process and look it reads two small files, /proc/PID/stat and /proc/PID/io, whatever its
-  number of threads (the kernel sums them). Every ``fd_interval`` seconds it lists /proc/PID/fd
-  (readlink only, nothing is stat()ed) for the inodes of the tree's sockets. The TCP table is
+  number of threads (the kernel sums them), and the positions of the files it may log to (fds
+  1 and 2 and its other regular files: a readlink and /proc/PID/fdinfo each), so that output
+  in writes of a few bytes (PYTHONUNBUFFERED) is seen. Every ``fd_interval`` seconds it lists
+  /proc/PID/fd (readlink only, nothing is stat()ed) for the inodes of the tree's sockets and
+  those files. The TCP table is
   dumped through sock_diag at each look while the tree holds a socket; NVML, where it opens, is
   read once a look.
 - It never stops, signals or ptrace-attaches a process: it reads /proc files and kernel tables.
@@ -25,30 +28,46 @@ from typing import Any, Callable, Dict, List, Optional, Set
 
 from ..analysis.watch_rules import ProcessLook, TreeLook
 from ..linux import processes, procfs
+from ..linux.procfs_fds import written_positions
 from .backends.proc_backend import ParentCache
 
 __all__ = ["TreeSampler", "socket_inodes"]
 
 
-def socket_inodes(pid: int, root: str = "/proc") -> Optional[Set[int]]:
-    """Inodes of the sockets ``pid`` holds (from /proc/PID/fd links), None when unreadable."""
+def fd_links(pid: int, root: str = "/proc") -> Optional[Dict[int, str]]:
+    """{fd: link target} from /proc/PID/fd, None when unreadable."""
     base = f"{root}/{pid}/fd"
     try:
         names = os.listdir(base)
     except OSError:
         return None
-    out = set()
+    out: Dict[int, str] = {}
     for n in names:
         try:
-            link = os.readlink(f"{base}/{n}")
-        except OSError:
+            out[int(n)] = os.readlink(f"{base}/{n}")
+        except (OSError, ValueError):
             continue
+    return out
+
+
+def socket_inodes(pid: int, root: str = "/proc") -> Optional[Set[int]]:
+    """Inodes of the sockets ``pid`` holds (from /proc/PID/fd links), None when unreadable."""
+    links = fd_links(pid, root)
+    return None if links is None else _socket_inodes(links)
+
+
+def _socket_inodes(links: Dict[int, str]) -> Set[int]:
+    out = set()
+    for link in links.values():
         if link.startswith("socket:[") and link.endswith("]"):
             try:
                 out.add(int(link[8:-1]))
             except ValueError:
                 pass
     return out
+
+
+STD_OUTPUTS = (1, 2)
 
 
 def _open_nvml() -> Any:
@@ -73,6 +92,7 @@ class TreeSampler:
         self._parents = ParentCache()
         self._tracked: Dict[int, int] = {}            # pid -> stat starttime
         self._inodes: Dict[int, Set[int]] = {}        # pid -> socket inodes
+        self._files: Dict[int, List[int]] = {}         # pid -> fds that may be logs (1, 2, files)
         self._next_fds: Dict[int, float] = {}
         self._next_rescan = 0.0
         self._tcp = tcp
@@ -140,10 +160,17 @@ class TreeSampler:
         if io is None:
             self._note(f"io{pid}", f"/proc/{pid}/io is not readable: output and input of pid "
                        f"{pid} ({st.comm}) are not watched (run as its user or as root)")
-        if self._tcp and now >= self._next_fds.get(pid, 0.0):
+        if now >= self._next_fds.get(pid, 0.0):
             self._next_fds[pid] = now + self.fd_interval
-            inodes = socket_inodes(pid, self.root)
-            if inodes is None:
+            links = fd_links(pid, self.root)
+            # the files it may log to: stdout, stderr and every other regular file
+            self._files[pid] = sorted(set(STD_OUTPUTS) | {
+                fd for fd, link in (links or {}).items() if link.startswith("/")
+                and not link.startswith(("/dev/", "/proc/", "/sys/"))})
+            inodes = None if links is None else _socket_inodes(links)
+            if not self._tcp:
+                inodes = set()
+            elif inodes is None:
                 self._note(f"fd{pid}", f"/proc/{pid}/fd is not readable: sockets of pid {pid} "
                            "are not watched")
             elif inodes and self._ns(pid) != self._netns:
@@ -152,9 +179,10 @@ class TreeSampler:
                            "sidecar)")
                 inodes = set()
             self._inodes[pid] = inodes or set()
+        positions = written_positions(pid, self._files.get(pid, STD_OUTPUTS), self.root)
         return ProcessLook(pid=pid, start_time=st.starttime, cpu_ticks=st.utime + st.stime,
                            io=io, ticks_hz=procfs.TICKS_HZ, comm=st.comm, state=st.state,
-                           threads=st.num_threads)
+                           threads=st.num_threads, positions=positions)
 
     # ------------------------------------------------------------------ the look
     def look(self) -> TreeLook:
@@ -167,6 +195,7 @@ class TreeSampler:
             if p is None:               # gone: forget it (a root too: its pid may be reused)
                 del self._tracked[pid]
                 self._inodes.pop(pid, None)
+                self._files.pop(pid, None)
                 self._next_fds.pop(pid, None)
                 if pid in self.roots:
                     self.roots.remove(pid)

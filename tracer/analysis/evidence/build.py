@@ -17,11 +17,11 @@ Contract:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..vocab.nodes import real_id
 from .gpu import gpu_evidence
-from .libs import capture_evidence, lib_evidence
+from .libs import capture_evidence, fd_conditions, lib_evidence
 from .ports import check_ports
 from .table import EVIDENCE_TYPES, EvidenceTable, Finding
 
@@ -40,6 +40,7 @@ class ProcFacts:
     argv: List[str]
     listening: List[str]
     start_time: Optional[float] = None
+    conditions: Set[str] = field(default_factory=set)    # evidence/libs.py fd_conditions
 
 
 @dataclass
@@ -185,7 +186,12 @@ def build_evidence(table: EvidenceTable, procs: Sequence[ProcFacts],
     out.findings.extend(gpu_findings)
     out.capture, out.graph_calls, cap_findings = capture_evidence(table, roles, window)
     out.findings.extend(cap_findings)
-    libs_by_pid, out.host, lib_findings, lib_missing = lib_evidence(table, roles, out.capture)
+    conditions: Dict[str, Set[int]] = {}
+    for p in procs:
+        for c in p.conditions:
+            conditions.setdefault(c, set()).add(p.pid)
+    libs_by_pid, out.host, lib_findings, lib_missing = lib_evidence(table, roles, out.capture,
+                                                                    conditions)
     out.findings.extend(lib_findings)
     for p in out.processes:
         p["libs"] = libs_by_pid.pop(p["pid"], [])
@@ -216,6 +222,7 @@ def recording_evidence(table: EvidenceTable, processes: Dict[int, Any],
         if info is None:
             continue
         procs.append(ProcFacts(pid, info.ppid, roles.get(pid, ""), list(info.cmdline),
-                               list(info.listening), info.start_time))
+                               list(info.listening), info.start_time,
+                               fd_conditions(f.target for f in info.fds)))
     return build_evidence(table, procs, window=window).to_json()
 

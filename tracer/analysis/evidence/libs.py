@@ -6,8 +6,10 @@ Contract:
   "version-mismatch" when processes of the tree load different versions of one library (ranks
   built from different environments), "driver-mismatch" when libcuda's version differs from
   the NVIDIA kernel module's, "known-bug" when a loaded version matches an entry of
-  tracer/data/known_hang_bugs.json (each with its public references); a bug that hangs "when"
-  capturing CUDA graphs says so when a process that loads it is inside a capture.
+  tracer/data/known_hang_bugs.json (each with its public references) and every condition it
+  lists under "when" holds in a process that loads it: "capture" (inside CUDA graph capture or
+  a capture phase), "multi-node" (a TCP connection to another host), "rdma" (an RDMA device
+  open); ``conditions`` maps the last two to the pids where they hold (``tree_conditions``).
 - ``capture_evidence(table, roles, window)`` -> (capture sites, uprobe counts, findings):
   "in-graph-capture" for a thread inside a capture (a capture call or a ``with
   torch.cuda.graph`` body on its Python stack, or a capture begun without end seen by the libcuda
@@ -19,12 +21,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .table import EvidenceTable, Finding
 
 __all__ = ["lib_evidence", "capture_evidence", "load_known_bugs", "bug_matches", "version_key",
-           "KNOWN_BUGS_PATH"]
+           "KNOWN_BUGS_PATH", "condition_pids", "fd_conditions"]
 
 KNOWN_BUGS_PATH = Path(__file__).resolve().parents[2] / "data" / "known_hang_bugs.json"
 _NUM = re.compile(r"^\d+(\.\d+)*")
@@ -73,7 +75,8 @@ def _short_ref(url: str) -> str:
 
 
 def lib_evidence(table: EvidenceTable, roles: Dict[int, str],
-                 capture: Sequence[Dict[str, Any]]
+                 capture: Sequence[Dict[str, Any]],
+                 conditions: Optional[Mapping[str, Iterable[int]]] = None
                  ) -> Tuple[Dict[int, List[Dict[str, Any]]], List[Dict[str, Any]],
                             List[Finding], List[Dict[str, Any]]]:
     """(libs by pid, host facts, findings, missing) (module doc)."""
@@ -104,23 +107,77 @@ def lib_evidence(table: EvidenceTable, roles: Dict[int, str],
                                     f"{_who(pids, roles)} load libcuda {v} but the NVIDIA kernel "
                                     f"module is {kmod}: a driver/library version mismatch",
                                     sorted(pids), "/proc/PID/maps; /sys/module/nvidia/version"))
-    capturing = {c["pid"] for c in capture if c.get("inside")}
+    holds = {"capture": {c["pid"] for c in capture}}
+    holds.update({k: set(v) for k, v in (conditions or {}).items()})
     for bug in load_known_bugs():
         name = bug.get("library", "")
         for v, pids in sorted((versions.get(name) or {}).items()):
             if not bug_matches(bug, name, v):
                 continue
+            now = condition_pids(bug, pids, holds)
+            if not now:
+                continue           # its conditions do not hold in this tree: not this bug
             refs = ", ".join(_short_ref(r) for r in bug.get("refs", []))
             text = (f"{_LABELS.get(name, name)} {v} ({_who(pids, roles)}) has a known hang: "
                     f"{bug.get('summary', '')}"
                     + (f", fixed in {bug['fixed_in']}" if bug.get("fixed_in") else "")
                     + (f" ({refs})" if refs else ""))
-            now = sorted(capturing & set(pids))
-            if bug.get("when") == "capture" and now:
-                text += f"; {_who(now, roles)} is inside CUDA graph capture now"
+            said = [_CONDITION_TEXT[c] for c in _conditions(bug) if c in _CONDITION_TEXT]
+            if said:
+                text += f"; {_who(now, roles)} " + " and ".join(said) + " now"
             findings.append(Finding("known-bug", "warn", text, sorted(pids),
                                     "tracer/data/known_hang_bugs.json"))
     return by_pid, host, findings, missing
+
+
+def _host(addr: str) -> str:
+    """The address of "host:port" ("[::1]:80" too)."""
+    return addr.rsplit(":", 1)[0].strip("[]")
+
+
+def _loopback(host: str) -> bool:
+    return host.startswith("127.") or host in ("::1", "localhost") \
+        or host.startswith("::ffff:127.")
+
+
+def fd_conditions(targets: Iterable[str]) -> Set[str]:
+    """The conditions a process's fd targets show ("TCP:[a:p->b:q]", "/dev/infiniband/uverbs0"):
+    "multi-node" for a TCP connection whose two ends are on different, non-loopback addresses,
+    "rdma" for an RDMA device."""
+    from ...linux.fdtarget import FdTarget
+    out: Set[str] = set()
+    for text in targets:
+        if text.startswith("/dev/infiniband/"):
+            out.add("rdma")
+            continue
+        if not text.startswith(("TCP", "tcp")):
+            continue
+        t = FdTarget.parse(text)
+        if t.local and t.remote:
+            a, b = _host(t.local), _host(t.remote)
+            if a != b and not _loopback(a) and not _loopback(b) and b not in ("0.0.0.0", "::"):
+                out.add("multi-node")
+    return out
+
+
+_CONDITION_TEXT = {"capture": "is inside CUDA graph capture",
+                   "multi-node": "talks to another host", "rdma": "has an RDMA device open"}
+
+
+def _conditions(bug: Dict[str, Any]) -> List[str]:
+    when = bug.get("when") or []
+    return [when] if isinstance(when, str) else list(when)
+
+
+def condition_pids(bug: Dict[str, Any], pids: Sequence[int],
+                   holds: Mapping[str, Set[int]]) -> List[int]:
+    """Those of ``pids`` (the processes that load the bug's version) where every condition of
+    the bug holds; a bug without conditions holds wherever it is loaded. ``holds``: condition
+    -> the pids where it holds; a condition nothing measures holds nowhere."""
+    out = set(pids)
+    for c in _conditions(bug):
+        out &= holds.get(c, set())
+    return sorted(out)
 
 
 def capture_evidence(table: EvidenceTable, roles: Dict[int, str],

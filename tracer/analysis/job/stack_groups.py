@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Sequence, Tuple
 
-__all__ = ["StackGroup", "group_ranks", "suspects", "collective_frame", "stack_key"]
+__all__ = ["StackGroup", "group_ranks", "suspects", "collective_frame", "stack_key",
+           "python_sync_frame"]
 
 _FRAME = re.compile(r"^(?P<func>\S+) \((?P<file>.*?)(?::\d+)?\)$")
 _COLLECTIVE_FUNCS = re.compile(
@@ -27,6 +28,10 @@ _COLLECTIVE_FUNCS = re.compile(
     r"irecv|batch_isend_irecv|tensor_model_parallel_\w+|custom_all_reduce|\w*all_reduce\w*)$")
 _DISTRIBUTED_FILES = re.compile(r"(torch/distributed/|/distributed/|parallel_state|"
                                 r"device_communicators|custom_all_reduce|pynccl)")
+# Python's own waits between threads: a futex under one of these waits for another thread of the
+# process (a queue's producer, an event's setter), not for the GPU nor a peer
+_SYNC_FILES = re.compile(r"(^|/)(threading|queue|multiprocessing/(synchronize|queues|connection)|"
+                         r"concurrent/futures/_base|asyncio/\w+)\.py$")
 DEPTH = 24          # frames compared (innermost first); deeper frames are the same startup
 
 
@@ -49,6 +54,16 @@ def collective_frame(frames: Sequence[str]) -> str:
         m = _FRAME.match(f)
         if m and _COLLECTIVE_FUNCS.match(m.group("func")) \
                 and _DISTRIBUTED_FILES.search(m.group("file")):
+            return f
+    return ""
+
+
+def python_sync_frame(frames: Sequence[str]) -> str:
+    """The innermost frame when it is one of Python's waits between threads (``Condition.wait
+    (threading.py)``, ``Queue.get (queue.py)``, ...), or ""."""
+    for f in frames[:1]:
+        m = _FRAME.match(f)
+        if m and _SYNC_FILES.search(m.group("file")):
             return f
     return ""
 

@@ -164,7 +164,8 @@ def _judge_live(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWait],
 def _ends_here(chains: Chains, pid: int, kind: EndKind) -> bool:
     """The chain of the process ends inside it, in ``kind``."""
     end = chains.end(pnode(pid))
-    return end.kind == kind and chains.g.nodes[end.node].pid == pid
+    node = chains.g.nodes.get(end.node)
+    return end.kind == kind and node is not None and node.pid == pid
 
 
 def _chain_thread(pid: int, chains: Chains, among: List[int]) -> Optional[int]:
@@ -191,6 +192,18 @@ def _inside(graph: WaitGraph, pid: int, tid: int) -> bool:
                for e in graph.out(f"T{tid}"))
 
 
+def _held_most(graph: WaitGraph, pid: int, blocked: Mapping[int, ThreadVerdict]) -> Optional[int]:
+    """In a process closed on itself: the blocked thread the most of its other threads wait
+    for by name (the holder of the GIL or a lock), or None when no thread waits for another."""
+    held = {tid: 0 for tid in blocked}
+    for e in graph.edges:
+        dst = graph.nodes[e.dst]
+        if dst.tid in held and dst.pid == pid and graph.nodes[e.src].pid == pid:
+            held[dst.tid] += 1
+    best = max(held, key=lambda t: (held[t], t == pid, -t), default=None)
+    return best if best is not None and held[best] > 0 else None
+
+
 def _judge_blocked(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWait],
                    blocked: Dict[int, ThreadVerdict], chains: Chains) -> None:
     pid = pv.pid
@@ -213,6 +226,7 @@ def _judge_blocked(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWai
             pv.waits_on = mine + extra
             pv.findings = [Finding(w.tid, w.what) for w in pv.waits_on]
             pv.rule, pv.block = "all-threads-blocked", BlockKind.CLOSED
+            pv.key_tid = _held_most(graph, pid, blocked) or pv.key_tid
             pv.findings.append(Finding(None, "no thread of the process runs, so none can end "
                                              "these waits"))
         else:

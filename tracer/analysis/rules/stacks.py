@@ -53,7 +53,7 @@ def _futex_addr(v: ThreadVerdict, t: Optional[ThreadStats]) -> Optional[int]:
     if v.wait is not None and v.wait.call == "futex":
         return v.wait.futex_addr
     if t is not None and t.last_sample is not None:
-        w = wait_from_proc(t.last_sample.syscall, [])
+        w = wait_from_proc(t.last_sample.syscall, [], t.last_sample.wchan)
         if w is not None and w.call == "futex":
             return w.futex_addr
     return None

@@ -15,7 +15,7 @@ the times the thread was scheduled in: unchanged between two samples means it ne
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, TYPE_CHECKING
 
 from ... import events as ev
@@ -23,6 +23,7 @@ from ...gpu.nvidia import describe_ioctl
 from ...linux.blocking import decode_blocking
 from ...linux.fdtarget import FdTarget
 from ...linux.syscall_table import parse_proc_syscall
+from ...linux.restart import TIMED_RESTARTS, resumed_call
 from .nodes import real_id
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,6 +59,7 @@ class Wait:
     whole_window: bool = True
     source: str = "traced call"
     request: str = ""            # an ioctl's request, decoded ("RM_CONTROL", "VT_WAITACTIVE")
+    resumed: bool = False        # seen as restart_syscall: ``call`` is the call it resumes
 
     @property
     def fd_kind(self) -> Optional[str]:
@@ -79,6 +81,10 @@ class Wait:
             what = f"{self.call}({self.fd}{tgt}{req})"
         else:
             what = self.call
+        if self.resumed:
+            what += " (restart_syscall: resumed after the attach interrupted it)"
+            if self.timeout is not None and self.timeout < 0:
+                return f"{what}, with a time limit"
         limit = "no timeout" if self.timeout is None or self.call in _NO_LIMIT_CALLS \
             else f"timeout {_secs(self.timeout)}"
         return f"{what}, {limit}"
@@ -113,13 +119,20 @@ def eventfd_id_target(fds: List[ev.FdInfo], w: Wait) -> Optional[str]:
     return w.target.text if w.target.eventfd_id is not None else None
 
 
-def wait_from_proc(text: str, fds: List[ev.FdInfo]) -> Optional[Wait]:
+def wait_from_proc(text: str, fds: List[ev.FdInfo], wchan: str = "") -> Optional[Wait]:
     """Interpret a /proc syscall line (sp/pc may be missing) as a Wait, or None when it is not
-    a blocking call (linux/blocking.py decodes it)."""
+    a blocking call (linux/blocking.py decodes it). A thread in restart_syscall is in the call
+    its wait channel names (linux/restart.py), with that call's arguments still in its
+    registers."""
     parts = text.split()
     if len(parts) == 7:
         parts += ["0", "0"]
     cs = parse_proc_syscall(" ".join(parts))
+    resumed = ""
+    if cs is not None and cs.name == "restart_syscall":
+        resumed = resumed_call("", wchan)
+        if resumed:
+            cs = replace(cs, name=resumed)
     b = decode_blocking(cs, fds)
     if b is None or b.name not in BLOCKING_CALLS:
         return None
@@ -127,10 +140,13 @@ def wait_from_proc(text: str, fds: List[ev.FdInfo]) -> Optional[Wait]:
         return None
     if b.name == "fcntl" and (cs is None or len(cs.args) < 2 or cs.args[1] not in _F_SETLKW):
         return None
-    return Wait(call=b.name, timeout=b.limit, fd=b.fd,
-                target=_fd_target(fds, b.fd) if b.fd is not None else FdTarget("", None),
-                futex_addr=b.futex_addr, futex_op=b.futex_op.name if b.futex_op else "",
-                child=b.child, source="proc")
+    w = Wait(call=b.name, timeout=b.limit, fd=b.fd,
+             target=_fd_target(fds, b.fd) if b.fd is not None else FdTarget("", None),
+             futex_addr=b.futex_addr, futex_op=b.futex_op.name if b.futex_op else "",
+             child=b.child, source="proc", resumed=bool(resumed))
+    if resumed in TIMED_RESTARTS and w.timeout is None:
+        w.timeout = -1.0               # restarted this way only with a time limit
+    return w
 
 
 def ioctl_request_text(call: ev.IoctlCall) -> str:
@@ -167,12 +183,25 @@ def wait_from_call(call: ev.Syscall, fds: List[ev.FdInfo]) -> Wait:
     return w
 
 
+def _resume(w: Wait, strace_args: str, wchan: str) -> None:
+    """A wait seen as restart_syscall becomes the call it resumes (linux/restart.py); a sleep or
+    futex resumed this way had a time limit, whose length is not known."""
+    call = resumed_call(strace_args, wchan)
+    if not call:
+        return
+    w.call, w.resumed = call, True
+    if call in TIMED_RESTARTS:
+        w.timeout = -1.0
+
+
 def blocking_wait(t: "ThreadStats", rec: "Recording", fds: List[ev.FdInfo]) -> Optional[Wait]:
     """The call ``t`` is blocked in at the end of the recording, if any (module doc)."""
     if t.exited_at is not None:
         return None
     if t.ongoing is not None:
         w = wait_from_call(t.ongoing, fds)
+        if w.call == "restart_syscall":
+            _resume(w, t.ongoing.args or "", t.last_sample.wchan if t.last_sample else "")
         # Blocked "throughout" when the call began near the start of what we saw of it.
         w.whole_window = (t.ongoing.ts - rec.start) <= 0.25 * rec.window \
             and t.total_syscalls <= 2
@@ -180,7 +209,7 @@ def blocking_wait(t: "ThreadStats", rec: "Recording", fds: List[ev.FdInfo]) -> O
     s = t.last_sample
     if s is None or s.state not in ("S", "D", "I"):
         return None
-    w = wait_from_proc(s.syscall, fds)
+    w = wait_from_proc(s.syscall, fds, s.wchan)
     if w is None:
         return None
     first = t.first_sample

@@ -36,7 +36,7 @@ from ..vocab.facts import WaitFacts
 from ..vocab.nodes import node_of, real_id, same_node
 from ..job.process_facts import FdIndex, ProcessFacts
 from ..job.roles import is_gpu_event_thread
-from ..job.stack_groups import collective_frame
+from ..job.stack_groups import collective_frame, python_sync_frame
 from ..vocab.verdict import ACTIVE, BLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN, ThreadVerdict
 from .fd_waits import FdWaits, ResolvedWait
 from .graph import GPU, OUTSIDE, Edge, EdgeKind, Node, NodeKind, WaitGraph, anode, pnode, tnode
@@ -205,7 +205,7 @@ class _Builder(FdWaits):
                 "; connected (gloo/TCPStore sockets) to " + self.refs(peers)
                 + ": waits in a collective for them"), peers)
         poller = self.gpu_poller(pid)
-        if poller is not None and pid not in self.late:
+        if poller is not None and pid not in self.late and not self.python_wait(pid, tid):
             what = (f"{base}; thread {real_id(poller)} polls the GPU's fds and wakes it when "
                     "the GPU finishes (blocking-sync wait on the GPU: the kernel or copy it "
                     "waits for has not completed)")
@@ -234,6 +234,11 @@ class _Builder(FdWaits):
                      "and could wake it")
         other = [] if waker is None or waker[0] == pid else [waker[0]]
         return ResolvedWait(tid, EdgeKind.FUTEX, what, other, inside=not other)
+
+    def python_wait(self, pid: int, tid: int) -> bool:
+        """The thread's Python stack waits on a queue, condition, event or lock: it waits for
+        another thread, not for the GPU (a serving rank's main thread waits on its runner)."""
+        return bool(python_sync_frame(self.inp.stacks.get((pid, tid)) or ()))
 
     def in_collective(self, pid: int, tid: int) -> bool:
         """A futex wait of a rank's thread is a wait in a collective when its Python stack is in

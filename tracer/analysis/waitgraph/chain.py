@@ -23,8 +23,8 @@ How a chain goes on (the root cause is where it stops, never merely a thread tha
   the chain first (closing a ``CYCLE``);
 - "another thread of the process" (``A``: a futex nobody is recorded to hold) goes on into a
   thread of it that works or waits on something that can act, else into one that waits on
-  something of its own (another process, the GPU: the queue's producer, blocked itself); when
-  only threads that tick or idle are left, the chain ends there: ``UNKNOWN_WAKER`` (``before`` is the waiting thread:
+  something of its own (another process, the GPU: the queue's producer, blocked itself), never
+  into a library helper or a parked pool thread (nobody's producer); when only threads that tick or idle are left, the chain ends there: ``UNKNOWN_WAKER`` (``before`` is the waiting thread:
   what would wake it cannot be told, and nothing in the process is at work); when no thread of
   the process can act at all, as a ``CYCLE`` (the process is closed on itself).
 Severity (worst first) is ``SEVERITY``: a cycle or a dead end, a spin, ticking, a stopped
@@ -116,6 +116,8 @@ class Chains:
         got = self._memo.get(nid)
         if got is not None:
             return got
+        if nid not in self.g.nodes:            # a process the graph never had (no threads)
+            return End(EndKind.UNKNOWN, nid)
         if nid in self._open:                  # back on a node being followed: a cycle
             return End(EndKind.CYCLE, nid)
         self._open[nid] = True
@@ -188,7 +190,8 @@ class Chains:
             ds = [t.id for t in self.g.deciders(pid)]
             live = [t for t in ds if self.g.can_act(t)]
             return live or ds
-        threads = self.g.threads_of(pid)
+        # library helpers and parked pool threads are nobody's producer (they never decide)
+        threads = [t for t in self.g.threads_of(pid) if t.decides]
         acting = [t.id for t in threads if self.g.can_act(t.id)
                   and t.activity not in ("tick", "idle", "unknown")]
         if acting:
@@ -210,7 +213,7 @@ class Chains:
             e = self.end(c)
             if acting and e.kind == EndKind.CYCLE:
                 return (len(SEVERITY), 0, 0)
-            near = self.g.nodes[e.node].pid == self.g.nodes[c].pid
+            near = e.node in self.g.nodes and self.g.nodes[e.node].pid == self.g.nodes[c].pid
             return (_RANK[e.kind], 0 if near else 1, 0 if self._specific(c) else 1)
         return min(candidates, key=rank)
 
@@ -230,6 +233,9 @@ class Chains:
     # ------------------------------------------------------------------ walks
     def walk(self, start: str, limit: int = 64) -> Chain:
         chain = Chain(start)
+        if start not in self.g.nodes:
+            chain.end = End(EndKind.UNKNOWN, start)
+            return chain
         path: Tuple[str, ...] = (start,)
         cur = start
         for _ in range(limit):
