@@ -17,10 +17,12 @@ Events are streamed to disk as they come and flushed at least once a second (``T
 so Ctrl-C, SIGTERM or a crash keep what was recorded. ``read_trace`` reads up to the last
 complete event of a truncated file (plain or gzip) and says so in ``TraceInfo.truncated``;
 what is not a trace raises ``NotATrace``, an unknown version or a bad header ``CorruptTrace``
-(errors.py), with a one-line message. Every line read is bounded (``MAX_LINE_CHARS``); header
-and rows are checked against the schema (validate.py): a row with wrong types is a corrupt line,
-counted and skipped. New trace files are created 0600 (``create_output``): they hold command
-lines, paths and host names.
+(errors.py), with a one-line message. Every line read is bounded (``MAX_LINE_CHARS``). The
+header is checked by validate.py; rows are decoded by msgspec into their event classes
+(codec.py), each field checked against its declared type (events/fields.py): a row with a
+value outside its field's type is a corrupt line, counted in ``bad_lines`` and skipped. New
+trace files are created 0600 (``create_output``): they hold command lines, paths and host
+names.
 """
 from __future__ import annotations
 
@@ -28,21 +30,20 @@ import gzip
 import io
 import itertools
 import json
-import json.scanner
 import os
 import platform
 import stat
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
+from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Type
 
 from .. import events as ev
 from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register their event classes)
 from ..errors import BadInput, CorruptTrace, NotATrace, OutputError
-from .validate import check_header, row_decoder, type_codes
+from .validate import check_header
 from .blocks import BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks  # noqa: F401 (re-exported)
-from .fastpath import compiled
+from .codec import BAD, RowCodec, encode_row
 
 MAGIC = "hangtrace-trace"
 VERSION = 1
@@ -81,10 +82,6 @@ def make_header(*, backends: List[str], source: str, targets: List[int], start: 
     if node is not None:
         header["node"] = node
     return header
-
-
-# One encoder for all rows: json.dumps with non-default separators builds a new one per call.
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def create_output(path: str) -> IO[bytes]:
@@ -140,7 +137,7 @@ class TraceWriter:
         self._out.write(text.encode("utf-8", "surrogateescape") + b"\n")
 
     def write(self, event: ev.Event) -> None:
-        self._write_line(_ENCODE(ev.event_to_row(event)))
+        self._out.write(encode_row(event))
         self.count += 1
         now = time.monotonic()
         if now - self._last_flush >= self._flush_interval:
@@ -160,7 +157,7 @@ class TraceWriter:
         ts = end_ts if end_ts is not None else time.time()
         end = ev.RecordingEnd(ts=ts, reason=reason, duration=max(0.0, ts - self.start),
                               events=self.count)
-        self._write_line(json.dumps(ev.event_to_row(end), separators=(",", ":")))
+        self._out.write(encode_row(end))
         if self._gz is not None:
             self._gz.close()
         self._raw.close()
@@ -173,10 +170,6 @@ class TraceWriter:
 
 
 # --------------------------------------------------------------------------- reading
-def _decoder(tag: str, names: List[str]) -> Callable[[list], ev.Event]:
-    return row_decoder(tag, names)
-
-
 class _Prefixed(io.RawIOBase):
     """The bytes already read from a pipe (to tell gzip from text), then the rest of it."""
 
@@ -293,76 +286,53 @@ class TraceReader:
             raise CorruptTrace(f"{path}: corrupt trace: {bad}")
         self.info.header = header
         schema = header.get("schema") or ev.schema()
-        self._decoders = {t: _decoder(t, n) for t, n in schema.items() if t in ev.EVENT_CLASSES}
-        self._fast_table = _fast_table(schema) if compiled() is not None else {}
-        pi = self._decoders.get("pi") or _decoder("pi", ev.field_names(ev.ProcessInfo))
-        try:
-            self.info.processes = [pi(row) for row in header.get("processes", [])]  # type: ignore
-        except (ValueError, KeyError, TypeError, IndexError) as e:
+        self._codec = RowCodec(schema)
+        rows = self._codec if "pi" in schema else RowCodec({"pi": ev.field_names(ev.ProcessInfo)})
+        processes = [rows.row(row) for row in header.get("processes", [])]
+        if not all(type(p) is ev.ProcessInfo for p in processes):
             raise CorruptTrace(f"{path}: corrupt trace: header field 'processes' holds a "
-                               f"row that is not a process ({type(e).__name__})") from None
+                               "row that is not a process")
+        self.info.processes = processes  # type: ignore[assignment]
 
     def close(self) -> None:
         """Close the file without reading the events (``events()`` closes it at its end)."""
         self._stream.close()
 
     def events(self) -> Iterator[ev.Event]:
-        """The events, in order (one pass). The iteration runs in C over lists of decoded
-        events, a block at a time; ``info`` is complete once it is exhausted."""
+        """The events, in order (one pass), decoded a block at a time (codec.py); ``info``
+        is complete once it is exhausted."""
         return itertools.chain.from_iterable(self._batches())
 
     def _batches(self) -> Iterator[List[ev.Event]]:
         info = self.info
-        decoders = self._decoders
-        # The C scanner behind json.loads, without its per-call wrappers, for what the compiled
-        # row decoder (fastpath.py) leaves: other rows, odd values, bad lines.
-        scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
-        fast = compiled()
-        table = self._fast_table
-        decode_rows = fast.decode_rows if fast is not None and table else None
-        pending_bad = 0
+        block = self._codec.block
+        end_type = ev.RecordingEnd
+        pending_bad = 0                  # bad lines not yet known to be before a good one
         lines = 1                        # read so far, the header's included
         try:
             for raw in _raw_blocks(self._stream, info):
-                if decode_rows is not None and raw.isascii():
-                    items, odd = decode_rows(raw, table)
-                    lines += len(items)
-                    if not odd:                   # every line an event decoded in C
-                        if items and pending_bad:
-                            info.bad_lines += pending_bad
-                            pending_bad = 0
-                        info.events += len(items)
-                        yield items
-                        continue
-                else:
-                    items = raw.decode("utf-8", "surrogateescape").split("\n")
-                    if items[-1] == "":
-                        items.pop()
-                    lines += len(items)
+                items, slow = block(raw)
+                lines += len(items)
+                if not slow:
+                    if items and pending_bad:
+                        info.bad_lines += pending_bad
+                        pending_bad = 0
+                    info.events += len(items)
+                    yield items
+                    continue
                 out: List[ev.Event] = []
-                add = out.append
                 for item in items:
-                    if type(item) is not str:    # an event decoded in C
-                        if pending_bad:
-                            info.bad_lines += pending_bad
-                            pending_bad = 0
-                        add(item)
-                        continue
-                    try:
-                        row, _ = scan(item, 0)
-                        event = decoders[row[0]](row)
-                    except (ValueError, KeyError, TypeError, IndexError, StopIteration,
-                            RecursionError):
+                    if item is BAD:
                         # A bad line at the very end is a cut-off write; elsewhere corruption.
                         pending_bad += 1
                         continue
                     if pending_bad:
                         info.bad_lines += pending_bad
                         pending_bad = 0
-                    if isinstance(event, ev.RecordingEnd):
-                        info.end = event
+                    if type(item) is end_type:
+                        info.end = item
                         continue
-                    add(event)
+                    out.append(item)
                 info.events += len(out)
                 yield out
         except LineTooLong:
@@ -375,28 +345,6 @@ class TraceReader:
             info.bad_lines += pending_bad - 1
         if info.end is None:
             info.truncated = True
-
-
-def _fast_table(schema: Dict[str, List[str]], offsets: bool = True) -> Dict[str, tuple]:
-    """{tag: (class, fields, index of the field read as a tuple or -1, slot offsets or None,
-    type codes)} for the rows the compiled decoder builds as ``class(*values)`` after checking
-    each value as row_decoder would (validate.type_codes): the writer's own layout of the
-    classes whose fields are plain values. With the offsets it fills the slots itself: the
-    dataclass __init__ of an event class only stores each field (none has a __post_init__)."""
-    fast = compiled()
-    table = {}
-    for tag, names in schema.items():
-        cls = ev.EVENT_CLASSES.get(tag)
-        if cls is None or tag in ("pi", "end") or names != ev.field_names(cls):
-            continue
-        codes = type_codes(tag, names)
-        if codes is None:
-            continue
-        plain = not hasattr(cls, "__post_init__") and not cls.__dataclass_params__.frozen
-        offs = fast.slot_offsets(cls, tuple(names)) if plain and offsets and fast else None
-        table[tag] = (cls, len(names), names.index("fd_kinds") if tag == "pl" else -1, offs,
-                      codes)
-    return table
 
 
 def default_trace_path(pids: List[int], directory: str = ".") -> str:
