@@ -1,7 +1,7 @@
 """Benchmark: import and analysis of a real strace log, as ratios to one regex pass over it.
 
 Usage: python bench/import_speed.py [--lines N] [--reps R] [--pure] [--both] [--keep DIR]
-                                    [--synthetic] [--baseline DIR]
+                                    [--synthetic] [--baseline DIR] [--codec]
 
 The log is made of real lines: fixtures/gpu-h200/startup.strace.gz (``strace -f -ttt -T -yy``
 of a CUDA start-up on an H200: long paths, -yy decorations, NVIDIA ioctls, unfinished/resumed
@@ -18,6 +18,8 @@ import and an analysis of a log a quarter as long (memory must not grow with the
 side; by default the compiled helpers are used when built (scripts/build_fast.py).
 ``--synthetic`` uses the older generated log (short lines) instead of the real one.
 ``--baseline DIR`` compares this tree with another checkout in one run (``compare``).
+``--codec`` then times the trace codec against msgspec on the trace just imported and says
+the decision of issue 21's rule (bench/codec_speed.py; needs msgspec installed).
 """
 from __future__ import annotations
 
@@ -178,6 +180,8 @@ def main() -> None:
     ap.add_argument("--baseline", metavar="DIR",
                     help="compare with another checkout (e.g. git archive main | tar -x -C DIR;"
                          " build its helpers with DIR/scripts/build_fast.py)")
+    ap.add_argument("--codec", action="store_true",
+                    help="also time the trace codec against msgspec (bench/codec_speed.py)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -223,6 +227,9 @@ def main() -> None:
               f"  peak RSS: import {r['import_rss']:.0f} MB, analyze {r['analyze_rss']:.0f} MB "
               f"({a.lines:,} lines); {r['small_rss'][0]:.0f} MB, {r['small_rss'][1]:.0f} MB "
               f"({a.lines // 4:,} lines)")
+    if a.codec:
+        import codec_speed
+        print("\n" + codec_speed.describe(codec_speed.compare(trace, a.reps)), flush=True)
     if not a.keep:
         for p in os.listdir(d):
             os.unlink(os.path.join(d, p))

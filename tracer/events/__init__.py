@@ -7,39 +7,32 @@ Contract:
   are seconds. ``None`` means "not known" (a log without -T has no durations), never zero.
 - No buffer contents: a write is a byte count, ``args`` is argument text with string and
   buffer literals removed (see ``scrub_args``).
-- Each class is a msgspec Struct with a short ``TAG`` (its ``tag``) used in the trace file;
-  field order is given by the class and written into the trace header, so a reader maps
-  fields by name (tracefile/codec.py). Field types say what a field may hold (fields.py):
-  msgspec checks them when a trace row is decoded, not when an event is made here.
+- Each class has a short ``TAG`` used in the trace file; field order is given by the dataclass
+  and written into the trace header, so a reader maps fields by name (tracefile/format.py).
 
-fd kinds (``fd_kind``): fields.FdKind (file, dir, pipe, fifo, tcp, udp, unix, netlink, socket,
-eventfd, epoll, timerfd, signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl,
-dev, null), or None.
+fd kinds (``fd_kind``): file, dir, pipe, fifo, tcp, udp, unix, netlink, socket, eventfd, epoll,
+timerfd, signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, dev, null, None.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
-from msgspec import Struct, field
-
-
 # the event classes join as they are registered (``register``, at the end)
-__all__ = ["Event", "FdInfo", "EVENT_CLASSES", "register", "scrub_args", "event_to_row",
-           "schema", "field_names"]
+__all__ = ["Event", "FdInfo", "EVENT_CLASSES", "register", "scrub_args", "STRING_LITERAL",
+           "event_to_row", "schema", "field_names"]
 
 
-class Event(Struct, array_like=True, gc=False, forbid_unknown_fields=True):
-    """What every event is: a typed record (a msgspec Struct) whose trace row is
-    ``[TAG, field, ...]`` (array-like, tagged by its class's ``tag``, which ``register`` also
-    makes its ``TAG``). ``gc=False``: events hold only scalars and lists or dicts of them, so
-    they can be in no reference cycle and the cyclic collector need not visit them."""
+@dataclass(slots=True)
+class Event:
     TAG: ClassVar[str] = "?"
     ts: float
 
 
 # --------------------------------------------------------------------------- syscalls
-class Syscall(Event, tag="sc"):
+@dataclass(slots=True)
+class Syscall(Event):
     """One system call of one thread.
 
     ``ret`` is None when the call had not returned when the recording ended (the thread is still
@@ -47,6 +40,7 @@ class Syscall(Event, tag="sc"):
     ``err`` is the errno name (EAGAIN, ETIMEDOUT, ...) or None on success.
     ``fd``/``fd_kind``/``fd_target`` describe the first fd argument where there is one.
     """
+    TAG: ClassVar[str] = "sc"
     pid: int
     tid: int
     name: str
@@ -60,11 +54,13 @@ class Syscall(Event, tag="sc"):
     ongoing: bool = False
 
 
-class FutexCall(Syscall, tag="fx"):
+@dataclass(slots=True)
+class FutexCall(Syscall):
     """futex(2): ``op`` without the PRIVATE/CLOCK flags (WAIT, WAKE, WAIT_BITSET, LOCK_PI, ...).
 
     ``timeout`` is seconds for a relative timeout, -1.0 for an absolute one, None for none.
     """
+    TAG: ClassVar[str] = "fx"
     op: str = ""
     addr: int = 0
     val: Optional[int] = None
@@ -72,47 +68,59 @@ class FutexCall(Syscall, tag="fx"):
     private: bool = False
 
 
-class PollCall(Syscall, tag="pl"):
+@dataclass(slots=True)
+class PollCall(Syscall):
     """poll/ppoll/select/pselect6/epoll_wait/epoll_pwait(2): ``timeout`` seconds, None = infinite.
 
     ``fd_kinds`` are the kinds of the fds watched (for poll/select) or registered (epoll, when
     known). ``timed_out`` is True when it returned 0.
     """
+    TAG: ClassVar[str] = "pl"
     timeout: Optional[float] = None
     nfds: Optional[int] = None
     fd_kinds: Tuple[str, ...] = ()
     timed_out: bool = False
 
 
-class IoctlCall(Syscall, tag="io"):
+@dataclass(slots=True)
+class IoctlCall(Syscall):
     """ioctl(2) with its request number; ``request_name`` is a decoded name when one is known."""
+    TAG: ClassVar[str] = "io"
     request: int = 0
     request_name: Optional[str] = None
 
 
-class WriteCall(Syscall, tag="wr"):
+@dataclass(slots=True)
+class WriteCall(Syscall):
     """write/writev/pwrite*/send*/sendmsg/sendmmsg/sendfile: bytes only, never contents."""
+    TAG: ClassVar[str] = "wr"
     nbytes: int = 0
 
 
-class ReadCall(Syscall, tag="rd"):
+@dataclass(slots=True)
+class ReadCall(Syscall):
     """read/readv/pread*/recv*/recvmsg/recvfrom/accept*: bytes (or new fd) only."""
+    TAG: ClassVar[str] = "rd"
     nbytes: int = 0
 
 
-class WaitChild(Syscall, tag="wt"):
+@dataclass(slots=True)
+class WaitChild(Syscall):
     """wait4/waitid/waitpid: ``child`` is the pid waited for (-1 any child)."""
+    TAG: ClassVar[str] = "wt"
     child: int = -1
 
 
 # --------------------------------------------------------------------------- /proc samples
-class ThreadSample(Event, tag="ts"):
+@dataclass(slots=True)
+class ThreadSample(Event):
     """One look at /proc/PID/task/TID: state letter, CPU ticks, wchan, the current syscall.
 
     ``syscall`` is /proc/.../syscall as read: "running", "-1 ..." (blocked, not in a syscall) or
     "NR arg0 ... arg5 sp pc". ``ticks_hz`` converts utime/stime to seconds. ``run_count`` is the
     number of times the thread ran (schedstat field 3) when known.
     """
+    TAG: ClassVar[str] = "ts"
     pid: int
     tid: int
     comm: str
@@ -127,9 +135,11 @@ class ThreadSample(Event, tag="ts"):
     ticks_hz: int = 100
 
 
-class ThreadCpu(Event, tag="cpu"):
+@dataclass(slots=True)
+class ThreadCpu(Event):
     """On-CPU time of one thread measured in the kernel (sched_switch) between ``since`` and
     ``ts``: the eBPF backend's CPU accounting, finer than /proc ticks."""
+    TAG: ClassVar[str] = "cpu"
     pid: int
     tid: int
     since: float
@@ -137,8 +147,10 @@ class ThreadCpu(Event, tag="cpu"):
     switches: int = 0
 
 
-class ProcessIO(Event, tag="pio"):
+@dataclass(slots=True)
+class ProcessIO(Event):
     """/proc/PID/io counters (cumulative) at one instant."""
+    TAG: ClassVar[str] = "pio"
     pid: int
     rchar: int
     wchar: int
@@ -149,7 +161,8 @@ class ProcessIO(Event, tag="pio"):
 
 
 # --------------------------------------------------------------------------- process table
-class FdInfo(Struct, array_like=True, gc=False, forbid_unknown_fields=True):
+@dataclass(slots=True)
+class FdInfo:
     """One open fd: kind (see module doc), target text, access mode ("r", "w", "rw"), position."""
     fd: int
     kind: Optional[str]
@@ -164,7 +177,8 @@ class FdInfo(Struct, array_like=True, gc=False, forbid_unknown_fields=True):
     from_list = classmethod(lambda cls, v: cls(*v))     # the inverse of to_list
 
 
-class ProcessInfo(Event, tag="pi"):
+@dataclass(slots=True)
+class ProcessInfo(Event):
     """What is known of a process: emitted at start for every target and when a new one appears.
     ``threads``: tid -> comm. ``fds``: the fd table where it could be read. ``listening``: "tcp
     0.0.0.0:8000" / "unix /path" strings. ``state``, ``exit_code``: /proc/PID/stat (a zombie
@@ -172,6 +186,7 @@ class ProcessInfo(Event, tag="pi"):
     entry's one thread belongs to (an strace log of ``-p A -p B`` has no fork records): ``pid``
     is that thread's tid, kept apart from every other process rather than folded in by a guess.
     """
+    TAG: ClassVar[str] = "pi"
     pid: int
     ppid: int
     comm: str = ""
@@ -186,62 +201,78 @@ class ProcessInfo(Event, tag="pi"):
     pid_unknown: bool = False
 
 
-class ThreadStart(Event, tag="tst"):
+@dataclass(slots=True)
+class ThreadStart(Event):
     """A new thread (clone with CLONE_THREAD) or a new process (fork/clone) seen by a backend."""
+    TAG: ClassVar[str] = "tst"
     pid: int
     tid: int
     parent_tid: Optional[int] = None
     new_process: bool = False
 
 
-class ProcessExec(Event, tag="ex"):
+@dataclass(slots=True)
+class ProcessExec(Event):
+    TAG: ClassVar[str] = "ex"
     pid: int
     tid: int
     filename: str = ""
     argv: List[str] = field(default_factory=list)
 
 
-class ThreadExit(Event, tag="tx"):
+@dataclass(slots=True)
+class ThreadExit(Event):
+    TAG: ClassVar[str] = "tx"
     pid: int
     tid: int
 
 
-class ProcessExit(Event, tag="px"):
+@dataclass(slots=True)
+class ProcessExit(Event):
     """A process ended: ``status`` is the exit status, or None when ``signal`` killed it."""
+    TAG: ClassVar[str] = "px"
     pid: int
     status: Optional[int] = None
     signal: Optional[str] = None
     core_dumped: bool = False
 
 
-class SignalDelivered(Event, tag="sig"):
+@dataclass(slots=True)
+class SignalDelivered(Event):
+    TAG: ClassVar[str] = "sig"
     pid: int
     tid: int
     signal: str = ""
     sender: Optional[int] = None
 
 
-class Lost(Event, tag="lost"):
+@dataclass(slots=True)
+class Lost(Event):
     """Events a backend could not record (overflow, unparsable lines): count and why."""
+    TAG: ClassVar[str] = "lost"
     count: int
     reason: str = ""
     sample: str = ""
 
 
-class RecordingEnd(Event, tag="end"):
+@dataclass(slots=True)
+class RecordingEnd(Event):
     """Last record of a complete trace; a trace without it was cut short (truncated)."""
+    TAG: ClassVar[str] = "end"
     reason: str = ""
     duration: float = 0.0
     events: int = 0
 
 
 # --------------------------------------------------------------------------- GPU (NVML)
-class GpuSample(Event, tag="gpu"):
+@dataclass(slots=True)
+class GpuSample(Event):
     """One look at one GPU through NVML (tracer/gpu/nvml.py): utilization over the driver's last
     sample period (percent of time a kernel ran), memory in bytes, and the pids of the compute
     processes that hold a context on it. ``util_pct`` is None where NVML could not say.
     ``power_mw`` (board power draw) and ``sm_clock_mhz`` are None in traces made before they
     were recorded, or where NVML does not report them."""
+    TAG: ClassVar[str] = "gpu"
     gpu: int
     uuid: str = ""
     util_pct: Optional[int] = None
@@ -255,12 +286,14 @@ class GpuSample(Event, tag="gpu"):
 
 
 # --------------------------------------------------------------------------- Python stacks
-class PyStack(Event, tag="pys"):
+@dataclass(slots=True)
+class PyStack(Event):
     """One thread's Python stack as ``py-spy dump`` saw it at the end of a recording
     (tracer/record/pystacks.py). ``frames`` are "func (file:line)", innermost first; ``tid`` is the
     OS thread id (py-spy's ``os_thread_id``). A stack that could not be taken has ``tid`` 0,
     no frames and ``error`` saying why (py-spy not installed, permission denied, ...).
     ``files`` are the frames' source paths as the target sees them (empty in older traces)."""
+    TAG: ClassVar[str] = "pys"
     pid: int
     tid: int
     thread_name: str = ""
@@ -273,79 +306,16 @@ class PyStack(Event, tag="pys"):
 
 
 
-# --------------------------------------------------------------------------- end-of-recording probes
-class FutexOwner(Event, tag="fxo"):
-    """Who holds the futex a thread of ``pid`` waits on, read from the target's memory at the end
-    of the recording (tracer/record/probes/futex_owner.py).
-
-    ``word`` is the 32-bit futex word at ``addr`` (None when the memory could not be read);
-    ``owner_tid`` the thread that holds it where that can be known, else None. ``kind`` says how
-    the word was read: "mutex" (a glibc pthread mutex: owner from its ``__owner`` field),
-    "pi-mutex" (owner tid in the word itself), "join" (pthread_join: the word is the tid of the
-    thread being joined, which holds it until it exits), "unknown" (a semaphore, condition or
-    other futex: no owner is recorded). ``owner_pid`` is the process of ``owner_tid`` at the
-    time of the probe, None when that thread no longer exists. ``shared`` is a futex without
-    FUTEX_PRIVATE_FLAG (possibly in memory shared between processes). ``waiters`` are the tids
-    of ``pid`` seen waiting on it.
-    """
-    pid: int
-    addr: int
-    word: Optional[int] = None
-    owner_tid: Optional[int] = None
-    kind: str = "unknown"
-    owner_pid: Optional[int] = None
-    shared: bool = False
-    waiters: List[int] = field(default_factory=list)
-    why: str = ""
-
-
-class SocketPeers(Event, tag="skp"):
-    """The socket at the other end of each connected unix socket of ``pid`` (sock_diag).
-
-    ``peers`` maps an inode of one of its sockets to the peer socket's inode (JSON turns the keys
-    into strings: readers convert them back with int). ``outside`` maps a peer inode that no
-    traced process holds to the pids (outside the tree) that hold it; a peer inode in neither
-    belongs to a socket whose last holder closed it or exited."""
-    pid: int
-    peers: Dict[int, int] = field(default_factory=dict)
-    outside: Dict[int, List[int]] = field(default_factory=dict)
-
-
-class NcclRasStatus(Event, tag="ras"):
-    """What NCCL's RAS service answered to ``VERBOSE STATUS`` at the end of a recording
-    (record/probes/nccl_ras.py): the raw answer in ``fmt`` ("json" or "text"), parsed by
-    analysis/job/nccl_ras.py. ``pid`` listens on ``host:port``; ``error`` says why there is no
-    answer (refused, timed out)."""
-    pid: int
-    host: str = ""
-    port: int = 0
-    fmt: str = "json"
-    text: str = ""
-    error: str = ""
-
-
-class SocketCounters(Event, tag="skc"):
-    """The kernel's own counters of one TCP socket of ``pid`` (inet_diag's tcp_info, read by the
-    proc backend: linux/tcpdiag.py): bytes and data segments sent and received since the socket
-    was created, whatever call moved them. None where the kernel does not keep the counter."""
-    pid: int
-    fd: int
-    target: str = ""
-    bytes_sent: Optional[int] = None
-    bytes_received: Optional[int] = None
-    segs_out: Optional[int] = None
-    segs_in: Optional[int] = None
-
-
-
 # --------------------------------------------------------------------------- what was not seen
-class ObserveError(Event, tag="oerr"):
+@dataclass(slots=True)
+class ObserveError(Event):
     """Something a backend could not observe, saved so that ``analyze`` of the trace knows what
     the live report knew (tracer/analysis/rules/observed.py). ``source``: the backend; ``what``:
     "attach" (thread ``tid`` of ``pid``, or the whole process when ``tid`` is None), "syscall",
     "io", "fd", "stat" (those /proc files of ``pid``), "excluded" (never traced: hangtrace's
     own ancestor), "backend" (its own trouble; no pid); ``denied``: a permission refusal
     (EPERM, EACCES), not a target that was gone; ``why``: one line."""
+    TAG: ClassVar[str] = "oerr"
     source: str
     what: str
     why: str = ""
@@ -355,18 +325,20 @@ class ObserveError(Event, tag="oerr"):
 
 
 # --------------------------------------------------------------------------- the registry
+from .probes import (FileLock, FutexOwner, NcclRasStatus, ServedConnections,  # noqa: E402
+                     SocketCounters, SocketPeers)
+
 EVENT_CLASSES: Dict[str, Type[Event]] = {}
 _FIELDS: Dict[Type[Event], List[str]] = {}
 
 
 def field_names(cls: Type[Event]) -> List[str]:
-    return list(cls.__struct_fields__)
+    return [f.name for f in fields(cls)]
 
 
 def register(*classes: Type[Event]) -> None:
     """Make event classes known to the trace format (their TAG and field names)."""
     for cls in classes:
-        cls.TAG = cls.__struct_config__.tag
         EVENT_CLASSES[cls.TAG] = cls
         _FIELDS[cls] = field_names(cls)
         if cls.__name__ not in __all__:
@@ -376,23 +348,23 @@ def register(*classes: Type[Event]) -> None:
 register(Syscall, FutexCall, PollCall, IoctlCall, WriteCall, ReadCall, WaitChild, ThreadSample,
          ThreadCpu, ProcessIO, ProcessInfo, ThreadStart, ProcessExec, ThreadExit, ProcessExit,
          SignalDelivered, Lost, RecordingEnd, GpuSample, PyStack, FutexOwner, SocketPeers,
-         NcclRasStatus, SocketCounters, ObserveError)
+         NcclRasStatus, SocketCounters, ObserveError, FileLock, ServedConnections)
 
 
-# strace prints buffers as "..." literals (optionally followed by ...), and struct contents of
-# read buffers as well; we keep the shape of the call but never the bytes.
-_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"(?:\.\.\.)?')
+# strace prints buffers as "..." literals with C escapes (... after one cut by -s: group 2); we
+# keep the call's shape, never the bytes. One never closed runs to the end (buffer contents
+# too). The lookahead makes the body possessive (3.11's *+ is buggy): one pass, as lines.c.
+STRING_LITERAL = re.compile(r'"(?=((?:[^"\\]+|\\.)*))\1(?:"(\.\.\.)?|\\?\Z)', re.S)
 
 
 def scrub_args(args: str) -> str:
     """Replace every string literal in strace argument text by ``"..."`` (paths too: callers that
     need one keep it in ``fd_target``)."""
-    return _STRING_RE.sub('"..."', args) if '"' in args else args
+    return STRING_LITERAL.sub('"..."', args) if '"' in args else args
 
 
 def event_to_row(ev: Event) -> List[Any]:
-    """Compact row [TAG, field values...] in field order (the header holds the names), as plain
-    JSON values: what codec.encode_row writes, for writers that cannot use msgspec."""
+    """Compact row [TAG, field values...] in dataclass field order (the header holds the names)."""
     row: List[Any] = [ev.TAG]
     for name in _FIELDS[type(ev)]:
         v = getattr(ev, name)

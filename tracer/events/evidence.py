@@ -14,9 +14,8 @@ Contract:
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
-
-from msgspec import field
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Dict, List, Optional
 
 from .. import events as _events
 from . import Event
@@ -25,10 +24,12 @@ __all__ = ["ProcessVitals", "LogTargets", "KernelLog", "GpuHealth", "LoadedLibs"
            "CaptureSite", "CudaGraphCalls", "EvidenceNote", "EVIDENCE_TYPES"]
 
 
-class ProcessVitals(Event, tag="vit"):
+@dataclass(slots=True)
+class ProcessVitals(Event):
     """/proc/PID/stat and status: when the process started, its resident memory and the CPU
     time of all its threads (exited ones included), in seconds. (Not "threads": events.py
     encodes a field of that name as a tid -> comm map.)"""
+    TAG: ClassVar[str] = "vit"
     pid: int
     start_time: Optional[float] = None
     rss_bytes: Optional[int] = None
@@ -37,22 +38,26 @@ class ProcessVitals(Event, tag="vit"):
     phase: str = ""
 
 
-class LogTargets(Event, tag="logs"):
+@dataclass(slots=True)
+class LogTargets(Event):
     """Where a process's output goes: fds 1 and 2 and the regular files it has open for writing
     as logs. Each entry: {"fd", "role" ("stdout", "stderr", "log"), "kind" (events.py fd kind),
     "path", "size" (bytes, files only), "mtime" (last modification: the last write for files,
     pipes and ttys), "why" (why size/mtime are missing)}. ``why`` (event level): the fd table
     could not be read."""
+    TAG: ClassVar[str] = "logs"
     pid: int
     targets: List[Dict[str, Any]] = field(default_factory=list)
     phase: str = ""
     why: str = ""
 
 
-class KernelLog(Event, tag="klog"):
+@dataclass(slots=True)
+class KernelLog(Event):
     """Lines of the NVIDIA kernel driver (NVRM) from the kernel log since ``since``: each
     [epoch ts, text]. ``scanned`` records were read; ``why`` says why the log could not be read
     (no /dev/kmsg, no permission) or was read only in part (the bound was reached)."""
+    TAG: ClassVar[str] = "klog"
     source: str = "/dev/kmsg"
     since: Optional[float] = None
     lines: List[List[Any]] = field(default_factory=list)
@@ -60,11 +65,13 @@ class KernelLog(Event, tag="klog"):
     why: str = ""
 
 
-class GpuHealth(Event, tag="gpuh"):
+@dataclass(slots=True)
+class GpuHealth(Event):
     """One GPU's health counters through NVML (tracer/gpu/nvml_health.py). Units: mW, MHz, deg C.
     ``throttle`` is NVML's clock-event (throttle) reason bitmask. ECC counts are volatile (since
     the driver loaded); retired pages (pre-Hopper) and remapped rows (Ampere and later) are
     lifetime counts. ``missing`` maps a field name to why NVML gave no value."""
+    TAG: ClassVar[str] = "gpuh"
     gpu: int
     uuid: str = ""
     name: str = ""
@@ -89,25 +96,26 @@ class GpuHealth(Event, tag="gpuh"):
     phase: str = ""
 
 
-class LoadedLibs(Event, tag="libs"):
+@dataclass(slots=True)
+class LoadedLibs(Event):
     """Versions of the libraries a process has mapped (/proc/PID/maps). Each entry: {"name"
     ("nccl", "libcuda", "cudart", "torch", ...), "version", "detail" (e.g. "+cuda12.4"), "path",
     "source" (where the version was read)}. ``pid`` 0 holds host facts (the NVIDIA kernel
-    module). ``why``: the maps could not be read, or versions could not be read from ELF files
-    (pyelftools missing)."""
+    module). ``why``: the maps could not be read."""
+    TAG: ClassVar[str] = "libs"
     pid: int
     libs: List[Dict[str, Any]] = field(default_factory=list)
     why: str = ""
 
 
-class CaptureSite(Event, tag="cap"):
+@dataclass(slots=True)
+class CaptureSite(Event):
     """A thread whose Python stack shows CUDA graph capture (tracer/record/evidence/capture.py).
     ``how``: "with-block" (a frame executes inside ``with torch.cuda.graph(...)``, checked in the
     source at that line), "capture-call" (a frame of torch's capture_begin/capture_end or the
-    graph context manager's __enter__/__exit__), "phase" (inside a serving stack's
-    ``with graph_capture(...)``), "runner" (a frame of a serving stack's CUDA graph runner):
-    fields.CaptureHow. ``frame`` is "func (file:line)"; ``detail`` the source text that
-    decided."""
+    graph context manager's __enter__/__exit__), "runner" (a frame of a serving stack's CUDA
+    graph runner). ``frame`` is "func (file:line)"; ``detail`` the source text that decided."""
+    TAG: ClassVar[str] = "cap"
     pid: int
     tid: int
     how: str = ""
@@ -115,11 +123,13 @@ class CaptureSite(Event, tag="cap"):
     detail: str = ""
 
 
-class CudaGraphCalls(Event, tag="cug"):
+@dataclass(slots=True)
+class CudaGraphCalls(Event):
     """libcuda graph calls of one thread counted by uprobes between ``since`` and ``ts``
     (tracer/record/backends/ebpf/cuda_uprobes.py): stream captures begun and ended, graphs launched;
     ``open_streams`` are streams (hex) whose last capture call was a begin (capturing at ``ts``,
     when the begin was seen in the window)."""
+    TAG: ClassVar[str] = "cug"
     pid: int
     tid: int
     since: float = 0.0
@@ -131,9 +141,11 @@ class CudaGraphCalls(Event, tag="cug"):
     last_end: Optional[float] = None
 
 
-class EvidenceNote(Event, tag="evn"):
+@dataclass(slots=True)
+class EvidenceNote(Event):
     """One datum that could not be gathered, and why: ``what`` is "gpu", "kmsg", "libs", "logs",
     "capture-uprobes", ...; ``pid`` when it concerns one process."""
+    TAG: ClassVar[str] = "evn"
     what: str
     why: str = ""
     pid: Optional[int] = None

@@ -9,7 +9,8 @@ converter's counters, tables and flags, which convert.py owns and documents):
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+import json
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import events as ev
 from .args import _parse_fd_cached
@@ -23,8 +24,9 @@ __all__ = ["BatchFeed"]
 # names (decode.py): convert_calls reads them, Python fills them.
 _FD_CACHE = getattr(_parse_fd_cached, "__self__", {})
 _IOCTL_CACHE = getattr(ioctl_request, "__self__", {})
-# the classes convert_calls makes its events with
-_C_CLASSES = tuple(c.TAG for c in (ev.Syscall, ev.WriteCall, ev.ReadCall, ev.IoctlCall))
+# class -> (row prefix, field names): what encode_row writes for each syscall event class
+_C_FORMATS = {c: ("[" + json.dumps(c.TAG) + ",", tuple(ev.field_names(c)))
+              for c in ev.EVENT_CLASSES.values() if issubclass(c, ev.Syscall)}
 
 
 def _pick_calls() -> Optional[Callable]:
@@ -43,18 +45,22 @@ class BatchFeed:
         """``feed_text`` over many lines: the events of all of them, in order."""
         return self._feed_run(texts, 0, False)[0]
 
-    def events_batch(self, texts: List[str]) -> List[ev.Event]:
-        """``feed_batch`` where the compiled helpers are built: most complete calls go from
-        line to event in C (csrc/calls.c convert_calls: the same events), every other line
-        through ``_feed_run``."""
-        rows: List[ev.Event] = []
+    def rows_batch(self, texts: List[str], formatter: Callable[[type], Callable]) -> List[str]:
+        """The trace rows (text) of the events of many lines, in order; ``formatter(cls)`` is
+        the row formatter of an event class (rows.RowEncoder.formatter). Where the compiled
+        helpers are built, most complete calls go from line to row in C (csrc/calls.c
+        convert_calls: the same events, the same text), every other line through
+        ``_feed_run``."""
+        rows: List[str] = []
+        add = rows.append
+        fmts: Dict[type, Callable] = {}
         plain = _CONVERT_CALLS
         n, i = len(texts), 0
         while i < n:
             if plain is not None and self._has_pid and self.first_ts is not None \
                     and self._cut is None:
                 ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
-                       FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_CLASSES,
+                       FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_FORMATS,
                        WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE)
                 i, k, last, has_dur = plain(texts, i, ctx, rows)
                 if k:
@@ -65,7 +71,11 @@ class BatchFeed:
                 if i >= n:
                     break
             events, i = self._feed_run(texts, i, plain is not None)
-            rows += events
+            for e in events:
+                fmt = fmts.get(e.__class__)
+                if fmt is None:
+                    fmt = fmts[e.__class__] = formatter(e.__class__)
+                add(fmt(e))
         return rows
 
     def _feed_run(self, texts: List[str], start: int,

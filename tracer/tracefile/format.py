@@ -17,12 +17,10 @@ Events are streamed to disk as they come and flushed at least once a second (``T
 so Ctrl-C, SIGTERM or a crash keep what was recorded. ``read_trace`` reads up to the last
 complete event of a truncated file (plain or gzip) and says so in ``TraceInfo.truncated``;
 what is not a trace raises ``NotATrace``, an unknown version or a bad header ``CorruptTrace``
-(errors.py), with a one-line message. Every line read is bounded (``MAX_LINE_CHARS``). The
-header is checked by validate.py; rows are decoded by msgspec into their event classes
-(codec.py), each field checked against its declared type (events/fields.py): a row with a
-value outside its field's type is a corrupt line, counted in ``bad_lines`` and skipped. New
-trace files are created 0600 (``create_output``): they hold command lines, paths and host
-names.
+(errors.py), with a one-line message. Every line read is bounded (``MAX_LINE_CHARS``); header
+and rows are checked against the schema (validate.py): a row with wrong types is a corrupt line,
+counted and skipped. Trace files are created by outputs.py (``create_output``): new, 0600 (they
+hold command lines, paths and host names), never through a link.
 """
 from __future__ import annotations
 
@@ -30,20 +28,25 @@ import gzip
 import io
 import itertools
 import json
+import json.scanner
 import os
 import platform
 import stat
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Type
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from .. import events as ev
-from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register their event classes)
-from ..errors import BadInput, CorruptTrace, NotATrace, OutputError
-from .validate import check_header
-from .blocks import BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks  # noqa: F401 (re-exported)
-from .codec import BAD, RowCodec, encode_row
+from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register)
+from ..events import stacks as stack_events, states as state_events  # noqa: F401  (register)
+from ..errors import BadInput, CorruptTrace, NotATrace, OutputError, shown
+from .validate import check_header, row_decoder, type_codes
+from .blocks import (BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks,  # noqa: F401 (re-exported)
+                     offset_reporter)
+from .fastpath import compiled
+from .inputs import open_raw
+from ..outputs import FreshName, open_streamed
 
 MAGIC = "hangtrace-trace"
 VERSION = 1
@@ -84,12 +87,17 @@ def make_header(*, backends: List[str], source: str, targets: List[int], start: 
     return header
 
 
+# One encoder for all rows: json.dumps with non-default separators builds a new one per call.
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def create_output(path: str) -> IO[bytes]:
-    """``path`` opened for writing a trace: a new file is created with mode 0600 whatever the
-    umask; an existing one is truncated and keeps its mode. "-" is standard output (a launcher
-    such as ssh or kubectl exec carries it back): the trace takes it over, and fd 1 then points
-    to stderr, so that nothing else (a report, a child's output) can write into the trace.
-    Raises OutputError (one line)."""
+    """``path`` opened for streaming a trace into (outputs.open_streamed: a new file, mode
+    0600, at ``path`` from the start; a link or a special file there is refused; a
+    ``outputs.FreshName`` never replaces a file: the returned file's ``name`` is where it
+    went). "-" is standard output (a launcher such as ssh or kubectl exec carries it back):
+    the trace takes it over, and fd 1 then points to stderr, so that nothing else (a report,
+    a child's output) can write into the trace. Raises OutputError (one line)."""
     if path == "-":
         try:
             fd = os.dup(1)
@@ -98,15 +106,7 @@ def create_output(path: str) -> IO[bytes]:
         except OSError as e:
             raise OutputError(f"cannot write the trace to standard output: {e.strerror}") \
                 from None
-    try:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            os.fchmod(fd, 0o600)      # a umask such as 0277 would have left it read-only
-        except FileExistsError:
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
-    except OSError as e:
-        raise OutputError(f"{path}: cannot write the trace: {e.strerror}") from None
-    return os.fdopen(fd, "wb")
+    return open_streamed(path, "the trace")
 
 
 class TraceWriter:
@@ -137,7 +137,7 @@ class TraceWriter:
         self._out.write(text.encode("utf-8", "surrogateescape") + b"\n")
 
     def write(self, event: ev.Event) -> None:
-        self._out.write(encode_row(event))
+        self._write_line(_ENCODE(ev.event_to_row(event)))
         self.count += 1
         now = time.monotonic()
         if now - self._last_flush >= self._flush_interval:
@@ -157,7 +157,7 @@ class TraceWriter:
         ts = end_ts if end_ts is not None else time.time()
         end = ev.RecordingEnd(ts=ts, reason=reason, duration=max(0.0, ts - self.start),
                               events=self.count)
-        self._out.write(encode_row(end))
+        self._write_line(json.dumps(ev.event_to_row(end), separators=(",", ":")))
         if self._gz is not None:
             self._gz.close()
         self._raw.close()
@@ -170,6 +170,10 @@ class TraceWriter:
 
 
 # --------------------------------------------------------------------------- reading
+def _decoder(tag: str, names: List[str]) -> Callable[[list], ev.Event]:
+    return row_decoder(tag, names)
+
+
 class _Prefixed(io.RawIOBase):
     """The bytes already read from a pipe (to tell gzip from text), then the rest of it."""
 
@@ -199,18 +203,10 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
                pipes: bool = True) -> Tuple[IO[bytes], IO[bytes]]:
     """(raw file, stream) for a plain or gzip file, compression told by content, not by name
     (files get renamed and piped around). Only regular files (and pipes, when ``pipes``) are
-    read: a directory or a device (/dev/zero never ends) is refused. Opening trouble raises
+    read: a directory or a device (/dev/zero never ends) is refused; opening never blocks
+    (inputs.py: a FIFO without a writer is refused after a wait). Opening trouble raises
     ``error`` with one line."""
-    try:
-        raw = open(path, "rb")
-    except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
-    except PermissionError:
-        raise error(f"{path}: permission denied") from None
-    except IsADirectoryError:
-        raise error(f"{path}: is a directory") from None
-    except OSError as e:
-        raise error(f"{path}: cannot open: {e.strerror}") from None
+    raw = open_raw(path, error, pipes)
     mode = os.fstat(raw.fileno()).st_mode
     if stat.S_ISFIFO(mode) and pipes:
         head = raw.read(2)
@@ -223,10 +219,6 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
         if head == b"\x1f\x8b":
             return raw, gzip.GzipFile(fileobj=wrapped, mode="rb")  # type: ignore[return-value]
         return raw, wrapped
-    if not stat.S_ISREG(mode):
-        raw.close()
-        what = "a pipe" if stat.S_ISFIFO(mode) else "a device or special file"
-        raise error(f"{path}: is {what}, not a regular file")
     if raw.read(2) == b"\x1f\x8b":
         raw.seek(0)
         return raw, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
@@ -234,10 +226,11 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
     return raw, raw
 
 
-def _raw_blocks(stream: IO[bytes], info: TraceInfo) -> Iterator[bytes]:
+def _raw_blocks(stream: IO[bytes], info: TraceInfo,
+                on_block: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
     """Blocks of whole lines; a stream cut short marks the trace truncated."""
     try:
-        yield from byte_blocks(stream)
+        yield from byte_blocks(stream, on_block=on_block)
     except BROKEN:
         info.truncated = True
 
@@ -247,10 +240,13 @@ def open_trace(path: str) -> "TraceReader":
 
 
 class TraceReader:
-    """Reads a trace: ``info`` after construction, then iterate ``events()`` once."""
+    """Reads a trace: ``info`` after construction, then iterate ``events()`` once.
+    ``progress(offset)``, when given, is called with the offset reached in the file as stored
+    after each block of events (render/progress.py's callback)."""
 
-    def __init__(self, path: str) -> None:
-        _, self._stream = open_input(path, BadInput)
+    def __init__(self, path: str, progress: Optional[Callable[[int], None]] = None) -> None:
+        raw, self._stream = open_input(path, BadInput)
+        self._on_block = offset_reporter(raw, progress)
         self.info = TraceInfo(header={}, path=path)
         try:
             self._read_header(path)
@@ -279,60 +275,83 @@ class TraceReader:
             raise NotATrace(f"{path}: not a hangtrace trace (bad magic)")
         version = header.get("version")
         if type(version) is int and version != VERSION:
-            raise CorruptTrace(f"{path}: trace format version {version!r} is not supported "
+            raise CorruptTrace(f"{path}: trace format version {shown(version)} is not supported "
                                f"(this hangtrace reads version {VERSION})")
         bad = check_header(header)
         if bad:
             raise CorruptTrace(f"{path}: corrupt trace: {bad}")
         self.info.header = header
         schema = header.get("schema") or ev.schema()
-        self._codec = RowCodec(schema)
-        rows = self._codec if "pi" in schema else RowCodec({"pi": ev.field_names(ev.ProcessInfo)})
-        processes = [rows.row(row) for row in header.get("processes", [])]
-        if not all(type(p) is ev.ProcessInfo for p in processes):
+        self._decoders = {t: _decoder(t, n) for t, n in schema.items() if t in ev.EVENT_CLASSES}
+        self._fast_table = _fast_table(schema) if compiled() is not None else {}
+        pi = self._decoders.get("pi") or _decoder("pi", ev.field_names(ev.ProcessInfo))
+        try:
+            self.info.processes = [pi(row) for row in header.get("processes", [])]  # type: ignore
+        except (ValueError, KeyError, TypeError, IndexError) as e:
             raise CorruptTrace(f"{path}: corrupt trace: header field 'processes' holds a "
-                               "row that is not a process")
-        self.info.processes = processes  # type: ignore[assignment]
+                               f"row that is not a process ({type(e).__name__})") from None
 
     def close(self) -> None:
         """Close the file without reading the events (``events()`` closes it at its end)."""
         self._stream.close()
 
     def events(self) -> Iterator[ev.Event]:
-        """The events, in order (one pass), decoded a block at a time (codec.py); ``info``
-        is complete once it is exhausted."""
+        """The events, in order (one pass). The iteration runs in C over lists of decoded
+        events, a block at a time; ``info`` is complete once it is exhausted."""
         return itertools.chain.from_iterable(self._batches())
 
     def _batches(self) -> Iterator[List[ev.Event]]:
         info = self.info
-        block = self._codec.block
-        end_type = ev.RecordingEnd
-        pending_bad = 0                  # bad lines not yet known to be before a good one
+        decoders = self._decoders
+        # The C scanner behind json.loads, without its per-call wrappers, for what the compiled
+        # row decoder (fastpath.py) leaves: other rows, odd values, bad lines.
+        scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+        fast = compiled()
+        table = self._fast_table
+        decode_rows = fast.decode_rows if fast is not None and table else None
+        pending_bad = 0
         lines = 1                        # read so far, the header's included
         try:
-            for raw in _raw_blocks(self._stream, info):
-                items, slow = block(raw)
-                lines += len(items)
-                if not slow:
-                    if items and pending_bad:
-                        info.bad_lines += pending_bad
-                        pending_bad = 0
-                    info.events += len(items)
-                    yield items
-                    continue
+            for raw in _raw_blocks(self._stream, info, self._on_block):
+                if decode_rows is not None and raw.isascii():
+                    items, odd = decode_rows(raw, table)
+                    lines += len(items)
+                    if not odd:                   # every line an event decoded in C
+                        if items and pending_bad:
+                            info.bad_lines += pending_bad
+                            pending_bad = 0
+                        info.events += len(items)
+                        yield items
+                        continue
+                else:
+                    items = raw.decode("utf-8", "surrogateescape").split("\n")
+                    if items[-1] == "":
+                        items.pop()
+                    lines += len(items)
                 out: List[ev.Event] = []
+                add = out.append
                 for item in items:
-                    if item is BAD:
+                    if type(item) is not str:    # an event decoded in C
+                        if pending_bad:
+                            info.bad_lines += pending_bad
+                            pending_bad = 0
+                        add(item)
+                        continue
+                    try:
+                        row, _ = scan(item, 0)
+                        event = decoders[row[0]](row)
+                    except (ValueError, KeyError, TypeError, IndexError, StopIteration,
+                            RecursionError):
                         # A bad line at the very end is a cut-off write; elsewhere corruption.
                         pending_bad += 1
                         continue
                     if pending_bad:
                         info.bad_lines += pending_bad
                         pending_bad = 0
-                    if type(item) is end_type:
-                        info.end = item
+                    if isinstance(event, ev.RecordingEnd):
+                        info.end = event
                         continue
-                    out.append(item)
+                    add(event)
                 info.events += len(out)
                 yield out
         except LineTooLong:
@@ -347,7 +366,31 @@ class TraceReader:
             info.truncated = True
 
 
-def default_trace_path(pids: List[int], directory: str = ".") -> str:
+def _fast_table(schema: Dict[str, List[str]], offsets: bool = True) -> Dict[str, tuple]:
+    """{tag: (class, fields, index of the field read as a tuple or -1, slot offsets or None,
+    type codes)} for the rows the compiled decoder builds as ``class(*values)`` after checking
+    each value as row_decoder would (validate.type_codes): the writer's own layout of the
+    classes whose fields are plain values. With the offsets it fills the slots itself: the
+    dataclass __init__ of an event class only stores each field (none has a __post_init__)."""
+    fast = compiled()
+    table = {}
+    for tag, names in schema.items():
+        cls = ev.EVENT_CLASSES.get(tag)
+        if cls is None or tag in ("pi", "end") or names != ev.field_names(cls):
+            continue
+        codes = type_codes(tag, names)
+        if codes is None:
+            continue
+        plain = not hasattr(cls, "__post_init__") and not cls.__dataclass_params__.frozen
+        offs = fast.slot_offsets(cls, tuple(names)) if plain and offsets and fast else None
+        table[tag] = (cls, len(names), names.index("fd_kinds") if tag == "pl" else -1, offs,
+                      codes)
+    return table
+
+
+def default_trace_path(pids: List[int], directory: str = ".") -> FreshName:
+    """``hangtrace-PID-TIME.htrace.gz`` in ``directory``: a name others can predict, so it is
+    created fresh (outputs.FreshName: never replacing a file, the next free name instead)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     who = "-".join(str(p) for p in pids[:3]) or "trace"
-    return os.path.join(directory, f"hangtrace-{who}-{stamp}{SUFFIX}.gz")
+    return FreshName(os.path.join(directory, f"hangtrace-{who}-{stamp}{SUFFIX}.gz"))

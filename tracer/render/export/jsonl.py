@@ -13,7 +13,8 @@ Returns the number of event lines written (header and end lines not counted).
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, TextIO, Type
+from dataclasses import fields
+from typing import Any, Callable, Dict, List, Optional, TextIO, Type
 
 from ... import events as ev
 from ...tracefile.format import TraceReader
@@ -27,7 +28,7 @@ def event_dict(e: ev.Event) -> Dict[str, Any]:
     cls = type(e)
     names = _NAMES.get(cls)
     if names is None:
-        names = _NAMES[cls] = ev.field_names(cls)
+        names = _NAMES[cls] = [f.name for f in fields(cls)]
     out: Dict[str, Any] = {"event": cls.__name__, "tag": cls.TAG}
     for name in names:
         v = getattr(e, name)
@@ -42,8 +43,8 @@ def event_dict(e: ev.Event) -> Dict[str, Any]:
     return out
 
 
-def export(trace_path: str, out: TextIO) -> int:
-    reader = TraceReader(trace_path)
+def export(trace_path: str, out: TextIO, progress: Optional[Callable[[int], None]] = None) -> int:
+    reader = TraceReader(trace_path, progress)
     header = {k: v for k, v in reader.info.header.items() if k not in ("schema", "processes")}
     out.write(_ENCODE({"event": "header", **header}) + "\n")
     n = 0

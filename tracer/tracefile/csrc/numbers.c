@@ -1,7 +1,5 @@
 #include "fast.h"
 
-/* float() of the numbers strace prints (timestamps, durations), for lines.c */
-
 /* Decimal "digits[.digits][e[+-]digits]" -> the correctly rounded double, when the digits
  * (an integer <= 2**53, so exactly representable) and the power of ten (|k| <= 22, exact too)
  * let one
@@ -111,5 +109,82 @@ PyObject *py_float(const char *s, Py_ssize_t a, Py_ssize_t b, double *out)
     *out = PyFloat_AS_DOUBLE(r);
     Py_DECREF(r);
     return Py_True;
+}
+
+
+/* repr(x) without David Gay's dtoa for the floats strace logs are made of: microsecond
+ * timestamps and durations. For 1e-6 <= |x| < 2**33 the candidate is x rounded to 6 decimals;
+ * when it parses back to exactly x it is repr's string: every string that parses to x lies
+ * within one ulp (< 1e-6 here) of it, so no other multiple of 1e-6 does, and a string with
+ * fewer significant digits than the candidate is such a multiple. Layout as repr ('r' format):
+ * exponent form when the decimal point is at or left of the 4th place or right of the 16th.
+ * Returns the length written to out (>= 32 bytes), 0 when the caller must use repr. */
+int fast_repr(double x, char *out)
+{
+    double ax = fabs(x);
+    if (!(ax >= 1e-6 && ax < 8589934592.0))
+        return 0;
+    long long N = llround(ax * 1e6);
+    char dig[24];
+    int nd = 0;
+    long long t = N;
+    while (t) {
+        dig[nd++] = (char)('0' + t % 10);
+        t /= 10;
+    }
+    if (nd == 0)
+        return 0;
+    for (int i = 0; i < nd / 2; i++) {        /* most significant first */
+        char c = dig[i];
+        dig[i] = dig[nd - 1 - i];
+        dig[nd - 1 - i] = c;
+    }
+    int decpt = nd - 6;                        /* digits before the decimal point */
+    while (nd > 1 && dig[nd - 1] == '0')
+        nd--;
+    int k = 0;
+    if (x < 0)
+        out[k++] = '-';
+    if (decpt <= -4 || decpt > 16) {
+        out[k++] = dig[0];
+        if (nd > 1) {
+            out[k++] = '.';
+            memcpy(out + k, dig + 1, (size_t)(nd - 1));
+            k += nd - 1;
+        }
+        int e = decpt - 1;
+        out[k++] = 'e';
+        out[k++] = e < 0 ? '-' : '+';
+        if (e < 0)
+            e = -e;
+        if (e >= 100)
+            out[k++] = (char)('0' + e / 100);
+        out[k++] = (char)('0' + (e / 10) % 10);
+        out[k++] = (char)('0' + e % 10);
+    } else if (decpt <= 0) {
+        out[k++] = '0';
+        out[k++] = '.';
+        for (int i = 0; i < -decpt; i++)
+            out[k++] = '0';
+        memcpy(out + k, dig, (size_t)nd);
+        k += nd;
+    } else if (decpt >= nd) {
+        memcpy(out + k, dig, (size_t)nd);
+        k += nd;
+        for (int i = nd; i < decpt; i++)
+            out[k++] = '0';
+        out[k++] = '.';
+        out[k++] = '0';
+    } else {
+        memcpy(out + k, dig, (size_t)decpt);
+        k += decpt;
+        out[k++] = '.';
+        memcpy(out + k, dig + decpt, (size_t)(nd - decpt));
+        k += nd - decpt;
+    }
+    out[k] = 0;
+    /* the candidate's value is N / 10**6; N < 2**53 and 10**6 are exact doubles, so one
+     * division rounds it correctly (as strtod of the candidate would) */
+    return ((double)N / 1e6 == ax) ? k : 0;
 }
 

@@ -21,17 +21,19 @@ Contract:
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from ... import events as ev
-from ...errors import UsageError
+from ...errors import BadInput, UsageError
 from ...linux.fdtarget import FdTarget
 from . import clock
 from ..format import MAX_LINE_CHARS, TraceReader, open_input
-from ..codec import BAD, RowCodec
+from ..inputs import check_rereadable
+from ..validate import row_decoder
 
 __all__ = ["ID_STRIDE", "key_of", "real_id", "node_of", "NodeTrace", "open_nodes",
            "estimate_clocks", "merged_events", "node_stream"]
@@ -135,6 +137,8 @@ def open_nodes(paths: List[str]) -> List[NodeTrace]:
     dup = next((p for i, p in enumerate(paths) if real[i] in real[:i]), None)
     if dup is not None:
         raise UsageError(f"{dup}: given twice")
+    for path in paths:
+        check_rereadable(path, BadInput, "merge reads each trace more than once")
     nodes = []
     for i, path in enumerate(paths):
         reader = TraceReader(path)
@@ -242,10 +246,11 @@ def _find_lines(block: bytes) -> List[bytes]:
 def _rows(n: NodeTrace) -> Iterator[ev.Event]:
     """The send, receive and end rows of a trace, found by their first bytes in large blocks
     (the other rows are not decoded: this pass is a fraction of a full read). Rows are
-    checked like every read (codec.RowCodec); a bad one, or a trace cut short, ends
+    checked like every read (validate.row_decoder); a bad one, or a trace cut short, ends
     nothing but that row or this pass."""
     schema = n.header.get("schema") or ev.schema()
-    codec = RowCodec({t: schema[t] for t in ("wr", "rd", "end") if t in schema})
+    decoders = {t: row_decoder(t, schema[t]) for t in ("wr", "rd", "end")
+                if t in schema and t in ev.EVENT_CLASSES}
     _, stream = open_input(n.path)
     carry, first = b"", True
     try:
@@ -264,9 +269,11 @@ def _rows(n: NodeTrace) -> Iterator[ev.Event]:
             if first and cut:
                 block, first = block[block.find(b"\n") + 1:], False      # the header
             for line in _find_lines(b"\n" + block):
-                e = codec.line(line)
-                if e is not BAD:
-                    yield e
+                try:
+                    row = json.loads(line)
+                    yield decoders[row[0]](row)
+                except (ValueError, KeyError, TypeError, IndexError, RecursionError):
+                    continue
     finally:
         stream.close()
 

@@ -21,17 +21,17 @@ import ctypes as ct
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ....events.evidence import CudaGraphCalls, EvidenceNote
 from ...evidence.libs import identify, parse_maps
 from ..base import Backend, Emit, TargetSet
 from .env import CFLAGS, bcc_problem
+from .layout import BPF_DIR
 
 __all__ = ["CudaUprobeBackend", "PROGRAM", "SYMBOLS", "libcuda_paths", "with_cuda_uprobes"]
 
-PROGRAM = Path(__file__).resolve().parents[4] / "bpf" / "cuda_graph.bpf.c"
+PROGRAM = BPF_DIR / "cuda_graph.bpf.c"
 SYMBOLS = [("on_begin", r"^cuStreamBeginCapture(_v2)?(ToGraph)?(_ptsz)?$"),
            ("on_end", r"^cuStreamEndCapture(_ptsz)?$"),
            ("on_launch", r"^cuGraphLaunch(_ptsz)?$")]

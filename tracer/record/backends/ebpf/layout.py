@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import ctypes as ct
 import re
-from pathlib import Path
 from typing import Dict, Mapping, Tuple
 
 from ....analysis.accumulate.io_class import WAKEUP_MAX_BYTES
 from ....linux.futex import COMMANDS, WAIT_COMMANDS, WAKE_COMMANDS
+from ....resources import bpf_dir
 
-BPF_DIR = Path(__file__).resolve().parents[4] / "bpf"
+BPF_DIR = bpf_dir()          # bpf/ in a checkout, tracer/bpf installed (tracer/resources.py)
 HEADER = BPF_DIR / "hangtrace.h"
 PROGRAM = BPF_DIR / "hangtrace.bpf.c"
 
