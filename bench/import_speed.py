@@ -1,7 +1,7 @@
 """Benchmark: import and analysis of a real strace log, as ratios to one regex pass over it.
 
 Usage: python bench/import_speed.py [--lines N] [--reps R] [--pure] [--both] [--keep DIR]
-                                    [--synthetic]
+                                    [--synthetic] [--baseline DIR] [--codec]
 
 The log is made of real lines: fixtures/gpu-h200/startup.strace.gz (``strace -f -ttt -T -yy``
 of a CUDA start-up on an H200: long paths, -yy decorations, NVIDIA ioctls, unfinished/resumed
@@ -17,6 +17,9 @@ import and an analysis of a log a quarter as long (memory must not grow with the
 ``--pure`` measures the pure-Python path (HANGTRACE_PURE=1), ``--both`` both paths side by
 side; by default the compiled helpers are used when built (scripts/build_fast.py).
 ``--synthetic`` uses the older generated log (short lines) instead of the real one.
+``--baseline DIR`` compares this tree with another checkout in one run (``compare``).
+``--codec`` then times the trace codec against msgspec on the trace just imported and says
+the decision of issue 21's rule (bench/codec_speed.py; needs msgspec installed).
 """
 from __future__ import annotations
 
@@ -90,13 +93,15 @@ def _child(kind: str, args: List[str]) -> None:
     print(json.dumps(out))
 
 
-def _run(kind: str, args: List[str], pure: bool) -> Dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=ROOT)
+def _run(kind: str, args: List[str], pure: bool, root: str = ROOT) -> Dict[str, float]:
+    """One child of this script, run from the tree at ``root`` (its own bench script)."""
+    env = dict(os.environ, PYTHONPATH=root)
     if pure:
         env["HANGTRACE_PURE"] = "1"
     else:
         env.pop("HANGTRACE_PURE", None)
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", kind, *args],
+    script = os.path.join(root, "bench", "import_speed.py")
+    r = subprocess.run([sys.executable, script, "--child", kind, *args],
                        env=env, capture_output=True, text=True, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -131,6 +136,39 @@ def measure(log: str, trace: str, reps: int, pure: bool) -> Dict[str, float]:
     }
 
 
+def compare(log: str, trace: str, reps: int, baseline: str) -> None:
+    """This tree against another checkout (``baseline``, with its own compiled helpers built),
+    paired: each repetition runs the regex pass, then both imports and both analyses (each of
+    its own tree's trace) in alternating order; printed are the medians of each and of the
+    per-repetition ratios this/baseline, which cancel most of a shared machine's drift."""
+    rows = []
+    for i in range(reps):
+        order = [ROOT, baseline] if i % 2 == 0 else [baseline, ROOT]
+        rx = _run("regex", [log], False)
+        got: Dict[str, Dict[str, dict]] = {}
+        for kind in ("import", "analyze"):
+            for root in order:
+                tr = trace + (".base" if root == baseline else "")
+                got.setdefault(root, {})[kind] = _run(
+                    kind, [log, tr] if kind == "import" else [tr], False, root)
+        rows.append((rx, got[ROOT], got[baseline]))
+        print(f"  rep {i + 1}: regex {rx['cpu']:.2f} s  import {got[ROOT]['import']['cpu']:.2f}"
+              f" / {got[baseline]['import']['cpu']:.2f} s  analyze "
+              f"{got[ROOT]['analyze']['cpu']:.2f} / {got[baseline]['analyze']['cpu']:.2f} s"
+              "   [CPU: this tree / baseline]", flush=True)
+    med = statistics.median
+    print(f"load average after: {_load()}\nthis tree: {rows[0][1]['import']['path']}\n"
+          f"baseline ({baseline}): {rows[0][2]['import']['path']}")
+    for kind in ("import", "analyze"):
+        this = med(r[1][kind]["cpu"] for r in rows)
+        base = med(r[2][kind]["cpu"] for r in rows)
+        ratio = med(r[1][kind]["cpu"] / r[2][kind]["cpu"] for r in rows)
+        print(f"  {kind:8s} median CPU {this:.2f} s, baseline {base:.2f} s; median ratio "
+              f"{ratio:.3f} (min {min(r[1][kind]['cpu'] for r in rows):.2f} / "
+              f"{min(r[2][kind]['cpu'] for r in rows):.2f} s); regex pass "
+              f"{med(r[0]['cpu'] for r in rows):.2f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
@@ -139,6 +177,11 @@ def main() -> None:
     ap.add_argument("--both", action="store_true", help="compiled and pure-Python paths")
     ap.add_argument("--keep", help="directory to keep the log and traces in")
     ap.add_argument("--synthetic", action="store_true", help="the older generated log")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="compare with another checkout (e.g. git archive main | tar -x -C DIR;"
+                         " build its helpers with DIR/scripts/build_fast.py)")
+    ap.add_argument("--codec", action="store_true",
+                    help="also time the trace codec against msgspec (bench/codec_speed.py)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -158,7 +201,11 @@ def main() -> None:
     print(f"log: {a.lines:,} real lines ({os.path.getsize(log) / 1e6:.0f} MB) made in "
           f"{time.perf_counter() - t0:.1f} s; machine: {os.cpu_count()} CPUs, load average "
           f"{_load()}")
-    paths = [False, True] if a.both else [a.pure]
+    if a.baseline:
+        compare(log, trace, a.reps, os.path.abspath(a.baseline))
+        paths: List[bool] = []
+    else:
+        paths = [False, True] if a.both else [a.pure]
     results = {}
     for pure in paths:
         print(f"{'pure Python' if pure else 'default path'}: {a.reps} repetitions, "
@@ -167,7 +214,8 @@ def main() -> None:
         q_im = _run("import", [small, trace + ".small"], pure)
         q_an = _run("analyze", [trace + ".small"], pure)
         results[pure]["small_rss"] = (q_im["rss_mb"], q_an["rss_mb"])
-    print(f"load average after: {_load()}")
+    if paths:
+        print(f"load average after: {_load()}")
     for pure, r in results.items():
         print(f"\n{r['path']}:\n"
               f"  median CPU: regex pass {r['regex_cpu']:.2f} s, import {r['import_cpu']:.2f} s,"
@@ -179,6 +227,9 @@ def main() -> None:
               f"  peak RSS: import {r['import_rss']:.0f} MB, analyze {r['analyze_rss']:.0f} MB "
               f"({a.lines:,} lines); {r['small_rss'][0]:.0f} MB, {r['small_rss'][1]:.0f} MB "
               f"({a.lines // 4:,} lines)")
+    if a.codec:
+        import codec_speed
+        print("\n" + codec_speed.describe(codec_speed.compare(trace, a.reps)), flush=True)
     if not a.keep:
         for p in os.listdir(d):
             os.unlink(os.path.join(d, p))
