@@ -1,7 +1,7 @@
 /* ht_count.bpf.h - counting: the per-CPU cache, its flush to the hash maps, writes/reads per fd,
  * the calls of streamed kinds that were not streamed, by category.
- * Part of bpf/hangtrace.bpf.c: spliced into it where it is #included (ebpf_layout.program_text;
- * BCC rewrites map calls in the main text only), after the maps and helpers it uses. */
+ * Part of bpf/hangtrace.bpf.c, #included by it (BCC gets the parts spliced into its text:
+ * see ht_dialect.bpf.h), after the maps and helpers it uses. */
 
 /* ---------------------------------------------------------------- cache -> maps */
 static __always_inline void flush_slot(struct ht_cache *k, u32 s)
@@ -10,11 +10,11 @@ static __always_inline void flush_slot(struct ht_cache *k, u32 s)
     if (k->c_count[s] == 0)
         return;
     struct ht_agg_key key = {.tid = k->tid, .tgid = k->tgid, .nr = k->c_nr[s]};
-    struct ht_agg *ag = aggr.lookup(&key);
+    struct ht_agg *ag = bpf_map_lookup_elem(&aggr, &key);
     if (!ag) {
         struct ht_agg zero = {};
-        aggr.insert(&key, &zero);
-        ag = aggr.lookup(&key);
+        bpf_map_update_elem(&aggr, &key, &zero, BPF_NOEXIST);
+        ag = bpf_map_lookup_elem(&aggr, &key);
     }
     if (ag) {
         /* a key is only written from the CPU whose cache holds its thread: no atomics */
@@ -35,11 +35,11 @@ static __always_inline void flush_fd(struct ht_cache *k, u32 s)
     if (k->f_writes[s] == 0 && k->f_reads[s] == 0)
         return;
     struct ht_fd_key key = {.tid = k->tid, .tgid = k->tgid, .fd = k->f_fd[s]};
-    struct ht_fd *f = fds.lookup(&key);
+    struct ht_fd *f = bpf_map_lookup_elem(&fds, &key);
     if (!f) {
         struct ht_fd zero = {};
-        fds.insert(&key, &zero);
-        f = fds.lookup(&key);
+        bpf_map_update_elem(&fds, &key, &zero, BPF_NOEXIST);
+        f = bpf_map_lookup_elem(&fds, &key);
     }
     if (f) {
         if (k->f_writes[s]) {
@@ -82,11 +82,11 @@ static __always_inline void flush_cats(struct ht_cache *k)
     if (!any)
         return;
     struct ht_tkey key = {.tid = k->tid, .tgid = k->tgid};
-    struct ht_tcount *tc = tcounts.lookup(&key);
+    struct ht_tcount *tc = bpf_map_lookup_elem(&tcounts, &key);
     if (!tc) {
         struct ht_tcount zero = {};
-        tcounts.insert(&key, &zero);
-        tc = tcounts.lookup(&key);
+        bpf_map_update_elem(&tcounts, &key, &zero, BPF_NOEXIST);
+        tc = bpf_map_lookup_elem(&tcounts, &key);
     }
 #pragma unroll
     for (int i = 0; i < HT_NCATS; i++) {
@@ -166,13 +166,13 @@ static __always_inline void count_category(struct ht_cache *k, u32 tid, u32 tgid
     switch (kind) {
     case HT_K_FUTEX: {
         u32 cmd = (u32)a[1] & 127;
-        if (cmd < 32 && ((HT_FUTEX_WAIT_MASK >> cmd) & 1)) {
+        if (cmd < 32 && ((HT_SET(futex_wait_mask) >> cmd) & 1)) {
             k->cat[HT_CAT_FUTEX_WAITS] += 1;
             if (a[3] != 0)
                 k->cat[HT_CAT_FUTEX_WAITS_TIMEOUT] += 1;
             if (ret == -HT_ETIMEDOUT)
                 k->cat[HT_CAT_FUTEX_TIMEOUTS] += 1;
-        } else if (cmd < 32 && ((HT_FUTEX_WAKE_MASK >> cmd) & 1)) {
+        } else if (cmd < 32 && ((HT_SET(futex_wake_mask) >> cmd) & 1)) {
             k->cat[HT_CAT_FUTEX_WAKES] += 1;
         }
         break;
@@ -207,11 +207,11 @@ static __always_inline void count_category(struct ht_cache *k, u32 tid, u32 tgid
         break;
     case HT_K_IOCTL: {
         struct ht_ioc_key key = {.tid = tid, .tgid = tgid, .fd = (s32)a[0], .request = (u32)a[1]};
-        struct ht_ioc *io = ioctls.lookup(&key);
+        struct ht_ioc *io = bpf_map_lookup_elem(&ioctls, &key);
         if (!io) {
             struct ht_ioc zero = {};
-            ioctls.insert(&key, &zero);
-            io = ioctls.lookup(&key);
+            bpf_map_update_elem(&ioctls, &key, &zero, BPF_NOEXIST);
+            io = bpf_map_lookup_elem(&ioctls, &key);
         }
         if (io)
             __sync_fetch_and_add(&io->count, 1);

@@ -1,5 +1,5 @@
-"""Reading the kernel's counts (ebpf_counts.py) and the calls in flight at stop
-(ebpf_inflight.py) from fake maps, /proc lines and memory: no root, no BCC.
+"""Reading the kernel's counts (ebpf/counts.py) and the calls in flight at stop
+(ebpf/inflight.py) from fake maps (loader.MapView), /proc lines and memory: no root, no BCC.
 """
 from __future__ import annotations
 
@@ -15,9 +15,30 @@ from tracer.record.backends.ebpf.inflight import ongoing_call
 NR = {name: nr for nr, name in X86_64.items()}
 
 
+class FakeMap:
+    """A loader.MapView over ctypes (key, value) pairs, or per-CPU values for key 0."""
+
+    def __init__(self, pairs=(), caches=None):
+        self.pairs = [(bytes(k), bytes(v)) for k, v in pairs]
+        self.caches = caches
+
+    def items(self):
+        return list(self.pairs)
+
+    def get(self, key):
+        return dict(self.pairs).get(key)
+
+    def set(self, key, value, only_new=False):
+        raise AssertionError("the readers never write to the kernel maps")
+
+    def percpu(self, key):
+        assert key == bytes(4)
+        return [bytes(c) for c in self.caches]
+
+
 def _maps(caches, aggr=(), fds=(), tcounts=(), ioctls=()):
-    return {"cache": {0: caches}, "aggr": list(aggr), "fds": list(fds),
-            "tcounts": list(tcounts), "ioctls": list(ioctls)}
+    return {"cache": FakeMap(caches=caches), "aggr": FakeMap(aggr), "fds": FakeMap(fds),
+            "tcounts": FakeMap(tcounts), "ioctls": FakeMap(ioctls)}
 
 
 def _cache(tid, tgid, seq=0):
@@ -50,20 +71,19 @@ def test_a_thread_is_its_map_entries_plus_the_caches_it_owns():
     assert snap.threads[(6, 7)].calls == {NR["getpid"]: [2, 0, 0]}
 
 
-class _Flushing(dict):
-    """A cache table whose seq moves on the first reads, as if a flush ran meanwhile."""
+class _Flushing(FakeMap):
+    """A cache map whose seq moves on the first reads, as if a flush ran meanwhile."""
 
     def __init__(self, caches):
-        super().__init__()
+        super().__init__(caches=caches)
         self.reads = 0
-        self.caches = caches
 
-    def __getitem__(self, key):
+    def percpu(self, key):
         self.reads += 1
         out = [L.HtCache.from_buffer_copy(bytes(c)) for c in self.caches]
         if self.reads <= 2:
             out[0].seq = self.reads   # 1 (odd: mid-flush), then 2: changed under the reader
-        return out
+        return [bytes(c) for c in out]
 
 
 def test_a_flush_during_the_read_makes_it_read_again():

@@ -117,12 +117,3 @@ def test_kinds_value_packs_kind_and_a_count_cache_slot():
         own = [slots[by_name[n]] for n in ("futex", "read", "write", "ioctl", "epoll_pwait",
                                            "ppoll", "sched_yield", "recvfrom", "sendto")]
         assert len(set(own)) == len(own)
-
-
-def test_program_text_splices_its_parts():
-    text = L.program_text()
-    assert '#include "ht_' not in text and '#include "hangtrace.h"' in text
-    for part in L.BPF_DIR.glob("ht_*.bpf.h"):
-        assert part.read_text() in text
-    # BCC rewrites map calls in the main text only: the parts are never #included as files
-    assert "RAW_TRACEPOINT_PROBE(sys_exit)" in text and "flush_slot" in text

@@ -326,6 +326,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
             stop.restore()
     notes = [f"recording ended early: {reason}"] if reason != "complete" else []
     notes.append(_cpu_note(cpu + [_own_cpu()], end - start))
+    notes.extend(n for b in backends for n in getattr(b, "notes", ()))
     assert analyzer is not None
     report = analyzer.report(end=end, trace_path=output, extra_notes=notes)
     return Recorded(report=report, trace_path=output, reason=reason,

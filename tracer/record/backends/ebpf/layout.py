@@ -7,23 +7,18 @@ Contract:
 - ``kinds_for(table)`` maps a syscall number table (tracer/linux/syscall_table.py, for the running
   architecture) to the kind code the kernel program uses, so the BPF C holds no syscall
   numbers at all.
-- ``program_text()`` is bpf/hangtrace.bpf.c with its parts (``#include "ht_*.bpf.h"``) spliced
-  in: BCC rewrites map calls in the main source only, and each file stays small.
 - Pure: importable anywhere (no bcc, no root).
 """
 from __future__ import annotations
 
 import ctypes as ct
-import re
-from pathlib import Path
 from typing import Dict, Mapping, Tuple
 
 from ....analysis.accumulate.io_class import WAKEUP_MAX_BYTES
 from ....linux.futex import COMMANDS, WAIT_COMMANDS, WAKE_COMMANDS
+from .source import BPF_DIR
 
-BPF_DIR = Path(__file__).resolve().parents[4] / "bpf"
 HEADER = BPF_DIR / "hangtrace.h"
-PROGRAM = BPF_DIR / "hangtrace.bpf.c"
 
 HT_EV_SYSCALL = 1
 HT_EV_FORK = 2
@@ -243,14 +238,6 @@ def futex_masks() -> Tuple[int, int]:
     wait = sum(1 << i for i, name in enumerate(COMMANDS) if name in WAIT_COMMANDS)
     wake = sum(1 << i for i, name in enumerate(COMMANDS) if name in WAKE_COMMANDS)
     return wait, wake
-
-
-_PART = re.compile(r'^#include "(ht_\w+\.bpf\.h)"$', re.M)
-
-
-def program_text() -> str:
-    """The BPF program as BCC compiles it (module doc)."""
-    return _PART.sub(lambda m: (BPF_DIR / m.group(1)).read_text(), PROGRAM.read_text())
 
 
 def constants() -> Dict[str, int]:
