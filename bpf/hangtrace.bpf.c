@@ -198,15 +198,20 @@ static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
  * the next one on this CPU starts now ("last_switch_ns"). A target thread that leaves the CPU
  * to sleep (not preempted, its state not TASK_RUNNING: "sleeps") is blocked from now on: its
  * syscall exit takes the time. Sleeping outside a syscall (a page fault on a file mapping)
- * is rare, and is then counted as part of its next call. */
-static __always_inline int on_switch(u32 tid, u32 tgid, int sleeps)
+ * is rare, and is then counted as part of its next call. "next_target": 0 when the thread
+ * switched to is known not to be followed: a switch between two other threads then costs
+ * no clock read (every context switch of the machine runs this). */
+static __always_inline int on_switch(u32 tid, u32 tgid, int sleeps, int next_target)
 {
+    int prev_target = tid != 0 && is_target(tgid);
+    if (!prev_target && !next_target)
+        return 0;
     u64 now = bpf_ktime_get_ns();
     u32 z = 0;
     struct ht_cache *k = bpf_map_lookup_elem(&cache, &z);
     if (!k)
         return 0;
-    if (tid != 0 && is_target(tgid)) {
+    if (prev_target) {
         struct ht_thread *t = bpf_map_lookup_elem(&threads, &tid);
         if (!t) {
             struct ht_thread zero = {};

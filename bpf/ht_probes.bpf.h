@@ -5,7 +5,7 @@
  * libbpf (tp_btf, typed arguments): the facts BCC has to guess come from task_struct with
  * CO-RE relocations: a fork's child tgid (a new process or a thread), the exiting thread's
  * group_dead (signal->live fell to 0), the state of the thread leaving the CPU (__state, or
- * state before 5.14).
+ * state before 5.14), whether the thread switched to is followed.
  * BCC: raw tracepoints for sys_exit and sched_switch; trace events (tracefs format) for
  * fork/exec/exit; the clone flags from the parent's saved registers.
  */
@@ -18,8 +18,8 @@ RAW_TRACEPOINT_PROBE(sys_exit)
 /* (bool preempt, struct task_struct *prev, struct task_struct *next, unsigned prev_state) */
 RAW_TRACEPOINT_PROBE(sched_switch)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    return on_switch((u32)id, id >> 32, !ctx->args[0] && (u32)ctx->args[3] != 0);
+    u64 id = bpf_get_current_pid_tgid();   /* next's pid would need task_struct offsets */
+    return on_switch((u32)id, id >> 32, !ctx->args[0] && (u32)ctx->args[3] != 0, 1);
 }
 
 /* The trace event does not carry the clone flags: they are in the parent's saved registers
@@ -85,9 +85,10 @@ int BPF_PROG(ht_sys_exit, struct pt_regs *regs, long ret)
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(ht_sched_switch, bool preempt, struct task_struct *prev)
+int BPF_PROG(ht_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-    return on_switch(prev->pid, prev->tgid, !preempt && task_state(prev) != 0);
+    return on_switch(prev->pid, prev->tgid, !preempt && task_state(prev) != 0,
+                     next->pid != 0 && is_target(next->tgid));
 }
 
 SEC("tp_btf/sched_process_fork")

@@ -152,10 +152,18 @@ class EbpfBackend(Backend):
                                     name=syscall_name, fd_info=self._fd_info)
         seen: Set[int] = set()
         # Twice: a process forked between the first scan and the fill is only in the second
-        # (after the fill, the fork tracepoint catches every new child).
+        # (after the fill, the fork tracepoint catches every new child); the second reads
+        # the stat of the processes that appeared since the first only.
+        tree: Dict[int, List[int]] = {}
+        listed: Set[int] = set()
         for _ in range(2):
+            for pid in procfs.list_pids():
+                st = procfs.read_stat(pid) if pid not in listed else None
+                listed.add(pid)
+                if st is not None:
+                    tree.setdefault(st.ppid, []).append(pid)
             pids = targets.pids()
-            pids = sorted(p for p in set(pids) | set(procfs.descendants(pids))
+            pids = sorted(p for p in set(pids) | set(procfs.descendants(pids, tree=tree))
                           if not targets.excluded(p))
             for pid in pids:
                 if pid not in seen:
