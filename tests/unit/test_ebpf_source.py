@@ -66,3 +66,4 @@ def test_each_map_call_form_is_rewritten_into_bccs_method_call(libbpf, bcc, tmp_
 def test_an_unknown_form_is_named_not_silently_passed():
     assert S.libbpf_calls_left("bpf_map_update_elem(&m, &k, &v, flags);") == [
         "bpf_map_update_elem(&m"]
+

@@ -19,7 +19,7 @@ import ctypes as ct
 import errno as errno_mod
 import os
 import re
-from typing import Deque, Optional, Tuple
+from typing import Deque, List, Optional, Tuple
 
 __all__ = ["LibbpfMissing", "library", "version", "path", "check", "check_ptr", "log_tail",
            "LOG", "MIN_VERSION", "SAMPLE_FN", "BtfType", "BtfVarSecinfo"]
@@ -172,9 +172,36 @@ def path() -> str:
     return _path
 
 
-def log_tail(lines: int = 3) -> str:
-    """The last libbpf messages, joined on one line ("" when there were none)."""
-    return " | ".join(list(LOG)[-lines:])
+_STATS = ("processed ", "verification time", "stack depth", "max_states", "libbpf: --",
+          "-- ", "Validating", "R1=", "; ")
+
+
+def verifier_reason(log: List[str]) -> str:
+    """The verifier's own reason in a program load log: the last two lines of the log that
+    are not a statistic, an instruction or a source line ("" when the log has none)."""
+    ends = [i for i, ln in enumerate(log) if "-- END PROG LOAD LOG --" in ln]
+    if not ends:
+        return ""
+    found: List[str] = []
+    for line in reversed(log[:ends[-1]]):
+        text = line.strip()
+        if re.match(r"^\d+: \(", text) or text.startswith(_STATS) or not text:
+            if found:
+                break
+            continue
+        found.insert(0, text)
+        if len(found) == 2:
+            break
+    return "; ".join(found)
+
+
+def log_tail(lines: int = 2) -> str:
+    """The last libbpf messages on one line, the verifier's reason first when a program was
+    rejected ("" when there were none)."""
+    log = list(LOG)
+    tail = [ln.replace("libbpf: ", "", 1) for ln in log[-lines:]]
+    reason = verifier_reason(log)
+    return " | ".join(([f"verifier: {reason}"] if reason else []) + tail)
 
 
 def _error(code: int, what: str) -> OSError:
