@@ -54,6 +54,7 @@ HT_HASH(tcounts, struct ht_tkey, struct ht_tcount, HT_MAX_THREADS);
 HT_HASH(ioctls, struct ht_ioc_key, struct ht_ioc, HT_MAX_IOCTLS);
 HT_PERCPU_ARRAY(cache, struct ht_cache, 1);
 HT_ARRAY(counters, u64, HT_NCOUNTERS);
+HT_ARRAY(gen, u64, HT_NGEN);         /* HT_GEN_*: what makes the per-CPU "cur_*" stale */
 HT_RINGBUF(events, HT_RINGBUF_PAGES);
 
 /* Registers: the syscall's number and arguments (differs by loader and architecture). */
@@ -75,6 +76,50 @@ static __always_inline int is_target(u32 tgid)
 {
     u8 *v = bpf_map_lookup_elem(&procs, &tgid);   /* an array: inlined, no helper call */
     return v && *v;
+}
+
+static __always_inline u64 gen_of(u32 which)
+{
+    u64 *g = bpf_map_lookup_elem(&gen, &which);   /* an array: inlined */
+    return g ? *g : 0;
+}
+
+/* Whether the task making this syscall (its saved registers at "regs") is followed, and who
+ * it is (*tid, *tgid). From the per-CPU cache while it is about the same task and nothing
+ * changed since (the "gen" counters); else one helper call and a "procs" lookup, kept for
+ * the next syscalls. The fast path of every syscall of the machine: loads and compares, no
+ * call (a helper call is dear where returns are mitigated, as with AMD's Safe RET). The
+ * registers say which task it is, not the last context switch this CPU saw: a switch is not
+ * always where one would expect it (measured on this VM's kernel: tasks ran on a CPU after a
+ * traced switch to another). */
+static __always_inline int current_target(struct ht_cache *k, ht_regs_t *regs, u32 *tid,
+                                          u32 *tgid)
+{
+    u64 ugen = gen_of(HT_GEN_USER);
+    u32 kgen = (u32)gen_of(HT_GEN_KERNEL);
+    if (k->cur_regs != (u64)regs || k->cur_ugen != ugen || k->cur_kgen != kgen || !ugen) {
+        u64 id = bpf_get_current_pid_tgid();
+        k->cur_tid = (u32)id;
+        k->cur_tgid = id >> 32;
+        k->cur_target = is_target(id >> 32);
+        k->cur_regs = (u64)regs;
+        k->cur_ugen = ugen;
+        k->cur_kgen = kgen;
+    }
+    *tid = k->cur_tid;
+    *tgid = k->cur_tgid;
+    return k->cur_target;
+}
+
+/* A task stack is freed at exit and may soon hold another task's registers; an exec that
+ * takes over the leader's tid changes who the registers are. Either makes every cache
+ * stale. */
+static __always_inline void caches_stale(void)
+{
+    u32 which = HT_GEN_KERNEL;
+    u64 *g = bpf_map_lookup_elem(&gen, &which);
+    if (g)
+        __sync_fetch_and_add(g, 1);
 }
 
 static __always_inline u32 kind_of(s32 nr)
@@ -147,20 +192,16 @@ static __always_inline u64 timeout_at_sleep(void)
 /* A syscall of any process returns. */
 static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    u32 tgid = id >> 32, tid = (u32)id;
-    if (!is_target(tgid))
+    u32 z = 0, tid, tgid;
+    struct ht_cache *k = bpf_map_lookup_elem(&cache, &z);   /* per-CPU array: inlined */
+    if (!k || !current_target(k, regs, &tid, &tgid))
         return 0;
-    struct ht_call c = {};
+    struct ht_call c;
     if (read_nr(regs, &c) != 0)
         return 0;
     u32 kv = kind_of(c.nr);
     u32 kind = kv & HT_KIND_MASK;
     u32 s = (kv >> HT_SLOT_SHIFT) & (HT_SLOTS - 1);
-    u32 z = 0;
-    struct ht_cache *k = bpf_map_lookup_elem(&cache, &z);
-    if (!k)
-        return 0;
     if (k->tid != tid || k->tgid != tgid)
         take_over(k, tid, tgid);
     u64 to = 0;
@@ -198,19 +239,19 @@ static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
  * the next one on this CPU starts now ("last_switch_ns"). A target thread that leaves the CPU
  * to sleep (not preempted, its state not TASK_RUNNING: "sleeps") is blocked from now on: its
  * syscall exit takes the time. Sleeping outside a syscall (a page fault on a file mapping)
- * is rare, and is then counted as part of its next call. "next_target": 0 when the thread
- * switched to is known not to be followed: a switch between two other threads then costs
- * no clock read (every context switch of the machine runs this). */
+ * is rare, and is then counted as part of its next call. "next_target": 0 when the caller
+ * knows the thread switched to is not followed; a switch between two threads not followed
+ * reads no clock (every context switch of the machine runs this). */
 static __always_inline int on_switch(u32 tid, u32 tgid, int sleeps, int next_target)
 {
-    int prev_target = tid != 0 && is_target(tgid);
-    if (!prev_target && !next_target)
-        return 0;
-    u64 now = bpf_ktime_get_ns();
     u32 z = 0;
     struct ht_cache *k = bpf_map_lookup_elem(&cache, &z);
     if (!k)
         return 0;
+    int prev_target = tid != 0 && is_target(tgid);
+    if (!prev_target && !next_target)
+        return 0;
+    u64 now = bpf_ktime_get_ns();
     if (prev_target) {
         struct ht_thread *t = bpf_map_lookup_elem(&threads, &tid);
         if (!t) {
@@ -285,6 +326,8 @@ static __always_inline int on_fork(u32 ptgid, u32 ptid, u32 child, u32 ctgid, u3
  * with it; the counts made under the old tid stay under it. */
 static __always_inline int on_exec(u32 tgid, u32 pid, u32 old)
 {
+    if (pid != old)
+        caches_stale();
     if (!is_target(tgid))
         return 0;
     if (pid != old) {
@@ -311,6 +354,7 @@ static __always_inline int on_exec(u32 tgid, u32 pid, u32 old)
  * now. Its counts stay in the cache or the maps until userspace reads them. */
 static __always_inline int on_exit(u32 tid, u64 group_dead)
 {
+    caches_stale();
     struct ht_thread *t = bpf_map_lookup_elem(&threads, &tid);
     if (!t)
         return 0;

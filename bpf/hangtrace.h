@@ -68,6 +68,12 @@
 #define HT_C_IOCTLS_FULL 4   /* (tid, fd, request) or per-thread category map full           */
 #define HT_NCOUNTERS 8
 
+/* ---- the "gen" array: what invalidates the per-CPU caches of who is current ---- */
+#define HT_GEN_USER 0        /* userspace adds 1 after each change of "procs" (starts at 1)  */
+#define HT_GEN_KERNEL 1      /* the program adds 1 at every thread exit (a task stack, so a   */
+                             /* pt_regs address, may be reused) and tid-changing exec        */
+#define HT_NGEN 2
+
 /* ---- sizes and limits ---- */
 #define HT_MAX_NR 512            /* syscall numbers the kinds array covers                  */
 #define HT_MAX_PFDS 4            /* pollfd entries copied from a poll/ppoll call            */
@@ -120,12 +126,22 @@ struct ht_thread {
  * on this CPU ("tid"), flushed to the hash maps below when another thread takes the CPU's
  * cache over (and at thread exit). Userspace adds caches and maps, so counts are never
  * moved out of sight: "seq" changes around every flush (a reader that sees it change reads
- * again). 1296 bytes. */
+ * again). And who the last task that made a syscall on this CPU was ("cur_*": its tid, tgid,
+ * whether it is followed), known by its saved registers' address (one per task: the top of
+ * its kernel stack) and valid while the "gen" map's two counters have not moved since: every
+ * syscall of the machine compares two words instead of calling bpf_get_current_pid_tgid and
+ * looking "procs" up. 1328 bytes. */
 struct ht_cache {
     __u32 tid;
     __u32 tgid;
     __u32 seq;
     __u32 pad;
+    __u32 cur_tid;
+    __u32 cur_tgid;
+    __u32 cur_target;     /* 1: its process is followed ("procs")                          */
+    __u32 cur_kgen;       /* gen[HT_GEN_KERNEL] when decided                               */
+    __u64 cur_ugen;       /* gen[HT_GEN_USER] when decided; 0: nothing decided             */
+    __u64 cur_regs;       /* the address of its struct pt_regs: which task it is           */
     __u64 last_switch_ns; /* when the thread now on this CPU was switched in */
     __u64 tick_j;         /* jiffies of the current tick ...                         */
     __u64 tick_ns;        /* ... and the clock read at the first exit within it       */

@@ -100,7 +100,10 @@ def test_stop_is_idempotent_and_unloads_everything(scenario, loader):
     from tracer.record.backends.base import TargetSet
     b.start(TargetSet([sc.pid]), got.append)
     assert _bpf_fds() > before
-    assert b.attach_s is not None and b.attach_s < 10
+    # generous bounds that only catch a hang: BCC compiles under the load of a shared machine
+    assert b.attach_s is not None and 0 < b.load_s <= b.attach_s < (30 if loader == "libbpf"
+                                                                    else 300)
+    assert b.loader == loader and b.notes[-1].startswith("eBPF: "), b.notes
     b.stop()
     b.stop()
     assert _bpf_fds() == before

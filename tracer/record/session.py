@@ -112,7 +112,8 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
     if name == "ebpf":
         if ebpf_why:
             raise ToolMissing(f"ebpf backend unavailable: {ebpf_why}")
-        return _with_nvml([EbpfBackend(), proc], "ebpf+proc (kernel tracepoints; /proc for states)")
+        ebpf = EbpfBackend()
+        return _with_nvml([ebpf, proc], f"ebpf+proc ({ebpf.describe()}; /proc for states)")
     strace = StraceBackend()
     strace_why = strace.check()
     if name == "strace":
@@ -120,7 +121,8 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
             raise ToolMissing(f"strace backend unavailable: {strace_why}")
         return _with_nvml([strace], "strace (ptrace: the target runs slower while traced)")
     if ebpf_why is None:
-        chosen, why = [EbpfBackend(), proc], "ebpf+proc (BPF tracepoints load here; /proc for states)"
+        ebpf = EbpfBackend()
+        chosen, why = [ebpf, proc], f"ebpf+proc ({ebpf.describe()}; /proc for states)"
     elif strace_why is None:
         chosen, why = [strace, proc], f"strace+proc (ebpf not usable: {ebpf_why})"
     else:

@@ -42,9 +42,9 @@ from . import layout as L
 from ..base import Backend, Emit, TargetSet
 from .convert import Clock, Converter, FdCache
 from .counts import CountEmitter, KernelSnapshot
-from .env import ebpf_problem
+from .env import choose, describe_loader, ebpf_problem
 from .loader import MapView, Program
-from .programs import describe_loader, load_hangtrace
+from .programs import load_hangtrace
 from ..proc_backend import decode_wait_status
 
 __all__ = ["EbpfBackend", "ebpf_problem", "TRACEFS_DIRS"]
@@ -71,6 +71,7 @@ class EbpfBackend(Backend):
         self.load_s: Optional[float] = None
         self.events_read = 0
         self._prog: Optional[Program] = None
+        self._gen = 0                                     # the "gen" map's value
         self._emit: Optional[Emit] = None
         self._targets: Optional[TargetSet] = None
         self._clock = Clock()
@@ -95,6 +96,12 @@ class EbpfBackend(Backend):
     # ------------------------------------------------------------------ contract
     def check(self) -> Optional[str]:
         return ebpf_problem(self.loaders)
+
+    def describe(self) -> str:
+        """How it would record here, for the line saying which backends run and why."""
+        name, _ = choose(self.loaders)
+        return f"kernel tracepoints through {describe_loader(name)}" if name else \
+            "kernel tracepoints"
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
         if self._prog is not None or self._stopping:
@@ -176,7 +183,9 @@ class EbpfBackend(Backend):
         self._prog.open_ring("events", self._on_record)
 
     def _mark(self, array: str, pid: int, on: bool) -> None:
-        """Set a pid-indexed u8 array ("procs" by tgid, "blocked" by tid)."""
+        """Set a pid-indexed u8 array ("procs" by tgid, "blocked" by tid). After a change of
+        "procs", gen[HT_GEN_USER] moves on: the per-CPU caches of whether the current task is
+        followed were decided before it, and are decided again (hangtrace.h, ht_cache.cur_*)."""
         if self._prog is None:
             return
         try:
@@ -184,6 +193,10 @@ class EbpfBackend(Backend):
         except (IndexError, KeyError, OSError):
             if on:
                 self.errors.append(f"ebpf: pid {pid} is above pid_max: not followed")
+            return
+        if array == "procs":
+            self._gen += 1
+            self._prog.map("gen").set(_u32(L.HT_GEN_USER), bytes(ct.c_uint64(self._gen)))
 
     def _add_threads(self, pid: int) -> None:
         assert self._emit is not None and self._prog is not None

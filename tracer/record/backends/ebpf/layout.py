@@ -62,6 +62,9 @@ HT_C_AGG_FULL = 2
 HT_C_FDS_FULL = 3
 HT_C_IOCTLS_FULL = 4
 HT_NCOUNTERS = 8
+HT_GEN_USER = 0
+HT_GEN_KERNEL = 1
+HT_NGEN = 2
 HT_MAX_NR = 512
 HT_MAX_PFDS = 4
 HT_MAX_THREADS = 32768
@@ -114,6 +117,8 @@ class HtCache(ct.Structure):
     """struct ht_cache: one CPU's cache of its last syscall-making thread's counts."""
     _fields_ = [
         ("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("seq", ct.c_uint32), ("pad", ct.c_uint32),
+        ("cur_tid", ct.c_uint32), ("cur_tgid", ct.c_uint32), ("cur_target", ct.c_uint32),
+        ("cur_kgen", ct.c_uint32), ("cur_ugen", ct.c_uint64), ("cur_regs", ct.c_uint64),
         ("last_switch_ns", ct.c_uint64), ("tick_j", ct.c_uint64), ("tick_ns", ct.c_uint64),
         ("win_ns", ct.c_uint64), ("c_nr", ct.c_int32 * 16), ("c_win", ct.c_uint32 * 16),
         ("c_count", _U64x16), ("c_streamed", _U64x16), ("c_ns", _U64x16),
