@@ -207,15 +207,16 @@ static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
     u64 to = 0;
     u64 since = take_blocked(tid, &to);
     u64 now = since ? bpf_ktime_get_ns() : 0;
-    if (k->c_nr[s] != c.nr) {
+    struct ht_cslot *cs = &k->c[s];
+    if (cs->nr != c.nr) {
         k->seq += 1;
         flush_slot(k, s);
         k->seq += 1;
-        k->c_nr[s] = c.nr;
+        cs->nr = c.nr;
     }
-    k->c_count[s] += 1;
+    cs->count += 1;
     if (since && now > since)
-        k->c_ns[s] += now - since;
+        cs->ns += now - since;
     if (kind == HT_K_WRITE || kind == HT_K_READ) {
         count_fd(k, kind, (s32)c.a[0], ret, kv & HT_KV_MSGS);
         return 0;
@@ -227,7 +228,7 @@ static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
         if (!now)
             now = bpf_ktime_get_ns();
         if (stream(&c, tgid, tid, kind, ret, since, now, to)) {
-            k->c_streamed[s] += 1;
+            cs->streamed += 1;
             return 0;
         }
     }

@@ -138,11 +138,11 @@ static __always_inline int in_budget(struct ht_cache *k, u32 s)
         k->win_ns = now;
 #pragma unroll
         for (int i = 0; i < HT_SLOTS; i++)
-            k->c_win[i] = 0;
+            k->c[i].win = 0;
     }
-    if (k->c_win[s] >= HT_RATE_MAX)
+    if (k->c[s].win >= HT_RATE_MAX)
         return 0;
-    k->c_win[s] += 1;
+    k->c[s].win += 1;
     return 1;
 }
 

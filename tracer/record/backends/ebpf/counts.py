@@ -40,7 +40,7 @@ CATEGORY_KEYS = {
     L.HT_CAT_ACCEPTS: ("accepts", ""),
 }
 _KEY0 = bytes(4)   # the per-CPU cache's one key (u32 0)
-_FD_SUMS = ("writes", "wbytes", "wsmall", "wsbytes", "reads", "rbytes")
+_FD_SUMS = ("writes", "wbytes", "wsmall", "wsbytes", "reads", "rbytes")   # the others: min/max
 
 
 @dataclass
@@ -75,13 +75,9 @@ class ThreadTotals:
         d["last_ns"] = max(d["last_ns"], src["last_ns"])
 
 
-def _fd_fields(f: Any, i: Optional[int] = None) -> Dict[str, int]:
-    """ht_fd fields of a map value (i None) or of cache slot i."""
-    names = ("writes", "wbytes", "wmin", "wmax", "wsmall", "wsbytes", "reads", "rbytes",
-             "first_ns", "last_ns")
-    if i is None:
-        return {n: int(getattr(f, n)) for n in names}
-    return {n: int(getattr(f, "f_" + n)[i]) for n in names}
+def _fd_fields(f: Any) -> Dict[str, int]:
+    """ht_fd fields of a map value or of a cache slot (struct ht_fslot: the same names)."""
+    return {n: int(getattr(f, n)) for n in L.FD_FIELDS}
 
 
 class KernelSnapshot:
@@ -134,11 +130,11 @@ class KernelSnapshot:
             if not c.tid:
                 continue
             t = self._t(c.tid, c.tgid)
-            for i in range(L.HT_SLOTS):
-                if c.c_count[i]:
-                    t.add_call(c.c_nr[i], c.c_count[i], c.c_streamed[i], c.c_ns[i])
-            for i in range(L.HT_FD_SLOTS):
-                t.add_fd(c.f_fd[i], _fd_fields(c, i))
+            for slot in c.c:
+                if slot.count:
+                    t.add_call(slot.nr, slot.count, slot.streamed, slot.ns)
+            for fslot in c.f:
+                t.add_fd(fslot.fd, _fd_fields(fslot))
             for i in range(L.HT_NCATS):
                 t.cats[i] += c.cat[i]
 
