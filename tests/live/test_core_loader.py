@@ -129,3 +129,13 @@ def test_a_program_the_verifier_rejects_fails_with_its_reason_and_leaves_nothing
     with pytest.raises(OSError, match="open"):
         CoreProgram(str(tmp_path / "missing.bpf.o"))
     assert _fds() <= before
+
+
+def test_an_object_built_from_other_sources_is_refused_by_its_struct_sizes():
+    from tracer.record.backends.ebpf.core_loader import CoreProgram
+    before = _fds()
+    with pytest.raises(OSError, match=r"built from other sources \(struct ht_cache: "
+                                      rf"{ct.sizeof(L.HtCache)} bytes, 1296 expected\)"):
+        CoreProgram(str(object_path("hangtrace")), struct_sizes={"ht_cache": 1296},
+                    attach=False)
+    assert _fds() <= before

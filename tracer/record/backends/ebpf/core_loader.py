@@ -1,7 +1,10 @@
 """A CO-RE object (bpf/NAME.bpf.o) loaded with libbpf: the ``Program`` of loader.py.
 
 Contract:
-- ``CoreProgram(path, *, max_entries, settings, programs, attach)``: opens the object, sets
+- ``CoreProgram(path, *, max_entries, settings, programs, attach, struct_sizes)``: opens the
+  object, refuses it (OSError: "built from other sources") when a struct of its BTF (the
+  maps' key and value types) does not have the size ``struct_sizes`` ({name: bytes}, the
+  Python mirror's) gives, or it has none of them, sets
   the maps' sizes (``max_entries``: {map: n}), writes ``settings`` ({name: int}) into the
   variables ``ht_set_<name>`` of its .rodata (found by name in the object's BTF, sized as
   declared), loads it (libbpf applies the CO-RE relocations against the running kernel's BTF,
@@ -29,7 +32,7 @@ from .loader import OnRecord
 
 __all__ = ["CoreProgram", "LibbpfMap"]
 
-_BTF_KIND_VAR, _BTF_KIND_DATASEC = 14, 15
+_BTF_KIND_STRUCT, _BTF_KIND_VAR, _BTF_KIND_DATASEC = 4, 14, 15
 _BPF_NOEXIST = 1
 _BATCH = 1024
 
@@ -121,7 +124,8 @@ class CoreProgram:
 
     def __init__(self, path: str, *, max_entries: Optional[Mapping[str, int]] = None,
                  settings: Optional[Mapping[str, int]] = None,
-                 programs: Optional[Sequence[str]] = None, attach: bool = True) -> None:
+                 programs: Optional[Sequence[str]] = None, attach: bool = True,
+                 struct_sizes: Optional[Mapping[str, int]] = None) -> None:
         self.path = path
         self.load_s = 0.0
         self._lib = B.library()
@@ -135,6 +139,7 @@ class CoreProgram:
         try:
             self._obj = B.check_ptr(self._lib.bpf_object__open_file(path.encode(), None),
                                     f"open {path}")
+            self._check_structs(struct_sizes or {})
             self._configure(max_entries or {}, settings or {}, programs)
             B.check(self._lib.bpf_object__load(self._obj), f"load {path}")
             if attach:
@@ -170,6 +175,27 @@ class CoreProgram:
                     B.check(lib.bpf_program__set_autoload(prog, False), "set_autoload")
         if settings:
             self._write_rodata(settings)
+
+    def _check_structs(self, sizes: Mapping[str, int]) -> None:
+        """The object was built from the sources this Python mirrors (module doc)."""
+        if not sizes:
+            return
+        lib = self._lib
+        btf = B.check_ptr(lib.bpf_object__btf(self._obj), "object BTF")
+        found = 0
+        for name, size in sizes.items():
+            tid = lib.btf__find_by_name_kind(btf, name.encode(), _BTF_KIND_STRUCT)
+            if tid <= 0:
+                continue        # only the maps' key and value types are in an object's BTF
+            found += 1
+            got = B.BtfType.from_address(lib.btf__type_by_id(btf, tid)).size
+            if got != size:
+                raise OSError(errno.EINVAL, f"{self.path} was built from other sources (struct "
+                              f"{name}: {got} bytes, {size} expected): python "
+                              "scripts/build_bpf.py")
+        if not found:
+            raise OSError(errno.EINVAL, f"{self.path} has none of the structs "
+                          f"{', '.join(sorted(sizes))}: python scripts/build_bpf.py")
 
     def _write_rodata(self, settings: Mapping[str, int]) -> None:
         """ht_set_<name> = value in .rodata, by the offsets the object's BTF gives."""

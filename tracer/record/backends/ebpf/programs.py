@@ -5,7 +5,7 @@ Contract:
 - ``load(name, loaders)`` -> (Program, notes): bpf/NAME.bpf.c through the first of
   ``loaders`` (default loader.preferred()) that can load here (loader.choose): libbpf opens
   bpf/NAME.bpf.o (source.object_path) with the pid arrays sized to kernel.pid_max and the
-  settings of env.settings(); BCC compiles source.bcc_text(NAME) with env.compile_flags().
+  settings of env.settings() (an object whose structs differ from layout.py's is refused); BCC compiles source.bcc_text(NAME) with env.compile_flags().
   When libbpf was chosen but its load fails (a verifier or CO-RE relocation this kernel
   rejects) and BCC is allowed and can load, BCC loads it and ``notes`` says why.
   Raises ToolMissing (one line) when no loader can, OSError when the load failed.
@@ -15,9 +15,11 @@ Contract:
 """
 from __future__ import annotations
 
+import ctypes as ct
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ....errors import ToolMissing
+from . import layout as L
 from .env import CFLAGS, bcc_problem, choose, compile_flags, describe_loader, pid_max, settings
 from .loader import Program, preferred
 from .source import bcc_text, object_path
@@ -33,9 +35,10 @@ _MANUAL = ("cuda_graph",)
 def _libbpf(name: str) -> Program:
     from .core_loader import CoreProgram
     sizes: Dict[str, int] = {m: pid_max() for m in _PID_ARRAYS.get(name, ())}
+    mirror = {n: ct.sizeof(c) for n, c in L.STRUCTS.items()} if name == "hangtrace" else {}
     return CoreProgram(str(object_path(name)), max_entries=sizes,
                        settings=settings() if name == "hangtrace" else {},
-                       attach=name not in _MANUAL)
+                       attach=name not in _MANUAL, struct_sizes=mirror)
 
 
 def _bcc(name: str) -> Program:
