@@ -32,9 +32,16 @@ from .source import BPF_DIR, object_path
 
 __all__ = ["ebpf_problem", "bcc_problem", "core_problem", "compile_flags", "CFLAGS",
            "pid_max", "settings", "BTF_VMLINUX", "privilege_problem", "loader_problems",
-           "choose", "describe_loader"]
+           "choose", "describe_loader", "TRACEPOINT_COST"]
 
 _CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
+# What a syscall tracepoint costs the rest of the machine (doctor and README say it; measured
+# with bench/overhead.py, mode "bystander": an untraced sysloop while hangtrace records
+# another process; see bench/README.md).
+TRACEPOINT_COST = ("while the eBPF backend records, the syscall tracepoint slows every "
+                   "process on the machine, not only the traced tree: every syscall takes "
+                   "the kernel's slow path and runs the program's tgid check. Measured "
+                   "(bench/overhead.py): an untraced syscall loop ran BYSTANDER slower.")
 BTF_VMLINUX = "/sys/kernel/btf/vmlinux"
 _BPF_MAP_TYPE_RINGBUF, _BPF_PROG_TYPE_RAW_TRACEPOINT = 27, 17
 # BCC compiles against /lib/modules/$(uname -r)/build, possibly another kernel's headers (6.1
