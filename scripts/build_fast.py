@@ -1,75 +1,67 @@
-"""Build hangtrace's optional compiled helpers (tracer/tracefile/csrc/) for this interpreter.
+"""Rebuild hangtrace's optional compiled helpers in the source tree (or into DIR).
 
 Usage: python scripts/build_fast.py [--out DIR] [--quiet]
 
-Compiles tracer/tracefile/csrc/*.c with the machine's own C compiler ($CC, else the one Python
-was built with, else cc) against this interpreter's headers (Debian: python3-dev) into the
-module tracer/tracefile/_fast (or into DIR). The module carries the hash of the sources it was
-built from; hangtrace ignores a module built from another version (tracer/tracefile/fastpath.py). Exit status 0 when built, 1 when it could not
-be: hangtrace then runs its pure-Python path, which gives the same results, only slower.
+The install builds them (``pip install .`` or ``-e .``: setup.py's optional extension). This
+script builds the same extension (setup.py's ``fast_extension()``: the same sources, flags and
+source hash) with setuptools' build_ext, for after an edit of the C: into
+tracer/tracefile/ (in place) or into DIR/tracer/tracefile/. The module carries the hash of the
+sources it was built from; hangtrace ignores a module built from another version
+(tracer/tracefile/fastpath.py). Exit status 0 when built, 1 when it could not be: hangtrace
+then runs its pure-Python path, which gives the same results, only slower.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
+import contextlib
+import importlib.util
+import io
 import os
-import shlex
-import shutil
-import subprocess
 import sys
 import sysconfig
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGE = os.path.join(ROOT, "tracer", "tracefile")
-CSRC = os.path.join(PACKAGE, "csrc")
 
 
-def sources() -> list:
-    return sorted(os.path.join(CSRC, n) for n in os.listdir(CSRC) if n.endswith((".c", ".h")))
-
-
-def source_hash() -> str:
-    """What fastpath.py compares: the sha1 of the sources, in name order."""
-    h = hashlib.sha1()
-    for path in sources():
-        with open(path, "rb") as f:
-            h.update(os.path.basename(path).encode() + b"\0" + f.read())
-    return h.hexdigest()[:16]
-
-
-def compiler() -> str:
-    cc = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "").split(" ")[0] or "cc"
-    return cc if shutil.which(cc) else "cc"
+def _setup_module():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("_hangtrace_setup", os.path.join(ROOT, "setup.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)        # setup() runs only under __main__
+    return mod
 
 
 def build(out_dir: str = "", quiet: bool = False) -> str:
     """Build; returns the path of the module. Raises RuntimeError with the reason."""
-    out_dir = out_dir or PACKAGE
     include = sysconfig.get_paths()["include"]
     if not os.path.exists(os.path.join(include, "Python.h")):
         raise RuntimeError(f"no Python.h in {include} (Debian/Ubuntu: apt-get install "
                            "python3-dev)")
-    cc = compiler()
-    if not shutil.which(cc):
-        raise RuntimeError("no C compiler (Debian/Ubuntu: apt-get install gcc)")
-    target = os.path.join(out_dir, "_fast" + sysconfig.get_config_var("EXT_SUFFIX"))
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out_dir)
-    os.close(fd)
-    cmd = [cc, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", f"-I{include}",
-           f'-DSOURCE_HASH="{source_hash()}"', *[p for p in sources() if p.endswith(".c")],
-           "-o", tmp]
+    from setuptools import Distribution
+    ext = _setup_module().fast_extension()
+    ext.optional = False                 # here a failure is the answer asked for
+    dist = Distribution({"name": "hangtrace", "ext_modules": [ext]})
+    cmd = dist.get_command_obj("build_ext")
+    cmd.inplace = not out_dir            # type: ignore[attr-defined]
+    if out_dir:
+        cmd.build_lib = out_dir          # type: ignore[attr-defined]
+    cmd.build_temp = os.path.join(out_dir or os.path.join(ROOT, "build"), "temp-fast")  # type: ignore[attr-defined]
+    cmd.force = True                     # type: ignore[attr-defined]
+    cwd = os.getcwd()
+    log = io.StringIO()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"{shlex.join(cmd)} failed:\n{r.stderr.strip()}")
-        if r.stderr.strip() and not quiet:
-            print(r.stderr.strip(), file=sys.stderr)
-        os.replace(tmp, target)        # atomic: a running hangtrace keeps its old mapping
+        os.chdir(ROOT)                   # the extension's sources are relative to the tree
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            cmd.ensure_finalized()
+            cmd.run()
+    except Exception as exc:  # CompileError, LinkError, a missing compiler: one reason
+        raise RuntimeError(f"{type(exc).__name__}: {exc}\n{log.getvalue()[-2000:]}") from None
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+        os.chdir(cwd)
+    if not quiet and "warning" in log.getvalue():
+        print(log.getvalue().strip(), file=sys.stderr)
+    return os.path.abspath(os.path.join(ROOT, cmd.get_ext_fullpath(ext.name)) if not out_dir
+                           else cmd.get_ext_fullpath(ext.name))
 
 
 def main() -> int:
@@ -78,7 +70,7 @@ def main() -> int:
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args()
     try:
-        path = build(a.out, a.quiet)
+        path = build(os.path.abspath(a.out) if a.out else "", a.quiet)
     except (RuntimeError, OSError) as e:
         print(f"build_fast: not built: {e}", file=sys.stderr)
         return 1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up hangtrace on a fresh Debian/Ubuntu machine: system tools the tests and backends use
 # (strace, gcc for the C scenarios and the compiled helpers), then a venv with the package and
-# its test dependencies, then the compiled helpers (scripts/build_fast.py).
+# its test dependencies, installed through the package's own build (setup.py: an editable
+# install compiles the optional C extension of the compiled helpers in place).
 # The venv uses the system python3 with --system-site-packages so that Debian's python3-bpfcc
 # (the eBPF backend) stays importable. Safe to run again: it only adds what is missing.
 set -euo pipefail
@@ -17,7 +18,7 @@ command -v clang >/dev/null 2>&1 || missing+=(clang)
 [ -e /usr/include/bpf/bpf_helpers.h ] || missing+=(libbpf-dev)
 command -v llvm-strip >/dev/null 2>&1 || missing+=(llvm)
 "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
-# Python.h, for the optional compiled helpers (scripts/build_fast.py)
+# Python.h, for the optional compiled helpers (setup.py's extension)
 "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(
     sysconfig.get_paths()["include"], "Python.h")))' || missing+=(python3-dev)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -40,11 +41,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 \
     | grep -v "^WARNING: Location" || true
-.venv/bin/python -c 'import tracer, click, rich, psutil, pytest' \
+.venv/bin/python -c 'import tracer, click, rich, psutil, elftools, pytest' \
     || { echo "setup: the venv is incomplete" >&2; exit 1; }
-# The compiled helpers of the strace importer and trace reader, built with this machine's C
-# compiler; without them hangtrace runs its pure-Python path (same results, slower).
-.venv/bin/python scripts/build_fast.py --quiet \
+# The compiled helpers of the strace importer and trace reader: the install built them with this
+# machine's C compiler where it could; without them hangtrace runs its pure-Python path (same
+# results, slower). scripts/build_fast.py rebuilds them after an edit of the C.
+.venv/bin/python -c 'from tracer.tracefile import fastpath; import sys
+sys.exit(fastpath.compiled() is None)' \
     || echo "setup: compiled helpers not built; the pure-Python path is used" >&2
 # The eBPF backend's CO-RE objects (bpf/*.bpf.o, loaded with libbpf); without them it uses BCC.
 .venv/bin/python scripts/build_bpf.py --quiet \

@@ -13,6 +13,15 @@ the exit status, stderr, and whether it was an internal error (a Python exceptio
 reached the CLI's last line of defence) or a hang (over ``time_limit`` seconds).
 tests/unit/test_fuzz.py runs a few hundred mutants with a fixed seed; scripts/fuzz.py runs as many
 as asked for.
+
+Two finer mutators (issue 22 item 6), each damaging one thing at a time so that a failure
+names its cause: ``field_mutants`` changes one field of one real trace row (an event row, or
+a process row or value of the header) to one hostile value (``HOSTILE_FIELDS``: huge,
+negative, NaN, infinite, Unicode digits, a lone surrogate, a wrong type, a megabyte string);
+``line_mutants`` puts one hostile line into a real strace log (the shapes of
+bench/hostile_lines.py at up to 300 KB, a token of a real line replaced by a hostile number,
+unbalanced brackets, quote floods). ``Outcome.cpu`` is the CPU time an input took, which
+``check`` bounds (``cpu_limit``) besides the wall-clock hang guard.
 """
 from __future__ import annotations
 
@@ -24,6 +33,7 @@ import os
 import random
 import signal
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
@@ -55,6 +65,7 @@ class Outcome:
     stderr: str
     internal_error: bool
     hang: bool
+    cpu: float = 0.0          # CPU seconds of this thread the command took
 
 
 def corpus(max_bytes: int = 120_000) -> List[Seed]:
@@ -214,6 +225,7 @@ def run_mutant(m: Mutant, time_limit: float = 20.0) -> Outcome:
         old = signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, time_limit)
         internal = hang = False
+        cpu0 = time.thread_time()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
@@ -229,13 +241,17 @@ def run_mutant(m: Mutant, time_limit: float = 20.0) -> Outcome:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
-    return Outcome(code, err.getvalue(), internal, hang)
+        cpu = time.thread_time() - cpu0
+    return Outcome(code, err.getvalue(), internal, hang, cpu)
 
 
-def check(m: Mutant, o: Outcome) -> Optional[str]:
-    """None when the outcome is acceptable, else why not (one line)."""
+def check(m: Mutant, o: Outcome, cpu_limit: float = 0.0) -> Optional[str]:
+    """None when the outcome is acceptable, else why not (one line). ``cpu_limit``: the CPU
+    seconds an input may take (0: no bound; the wall-clock ``time_limit`` only bounds hangs)."""
     if o.hang:
         return "hang"
+    if cpu_limit and o.cpu > cpu_limit:
+        return f"took {o.cpu:.1f} s of CPU (bound {cpu_limit:g} s)"
     if o.internal_error:
         return o.stderr.strip().splitlines()[-1]
     if o.code not in ALLOWED_EXITS:
@@ -245,3 +261,111 @@ def check(m: Mutant, o: Outcome) -> Optional[str]:
         if not lines or not lines[-1].startswith("hangtrace: ") or "Traceback" in o.stderr:
             return f"error without one clear line: {o.stderr[-300:]!r}"
     return None
+
+
+# --------------------------------------------------------------------------- one field
+# JSON texts put in place of one field: each as raw text (a 4,400-digit integer cannot be
+# made by json.dumps, nor NaN by strict writers).
+HOSTILE_FIELDS: List[Tuple[str, str]] = [
+    ("huge", "1" + "0" * 4400), ("2**1100", str(2 ** 1100)), ("2**64", str(2 ** 64)),
+    ("-2**63-1", str(-2 ** 63 - 1)), ("negative", "-1"), ("-2**31", str(-2 ** 31)),
+    ("NaN", "NaN"), ("Infinity", "Infinity"), ("-Infinity", "-Infinity"), ("1e400", "1e400"),
+    ("1e29", "1e29"), ("float", "1.5"), ("unicode-digits", '"\u00b25"'),
+    ("arabic-digit", '"\u0663"'), ("surrogate", r'"w\udcff"'), ("high-surrogate", r'"\ud800"'),
+    ("bad-utf8", '"w\udcff"'),         # written with surrogateescape: the byte 0xff
+    ("megabyte", '"' + "x" * 1_000_000 + '"'), ("empty", '""'), ("null", "null"),
+    ("true", "true"), ("list", "[]"), ("list-of-lists", "[[1,2],[3]]"), ("dict", "{}"),
+    ("dict-of-lists", '{"a":[1]}'), ("nested", "[" * 200 + "]" * 200),
+    ("hex-text", '"0x' + "f" * 40 + '"'), ("enum", '"not-a-kind"'), ("int-list", "[1,2,3]"),
+]
+_MARK = "\u0000hangtrace-field\u0000"
+
+
+def _with_field(doc: object, path: Tuple[object, ...], raw: str) -> str:
+    """``doc`` as JSON with the value at ``path`` replaced by the raw JSON text ``raw``."""
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]  # type: ignore[index]
+    parent[path[-1]] = _MARK  # type: ignore[index]
+    return json.dumps(doc, separators=(",", ":")).replace(json.dumps(_MARK), raw, 1)
+
+
+def _field_paths(doc: object, header: bool) -> List[Tuple[object, ...]]:
+    """Where one field can be changed: every field of an event row (not its tag); for the
+    header, every value and every field of its process rows."""
+    if isinstance(doc, list):
+        return [(i,) for i in range(1, len(doc))]
+    if not isinstance(doc, dict) or not header:
+        return []
+    paths: List[Tuple[object, ...]] = [(k,) for k in sorted(doc) if k != "magic"]
+    for i, row in enumerate(doc.get("processes") or []):
+        if isinstance(row, list):
+            paths += [("processes", i, j) for j in range(1, len(row))]
+    return paths
+
+
+def field_mutants(seed: int, count: int, seeds: Optional[List[Seed]] = None) -> List[Mutant]:
+    """``count`` traces, each a real one with one field of one row changed (module doc)."""
+    rnd = random.Random(seed)
+    traces = [s for s in (seeds or corpus()) if s.kind == "trace"]
+    out = []
+    for k in range(count):
+        seed_ = traces[k % len(traces)]
+        lines = seed_.data.split(b"\n")
+        i = 0 if rnd.random() < 0.3 else rnd.randrange(len(lines))
+        try:
+            doc = json.loads(lines[i])
+        except ValueError:
+            i, doc = 0, json.loads(lines[0])
+        paths = _field_paths(doc, header=i == 0)
+        if not paths:
+            i, doc = 0, json.loads(lines[0])
+            paths = _field_paths(doc, header=True)
+        path = rnd.choice(paths)
+        name, raw = rnd.choice(HOSTILE_FIELDS)
+        lines[i] = _with_field(doc, path, raw).encode("utf-8", "surrogateescape")
+        data = b"\n".join(lines)
+        out.append(Mutant(seed_.name, "trace", gzip.compress(data, compresslevel=1),
+                          [f"row {i} field {'/'.join(map(str, path))} = {name}"]))
+    return out
+
+
+# --------------------------------------------------------------------------- one line
+_HOSTILE_TOKENS = ["\u00b25", "3\u00b9540", "\u0663", "9" * 5000, "-1", "1e999", "nan",
+                   "0x" + "f" * 40, "", "+5", "1_000", "\udcff"]
+
+
+def _hostile_line(rnd: random.Random, real: List[str]) -> str:
+    import sys
+    sys.path.insert(0, str(REPO / "bench"))
+    from hostile_lines import hostile_lines  # bench/hostile_lines.py
+    kind = rnd.randrange(4)
+    if kind == 0:                          # a shape of the benchmark, up to 300 KB
+        shapes = hostile_lines(rnd.choice([100, 3000, 30_000, 300_000]))
+        return shapes[rnd.choice(sorted(shapes))]
+    line = rnd.choice([x for x in real if x.strip()] or ["1 getpid() = 1"])
+    if kind == 1:                          # one token of a real line made hostile
+        tokens = line.split(" ")
+        tokens[rnd.randrange(len(tokens))] = rnd.choice(_HOSTILE_TOKENS)
+        return " ".join(tokens)
+    if kind == 2:                          # unbalanced brackets inside the arguments
+        k = line.find("(") + 1 or len(line) // 2
+        return line[:k] + rnd.choice("<[{(\"") * rnd.randint(1, 100_000) + line[k:]
+    k = line.find('"') + 1 or len(line) // 2  # a quote flood, closed or not
+    return line[:k] + rnd.choice(['\\"', '"', '\\']) * rnd.randint(1, 100_000) + line[k:]
+
+
+def line_mutants(seed: int, count: int, seeds: Optional[List[Seed]] = None) -> List[Mutant]:
+    """``count`` strace logs, each a real one with one hostile line put in (module doc)."""
+    rnd = random.Random(seed)
+    logs = [s for s in (seeds or corpus()) if s.kind == "log"]
+    out = []
+    for k in range(count):
+        seed_ = logs[k % len(logs)]
+        lines = seed_.data.decode("utf-8", "surrogateescape").split("\n")
+        bad = _hostile_line(rnd, lines)
+        i = rnd.randrange(len(lines) + 1)
+        lines.insert(i, bad)
+        data = "\n".join(lines).encode("utf-8", "surrogateescape")
+        out.append(Mutant(seed_.name, "log", data, [f"line {i}: {bad[:60]!r} ({len(bad)} B)"]))
+    return out

@@ -1,6 +1,8 @@
-"""The published report schema (docs/report.schema.json) as a validator for the tests.
+"""The published schemas (docs/report.schema.json, docs/snapshot.schema.json,
+docs/doctor.schema.json) as validators for the tests.
 
-``check(doc)`` raises AssertionError naming every place where ``doc`` breaks the schema. The
+``check(doc, schema="report")`` raises AssertionError naming every place where ``doc`` breaks the
+schema. The snapshot schema refers to the report's evidence: the three are one registry. The
 validator needs ``jsonschema`` (the ``test`` extra); CI installs it, and there (CI=true) a missing
 one is an error, elsewhere the tests that need it skip with the reason.
 """
@@ -13,26 +15,37 @@ from typing import Any
 
 import pytest
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "docs" / "report.schema.json"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+SCHEMA_PATH = DOCS / "report.schema.json"
+SCHEMAS = ("report", "snapshot", "doctor")
 
 
-def validator() -> Any:
+def _load(name: str) -> dict:
+    return json.loads((DOCS / f"{name}.schema.json").read_text())
+
+
+def validator(schema: str = "report") -> Any:
     if os.environ.get("CI"):
         import jsonschema
     else:
         jsonschema = pytest.importorskip(
             "jsonschema", reason="jsonschema is not installed (pip install -e '.[test]')")
-    schema = json.loads(SCHEMA_PATH.read_text())
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    from referencing import Registry, Resource
+    docs = {name: _load(name) for name in SCHEMAS}
+    registry = Registry().with_resources(
+        (d["$id"], Resource.from_contents(d)) for d in docs.values())
+    cls = jsonschema.validators.validator_for(docs[schema])
+    cls.check_schema(docs[schema])
+    return cls(docs[schema], registry=registry, format_checker=cls.FORMAT_CHECKER)
 
 
-def errors(doc: Any) -> list:
+def errors(doc: Any, schema: str = "report") -> list:
     return [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
-            for e in sorted(validator().iter_errors(doc), key=lambda e: list(e.absolute_path))]
+            for e in sorted(validator(schema).iter_errors(doc),
+                            key=lambda e: list(e.absolute_path))]
 
 
-def check(doc: Any) -> None:
-    problems = errors(doc)
-    assert not problems, "report breaks docs/report.schema.json:\n" + "\n".join(problems[:20])
+def check(doc: Any, schema: str = "report") -> None:
+    problems = errors(doc, schema)
+    assert not problems, (f"document breaks docs/{schema}.schema.json:\n"
+                          + "\n".join(problems[:20]))

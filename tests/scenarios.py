@@ -152,13 +152,32 @@ def boot_ticks() -> int:
 # --------------------------------------------------------------------------
 # running
 
+def ready_facts(extra: str) -> dict[str, str]:
+    """The ``key=value`` fields of a READY line's extra part (``stuck=12:14 tp0=12`` ->
+    ``{"stuck": "12:14", "tp0": "12"}``); plain fields are left out."""
+    return dict(f.split("=", 1) for f in extra.split() if "=" in f)
+
+
+def pid_tid(value: str) -> tuple[int, int]:
+    """``"PID:TID"`` (a READY fact naming a thread) -> ``(pid, tid)``."""
+    pid, tid = value.split(":")
+    return int(pid), int(tid)
+
+
+def pid_tids(value: str) -> tuple[int, list[int]]:
+    """``"PID:TID,TID,..."`` (a READY fact naming several threads of one process)."""
+    pid, tids = value.split(":")
+    return int(pid), [int(t) for t in tids.split(",")]
+
+
 class Scenario:
     """A running scenario.  Attributes:
 
     ``name``, ``argv``; ``pid`` (the pid in the READY line: the root);
     ``pgid`` (== the pid of the started program; the whole tree is in it);
     ``extra`` (the rest of the READY line, '' if none); ``extra_fields``
-    (``extra.split()``); ``output`` (recent stdout lines after READY) and
+    (``extra.split()``); ``facts`` (its ``key=value`` fields, see :func:`ready_facts`);
+    ``output`` (recent stdout lines after READY) and
     ``lines_after_ready`` (how many were read); ``stderr_tail``.
     """
 
@@ -237,6 +256,10 @@ class Scenario:
     @property
     def extra_fields(self) -> list[str]:
         return self.extra.split()
+
+    @property
+    def facts(self) -> dict[str, str]:
+        return ready_facts(self.extra)
 
     @property
     def stderr_tail(self) -> str:

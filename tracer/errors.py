@@ -5,6 +5,7 @@ Contract:
   permission, a tool that is not installed, a corrupt trace, an unwritable output) is raised
   as a ``HangtraceError`` subclass whose message is that line (without the "hangtrace: "
   prefix). Code that raises picks the class for what happened; it never picks an exit status.
+- A value shown in a message goes through ``shown()``: its repr, cut to 80 characters.
 - ``exit_code(exc)`` maps an error to the command's exit status; the CLI calls it and nothing
   else decides. Verdict statuses (0 progressing/idle, 3 busy-waiting, 4 deadlocked, 5 exited,
   6 blocked, 7 unknown) live beside the verdicts in report.py; errors are 1, usage 2, and an
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 __all__ = ["HangtraceError", "UsageError", "TargetGone", "AccessDenied", "ToolMissing",
            "BadInput", "CorruptTrace", "NotATrace", "OutputError", "BackendFailed",
-           "exit_code", "EXIT_ERROR", "EXIT_USAGE", "EXIT_INTERRUPTED"]
+           "exit_code", "shown", "SHOWN_MAX", "EXIT_ERROR", "EXIT_USAGE", "EXIT_INTERRUPTED"]
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -63,6 +64,17 @@ class OutputError(HangtraceError):
 
 class BackendFailed(HangtraceError):
     """A recording backend failed to start (its tool ran but could not attach or load)."""
+
+
+# A value an error line shows (a header field, an option, a pattern) is cut to this many
+# characters: one bad header value made a 1 MB "line".
+SHOWN_MAX = 80
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error line, cut to SHOWN_MAX characters (then "...")."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX - 3] + "..."
 
 
 def exit_code(exc: BaseException) -> int:

@@ -31,13 +31,18 @@ class ThreadReport:
     # Python stack from py-spy at the end of the recording: "func (file:line)", innermost first.
     stack: List[str] = field(default_factory=list)
     last_output_ts: Optional[float] = None     # when it last wrote output (epoch seconds)
+    # /proc/PID/task/TID/stack at the end ("func+0x1a/0x2b0", innermost first), when read
+    kernel_stack: List[str] = field(default_factory=list)
+    # native frames (attach --native: py-spy, or a stack scan), "func (library)", innermost first
+    native_stack: List[str] = field(default_factory=list)
 
     def to_json(self) -> Dict[str, Any]:
         return {"tid": self.tid, "name": self.name, "state": self.state,
                 "verdict": self.verdict, "rule": self.rule, "evidence": self.evidence,
                 "helper": self.helper, "parked": self.parked, "current": self.current,
                 "counters": self.counters, "stack": self.stack,
-                "last_output_ts": self.last_output_ts}
+                "last_output_ts": self.last_output_ts, "kernel_stack": self.kernel_stack,
+                "native_stack": self.native_stack}
 
 
 @dataclass
@@ -103,6 +108,9 @@ class Report:
     # "hostname", "netns", "trace", "key_offset", "clock_offset", "clock", "window", "error"};
     # None for a single trace.
     nodes: Optional[List[Dict[str, Any]]] = None
+    # PyTorch Flight Recorder dumps read (analysis/job/flight_recorder.py): {"dumps", "groups",
+    # "findings", "notes"}; None when there were none.
+    flight_recorder: Optional[Dict[str, Any]] = None
 
     @property
     def exit_code(self) -> int:
@@ -121,4 +129,5 @@ class Report:
                 "processes": [p.to_json() for p in self.processes],
                 "wait_graph": self.wait_graph, "rank_stacks": self.rank_stacks,
                 "evidence": self.evidence, "watch": self.watch,
-                "partial_hangs": self.partial_hangs, "nodes": self.nodes}
+                "partial_hangs": self.partial_hangs, "nodes": self.nodes,
+                "flight_recorder": self.flight_recorder}

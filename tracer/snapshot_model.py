@@ -38,6 +38,9 @@ class ThreadSnapshot:
     waits_on: str = ""
     has_timeout: Optional[bool] = None
     stack: List[str] = field(default_factory=list)   # Python frames (--stacks), innermost first
+    kernel_stack: List[str] = field(default_factory=list)   # --stacks: D state or stuck threads
+    native_stack: List[str] = field(default_factory=list)   # --native: "func (library)"
+    owns_gil: Optional[bool] = None          # --stacks: py-spy says it holds the GIL
 
 
 @dataclass

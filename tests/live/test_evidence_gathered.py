@@ -16,7 +16,6 @@ import pytest
 
 from fake_gpu_libs import DRIVER, build_fake_libs
 from tracer.record.backends.ebpf.cuda_uprobes import CudaUprobeBackend
-from tracer.record.evidence.elfver import have_pyelftools
 from tracer.record.pystacks import find_py_spy
 
 pytestmark = pytest.mark.live
@@ -104,13 +103,10 @@ def test_rank_inside_capture_with_a_known_bad_nccl(scenario, fake_libs, tmp_path
         "graph(cuda) at main (gpu_libs_like.py:" in cap["text"]
     libs = {x["name"]: x for x in process(rep, sc.pid)["libs"]}
     assert libs["libcuda"]["version"] == DRIVER and libs["libcuda"]["source"] == "file name"
-    if have_pyelftools():
-        assert (libs["nccl"]["version"], libs["nccl"]["detail"]) == ("2.21.5", "+cuda12.4")
-        assert found["known-bug"]["text"].endswith(
-            f"pid {sc.pid} is inside CUDA graph capture now")
-        assert "NVIDIA/nccl#1251" in found["known-bug"]["text"]
-    else:
-        assert any("pyelftools" in m["why"] for m in rep["evidence"]["missing"])
+    assert (libs["nccl"]["version"], libs["nccl"]["detail"]) == ("2.21.5", "+cuda12.4")
+    assert found["known-bug"]["text"].endswith(
+        f"pid {sc.pid} is inside CUDA graph capture now")
+    assert "NVIDIA/nccl#1251" in found["known-bug"]["text"]
     snap = run_json("snapshot", str(sc.pid), "--stacks", "--json")
     assert "in-graph-capture" in rules(snap)
 

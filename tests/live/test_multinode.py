@@ -75,8 +75,8 @@ def check_merged(doc: dict, pair: NodePair, pid0: int, pid1: int, pairs: bool = 
     rc = doc["root_cause"]
     assert rc["pid"] == k1, rc
     assert f"node {node_b}, rank 1 (pid {pid1})" in rc["summary"]
-    assert f"node {node_a}, rank 0 (pid {pid0}) waits for it (socket: reads TCP:[{ADDR_A}:" \
-        in rc["summary"] and f"->{ADDR_B}:29500]; peer: pid {pid1} on node {node_b})" \
+    assert f"node {node_a}, rank 0 (pid {pid0}) reads TCP:[{ADDR_A}:" in rc["summary"] \
+        and f"->{ADDR_B}:29500] whose peer is node {node_b}, rank 1 (pid {pid1})" \
         in rc["summary"], rc["summary"]
     w = procs[pid0]["waits_on"]
     assert [x["pids"] for x in w] == [[k1]] and w[0]["kind"] == "socket"

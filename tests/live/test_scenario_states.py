@@ -428,7 +428,10 @@ def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
     tested = {"spin", "yield_spin", "lock_order_deadlock", "py_deadlock", "idle_server",
               "pipe_deadlock", "eventfd_deadlock", "dead_worker", "sglang_like", "healthy_worker", "parked_pool",
               "shared_mutex_killed", "slow_peer", "chatty_client", "heartbeat_hang", "partial_hang",
-              "silent_server", "gpu_libs_like", "tcp_ranks"}
+              "silent_server", "gpu_libs_like", "tcp_ranks",
+              # tests/live/test_serving_states.py
+              "serving_tree", "unbuffered_logger", "pool_server", "feeder_blocked",
+              "watchdog_futex", "stopped_child"}
     assert set(scenarios.available_scenarios()) == tested
     readme = (scenarios.SCENARIO_DIR / "README.md").read_text()
     for name in tested:

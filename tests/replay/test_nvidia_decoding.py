@@ -54,7 +54,13 @@ def test_rm_control_request_fields_and_words():
 
 def test_other_fds_and_unknown_numbers():
     assert describe_ioctl("tty", 0x5401, "TCGETS") is None
-    assert describe_ioctl(None, 0xC020462A) is None
+    # an fd never seen opened: an NVIDIA escape is known by its number when type, direction
+    # and parameter size all match one (strace -p of a running CUDA process) ...
+    d = describe_ioctl(None, 0xC020462A)
+    assert d is not None and d.name == "RM_CONTROL" and d.device == "an fd not seen opened"
+    # ... and not when the size does not (0x46 is also the framebuffer's type), nor on a known fd
+    assert describe_ioctl(None, 0xC040462A) is None and describe_ioctl(None, 0x4600) is None
+    assert describe_ioctl("file", 0xC020462A) is None
     assert describe_ioctl("nvidiactl", 0xC0104699).name == "NV_ESC_0x99"
     assert describe_ioctl("nvidia-uvm", 999).name == "UVM_IOCTL_999"
     assert describe_ioctl("nvidiactl", 0x5401).detail == "not an NVIDIA escape"

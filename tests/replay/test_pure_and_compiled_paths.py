@@ -204,8 +204,9 @@ def test_scan_block(fast):
 
 
 def test_stale_module_is_refused(monkeypatch, tmp_path):
-    (tmp_path / "module.c").write_text("/* another version */\n")
-    monkeypatch.setattr(fastpath, "_CSRC", str(tmp_path))
+    (tmp_path / "tracefile" / "csrc").mkdir(parents=True)
+    (tmp_path / "tracefile" / "csrc" / "module.c").write_text("/* another version */\n")
+    monkeypatch.setattr(fastpath, "_PACKAGE", str(tmp_path))
     monkeypatch.setattr(fastpath, "_state", {})
     if importlib.util.find_spec("tracer.tracefile._fast") is None:
         assert fastpath.compiled() is None and "not built" in fastpath.status()

@@ -12,10 +12,14 @@ PKG = ROOT / "tracer"
 MAX_LINES = 450
 
 # package -> the packages it may import (besides itself). "__init__" is tracer/__init__.py.
+# errors.py and outputs.py (every file hangtrace writes) may be imported by every layer.
+EVERY_LAYER = {"errors", "outputs"}
 ALLOWED: Dict[str, Set[str]] = {
     "events": set(),
     "report": set(),
     "errors": set(),
+    "outputs": {"errors"},
+    "resources": set(),
     "snapshot_model": {"events"},
     "linux": {"events", "errors"},
     "gpu": {"events", "errors", "linux"},
@@ -25,9 +29,9 @@ ALLOWED: Dict[str, Set[str]] = {
     "render": {"events", "errors", "report", "snapshot_model", "analysis", "tracefile", "linux",
                "gpu"},
     "record": {"events", "errors", "report", "snapshot_model", "linux", "gpu", "tracefile",
-               "strace", "analysis", "render"},
+               "strace", "analysis", "render", "resources"},
     "cli": {"events", "errors", "report", "snapshot_model", "linux", "gpu", "tracefile",
-            "strace", "analysis", "render", "record"},
+            "strace", "analysis", "render", "record", "resources"},
     "__main__": {"cli"},
     "__init__": set(),
 }
@@ -114,7 +118,8 @@ def test_packages_import_only_what_the_layout_allows():
         assert allowed is not None, f"{mod}: package {pkg!r} is not in the layout (ARCHITECTURE.md)"
         for dep in _imports(path):
             dpkg = _package_of(dep)
-            if dpkg != pkg and dpkg not in allowed and dep != "tracer":
+            if dpkg != pkg and dpkg not in allowed and dep != "tracer" and not (
+                    dpkg in EVERY_LAYER and pkg not in EVERY_LAYER):
                 bad.append(f"{mod} imports {dep}")
     assert not bad, "\n".join(bad)
 
@@ -170,3 +175,43 @@ def test_no_module_over_450_lines():
     long = {str(p.relative_to(ROOT)): n for p in PKG.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, long
+
+
+def test_every_output_file_is_created_by_outputs_py():
+    """One place creates files (tracer/outputs.py: O_EXCL|O_NOFOLLOW, 0600, renamed into
+    place): no other module opens a file for writing or makes a temporary one."""
+    import re
+    writes = re.compile(r"""(?<!fd)open\([^)]*["'][wax]b?\+?["']|O_CREAT|O_TRUNC|mkstemp|"""
+                        r"""NamedTemporaryFile|mode=["'][wax]b?["']|\.write_(?:text|bytes)\(""")
+    bad = []
+    for path in PKG.rglob("*.py"):
+        if path.name == "outputs.py" and path.parent == PKG:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if writes.search(line) and "GzipFile(fileobj=" not in line \
+                    and "open(os.devnull" not in line:      # /dev/null: nothing is created
+                bad.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not bad, "\n".join(bad)
+
+
+# Readers of the live system: render/ draws a Report or a trace and never looks at /proc
+# (the progress bar gets its progress from the readers' callbacks).
+LIVE_READERS = {"tracer.linux.procfs", "tracer.linux.procfs_fds", "tracer.linux.processes",
+                "tracer.linux.access", "tracer.linux.sockdiag", "tracer.linux.tcpdiag"}
+
+
+def test_renderers_never_read_proc():
+    bad = []
+    for mod, path in _all_modules().items():
+        if _package_of(mod) != "render":
+            continue
+        bad += [f"{mod} imports {dep}" for dep in _imports(path) if dep in LIVE_READERS]
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
+                      and n.body and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    id(node) not in docstrings and node.value.startswith("/proc"):
+                bad.append(f"{mod}:{node.lineno} names {node.value!r}")
+    assert not bad, "\n".join(bad)

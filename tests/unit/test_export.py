@@ -1,5 +1,7 @@
-"""Exporters: Chrome trace event JSON (perfetto) and JSON lines, on the recorded scenario traces
-and on a large generated trace (bounded memory)."""
+"""Exporters: Chrome trace event JSON (perfetto), Perfetto's protobuf (perfetto-proto) and JSON
+lines, on the recorded scenario traces and on a large generated trace (bounded memory, size);
+both timelines pass the validators of tests/perfetto_check.py (the two formats' specifications)
+and show the finding: flows along the wait-for graph, counter tracks, the recording's notes."""
 from __future__ import annotations
 
 import gzip
@@ -7,9 +9,9 @@ import io
 import json
 import subprocess
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import pytest
 
@@ -17,54 +19,17 @@ from tracer import events as ev
 from tracer.analysis.analyzer import analyze_trace
 from tracer.render.export import FORMATS, exporter
 from tracer.render.export.jsonl import event_dict
-from tracer.render.export.perfetto import VERDICT_TID_BASE
+from tracer.render.export.rates import GPU_PID
+from tracer.render.export.timeline import TREE_TID, VERDICT_TID_BASE
 from tracer.tracefile.format import TraceReader, make_header
+from perfetto_check import check_chrome_json  # noqa: E402 (tests/)
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = sorted((ROOT / "fixtures" / "traces").glob("*.htrace.gz"))
-META_NAMES = {"process_name", "thread_name", "process_sort_index", "thread_sort_index"}
-
-
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def check_chrome_trace(doc: Dict[str, Any]) -> Dict[str, int]:
-    """Assert the trace event format: required keys and types per phase, and slices on one
-    thread track that nest or follow each other (never cross). Returns counts per phase."""
-    assert isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list)
-    phases: Counter = Counter()
-    slices: Dict[tuple, List[tuple]] = defaultdict(list)
-    for e in doc["traceEvents"]:
-        ph = e.get("ph")
-        phases[ph] += 1
-        assert isinstance(e.get("name"), str) and e["name"], e
-        assert isinstance(e.get("pid"), int) and isinstance(e.get("tid"), int), e
-        if "args" in e:
-            assert isinstance(e["args"], dict), e
-        if ph == "X":
-            assert _num(e.get("ts")) and _num(e.get("dur")) and e["dur"] >= 0, e
-            assert isinstance(e.get("cat"), str), e
-            slices[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"], e["name"]))
-        elif ph == "i":
-            assert _num(e.get("ts")), e
-            assert e.get("s") in ("t", "p", "g"), e
-        elif ph == "M":
-            assert e["name"] in META_NAMES, e
-            arg = e["args"]
-            assert isinstance(arg.get("name"), str) or isinstance(arg.get("sort_index"), int), e
-        else:
-            raise AssertionError(f"unexpected phase {ph!r}: {e}")
-    for track, items in slices.items():
-        items.sort(key=lambda s: (s[0], -s[1]))
-        stack: List[float] = []
-        for start, end, name in items:
-            while stack and start >= stack[-1] - 1e-3:
-                stack.pop()
-            assert not stack or end <= stack[-1] + 1e-3, \
-                f"slice {name} [{start}, {end}] crosses its parent on track {track}"
-            stack.append(end)
-    return dict(phases)
+    return check_chrome_json(doc)          # tests/perfetto_check.py: the format's rules
 
 
 def export_doc(path: Path, fmt: str = "perfetto") -> str:
@@ -101,18 +66,31 @@ def test_perfetto_export_of_recorded_traces(path: Path) -> None:
     for e in xs:
         if e["args"].get("ongoing"):
             assert abs(e["ts"] + e["dur"] - end_us) < 2.0, e
-    # verdicts: the same as analyze, one window-long slice per process on its verdict track
+    # verdicts: the same as analyze, a window-long slice per process on its verdict track, a
+    # slice per thread around all of its calls, one for the tree
     report = analyze_trace(str(path))
-    verdicts = {e["pid"]: e["args"]["verdict"] for e in doc["traceEvents"]
-                if e["ph"] == "X" and e["cat"] == "verdict"}
-    assert verdicts == {p.pid: p.verdict for p in report.processes}
-    assert all(e["tid"] == VERDICT_TID_BASE + e["pid"] for e in doc["traceEvents"]
-               if e["ph"] == "X" and e["cat"] == "verdict")
-    tree = [e for e in doc["traceEvents"] if e["ph"] == "i" and e["s"] == "g"
-            and e["name"].startswith("tree verdict")]
-    assert len(tree) == 1 and tree[0]["name"] == f"tree verdict: {report.verdict}"
+    verdict = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "verdict"]
+    procs = {e["pid"]: e["args"]["verdict"] for e in verdict
+             if e["tid"] == VERDICT_TID_BASE + e["pid"]}
+    assert procs == {p.pid: p.verdict for p in report.processes}
+    threads = {(e["pid"], e["tid"]): e["args"]["verdict"] for e in verdict
+               if e["tid"] < VERDICT_TID_BASE}
+    assert threads == {(p.pid, t.tid): t.verdict for p in report.processes for t in p.threads}
+    (tree,) = [e for e in verdict if (e["pid"], e["tid"]) == (GPU_PID, TREE_TID)]
+    assert tree["name"] == f"tree verdict: {report.verdict}"
+    assert tree["args"]["notes"] == report.notes and tree["args"]["root_cause"] == \
+        json.loads(json.dumps(report.root_cause))
     assert doc["otherData"]["verdict"] == report.verdict
     assert phases.get("M", 0) >= 2
+    # flows: one per wait-for edge between tracks, from the waiting thread
+    g = report.wait_graph or {"nodes": [], "edges": []}
+    kinds = {n["id"]: n["kind"] for n in g["nodes"]}
+    between = [e for e in g["edges"] if kinds.get(e["src"]) == "thread"
+               and kinds.get(e["dst"]) in ("thread", "process")]
+    starts = [e for e in doc["traceEvents"] if e["ph"] == "s"]
+    assert len(starts) == len(between)
+    assert sorted(e["args"]["text"] for e in starts) == sorted(e["text"] for e in between)
+
 
 
 def test_perfetto_futex_waits_of_a_deadlock_are_slices_to_the_end() -> None:
@@ -123,10 +101,9 @@ def test_perfetto_futex_waits_of_a_deadlock_are_slices_to_the_end() -> None:
     assert len(futex) >= 2          # both workers (and main in join) wait forever
     assert all(e["name"].startswith("futex WAIT") for e in futex)
     assert all(e["args"]["timeout"] is None for e in futex)
-    thread_verdicts = [e for e in doc["traceEvents"] if e["ph"] == "i" and e["cat"] == "verdict"
-                       and e["s"] == "t"]
-    assert any("blocked without timeout" in " ".join(e["args"]["evidence"]) or
-               e["args"]["verdict"] in ("deadlocked", "blocked") for e in thread_verdicts)
+    thread_verdicts = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "verdict"
+                       and e["tid"] < VERDICT_TID_BASE]
+    assert any(e["args"]["verdict"] in ("deadlocked", "blocked") for e in thread_verdicts)
 
 
 @pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])

@@ -83,8 +83,8 @@ def test_blocked_rank_on_another_node_is_named_with_node_rank_and_pid(tmp_path):
     assert r.root_cause["pid"] == kb
     s = r.root_cause["summary"]
     assert s.startswith("node b, rank 1 (pid 4242) is idle: reads pipe:[9]; no traced process "
-                        "holds its write end; node a, rank 0 (pid 4242) waits for it (socket: "
-                        f"reads {A_SIDE}; peer: pid 4242 on node b)"), s
+                        "holds its write end; the chain: node a, rank 0 (pid 4242) reads "
+                        f"{A_SIDE} whose peer is node b, rank 1 (pid 4242)"), s
     a0, b1 = r.process(PID), r.process(kb)
     assert (a0.node, a0.node_pid, b1.node, b1.node_pid) == ("a", PID, "b", PID)
     assert a0.verdict == "blocked" and a0.rule == "waits-on-peers"
@@ -94,6 +94,33 @@ def test_blocked_rank_on_another_node_is_named_with_node_rank_and_pid(tmp_path):
                and "whose peer is node b, rank 1 (pid 4242)" in e["text"]
                for e in r.wait_graph["edges"])
     assert [n["name"] for n in r.nodes] == ["a", "b"] and r.nodes[1]["key_offset"] == ID_STRIDE
+
+
+def test_pid_bearing_fields_carry_the_node_and_its_pid(tmp_path):
+    """What a script reads of merge --json: the root cause, each waits_on's pids and partial
+    hangs carry the node and the node's own pid beside the key (a key exists nowhere)."""
+    doc = analyze_merged(two_nodes(tmp_path)).to_json()
+    report_schema.check(doc)
+    kb = ID_STRIDE + PID
+    rc = doc["root_cause"]
+    assert (rc["pid"], rc["node"], rc["node_pid"], rc["node_tid"]) == (kb, "b", PID, PID)
+    a0 = next(p for p in doc["processes"] if p["pid"] == PID)
+    (w,) = a0["waits_on"]
+    assert w["node_tid"] == PID
+    assert w["node_pids"] == [{"pid": kb, "node": "b", "node_pid": PID}]
+    for h in doc["partial_hangs"]:
+        assert h["node"] in ("a", "b") and h["node_pid"] == h["pid"] % ID_STRIDE
+
+
+def test_a_single_trace_has_the_node_fields_null(tmp_path):
+    from tracer.analysis.analyzer import analyze_trace
+    a, _ = two_nodes(tmp_path)
+    doc = analyze_trace(a).to_json()
+    report_schema.check(doc)
+    assert (doc["root_cause"]["node"], doc["root_cause"]["node_pid"]) == (None, None)
+    for p in doc["processes"]:
+        for w in p["waits_on"]:
+            assert w["node_tid"] is None and w["node_pids"] == []
 
 
 def test_ranks_waiting_for_each_other_across_nodes_are_a_cycle(tmp_path):

@@ -119,3 +119,83 @@ def test_real_nvml_health():
         nv.close()
     assert health and all(h.power_limit_mw and h.name for h in health)
     assert all(s.power_mw is not None for s in samples)
+
+
+# --------------------------------------------------------------------------- nvidia-ml-py
+class FakePynvml:
+    """The part of NVIDIA's pynvml that hangtrace calls, for one GPU without power readings."""
+
+    class NVMLError(Exception):
+        pass
+
+    NVML_CLOCK_SM = 1
+
+    def __init__(self, gpus=1):
+        self.gpus, self.inited, self.shut = gpus, 0, 0
+
+    def nvmlInit(self):
+        self.inited += 1
+
+    def nvmlShutdown(self):
+        self.shut += 1
+
+    def nvmlDeviceGetCount(self):
+        return self.gpus
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"h{i}"
+
+    def nvmlDeviceGetUUID(self, h):
+        return b"GPU-" + h.encode()
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return type("U", (), {"gpu": 97, "memory": 3})()
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return type("M", (), {"used": 5 << 30, "total": 141 << 30, "free": 1})()
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [type("P", (), {"pid": 623})(), type("P", (), {"pid": 437})()]
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        raise self.NVMLError("Not Supported")
+
+    def nvmlDeviceGetClockInfo(self, h, which):
+        assert which == self.NVML_CLOCK_SM
+        return 1980
+
+
+def test_pynvml_readings_are_the_ctypes_readers():
+    from tracer.gpu.nvml_py import open_pynvml
+    fake = FakePynvml()
+    nv = open_pynvml(fake)
+    assert nv.binding == "nvidia-ml-py" and nv.count == 1 and nv.uuids == ["GPU-h0"]
+    (s,) = nv.read(12.5)
+    assert (s.ts, s.gpu, s.uuid, s.util_pct, s.mem_used, s.mem_total, s.pids) == \
+        (12.5, 0, "GPU-h0", 97, 5 << 30, 141 << 30, [437, 623])
+    assert s.power_mw is None and s.sm_clock_mhz == 1980     # refused: None, never a guess
+    nv.close()
+    nv.close()
+    assert fake.shut == 1
+
+
+def test_pynvml_without_a_gpu_is_one_line_and_shuts_down():
+    from tracer.gpu.nvml_py import open_pynvml
+    fake = FakePynvml(gpus=0)
+    with pytest.raises(NvmlError, match="no GPU"):
+        open_pynvml(fake)
+    assert fake.shut == 1
+
+
+def test_open_nvml_prefers_pynvml_and_falls_back_to_ctypes(monkeypatch):
+    import sys
+    fake = FakePynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert open_nvml().binding == "nvidia-ml-py"
+
+    def refuse():
+        raise fake.NVMLError("Driver Not Loaded")
+    fake.nvmlInit = refuse
+    import tracer.gpu.nvml as nvml
+    monkeypatch.setattr(nvml, "open_ctypes", lambda names=nvml.LIBRARY_NAMES: "ctypes reader")
+    assert open_nvml() == "ctypes reader"

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tracer.linux import procfs
+from tracer.linux import processes, procfs
 from tracer.linux.procfs_fds import (SocketEntry, _parse_inet, classify_fd_target, parse_fdinfo,
                                socket_table)
 
@@ -137,10 +137,10 @@ def test_tree_and_find():
     assert procfs.descendants([PID], root=DATA) == sorted([ODD, ZOMBIE])
     assert procfs.children_map(DATA)[PID] == sorted([ODD, ZOMBIE]) or \
         sorted(procfs.children_map(DATA)[PID]) == sorted([ODD, ZOMBIE])
-    assert procfs.find_by_name("a) b", root=DATA) == [ODD]
-    assert procfs.find_by_name("*scenario.py*", root=DATA) == [PID]
-    assert procfs.find_by_name("tp_scenarios", root=DATA) == [2312]  # cmdline only
-    assert procfs.find_by_name("no-such-thing", root=DATA) == []
+    assert processes.find_by_name("a) b", root=DATA) == [ODD]
+    assert processes.find_by_name("*scenario.py*", root=DATA) == [PID]
+    assert processes.find_by_name("tp_scenarios", root=DATA) == [2312]  # cmdline only
+    assert processes.find_by_name("no-such-thing", root=DATA) == []
     assert procfs.tgid_of(M["tids"]["locked"], root=DATA) is None  # /proc/TID not captured
     assert procfs.pid_exists(PID, root=DATA) and not procfs.pid_exists(99001, root=DATA)
 
@@ -206,3 +206,51 @@ def test_read_fds_eventfd_ids_of_a_live_process():
     finally:
         os.close(a)
         os.close(b)
+
+
+# --------------------------------------------------------------------------- --name (psutil)
+def test_name_matching_rule():
+    m = processes.name_matches
+    assert m("scheduler", "python", ["sglang::scheduler_TP1"])          # title only in argv
+    assert m("sglang::sched*", "python", ["sglang::scheduler_TP1"])     # a glob
+    assert m("python3", "py", ["/usr/bin/python3", "x.py"])             # argv[0]'s base name
+    assert not m("sched*", "python", ["sglang::scheduler_TP1"])         # a glob is whole
+    assert m("kworker", "kworker/0:1", [])                              # comm alone
+    assert not m("nothing", "bash", ["bash"])
+
+
+def test_name_selection_leaves_out_init_kernel_threads_and_my_ancestors():
+    found, left_out = processes.select_by_name("*")
+    assert 1 not in found and os.getpid() not in found and os.getppid() not in found
+    assert any(w.startswith("pid 1 (init") for w in left_out)
+    assert any("kernel thread" in w for w in left_out)
+    assert any(w.startswith("hangtrace's own ancestor") and str(os.getppid()) in w
+               for w in left_out)
+    assert all(not procfs.read_stat(p) or not procfs.read_stat(p).flags & 0x00200000
+               for p in found)
+    forced, _ = processes.select_by_name("*", force=True)
+    assert 1 in forced and os.getppid() not in forced
+
+
+def test_name_selection_of_a_process_and_the_error_words():
+    import subprocess
+    import psutil
+    p = subprocess.Popen(["sleep", "31.4159"])
+    try:
+        assert processes.select_by_name("sleep 31.4159") == ([p.pid], [])
+    finally:
+        p.kill()
+        p.wait()
+    assert processes.access_of(psutil.NoSuchProcess(p.pid)) == procfs.GONE
+    assert processes.access_of(psutil.ZombieProcess(p.pid)) == procfs.GONE
+    assert processes.access_of(psutil.AccessDenied(p.pid)) == procfs.DENIED
+    assert processes.access_of(OSError()) == procfs.UNREADABLE
+
+
+def test_pid_access_words():
+    assert processes.pid_access(os.getpid()) is None
+    pid = 4_000_000
+    while os.path.exists(f"/proc/{pid}"):
+        pid -= 1
+    assert processes.pid_access(pid) == procfs.GONE
+    assert processes.pid_access(0) == procfs.GONE and processes.pid_access(-3) == procfs.GONE

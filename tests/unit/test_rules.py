@@ -125,15 +125,21 @@ def test_yield_loop():
 
 # --------------------------------------------------------------------------- helpers
 def test_helper_threads_and_parked_pool_do_not_decide():
-    threads = {20: "python3", 21: "python3", 22: "cuda-EvtHandlr"}
+    threads = {20: "python3", 21: "python3", 22: "cuda-EvtHandlr", 23: "python3", 24: "python3",
+               25: "python3"}
     evs = [futex_block(20, 21, 0x1000)]
+    # a pool: three workers, one futex word each, side by side (an OpenMP team)
+    evs += [futex_block(20, tid, 0x7f0000001000 + 0x80 * i) for i, tid in enumerate((23, 24, 25))]
     evs += [ev.PollCall(ts=T0 + i * 0.1, pid=20, tid=22, name="poll", ret=0, dur=0.1,
                         timeout=0.1, timed_out=True, fd_kinds=("nvidia",)) for i in range(50)]
     evs += [ev.WriteCall(ts=T0 + i, pid=20, tid=20, name="write", fd=1, fd_kind="file",
                          fd_target="/log", ret=10, nbytes=10, dur=1e-5) for i in range(5)]
     r = run(evs, [info(20, threads=threads)])
     assert r.verdict == "progressing"
-    assert thread(r, 20, 22).helper and thread(r, 20, 21).parked
+    assert thread(r, 20, 22).helper
+    assert all(thread(r, 20, t).parked for t in (23, 24, 25))
+    # a thread blocked all along on a wait of its own is the first suspect, never folded away
+    assert not thread(r, 20, 21).parked
 
 
 def test_gpu_blocking_sync_wait_is_blocked_not_deadlocked():

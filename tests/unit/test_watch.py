@@ -69,7 +69,8 @@ class FakeRecorder:
         Path(output).write_text("trace")
         start = T0 + 5_000 + len(self.calls)
         report = Report(verdict=self.verdict, rule="in-process-deadlock",
-                        root_cause={"pid": PID, "tid": PID, "summary": "stuck"}, processes=[],
+                        root_cause={"pid": PID, "tid": PID, "summary": "stuck", "node": None,
+                                    "node_pid": None, "node_tid": None}, processes=[],
                         window={"start": start, "end": start + 2, "duration": 2.0},
                         backends=["proc"], trace_path=output)
         return Recorded(report=report, trace_path=output, reason="complete")

@@ -5,19 +5,22 @@ or from the live recording's queue (record/session.py): the same code for replay
 ``report()`` runs the pipeline of report_build.py (thread rules, the wait-for graph, process and
 tree rules) over what was accumulated. Memory is bounded by threads, not events. What other
 stages may ask of an analyzer besides its report (the end-of-recording probes) is public here:
-``futex_waits()``, ``known_tids(pid)`` and ``is_internal()``; nothing outside analysis reads its internals.
+``futex_waits()``, ``known_tids(pid)``, ``stuck_waits()`` and ``is_internal()``; nothing outside
+analysis reads its internals.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import events as ev
+from ..events.stacks import FlightRecorderDump
 from ..report import Report
 from ..tracefile.format import TraceReader
 from .accumulate.accumulator import Accumulator
 from .evidence.build import recording_evidence
 from .evidence.table import EVIDENCE_TYPES, EvidenceTable
-from .vocab.facts import WaitFacts
+from .vocab.facts import STACK_EVENTS, WaitFacts
+from .vocab.waits import Wait, blocking_wait
 from .accumulate.gpu import GpuAccumulator
 from .vocab.nodes import NodeMap
 from .report_build import build_report
@@ -36,13 +39,15 @@ class Analyzer:
         self.stacks = StackTable()
         self.facts = WaitFacts()      # what the end-of-recording probes found (wait graph)
         self.ras: List[ev.NcclRasStatus] = []     # what NCCL's RAS service answered
+        self.dumps: List[FlightRecorderDump] = []  # PyTorch Flight Recorder dumps read
         self.evidence = EvidenceTable()   # logs, ports, GPU health, versions (evidence.py)
         self.source = source
         # What goes elsewhere than the accumulator, by event class.
         self._route: Dict[type, Callable[[Any], None]] = {
-            ev.GpuSample: self._feed_gpu, ev.PyStack: self.stacks.feed,
-            ev.NcclRasStatus: self.ras.append}
-        self._route.update({cls: self.facts.feed for cls in _FACTS})
+            ev.GpuSample: self._feed_gpu, ev.NcclRasStatus: self.ras.append,
+            FlightRecorderDump: self.dumps.append}
+        self._route.update({cls: self.facts.feed for cls in _FACTS + STACK_EVENTS})
+        self._route[ev.PyStack] = self._feed_pystack
         self._route.update({cls: self.evidence.feed for cls in EVIDENCE_TYPES})
         self.nodes = nodes                # merged traces: the nodes' names (nodes.py)
 
@@ -56,6 +61,10 @@ class Analyzer:
     def feed_all(self, events: Iterable[ev.Event]) -> None:
         self.acc.feed_many(events, self._route)
 
+    def _feed_pystack(self, e: ev.PyStack) -> None:
+        self.stacks.feed(e)          # the frames, for the report
+        self.facts.feed(e)           # who holds the GIL, for the wait-for graph
+
     def _feed_gpu(self, e: ev.GpuSample) -> None:
         self.gpu.feed(e)
         self.evidence.feed_gpu(e)
@@ -67,7 +76,8 @@ class Analyzer:
         report = build_report(rec, source=self.source, trace_path=trace_path,
                               extra_notes=list(extra_notes), gpus=self.gpu.gpus,
                               stacks=self.stacks, facts=self.facts, ras=self.ras,
-                              nodes=self.nodes, unrecorded_nodes=unrecorded_nodes)
+                              nodes=self.nodes, unrecorded_nodes=unrecorded_nodes,
+                              dumps=self.dumps)
         report.evidence = recording_evidence(self.evidence, rec.processes,
                                              {p.pid: p.role for p in report.processes},
                                              (rec.start, rec.end))
@@ -85,12 +95,27 @@ class Analyzer:
         wake-up channel): exporters use it to tell wake-up writes from output."""
         return self.acc.is_internal(pid, target)
 
+    def stuck_waits(self, pids: Iterable[int]) -> List[Tuple[int, int, Wait]]:
+        """(pid, tid, wait) of the threads of ``pids`` blocked in one call for the whole window
+        so far (vocab/waits.blocking_wait): the kernel-stack probe picks among them."""
+        want = set(pids)
+        rec = self.acc.finish()
+        out: List[Tuple[int, int, Wait]] = []
+        for (pid, tid), t in sorted(rec.threads.items()):
+            p = rec.processes.get(pid)
+            if pid not in want or p is None:
+                continue
+            w = blocking_wait(t, rec, p.info.fds if p.info else [])
+            if w is not None and w.whole_window:
+                out.append((pid, tid, w))
+        return out
+
     def known_tids(self, pid: int) -> List[int]:
         """Every thread of ``pid`` seen during the recording (some may have exited since)."""
         return sorted(t for (p, t) in list(self.acc.threads) if p == pid)
 
 
-_FACTS = (ev.FutexOwner, ev.SocketPeers)
+_FACTS = (ev.FutexOwner, ev.SocketPeers, ev.FileLock)
 
 
 def analyzer_for(reader: TraceReader) -> Analyzer:
@@ -102,19 +127,59 @@ def analyzer_for(reader: TraceReader) -> Analyzer:
                     roots=h.get("targets"), source=h.get("source", "attach"))
 
 
-def analyze_trace(path: str) -> Report:
-    """Read a trace file (streaming) and analyze it. Raises errors.BadInput (CorruptTrace,
-    NotATrace) on bad files."""
-    reader = TraceReader(path)
+def analyze_trace(path: str, extra: Iterable[ev.Event] = (),
+                  progress: Optional[Callable[[int], None]] = None) -> Report:
+    """Read a trace file (streaming) and analyze it, with ``extra`` events after the trace's
+    (Flight Recorder dumps given beside it). Raises errors.BadInput (CorruptTrace, NotATrace)
+    on bad files. ``progress(offset)``: the reader's progress callback."""
+    reader = TraceReader(path, progress)
     an = analyzer_for(reader)
     an.feed_all(reader.events())
+    for e in extra:
+        an.feed(e)
     info = reader.info
     end = info.end.ts if info.end is not None else None
+    return an.report(end=end, trace_path=path, truncated=info.truncated,
+                     extra_notes=trace_notes(info))
+
+
+def trace_notes(info: Any) -> List[str]:
+    """The notes a trace brings to its report (a TraceReader's ``info`` once read): the
+    recording's errors and notes from the header, and corrupt lines skipped."""
     opts = info.header.get("options") or {}
     notes = list(opts.get("errors", [])) + list(opts.get("notes", []))
     if info.bad_lines:
         notes.append(f"{info.bad_lines} corrupt lines in the trace were skipped")
-    return an.report(end=end, trace_path=path, truncated=info.truncated, extra_notes=notes)
+    return notes
 
 
-__all__ = ["Analyzer", "analyze_trace", "analyzer_for", "build_report"]
+def analyze_dumps(dumps: Sequence[FlightRecorderDump], where: str) -> Report:
+    """A report of Flight Recorder dumps alone (``hangtrace analyze DIR``, as fr_trace): no
+    process was observed, so the verdict is ``unknown``; the root cause is the first finding
+    (job/flight_recorder.py). BadInput when no dump could be read."""
+    from ..errors import BadInput
+    from .job.flight_recorder import read_recorder
+    good = [d for d in dumps if not d.error]
+    if not good:
+        why = dumps[0].error if dumps else "no Flight Recorder dump in it"
+        raise BadInput(f"{where}: {why}")
+    rec = read_recorder(dumps)
+    times = [d.mtime for d in good if d.mtime is not None] or [0.0]
+    if rec.findings:
+        summary = rec.findings[0].text
+    else:
+        summary = (f"the {len(good)} dumps agree: no rank behind, no mismatch, no rank "
+                   "missing")
+    return Report(verdict="unknown", rule="flight-recorder-dumps",
+                  root_cause={"pid": None, "tid": None, "summary": summary, "node": None,
+                              "node_pid": None, "node_tid": None}, processes=[],
+                  window={"start": min(times), "end": max(times),
+                          "duration": round(max(times) - min(times), 3)},
+                  backends=["flight-recorder"], source="flight-recorder", trace_path=None,
+                  notes=rec.notes + [f"{len(good)} Flight Recorder dumps read from {where}; "
+                                     "no process was observed (exit 7)"],
+                  flight_recorder=rec.to_json())
+
+
+__all__ = ["Analyzer", "analyze_trace", "analyze_dumps", "analyzer_for", "build_report",
+           "trace_notes"]

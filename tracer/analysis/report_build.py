@@ -23,18 +23,23 @@ from .job.nccl_ras import rank_of_pid
 from .rules.observed import explain_unknown, qualify_tree, unobserved_lines
 from .rules.merged import qualify_for_unrecorded
 from .rules.partial import partial_hangs
+from .rules.pools import Pool, find_pools
 from .vocab.facts import WaitFacts
 from .accumulate.gpu import GpuStats
 from .rules.gpu import gpu_findings
-from .vocab.nodes import NodeMap, real_id
+from .vocab.nodes import NodeMap, locate, locate_partial, locate_wait, real_id
 from .job.ras import localize_ras
 from .waitgraph.build import GraphInput, build_wait_graph
+from .waitgraph.chain import Chains
 from .job.process_facts import process_facts
+from .job.ranks import mark_ranks, thread_set_suspects
 from .rules.process import ProcessVerdict, judge_process
 from .job.stack_groups import group_ranks, suspects
+from .job.flight_recorder import recorder_for
 from .accumulate.stacks import StackTable
 from .rules.thread import current_call_text, judge_thread
 from .rules.tree import judge_tree
+from .rules.stacks import apply_stack_facts
 from .vocab.verdict import Note, NoteKind, ThreadVerdict
 
 
@@ -128,31 +133,44 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                  facts: Optional[WaitFacts] = None,
                  ras: Optional[List[ev.NcclRasStatus]] = None,
                  nodes: Optional[NodeMap] = None,
-                 unrecorded_nodes: Sequence[Tuple[str, str]] = ()) -> Report:
+                 unrecorded_nodes: Sequence[Tuple[str, str]] = (),
+                 dumps: Sequence[ev.Event] = ()) -> Report:
     gpus = gpus or {}
     tvs: Dict[int, Dict[int, ThreadVerdict]] = {}
+    pools: Dict[int, List[Pool]] = {}
     for pid in sorted(rec.processes):
         tvs[pid] = {t.tid: judge_thread(t, rec, rec.processes[pid]) for t in rec.threads_of(pid)}
+    facts = facts or WaitFacts()
+    apply_stack_facts(tvs, rec, facts.stacks)    # issue 24: the GIL, the GPU driver, D state
+    for pid in sorted(rec.processes):
+        pools[pid] = find_pools(pid, tvs[pid], {tid: f for (p, tid), f in
+                                                 (stacks.by_thread.items() if stacks else ())
+                                                 if p == pid})
     job = read_ras(ras or [])
     if job.status is not None and nodes is not None:     # RAS speaks for every node
         job.status = localize_ras(job.status, nodes, rec.processes)
     procs = process_facts(rec, rank_of_pid(job.status) if job.status else None, _gpu_of(gpus),
                           nodes)
-    peers = {pid: collective_peers(rec, pid) for pid, pf in procs.items()
-             if pf.role.kind == "rank"}
+    mark_ranks(procs, rec)                   # ranks without RANK: titled or connected siblings
+    peers = {pid: collective_peers(rec, pid) for pid, pf in procs.items() if pf.is_rank}
     groups = group_ranks({pid: stacks.by_thread.get((pid, pid), []) for pid, pf in procs.items()
-                          if pf.role.kind == "rank" and pf.gone is None
+                          if pf.is_rank and pf.gone is None
                           and stacks and (pid, pid) in stacks.by_thread})
-    stragglers = find_stragglers(rec, procs, tvs, gpus, peers, job.status, suspects(groups))
-    built = build_wait_graph(GraphInput(rec, procs, tvs, facts or WaitFacts(), peers,
-                                        stragglers))
+    odd = thread_set_suspects({pid: pf.label for pid, pf in procs.items()
+                               if pf.is_rank and pf.gone is None}, tvs)
+    recorder, recorder_lags = recorder_for(dumps, procs, rec.start)     # Flight Recorder
+    stragglers = find_stragglers(rec, procs, tvs, gpus, peers, job.status, suspects(groups),
+                                 odd, recorder_lags)
+    built = build_wait_graph(GraphInput(rec, procs, tvs, facts, peers, stragglers,
+                                        stacks.by_thread if stacks else {}))
     labels = {pid: pf.label for pid, pf in procs.items()}
     late = {s.pid: s for s in stragglers}
+    chains = Chains(built.graph)
     pvs: Dict[int, ProcessVerdict] = {
         pid: judge_process(procs[pid], tvs[pid], built.graph, built.waits.get(pid, []),
-                           late.get(pid), labels) for pid in sorted(rec.processes)}
+                           late.get(pid), labels, chains) for pid in sorted(rec.processes)}
     explain_unknown(pvs)                    # not observed: say so, not "no data"
-    tree = judge_tree(pvs, rec, built.graph, stragglers)
+    tree = judge_tree(pvs, rec, built.graph, stragglers, chains)
     qualify_tree(tree, pvs)                 # an unseen process: never "fine"
     qualify_for_unrecorded(tree, unrecorded_nodes)     # nor a node that was not recorded
     partial = partial_hangs(tree.verdict, pvs, built.waits, built.graph)
@@ -160,25 +178,33 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         gpus, {pid: pv.verdict for pid, pv in pvs.items()}, rec.window)]
     notes += input_notes(rec)
     notes += [Note(NoteKind.STACKS, n) for n in (stacks.notes() if stacks else [])]
+    notes += [Note(NoteKind.STACKS, n) for n in facts.stacks.notes()]
     notes += job.notes
+    notes += [Note(NoteKind.JOB, n) for n in (recorder.notes if recorder else [])]
     notes += tree.notes
     notes += [Note(NoteKind.RECORDING, n) for n in extra_notes or []]
     return Report(
         verdict=tree.verdict, rule=tree.rule,
         root_cause={"pid": tree.root_cause.pid, "tid": tree.root_cause.tid,
-                    "summary": tree.root_cause.summary},
-        processes=[_process_report(pv, rec, stacks, nodes is not None) for pv in pvs.values()],
+                    "summary": tree.root_cause.summary, **locate(tree.root_cause.pid, nodes),
+                    "node_tid": real_id(tree.root_cause.tid)
+                    if nodes is not None and tree.root_cause.tid else None},
+        processes=[_process_report(pv, rec, stacks, nodes, facts) for pv in pvs.values()],
         window={"start": rec.start, "end": rec.end, "duration": round(rec.end - rec.start, 3)},
         backends=rec.backends, source=source, trace_path=trace_path,
         notes=[n.text for n in notes], lost=rec.lost, truncated=rec.truncated,
         wait_graph=built.graph.to_json(),
         rank_stacks=[dict(g.to_json(), labels=[labels[p] for p in g.pids]) for g in groups],
-        unobserved=unobserved_lines(rec), partial_hangs=[p.to_json() for p in partial])
+        unobserved=unobserved_lines(rec),
+        partial_hangs=[locate_partial(p.to_json(), nodes) for p in partial],
+        flight_recorder=recorder.to_json() if recorder else None)
 
 
 def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTable],
-                    merged: bool = False) -> ProcessReport:
+                    nodes: Optional[NodeMap] = None,
+                    facts: Optional[WaitFacts] = None) -> ProcessReport:
     threads = []
+    sf = (facts or WaitFacts()).stacks
     for t in rec.threads_of(pv.pid):
         v = pv.threads[t.tid]
         threads.append(ThreadReport(
@@ -186,11 +212,12 @@ def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTa
             rule=v.rule, evidence=v.evidence, helper=v.helper, parked=v.parked,
             current=current_call_text(t), counters=thread_counters(t, v, rec),
             stack=stacks.by_thread.get((pv.pid, t.tid), []) if stacks else [],
-            last_output_ts=t.last_output_ts))
+            last_output_ts=t.last_output_ts, kernel_stack=sf.kernel_frames(pv.pid, t.tid),
+            native_stack=sf.native_frames(pv.pid, t.tid)[0]))
     return ProcessReport(
         pid=pv.pid, ppid=pv.ppid, role=pv.facts.role_label, comm=pv.facts.comm,
         cmdline=pv.facts.cmdline, verdict=pv.verdict, rule=pv.rule, evidence=pv.evidence,
-        waits_on=[w.to_json() for w in pv.waits_on], threads=threads,
+        waits_on=[locate_wait(w.to_json(), nodes) for w in pv.waits_on], threads=threads,
         exit_status=pv.exit_status, counters=_process_counters(threads),
         pid_unknown=pv.facts.pid_unknown, node=pv.facts.node,
-        node_pid=real_id(pv.pid) if merged else None)
+        node_pid=real_id(pv.pid) if nodes is not None else None)

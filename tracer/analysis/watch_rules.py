@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from .. import events as ev
-from ..linux.tcpdiag import TcpSock
+from ..linux.tcpdiag import TcpSock, accepted_since, on_listening_port
 from .accumulate.accumulator import ProcessStats
 from .accumulate.gpu import BUSY_UTIL, IDLE_UTIL
 from .accumulate.io_class import proc_input_bytes
-from .rules.thread import process_output_bytes
+from .rules.output import process_output_bytes
 from .accumulate.traffic import from_counters as counters_traffic
 from .accumulate.traffic import keepalive
 
@@ -123,7 +123,7 @@ def _tree_sockets(look: TreeLook) -> List[TcpSock]:
     ports since its fd tables were last read (a file refers to them)."""
     socks = look.sockets or {}
     return [s for s in socks.values() if s.inode and (
-        s.inode in look.owners or (s.state != "LISTEN" and _on_listening_port(s, look.listening)))]
+        s.inode in look.owners or (s.state != "LISTEN" and on_listening_port(s, look.listening)))]
 
 
 def _sent(a: TreeLook, b: TreeLook, dt: float) -> List[Signal]:
@@ -153,26 +153,10 @@ def _sent(a: TreeLook, b: TreeLook, dt: float) -> List[Signal]:
     return out
 
 
-def _on_listening_port(s: TcpSock, listening: FrozenSet[Tuple[str, int]]) -> bool:
-    addr, port = s.local
-    return any(p == port and (a == addr or a in ("0.0.0.0", "::") or
-                              addr == "::ffff:" + a) for a, p in listening)
-
-
 def _accepted(a: TreeLook, b: TreeLook) -> List[Signal]:
     if a.sockets is None or b.sockets is None or not b.listening:
         return []
-    ports: Dict[int, int] = {}
-    for cookie, s in b.sockets.items():
-        # A file refers to it (accepted; a client socket of the tree has an ephemeral port), or
-        # the tree's side closed it first (TIME_WAIT): either way the tree took it ...
-        if s.state in ("LISTEN", "SYN_RECV") or not (s.inode or s.state == "TIME_WAIT") \
-                or not _on_listening_port(s, b.listening):
-            continue
-        # ... since look a (then it was absent, or waiting in the accept queue without a file).
-        old = a.sockets.get(cookie)
-        if old is None or (not old.inode and old.state != "TIME_WAIT"):
-            ports[s.local[1]] = ports.get(s.local[1], 0) + 1
+    ports = accepted_since(a.sockets, b.sockets, b.listening)
     return [Signal("accepted", None, f"the tree accepted {n} new connection"
                    f"{'s' if n > 1 else ''} on port {port}") for port, n in sorted(ports.items())]
 

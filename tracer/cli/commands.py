@@ -1,379 +1,133 @@
-"""The ``hangtrace`` command line.
+"""The ``hangtrace`` command line: the group, and the one place where a command's end becomes an
+exit status.
 
 Contract: every command prints one clear line on stderr and exits non-zero on bad input (a
-missing pid, no permission, a tool that is not installed, a corrupt trace), never a traceback.
-``--json`` prints exactly one JSON document on stdout. Exit status (README): 0 progressing or
-idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited, 6 blocked on the GPU,
-7 unknown (not everything could be observed or judged), 130 interrupted before a recording
-began. Commands raise errors.py's classes; ``_main`` is the one place that turns an error into
-its line and exit status (errors.exit_code), for the console script and for tests alike.
+missing pid, no permission, a tool that is not installed, a corrupt trace), never a traceback
+(``--debug`` or ``HANGTRACE_DEBUG=1`` adds the traceback of an internal error, for a bug
+report). ``--json`` prints exactly one JSON document on stdout. Exit status (README): 0
+progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited, 6 blocked on the
+GPU, 7 unknown (not everything could be observed or judged), 130 interrupted before a recording
+began, 141 when the reader of stdout went away (``| head``: quietly, as a program killed by
+SIGPIPE). A closed stdout is as /dev/null: what would go there is dropped quietly.
+Commands raise errors.py's classes; ``_main`` turns an error into its line and exit status
+(errors.exit_code), for the console script and for tests alike. The console script goes
+through click's own ``main`` (``standalone_mode=False``), so that shell completion
+(``_HANGTRACE_COMPLETE=bash_source|zsh_source|fish_source hangtrace``, or ``hangtrace
+completion SHELL``) works. Bare ``hangtrace`` prints its help and exits 0.
 """
 from __future__ import annotations
 
-import json
-import math
+import errno
 import os
-import stat
 import sys
-from typing import List, NoReturn, Optional, Tuple
+import traceback
+from typing import List, Optional
 
 import click
-from rich.console import Console
 
 from .. import __version__
-from ..errors import (EXIT_USAGE, HangtraceError, NotATrace, OutputError, TargetGone, UsageError,
-                      exit_code)
+from ..errors import EXIT_USAGE, HangtraceError, exit_code
+from .examples import epilog
+
+__all__ = ["main", "run", "entry", "EXIT_STDOUT_GONE", "COMPLETE_VAR"]
+
+EXIT_STDOUT_GONE = 141            # 128 + SIGPIPE: what a shell shows for `... | head`
+COMPLETE_VAR = "_HANGTRACE_COMPLETE"
+_debug = {"on": False}
 
 
-class FiniteFloat(click.ParamType):
-    """A float in [lo, hi]; NaN and infinity are refused (click's FloatRange lets NaN by)."""
-    name = "float"
+class StdoutGone(Exception):
+    """The reader of stdout went away (EPIPE, or stdout closed while writing)."""
 
-    def __init__(self, lo: float, hi: float = math.inf) -> None:
-        self.lo, self.hi = lo, hi
 
-    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+class _Interrupted(Exception):
+    """Ctrl-C inside a command (kept from click's main, which would print a blank line)."""
+
+
+class HangtraceGroup(click.Group):
+    """The group; a command's EPIPE and Ctrl-C come out of it as this module's exceptions."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[no-untyped-def]
         try:
-            x = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(x):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        if not self.lo <= x <= self.hi:
-            bound = f"between {self.lo:g} and {self.hi:g}" if math.isfinite(self.hi) else \
-                f"at least {self.lo:g}"
-            self.fail(f"{value} is not {bound}", param, ctx)
-        return x
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
+        except OSError as exc:
+            if exc.errno in (errno.EPIPE, errno.EBADF) and _stdout_broken(exc):
+                raise StdoutGone() from None
+            raise
 
 
-def _emit(report, as_json: bool, verbose: bool = False, err: bool = False) -> NoReturn:
-    from ..render.console import render_report
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2), err=err)
-    else:
-        render_report(report, Console(stderr=err), verbose=verbose)
-    sys.exit(report.exit_code)
+def _stdout_broken(exc: OSError) -> bool:
+    """An EPIPE is always the output's; an EBADF only when stdout itself is closed."""
+    if exc.errno == errno.EPIPE:
+        return True
+    try:
+        os.fstat(1)
+        return False
+    except OSError:
+        return True
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=HangtraceGroup, invoke_without_command=True, epilog=epilog("hangtrace"),
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hangtrace")
-def main() -> None:
+@click.option("--debug", is_flag=True, envvar="HANGTRACE_DEBUG",
+              help="Show the traceback of an internal error (also HANGTRACE_DEBUG=1).")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
     """Tell whether a silent process tree is progressing, busy-waiting or deadlocked, and why.
 
     Exit status: 0 progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked,
     5 exited, 6 blocked on the GPU, 7 unknown (part of the tree could not be observed or
-    judged), 130 interrupted before the recording began.
+    judged), 130 interrupted before the recording began, 141 stdout's reader went away.
     """
+    _debug["on"] = _debug["on"] or debug
+    if ctx.invoked_subcommand is None and not ctx.resilient_parsing:
+        click.echo(ctx.get_help())
+        ctx.exit(0)
 
 
-@main.command()
-@click.argument("pids", nargs=-1, type=int)
-@click.option("--name", "name", metavar="PATTERN",
-              help="Also attach to processes whose title/cmdline/comm matches (substring or glob).")
-@click.option("--duration", "-d", default=5.0, show_default=True, type=FiniteFloat(0.2),
-              help="Seconds to record (Ctrl-C ends early).")
-@click.option("--backend", "-b", default="auto", show_default=True,
-              type=click.Choice(["auto", "proc", "strace", "ebpf"]))
-@click.option("--rate", default=10.0, show_default=True, type=FiniteFloat(0.5, 200),
-              help="/proc samples per second.")
-@click.option("--output", "-o", metavar="FILE", help="Trace file (default: hangtrace-PID-TIME"
-              ".htrace.gz); '-': gzip to standard output, the report to stderr.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
-@click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
-@click.option("--force", is_flag=True,
-              help="Record pid 1 or a kernel thread too (hangtrace and its ancestors never).")
-def attach(pids: Tuple[int, ...], name: Optional[str], duration: float, backend: str,
-           rate: float, output: Optional[str], as_json: bool, verbose: bool,
-           force: bool) -> None:
-    """Record the process trees under PIDS, save the trace and print the verdict."""
-    from ..record.session import choose_backends, resolve_targets
-    from ..tracefile.format import default_trace_path
-    roots = resolve_targets(list(pids), name, force=force)
-    backends, why = choose_backends(backend, rate)
-    out = output or default_trace_path(roots)
-    piped = out == "-"
-    if piped and sys.stdout.isatty():
-        raise UsageError("--output -: standard output is a terminal; send it to a file or a "
-                         "pipe (the trace is gzip)")
-    done = _record(roots, backends, duration, out, as_json or piped,
-                   f"attaching to {', '.join(map(str, roots))} for {duration:g} s with {why}")
-    click.echo("hangtrace: trace written to standard output" if piped else
-               f"hangtrace: trace saved to {done.trace_path}", err=True)
-    _emit(done.report, as_json, verbose, err=piped)
+@click.command(epilog=epilog("completion"))
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL (click's, the same as
+    _HANGTRACE_COMPLETE=SHELL_source hangtrace)."""
+    from click.shell_completion import get_completion_class
+    cls = get_completion_class(shell)
+    assert cls is not None
+    click.echo(cls(main, {}, "hangtrace", COMPLETE_VAR).source())
 
 
-def _record(roots: List[int], backends: list, duration: float, out: str, as_json: bool,
-            announce: str):
-    """One recording as ``attach`` makes it: end-of-recording probes, and the live view when
-    the report goes to a terminal. ``announce`` goes to stderr once the targets and the
-    output path were found good, just before attaching."""
-    from ..record.probes import attach_probes
-    from ..record.session import record
-    probes, starts = attach_probes()
-
-    def on_attach() -> None:
-        click.echo(f"hangtrace: {announce}", err=True)
+def _quiet_stdout() -> None:
+    """stdout as /dev/null from here on: the interpreter's final flush must not fail."""
     try:
-        if not as_json and sys.stdout.isatty():
-            from ..render.live import LiveView
-            with LiveView(Console(), duration, roots) as view:
-                return record(roots, backends, duration=duration, output=out,
-                              on_tick=view.on_tick, end_probes=probes, on_attach=on_attach,
-                              start_probes=starts)
-        return record(roots, backends, duration=duration, output=out, end_probes=probes,
-                      on_attach=on_attach, start_probes=starts)
-    except OSError as exc:      # the trace could not be written on (disk full, ...)
-        raise OutputError(f"recording failed: {exc.strerror or exc} "
-                          f"({getattr(exc, 'filename', '') or out})") from None
-
-
-@main.command()
-@click.argument("pids", nargs=-1, type=int)
-@click.option("--name", "name", metavar="PATTERN",
-              help="Also watch processes whose title/cmdline/comm matches (looked for again "
-              "every 5 s: the watcher may start first).")
-@click.option("--silent-for", "silent_for", required=True, metavar="SECONDS",
-              type=FiniteFloat(0.5), help="Record when the tree made no progress for this long.")
-@click.option("--duration", "-d", default=10.0, show_default=True, type=FiniteFloat(0.2),
-              help="Seconds to record at each capture.")
-@click.option("--output-dir", "-o", "output_dir", default=".", show_default=True,
-              metavar="DIR", help="Where the traces and reports (.txt, .json) go.")
-@click.option("--once", is_flag=True, help="Exit after the first capture, with its verdict's "
-              "exit status.")
-@click.option("--max-captures", default=0, show_default=True, type=click.IntRange(0),
-              help="Exit after this many captures (0: never).")
-@click.option("--interval", default=1.0, show_default=True, type=FiniteFloat(0.1, 60),
-              help="Seconds between two looks at the tree.")
-@click.option("--backend", "-b", default="auto", show_default=True,
-              type=click.Choice(["auto", "proc", "strace", "ebpf"]),
-              help="Backends of the recordings (nothing is attached while watching).")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print each capture's report as JSON (--once: one document).")
-@click.option("--verbose", "-v", is_flag=True, help="Say when the tree goes silent and when "
-              "it makes progress again.")
-def watch(pids: Tuple[int, ...], name: Optional[str], silent_for: float, duration: float,
-          output_dir: str, once: bool, max_captures: int, interval: float, backend: str,
-          as_json: bool, verbose: bool) -> None:
-    """Watch the process trees under PIDS cheaply (/proc, socket and GPU counters; nothing is
-    attached, nothing is stopped) and record them when they make no progress for
-    --silent-for seconds: the trace and its report go into --output-dir."""
-    from ..record.session import choose_backends, resolve_targets
-    from ..record.watch import WatchOptions, Watcher
-    from ..record.watch_looks import TreeSampler
-    try:
-        roots = resolve_targets(list(pids), name)
-    except TargetGone:
-        if not name or pids:             # only "no match yet" for --name may wait for one
-            raise
-        roots = []
-    choose_backends(backend)                       # fail now, not at the first capture
-    try:
-        os.makedirs(output_dir, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"{output_dir}: {exc.strerror or exc}") from None
-    if not os.access(output_dir, os.W_OK | os.X_OK):
-        raise OutputError(f"{output_dir}: not writable")
-    opts = WatchOptions(silent_for=silent_for, duration=duration, output_dir=output_dir,
-                        max_captures=1 if once else max_captures, interval=interval,
-                        backend=backend, verbose=verbose)
-
-    def say(line: str) -> None:
-        click.echo(f"hangtrace: {line}", err=True)
-
-    def show(cap) -> None:  # type: ignore[no-untyped-def]
-        if as_json:
-            doc = cap.report.to_json()
-            click.echo(json.dumps(doc, indent=2) if once else json.dumps(doc))
-        else:
-            from ..render.console import render_report
-            render_report(cap.report, Console(), verbose=verbose)
-
-    who = (f"pid {', '.join(map(str, roots))} and descendants" if roots else
-           f"nothing yet: waiting for a process matching {name!r}")
-    say(f"watching {who}" + (f" (and new matches of {name!r})" if roots and name else "")
-        + f"; a {duration:g} s recording after {silent_for:g} s without progress, into "
-        f"{output_dir}; a look every {interval:g} s")
-    sampler = TreeSampler(roots, name)
-    sys.exit(Watcher(sampler, opts, say=say, on_capture=show).run())
-
-
-@main.command()
-@click.argument("trace", type=click.Path())
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
-@click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
-def analyze(trace: str, as_json: bool, verbose: bool) -> None:
-    """Analyze a saved trace (or a raw strace log, or the files of strace -ff -o PREFIX: the
-    directory or PREFIX) and print the verdict."""
-    from ..analysis.analyzer import analyze_trace
-    from ..render.progress import FileProgress
-    if _maybe_ff_set(trace):
-        _emit(_analyze_strace_log(trace, None), as_json, verbose)
-        return
-    try:
-        with FileProgress(trace, "analyzing"):
-            report = analyze_trace(trace)
-    except NotATrace as exc:
-        report = _analyze_strace_log(trace, exc)
-    _emit(report, as_json, verbose)
-
-
-def _maybe_ff_set(path: str) -> bool:
-    """A directory, or a name no file has (strace -ff -o PREFIX writes PREFIX.TID files):
-    the importer's -ff reader decides. Another stat error (permission denied) is the reader's
-    to report."""
-    try:
-        return stat.S_ISDIR(os.stat(path).st_mode)
-    except FileNotFoundError:
-        return True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
     except OSError:
-        return False
+        pass
 
 
-def _analyze_strace_log(path: str, why: Optional[NotATrace]):
-    """``analyze`` on a raw strace log: import it to a temporary trace first."""
-    import tempfile
-    from ..analysis.analyzer import analyze_trace
-    from ..render.progress import FileProgress
-    from ..strace.importer import ImportError_, import_strace
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "log.htrace")
-        try:
-            with FileProgress(path, "importing", passes=2):
-                result = import_strace(path, out)
-        except ImportError_:
-            if why is None:          # not a trace either way: the importer's reason
-                raise
-            raise why from None
-        if result.events == 0:
-            raise why or ImportError_(f"{path}: no strace events in it")
-        click.echo(f"hangtrace: {path} is an strace log; imported {result.events} events",
-                   err=True)
-        with FileProgress(out, "analyzing"):
-            report = analyze_trace(out)
-        report.trace_path = None
-        return report
-
-
-@main.command()
-@click.argument("trace")
-@click.option("--format", "-f", "fmt", required=True, metavar="FORMAT",
-              help="Output format (see --help of the formats available: perfetto, json, dot).")
-@click.option("--output", "-o", metavar="FILE", help="Write here instead of stdout.")
-def export(trace: str, fmt: str, output: Optional[str]) -> None:
-    """Write a saved trace in another tool's format (timelines, graphs, JSON lines)."""
-    from ..render.export import FORMATS, exporter
-    from ..render.progress import FileProgress
-    if fmt not in FORMATS:
-        raise UsageError(f"unknown format {fmt!r} (available: "
-                         f"{', '.join(sorted(FORMATS)) or 'none'})")
-    try:
-        if output:
-            with open(output, "w") as out, FileProgress(trace, "exporting"):
-                exporter(fmt)(trace, out)
-            click.echo(f"hangtrace: wrote {output}", err=True)
-        else:
-            with FileProgress(trace, "exporting"):
-                exporter(fmt)(trace, sys.stdout)
-    except OSError as exc:
-        raise OutputError(f"{output or 'stdout'}: {exc.strerror or exc}") from None
-
-
-@main.command("import-strace")
-@click.argument("log", type=click.Path())
-@click.option("--output", "-o", metavar="FILE", help="Trace file to write (default: LOG.htrace.gz).")
-@click.option("--analyze", "then_analyze", is_flag=True, help="Print the verdict too.")
-@click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
-def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool) -> None:
-    """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip; or the
-    files of strace -ff -o PREFIX, as their directory or PREFIX) to a trace."""
-    from ..render.progress import FileProgress
-    from ..strace.importer import import_strace
-    out = output or _default_import_path(log)
-    with FileProgress(log, "importing", passes=2):
-        result = import_strace(log, out)
-    click.echo(f"hangtrace: imported {result.events} events from {log} into {out}"
-               + (f" ({result.unparsed} lines not understood)" if result.unparsed else "")
-               + (" (log was cut short)" if result.truncated else ""), err=True)
-    if then_analyze:
-        from ..analysis.analyzer import analyze_trace
-        with FileProgress(out, "analyzing"):
-            report = analyze_trace(out)
-        _emit(report, as_json)
-
-
-def _default_import_path(log: str) -> str:
-    log = log.rstrip("/") or log               # an -ff directory: DIR.htrace.gz next to it
-    base = log[:-3] if log.endswith(".gz") else log
-    return base + ".htrace.gz"
-
-
-@main.command()
-@click.argument("pids", nargs=-1, type=int)
-@click.option("--name", "name", metavar="PATTERN", help="Processes whose title/cmdline matches.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-@click.option("--stacks", is_flag=True,
-              help="Also take each Python process's stacks with py-spy (never pauses it).")
-def snapshot(pids: Tuple[int, ...], name: Optional[str], as_json: bool, stacks: bool) -> None:
-    """One instant look: threads, current syscalls, wchan, fds and listening sockets."""
-    from ..render.snapshot import render_snapshot
-    from ..record.session import resolve_targets
-    from ..record.snapshot import take_snapshot
-    roots = resolve_targets(list(pids), name, force=True)   # reading /proc never harms
-    snap = take_snapshot(roots, stacks=stacks)
-    if as_json:
-        click.echo(json.dumps(snap.to_json(), indent=2))
-    else:
-        render_snapshot(snap, Console())
-
-
-@main.command()
-@click.argument("scenario", default="sglang_like")
-@click.option("--duration", "-d", default=5.0, show_default=True, type=FiniteFloat(0.2))
-@click.option("--backend", "-b", default="auto", show_default=True,
-              type=click.Choice(["auto", "proc", "strace", "ebpf"]))
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
-def demo(scenario: str, duration: float, backend: str, as_json: bool) -> None:
-    """Start a bundled hanging scenario (default: an SGLang-like tree that went silent),
-    attach to it and print the verdict; the scenario is killed afterwards."""
-    import tempfile
-    from ..record.demo import RunningScenario
-    from ..record.session import choose_backends
-    backends, why = choose_backends(backend)
-    sc = RunningScenario(scenario)
-    try:
-        out = os.path.join(tempfile.gettempdir(), f"hangtrace-demo-{scenario}.htrace.gz")
-        done = _record([sc.pid], backends, duration, out, as_json,
-                       f"scenario {scenario} running as pid {sc.pid}; attaching for "
-                       f"{duration:g} s with {why}")
-    finally:
-        sc.kill()
-    _emit(done.report, as_json)
-
-
-@main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the facts as one JSON document.")
-def doctor(as_json: bool) -> None:
-    """What this machine allows (BPF, BTF, tracepoints, kprobes, uprobes, ptrace, strace, BCC,
-    headers) and what to install where something is missing."""
-    from ..record.doctor import doctor_facts, run_doctor
-    if as_json:
-        click.echo(json.dumps(doctor_facts(), indent=2))
-        sys.exit(0)
-    sys.exit(run_doctor(Console()))
+def _open_missing_stdout() -> None:
+    """A stdout closed before hangtrace started (``>&-``) is /dev/null (module doc)."""
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")
 
 
 def _main(argv: Optional[List[str]]) -> int:
     """Run one command; every way it can end becomes an exit status here (module doc)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    _open_missing_stdout()
     try:
-        # make_context + invoke rather than main.main(): click's main turns Ctrl-C into an
-        # Abort after printing a blank line, and prints four-line usage errors.
-        with main.make_context("hangtrace", args) as ctx:
-            main.invoke(ctx)
-    except click.exceptions.Exit as exc:           # --help, --version
-        return exc.exit_code
+        rv = main.main(args, prog_name="hangtrace", complete_var=COMPLETE_VAR,
+                       standalone_mode=False)
+        return rv if isinstance(rv, int) else 0      # --help, --version: their exit code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except StdoutGone:
+        _quiet_stdout()
+        return EXIT_STDOUT_GONE
     except HangtraceError as exc:
         click.echo(f"hangtrace: {exc}", err=True)
         return exit_code(exc)
@@ -383,10 +137,12 @@ def _main(argv: Optional[List[str]]) -> int:
     except click.ClickException as exc:
         click.echo(f"hangtrace: {exc.format_message()}", err=True)
         return exc.exit_code
-    except (click.Abort, KeyboardInterrupt) as exc:   # Ctrl-C before a recording began
+    except (click.Abort, _Interrupted, KeyboardInterrupt):   # Ctrl-C before a recording began
         click.echo("hangtrace: interrupted", err=True)
-        return exit_code(KeyboardInterrupt() if isinstance(exc, click.Abort) else exc)
-    return 0
+        return exit_code(KeyboardInterrupt())
+    except BrokenPipeError:            # from click's own writing (help into | head)
+        _quiet_stdout()
+        return EXIT_STDOUT_GONE
 
 
 def run(argv: Optional[List[str]] = None) -> int:
@@ -395,16 +151,26 @@ def run(argv: Optional[List[str]] = None) -> int:
 
 
 def entry() -> None:
-    """Console-script entry: no traceback ever reaches the user."""
+    """Console-script entry: no traceback reaches the user unless asked for (module doc)."""
+    _debug["on"] = os.environ.get("HANGTRACE_DEBUG", "") not in ("", "0")
     try:
         code = _main(None)
     except Exception as exc:  # the last line of defence: one line, exit 1
-        click.echo(f"hangtrace: internal error: {type(exc).__name__}: {exc}", err=True)
+        if _debug["on"]:
+            traceback.print_exc()
+        click.echo(f"hangtrace: internal error: {type(exc).__name__}: {exc}"
+                   + ("" if _debug["on"] else " (--debug shows where)"), err=True)
         code = 1
     sys.exit(code)
 
 
-from .nodes import cluster, merge  # noqa: E402  (the commands for several nodes)
+def _add_commands() -> None:
+    from .file_cmds import analyze, export, import_strace_cmd
+    from .live_cmds import attach, demo, doctor, snapshot, watch
+    from .nodes import cluster, merge
+    for cmd in (attach, analyze, import_strace_cmd, snapshot, export, watch, doctor, demo,
+                merge, cluster, completion):     # this order: the synopsis's (cli/manpage.py)
+        main.add_command(cmd)
 
-main.add_command(merge)
-main.add_command(cluster)
+
+_add_commands()

@@ -1,5 +1,5 @@
-"""The commands for a job that runs on several nodes: ``merge`` and ``cluster`` (cli.py adds them
-to ``hangtrace``).
+"""The commands for a job that runs on several nodes: ``merge`` and ``cluster`` (cli/commands.py
+adds them to ``hangtrace``).
 
 Contract: as cli.py's: bad input raises errors.py's classes, which cli._main turns into one
 line on stderr and an exit status; ``--json`` prints exactly one JSON document; the exit status
@@ -8,6 +8,7 @@ writes the report (JSON with --json, else text) to FILE instead of stdout.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import NoReturn, Optional, Tuple
@@ -15,31 +16,25 @@ from typing import NoReturn, Optional, Tuple
 import click
 
 from ..errors import OutputError, UsageError
+from .examples import epilog
+from .options import PidList, all_pids, report_console
 
 
 def emit(report, as_json: bool, verbose: bool, output: Optional[str]) -> NoReturn:
-    from rich.console import Console
+    from ..outputs import replacing
     from ..render.console import render_report
-    try:
-        out = open(output, "w") if output else None
-    except OSError as exc:
-        raise OutputError(f"{output}: {exc.strerror or exc}") from None
-    try:
+    with (replacing(output) if output else contextlib.nullcontext()) as out:
         if as_json:
             click.echo(json.dumps(report.to_json(), indent=2), file=out)
         else:
-            render_report(report, Console(file=out, width=120) if out else Console(),
-                          verbose=verbose)
-    finally:
-        if out is not None:
-            out.close()
+            render_report(report, report_console(file=out), verbose=verbose)
     if output:
         click.echo(f"hangtrace: report written to {output}", err=True)
     sys.exit(report.exit_code)
 
 
-@click.command()
-@click.argument("traces", nargs=-1)
+@click.command(epilog=epilog("merge"))
+@click.argument("traces", nargs=-1, metavar="TRACE...")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--output", "-o", metavar="FILE", help="Write the report here instead of stdout.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
@@ -53,21 +48,23 @@ def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose
     emit(analyze_merged(list(traces)), as_json, verbose, output)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("nodes", nargs=-1)
+@click.command(epilog=epilog("cluster"))
+@click.argument("nodes", nargs=-1, metavar="[NODE]...")
 @click.option("--via", required=True, metavar="LAUNCHER",
               help="slurm, kubectl, ssh, pdsh, or a command template with {node} "
               "(e.g. 'ip netns exec {node}') that runs what follows it on that node.")
-@click.option("--pid", "pids", type=int, multiple=True, metavar="PID",
-              help="Record this pid on every node (repeatable).")
+@click.option("--pid", "-p", "pid_lists", type=PidList(), multiple=True,
+              metavar="PID[,PID...]", help="Record this pid on every node (repeatable).")
 @click.option("--name", metavar="PATTERN", help="Record the processes matching it on each "
               "node ({node} is replaced by the node's name; by the host name with slurm, "
               "pdsh).")
 @click.option("--duration", "-d", default=5.0, show_default=True,
-              type=click.FloatRange(0.2, 86400), help="Seconds to record.")
+              type=click.FloatRange(0.2, 86400), metavar="SECONDS", help="Seconds to record.")
 @click.option("--backend", "-b", default="auto", show_default=True,
-              type=click.Choice(["auto", "proc", "strace", "ebpf"]))
-@click.option("--rate", type=click.FloatRange(0.5, 200), help="/proc samples per second.")
+              type=click.Choice(["auto", "proc", "strace", "ebpf"]),
+              help="The backend each node records with (as attach's --backend).")
+@click.option("--rate", type=click.FloatRange(0.5, 200), metavar="HZ",
+              help="/proc samples per second.")
 @click.option("--jobid", metavar="ID", help="slurm: the job whose nodes to record.")
 @click.option("--selector", "-l", metavar="LABELS", help="kubectl: the pods of this label "
               "selector (instead of naming them).")
@@ -78,15 +75,15 @@ def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose
 @click.option("--output-dir", metavar="DIR", help="Where the traces and each node's log go "
               "(default: ./hangtrace-cluster-TIME; slurm and pdsh: a directory every node "
               "sees).")
-@click.option("--timeout", type=click.FloatRange(1), help="Seconds to wait for the nodes "
+@click.option("--timeout", type=click.FloatRange(1), metavar="SECONDS", help="Seconds to wait for the nodes "
               "(default: the duration plus 120).")
-@click.option("--fanout", default=32, show_default=True, type=click.IntRange(1),
+@click.option("--fanout", default=32, show_default=True, type=click.IntRange(1), metavar="N",
               help="Launchers running at once.")
 @click.option("--dry-run", is_flag=True, help="Print the command line each launcher runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--output", "-o", metavar="FILE", help="Write the report here instead of stdout.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
-def cluster(nodes: Tuple[str, ...], via: str, pids: Tuple[int, ...], name: Optional[str],
+def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name: Optional[str],
             duration: float, backend: str, rate: Optional[float], jobid: Optional[str],
             selector: Optional[str], namespace: Optional[str], container: Optional[str],
             remote_cmd: str, output_dir: Optional[str], timeout: Optional[float],
@@ -99,9 +96,13 @@ def cluster(nodes: Tuple[str, ...], via: str, pids: Tuple[int, ...], name: Optio
     import shlex
     import time
     from ..record import cluster as cl
+    pids = all_pids([], pid_lists)
     if not pids and not name:
         raise UsageError("give --pid or --name: what to record on each node")
     outdir = output_dir or f"hangtrace-cluster-{time.strftime('%Y%m%d-%H%M%S')}"
+    if not output_dir and not dry_run:   # a name others can predict: a new directory
+        from ..outputs import fresh_directory
+        outdir = fresh_directory(outdir)
     att = cl.AttachArgs(shlex.split(remote_cmd), list(pids), name, duration, backend, rate)
     node_list = list(nodes)
     if via == "kubectl" and selector:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
 # the event classes join as they are registered (``register``, at the end)
-__all__ = ["Event", "FdInfo", "EVENT_CLASSES", "register", "scrub_args", "event_to_row",
-           "schema", "field_names"]
+__all__ = ["Event", "FdInfo", "EVENT_CLASSES", "register", "scrub_args", "STRING_LITERAL",
+           "event_to_row", "schema", "field_names"]
 
 
 @dataclass(slots=True)
@@ -306,79 +306,6 @@ class PyStack(Event):
 
 
 
-# --------------------------------------------------------------------------- end-of-recording probes
-@dataclass(slots=True)
-class FutexOwner(Event):
-    """Who holds the futex a thread of ``pid`` waits on, read from the target's memory at the end
-    of the recording (tracer/record/probes/futex_owner.py).
-
-    ``word`` is the 32-bit futex word at ``addr`` (None when the memory could not be read);
-    ``owner_tid`` the thread that holds it where that can be known, else None. ``kind`` says how
-    the word was read: "mutex" (a glibc pthread mutex: owner from its ``__owner`` field),
-    "pi-mutex" (owner tid in the word itself), "join" (pthread_join: the word is the tid of the
-    thread being joined, which holds it until it exits), "unknown" (a semaphore, condition or
-    other futex: no owner is recorded). ``owner_pid`` is the process of ``owner_tid`` at the
-    time of the probe, None when that thread no longer exists. ``shared`` is a futex without
-    FUTEX_PRIVATE_FLAG (possibly in memory shared between processes). ``waiters`` are the tids
-    of ``pid`` seen waiting on it.
-    """
-    TAG: ClassVar[str] = "fxo"
-    pid: int
-    addr: int
-    word: Optional[int] = None
-    owner_tid: Optional[int] = None
-    kind: str = "unknown"
-    owner_pid: Optional[int] = None
-    shared: bool = False
-    waiters: List[int] = field(default_factory=list)
-    why: str = ""
-
-
-@dataclass(slots=True)
-class SocketPeers(Event):
-    """The socket at the other end of each connected unix socket of ``pid`` (sock_diag).
-
-    ``peers`` maps an inode of one of its sockets to the peer socket's inode (JSON turns the keys
-    into strings: readers convert them back with int). ``outside`` maps a peer inode that no
-    traced process holds to the pids (outside the tree) that hold it; a peer inode in neither
-    belongs to a socket whose last holder closed it or exited."""
-    TAG: ClassVar[str] = "skp"
-    pid: int
-    peers: Dict[int, int] = field(default_factory=dict)
-    outside: Dict[int, List[int]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class NcclRasStatus(Event):
-    """What NCCL's RAS service answered to ``VERBOSE STATUS`` at the end of a recording
-    (record/probes/nccl_ras.py): the raw answer in ``fmt`` ("json" or "text"), parsed by
-    analysis/job/nccl_ras.py. ``pid`` listens on ``host:port``; ``error`` says why there is no
-    answer (refused, timed out)."""
-    TAG: ClassVar[str] = "ras"
-    pid: int
-    host: str = ""
-    port: int = 0
-    fmt: str = "json"
-    text: str = ""
-    error: str = ""
-
-
-@dataclass(slots=True)
-class SocketCounters(Event):
-    """The kernel's own counters of one TCP socket of ``pid`` (inet_diag's tcp_info, read by the
-    proc backend: linux/tcpdiag.py): bytes and data segments sent and received since the socket
-    was created, whatever call moved them. None where the kernel does not keep the counter."""
-    TAG: ClassVar[str] = "skc"
-    pid: int
-    fd: int
-    target: str = ""
-    bytes_sent: Optional[int] = None
-    bytes_received: Optional[int] = None
-    segs_out: Optional[int] = None
-    segs_in: Optional[int] = None
-
-
-
 # --------------------------------------------------------------------------- what was not seen
 @dataclass(slots=True)
 class ObserveError(Event):
@@ -398,6 +325,9 @@ class ObserveError(Event):
 
 
 # --------------------------------------------------------------------------- the registry
+from .probes import (FileLock, FutexOwner, NcclRasStatus, ServedConnections,  # noqa: E402
+                     SocketCounters, SocketPeers)
+
 EVENT_CLASSES: Dict[str, Type[Event]] = {}
 _FIELDS: Dict[Type[Event], List[str]] = {}
 
@@ -418,18 +348,19 @@ def register(*classes: Type[Event]) -> None:
 register(Syscall, FutexCall, PollCall, IoctlCall, WriteCall, ReadCall, WaitChild, ThreadSample,
          ThreadCpu, ProcessIO, ProcessInfo, ThreadStart, ProcessExec, ThreadExit, ProcessExit,
          SignalDelivered, Lost, RecordingEnd, GpuSample, PyStack, FutexOwner, SocketPeers,
-         NcclRasStatus, SocketCounters, ObserveError)
+         NcclRasStatus, SocketCounters, ObserveError, FileLock, ServedConnections)
 
 
-# strace prints buffers as "..." literals (optionally followed by ...), and struct contents of
-# read buffers as well; we keep the shape of the call but never the bytes.
-_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"(?:\.\.\.)?')
+# strace prints buffers as "..." literals with C escapes (... after one cut by -s: group 2); we
+# keep the call's shape, never the bytes. One never closed runs to the end (buffer contents
+# too). The lookahead makes the body possessive (3.11's *+ is buggy): one pass, as lines.c.
+STRING_LITERAL = re.compile(r'"(?=((?:[^"\\]+|\\.)*))\1(?:"(\.\.\.)?|\\?\Z)', re.S)
 
 
 def scrub_args(args: str) -> str:
     """Replace every string literal in strace argument text by ``"..."`` (paths too: callers that
     need one keep it in ``fd_target``)."""
-    return _STRING_RE.sub('"..."', args) if '"' in args else args
+    return STRING_LITERAL.sub('"..."', args) if '"' in args else args
 
 
 def event_to_row(ev: Event) -> List[Any]:

@@ -101,8 +101,7 @@ class LoadedLibs(Event):
     """Versions of the libraries a process has mapped (/proc/PID/maps). Each entry: {"name"
     ("nccl", "libcuda", "cudart", "torch", ...), "version", "detail" (e.g. "+cuda12.4"), "path",
     "source" (where the version was read)}. ``pid`` 0 holds host facts (the NVIDIA kernel
-    module). ``why``: the maps could not be read, or versions could not be read from ELF files
-    (pyelftools missing)."""
+    module). ``why``: the maps could not be read."""
     TAG: ClassVar[str] = "libs"
     pid: int
     libs: List[Dict[str, Any]] = field(default_factory=list)

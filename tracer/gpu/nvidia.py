@@ -156,15 +156,54 @@ def is_nv_escape(request: int) -> bool:
     return ((request >> 8) & 0xFF) == NV_IOCTL_MAGIC
 
 
+# The parameter size of each escape (nv_escape.h's structs, driver 595): with the 'F' type and
+# both directions it identifies an escape by its number alone, when the log never showed the fd
+# opened (strace -p of a running process). CARD_INFO: 72 bytes a GPU slot.
+ESCAPE_SIZES: Dict[str, frozenset] = {
+    "RM_ALLOC_MEMORY": frozenset({56}), "RM_FREE": frozenset({16}),
+    "RM_CONTROL": frozenset({32}), "RM_ALLOC": frozenset({32, 48}),
+    "RM_DUP_OBJECT": frozenset({28}), "RM_SHARE": frozenset({24}),
+    "RM_VID_HEAP_CONTROL": frozenset({184}), "RM_MAP_MEMORY": frozenset({56}),
+    "RM_UNMAP_MEMORY": frozenset({32}), "RM_GET_EVENT_DATA": frozenset({16}),
+    "RM_MAP_MEMORY_DMA": frozenset({64}), "RM_UNMAP_MEMORY_DMA": frozenset({48}),
+    "RM_UPDATE_DEVICE_MAPPING_INFO": frozenset({40}), "REGISTER_FD": frozenset({4}),
+    "ALLOC_OS_EVENT": frozenset({16}), "FREE_OS_EVENT": frozenset({16}),
+    "STATUS_CODE": frozenset({12}), "CHECK_VERSION_STR": frozenset({72}),
+    "IOCTL_XFER_CMD": frozenset({16}), "SYS_PARAMS": frozenset({8}),
+    "WAIT_OPEN_COMPLETE": frozenset({8}),
+}
+UNSEEN_FD = "an fd not seen opened"
+
+
+def escape_by_number(request: int) -> Optional[str]:
+    """The NVIDIA escape a request number is, when type ('F'), direction (read and write) and
+    parameter size all match one (``ESCAPE_SIZES``), else None."""
+    direction, typ, nr, size = ioc_fields(request)
+    name = NV_ESCAPES.get(nr)
+    if typ != NV_IOCTL_MAGIC or direction != 3 or name is None:
+        return None
+    sizes = ESCAPE_SIZES.get(name)
+    if name == "CARD_INFO":
+        return name if size and size % 72 == 0 else None
+    return name if sizes is not None and size in sizes else None
+
+
 def describe_ioctl(fd_kind: Optional[str], request: int, request_name: Optional[str] = None,
                    fd_target: Optional[str] = None) -> Optional[IoctlDesc]:
-    """Decode one ioctl on an NVIDIA fd (module doc); None for other fds.
+    """Decode one ioctl on an NVIDIA fd (module doc); None for other fds. On an fd of unknown
+    kind (``None`` or "?": never seen opened) an NVIDIA escape is still known by its number
+    (``escape_by_number``), on ``UNSEEN_FD``.
 
     ``fd_target`` ("/dev/nvidia0") names the device when known; ``request_name`` is only used
     when it already is a decoded NVIDIA name (a re-decode returns the same answer).
     """
     if fd_kind not in NV_FD_KINDS:
-        return None
+        if fd_kind not in (None, "", "?") or escape_by_number(request) is None:
+            return None
+        _, _, nr, size = ioc_fields(request)
+        name = escape_by_number(request) or ""
+        return IoctlDesc(name, UNSEEN_FD, f"NV_ESC_{name} (nr 0x{nr:02x}), {size} B params: "
+                         "known by its request number", nr=nr, size=size)
     device = fd_target if fd_target and fd_target.startswith("/dev/nvidia") else _DEVICES[fd_kind]
     if fd_kind == "nvidia-uvm":
         name = UVM_IOCTLS.get(request)

@@ -1,8 +1,11 @@
-"""Per-GPU readings from NVIDIA's management library (libnvidia-ml.so.1) through ctypes.
+"""Per-GPU readings from NVIDIA's management library (libnvidia-ml.so.1): through NVIDIA's own
+bindings (``nvidia-ml-py``, nvml_py.py) when they are installed, else through ctypes here.
 
 Contract:
-- ``open_nvml()`` returns an ``Nvml`` or raises ``NvmlError`` with one line saying why not (no
-  library, init failed, no GPU). No pip dependency: the library ships with the driver.
+- ``open_nvml()`` returns an ``Nvml`` (or nvml_py's ``PyNvml``, the same interface) or raises
+  ``NvmlError`` with one line saying why not (no library, init failed, no GPU). ``binding``
+  says which was used ("nvidia-ml-py" or "ctypes"). No pip dependency: the library ships with
+  the driver; ``pip install 'hangtrace[gpu]'`` adds the bindings.
 - ``Nvml.read(ts)`` returns one ``events.GpuSample`` per GPU: utilization (percent of the driver's last
   sample period, 1/6 s to 1 s, in which a kernel ran), memory used/total in bytes, and the pids of
   the compute processes holding a context on it. A value NVML refuses is None (or an empty list),
@@ -25,14 +28,13 @@ from typing import Any, List
 
 from ..events import GpuSample
 
+from .nvml_common import NVML_CLOCK_SM, NvmlError
+
 NVML_SUCCESS = 0
 NVML_ERROR_INSUFFICIENT_SIZE = 7
-NVML_CLOCK_SM = 1
 LIBRARY_NAMES = ("libnvidia-ml.so.1", "libnvidia-ml.so")
 
-
-class NvmlError(Exception):
-    """NVML cannot be used here; the message is one line for the user."""
+__all__ = ["NvmlError", "Nvml", "open_nvml", "open_ctypes", "NVML_CLOCK_SM", "LIBRARY_NAMES"]
 
 
 class _Util(ctypes.Structure):
@@ -55,6 +57,8 @@ class _ProcV1(ctypes.Structure):
 
 class Nvml:
     """An initialised NVML (module doc). Built by ``open_nvml``; ``lib`` is the ctypes CDLL."""
+
+    binding = "ctypes"
 
     def __init__(self, lib: Any) -> None:
         self.lib = lib
@@ -142,8 +146,25 @@ class Nvml:
                 self.lib = None
 
 
-def open_nvml(names: tuple = LIBRARY_NAMES) -> Nvml:
-    """Load and initialise NVML (module doc); raises NvmlError with the reason."""
+def open_nvml(names: tuple = LIBRARY_NAMES) -> Any:
+    """Load and initialise NVML (module doc); raises NvmlError with the reason. The bindings
+    are tried first when ``names`` is the default; anything they refuse goes to ctypes."""
+    if names == LIBRARY_NAMES:
+        try:
+            import pynvml  # noqa: WPS433 (optional: nvidia-ml-py)
+        except Exception:  # ImportError, or a broken install
+            pynvml = None
+        if pynvml is not None:
+            from .nvml_py import open_pynvml
+            try:
+                return open_pynvml(pynvml)
+            except NvmlError:
+                pass             # the ctypes reader says why in its own words, or works
+    return open_ctypes(names)
+
+
+def open_ctypes(names: tuple = LIBRARY_NAMES) -> Nvml:
+    """NVML through ctypes (module doc)."""
     lib = None
     last = ""
     for name in names:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional, Tuple
 
+from .intparse import ID_DIGITS, is_digits, parse_uint
+
 __all__ = ["FdTarget", "fd_kind", "strip_device", "OUTPUT_KINDS", "SOCKET_KINDS", "GPU_KINDS"]
 
 # Kinds whose writes can carry something to the outside world (a log, a peer, a terminal).
@@ -31,7 +33,7 @@ GPU_KINDS = frozenset({"nvidia", "nvidiactl", "nvidia-uvm"})
 
 _ANON_KINDS = {"eventfd": "eventfd", "eventpoll": "epoll", "timerfd": "timerfd",
                "signalfd": "signalfd", "pidfd": "pidfd", "inotify": "inotify"}
-_NVIDIA_N = re.compile(r"/dev/nvidia\d+$")
+_NVIDIA_N = re.compile(r"/dev/nvidia[0-9]+$")
 _DELETED = " (deleted)"
 
 
@@ -65,9 +67,18 @@ def _path_kind(path: str, device: bool) -> str:
     return "dev" if device else "file"
 
 
-@lru_cache(maxsize=8192)
+# Target texts longer than this are parsed each time, never cached (a hostile decoration of
+# a megabyte would otherwise stay in the caches below).
+_CACHED_TEXT_MAX = 4096
+
+
 def fd_kind(text: str) -> Optional[str]:
     """The kind of an fd from its target text (module doc); None for empty text."""
+    return _fd_kind(text) if len(text) <= _CACHED_TEXT_MAX else _fd_kind.__wrapped__(text)
+
+
+@lru_cache(maxsize=8192)
+def _fd_kind(text: str) -> Optional[str]:
     if not text:
         return None
     text, device = strip_device(text)
@@ -117,7 +128,8 @@ class FdTarget:
 
     @staticmethod
     def parse(text: Optional[str]) -> "FdTarget":
-        return _parse(text or "")
+        text = text or ""
+        return _parse(text) if len(text) <= _CACHED_TEXT_MAX else _parse.__wrapped__(text)
 
     @property
     def is_socket(self) -> bool:
@@ -164,17 +176,15 @@ def _parse(text: str) -> FdTarget:
         a, arrow, b = inside.partition("->")
         if arrow:
             return FdTarget(text, kind, local=_norm_addr(a), remote=_norm_addr(b))
-        if inside.isdigit():
+        if is_digits(inside) and len(inside) <= ID_DIGITS:
             return FdTarget(text, kind, inode=int(inside))
         return FdTarget(text, kind, local=_norm_addr(inside))
     if kind == "unix":
         a, arrow, b = inside.partition("->")
         first, _, path = a.partition(",")
-        inode = int(first) if first.isdigit() else None
         peer = b.split(",")[0] if arrow else ""
-        return FdTarget(text, kind, inode=inode, peer_inode=int(peer) if peer.isdigit() else None,
+        return FdTarget(text, kind, inode=parse_uint(first), peer_inode=parse_uint(peer),
                         local=path.strip('"') or None)
     if kind == "eventfd" and text.startswith("eventfd:["):
-        return FdTarget(text, kind, eventfd_id=int(inside) if inside.isdigit() else None)
-    first = inside.split(",")[0]
-    return FdTarget(text, kind, inode=int(first) if first.isdigit() else None)
+        return FdTarget(text, kind, eventfd_id=parse_uint(inside))
+    return FdTarget(text, kind, inode=parse_uint(inside.split(",")[0]))

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .intparse import parse_c_int
+
 __all__ = ["FutexOp", "decode_op", "parse_op_text", "COMMANDS", "WAIT_COMMANDS",
            "WAKE_COMMANDS", "PRIVATE_FLAG", "CLOCK_REALTIME"]
 
@@ -65,18 +67,21 @@ def decode_op(word: int) -> FutexOp:
     return FutexOp(name, bool(word & PRIVATE_FLAG), bool(word & CLOCK_REALTIME))
 
 
-@lru_cache(maxsize=1024)
 def parse_op_text(text: str) -> FutexOp:
-    """strace's op text (module doc); an unreadable text gives the op named as printed."""
+    """strace's op text (module doc); an unreadable text gives the op named as printed (its
+    first 120 characters: no op text is longer, and a cut line could make it a megabyte)."""
+    return _parse_op_text(text[:120])
+
+
+@lru_cache(maxsize=1024)
+def _parse_op_text(text: str) -> FutexOp:
     k = text.find("/* ")
     if k >= 0:
         text = text[k + 3:text.rfind(" */")]
     text = text.strip()
-    if (text[:2] == "0x" or text.isdigit()) and len(text) <= 24:   # no 4,300-digit ints
-        try:
-            return decode_op(int(text, 0))
-        except ValueError:
-            return FutexOp(text)
+    word = parse_c_int(text)            # a raw op word: -X raw, or one strace cannot name
+    if word is not None and word >= 0:
+        return decode_op(word)
     parts = text.split("|")
     base = parts[0]
     private = base.endswith("_PRIVATE")

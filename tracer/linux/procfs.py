@@ -10,7 +10,7 @@ Contract:
   user's process, or Yama ptrace_scope for /proc/PID/syscall), gives None / an empty value /
   is skipped, and the caller gets whatever could be read. Where the caller must tell "gone"
   from "denied" (a message to the user, a verdict that could not be reached), access.py says
-  which (``read_checked``, ``process_access``).
+  which (``read_checked``; processes.py's ``pid_access`` for a pid given by the user).
 - Files are read with os.open/os.read, not the io stack: a sampler reads several files for each
   of hundreds of threads ten times a second, and the buffered-file overhead dominates otherwise.
 - Names are never trusted: comm may hold spaces, parentheses, newlines and non-UTF-8 bytes
@@ -20,7 +20,6 @@ Contract:
 from __future__ import annotations
 
 import errno
-import fnmatch
 import os
 import time
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from .procfs_fds import listening_sockets, read_fds, socket_table
 
 __all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked", "Stat", "read_bytes", "read_text", "read_stat", "read_cmdline", "read_comm",
            "list_pids", "list_tids", "read_threads", "read_process_info", "read_thread_sample",
-           "read_io", "read_environ_rank", "read_environ_vars", "children_map", "descendants", "find_by_name",
+           "read_io", "read_environ_rank", "read_environ_vars", "children_map", "descendants",
            "pid_exists", "tgid_of", "boot_time", "TICKS_HZ",
            # re-exported from procfs_fds
            "read_fds", "socket_table", "listening_sockets"]
@@ -292,34 +291,6 @@ def descendants(pids: Iterable[int], root: str = "/proc",
                 out.append(child)
                 stack.append(child)
     return sorted(out)
-
-
-_GLOB_CHARS = frozenset("*?[")
-
-
-def find_by_name(pattern: str, root: str = "/proc") -> List[int]:
-    """Pids whose comm or full command line matches ``pattern`` (substring, or fnmatch glob).
-
-    Both are needed: comm is cut at 15 bytes, and a title set with setproctitle
-    ("sglang::scheduler_TP1") appears only in cmdline. The calling process (whose own command
-    line holds the pattern) is never returned when reading the live /proc.
-    """
-    is_glob = bool(_GLOB_CHARS & set(pattern))
-    me = os.getpid() if os.path.realpath(root) == "/proc" else -1
-    found = []
-    for pid in list_pids(root):
-        if pid == me:
-            continue
-        comm = read_comm(pid, root=root) or ""
-        argv = read_cmdline(pid, root)
-        texts = [comm, " ".join(argv)] + argv[:1] + [os.path.basename(argv[0])] if argv else [comm]
-        if is_glob:
-            hit = any(fnmatch.fnmatchcase(t, pattern) for t in texts)
-        else:
-            hit = any(pattern in t for t in texts)
-        if hit:
-            found.append(pid)
-    return sorted(found)
 
 
 # --------------------------------------------------------------------------- records

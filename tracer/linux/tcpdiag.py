@@ -33,7 +33,7 @@ from __future__ import annotations
 import socket
 import struct
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Iterable, Dict, List, Optional, Tuple
 
 from .sockdiag import (NLM_F_DUMP, NLM_F_REQUEST, SOCK_DIAG_BY_FAMILY,
                        SockDiagError, _attrs, done, dump_request, messages)
@@ -134,3 +134,30 @@ def tcp_sockets(timeout: float = 2.0) -> Optional[Dict[int, TcpSock]]:
     except OSError:
         return None
     return out
+
+
+def on_listening_port(s: TcpSock, listening: Iterable[Tuple[str, int]]) -> bool:
+    """``s`` is on one of the (address, port) pairs a listener binds (a wildcard address
+    included)."""
+    addr, port = s.local
+    return any(p == port and (a == addr or a in ("0.0.0.0", "::") or addr == "::ffff:" + a)
+               for a, p in listening)
+
+
+def accepted_since(before: Dict[int, TcpSock], now: Dict[int, TcpSock],
+                   listening: Iterable[Tuple[str, int]]) -> Dict[int, int]:
+    """{port: connections} taken on the listening ports between two dumps: a socket on such a
+    port that a file refers to (accepted: the tree took it out of the accept queue) or that the
+    server's side closed first (TIME_WAIT), and that was absent from ``before`` or was then
+    still waiting in the accept queue. A connection accepted and closed by its client between
+    two dumps leaves nothing in the kernel's tables."""
+    listening = list(listening)
+    ports: Dict[int, int] = {}
+    for cookie, s in now.items():
+        if s.state in ("LISTEN", "SYN_RECV") or not (s.inode or s.state == "TIME_WAIT") \
+                or not on_listening_port(s, listening):
+            continue
+        old = before.get(cookie)
+        if old is None or (not old.inode and old.state != "TIME_WAIT"):
+            ports[s.local[1]] = ports.get(s.local[1], 0) + 1
+    return ports

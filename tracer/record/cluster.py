@@ -32,7 +32,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-from ..errors import ToolMissing, UsageError
+from ..errors import OutputError, ToolMissing, UsageError, shown
+from ..outputs import open_streamed
 from ..tracefile.format import TraceReader
 
 VERDICT_STATUSES = (0, 3, 4, 5, 6, 7)
@@ -125,7 +126,7 @@ def plan(via: str, nodes: Sequence[str], att: AttachArgs, outdir: str, *,
                 + (["-c", container] if container else []) + ["--"] + attach
         else:
             if "{node}" not in via:
-                raise UsageError(f"unknown launcher {via!r}: slurm, kubectl, ssh, pdsh, or a "
+                raise UsageError(f"unknown launcher {shown(via)}: slurm, kubectl, ssh, pdsh, or a "
                                  "command template with {node} (e.g. 'ip netns exec {node}')")
             argv = [tok.replace("{node}", node) for tok in shlex.split(via)] + attach
         base = os.path.join(outdir, _safe(node))
@@ -147,7 +148,7 @@ def kubectl_pods(selector: str, namespace: Optional[str]) -> List[str]:
         raise ToolMissing(f"{shlex.join(argv)}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
     pods = [line.split("/", 1)[-1] for line in p.stdout.split() if line.strip()]
     if not pods:
-        raise UsageError(f"no pod matches the selector {selector!r}")
+        raise UsageError(f"no pod matches the selector {shown(selector)}")
     return pods
 
 
@@ -181,8 +182,14 @@ def _stop(procs: Dict[int, subprocess.Popen]) -> None:
 
 
 def _start(r: NodeRun) -> subprocess.Popen:
-    err = open(r.log, "wb")
-    out = open(r.trace, "wb") if r.trace else subprocess.DEVNULL
+    """The launcher, its stderr into NODE.log and its stdout (the trace) into NODE.htrace.gz:
+    new files at their names from the start (outputs.open_streamed)."""
+    err = open_streamed(r.log)
+    try:
+        out = open_streamed(r.trace) if r.trace else subprocess.DEVNULL
+    except OutputError:
+        err.close()
+        raise
     try:
         return subprocess.Popen(r.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                 start_new_session=True, close_fds=True)
@@ -206,6 +213,8 @@ def run(runs: Sequence[NodeRun], timeout: float, fanout: int = 32) -> List[NodeR
                     procs[i] = _start(runs[i])
                 except OSError as exc:            # the launcher is not installed, ...
                     started_error[i] = f"{runs[i].argv[0]}: {exc.strerror or exc}"
+                except OutputError as exc:        # a link planted at NODE.log, ...
+                    started_error[i] = str(exc)
             if time.monotonic() > deadline:
                 break
             time.sleep(0.05)

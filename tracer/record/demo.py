@@ -1,13 +1,20 @@
 """``hangtrace demo``: start a bundled hanging scenario, attach to it, print the verdict.
 
-Contract: finds the scenario programs in the source checkout (fixtures/scenarios beside the
-package), starts one in its own process group, waits for its ``READY <pid>`` line, records it
-with the chosen backend like ``attach`` does, and always kills the whole scenario group after,
-whatever happens (Ctrl-C included).
+Contract: finds the scenario programs through tracer/resources.py (fixtures/scenarios/ in a
+checkout, the package's ``tracer/scenarios`` in an installed copy), starts one in its own
+process group, waits for its ``READY <pid>`` line, records it with the chosen backend like
+``attach`` does, and always kills the whole scenario group after, whatever happens (Ctrl-C
+included). Python scenarios run with this interpreter as they are. C scenarios are compiled
+with gcc on first use (their build.py, by mtime): into ``bin/`` beside the sources in a
+checkout, into ``$XDG_CACHE_HOME/hangtrace/scenarios`` (default ``~/.cache``) for an installed
+copy, whose package folder is not a place to write; without gcc a C scenario is refused with
+one line saying so.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,25 +22,60 @@ import threading
 from pathlib import Path
 from typing import List, Optional
 
-from ..errors import HangtraceError
+from ..errors import HangtraceError, ToolMissing, shown
+from ..resources import is_checkout, scenario_dir
 
-SCENARIO_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
+__all__ = ["DemoError", "RunningScenario", "scenario_argv", "scenario_names", "SCENARIO_DIR"]
+
+SCENARIO_DIR = scenario_dir()
+_NOT_SCENARIOS = {"build", "__init__"}
 
 
 class DemoError(HangtraceError):
     pass
 
 
+def scenario_names() -> List[str]:
+    """Every bundled scenario (Python and C), by name."""
+    names = {p.stem for p in SCENARIO_DIR.glob("*.c")}
+    names |= {p.stem for p in SCENARIO_DIR.glob("*.py")
+              if not p.stem.startswith("_") and p.stem not in _NOT_SCENARIOS}
+    return sorted(names)
+
+
+def c_binary_dir() -> Path:
+    """Where compiled C scenarios go (module doc)."""
+    if is_checkout(SCENARIO_DIR):
+        return SCENARIO_DIR / "bin"
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "hangtrace" / "scenarios"
+
+
+def _build_c(name: str) -> Path:
+    if shutil.which("gcc") is None:
+        raise ToolMissing(f"scenario {name!r} is a C program and gcc is not installed "
+                          "(apt-get install gcc); the Python scenarios need nothing: "
+                          "hangtrace demo --list")
+    spec = importlib.util.spec_from_file_location("_hangtrace_scenario_build",
+                                                  SCENARIO_DIR / "build.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = c_binary_dir()
+    try:
+        mod.build(out_dir=out)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise DemoError(f"building the C scenarios into {out} failed: {exc}") from None
+    return out / name
+
+
 def scenario_argv(name: str) -> List[str]:
     py = SCENARIO_DIR / f"{name}.py"
-    if py.exists():
+    if py.exists() and name in scenario_names():
         return [sys.executable, str(py)]
-    src = SCENARIO_DIR / f"{name}.c"
-    if src.exists():
-        subprocess.run([sys.executable, str(SCENARIO_DIR / "build.py")], check=True,
-                       stdout=subprocess.DEVNULL)
-        return [str(SCENARIO_DIR / "bin" / name)]
-    raise DemoError(f"no scenario {name!r} in {SCENARIO_DIR} (the demo needs a source checkout)")
+    if (SCENARIO_DIR / f"{name}.c").exists():
+        return [str(_build_c(name))]
+    raise DemoError(f"no scenario {shown(name)} (bundled: {', '.join(scenario_names())})")
 
 
 class RunningScenario:
@@ -55,7 +97,8 @@ class RunningScenario:
         threading.Thread(target=drain, daemon=True).start()
         if not ready.wait(timeout) or self.pid is None:
             self.kill()
-            raise DemoError(f"scenario {name} did not become ready")
+            raise DemoError(f"scenario {name} did not become ready (some need arguments: "
+                            "see their source)")
 
     def kill(self) -> None:
         try:

@@ -1,14 +1,17 @@
 """``hangtrace doctor``: what this machine allows a tracer to do, and what to install.
 
 Contract:
-- ``doctor_facts()`` -> dict (JSON-ready, for tests and ``--json``): one entry per capability,
-  each ``{"ok": bool, "detail": str, "fix": str}`` ("fix" empty when ok), plus "backends":
-  which backends can run (ebpf, strace, proc) and why not; "ebpf_loader" says in one line
-  which eBPF loader works here (libbpf with the CO-RE objects, else BCC) and why the other
-  does not; "ebpf_cost" says what a syscall tracepoint costs every process on the machine
-  (the figure bench/overhead.py measured on an untraced bystander). It reads files, looks for
-  programs and opens libbpf (whose feature probes create and close a tiny map and program);
-  it loads none of hangtrace's programs, changes nothing and never raises.
+- ``doctor_facts()`` -> dict (JSON-ready, for tests and ``--json``; docs/doctor.schema.json):
+  ``format`` (``FORMAT``), ``version``, ``kernel``, ``root``, one entry per capability, each
+  ``{"ok": bool, "detail": str, "fix": str}`` ("fix" empty when ok), plus "backends":
+  which backends can run (ebpf, strace, proc) and why not. ``compiled_helpers`` says whether
+  the strace importer and trace reader run their compiled helpers or the pure-Python path;
+  "ebpf_loader" says in one line which eBPF loader works here (libbpf with the CO-RE objects,
+  else BCC) and why the other does not; "ebpf_cost" says what a syscall tracepoint costs every
+  process on the machine (the figure bench/overhead.py measured on an untraced bystander). It
+  reads files, looks for programs and opens libbpf (whose feature probes create and close a
+  tiny map and program); it loads none of hangtrace's programs, changes nothing and never
+  raises.
 - ``run_doctor(console)`` prints the facts as a table (``console`` is a rich Console or any
   object with ``print``) and returns 0 when at least one syscall backend (ebpf or strace) can
   run, else 1.
@@ -20,7 +23,9 @@ import os
 import shutil
 from typing import Any, Dict
 
-__all__ = ["doctor_facts", "run_doctor"]
+__all__ = ["doctor_facts", "run_doctor", "FORMAT"]
+
+FORMAT = "hangtrace.doctor/1"
 
 _DEB_WORKAROUND = ("no linux-headers package for this kernel: apt install linux-headers-amd64 "
                    "and link /lib/modules/$(uname -r)/build and /source to its trees "
@@ -101,8 +106,11 @@ def doctor_facts() -> Dict[str, Any]:
     from .backends.ebpf.backend import TRACEFS_DIRS, ebpf_problem
     from .backends.ebpf.env import TRACEPOINT_COST
     from .backends.strace_backend import ptrace_problem
+    from .. import __version__
+    from ..tracefile import fastpath
     rel = os.uname().release
-    facts: Dict[str, Any] = {"kernel": rel, "root": os.geteuid() == 0}
+    facts: Dict[str, Any] = {"format": FORMAT, "version": __version__, "kernel": rel,
+                             "root": os.geteuid() == 0}
     tfs = next((d for d in TRACEFS_DIRS if os.path.isdir(os.path.join(d, "events"))), None)
     facts["bpf_syscall"] = _bpf_syscall()
     btf = os.path.exists("/sys/kernel/btf/vmlinux")
@@ -149,13 +157,13 @@ def doctor_facts() -> Dict[str, Any]:
     spy = find_py_spy()
     facts["py_spy"] = _fact(bool(spy), spy or NOT_INSTALLED.split(" (")[0],
                             "pip install 'hangtrace[stacks]' (or set $HANGTRACE_PY_SPY)")
-    from .evidence.elfver import have_pyelftools
-    elf = have_pyelftools()
-    facts["pyelftools"] = _fact(elf, "importable" if elf else "missing",
-                                "pip install pyelftools (NCCL's version from libnccl)")
     facts["kmsg"] = _kmsg()
     facts["ebpf_loader"] = _ebpf_loader()
     facts["ebpf_cost"] = TRACEPOINT_COST
+    facts["compiled_helpers"] = _fact(fastpath.compiled() is not None, fastpath.status(),
+                                      "reinstall with a C compiler and Python's headers "
+                                      "(apt install gcc python3-dev); the pure-Python path "
+                                      "gives the same results, slower")
     ebpf_why = ebpf_problem()
     facts["backends"] = {
         "ebpf": {"ok": ebpf_why is None, "why": ebpf_why or "",
@@ -181,7 +189,7 @@ def run_doctor(console: Any) -> int:
         if not isinstance(f, dict) or "ok" not in f:
             continue
         mark = "ok  " if f["ok"] else "MISS"
-        line = f"  {mark} {key:<15} {f['detail']}"
+        line = f"  {mark} {key:<17} {f['detail']}"
         if f["fix"]:
             line += f"\n       -> {f['fix']}"
         console.print(line, markup=False) if _takes_markup(console) else console.print(line)

@@ -9,6 +9,13 @@ Contract:
   denied, not a CPython it can read), which the report turns into one note line
   (analysis/accumulate/stacks.py's ``failure_notes``).
 - ``take_stacks(pid)`` is the same for one pid (snapshot --stacks uses it).
+- ``native=True`` (attach/snapshot ``--native``): ``py-spy dump --native`` instead, which
+  pauses the process while it unwinds (never the default); it gives a ``NativeStack`` per
+  thread besides its ``PyStack`` (whose frames stay the Python ones). Processes py-spy cannot
+  read natively (not Python, py-spy missing or refused) get a stack scan of their blocked
+  threads instead (probes/native.py), never a pause.
+- When a dump says a thread holds the GIL, a ``PythonRuntime`` event says where the GIL lies
+  (probes/pyruntime.py), so that the analysis can tell GIL waits from other futex waits.
 - Which py-spy: ``$HANGTRACE_PY_SPY`` if set (an empty value means "none"), else ``py-spy`` on
   PATH, else next to the running interpreter (a virtual environment's bin/).
 - A process is a Python process when its executable is named python*, or it maps libpython.
@@ -26,9 +33,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional
 
 from .. import events as ev
+from ..events.stacks import NativeStack
 
 __all__ = ["find_py_spy", "is_python_process", "take_stacks", "py_stacks_probe",
-           "format_frame", "NOT_INSTALLED"]
+           "native_stacks_probe", "format_frame", "format_native", "NOT_INSTALLED"]
 
 NOT_INSTALLED = "py-spy is not installed (pip install 'hangtrace[stacks]')"
 _PY_EXE = re.compile(r"^python[\d.]*(-dbg)?$")
@@ -89,15 +97,28 @@ def _why(stderr: str) -> str:
     return f"py-spy failed: {first[:160]}"
 
 
-def take_stacks(pid: int, py_spy: Optional[str] = None,
-                timeout: float = _TIMEOUT_S) -> List[ev.PyStack]:
-    """``PyStack`` events for every thread of ``pid`` (or one failure event; module doc)."""
+def format_native(frame: Dict[str, Any]) -> str:
+    """One py-spy --native frame: "func (lib.so)" for native code, else format_frame's."""
+    if not frame.get("module"):
+        return format_frame(frame)
+    name = str(frame.get("name") or "?")
+    if len(name) > 160:            # C++ template instantiations run to kilobytes
+        name = name[:157] + "..."
+    return f"{name} ({frame.get('short_filename') or '?'})"
+
+
+def take_stacks(pid: int, py_spy: Optional[str] = None, timeout: float = _TIMEOUT_S,
+                native: bool = False) -> List[ev.Event]:
+    """``PyStack`` events for every thread of ``pid`` (or one failure event), with
+    ``NativeStack`` events when ``native`` and a ``PythonRuntime`` when a thread holds the GIL
+    (module doc)."""
     now = time.time()
     exe = py_spy or find_py_spy()
     if exe is None:
         return [ev.PyStack(ts=now, pid=pid, tid=0, error=NOT_INSTALLED)]
+    how = ["--native"] if native else ["--nonblocking"]
     try:
-        p = subprocess.run([exe, "dump", "--pid", str(pid), "--json", "--nonblocking"],
+        p = subprocess.run([exe, "dump", "--pid", str(pid), "--json", *how],
                            capture_output=True, text=True, timeout=timeout,
                            stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
@@ -110,32 +131,55 @@ def take_stacks(pid: int, py_spy: Optional[str] = None,
         threads = json.loads(p.stdout)
     except ValueError:
         return [ev.PyStack(ts=now, pid=pid, tid=0, error="py-spy printed no JSON")]
-    out: List[ev.PyStack] = []
+    out: List[ev.Event] = []
     for t in threads if isinstance(threads, list) else []:
         tid = t.get("os_thread_id")
         if not isinstance(tid, int):
             continue   # py-spy could not map the pthread id to a kernel tid
+        frames = [f for f in t.get("frames") or [] if isinstance(f, dict)]
+        py = [f for f in frames if not f.get("module")]       # native ones name their file
         out.append(ev.PyStack(
             ts=now, pid=int(t.get("pid") or pid), tid=tid,
             thread_name=str(t.get("thread_name") or ""),
-            frames=[format_frame(f) for f in t.get("frames") or []],
-            active=t.get("active"), owns_gil=t.get("owns_gil"),
-            files=[str(f.get("filename") or "") for f in t.get("frames") or []]))
+            frames=[format_frame(f) for f in py], active=t.get("active"),
+            owns_gil=t.get("owns_gil"), files=[str(f.get("filename") or "") for f in py]))
+        if native:
+            out.append(NativeStack(ts=now, pid=pid, tid=tid, source="py-spy",
+                                   frames=[format_native(f) for f in frames],
+                                   libs=[str(f.get("module") or "") for f in frames]))
+    if any(isinstance(e, ev.PyStack) and e.owns_gil for e in out):
+        from .probes.pyruntime import python_runtime
+        out.append(python_runtime(pid, now))
     return out
 
 
-def py_stacks_probe(pids: List[int], analyzer: object = None) -> List[ev.PyStack]:
-    """EndProbe (session.py): stacks of every running Python process among ``pids``."""
-    targets = [p for p in pids if _running(p) and is_python_process(p)]
-    if not targets:
-        return []
+def py_stacks_probe(pids: List[int], analyzer: object = None,
+                    native: bool = False) -> List[ev.Event]:
+    """EndProbe (session.py): stacks of every running Python process among ``pids`` (and with
+    ``native``, the native frames of every process: module doc)."""
+    running = [p for p in pids if _running(p)]
+    targets = [p for p in running if is_python_process(p)]
     exe = find_py_spy()
     if exe is None:
         now = time.time()
-        return [ev.PyStack(ts=now, pid=p, tid=0, error=NOT_INSTALLED) for p in targets]
-    with ThreadPoolExecutor(max_workers=min(8, len(targets))) as pool:
-        results = list(pool.map(lambda p: take_stacks(p, exe), targets))
-    return [s for r in results for s in r]
+        out: List[ev.Event] = [ev.PyStack(ts=now, pid=p, tid=0, error=NOT_INSTALLED)
+                               for p in targets]
+    elif targets:
+        with ThreadPoolExecutor(max_workers=min(8, len(targets))) as pool:
+            results = list(pool.map(lambda p: take_stacks(p, exe, native=native), targets))
+        out = [s for r in results for s in r]
+    else:
+        out = []
+    if native:
+        from .probes.native import scan_uncovered
+        out += scan_uncovered(running, out, analyzer)
+    return out
+
+
+def native_stacks_probe(pids: List[int], analyzer: object = None) -> List[ev.Event]:
+    """``py_stacks_probe`` with native frames (attach --native)."""
+    return py_stacks_probe(pids, analyzer, native=True)
 
 
 py_stacks_probe.__name__ = "python stacks"
+native_stacks_probe.__name__ = "python and native stacks"

@@ -11,8 +11,8 @@ Contract:
   descendants are recorded.
 - ``record(...)`` is the live mode: backends put events on a queue; this thread takes them off,
   writes each to the trace (flushed at least once a second) and feeds the same ``Analyzer`` that
-  replays a trace file. It ends at ``duration``, on Ctrl-C or SIGTERM (``StopFlag``: the
-  handler sets a flag the loop reads), or when every target is gone; in every case the
+  replays a trace file. It ends at ``duration``, on Ctrl-C, SIGTERM or SIGHUP (``StopFlag``:
+  the handler sets a flag the loop reads), or when every target is gone; in every case the
   backends are stopped (strace detached, no child left), the trace is closed with its end
   record, and the report is built from what was recorded. The output file is created before
   any backend attaches (an unwritable path fails without touching the target); trouble the
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .. import events as ev
-from ..errors import AccessDenied, HangtraceError, TargetGone, ToolMissing, UsageError
-from ..linux import access, procfs
+from ..errors import AccessDenied, HangtraceError, TargetGone, ToolMissing, UsageError, shown
+from ..linux import access, processes, procfs
 from ..linux.netns import node_identity
 from ..analysis.analyzer import Analyzer
 from .backends.base import Backend, TargetSet
@@ -44,11 +44,13 @@ SessionError = HangtraceError
 
 def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False) -> List[int]:
     """The root pids to record: each given pid (it must exist and be readable) and every
-    process ``name`` matches. pid 1 and kernel threads are refused unless ``force`` (their
-    trees are the whole machine); hangtrace itself is refused always."""
+    process ``name`` matches (linux/processes.py). pid 1 and kernel threads are refused unless
+    ``force`` (their trees are the whole machine): a given pid with a message, a match left
+    out; hangtrace itself is refused always, and its ancestors are never matches (``--name``
+    in a shell wrapper would match the wrapper)."""
     out: List[int] = []
     for pid in pids:
-        why = access.process_access(pid)
+        why = processes.pid_access(pid)
         if why == access.GONE:
             raise TargetGone(f"no process with pid {pid}")
         if why is not None:
@@ -64,12 +66,13 @@ def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False
                              "process; give --force to try anyway")
         out.append(pid)
     if name:
-        found = procfs.find_by_name(name)
+        found, left_out = processes.select_by_name(name, force=force)
         if not found:
-            raise TargetGone(f"no process matches --name {name!r}")
+            raise TargetGone(f"no process matches --name {shown(name)}"
+                             + (f" (left out: {'; '.join(left_out)})" if left_out else ""))
         out.extend(p for p in found if p not in out)
     if not out:
-        raise UsageError("give at least one pid or --name PATTERN")
+        raise UsageError("give at least one pid (-p PID) or --name PATTERN")
     return out
 
 
@@ -105,7 +108,7 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
             raise ToolMissing(f"proc backend unavailable: {why}")
         return [proc], "proc (/proc sampling only, never stops the target)"
     if name not in ("auto", "strace", "ebpf"):
-        raise UsageError(f"unknown backend {name!r} (auto, proc, strace, ebpf)")
+        raise UsageError(f"unknown backend {shown(name)} (auto, proc, strace, ebpf)")
     from .backends.ebpf.backend import EbpfBackend
     from .backends.strace_backend import StraceBackend
     ebpf_why = EbpfBackend().check() if name in ("auto", "ebpf") else None
@@ -178,8 +181,13 @@ def _final_infos(pids: List[int]) -> List[ev.ProcessInfo]:
 EndProbe = Callable[[List[int], Analyzer], List[ev.Event]]
 
 
+# What ends a recording early, keeping everything (the trace closed with its end record, the
+# report built): Ctrl-C, kill, and a hang-up (a terminal closed, an ssh session dropped).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 class StopFlag:
-    """Set by SIGTERM and SIGINT while a recording runs; the recording loop reads it.
+    """Set by STOP_SIGNALS while a recording runs; the recording loop reads it.
 
     The handler only assigns an attribute: no exception is raised at an arbitrary point (say,
     between writing an event and feeding it to the analyzer, or inside a queue's lock) and no
@@ -196,7 +204,7 @@ class StopFlag:
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return      # signals reach the main thread only; its owner stops us there
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             self._old[sig] = signal.signal(sig, self._handler)
 
     def restore(self) -> None:
@@ -231,6 +239,8 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     family = OwnFamily(roots)
     all_pids, left_out = plan_targets(roots, family)
     raw = create_output(output)       # an unwritable path fails here, before any attach
+    if isinstance(raw.name, str):     # a made-up name (FreshName) may have become NAME-2
+        output = raw.name
     targets = TargetSet(roots, exclude=family)
     for pid in all_pids:
         targets.add(pid)
@@ -239,6 +249,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     names = [b.name for b in backends]
     q: "queue.Queue[ev.Event]" = queue.Queue()
     reason = "complete"
+    stopped_by = ""                   # the signal that ended it early, if one did
     started: List[Backend] = []
     writer: Optional[TraceWriter] = None
     analyzer: Optional[Analyzer] = None
@@ -296,6 +307,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                     break
         if stop.signum is not None:
             reason = "interrupted"
+            stopped_by = signal.Signals(stop.signum).name
     except BaseException:
         reason = "error"
         raise
@@ -326,7 +338,8 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                 take(ev.ObserveError(ts=end, source=source, what="backend", why=msg))
             writer.close(reason, end_ts=end)
             stop.restore()
-    notes = [f"recording ended early: {reason}"] if reason != "complete" else []
+    notes = [f"recording ended early: {reason}" + (f" ({stopped_by})" if stopped_by else "")
+             ] if reason != "complete" else []
     notes.append(_cpu_note(cpu + [_own_cpu()], end - start))
     notes.extend(n for b in backends for n in getattr(b, "notes", ()))
     assert analyzer is not None

@@ -72,11 +72,14 @@ def _process_snapshot(pid: int, root: str) -> Optional[ProcessSnapshot]:
 
 
 def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = False,
-                  evidence: bool = True) -> Snapshot:
+                  evidence: bool = True, native: bool = False) -> Snapshot:
     """Snapshot of every process of the trees rooted at ``pids``, each parent before its children.
 
-    ``stacks``: also each Python process's stacks through py-spy (pystacks.py); a stack that
-    could not be taken is an ``errors`` line."""
+    ``stacks``: also each Python process's stacks through py-spy (pystacks.py), and the
+    kernel stacks of threads in D state or blocked in an ioctl, a device read/write or a futex
+    wait without timeout (probes/kernel_stacks.py); what could not be read is an ``errors``
+    line. ``native``: native frames too (pystacks.py: py-spy --native pauses each Python
+    process briefly; other processes get a stack scan of their blocked threads)."""
     roots = list(dict.fromkeys(pids))
     snap = Snapshot(ts=time.time(), host=platform.node(), roots=roots)
     tree = procfs.children_map(root)
@@ -100,7 +103,9 @@ def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = Fa
         if not ps.fds_readable:
             snap.errors.append(f"pid {pid}: fds not readable (another user's process: run as "
                                "root or as its owner)")
-    taken = _add_stacks(snap) if stacks else []
+    if stacks:
+        _add_kernel_stacks(snap)            # before py-spy: its reading never pauses, but
+    taken = _add_stacks(snap, native) if stacks else []   # the kernel's view comes first
     if evidence and root == "/proc":
         snap.evidence = _evidence(snap, taken)
     return snap
@@ -127,20 +132,56 @@ def _evidence(snap: Snapshot, stacks: list) -> Dict[str, Any]:
     return build_evidence(table, procs, now=snap.ts).to_json()
 
 
-def _add_stacks(snap: Snapshot) -> list:
+def _add_kernel_stacks(snap: Snapshot) -> None:
+    from ..analysis.vocab.stack_facts import StackFacts
+    from ..analysis.vocab.waits import wait_from_proc
+    from .probes.kernel_stacks import read_thread_stacks, stack_reason
+    wanted = {}
+    for p in snap.processes:
+        for t in p.threads:
+            w = wait_from_proc(t.syscall_raw, p.fds) if t.syscall_raw else None
+            reason = stack_reason(t.state, w)
+            if reason is not None:
+                wanted[(p.pid, t.tid)] = reason.replace("blocked all window in", "blocked in")
+    facts = StackFacts()
+    for e in read_thread_stacks(wanted):
+        facts.feed(e)
+    for p in snap.processes:
+        for t in p.threads:
+            t.kernel_stack = facts.kernel_frames(p.pid, t.tid)
+    snap.errors.extend(facts.notes())
+
+
+def _add_stacks(snap: Snapshot, native: bool = False) -> list:
     from ..analysis.accumulate.stacks import failure_notes
+    from ..analysis.vocab.stack_facts import StackFacts
+    from ..events import PyStack
+    from .probes.native import scan_uncovered
     from .pystacks import find_py_spy, is_python_process, take_stacks
     exe = find_py_spy()
-    failures, taken = [], []
+    failures, taken, every = [], [], []
     for p in snap.processes:
         if p.state in ("Z", "X") or not is_python_process(p.pid):
             continue
         by_tid = {t.tid: t for t in p.threads}
-        for s in take_stacks(p.pid, exe):
+        for s in take_stacks(p.pid, exe, native=native):
+            every.append(s)
+            if not isinstance(s, PyStack):
+                continue
             if s.error:
                 failures.append(s)
             elif s.tid in by_tid:
                 by_tid[s.tid].stack = list(s.frames)
+                by_tid[s.tid].owns_gil = s.owns_gil
                 taken.append(s)
     snap.errors.extend(failure_notes(failures))
+    if native:
+        live = [p.pid for p in snap.processes if p.state not in ("Z", "X")]
+        facts = StackFacts()
+        for e in every + scan_uncovered(live, every):
+            facts.feed(e)
+        for p in snap.processes:
+            for t in p.threads:
+                t.native_stack = facts.native_frames(p.pid, t.tid)[0]
+        snap.errors.extend(n for n in facts.notes() if n.startswith("native"))
     return taken

@@ -15,8 +15,8 @@ Contract:
   silence began, when the recording began). One capture per silence: the next one waits until
   the tree has made progress again and gone silent again. Then it goes on watching.
 - It ends after ``options.max_captures`` captures (0: never), returning the last verdict's exit
-  status (``--once`` is one capture); with 0 on SIGTERM or Ctrl-C (a recording in progress is
-  ended early, saved and reported first); with 5 (exited) when every watched process is gone
+  status (``--once`` is one capture); with 0 on SIGTERM, SIGHUP or Ctrl-C (a recording in
+  progress is ended early, saved and reported first); with 5 (exited) when every watched process is gone
   and no ``--name`` pattern could bring new ones; with 1 when a recording failed and no capture
   is left to make.
 - ``on_capture(capture)`` is called after each capture (the CLI prints the report there);
@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Deque, List, Optional
 
 from ..analysis.watch_rules import Signal, TreeLook, progress_signals
+from ..errors import OutputError
+from ..outputs import FreshName, create_fresh
 from ..report import Report
 from .watch_looks import TreeSampler
 
@@ -107,16 +109,19 @@ class Watcher:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> int:
-        old_term = signal.signal(signal.SIGTERM, lambda s, f: self._stop.set()) \
-            if threading.current_thread() is threading.main_thread() else None
+        # SIGTERM and SIGHUP (a terminal closed) stop it as Ctrl-C does; a recording in
+        # progress has its own handlers (session.StopFlag) and is saved first
+        old = {sig: signal.signal(sig, lambda s, f: self._stop.set())
+               for sig in (signal.SIGTERM, signal.SIGHUP)} \
+            if threading.current_thread() is threading.main_thread() else {}
         try:
             return self._loop()
         except KeyboardInterrupt:
             self.say("watch stopped")
             return 0
         finally:
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
+            for sig, handler in old.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
             self.sampler.close()
 
     def _look(self) -> TreeLook:
@@ -189,7 +194,7 @@ class Watcher:
 
     def _capture(self, look: TreeLook, silent_since: float,
                  last: List[Signal]) -> Optional[Capture]:
-        from ..render.console import render_report
+        from ..render.console import render_report, report_console
         from .session import SessionError
         opts = self.opts
         roots = self.sampler.tree_roots(look)
@@ -201,7 +206,8 @@ class Watcher:
                  f"{', '.join(map(str, roots))} for {opts.duration:g} s")
         try:
             os.makedirs(opts.output_dir, exist_ok=True)
-            done = (self.recorder or self._record)(roots, base + ".htrace.gz")
+            # names others can predict: created fresh (NAME-2... when taken), never replaced
+            done = (self.recorder or self._record)(roots, FreshName(base + ".htrace.gz"))
         except (SessionError, OSError) as exc:
             self.failed += 1
             text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -212,17 +218,19 @@ class Watcher:
             "silent_since": silent_since, "recorded_from": report.window["start"],
             "silent_for": opts.silent_for, "last_progress": [s.text for s in last[:5]],
             "summary": silence_summary(silent_since, report.window["start"], bool(last))}
+        base = _trace_base(done.trace_path) or base
         cap = Capture(report, done.trace_path, base + ".txt", base + ".json", done.reason,
                       done.errors)
         try:
-            with open(cap.json_path, "w") as f:
+            with create_fresh(cap.json_path, text=True) as f:
+                cap.json_path = f.name
                 json.dump(report.to_json(), f, indent=2)
                 f.write("\n")
-            with open(cap.text_path, "w") as f:
-                from rich.console import Console
-                render_report(report, Console(file=f, width=120, color_system=None))
-        except OSError as exc:
-            self.say(f"cannot write the report into {opts.output_dir}: {exc.strerror}")
+            with create_fresh(cap.text_path, text=True) as f:
+                cap.text_path = f.name
+                render_report(report, report_console(file=f))
+        except OutputError as exc:
+            self.say(f"cannot write the report into {opts.output_dir}: {exc}")
         self.captures.append(cap)
         self.say(f"capture {len(self.captures)}: {report.verdict} ({report.rule}); "
                  f"{cap.trace_path}, {os.path.basename(cap.text_path)}, "
@@ -231,3 +239,8 @@ class Watcher:
             self.on_capture(cap)
         return cap
 
+
+def _trace_base(trace_path: str) -> str:
+    """``DIR/NAME`` of ``DIR/NAME.htrace.gz`` (the name the trace got), "" for another name."""
+    suffix = ".htrace.gz"
+    return trace_path[:-len(suffix)] if trace_path.endswith(suffix) else ""

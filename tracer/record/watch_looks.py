@@ -24,7 +24,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from ..analysis.watch_rules import ProcessLook, TreeLook
-from ..linux import procfs
+from ..linux import processes, procfs
 from .backends.proc_backend import ParentCache
 
 __all__ = ["TreeSampler", "socket_inodes"]
@@ -122,7 +122,7 @@ class TreeSampler:
         mine = self._mine(tree)
         if self.name and now >= self._next_rescan:
             self._next_rescan = now + self.rescan_s
-            for pid in procfs.find_by_name(self.name, self.root):
+            for pid in processes.select_by_name(self.name, root=self.root)[0]:
                 if pid not in self.roots and pid not in mine:
                     self.roots.append(pid)
         alive = [p for p in self.roots if p in self._parents.ppid] + list(self._tracked)

@@ -4,11 +4,14 @@ Contract: reads only the Report (never /proc, never the trace). Threads that did
 verdict (library helpers, parked pool threads) are folded into one line per process unless
 ``verbose``; everything else shows its verdict, the rule that fired and its evidence. A merged
 report (several nodes) shows one tree per node, and pids and tids as their node knows them
-(the report's ids are keys there: ``_Ids``).
+(the report's ids are keys there: ``_Ids``). ``report_console(file, stderr)`` is the Console a
+report goes to: on a terminal it wraps to the terminal's width; anywhere else (a pipe, a file,
+watch's REPORT.txt) it never wraps a line and has no colours, so that grep over saved reports
+finds whole lines.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,9 +21,25 @@ from rich.tree import Tree
 from ..report import ProcessReport, Report, ThreadReport
 
 STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
+LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
+NO_WRAP_WIDTH = 1_000_000   # "never wrap": wider than any line a report has
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
          "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
          "unknown": "dim"}
+
+
+def report_console(file: Any = None, stderr: bool = False) -> Console:
+    """The Console a report is printed on (module doc)."""
+    import sys
+    stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    try:
+        tty = stream is not None and stream.isatty()
+    except (ValueError, OSError):
+        tty = False
+    if tty:
+        return Console(file=file, stderr=stderr)
+    return Console(file=file, stderr=stderr, width=NO_WRAP_WIDTH, soft_wrap=True,
+                   color_system=None)
 
 
 def _verdict(v: str) -> str:
@@ -76,6 +95,14 @@ def _thread_line(t: ThreadReport, tid: Optional[int] = None) -> Text:
         line += "\n  [cyan]py:[/] " + "\n      ".join(f"[cyan]{escape(f)}[/]" for f in shown)
         if more:
             line += f"\n      [dim]… {more} outer frames[/]"
+    for label, style, frames in (("native", "green", t.native_stack),
+                                 ("kernel", "magenta", t.kernel_stack)):
+        if frames:      # below Python: the C frames, then the kernel's (issue 24)
+            shown = frames[:LOW_FRAMES]
+            line += f"\n  [{style}]{label}:[/] " + "\n          ".join(
+                f"[{style}]{escape(f)}[/]" for f in shown)
+            if len(frames) > len(shown):
+                line += f"\n          [dim]… {len(frames) - len(shown)} outer frames[/]"
     return Text.from_markup(line)
 
 
@@ -145,7 +172,7 @@ def render_report(report: Report, console: Optional[Console] = None, *,
         else:
             who = ids.pid(rc["pid"]) + (f" tid {ids.tid(rc['pid'], rc['tid'])}" if rc.get("tid")
                                         else "") if rc.get("pid") else ""
-        console.print(Text.from_markup(f"[bold]root cause[/] [dim]{who}[/]: "
+        console.print(Text.from_markup(f"[bold]root cause[/]{' [dim]' + who + '[/]' if who else ''}: "
                                        f"{escape(rc['summary'])}"))
     by_pid = {p.pid: p for p in report.processes}
     roots = [p for p in report.processes if p.ppid not in by_pid]
@@ -163,7 +190,11 @@ def render_report(report: Report, console: Optional[Console] = None, *,
         if r.node is not None and r.node not in per_node:
             per_node[r.node] = tree.add(Text.from_markup(f"[bold]node {escape(r.node)}[/]"))
         walk(per_node.get(r.node or "", tree), r)
-    console.print(tree)
+    if report.processes:
+        console.print(tree)
+    recorder = flight_recorder_tree(report.flight_recorder)
+    if recorder is not None:
+        console.print(recorder)
     waits = wait_graph_tree(report.wait_graph, verbose)
     if waits is not None:
         console.print(waits)
@@ -183,6 +214,23 @@ def render_report(report: Report, console: Optional[Console] = None, *,
         console.print(Text.from_markup(f"[yellow]note:[/] {escape(n)}"))
     if report.trace_path:
         console.print(Text.from_markup(f"[dim]trace saved: {escape(report.trace_path)}[/]"))
+
+
+def flight_recorder_tree(fr: Optional[Dict]) -> Optional[Tree]:
+    """PyTorch Flight Recorder: each group's ranks at their last collective, then findings."""
+    if not fr or not (fr.get("groups") or fr.get("findings")):
+        return None
+    tree = Tree("[bold]flight recorder[/] [dim](PyTorch, per-rank collective log)[/]",
+                guide_style="dim")
+    for g in fr.get("groups", []):
+        node = tree.add(Text(f"group {g['group']} (ranks {g['ranks']})"))
+        for s in g["states"]:
+            pid = f" pid {s['pid']}" if s.get("pid") else ""
+            node.add(Text(f"rank {s['rank']}{pid}: enqueued up to {s['last_enqueued']}, "
+                          f"completed up to {s['last_completed']}: {s['op']}", style="dim"))
+    for f in fr.get("findings", []):
+        tree.add(Text.from_markup(f"[bold red]{escape(f['kind'])}:[/] {escape(f['text'])}"))
+    return tree
 
 
 def rank_stacks_tree(groups: List[Dict], frames: int = 4) -> Optional[Tree]:

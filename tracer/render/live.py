@@ -9,7 +9,9 @@ Contract:
 - Shown: the provisional tree verdict and root cause, a progress bar of the recording window,
   and the process tree with each process's and each deciding thread's state and verdict, the
   rates over about the last 2 s (syscalls/s, eventfd writes/s, futex waits/s, GPU ioctls/s,
-  bytes written/s), CPU% over the window, and the time since it last wrote output.
+  bytes written/s), CPU% over the window, and the time since it last wrote output. It fits
+  80 columns with every column title whole (short titles, explained in the view's last line;
+  the name column takes what is left and is cut with an ellipsis).
 - Cost: the display is redrawn at most every ``refresh_s`` (0.5 s); ``report()`` runs at most
   every max(refresh_s, 10 x its last cost), so that the view takes at most about a tenth of the
   recording thread even when a report is slow (many threads). ``stats`` says what it cost.
@@ -32,14 +34,17 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from ..analysis.accumulate.stats import syscall_backends
 from ..report import ProcessReport, Report
 
 __all__ = ["LiveView", "LiveStats", "RATE_KEYS"]
 
 # Counters turned into per-second rates between two refreshes, and their column titles.
 RATE_KEYS: Tuple[Tuple[str, str], ...] = (
-    ("syscalls", "sys/s"), ("eventfd_writes", "efd w/s"), ("futex_waits", "futex/s"),
-    ("gpu_ioctls", "GPU ioctl/s"), ("output_bytes", "out B/s"))
+    ("syscalls", "sys/s"), ("eventfd_writes", "efd/s"), ("futex_waits", "ftx/s"),
+    ("gpu_ioctls", "gpu/s"), ("output_bytes", "outB/s"))
+LEGEND = ("efd: eventfd writes, ftx: futex waits, gpu: GPU ioctls, outB: bytes of output, "
+          "quiet: since the last output; Ctrl-C ends the recording early")
 
 RATE_WINDOW_S = 2.0     # rates are over about the last 2 s
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
@@ -89,6 +94,10 @@ class LiveView:
     def __exit__(self, *exc: Any) -> None:
         self._live.stop()
 
+    def say(self, line: str) -> None:
+        """A line for the user while the view is up: printed above it, never inside it."""
+        self._live.console.print(Text(line), soft_wrap=True)
+
     # ------------------------------------------------------------------ ticking
     def on_tick(self, elapsed: float, analyzer: Any) -> None:
         """session.record's on_tick: refresh the report (throttled) and redraw (throttled)."""
@@ -113,7 +122,7 @@ class LiveView:
     def _take_report(self, analyzer: Any) -> None:
         wall = time.time()
         report: Report = analyzer.report(end=wall)
-        self._has_syscalls = any(b.startswith("strace") or b == "ebpf" for b in report.backends)
+        self._has_syscalls = syscall_backends(report.backends)
         counts: Dict[Key, Dict[str, float]] = {}
         for p in report.processes:
             for t in p.threads:
@@ -144,10 +153,12 @@ class LiveView:
         head.add_column()
         head.add_column()
         done = min(self._elapsed, self.duration)
+        bar = max(10, min(40, self.console.width - 44))
         head.add_row(Text("hangtrace live", style="bold"),
-                     ProgressBar(total=self.duration, completed=done, width=40),
+                     ProgressBar(total=self.duration, completed=done, width=bar),
                      Text(f"{done:4.1f}/{self.duration:g} s  "
-                          f"pids {', '.join(map(str, self.roots))}"))
+                          f"pids {', '.join(map(str, self.roots))}", no_wrap=True,
+                          overflow="ellipsis"))
         parts: List[RenderableType] = [head]
         r = self._report
         if r is None:
@@ -160,19 +171,10 @@ class LiveView:
                 parts.append(Text(f"root cause: {r.root_cause['summary']}", style="italic",
                                   overflow="ellipsis", no_wrap=True))
             parts.append(self._table(r))
-        parts.append(Text("Ctrl-C ends the recording early and prints the report", style="dim"))
+        parts.append(Text(LEGEND, style="dim"))
         return Group(*parts)
 
     def _table(self, r: Report) -> Table:
-        t = Table(box=None, pad_edge=False, header_style="bold dim", expand=False)
-        t.add_column("pid/tid", no_wrap=True)
-        t.add_column("name", no_wrap=True, max_width=34, overflow="ellipsis")
-        t.add_column("st")
-        t.add_column("verdict", no_wrap=True)
-        for _, title in RATE_KEYS:
-            t.add_column(title, justify="right")
-        t.add_column("CPU%", justify="right")
-        t.add_column("last out", justify="right")
         now = time.time()
         by_pid = {p.pid: p for p in r.processes}
         order: List[Tuple[int, ProcessReport]] = []
@@ -186,6 +188,16 @@ class LiveView:
         for p in r.processes:
             if p.ppid not in by_pid:
                 walk(p, 0)
+        ids = max((2 * d + 2 + len(str(max([p.pid] + [th.tid for th in p.threads]))))
+                  for d, p in order) if order else 7
+        t = Table(box=None, pad_edge=False, header_style="bold dim", expand=False,
+                  padding=(0, 1, 0, 0))
+        t.add_column("pid/tid", no_wrap=True, min_width=max(7, ids))
+        t.add_column("name", max_width=34, min_width=6, overflow="ellipsis")   # the one that gives
+        t.add_column("st", no_wrap=True, min_width=2)
+        t.add_column("verdict", no_wrap=True, min_width=12)
+        for _, title in RATE_KEYS + (("", "cpu%"), ("", "quiet")):
+            t.add_column(title, justify="right", no_wrap=True, min_width=max(len(title), 5))
         for depth, p in order:
             self._process_rows(t, p, depth, now)
         return t
@@ -198,7 +210,7 @@ class LiveView:
         last = max((self._last_output.get(k, 0.0) for k in keys), default=0.0)
         indent = "  " * depth
         label = p.role if p.role != "other" else (" ".join(p.cmdline)[:40] or p.comm)
-        table.add_row(Text(f"{indent}{p.pid}", style="bold"), Text(label, style="bold"),
+        table.add_row(Text(f"{indent}{p.pid}", style="bold"), _name(label, "bold"),
                       Text(f"{len(p.threads)}t", style="dim"), Text.from_markup(_verdict(p.verdict)),
                       *self._rate_cells(rates), _cpu(cpu if has_cpu else None),
                       self._ago(last, now))
@@ -207,7 +219,7 @@ class LiveView:
         shown = (deciding + others)[:self.max_threads]
         for th in shown:
             key = (p.pid, th.tid)
-            table.add_row(Text(f"{indent}  {th.tid}"), Text(th.name or "?"),
+            table.add_row(Text(f"{indent}  {th.tid}"), _name(th.name or "?"),
                           Text(th.state), Text.from_markup(_verdict(th.verdict, dim=bool(
                               th.helper or th.parked))),
                           *self._rate_cells(self._rates.get(key)),
@@ -216,7 +228,7 @@ class LiveView:
         hidden = len(p.threads) - len(shown)
         if hidden > 0:
             table.add_row(Text(f"{indent}  +{hidden}", style="dim"),
-                          Text("more threads (helpers / parked)", style="dim"))
+                          _name("more threads (helpers / parked)", "dim"))
 
     def _rate_cells(self, rates: Optional[Dict[str, float]]) -> List[Text]:
         if not self._has_syscalls or rates is None:
@@ -229,7 +241,12 @@ class LiveView:
             return Text("–", style="dim")
         if not ts:
             return Text("never", style="dim")
-        return Text(f"{max(0.0, now - ts):.1f}s ago")
+        ago = max(0.0, now - ts)
+        return Text(f"{ago:.1f}s" if ago < 100 else f"{ago:.0f}s")
+
+
+def _name(text: str, style: str = "") -> Text:
+    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
 
 
 def _sum_rates(items: Any) -> Optional[Dict[str, float]]:

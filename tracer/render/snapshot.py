@@ -62,15 +62,22 @@ def _thread_line(t: ThreadSnapshot, count: int = 1, tids: str = "") -> str:
     wchan = f" [dim]wchan={escape(t.wchan)}[/]" if t.wchan else ""
     cpu = f" [dim]cpu {t.utime + t.stime:.2f}s[/]" if count == 1 else ""
     tail = f" [dim]tids {tids}[/]" if tids else ""
+    if t.owns_gil:
+        tail += " [bold yellow]holds the GIL[/]"
     stack = "".join(f"\n    [cyan]{'py: ' if i == 0 else '    '}{_clean(f)}[/]"
                     for i, f in enumerate(t.stack[:_MAX_FRAMES]))
+    for label, style, frames in (("native: ", "green", t.native_stack),
+                                 ("kernel: ", "magenta", t.kernel_stack)):
+        stack += "".join(f"\n    [{style}]{label if i == 0 else ' ' * len(label)}{_clean(f)}[/]"
+                         for i, f in enumerate(frames[:_MAX_FRAMES]))
     return f"{head} {_clean(t.comm)} {_state(t.state)} {_thread_doing(t)}{wchan}{cpu}{tail}{stack}"
 
 
 def _fold_key(t: ThreadSnapshot) -> Tuple[str, str, str, str]:
     # Addresses differ per thread (each waits on its own futex); the shape is what matters.
     # Threads with different Python stacks are different threads.
-    return (t.comm, t.state, _ADDR_RE.sub("0x…", t.blocking), t.wchan + "|".join(t.stack))
+    return (t.comm, t.state, _ADDR_RE.sub("0x…", t.blocking),
+            t.wchan + "|".join(t.stack + t.kernel_stack + t.native_stack))
 
 
 def _tid_ranges(tids: List[int]) -> str:

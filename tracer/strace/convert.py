@@ -10,7 +10,8 @@ Contract:
 - Pairs ``<unfinished ...>`` / ``<... resumed>`` per tid: the event has the start timestamp, the
   merged argument text and the -T duration of the resumed half (else the difference of the two
   timestamps). A line that strace cut with its own "strace: Process N attached" message (stderr
-  logs) is joined with the continuation on the next line.
+  logs) is joined with the continuation on the next line. ``--- stopped by SIGSTOP ---`` (a
+  thread in a group-stop, strace's view of state T) is a ``states.ThreadStopped``.
 - tid -> pid and process lifecycles: procs.py (``pid_of``, ``root_pid``, ``alone``: tids whose
   process the log does not show). A line without a pid column belongs to the only task strace
   still traces when there is exactly one (strace prints no column then), else to
@@ -31,6 +32,7 @@ import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .. import events as ev
+from ..events.states import ThreadStopped
 from .args import exec_args as _exec_args, unescape as _unescape
 from .batch import BatchFeed
 from .decode import nv_request_name, parse_fd, split_args, to_event
@@ -43,8 +45,8 @@ __all__ = ["StraceConverter"]
 _CLONES = frozenset({"clone", "clone3", "fork", "vfork"})
 _SPECIAL = _CLONES | frozenset({"execve", "execveat", "exit_group", "prctl", "epoll_ctl"})
 _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _ATTACHED = "strace: Process "
+_STOPPED_BY = "stopped by "
 
 
 class StraceConverter(BatchFeed):
@@ -160,8 +162,16 @@ class StraceConverter(BatchFeed):
             if self.first_ts is None:
                 self.first_ts = ts
             self.last_ts = ts
-        if kind == "attached" or kind == "detached" or kind == "info":
-            return []                # strace's own messages: no event, no new tid
+        if kind == "attached" or kind == "detached" or (
+                kind == "info" and not args.startswith(_STOPPED_BY)):
+            # strace's own messages: no event; who is traced now (unprefixed lines are the one
+            # traced task's: a pasted log's later strace -p session)
+            out: List[ev.Event] = []
+            if tid is not None and kind == "attached" and "with" not in (args or ""):
+                self._procs.attached(tid, ts, out)
+            elif tid is not None and kind == "detached":
+                self._procs.detached(tid)
+            return out
         if tid is None:
             tid = self._procs.only_alive() if self._has_pid else None
             if tid is None:
@@ -201,6 +211,8 @@ class StraceConverter(BatchFeed):
             self._procs.exit(pid, tid, kind, status, sig, core, ts, out)
         elif kind == "signal":
             out.append(ev.SignalDelivered(ts, pid, tid, sig or "", si_pid))
+        elif kind == "info":         # "--- stopped by SIGSTOP ---": in a group-stop (state T)
+            out.append(ThreadStopped(ts, pid, tid, args[len(_STOPPED_BY):], "strace"))
         return out
 
     def _from_time_of_day(self, tod: float) -> float:
@@ -307,12 +319,12 @@ class StraceConverter(BatchFeed):
         elif name == "prctl":
             # prctl(PR_SET_NAME, "cuda-EvtHandlr"): the thread's comm
             if args.startswith("PR_SET_NAME, "):
-                m = _STRING.search(args)
+                m = ev.STRING_LITERAL.search(args)
                 info = procs.processes.get(pid)
                 if m and info is not None:
                     info.threads[tid] = _unescape(m.group(1))[:15]
         elif name == "epoll_ctl" and ret == 0:
-            parts = split_args(args)
+            parts = split_args(args, 3)
             if len(parts) >= 3 and parts[1] == "EPOLL_CTL_ADD":
                 epfd = parse_fd(parts[0])[0]
                 fd, kind, _ = parse_fd(parts[2])

@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import events as ev
 from ..linux.futex import FutexOp, parse_op_text
+from ..linux.intparse import parse_c_int, parse_uint
 
 __all__ = ["parse_fd", "classify_target", "to_event", "split_args", "first_arg",
            "parse_timespec", "ioctl_request", "futex_op", "nv_request_name"]
@@ -26,34 +27,29 @@ def parse_timespec(text: str) -> Optional[float]:
     """``{tv_sec=1, tv_nsec=500}`` / ``{tv_sec=0, tv_usec=10}`` -> seconds; NULL/other -> None."""
     if not text.startswith("{tv_sec="):
         return None
-    try:
-        c = text.find(",", 8)
-        sec = int(text[8:c])
-        k = text.find("_nsec=", c)
-        scale = 1e-9
-        if k < 0:
-            k = text.find("_usec=", c)
-            scale = 1e-6
-        if k < 0:
-            return float(sec)
-        e = k + 6
-        while e < len(text) and text[e].isdigit():
-            e += 1
-        return sec + int(text[k + 6:e]) * scale
-    except (ValueError, OverflowError):    # OverflowError: a sec too large for a float
+    c = text.find(",", 8)
+    sec = parse_c_int(text[8:c].strip(" "), 20)
+    if sec is None:
         return None
+    k = text.find("_nsec=", c)
+    scale = 1e-9
+    if k < 0:
+        k = text.find("_usec=", c)
+        scale = 1e-6
+    if k < 0:
+        return float(sec)
+    e = k + 6
+    while e < len(text) and "0" <= text[e] <= "9":
+        e += 1
+    frac = parse_uint(text[k + 6:e], 20)
+    return sec + (frac or 0) * scale
 
 
 def _to_int(text: str) -> Optional[int]:
-    """A C integer literal as strace prints it; None for anything else, and for a literal
-    longer than any 64-bit value (hex has no digit limit in int(): a corrupt line could make a
-    number too large to print back)."""
-    if len(text) > 24:
-        return None
-    try:
-        return int(text, 0)
-    except ValueError:
-        return None
+    """An integer as strace prints it (linux/intparse.py parse_c_int: ASCII, at most 24
+    characters: hex has no digit limit in int(), a corrupt line could make a number too large
+    to print back); None for anything else."""
+    return parse_c_int(text)
 
 
 # --------------------------------------------------------------------------- futex
@@ -112,7 +108,7 @@ def _set_kinds(fdset: str) -> Tuple[int, List[str]]:
 def _poll_args(key: str) -> Tuple[Optional[float], Optional[int], Tuple[str, ...]]:
     """(timeout, nfds, kinds) from "NAME\\0args": one parse per distinct argument text."""
     name, args = key.split("\0", 1)
-    parts = split_args(args)
+    parts = split_args(args, 5)          # the timeout is the fifth at most
     timeout: Optional[float] = None
     nfds: Optional[int] = None
     kinds: Tuple[str, ...] = ()

@@ -30,6 +30,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from .. import events as ev
 from ..linux.fdtarget import fd_kind
+from ..linux.intparse import parse_c_int
 from ..linux.syscall_table import AARCH64
 from .args import first_arg, parse_fd, split_args, unescape
 
@@ -61,8 +62,7 @@ _SOCK_PROTO = {("AF_INET", "SOCK_STREAM"): "TCP", ("AF_INET6", "SOCK_STREAM"): "
                ("AF_INET", "SOCK_DGRAM"): "UDP", ("AF_INET6", "SOCK_DGRAM"): "UDPv6",
                ("AF_UNIX", "SOCK_STREAM"): "UNIX-STREAM", ("AF_UNIX", "SOCK_DGRAM"): "UNIX-DGRAM",
                ("AF_UNIX", "SOCK_SEQPACKET"): "UNIX-SEQPACKET"}
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"(\.\.\.)?')
-_FDS = re.compile(r"\d+")
+_FDS = re.compile(r"(?<![0-9])[0-9]{1,10}(?![0-9])")
 
 
 def fd_calls(machine: Optional[str]) -> FrozenSet[str]:
@@ -83,7 +83,7 @@ def _path(args: str, index: int) -> Optional[str]:
     """The ``index``-th string literal of ``args``, unescaped, "..." kept when strace cut it."""
     pos = 0
     for _ in range(index + 1):
-        m = _STRING.search(args, pos)
+        m = ev.STRING_LITERAL.search(args, pos)
         if m is None:
             return None
         pos = m.end()
@@ -94,10 +94,7 @@ def _int(text: str) -> Optional[int]:
     text = text.strip()
     if text == "~0U":
         return 0xFFFFFFFF
-    try:
-        return int(text, 0)
-    except ValueError:
-        return None
+    return parse_c_int(text)
 
 
 def poll_fds(name: str, args: str) -> Tuple[int, ...]:
@@ -108,13 +105,14 @@ def poll_fds(name: str, args: str) -> Tuple[int, ...]:
         while i >= 0:
             j = i + 4
             k = j + (args[j] == "-")
-            while k < len(args) and args[k].isdigit():
+            while k < len(args) and "0" <= args[k] <= "9":
                 k += 1
-            if k > j:
-                out.append(int(args[j:k]))
+            fd = parse_c_int(args[j:k], 11)
+            if fd is not None:
+                out.append(fd)
             i = args.find("{fd=", k)
         return tuple(out)
-    parts = split_args(args)       # select(nfds, [3 4], [], NULL, {...})
+    parts = split_args(args, 4)    # select(nfds, [3 4], [], NULL, {...})
     seen = []
     for fdset in parts[1:4]:
         if fdset.startswith("["):
@@ -208,9 +206,11 @@ class FdTables:
                     del table[fd]
 
     def _pair(self, table: Dict[int, Entry], name: str, args: str, cloexec: bool) -> None:
-        parts = split_args(args)
+        parts = split_args(args, 4 if name == "socketpair" else 1)
         arr = parts[0] if name != "socketpair" else (parts[3] if len(parts) > 3 else "")
-        fds = [parse_fd(x) for x in arr.strip("[]").split(", ")] if arr.startswith("[") else []
+        # the two ends (a corrupt line could hold a million)
+        fds = [parse_fd(x) for x in arr.strip("[]").split(", ", 2)[:2]] \
+            if arr.startswith("[") else []
         self._pairs += 1
         if name == "socketpair":
             kind, target = _socket_target(parts[0], parts[1])

@@ -22,21 +22,23 @@ import heapq
 import os
 import re
 import resource
-from typing import Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
+from .lines import TS_SECONDS, TS_TIME_OF_DAY, timestamp_shape
 from .log import ImportError_, LogFile, sniff
 from .scan import LogFacts, LogScan
 
 __all__ = ["open_source", "SingleLog", "FFLogs", "ff_files"]
 
-_FF_NAME = re.compile(r"^(.+)\.(\d+)(?:\.gz)?$")
+_FF_NAME = re.compile(r"^(.+)\.([0-9]{1,10})(?:\.gz)?$")
 
 
 class SingleLog:
     single_file = True
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, progress: Optional[Callable[[int], None]] = None) -> None:
         self.path = path
+        self.progress = progress          # both passes report their offset (LogFile)
         self.name = os.path.basename(path)
         self.truncated = False
         self.notes: List[str] = []
@@ -47,7 +49,7 @@ class SingleLog:
 
     def scan(self) -> LogFacts:
         scan = LogScan()
-        with LogFile(self.path) as log:
+        with LogFile(self.path, self.progress) as log:
             for block in log.blocks():
                 scan.feed(block)
         return scan.facts
@@ -56,7 +58,7 @@ class SingleLog:
         return os.stat(self.path).st_mtime
 
     def line_batches(self) -> Iterator[List[str]]:
-        log = LogFile(self.path)
+        log = LogFile(self.path, self.progress)
         self._open.append(log)
         try:
             yield from log.line_batches()
@@ -102,23 +104,21 @@ def ff_files(path: str) -> Tuple[str, List[Tuple[int, str]]]:
     return path, sorted(files)
 
 
-def open_source(path: str):
+def open_source(path: str, progress: Optional[Callable[[int], None]] = None):
+    """One log, or an -ff set; ``progress`` (offsets, render/progress.py) for one log only."""
     if os.path.isfile(path) or (os.path.exists(path) and not os.path.isdir(path)):
-        return SingleLog(path)
+        return SingleLog(path, progress)
     prefix, files = ff_files(path)
     return FFLogs(prefix, files)
 
 
 def _tod_key(token: str) -> Optional[float]:
-    """Seconds of a timestamp token: -ttt epoch, -t/-tt time of day; None when there is none."""
-    if not token[:1].isdigit():
-        return None
-    try:
-        if token[2:3] == ":":
-            return int(token[0:2]) * 3600 + int(token[3:5]) * 60 + float(token[6:])
-        return float(token)
-    except ValueError:
-        return None
+    """Seconds of a timestamp token: -ttt epoch, -t/-tt time of day; None when there is none
+    (lines.py's shapes of a timestamp)."""
+    shape = timestamp_shape(token)
+    if shape == TS_TIME_OF_DAY:
+        return int(token[0:2]) * 3600 + int(token[3:5]) * 60 + float(token[6:])
+    return float(token) if shape == TS_SECONDS else None
 
 
 class _FFFile:

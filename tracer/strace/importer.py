@@ -1,7 +1,9 @@
 """Import an existing strace log (plain or gzip, one file or an ``-ff`` set) into a trace file.
 
 Contract:
-- ``import_strace(log_path, out_path, *, compress=None, workers=None) -> ImportResult``.
+- ``import_strace(log_path, out_path, *, compress=None, workers=None, progress=None) ->
+  ImportResult``. ``progress(offset)`` is called as the log is read (both passes, and the
+  workers' through strace/parallel.py), with the offset reached in the file as stored.
   ``log_path`` is one log file, or the output of ``strace -ff -o PREFIX``: the directory that
   holds the PREFIX.TID files or PREFIX itself (strace/ff.py merges them in time order, tids
   from the file names). ``compress`` None means "gzip when out_path ends in .gz"
@@ -16,7 +18,8 @@ Contract:
   blocks for what must be known before converting (which process each tid belongs to, the
   time format); the second streams events to a temporary file next to the output
   (gzip-compressed on the way for a .gz trace); the final file is the header, which lists
-  every process, then that file's rows, then the end record.
+  every process, then that file's rows, then the end record, renamed over ``out_path`` once
+  whole (outputs.replacing: a link there is refused, a failed import leaves it as it was).
 - A gzip log cut short imports up to where it breaks (``ImportResult.truncated``).
 - Trouble with the input (missing, unreadable, binary, not strace) raises ``ImportError_``
   with a one-line message for the CLI; no temporary file or worker process outlives the call.
@@ -27,11 +30,11 @@ import contextlib
 import datetime as _dt
 import gc
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 from .. import events as ev
+from ..outputs import check_target, scratch_beside
 from ..tracefile import format as trace
 from ..tracefile.rows import RowEncoder, RowSink, write_trace
 from .arch import log_machine
@@ -93,9 +96,11 @@ class _Converted:
 
 
 def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = None,
-                  workers: Optional[int] = None) -> ImportResult:
+                  workers: Optional[int] = None,
+                  progress: Optional[Callable[[int], None]] = None) -> ImportResult:
     """Convert the strace log at ``log_path`` into a trace file at ``out_path`` (module doc)."""
-    source = open_source(log_path)
+    check_target(out_path)               # a link or a special file there: refused at once
+    source = open_source(log_path, progress)
     source.sniff()
     facts = source.scan()
     base_date = _base_date(source.mtime(), facts.first_tod)
@@ -106,18 +111,13 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
                            membership=who, base_date=base_date, workers=workers)
     if compress is None:
         compress = out_path.endswith(".gz")      # TraceWriter's rule
-    out_dir = os.path.dirname(os.path.abspath(out_path))
-    try:
-        tmp = tempfile.NamedTemporaryFile("wb", dir=out_dir, prefix=".hangtrace-import-",
-                                          delete=False)
-    except OSError as e:
-        raise ImportError_(f"{out_path}: cannot write here: {e.strerror}") from None
+    tmp = scratch_beside(out_path)        # OutputError (one line) when it cannot be
     sink: Optional[RowSink] = None
     try:
         sink = RowSink(tmp, compress)
         if plan is not None:
             try:
-                sharded = convert_sharded(log_path, plan, sink.write)
+                sharded = convert_sharded(log_path, plan, sink.write, progress)
             except WorkerError as e:
                 raise ImportError_(f"{log_path}: {e}") from None
             conv = _Converted(sharded.rows, sharded.lines, sharded.unparsed,

@@ -22,8 +22,11 @@ seconds) and robust against arguments that contain parentheses, quotes, ``=`` an
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Optional
+
+from ..linux.intparse import is_digits, parse_c_int, parse_uint
 
 __all__ = ["StraceLine", "parse_line", "split_line", "py_split_line", "KINDS", "FIELDS"]
 
@@ -71,6 +74,34 @@ _DETACHED = "<detached ...>"
 Fields = tuple   # (tid, ts, kind, name, args, ret, err, ret_text, dur, status, signal,
 #                   core_dumped, si_pid, time_of_day, nr): StraceLine's fields in order
 
+# The numbers of a line, as strace prints them and nothing else (csrc/lines.c checks the same
+# shapes before it converts): ASCII digits, bounded lengths. float() and int() take far more
+# ("1e5", "nan", " +1_0", "²"), and the two paths would each take a different part of it.
+TS_TIME_OF_DAY, TS_SECONDS = 1, 2
+_TIME_OF_DAY = re.compile(r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,12})?")
+_SECONDS = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
+_DURATION = re.compile(r"[0-9]{1,12}\.[0-9]{1,12}")
+_RESULT = re.compile(r"-?[0-9]{1,20}|0x[0-9a-fA-F]{1,16}")
+
+
+def timestamp_shape(tok: str) -> int:
+    """TS_TIME_OF_DAY (-t, -tt), TS_SECONDS (-ttt, -r) or 0: not a timestamp."""
+    if _TIME_OF_DAY.fullmatch(tok):
+        return TS_TIME_OF_DAY
+    return TS_SECONDS if _SECONDS.fullmatch(tok) else 0
+
+
+def is_duration(text: str, a: int, b: int) -> bool:
+    """``text[a:b]`` is a -T duration ("0.000011")."""
+    return _DURATION.fullmatch(text, a, b) is not None
+
+
+def parse_result(tok: str) -> Optional[int]:
+    """A result as strace prints it ("3", "-1", "0x7f3a2c000000"); None for anything else."""
+    if _RESULT.fullmatch(tok) is None:
+        return None
+    return int(tok, 16) if tok[1:2] == "x" else int(tok)
+
 
 def parse_line(text: str) -> Optional[StraceLine]:
     """Parse one line (a trailing newline is fine); None when it is not understood."""
@@ -87,13 +118,12 @@ def py_split_line(text: str) -> Optional[Fields]:
     pos = 0
     c = s[0]
     if c == "[" and s.startswith("[pid "):
-        # strace writing to stderr with -f: "[pid  1234] ..."
+        # strace writing to stderr with -f: "[pid  1234] ..." (padded with spaces)
         end = s.find("]", 5)
         if end < 0 or end > 5 + _MAX_DIGITS:
             return None
-        try:
-            tid = int(s[5:end])
-        except ValueError:
+        tid = parse_uint(s[5:end].strip(" "), _MAX_DIGITS)
+        if tid is None:
             return None
         pos = end + 1
     elif "0" <= c <= "9":
@@ -101,7 +131,7 @@ def py_split_line(text: str) -> Optional[Fields]:
         if sp < 0:
             return None
         tok = s[:sp]
-        if tok.isdigit():          # a pid column; a timestamp has '.' or ':'
+        if is_digits(tok):         # a pid column; a timestamp has '.' or ':'
             if len(tok) > _MAX_DIGITS:
                 return None
             tid = int(tok)
@@ -116,15 +146,15 @@ def py_split_line(text: str) -> Optional[Fields]:
         if sp < 0:
             return None
         tok = s[pos:sp]
-        try:
-            if tok[2:3] == ":":    # -t "HH:MM:SS" or -tt "HH:MM:SS.ffffff"
-                ts = int(tok[0:2]) * 3600 + int(tok[3:5]) * 60 + float(tok[6:])
-                tod = True
-            else:                  # -ttt "1795950378.012864"
-                ts = float(tok)
-        except ValueError:
+        shape = timestamp_shape(tok)
+        if shape == TS_TIME_OF_DAY:     # -t "HH:MM:SS" or -tt "HH:MM:SS.ffffff"
+            ts = int(tok[0:2]) * 3600 + int(tok[3:5]) * 60 + float(tok[6:])
+            tod = True
+        elif shape == TS_SECONDS:       # -ttt "1795950378.012864", -r "0.000123"
+            ts = float(tok)
+        else:
             return None
-        if not 0.0 <= ts < 1e12:   # also refuses inf and nan ("1e999" parses as inf)
+        if not 0.0 <= ts < 1e12:
             return None
         pos = sp + 1
         while pos < n and s[pos] == " ":
@@ -133,10 +163,9 @@ def py_split_line(text: str) -> Optional[Fields]:
     if s.startswith("[", pos):
         # strace -n: "[ 257] openat(...)"; else a message like "[ Process PID=12 runs in ...]"
         end = s.find("] ", pos)
-        num = s[pos + 1:end].strip(" ") if end > 0 else ""
-        if not num.isdigit():
+        nr = parse_uint(s[pos + 1:end].strip(" "), 6) if end > 0 else None
+        if nr is None:
             return _parse_info(s[pos:], tid, ts, tod)
-        nr = int(num)
         pos = end + 2
     rest = s[pos:]
     if not rest:
@@ -181,13 +210,11 @@ def _parse_result(body: str, tid: Optional[int], ts: Optional[float], tod: bool,
     dur: Optional[float] = None
     if body[-1:] == ">":
         i = body.rfind(" <")
-        if i > 0:
-            try:
-                dur = float(body[i + 2:-1])
-                body = body[:i]
-            except ValueError:     # a decorated fd result like "= 3</etc/passwd>" without -T
-                pass
-            if dur is not None and not 0.0 <= dur < 1e9:
+        # else a decorated fd result like "= 3</etc/passwd>" without -T
+        if i > 0 and is_duration(body, i + 2, len(body) - 1):
+            dur = float(body[i + 2:-1])
+            body = body[:i]
+            if not dur < 1e9:
                 return None
     eq = body.rfind(" = ")
     if eq < 0:
@@ -213,11 +240,8 @@ def _parse_result(body: str, tid: Optional[int], ts: Optional[float], tod: bool,
             ret_text = retpart[lt:]
             tok = tok[:lt]
             extra = ""
-        try:
-            if len(tok) > 24:      # longer than any 64-bit value: not strace output
-                return None
-            ret = int(tok, 16) if tok[1:2] == "x" else int(tok)
-        except ValueError:
+        ret = parse_result(tok)
+        if ret is None:            # not a number strace prints (or longer than 64 bits)
             return None
     if extra:
         if extra[0] == "E":        # "-1 ENOENT (No such file ...)", "? ERESTARTSYS (...)"
@@ -240,9 +264,8 @@ def _parse_marker(rest: str, tid: Optional[int], ts: Optional[float], tod: bool,
     if rest.startswith("+++ ") and rest.endswith(" +++"):
         inner = rest[4:-4]
         if inner.startswith("exited with "):
-            try:
-                status = int(inner[12:])
-            except ValueError:
+            status = parse_c_int(inner[12:], 11)
+            if status is None:
                 return None
             return (tid, ts, "exited", "", "", None, None, None, None, status, None, False,
                     None, tod, nr)
@@ -269,7 +292,7 @@ def _parse_marker(rest: str, tid: Optional[int], ts: Optional[float], tod: bool,
         k = inner.find("si_pid=")
         if k >= 0:
             e = k + 7
-            while e < len(inner) and inner[e].isdigit():
+            while e < len(inner) and "0" <= inner[e] <= "9":
                 e += 1
             if k + 7 < e <= k + 7 + _MAX_DIGITS:
                 si_pid = int(inner[k + 7:e])
@@ -284,7 +307,7 @@ def _parse_info(rest: str, tid: Optional[int], ts: Optional[float],
     msg = rest[8:] if rest.startswith("strace: ") else rest
     if msg.startswith("Process "):
         parts = msg.split()
-        if len(parts) >= 3 and parts[1].isdigit() and len(parts[1]) <= _MAX_DIGITS \
+        if len(parts) >= 3 and is_digits(parts[1]) and len(parts[1]) <= _MAX_DIGITS \
                 and parts[2] in ("attached", "detached"):
             return (int(parts[1]), ts, parts[2], "", msg, None, None, None, None, None, None,
                     False, None, tod, None)

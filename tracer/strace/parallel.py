@@ -57,9 +57,10 @@ import threading
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .. import events as ev
+from ..linux.intparse import is_digits
 from .convert import StraceConverter
 from .fdtable import FD_CALLS
 from .log import LogFile
@@ -136,11 +137,13 @@ def plan_shards(tid_counts: Dict[bytes, int], *, size: int, first_tod: Optional[
 
 
 # --------------------------------------------------------------------------- worker
-def _worker(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
-    """Process entry point: convert shard ``k``, stream its batches of slots, then the tail."""
+def _worker(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = None) -> None:
+    """Process entry point: convert shard ``k``, stream its batches of slots, then the tail.
+    ``offset`` (a shared integer) is where the worker's reading got to in the file, for the
+    parent's progress callback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        _work(conn, log_path, k, plan)
+        _work(conn, log_path, k, plan, offset)
     except BaseException:  # noqa: BLE001 - everything goes back to the parent as text
         try:
             conn.send(("error", traceback.format_exc(limit=8)))
@@ -150,7 +153,7 @@ def _worker(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
         conn.close()
 
 
-def _work(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
+def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = None) -> None:
     from ..tracefile.rows import RowEncoder
     gc.disable()             # as importer._convert: millions of acyclic short-lived objects
     who = plan.membership
@@ -187,6 +190,8 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan) -> None:
         for text in log.text_lines():
             i += 1
             if i == cut:                 # batch boundary: the same line index in every worker
+                if offset is not None:
+                    offset.value = log.offset()
                 send(b"R" + "\0".join(slots).encode("utf-8", "surrogateescape"))
                 slots = [""] * batch
                 base = cut
@@ -272,7 +277,7 @@ def classify(text: str) -> Tuple[str, bool, bool]:
     """
     sp = text.find(" ")
     key = text[:sp] if sp > 0 else ""
-    if key.isdigit():            # the usual "1234  ts name(...)": plain string tests
+    if is_digits(key):           # the usual "1234  ts name(...)": plain string tests
         j = text.find("<... ")
         if j >= 0:
             return key, text.startswith(_RESUMED_GLOBAL, j + 5), True
@@ -315,16 +320,20 @@ def _message(raw: bytes, k: int) -> tuple:
     return msg
 
 
-def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None]) -> ShardedResult:
-    """Run the plan's workers over the log; merged rows go to ``write`` (module doc)."""
+def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None],
+                    progress: Optional[Callable[[int], None]] = None) -> ShardedResult:
+    """Run the plan's workers over the log; merged rows go to ``write`` (module doc).
+    ``progress(offset)``: at each batch, the offset the slowest worker reached."""
     from ..tracefile.rows import RowEncoder
     ctx = _context()
     conns: List[Connection] = []
     procs = []
+    offsets = [ctx.Value("q", 0, lock=False) for _ in range(plan.workers)] if progress else []
     try:
         for k in range(plan.workers):
             parent_end, child_end = ctx.Pipe(duplex=True)
-            p = ctx.Process(target=_worker, args=(child_end, log_path, k, plan),
+            p = ctx.Process(target=_worker, args=(child_end, log_path, k, plan,
+                                                  offsets[k] if offsets else None),
                             name=f"hangtrace-import-{k}", daemon=True)
             p.start()
             child_end.close()            # else a dead worker would not give EOF here
@@ -344,6 +353,8 @@ def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None]) -
                     write(b"".join(map(operator.add, slots[0], slots[1])))
                 else:
                     write(b"".join(map(b"".join, zip(*slots))))
+                if progress is not None:
+                    progress(min(v.value for v in offsets))
                 continue
             for k, r in enumerate(raws):
                 if r[:1] != b"R":

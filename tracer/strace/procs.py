@@ -39,6 +39,20 @@ class ProcessTable:
         self._exiting: Set[int] = set()                         # exit_group seen / killed
         self._exited: Set[int] = set()                          # ProcessExit emitted
 
+    def attached(self, tid: int, ts: float, out: List[ev.Event]) -> None:
+        """strace's "Process P attached": P is traced from here on (a later session of a pasted
+        log starts so), as a thread of the process its membership names."""
+        if tid in self._exited:
+            return
+        if tid in self.tid_pid:
+            self.register(tid, self.tid_pid[tid], ts)
+        else:
+            self.discover(tid, ts, out)
+
+    def detached(self, tid: int) -> None:
+        """strace's "Process P detached": no line after it is P's until it is attached again."""
+        self._alive.discard(tid)
+
     def only_alive(self) -> Optional[int]:
         if len(self._alive) == 1:
             return next(iter(self._alive))

@@ -30,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
+from ..linux.intparse import parse_uint
 from .lines import parse_line
 
 __all__ = ["LogScan", "LogFacts", "Membership"]
@@ -118,14 +119,16 @@ class LogFacts:
     def membership(self) -> Membership:
         origin = self.unknown_origin()
         first: Optional[int] = None               # the first traced process, unprefixed lines
+        attached = [p for p in self.attached if p not in self.children]
         if self.unprefixed:
             if self.unprefixed_self is not None:
                 first = self.unprefixed_self
             elif len(origin) == 1:
                 first = next(iter(origin))
+            elif not origin and len(set(attached)) == 1:
+                first = attached[0]               # strace -p P 2> LOG: its lines are P's
             if first is not None:
                 origin.add(first)
-        attached = [p for p in self.attached if p not in self.children]
         evidence = {t: p for t, p in self.evidence.items() if t in origin}
         named = set(attached) | set(evidence.values())
         if first is not None:
@@ -149,6 +152,8 @@ class LogFacts:
                 pid_of[t] = t
             else:
                 alone.add(t)
+        for t in attached:                 # a process attached with no lines of its own column
+            pid_of.setdefault(t, t)
         notes = []
         if alone:
             notes.append(f"the log does not show which process threads {_tid_list(alone)} "
@@ -243,8 +248,10 @@ class LogScan:
         tid = line.tid if line.tid is not None else file_tid
         if line.kind == "call" and line.name == "tgkill" and line.ret == 0:
             parts = line.args.split(", ")        # tgkill(TGID, TID, SIG): TID is in TGID
-            if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
-                f.evidence.setdefault(int(parts[1]), int(parts[0]))
+            tgid, tid_ = (parse_uint(p, 10) for p in parts[:2]) if len(parts) == 3 \
+                else (None, None)
+            if tgid is not None and tid_ is not None:
+                f.evidence.setdefault(tid_, tgid)
             return
         if line.kind not in ("call", "resumed") or line.ret is None or line.ret <= 0:
             return

@@ -3,17 +3,21 @@
 Contract: ``byte_blocks(stream, size, limit)`` yields the stream in blocks of whole lines
 (bytes); a gzip stream cut short raises one of ``BROKEN`` after yielding every complete line
 before the break; a line longer than ``limit`` raises ``LineTooLong``: every read is bounded,
-so a file without newlines cannot fill memory. ``MAX_LINE_CHARS`` is the cap every reader uses.
+so a file without newlines cannot fill memory, and each byte is copied once whatever the line
+lengths (a long line's pieces are joined when it ends). ``MAX_LINE_CHARS`` is the cap every
+reader uses: traces and strace logs alike. ``on_block()``, when given, is called before each
+block is yielded (progress callbacks: the caller knows where its file is);
+``offset_reporter(raw, progress)`` makes one that reports the offset reached in the raw file.
 """
 from __future__ import annotations
 
 import gzip
 import zlib
-from typing import IO, Iterator, List
+from typing import IO, Callable, Iterator, List, Optional
 
 from ..errors import CorruptTrace
 
-__all__ = ["BROKEN", "BLOCK", "MAX_LINE_CHARS", "LineTooLong", "byte_blocks"]
+__all__ = ["BROKEN", "BLOCK", "MAX_LINE_CHARS", "LineTooLong", "byte_blocks", "offset_reporter"]
 
 # Longest line read (header or event): a longer one is a corrupt trace. A ProcessInfo row with
 # 100,000 fds is about 6 MB; a header of 1,000 such processes would not fit, nor be sane.
@@ -26,15 +30,16 @@ class LineTooLong(CorruptTrace):
     """A line longer than the cap: no trace or strace log holds one; every read is bounded."""
 
 
-def byte_blocks(stream: IO[bytes], size: int = BLOCK,
-                limit: int = MAX_LINE_CHARS) -> Iterator[bytes]:
+def byte_blocks(stream: IO[bytes], size: int = BLOCK, limit: int = MAX_LINE_CHARS,
+                on_block: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
     """The stream in blocks of whole lines (bytes; the last may lack its newline). A gzip
     stream cut short raises one of ``BROKEN`` after every complete line before the break was
     yielded: reads go through read1, so the data of a failing read is all that is lost. A line
     longer than ``limit`` bytes raises LineTooLong (the caller adds the file's name)."""
     read = getattr(stream, "read1", None) or stream.read
     parts: List[bytes] = []           # what was read since the last block, in order
-    have = 0
+    have = 0                          # bytes in parts
+    tail = 0                          # of which after the last newline: the line being read
     try:
         while True:
             chunk = read(size)
@@ -42,17 +47,21 @@ def byte_blocks(stream: IO[bytes], size: int = BLOCK,
                 break
             parts.append(chunk)
             have += len(chunk)
+            nl = chunk.rfind(b"\n")
+            if nl < 0:      # no newline: one long line grows here (never joined), up to a cap
+                tail += len(chunk)
+                if tail > limit:
+                    raise LineTooLong(f"a line is longer than {limit >> 20} MiB")
+                continue
+            tail = len(chunk) - nl - 1
             if have < size:              # read1 gives what one read gave: gather a block
                 continue
             data = b"".join(parts) if len(parts) > 1 else chunk
-            cut = data.rfind(b"\n") + 1
-            if not cut:     # no newline in a whole block: one long line grows here, up to a cap
-                if len(data) > limit:
-                    raise LineTooLong(f"a line is longer than {limit >> 20} MiB")
-                parts = [data]
-                continue
+            cut = len(data) - tail
             rest = data[cut:]
             parts, have = ([rest], len(rest)) if rest else ([], 0)
+            if on_block is not None:
+                on_block()
             yield data if cut == len(data) else data[:cut]
     except BROKEN:
         data = b"".join(parts)
@@ -61,4 +70,22 @@ def byte_blocks(stream: IO[bytes], size: int = BLOCK,
             yield data[:cut]
         raise
     if parts:
+        if on_block is not None:
+            on_block()
         yield b"".join(parts)
+
+
+def offset_reporter(raw: IO[bytes], progress: Optional[Callable[[int], None]]
+                    ) -> Optional[Callable[[], None]]:
+    """``byte_blocks``'s on_block for a progress callback: the offset reached in ``raw`` (a
+    pipe has none: nothing is reported)."""
+    if progress is None:
+        return None
+
+    def tick() -> None:
+        try:
+            pos = raw.tell()
+        except (OSError, ValueError):
+            return
+        progress(pos)
+    return tick

@@ -6,20 +6,23 @@ Contract:
   then use the pure-Python twins, which are the reference (tests compare both on real logs and
   traces). ``HANGTRACE_PURE=1`` in the environment forces the pure-Python path.
 - ``status()`` says in words which path is in use and why (bench/, doctor).
-scripts/build_fast.py builds the module with the machine's own C compiler (scripts/setup.sh
-runs it); nothing requires it.
+- ``source_files(package_dir)`` lists the C sources and headers of every ``csrc/`` folder
+  under the package (tracer/), ``source_hash(package_dir)`` hashes them: setup.py compiles
+  those files with that hash (the install builds the module; scripts/build_fast.py rebuilds it
+  in the source tree); nothing requires the module.
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import importlib
 import os
 from types import ModuleType
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
-__all__ = ["compiled", "status"]
+__all__ = ["compiled", "status", "source_files", "source_hash"]
 
-_CSRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # tracer/
 _state: dict = {}
 
 
@@ -40,21 +43,30 @@ def _load() -> Tuple[Optional[ModuleType], str]:
     try:
         mod = importlib.import_module("tracer.tracefile._fast")
     except ImportError:
-        return None, "pure Python (compiled helpers not built: python scripts/build_fast.py)"
+        return None, ("pure Python (compiled helpers not built: no C compiler when it was "
+                      "installed; in a checkout: python scripts/build_fast.py)")
     try:
-        want = source_hash(_CSRC)
+        want = source_hash(_PACKAGE) if source_files(_PACKAGE) else \
+            getattr(mod, "SOURCE_HASH", "")      # an installed copy: no sources beside it
     except OSError:
-        want = getattr(mod, "SOURCE_HASH", "")      # an installed copy without the sources
+        want = getattr(mod, "SOURCE_HASH", "")
     if getattr(mod, "SOURCE_HASH", None) != want:
         return None, ("pure Python (the compiled helpers were built from another version of "
                       "csrc/: python scripts/build_fast.py)")
-    return mod, "compiled helpers (tracer/tracefile/csrc/)"
+    return mod, f"compiled helpers ({os.path.basename(mod.__file__ or '_fast')})"
 
 
-def source_hash(csrc: str) -> str:
-    """The sha1 of the C sources in ``csrc``, as scripts/build_fast.py computes it."""
+def source_files(package_dir: str) -> List[str]:
+    """The C sources and headers of the compiled helpers: every ``csrc/*.c`` and ``*.h`` under
+    ``package_dir``, sorted by their path relative to it."""
+    found = glob.glob(os.path.join(package_dir, "**", "csrc", "*.[ch]"), recursive=True)
+    return sorted(found, key=lambda p: os.path.relpath(p, package_dir))
+
+
+def source_hash(package_dir: str) -> str:
+    """The sha1 of ``source_files(package_dir)`` (relative path, NUL, content, for each)."""
     h = hashlib.sha1()
-    for name in sorted(n for n in os.listdir(csrc) if n.endswith((".c", ".h"))):
-        with open(os.path.join(csrc, name), "rb") as f:
-            h.update(name.encode() + b"\0" + f.read())
+    for path in source_files(package_dir):
+        with open(path, "rb") as f:
+            h.update(os.path.relpath(path, package_dir).encode() + b"\0" + f.read())
     return h.hexdigest()[:16]

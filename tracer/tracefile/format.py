@@ -19,8 +19,8 @@ complete event of a truncated file (plain or gzip) and says so in ``TraceInfo.tr
 what is not a trace raises ``NotATrace``, an unknown version or a bad header ``CorruptTrace``
 (errors.py), with a one-line message. Every line read is bounded (``MAX_LINE_CHARS``); header
 and rows are checked against the schema (validate.py): a row with wrong types is a corrupt line,
-counted and skipped. New trace files are created 0600 (``create_output``): they hold command
-lines, paths and host names.
+counted and skipped. Trace files are created by outputs.py (``create_output``): new, 0600 (they
+hold command lines, paths and host names), never through a link.
 """
 from __future__ import annotations
 
@@ -38,11 +38,15 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from .. import events as ev
-from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register their event classes)
-from ..errors import BadInput, CorruptTrace, NotATrace, OutputError
+from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register)
+from ..events import stacks as stack_events, states as state_events  # noqa: F401  (register)
+from ..errors import BadInput, CorruptTrace, NotATrace, OutputError, shown
 from .validate import check_header, row_decoder, type_codes
-from .blocks import BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks  # noqa: F401 (re-exported)
+from .blocks import (BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks,  # noqa: F401 (re-exported)
+                     offset_reporter)
 from .fastpath import compiled
+from .inputs import open_raw
+from ..outputs import FreshName, open_streamed
 
 MAGIC = "hangtrace-trace"
 VERSION = 1
@@ -88,11 +92,12 @@ _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def create_output(path: str) -> IO[bytes]:
-    """``path`` opened for writing a trace: a new file is created with mode 0600 whatever the
-    umask; an existing one is truncated and keeps its mode. "-" is standard output (a launcher
-    such as ssh or kubectl exec carries it back): the trace takes it over, and fd 1 then points
-    to stderr, so that nothing else (a report, a child's output) can write into the trace.
-    Raises OutputError (one line)."""
+    """``path`` opened for streaming a trace into (outputs.open_streamed: a new file, mode
+    0600, at ``path`` from the start; a link or a special file there is refused; a
+    ``outputs.FreshName`` never replaces a file: the returned file's ``name`` is where it
+    went). "-" is standard output (a launcher such as ssh or kubectl exec carries it back):
+    the trace takes it over, and fd 1 then points to stderr, so that nothing else (a report,
+    a child's output) can write into the trace. Raises OutputError (one line)."""
     if path == "-":
         try:
             fd = os.dup(1)
@@ -101,15 +106,7 @@ def create_output(path: str) -> IO[bytes]:
         except OSError as e:
             raise OutputError(f"cannot write the trace to standard output: {e.strerror}") \
                 from None
-    try:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            os.fchmod(fd, 0o600)      # a umask such as 0277 would have left it read-only
-        except FileExistsError:
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
-    except OSError as e:
-        raise OutputError(f"{path}: cannot write the trace: {e.strerror}") from None
-    return os.fdopen(fd, "wb")
+    return open_streamed(path, "the trace")
 
 
 class TraceWriter:
@@ -206,18 +203,10 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
                pipes: bool = True) -> Tuple[IO[bytes], IO[bytes]]:
     """(raw file, stream) for a plain or gzip file, compression told by content, not by name
     (files get renamed and piped around). Only regular files (and pipes, when ``pipes``) are
-    read: a directory or a device (/dev/zero never ends) is refused. Opening trouble raises
+    read: a directory or a device (/dev/zero never ends) is refused; opening never blocks
+    (inputs.py: a FIFO without a writer is refused after a wait). Opening trouble raises
     ``error`` with one line."""
-    try:
-        raw = open(path, "rb")
-    except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
-    except PermissionError:
-        raise error(f"{path}: permission denied") from None
-    except IsADirectoryError:
-        raise error(f"{path}: is a directory") from None
-    except OSError as e:
-        raise error(f"{path}: cannot open: {e.strerror}") from None
+    raw = open_raw(path, error, pipes)
     mode = os.fstat(raw.fileno()).st_mode
     if stat.S_ISFIFO(mode) and pipes:
         head = raw.read(2)
@@ -230,10 +219,6 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
         if head == b"\x1f\x8b":
             return raw, gzip.GzipFile(fileobj=wrapped, mode="rb")  # type: ignore[return-value]
         return raw, wrapped
-    if not stat.S_ISREG(mode):
-        raw.close()
-        what = "a pipe" if stat.S_ISFIFO(mode) else "a device or special file"
-        raise error(f"{path}: is {what}, not a regular file")
     if raw.read(2) == b"\x1f\x8b":
         raw.seek(0)
         return raw, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
@@ -241,10 +226,11 @@ def open_input(path: str, error: Type[Exception] = BadInput, *,
     return raw, raw
 
 
-def _raw_blocks(stream: IO[bytes], info: TraceInfo) -> Iterator[bytes]:
+def _raw_blocks(stream: IO[bytes], info: TraceInfo,
+                on_block: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
     """Blocks of whole lines; a stream cut short marks the trace truncated."""
     try:
-        yield from byte_blocks(stream)
+        yield from byte_blocks(stream, on_block=on_block)
     except BROKEN:
         info.truncated = True
 
@@ -254,10 +240,13 @@ def open_trace(path: str) -> "TraceReader":
 
 
 class TraceReader:
-    """Reads a trace: ``info`` after construction, then iterate ``events()`` once."""
+    """Reads a trace: ``info`` after construction, then iterate ``events()`` once.
+    ``progress(offset)``, when given, is called with the offset reached in the file as stored
+    after each block of events (render/progress.py's callback)."""
 
-    def __init__(self, path: str) -> None:
-        _, self._stream = open_input(path, BadInput)
+    def __init__(self, path: str, progress: Optional[Callable[[int], None]] = None) -> None:
+        raw, self._stream = open_input(path, BadInput)
+        self._on_block = offset_reporter(raw, progress)
         self.info = TraceInfo(header={}, path=path)
         try:
             self._read_header(path)
@@ -286,7 +275,7 @@ class TraceReader:
             raise NotATrace(f"{path}: not a hangtrace trace (bad magic)")
         version = header.get("version")
         if type(version) is int and version != VERSION:
-            raise CorruptTrace(f"{path}: trace format version {version!r} is not supported "
+            raise CorruptTrace(f"{path}: trace format version {shown(version)} is not supported "
                                f"(this hangtrace reads version {VERSION})")
         bad = check_header(header)
         if bad:
@@ -323,7 +312,7 @@ class TraceReader:
         pending_bad = 0
         lines = 1                        # read so far, the header's included
         try:
-            for raw in _raw_blocks(self._stream, info):
+            for raw in _raw_blocks(self._stream, info, self._on_block):
                 if decode_rows is not None and raw.isascii():
                     items, odd = decode_rows(raw, table)
                     lines += len(items)
@@ -399,7 +388,9 @@ def _fast_table(schema: Dict[str, List[str]], offsets: bool = True) -> Dict[str,
     return table
 
 
-def default_trace_path(pids: List[int], directory: str = ".") -> str:
+def default_trace_path(pids: List[int], directory: str = ".") -> FreshName:
+    """``hangtrace-PID-TIME.htrace.gz`` in ``directory``: a name others can predict, so it is
+    created fresh (outputs.FreshName: never replacing a file, the next free name instead)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     who = "-".join(str(p) for p in pids[:3]) or "trace"
-    return os.path.join(directory, f"hangtrace-{who}-{stamp}{SUFFIX}.gz")
+    return FreshName(os.path.join(directory, f"hangtrace-{who}-{stamp}{SUFFIX}.gz"))

@@ -17,7 +17,7 @@ from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import IO, Callable, Dict, Optional
 
 from .. import events as ev
-from .format import create_output
+from ..outputs import replacing
 
 __all__ = ["RowEncoder", "RowSink", "write_trace"]
 
@@ -115,7 +115,7 @@ def write_trace(out_path: str, header: Dict[str, object], rows_path: str, count:
     end = ev.RecordingEnd(ts=end_ts, reason=reason, duration=max(0.0, end_ts - start),
                           events=count)
     tail = (json.dumps(ev.event_to_row(end), separators=(",", ":")) + "\n").encode()
-    with create_output(out_path) as out:
+    with replacing(out_path, text=False) as out:     # old file kept until it is whole
         out.write(gzip.compress(head, compresslevel=3) if compress else head)
         with open(rows_path, "rb") as rows:
             shutil.copyfileobj(rows, out, 1 << 20)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional
 
 from .. import events as ev
+from ..errors import shown
 
 __all__ = ["BadRow", "check_header", "row_decoder", "type_codes"]
 
@@ -227,7 +228,7 @@ def check_header(h: Any) -> Optional[str]:
     if type(h) is not dict:
         return "the header is not a JSON object"
     if type(h.get("version")) is not int:
-        return f"header field 'version' is not an integer ({h.get('version')!r})"
+        return f"header field 'version' is not an integer ({shown(h.get('version'))})"
     checks = [
         ("backends", _str_list, "a list of strings"),
         ("source", lambda v: type(v) is str, "a string"),

@@ -7,17 +7,18 @@ the recording window and returns a ``Recording``: everything the rules need, not
 """
 from __future__ import annotations
 
-from collections import Counter
 from functools import lru_cache
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ... import events as ev
 from ...events.counts import ThreadCounts
+from ...events.states import ThreadStopped
 from ...linux.fdtarget import FdTarget
-from .io_class import MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, read_class, write_class
+from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, internal_targets,
+                       judge_output, read_class, write_class)
 from .kernel_counts import KernelCounts
 from .stats import ProcessStats, Recording, TcpTrack, ThreadStats
-from .traffic import FdTraffic, keepalive
+from .traffic import FdTraffic
 
 __all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
 
@@ -57,6 +58,8 @@ class Accumulator:
         self.lost = 0
         self.lost_reasons: List[str] = []
         self.futex_wakers: Dict[int, Tuple[int, int]] = {}
+        self.lock_holders: Dict[str, Tuple[int, int]] = {}   # locked file -> (pid, tid)
+        self._exits = 0                       # processes seen exit, in order (logs lack times)
         self.roots = list(roots or [])
         self._internal: Dict[int, set] = {}   # pid -> targets of fds internal to the process
         self._inodes: Dict[int, set] = {}     # pid -> inodes of its fds (cache)
@@ -72,6 +75,8 @@ class Accumulator:
             ev.Lost: self._on_lost, ev.ThreadCpu: self._on_cpu,
             ev.SocketCounters: self._on_socket_counters,
             ev.ObserveError: self._on_observe_error,
+            ThreadStopped: self._on_stopped,
+            ev.ServedConnections: self._on_served,
             ThreadCounts: lambda e: self.kernel.feed(e, self._thread(e.pid, e.tid),
                                                         self.is_internal),
         }
@@ -119,7 +124,7 @@ class Accumulator:
             t = self._thread(info.pid, tid)
             if comm:
                 t.comm = comm
-        self._internal[info.pid] = _internal_targets(info.fds)
+        self._internal[info.pid] = internal_targets(info.fds)
 
     def is_internal(self, pid: int, target: Optional[str]) -> bool:
         """True when both ends of the pipe/socketpair behind ``target`` are in process ``pid``."""
@@ -198,7 +203,10 @@ class Accumulator:
         self._process_info(e)
 
     def _on_exit(self, e: ev.ProcessExit) -> None:
-        self._process(e.pid).exited = e
+        p = self._process(e.pid)
+        p.exited = e
+        self._exits += 1
+        p.exit_order = self._exits
         for t in self.threads_of(e.pid):
             if t.exited_at is None:
                 t.exited_at = e.ts
@@ -214,6 +222,16 @@ class Accumulator:
 
     def _on_signal(self, e: ev.SignalDelivered) -> None:
         self._process(e.pid).signals[e.signal] += 1
+        if e.signal == "SIGCONT":
+            for t in self.threads_of(e.pid):
+                t.stopped_by = None
+
+    def _on_served(self, e: ev.ServedConnections) -> None:
+        self._process(e.pid).served[e.port] += max(0, e.count)
+
+    def _on_stopped(self, e: ThreadStopped) -> None:
+        t = self._thread(e.pid, e.tid)
+        t.stopped_by, t.stopped_calls = e.signal or "a signal", t.ncalls
 
     def _on_cpu(self, e: ev.ThreadCpu) -> None:
         t = self._thread(e.pid, e.tid)
@@ -256,6 +274,7 @@ class Accumulator:
             t.ongoing = e
             return
         t.last_call = e
+        t.ncalls += 1
         name = e.name
         t.syscalls[name] += 1
         dur = e.dur
@@ -271,6 +290,8 @@ class Accumulator:
                 t.yields += 1
             elif name == "connect":
                 self._connect(t, e)
+            elif name == "flock" or name == "fcntl":
+                self._lock(t, e)
         elif kind is _WRITE:
             self._write(t, e)  # type: ignore[arg-type]
         elif kind is _FUTEX:
@@ -321,6 +342,19 @@ class Accumulator:
             tr = t.sockets[e.fd] = FdTraffic(e.fd, e.fd_target or "", e.fd_kind)  # type: ignore
         return tr
 
+    def _lock(self, t: ThreadStats, e: ev.Syscall) -> None:
+        """File locks taken and released in the log (flock, fcntl F_SETLK*): who holds which
+        file, for a waiter the log shows blocked on it (imports have no /proc/locks)."""
+        if e.err is not None or e.ret != 0 or not e.fd_target:
+            return
+        args = e.args or ""
+        if "LOCK_UN" in args or "F_UNLCK" in args:
+            if self.lock_holders.get(e.fd_target, (None,))[0] == t.pid:
+                del self.lock_holders[e.fd_target]
+        elif ("LOCK_EX" in args or "LOCK_SH" in args or "F_WRLCK" in args
+              or "F_RDLCK" in args) and len(self.lock_holders) < MAX_FUTEX_ADDRS:
+            self.lock_holders[e.fd_target] = (t.pid, t.tid)
+
     def _connect(self, t: ThreadStats, e: ev.Syscall) -> None:
         """A connection made counts as doing something outside. A non-blocking connect that
         returned EINPROGRESS is not counted: it may well be refused (NCCL's RAS thread retries
@@ -357,8 +391,11 @@ class Accumulator:
     def _output(t: ThreadStats, e: ev.WriteCall, n: int) -> None:
         t.plain_bytes += n
         t.plain_writes += 1
+        if t.plain_first_ts is None:
+            t.plain_first_ts = e.ts
         t.plain_last_ts = e.ts
-        label = _fd_label(e.fd, e.fd_target)
+        t.calls_at_output = t.ncalls
+        label = fd_label(e.fd, e.fd_target)
         if len(t.plain_targets) < MAX_OUTPUT_TARGETS or label in t.plain_targets:
             t.plain_targets[label] += n
 
@@ -394,47 +431,15 @@ class Accumulator:
         stop = end if end is not None else (self.last_ts if self.last_ts is not None else start)
         window = max(stop - start, 1e-9)
         for t in self.threads.values():
-            _judge_output(t, window)
+            judge_output(t, window, stop, self.capabilities.get("timestamps", True))
         return Recording(start=start, end=max(stop, start), threads=self.threads,
                          processes=self.processes, backends=self.backends,
                          capabilities=self.capabilities, lost=self.lost,
                          lost_reasons=self.lost_reasons, truncated=truncated,
                          futex_wakers=self.futex_wakers, roots=self.roots,
+                         lock_holders=self.lock_holders,
                          observe_errors=self.observe_errors)
-
-
-def _fd_label(fd: Optional[int], target: Optional[str]) -> str:
-    if fd is None:
-        return "an fd not seen opened"
-    return f"fd {fd} ({target})" if target else f"fd {fd}"
-
-
-def _judge_output(t: ThreadStats, window: float) -> None:
-    """The thread's output: plain writes plus socket traffic that is not a keep-alive
-    (traffic.keepalive). Recomputed from the accumulated state at every finish()."""
-    t.output_bytes, t.output_writes = t.plain_bytes, t.plain_writes
-    t.output_targets = Counter(t.plain_targets)
-    t.last_output_ts = t.plain_last_ts
-    t.keepalives = []
-    for tr in t.sockets.values():
-        if tr.sends == 0:
-            continue
-        if keepalive(tr, window):
-            t.keepalives.append(tr)
-            continue
-        t.output_bytes += tr.sent
-        t.output_writes += tr.calls
-        t.output_targets[_fd_label(tr.fd, tr.target)] += tr.sent
-        if tr.last_send is not None and (t.last_output_ts is None
-                                         or tr.last_send > t.last_output_ts):
-            t.last_output_ts = tr.last_send
 
 
 def _as_dict(info: ev.ProcessInfo) -> dict:
     return {f: getattr(info, f) for f in ev.field_names(ev.ProcessInfo)}
-
-
-def _internal_targets(fds: List[ev.FdInfo]) -> set:
-    """Pipe/socket targets that appear on two fds of one process (a self-pipe or socketpair)."""
-    seen: Counter = Counter(f.target for f in fds if f.kind in ("pipe", "fifo"))
-    return {target for target, n in seen.items() if n >= 2}

@@ -21,19 +21,32 @@ call totals), watch (``proc_input_bytes``) and the timeline export.
   up only when the answer matters.
 - ``read_class(kind, internal)``: ``EVENTFD`` / ``WAKEUP`` (reading one's own channel is not
   input), ``SOCKET`` (input from a peer, its traffic followed), else ``INPUT``.
+- ``judge_output(t, window, end, timestamps)``: a thread's output at the end of the window: its
+  plain output writes plus the socket traffic that is not a keep-alive (traffic.keepalive),
+  and whether that output is old news (``output_is_stale``: a start-up log followed by a long
+  run of calls with nothing written); ``fd_label`` names an output target ("fd 3 (/var/x)").
+- ``internal_targets(fds)``: the pipes and FIFOs a process holds on two fds (both ends: a
+  self-pipe), which the accumulator's ``internal`` answers with.
 - Limits of what is followed per thread: ``MAX_OUTPUT_TARGETS`` targets named, ``MAX_SOCKETS``
   socket fds. bpf/hangtrace.h's HT_SMALL_WRITE is ``WAKEUP_MAX_BYTES`` (a test checks it).
 Pure.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections import Counter
+from typing import TYPE_CHECKING, Callable, List, Optional
+
+from ... import events as ev
 
 from ...linux.fdtarget import OUTPUT_KINDS, SOCKET_KINDS
 from ..vocab.verdict import _StrEnum
+from .traffic import keepalive
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .stats import ThreadStats
 
 __all__ = ["IoClass", "write_class", "read_class", "proc_output_bytes",
-           "proc_input_bytes", "WAKEUP_MAX_BYTES", "CHANNEL_KINDS", "MAX_OUTPUT_TARGETS",
+           "proc_input_bytes", "judge_output", "fd_label", "internal_targets", "WAKEUP_MAX_BYTES", "CHANNEL_KINDS", "MAX_OUTPUT_TARGETS",
            "MAX_SOCKETS"]
 
 # Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
@@ -97,3 +110,63 @@ def proc_output_bytes(wchar: int, syscw: int) -> int:
 def proc_input_bytes(rchar: int, syscr: int) -> int:
     """Bytes surely read as input, from /proc/PID/io deltas (as ``proc_output_bytes``)."""
     return rchar - WAKEUP_MAX_BYTES * syscr
+
+
+def fd_label(fd: Optional[int], target: Optional[str]) -> str:
+    if fd is None:
+        return "an fd not seen opened"
+    return f"fd {fd} ({target})" if target else f"fd {fd}"
+
+
+def judge_output(t: "ThreadStats", window: float, end: Optional[float] = None,
+                 timestamps: bool = True) -> None:
+    """The thread's output: plain writes plus socket traffic that is not a keep-alive
+    (traffic.keepalive), and whether it is old news (``output_is_stale``). Recomputed from the
+    accumulated state at every finish()."""
+    t.output_stale = output_is_stale(t, window, end, timestamps)
+    t.output_bytes, t.output_writes = t.plain_bytes, t.plain_writes
+    t.output_targets = Counter(t.plain_targets)
+    t.last_output_ts = t.plain_last_ts
+    t.keepalives = []
+    for tr in t.sockets.values():
+        if tr.sends == 0:
+            continue
+        if keepalive(tr, window):
+            t.keepalives.append(tr)
+            continue
+        t.output_bytes += tr.sent
+        t.output_writes += tr.calls
+        t.output_targets[fd_label(tr.fd, tr.target)] += tr.sent
+        if tr.last_send is not None and (t.last_output_ts is None
+                                         or tr.last_send > t.last_output_ts):
+            t.last_output_ts = tr.last_send
+
+
+STALE_CALLS_MIN = 200      # calls after the last output before it can be old news
+
+
+def output_is_stale(t: "ThreadStats", window: float, end: Optional[float],
+                    timestamps: bool) -> bool:
+    """The thread's output all lies well before the end: what it does at the end of the window
+    (of a long log) is what it does now, and start-up log lines are not progress now. Stale
+    when, after its last output, it made at least ``STALE_CALLS_MIN`` calls and more than it
+    made up to that output, and (with times) the last output is older than 2 s, half the
+    window and three of its own intervals between outputs; a log without times decides by the
+    order of the calls alone."""
+    after = t.ncalls - t.calls_at_output
+    if t.plain_writes == 0 or after < STALE_CALLS_MIN or after <= t.calls_at_output:
+        return False
+    if not timestamps:
+        return True
+    last, first = t.plain_last_ts, t.plain_first_ts
+    if last is None or end is None:
+        return False
+    every = (last - first) / (t.plain_writes - 1) if first is not None and t.plain_writes > 1 \
+        else 0.0
+    return end - last > max(2.0, 0.5 * window, 3 * every)
+
+
+def internal_targets(fds: List[ev.FdInfo]) -> set:
+    """Pipe/socket targets that appear on two fds of one process (a self-pipe or socketpair)."""
+    seen: Counter = Counter(f.target for f in fds if f.kind in ("pipe", "fifo"))
+    return {target for target, n in seen.items() if n >= 2}

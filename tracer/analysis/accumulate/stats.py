@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ... import events as ev
 from .traffic import FdTraffic
+
+
+_NO_RETURN = frozenset({"exit", "exit_group", "execve", "execveat", "rt_sigreturn",
+                        "restart_syscall"})     # calls that end without a result of their own
 
 
 @dataclass
@@ -29,7 +33,13 @@ class ThreadStats:
     plain_bytes: int = 0
     plain_writes: int = 0
     plain_targets: Counter = field(default_factory=Counter)  # target text -> bytes
+    plain_first_ts: Optional[float] = None
     plain_last_ts: Optional[float] = None
+    ncalls: int = 0                                          # completed calls, in order
+    calls_at_output: int = 0                                 # ncalls at its last plain output
+    output_stale: bool = False                               # finish(): output long ago only
+    stopped_by: Optional[str] = None        # strace saw it stopped (SIGSTOP...), no SIGCONT since
+    stopped_calls: int = 0                  # ncalls when it stopped (a later call: it ran again)
     sockets: Dict[int, FdTraffic] = field(default_factory=dict)  # fd -> its traffic
     connects: int = 0                                        # connections made (ret 0/EINPROGRESS)
     connect_targets: Counter = field(default_factory=Counter)
@@ -78,6 +88,15 @@ class ThreadStats:
     def is_main(self) -> bool:
         return self.pid == self.tid
 
+    @property
+    def never_returned(self) -> Optional[ev.Syscall]:
+        """Its last call, when that call never returned (no result: the thread was killed or
+        the process ended inside it, as strace's "= ?" or an unfinished call at a kill)."""
+        c = self.last_call
+        if c is None or c.ret is not None or c.err is not None or c.name in _NO_RETURN:
+            return None
+        return c
+
 
 @dataclass
 class TcpTrack:
@@ -100,11 +119,13 @@ class ProcessStats:
     info: Optional[ev.ProcessInfo] = None
     first_info: Optional[ev.ProcessInfo] = None
     exited: Optional[ev.ProcessExit] = None
+    exit_order: int = 0                 # 1 for the first process seen exit, 2 for the next ...
     exec_seen: bool = False
     first_io: Optional[ev.ProcessIO] = None
     last_io: Optional[ev.ProcessIO] = None
     signals: Counter = field(default_factory=Counter)
     tcp: Dict[int, TcpTrack] = field(default_factory=dict)     # fd -> kernel TCP counters
+    served: Counter = field(default_factory=Counter)   # port -> connections taken (sock_diag)
 
 
 @dataclass
@@ -120,6 +141,8 @@ class Recording:
     lost_reasons: List[str] = field(default_factory=list)
     truncated: bool = False
     futex_wakers: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # addr -> (pid, tid)
+    # file locks the log showed taken and not released: file -> (pid, tid) (imports: no /proc)
+    lock_holders: Dict[str, Tuple[int, int]] = field(default_factory=dict)
     roots: List[int] = field(default_factory=list)
     # What backends could not observe, by (pid, tid, what): analysis/rules/observed.py reads it.
     observe_errors: Dict[tuple, ev.ObserveError] = field(default_factory=dict)
@@ -144,8 +167,14 @@ class Recording:
 
     @property
     def has_syscalls(self) -> bool:
-        return any(b.startswith("strace") or b == "ebpf" for b in self.backends)
+        return syscall_backends(self.backends)
 
     @property
     def has_samples(self) -> bool:
         return "proc" in self.backends
+
+
+def syscall_backends(backends: Sequence[str]) -> bool:
+    """Whether a recording made with ``backends`` saw system calls (strace, an strace log,
+    eBPF), not only /proc samples."""
+    return any(b.startswith("strace") or b == "ebpf" for b in backends)

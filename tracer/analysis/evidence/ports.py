@@ -18,15 +18,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ...linux.intparse import parse_uint
+
 __all__ = ["PortAsk", "ports_asked", "check_ports", "listen_port", "SERVE_OPTIONS"]
 
 SERVE_OPTIONS = {"--port", "--http-port", "--grpc-port", "--api-port", "--server-port",
                  "--listen-port", "--metrics-port", "--bind", "--listen"}
 _PORT_OPT = re.compile(r"^--[A-Za-z0-9_-]*port$")
 _ADDR_OPT = re.compile(r"^--[A-Za-z0-9_-]*(addr|address|bind|listen|endpoint|url)$")
-_HOSTPORT = re.compile(r"^(?:[a-z]+://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]*):(\d{1,5})(?:/.*)?$")
-_IP_HOST = re.compile(r"^(\d+\.\d+\.\d+\.\d+|\[[0-9a-fA-F:]+\]|localhost)$")
-_LOCAL = re.compile(r"^(|0\.0\.0\.0|\[?::\]?|\[?::1\]?|localhost|127\.\d+\.\d+\.\d+|\*)$")
+_HOSTPORT = re.compile(r"^(?:[a-z]+://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]*):([0-9]{1,5})(?:/.*)?$")
+_IP_HOST = re.compile(r"^([0-9]+\.[0-9]+\.[0-9]+\.[0-9]+|\[[0-9a-fA-F:]+\]|localhost)$")
+_LOCAL = re.compile(r"^(|0\.0\.0\.0|\[?::\]?|\[?::1\]?|localhost|127\.[0-9]+\.[0-9]+\.[0-9]+|\*)$")
 
 
 @dataclass
@@ -46,9 +48,9 @@ class PortAsk:
 
 
 def _port(text: str) -> Optional[int]:
-    if text.isdigit() and 0 < int(text) < 65536:
-        return int(text)
-    return None
+    """A port given on a command line ("--port ²" is none: ASCII digits only)."""
+    port = parse_uint(text, 5)
+    return port if port is not None and 0 < port < 65536 else None
 
 
 def _split_opts(argv: Sequence[str]) -> List[Tuple[str, str]]:

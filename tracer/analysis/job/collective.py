@@ -27,6 +27,7 @@ from ..accumulate.gpu import MOST, GpuStats
 from ..vocab.nodes import crosses_nodes, real_id, same_node
 from .process_facts import ProcessFacts, exit_failed
 from .nccl_ras import RasStatus, lagging_ranks, missing_ranks
+from .flight_recorder import RecorderLag
 from ..vocab.verdict import BLOCKED, BUSY, EXITED, PROGRESSING, UNKNOWN, ThreadVerdict, _StrEnum
 
 _SOCKETS = ("tcp", "unix", "socket")
@@ -35,9 +36,11 @@ _SOCKETS = ("tcp", "unix", "socket")
 class LagSource(_StrEnum):
     """What showed that a rank is behind (most to least direct)."""
     RAS = "NCCL RAS"             # the job's own counts (operations launched per rank)
+    RECORDER = "Flight Recorder"  # PyTorch's per-rank collective log (flight_recorder.py)
     EXIT = "exit"                # the rank died while its peers wait in a collective
     NVML = "NVML"                # its GPU idle while a peer spins on a busy GPU
     STACKS = "Python stacks"     # it is the one rank whose main thread is not in a collective
+    THREADS = "thread sets"      # it is the one rank whose threads differ (job/ranks.py)
 
 
 @dataclass
@@ -156,6 +159,20 @@ def _from_ras(st: RasStatus, procs: Mapping[int, ProcessFacts],
     return out
 
 
+def _from_recorder(recorder: Sequence[RecorderLag], procs: Mapping[int, ProcessFacts],
+                   state: Mapping[int, List[ThreadVerdict]], gpus: Mapping[int, GpuStats]
+                   ) -> List[Straggler]:
+    """Flight Recorder: the rank behind, or the one with no dump, and who waits in what."""
+    def doing(w: int, what: str) -> str:
+        spin = _doing(w, state, gpus)
+        return f"{what}, {spin}" if spin.startswith("spin") else what
+    return [Straggler(lag.pid, LagSource.RECORDER, lag.why,
+                      {w: doing(w, what) for w, what in lag.waiters.items()
+                       if w in procs and procs[w].gone is None},
+                      op=lag.op, dead=procs[lag.pid].gone is not None)
+            for lag in recorder if lag.pid in procs]
+
+
 def _from_exits(rec: Recording, ranks: Sequence[int], procs: Mapping[int, ProcessFacts],
                 state: Mapping[int, List[ThreadVerdict]], gpus: Mapping[int, GpuStats]
                 ) -> List[Straggler]:
@@ -201,21 +218,26 @@ def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
                     threads: Mapping[int, Mapping[int, ThreadVerdict]],
                     gpus: Mapping[int, GpuStats], peers: Mapping[int, List[int]],
                     ras: Optional[RasStatus] = None,
-                    stack_suspects: Optional[Mapping[int, str]] = None) -> List[Straggler]:
+                    stack_suspects: Optional[Mapping[int, str]] = None,
+                    thread_suspects: Optional[Mapping[int, str]] = None,
+                    recorder: Sequence[RecorderLag] = ()) -> List[Straggler]:
     """Ranks the others wait for in a collective (module doc), one per rank, the most direct
-    evidence first: NCCL RAS, a rank that died, NVML, Python stacks."""
-    ranks = sorted(pid for pid, pf in procs.items() if pf.role.kind == "rank")
+    evidence first: NCCL RAS, the Flight Recorder, a rank that died, NVML, Python stacks,
+    thread sets."""
+    ranks = sorted(pid for pid, pf in procs.items() if pf.is_rank)
     state = {pid: _deciding(threads.get(pid, {})) for pid in procs}
     found: List[Straggler] = []
     if ras is not None:
         found += _from_ras(ras, procs, state, gpus)
+    found += _from_recorder(recorder, procs, state, gpus)
     found += _from_exits(rec, ranks, procs, state, gpus)
     live = [pid for pid in ranks if procs[pid].gone is None]
     found += _from_nvml(live, state, gpus, peers)
-    for pid, why in (stack_suspects or {}).items():
-        waiters = {q: _doing(q, state, gpus) for q in _waiting(live, state) if q != pid}
-        if waiters:
-            found.append(Straggler(pid, LagSource.STACKS, why, waiters))
+    for source, odd in ((LagSource.STACKS, stack_suspects), (LagSource.THREADS, thread_suspects)):
+        for pid, why in (odd or {}).items():
+            waiters = {q: _doing(q, state, gpus) for q in _waiting(live, state) if q != pid}
+            if waiters:
+                found.append(Straggler(pid, source, why, waiters))
     out: List[Straggler] = []
     for st in found:
         if st.waiters and not any(o.pid == st.pid for o in out):

@@ -75,6 +75,13 @@ class ProcessFacts:
     gpu: Optional[int] = None                  # the GPU a rank or worker drives, when known
     pid_unknown: bool = False    # one thread whose process the recording does not show
     node: Optional[str] = None                 # its node's name, in merged traces only
+    ranked: bool = False         # one of the ranks of a job without RANK (job/ranks.py)
+
+    @property
+    def is_rank(self) -> bool:
+        """A rank of a job: RANK in its environment or NCCL RAS names it, or it is one of a set
+        of siblings job/ranks.py recognised as ranks."""
+        return self.role.kind == "rank" or self.ranked
 
     @property
     def role_label(self) -> str:

@@ -16,7 +16,14 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import List, Optional, Sequence
 
+from ...linux.intparse import is_digits
+
 _TP_RE = re.compile(r"_TP(\d+)")
+# a title of its own that names the role and the rank ("...scheduler_TP0", "Worker_TP3"), the
+# way SGLang and vLLM set them, wherever the title puts them: it says what the process is, even
+# when it has children (a JIT compiler it waits for)
+_SCHEDULER_RE = re.compile(r"scheduler_TP\d+", re.IGNORECASE)
+_WORKER_RE = re.compile(r"worker_TP\d+", re.IGNORECASE)
 _DP_RE = re.compile(r"_(DP|PP|EP)(\d+)")
 
 
@@ -38,7 +45,7 @@ def _title(cmdline: Sequence[str], comm: str) -> str:
     return comm
 
 
-_RANK_RE = re.compile(r"(?:^|\s)(LOCAL_RANK|RANK)=(\d+)")
+_RANK_RE = re.compile(r"(?:^|\s)(LOCAL_RANK|RANK)=([0-9]{1,10})(?![0-9])")
 
 
 def parse_environ_rank(environ_rank: Optional[str]) -> Optional[int]:
@@ -47,7 +54,7 @@ def parse_environ_rank(environ_rank: Optional[str]) -> Optional[int]:
     if not environ_rank:
         return None
     text = environ_rank.strip()
-    if text.isdigit():
+    if is_digits(text) and len(text) <= 10:
         return int(text)
     found = dict(m.groups() for m in _RANK_RE.finditer(text))
     val = found.get("RANK", found.get("LOCAL_RANK"))
@@ -63,14 +70,14 @@ def role_of(cmdline: Sequence[str], comm: str, *, has_children: bool = False,
     tp = _TP_RE.search(title)
     rank = int(tp.group(1)) if tp else None
     suffix = "".join(f" {m.group(1)}{m.group(2)}" for m in _DP_RE.finditer(title))
-    if low.startswith("sglang::scheduler"):
+    if low.startswith("sglang::scheduler") or (tp and _SCHEDULER_RE.search(title)):
         return Role("scheduler", rank, f"scheduler TP{rank}{suffix}" if rank is not None
                     else "scheduler")
     if low.startswith("sglang::detokenizer"):
         return Role("detokenizer", None, "detokenizer")
     if low.startswith("sglang::tokenizer"):
         return Role("tokenizer", None, "tokenizer")
-    if low.startswith("vllm::worker"):
+    if low.startswith("vllm::worker") or (tp and _WORKER_RE.search(title)):
         return Role("worker", rank, f"worker TP{rank}{suffix}" if rank is not None else "worker")
     if low.startswith("vllm::enginecore") or low.startswith("vllm::engine_core") \
             or low.startswith("enginecore"):

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Sequence, Tuple
 
-__all__ = ["StackGroup", "group_ranks", "suspects", "collective_frame"]
+__all__ = ["StackGroup", "group_ranks", "suspects", "collective_frame", "stack_key"]
 
 _FRAME = re.compile(r"^(?P<func>\S+) \((?P<file>.*?)(?::\d+)?\)$")
 _COLLECTIVE_FUNCS = re.compile(
@@ -35,6 +35,12 @@ def _key(frame: str) -> str:
     if not m:
         return frame
     return f"{m.group('func')} ({m.group('file').rsplit('/', 1)[-1]})"
+
+
+def stack_key(frames: Sequence[str]) -> Tuple[str, ...]:
+    """A stack as the groups compare it: function (file) per frame, innermost first, without
+    line numbers, down to DEPTH frames."""
+    return tuple(_key(f) for f in frames[:DEPTH])
 
 
 def collective_frame(frames: Sequence[str]) -> str:
@@ -62,7 +68,7 @@ def group_ranks(stacks: Mapping[int, Sequence[str]]) -> List[StackGroup]:
     groups: Dict[Tuple[str, ...], StackGroup] = {}
     for pid in sorted(stacks):
         frames = list(stacks[pid])
-        key = tuple(_key(f) for f in frames[:DEPTH])
+        key = stack_key(frames)
         g = groups.get(key)
         if g is None:
             g = groups[key] = StackGroup(key, [], frames, collective_frame(frames))

@@ -26,6 +26,16 @@ class ThreadContext:
     def listening(self) -> List[str]:
         return self.proc.info.listening if self.proc.info else []
 
+    @property
+    def timed(self) -> bool:
+        """The recording has times (a log without timestamps has none: rates and durations
+        are unknown, never 0)."""
+        return self.rec.capabilities.get("timestamps", True)
+
+    def span(self) -> str:
+        """" in 5.2 s" for a sentence about the window, or " (the log has no times)"."""
+        return f" in {self.rec.window:.1f} s" if self.timed else " (the log has no times)"
+
     def rate(self, n: int) -> str:
         if not self.rec.capabilities.get("timestamps", True):
             return f"{n} times"

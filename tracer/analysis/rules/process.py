@@ -2,13 +2,23 @@
 process's verdict.
 
 Contract: ``judge_process`` is a pure function. Only threads whose verdict ``decides`` count
-(library helpers and pool threads parked in futex do not), unless nothing else is left. A
-process whose deciding threads are blocked without timeout reads the wait-for graph
-(waitgraph/build.py resolved every wait once; it never resolves waits itself):
-- every blocked deciding thread stuck (nothing that can act can end its wait) -> ``deadlocked``:
-  ``all-threads-blocked`` when all those waits stay inside the process and none of its threads
-  can act, else ``wait-cycle-or-dead-end`` (the tree names the cycle or the dead process);
-- a wait the GPU ends -> ``blocked`` (``waits-on-gpu``); a collective -> ``blocked``
+(library helpers and threads folded into a pool do not), unless nothing else is left, in this
+order: a thread that progresses; a thread that spins (on the CPU or the GPU); a thread stopped by
+a signal (``stopped``: SIGSTOP or job control, it runs nothing until SIGCONT); threads blocked
+without timeout; threads that only tick (a watchdog, a heartbeat: they show the process is
+alive, and decide it only when it does nothing else, as a scheduler loop that never becomes
+ready); idle threads. Blocked threads read the wait-for graph (waitgraph/build.py resolved every
+wait once; it never resolves waits itself) and its chains (waitgraph/chain.py): the key thread is
+the one the chain of the process goes through, not merely its main thread:
+- every blocked deciding thread stuck (nothing that can act can end its wait), or the chain of
+  the process ending in a cycle or a dead end while none of its deciding threads can act ->
+  ``deadlocked``: ``all-threads-blocked`` when all those waits stay inside the process and none
+  of its threads can act, else ``wait-cycle-or-dead-end`` (the tree names the cycle or the dead
+  process);
+- a wait the GPU ends -> ``blocked`` (``waits-on-gpu``); a wait inside the process that no
+  thread at work can end, only ticking or idle ones (the chain ends there:
+  waitgraph/chain.py's UNKNOWN_WAKER) -> ``blocked`` (``waits-for-unknown-waker``); a
+  collective -> ``blocked``
   (``waits-in-collective``); only outside waits -> ``idle`` (``waits-outside``); else ``blocked``
   on other processes that can still act (``waits-on-peers``);
 - a rank that stopped joining a collective its peers spin in (collective.Straggler) is
@@ -27,7 +37,8 @@ from ..job.process_facts import ProcessFacts
 from ..job.roles import Role
 from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN,
                              BlockKind, ThreadVerdict, Verdict)
-from ..waitgraph.graph import EdgeKind, WaitGraph
+from ..waitgraph.chain import Chains, EndKind
+from ..waitgraph.graph import EdgeKind, WaitGraph, pnode
 
 
 @dataclass(frozen=True)
@@ -88,7 +99,8 @@ def _deciding(tvs: Mapping[int, ThreadVerdict]) -> Dict[int, ThreadVerdict]:
 def judge_process(pf: ProcessFacts, tvs: Dict[int, ThreadVerdict], graph: WaitGraph,
                   waits: List[ResolvedWait],
                   straggler: Optional[Straggler] = None,
-                  labels: Optional[Mapping[int, str]] = None) -> ProcessVerdict:
+                  labels: Optional[Mapping[int, str]] = None,
+                  chains: Optional[Chains] = None) -> ProcessVerdict:
     pv = ProcessVerdict(pf, UNKNOWN, "no-data", tvs)
     if pf.gone is not None:
         pv.verdict, pv.rule = EXITED, "process-exited"
@@ -101,7 +113,7 @@ def judge_process(pf: ProcessFacts, tvs: Dict[int, ThreadVerdict], graph: WaitGr
     if not deciding:
         pv.findings = [Finding(None, "nothing recorded for this process")]
         return pv
-    _judge_live(pv, graph, waits, deciding)
+    _judge_live(pv, graph, waits, deciding, chains or Chains(graph))
     if straggler is not None and pv.verdict != DEADLOCKED:
         pv.rule = "stopped-joining-collective"
         pv.block = None if pv.block == BlockKind.PEERS else pv.block
@@ -110,27 +122,60 @@ def judge_process(pf: ProcessFacts, tvs: Dict[int, ThreadVerdict], graph: WaitGr
 
 
 def _judge_live(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWait],
-                deciding: Dict[int, ThreadVerdict]) -> None:
+                deciding: Dict[int, ThreadVerdict], chains: Chains) -> None:
     pid = pv.pid
-    for verdict in (PROGRESSING, BUSY):
-        hits = [tid for tid, v in deciding.items() if v.verdict == verdict]
-        if hits:
-            key = pid if pid in hits else hits[0]
-            _from_thread(pv, verdict, key, deciding[key])
-            if verdict == BUSY and all(graph.is_stuck(tid) for tid in hits):
-                # Every busy thread spin-waits for something that can never act (a peer rank
-                # that died in the collective it spins in): spinning forever is a deadlock.
-                pv.verdict, pv.rule, pv.block = DEADLOCKED, "spins-for-a-dead-peer", \
-                    BlockKind.STUCK
-                pv.findings += [Finding(w.tid, w.what) for w in pv.waits_on]
-            return
+
+    def first(tids: List[int]) -> int:
+        return pid if pid in tids else tids[0]
+
+    progressing = [tid for tid, v in deciding.items() if v.verdict == PROGRESSING]
+    if progressing:
+        _from_thread(pv, PROGRESSING, first(progressing), deciding[first(progressing)])
+        return
+    spinning = [tid for tid, v in deciding.items() if v.verdict == BUSY and not v.ticks]
+    if spinning:
+        key = _chain_thread(pid, chains, spinning) or first(spinning)
+        _from_thread(pv, BUSY, key, deciding[key])
+        if all(graph.is_stuck(tid) for tid in spinning):
+            # Every busy thread spin-waits for something that can never act (a peer rank
+            # that died in the collective it spins in): spinning forever is a deadlock.
+            pv.verdict, pv.rule, pv.block = DEADLOCKED, "spins-for-a-dead-peer", \
+                BlockKind.STUCK
+            pv.findings += [Finding(w.tid, w.what) for w in pv.waits_on]
+        return
+    stopped = [tid for tid, v in deciding.items() if v.stopped]
+    if stopped:
+        _from_thread(pv, BLOCKED, first(stopped), deciding[first(stopped)])
+        pv.rule, pv.block = "stopped", BlockKind.STOPPED
+        return
     blocked = {tid: v for tid, v in deciding.items() if v.verdict == BLOCKED and v.wait}
     if blocked:
-        _judge_blocked(pv, graph, waits, blocked)
+        _judge_blocked(pv, graph, waits, blocked, chains)
+        return
+    ticking = [tid for tid, v in deciding.items() if v.verdict == BUSY]
+    if ticking:
+        _from_thread(pv, BUSY, first(ticking), deciding[first(ticking)])
         return
     idle = [tid for tid, v in deciding.items() if v.verdict == IDLE]
     key = pid if pid in idle else (idle[0] if idle else next(iter(deciding)))
     _from_thread(pv, IDLE, key, deciding[key])
+
+
+def _ends_here(chains: Chains, pid: int, kind: EndKind) -> bool:
+    """The chain of the process ends inside it, in ``kind``."""
+    end = chains.end(pnode(pid))
+    return end.kind == kind and chains.g.nodes[end.node].pid == pid
+
+
+def _chain_thread(pid: int, chains: Chains, among: List[int]) -> Optional[int]:
+    """The thread of ``pid`` (one of ``among``) that the chain of the process goes through."""
+    for nid in chains.walk(pnode(pid)).nodes[1:]:
+        node = chains.g.nodes[nid]
+        if node.pid != pid:
+            break
+        if node.tid in among:
+            return node.tid
+    return None
 
 
 def _from_thread(pv: ProcessVerdict, verdict: Verdict, key: int,
@@ -147,16 +192,19 @@ def _inside(graph: WaitGraph, pid: int, tid: int) -> bool:
 
 
 def _judge_blocked(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWait],
-                   blocked: Dict[int, ThreadVerdict]) -> None:
+                   blocked: Dict[int, ThreadVerdict], chains: Chains) -> None:
     pid = pv.pid
-    pv.key_tid = pid if pid in blocked else min(blocked)
+    pv.key_tid = _chain_thread(pid, chains, sorted(blocked)) or \
+        (pid if pid in blocked else min(blocked))
     by_tid = {w.tid: w for w in waits}
     mine = [by_tid[tid] for tid in sorted(blocked) if tid in by_tid]
     pv.waits_on = mine + pv.waits_on
     pv.findings = [Finding(w.tid, w.what) for w in mine]
     kinds = {w.kind for w in mine}
     pv.verdict = BLOCKED
-    if all(graph.is_stuck(tid) for tid in blocked):
+    ends = chains.end(pnode(pid)).kind in (EndKind.CYCLE, EndKind.DEAD) \
+        and not graph.can_act(pnode(pid))
+    if all(graph.is_stuck(tid) for tid in blocked) or ends:
         pv.verdict, pv.block = DEADLOCKED, BlockKind.STUCK
         runs = any(graph.can_act(f"T{tid}") for tid in pv.threads)
         if all(_inside(graph, pid, tid) for tid in blocked) and not runs:
@@ -176,6 +224,8 @@ def _judge_blocked(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWai
                                                      f"{node.dead_text.removeprefix('was ')}"))
     elif EdgeKind.GPU in kinds:
         pv.rule, pv.block = "waits-on-gpu", BlockKind.GPU
+    elif _ends_here(chains, pid, EndKind.UNKNOWN_WAKER):
+        pv.rule, pv.block = "waits-for-unknown-waker", BlockKind.UNKNOWN_WAKER
     elif EdgeKind.COLLECTIVE in kinds:
         pv.rule, pv.block = "waits-in-collective", BlockKind.COLLECTIVE
     elif kinds and kinds <= {EdgeKind.OUTSIDE}:

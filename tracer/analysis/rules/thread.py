@@ -10,37 +10,44 @@ tree rules decide whether that is a deadlock), idle, exited, unknown.
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from collections import Counter
+from typing import Callable, List, Optional
 
-from ...gpu.nvidia import NV_ESCAPES, is_nv_escape
+from ...gpu.nvidia import NV_ESCAPES, escape_by_number, is_nv_escape
 from ...linux.syscall_table import parse_proc_syscall
 from ..accumulate.accumulator import ProcessStats, Recording, ThreadStats
 from .gpu import rule_gpu_yield_wait
 from .observed import rule_not_observed
 from ..job.roles import helper_kind
-from ..accumulate.io_class import proc_output_bytes
-from ..accumulate.traffic import FdTraffic, keepalive
+from ..accumulate.io_class import STALE_CALLS_MIN
 from ..accumulate.traffic import describe as describe_traffic
-from ..accumulate.traffic import from_counters as counters_traffic
 from ..vocab.waits import blocking_wait, cpu_use, wait_from_proc
 from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
-                             PROGRESSING, SPIN_CPU, UNKNOWN, WAIT_NAMES, YIELD_MIN_RATE,
-                             ThreadVerdict)
+                             SPIN_CPU, UNKNOWN, YIELD_MIN_RATE, ThreadVerdict)
 from .context import ThreadContext
+from .output import (_bytes, rule_made_connections, rule_process_output,
+                     rule_served_connections, rule_varied_work, rule_wrote_output,
+                     socket_traffic)
 
+# A thread in a periodic loop with nothing to show ticks: it shows its process is alive, not that
+# it progresses (a watchdog, a heartbeat, an idle event loop); it decides its process only when
+# nothing else does (rules/process.py), and a chain of waits never ends at it otherwise.
+TICKING_RULE = "periodic-wakeups"
 NV_RM_CONTROL = next(nr for nr, name in NV_ESCAPES.items() if name == "RM_CONTROL")
 
 
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
-
-
 def _no_output(c: ThreadContext) -> bool:
-    return c.t.output_bytes == 0 and c.t.accepts == 0 and c.t.connects == 0
+    """Nothing to show now: no output (or only long ago: io_class.output_is_stale), no
+    connection accepted or made."""
+    t = c.t
+    return (t.output_bytes == 0 or t.output_stale) and t.accepts == 0 and t.connects == 0
+
+
+def _stale_evidence(t: ThreadStats) -> List[str]:
+    if not t.output_stale:
+        return []
+    return [f"its output ({_bytes(t.plain_bytes)} in {t.plain_writes} writes) all came early: "
+            f"nothing in its last {t.ncalls - t.calls_at_output} calls"]
 
 
 def _keepalive_evidence(t: ThreadStats) -> List[str]:
@@ -65,110 +72,35 @@ def rule_exited(c: ThreadContext) -> Optional[ThreadVerdict]:
     if c.t.exited_at is None:
         return None
     return ThreadVerdict(EXITED, "thread-exited",
-                         [f"exited {c.t.exited_at - c.rec.start:.1f} s into the recording"])
+                         [f"exited {c.t.exited_at - c.rec.start:.1f} s into the recording"
+                          if c.timed else "exited (the log has no times: when is unknown)"])
 
 
-def rule_wrote_output(c: ThreadContext) -> Optional[ThreadVerdict]:
+def rule_stopped(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """Stopped by a signal (state T: SIGSTOP, or job control): it runs no code and makes no call
+    until SIGCONT, whatever its counters say, so it is neither spinning nor idle. From /proc
+    samples (state T at the end) or strace's "--- stopped by SIGSTOP ---" with no call since."""
     t = c.t
-    if t.output_bytes <= 0:
+    s = t.last_sample
+    if s is not None and s.state == "T":
+        n = t.states.get("T", 0)
+        why = f"state T in {n}/{t.samples} /proc samples: SIGSTOP or job control"
+    elif t.stopped_by is not None and t.ncalls == t.stopped_calls and \
+            (s is None or s.state in ("T", "t")):
+        why = f"stopped by {t.stopped_by} (strace), no call since"
+    else:
         return None
-    where = ", ".join(k for k, _ in t.output_targets.most_common(3))
-    ev_ = [f"wrote {_bytes(t.output_bytes)} in {t.output_writes} writes "
-           f"({c.rate(t.output_writes)}) to {where}"]
-    return ThreadVerdict(PROGRESSING, "wrote-output", ev_)
-
-
-def socket_traffic(p: ProcessStats, window: float) -> Tuple[int, int, List[FdTraffic]]:
-    """(bytes sent on its TCP sockets, of which output, the keep-alive sockets) from the
-    kernel's TCP counters (the proc backend's SocketCounters; traffic.keepalive judges)."""
-    total = output = 0
-    beats: List[FdTraffic] = []
-    for tr in p.tcp.values():
-        sent = tr.delta("bytes_sent")
-        total += sent
-        traffic = counters_traffic(tr.fd, tr.target, tr.delta("segs_out"), sent,
-                                   tr.delta("segs_in"), tr.delta("bytes_received"))
-        if sent and keepalive(traffic, window):
-            beats.append(traffic)
-        else:
-            output += sent
-    return total, output, beats
-
-
-def process_output_bytes(p: ProcessStats, window: float = 0.0) -> int:
-    """Bytes a process surely wrote for the outside world, from /proc and kernel counters.
-
-    /proc/PID/io counts every write(2): eventfd and wake-up writes move at most 8 bytes each, so
-    what exceeds that per write syscall is real output (io_class.proc_output_bytes), less what
-    went to TCP sockets (which the sockets' own counters judge: a keep-alive is not output).
-    Bytes sent on TCP sockets that are not keep-alives count, and so do regular files opened for writing whose position advanced
-    between two fd-table reads.
-    """
-    total = 0
-    sent, socket_output, _ = socket_traffic(p, window)
-    a, b = p.first_io, p.last_io
-    if a is not None and b is not None:
-        total += max(0, proc_output_bytes(b.wchar - a.wchar, b.syscw - a.syscw) - sent)
-    total += socket_output
-    if p.first_info is not None and p.info is not None:
-        before = {f.fd: f for f in p.first_info.fds if f.kind == "file" and "w" in (f.mode or "")}
-        for f in p.info.fds:
-            old = before.get(f.fd)
-            if old is not None and old.target == f.target and f.pos is not None \
-                    and old.pos is not None and f.pos > old.pos:
-                total += f.pos - old.pos
-    return total
-
-
-def rule_process_output(c: ThreadContext) -> Optional[ThreadVerdict]:
-    """Without per-thread syscalls (proc backend only), credit the process's output to the
-    threads that ran while it was written."""
-    if c.rec.has_syscalls:
-        return None
-    n = process_output_bytes(c.proc, c.rec.window)
-    a, b = c.t.first_sample, c.t.last_sample
-    ran = (c.cpu is not None and c.cpu.fraction > 0.01) or (
-        a is not None and b is not None and a.run_count is not None
-        and b.run_count is not None and b.run_count - a.run_count >= 2)
-    if n <= 0 or not ran:
-        return None
-    return ThreadVerdict(PROGRESSING, "process-output",
-                         [f"the process wrote {_bytes(n)} beyond wake-up writes (/proc io, fd "
-                          "positions) while this thread ran"], cpu=c.cpu)
-
-
-def rule_served_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
-    if c.t.accepts <= 0:
-        return None
-    return ThreadVerdict(PROGRESSING, "served-connections",
-                         [f"accepted {c.t.accepts} connections"])
-
-
-def rule_made_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
-    t = c.t
-    if t.connects <= 0:
-        return None
-    where = ", ".join(k for k, _ in t.connect_targets.most_common(3))
-    return ThreadVerdict(PROGRESSING, "made-connections",
-                         [f"made {t.connects} connections ({c.rate(t.connects)}) to {where}"])
-
-
-def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:
-    t = c.t
-    work = [n for n in t.syscalls if n not in WAIT_NAMES]
-    if len(work) < 4 or (t.input_bytes == 0 and t.file_reads == 0):
-        return None
-    if c.cpu is not None and c.cpu.fraction < 0.01:
-        return None
-    return ThreadVerdict(PROGRESSING, "varied-work",
-                         [f"{len(work)} kinds of syscalls ({', '.join(sorted(work)[:6])}), "
-                          f"read {_bytes(t.input_bytes)}"], cpu=c.cpu)
+    return ThreadVerdict(BLOCKED, "stopped",
+                         [f"stopped ({why}); it runs nothing until it gets SIGCONT"],
+                         stopped=True)
 
 
 def _rm_controls(t: ThreadStats) -> int:
+    """RM_CONTROL escapes on NVIDIA fds, or known by their number on fds never seen opened."""
     return sum(n for (kind, req, _), n in t.ioctls.items()
-               if kind in ("nvidiactl", "nvidia") and (req & 0xFF) == NV_RM_CONTROL
-               and is_nv_escape(req))
+               if (kind in ("nvidiactl", "nvidia") and (req & 0xFF) == NV_RM_CONTROL
+                   and is_nv_escape(req))
+               or (kind == "?" and escape_by_number(req) == "RM_CONTROL"))
 
 
 def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -178,7 +110,7 @@ def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
     if n == 0 or n / c.rec.window > 20:
         return None
     others = c.t.total_syscalls - n
-    ev_ = [f"{c.rate(n)} RM_CONTROL on /dev/nvidiactl ({n} in {c.rec.window:.1f} s)"
+    ev_ = [f"{c.rate(n)} RM_CONTROL on /dev/nvidiactl ({n}{c.span()})"
            + (f" and {others} other syscalls" if others else " and no other syscall")
            + ": spin-sync wait, the host spin-waits for the GPU (device/stream synchronize "
            "under the default spin schedule) and the GPU work it waits for has not finished",
@@ -204,6 +136,34 @@ def rule_cpu_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
             and c.cpu.demand < 0.8:
         return None
     return ThreadVerdict(BUSY, "cpu-spin", _spin_evidence(c) + ["no output"], cpu=c.cpu)
+
+
+# Calls that return at once and do nothing a loop could be waiting for: a thread that makes
+# nothing else spins (the clock polled through syscall(2), a no-op loop).
+_NO_WAIT_CALLS = frozenset({"clock_gettime", "gettimeofday", "time", "clock_getres", "getpid",
+                            "gettid", "getppid", "getrusage", "times", "sched_yield",
+                            "sched_getaffinity", "getcpu", "getuid", "geteuid"})
+
+
+def rule_call_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """A long run of calls that never wait, at the end of what was seen, with nothing to show:
+    the evidence of a spin where the log has no times (its rate is the order of the lines: it
+    makes nothing but these calls), or where strace timing shows it on CPU."""
+    t = c.t
+    if not _no_output(c) or c.wait is not None:
+        return None
+    if c.cpu is not None and c.cpu.demand < SPIN_CPU:
+        return None
+    after = t.ncalls - t.calls_at_output
+    spins = sum(t.syscalls.get(n, 0) for n in _NO_WAIT_CALLS)
+    if after < STALE_CALLS_MIN or spins < 0.9 * after:
+        return None
+    names = ", ".join(n for n, _ in Counter({n: t.syscalls[n] for n in _NO_WAIT_CALLS
+                                             if t.syscalls.get(n)}).most_common(3))
+    return ThreadVerdict(BUSY, "call-spin",
+                         [f"spins: its last {after} calls are {names} (calls that never wait), "
+                          "one after the other"] + _stale_evidence(t) + ["no output"],
+                         cpu=c.cpu)
 
 
 def _waits_for_connections(c: ThreadContext) -> Optional[str]:
@@ -269,7 +229,7 @@ def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
             parts.append(f"{t.futex_timeouts} futex wait timeouts")
         if t.sleeps:
             parts.append(f"{t.sleeps} sleeps")
-        evidence.append(f"{' + '.join(parts)} in {c.rec.window:.1f} s ({c.rate(n)})")
+        evidence.append(f"{' + '.join(parts)}{c.span()}" + (f" ({c.rate(n)})" if c.timed else ""))
     else:
         sampled = _sampled_timed_wait(c)
         if sampled is None:
@@ -291,7 +251,7 @@ def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
         evidence.append(f"the process made {b.syscw - a.syscw} write calls of at most 8 bytes "
                         "each (eventfd or wake-up sized, /proc io)")
     evidence.append("no output")
-    return ThreadVerdict(BUSY, "periodic-wakeups", evidence, cpu=c.cpu)
+    return ThreadVerdict(BUSY, TICKING_RULE, evidence, cpu=c.cpu)
 
 
 def rule_blocked(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -302,12 +262,10 @@ def rule_blocked(c: ThreadContext) -> Optional[ThreadVerdict]:
         return None
     how = "throughout the recording" if w.whole_window else \
         f"since {max(0.0, (w.since or c.rec.start) - c.rec.start):.1f} s into it"
-    # A thread other than the main one that sat in one wait for the whole recording is a parked
-    # pool worker or an I/O helper (ZeroMQ, gloo, libcuda pollers): it explains nothing alone.
-    parked = not c.t.is_main and w.whole_window
+    # A thread blocked all along is the first suspect: only pools of identical waits are folded
+    # (rules/pools.py, once every thread of the process is judged).
     return ThreadVerdict(BLOCKED, "blocked-without-timeout",
-                         [f"blocked in {w.describe()} {how} ({w.source})"], wait=w,
-                         cpu=c.cpu, parked=parked)
+                         [f"blocked in {w.describe()} {how} ({w.source})"], wait=w, cpu=c.cpu)
 
 
 def rule_sleeping(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -330,10 +288,11 @@ def rule_quiet(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 
 THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
-    rule_exited, rule_not_observed, rule_wrote_output, rule_process_output,
+    rule_exited, rule_stopped, rule_not_observed, rule_wrote_output, rule_process_output,
     rule_served_connections,
     rule_made_connections, rule_varied_work,
-    rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_waits_for_input,
+    rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_call_spin,
+    rule_waits_for_input,
     rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,
 ]
 
@@ -371,6 +330,7 @@ def judge_thread(t: ThreadStats, rec: Recording, proc: ProcessStats) -> ThreadVe
             if helper is None and not t.is_main and v.verdict in (BUSY, IDLE):
                 helper = _helper_by_behaviour(ctx, v)
             v.helper = helper
+            v.ticks = v.rule == TICKING_RULE
             if v.wait is None:
                 v.wait = ctx.wait
             if v.cpu is None:

@@ -1,11 +1,15 @@
 """Tree rules: the tree's verdict, its root cause and, for a deadlock, the proof.
 
-Contract: ``judge_tree`` is a pure function of the process verdicts and the settled wait-for
-graph (which already decided who is stuck: no fixpoint here). The tree verdict is the most
-severe of: deadlocked > busy-waiting > blocked > progressing > idle > unknown > exited (exited
-only when everything has exited); a process blocked on peers that can still act does not set it
-(a launcher waiting for healthy workers is not a blocked tree). The root cause names the process
-(and thread) the others wait for, in words; a deadlock's root cause ends with the graph's proof,
+Contract: ``judge_tree`` is a pure function of the process verdicts, the settled wait-for graph
+and its chains (which already decided who is stuck: no fixpoint here). The root cause is where
+the chain of waits ends, never merely the thread that ticks: every deciding thread of every
+live process starts a chain (waitgraph/chain.py), and the tree verdict is that of the worst end
+(``END_VERDICT``: a cycle or a dead end -> deadlocked, a spin or a process that only ticks ->
+busy-waiting, a wait on the GPU or on a waker that cannot be told -> blocked, progress ->
+progressing, idle or outside -> idle; exited only when everything has exited). A tree whose
+chains end in work that advances is progressing, however slow. The root cause names the thread
+the chain ends at (its pid and tid: the end most chains share, the one the tree's root reaches
+first), with the chain in one line; a deadlock's root cause ends with the graph's proof,
 naming tids, pids and objects. A rank that stopped joining a collective while its peers spin is
 the root cause of a busy-waiting tree (``collective-straggler``). A deadlock among some threads
 while the tree goes on is a note (``NoteKind.PARTIAL_DEADLOCK``), not the verdict.
@@ -13,16 +17,20 @@ while the tree goes on is a note (``NoteKind.PARTIAL_DEADLOCK``), not the verdic
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..accumulate.accumulator import Recording
 from ..job.collective import LagSource, Straggler, straggler_summary
 from ..vocab.nodes import real_id
 from ..job.process_facts import exit_failed
+from ..vocab.waits import wait_from_call
+from .chain_text import chain_line, end_line
 from .process import ProcessVerdict
 from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN,
                              BlockKind, Note, NoteKind, Verdict)
-from ..waitgraph.graph import WaitGraph
+from ..waitgraph.chain import SEVERITY as END_SEVERITY
+from ..waitgraph.chain import WAITER_ENDS, Chains, End, EndKind
+from ..waitgraph.graph import EdgeKind, NodeKind, Proof, WaitGraph, pnode
 
 SEVERITY = [DEADLOCKED, BUSY, BLOCKED, PROGRESSING, IDLE, UNKNOWN, EXITED]
 
@@ -90,18 +98,65 @@ def _chain_text(pvs: Mapping[int, ProcessVerdict], start: ProcessVerdict) -> str
     return "; ".join(parts)
 
 
+END_VERDICT = {EndKind.CYCLE: DEADLOCKED, EndKind.DEAD: DEADLOCKED, EndKind.SPIN: BUSY,
+               EndKind.TICK: BUSY, EndKind.STOPPED: BLOCKED, EndKind.GPU: BLOCKED,
+               EndKind.UNKNOWN_WAKER: BLOCKED, EndKind.WRITE_STUCK: BLOCKED,
+               EndKind.PROGRESS: PROGRESSING, EndKind.IDLE: IDLE, EndKind.OUTSIDE: IDLE,
+               EndKind.UNKNOWN: UNKNOWN}
+
+
+def _sources(pvs: Mapping[int, ProcessVerdict], graph: WaitGraph) -> List[str]:
+    """Where the chains the tree is judged by start: each live process as a whole (``P``): a
+    process goes on through the deciding thread that acts for it, so threads stuck while their
+    process goes on are a partial hang (a note), not the tree's verdict."""
+    return [pnode(pid) for pid, pv in sorted(pvs.items())
+            if pv.verdict != EXITED and pnode(pid) in graph.nodes]
+
+
+def _spins(pvs: Mapping[int, ProcessVerdict], graph: WaitGraph) -> bool:
+    """A deciding thread spin-waits (for a peer rank: it has edges of its own)."""
+    return any(n.activity == "spin" and graph.out(n.id) for pid, pv in pvs.items()
+               if pv.verdict != EXITED for n in graph.deciders(pid))
+
+
+def _worst_end(pvs: Mapping[int, ProcessVerdict], graph: WaitGraph, chains: Chains,
+               roots: Sequence[int]) -> Optional[Tuple[End, str]]:
+    """(the worst end, the source whose chain shows it best): the end most chains share; the
+    chain from the tree's root first, else the longest one."""
+    ends = {src: chains.end(src) for src in _sources(pvs, graph)}
+    if not ends:
+        return None
+    worst = min(END_SEVERITY.index(e.kind) for e in ends.values())
+    hits = {src: e for src, e in ends.items() if END_SEVERITY.index(e.kind) == worst}
+    shared: Dict[str, int] = {}
+    for e in hits.values():
+        shared[e.node] = shared.get(e.node, 0) + 1
+    node = max(shared, key=lambda n: (shared[n], -_node_pid(graph, n)))
+    srcs = [src for src, e in hits.items() if e.node == node]
+    rooted = [src for src in srcs if graph.nodes[src].pid in roots]
+    src = rooted[0] if rooted else max(srcs, key=lambda s: len(chains.walk(s).steps))
+    return hits[src], src
+
+
+def _node_pid(graph: WaitGraph, nid: str) -> int:
+    return graph.nodes[nid].pid or 0
+
+
 def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
-               stragglers: Sequence[Straggler] = ()) -> TreeVerdict:
+               stragglers: Sequence[Straggler] = (),
+               chains: Optional[Chains] = None) -> TreeVerdict:
+    chains = chains or Chains(graph)
     if not pvs:
         return TreeVerdict(UNKNOWN, "no-processes", RootCause(None, None, "nothing was recorded"))
     if all(pv.verdict == EXITED for pv in pvs.values()):
-        root = min(pvs.values(), key=lambda pv: (not exit_failed(rec.processes[pv.pid]),
-                                                 _depth(pvs, pv.pid)))
-        return TreeVerdict(EXITED, "all-exited", RootCause(
-            root.pid, None, f"the tree is gone: {root.label} {root.exit_status}"))
-    deciding = [pv.verdict for pv in pvs.values() if pv.verdict != EXITED
-                and not (pv.verdict == BLOCKED and pv.block == BlockKind.PEERS)]
-    verdict = min(deciding or [BLOCKED], key=SEVERITY.index)
+        return _gone_cause(pvs, rec)
+    found = _worst_end(pvs, graph, chains, rec.roots)
+    verdict = END_VERDICT[found[0].kind] if found else UNKNOWN
+    if _spins(pvs, graph):
+        # a rank that spin-waits for a peer busy-waits, whatever its chain ends in
+        verdict = min(verdict, BUSY, key=SEVERITY.index)
+    if any(pv.verdict == DEADLOCKED for pv in pvs.values()) and verdict != DEADLOCKED:
+        verdict = DEADLOCKED        # a process closed on itself that no chain reaches first
     dead = [pv for pv in pvs.values() if pv.verdict == EXITED
             and exit_failed(rec.processes[pv.pid])]
     if verdict == DEADLOCKED:
@@ -109,13 +164,19 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
         stuck = sorted((pv for pv in pvs.values() if pv.verdict == DEADLOCKED),
                        key=lambda pv: (pv.pid != tree.root_cause.pid, -_depth(pvs, pv.pid)))
         starts = [t for pv in stuck for t in ([pv.key_tid] if pv.key_tid else []) + [pv.pid]]
-        proof = graph.prove(starts)
+        proof = _chain_proof(graph, chains, found) or graph.prove(starts)
+        line = chain_line(chains.walk(found[1]), graph) if found else ""
+        if line and line not in tree.root_cause.summary and (
+                proof is None or line not in proof.text):
+            tree.root_cause.summary += f"; the chain: {line}"
         if proof is not None:
             tree.root_cause.summary += f". Proof, {proof.text}"
         return tree
     live_late = [st for st in stragglers if not st.dead]
     if verdict in (BUSY, BLOCKED) and live_late:
         tree = _straggler_cause(pvs, live_late[0], verdict)
+    elif found is not None:
+        tree = _chain_cause(pvs, verdict, dead, found, graph, chains)
     else:
         tree = _plain_cause(pvs, verdict, dead)
     proof = graph.definite_cycle()
@@ -124,6 +185,86 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
         tree.notes.append(Note(NoteKind.PARTIAL_DEADLOCK, "some threads are deadlocked although "
                                "the tree goes on: " + proof.text))
     return tree
+
+
+def _gone_cause(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
+    """Everything exited: the first process that failed (by the order of the exits: a log may
+    have no times), else the tree's root, and what its threads were inside when it ended, where a call never
+    returned (a thread stuck until it was killed)."""
+    def order(pv: ProcessVerdict) -> Tuple[int, int, int]:
+        p = rec.processes[pv.pid]
+        at = p.exit_order or 1 << 30
+        if exit_failed(p):                 # the first to fail
+            return (0, at, _depth(pvs, pv.pid))
+        return (1, _depth(pvs, pv.pid), at)  # all clean: the tree's root
+    root = min(pvs.values(), key=order)
+    summary = f"the tree is gone: {root.label} {root.exit_status}"
+    p = rec.processes[root.pid]
+    fds = p.info.fds if p.info else []
+    stuck = [(t, w) for t in rec.threads_of(root.pid) if t.never_returned is not None
+             for w in [wait_from_call(t.never_returned, fds)] if w.timeout is None]
+    stuck.sort(key=lambda tw: (not tw[0].is_main, tw[0].tid))
+    tid = stuck[0][0].tid if stuck else (root.pid if (root.pid, root.pid) in rec.threads
+                                         else None)
+    for t, w in stuck[:3]:
+        who = "its main thread" if t.is_main else f"thread {real_id(t.tid)}"
+        summary += (f"; before it ended, {who} was blocked in {w.describe()}, and the call "
+                    "never returned")
+    return TreeVerdict(EXITED, "all-exited", RootCause(root.pid, tid, summary))
+
+
+def _chain_proof(graph: WaitGraph, chains: Chains,
+                 found: Optional[Tuple[End, str]]) -> Optional[Proof]:
+    """The cycle the worst chain ends in, as the proof (the waits named, in order)."""
+    if found is None or found[0].kind != EndKind.CYCLE:
+        return None
+    chain = chains.walk(found[1])
+    loop = [s.edge for s in chain.cycle() if s.edge is not None]
+    if len(loop) < 2 or any(e.kind == EdgeKind.FUTEX for e in loop):
+        return None             # a process closed on itself: the graph's own proof says it
+    lead = [s.edge for s in chain.steps[:len(chain.steps) - len(chain.cycle())]
+            if s.edge is not None]
+    text = "cycle: " + "; ".join(e.text for e in loop)
+    if lead:
+        text = "; ".join(e.text for e in lead) + ", which is in a " + text
+    graph.proof = Proof("cycle", lead + loop, [s.src for s in chain.cycle()], text)
+    return graph.proof
+
+
+def _chain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
+                 dead: List[ProcessVerdict], found: Tuple[End, str], graph: WaitGraph,
+                 chains: Chains) -> TreeVerdict:
+    """The root cause where the chain ends (module doc)."""
+    end, src = found
+    at = end.before if end.kind in WAITER_ENDS and end.before else end.node
+    where = graph.nodes[at]
+    pv = pvs.get(where.pid or -1)
+    if pv is None:                  # the chain ends outside every process (the GPU, outside)
+        return _plain_cause(pvs, verdict, dead)
+    chain = chains.walk(src)
+    summary = end_line(end, graph, pvs, bool(chain.steps) and any(
+        s.edge is not None and graph.nodes[s.src].pid != where.pid for s in chain.steps))
+    line = chain_line(chain, graph, at)
+    if line:
+        summary += f"; the chain: {line}"
+    on_chain = {graph.nodes[n].pid for n in chain.nodes}
+    also = [f"{w.label} waits for it too ({x.kind}: {x.what})"
+            for w in _waiters(pvs, pv.pid) if w.pid not in on_chain
+            for x in [next(x for x in w.waits_on if pv.pid in x.pids)]]
+    if also:
+        summary += "; " + "; ".join(also)
+    alike = _alike_ranks(pvs, pv)
+    if alike:
+        summary += (f"; {', '.join(p.label for p in alike)} "
+                    f"{'does' if len(alike) == 1 else 'do'} the same: which rank is behind "
+                    "cannot be told from here (no NCCL RAS answer, and their stacks, GPUs and "
+                    "waits do not differ)")
+    if verdict in (BUSY, BLOCKED) and dead:
+        summary += "; " + "; ".join(f"{d.label} {d.exit_status}" for d in dead)
+    tid = where.tid if where.kind == NodeKind.THREAD else None
+    rule = f"process-{pv.rule}"
+    return TreeVerdict(verdict, rule, RootCause(pv.pid, tid if tid is not None else pv.key_tid,
+                                                summary))
 
 
 def _plain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
@@ -156,9 +297,9 @@ def _alike_ranks(pvs: Mapping[int, ProcessVerdict], pick: ProcessVerdict) -> Lis
     """The other ranks in the very state of ``pick`` (same verdict and rule), when ``pick`` is
     a rank no rule could single out: the root cause is then one of several, and says so."""
     # (its launcher waiting for it in wait4 says nothing: a launcher joins its ranks in turn)
-    if pick.role.kind != "rank" or any(w.pid != pick.ppid for w in _waiters(pvs, pick.pid)):
+    if not pick.facts.is_rank or any(w.pid != pick.ppid for w in _waiters(pvs, pick.pid)):
         return []
-    return sorted((pv for pv in pvs.values() if pv.pid != pick.pid and pv.role.kind == "rank"
+    return sorted((pv for pv in pvs.values() if pv.pid != pick.pid and pv.facts.is_rank
                    and pv.verdict == pick.verdict and pv.rule == pick.rule),
                   key=lambda pv: pv.pid)
 

@@ -10,18 +10,24 @@ Contract (pure functions; a single trace is node 0 throughout and nothing here c
   ``target_scope(pid, target)`` is None for the latter, else the node of ``pid``: fd holders
   are looked up within the scope (process_facts.FdIndex). ``scoped_inode(pid, inode)`` makes a
   socket inode unique across nodes (the inode itself on node 0).
+- What scripts read of a merged report: ``locate(key, nodes)`` is ``{"node": name, "node_pid":
+  its pid there}`` beside a pid key (both None for a single trace, ``nodes`` None);
+  ``locate_wait(doc, nodes)`` adds ``node_tid`` and ``node_pids`` ([{"pid", "node",
+  "node_pid"}], one per key of ``pids``) to a waits_on entry, ``locate_partial(doc, nodes)``
+  adds ``node``, ``node_pid`` and ``node_tids`` to a partial hang.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional, Set
+from typing import Any, Dict, List, Optional, Set
 
 from ...linux.fdtarget import FdTarget
 from ...tracefile.nodes.clock import crosses_nodes
 from ...tracefile.nodes.merge import ID_STRIDE, key_of, node_of, real_id
 
 __all__ = ["NodeMap", "node_of", "real_id", "key_of", "ID_STRIDE", "target_scope",
-           "scoped_inode", "real_inode", "same_node", "crosses_nodes"]
+           "scoped_inode", "real_inode", "same_node", "crosses_nodes", "locate", "locate_wait",
+           "locate_partial"]
 
 INODE_STRIDE = 1 << 32      # socket and pipe inodes are 32-bit (get_next_ino)
 
@@ -55,3 +61,25 @@ def scoped_inode(pid: int, inode: int) -> int:
 
 def real_inode(scoped: int) -> int:
     return scoped % INODE_STRIDE
+
+
+def locate(key: Optional[int], nodes: Optional[NodeMap]) -> Dict[str, Any]:
+    """The node and the node's own pid beside a key (module doc)."""
+    if nodes is None or key is None:
+        return {"node": None, "node_pid": None}
+    return {"node": nodes.name(key), "node_pid": real_id(key)}
+
+
+def locate_wait(doc: Dict[str, Any], nodes: Optional[NodeMap]) -> Dict[str, Any]:
+    """A waits_on entry with its tid and pids as their nodes know them (module doc)."""
+    doc["node_tid"] = real_id(doc["tid"]) if nodes is not None else None
+    doc["node_pids"] = [{"pid": p, **locate(p, nodes)} for p in doc["pids"]] \
+        if nodes is not None else []
+    return doc
+
+
+def locate_partial(doc: Dict[str, Any], nodes: Optional[NodeMap]) -> Dict[str, Any]:
+    """A partial hang with its pid and tids as their node knows them (module doc)."""
+    doc.update(locate(doc["pid"], nodes))
+    doc["node_tids"] = [real_id(t) for t in doc["tids"]] if nodes is not None else None
+    return doc

@@ -53,6 +53,8 @@ class BlockKind(_StrEnum):
     OUTSIDE = "outside"          # nothing in the tree: input from outside
     STUCK = "stuck"              # nothing that can act: a cycle or a dead end across processes
     CLOSED = "closed"            # every thread blocked inside the process, none runs
+    UNKNOWN_WAKER = "unknown-waker"  # a wait inside the process that no thread at work can end
+    STOPPED = "stopped"          # stopped by a signal (SIGSTOP, job control)
 
 
 class NoteKind(_StrEnum):
@@ -87,11 +89,13 @@ class ThreadVerdict:
     wait: Optional[Wait] = None
     cpu: Optional[CpuUse] = None
     helper: Optional[str] = None
-    parked: bool = False
+    parked: bool = False         # one of a pool of identical waits (rules/pools.py)
     gpu_wait: bool = False       # it waits for the GPU (spin-sync or yield-sync)
+    ticks: bool = False          # a periodic loop with nothing to show (watchdog, heartbeat)
+    stopped: bool = False        # stopped by a signal (state T): it runs nothing until SIGCONT
 
     @property
     def decides(self) -> bool:
-        """Whether this thread may decide its process's verdict (library helpers and pool
-        threads parked for the whole recording do not)."""
+        """Whether this thread may decide its process's verdict (library helpers and threads
+        folded into a pool do not; a ticking thread decides only when nothing else does)."""
         return self.helper is None and not self.parked

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import List, Optional, TYPE_CHECKING
 
 from ... import events as ev
+from ...gpu.nvidia import describe_ioctl
 from ...linux.blocking import decode_blocking
 from ...linux.fdtarget import FdTarget
 from ...linux.syscall_table import parse_proc_syscall
@@ -33,11 +34,14 @@ BLOCKING_CALLS = frozenset({
     "wait4", "futex", "clock_nanosleep", "epoll_wait", "waitid", "pselect6", "ppoll",
     "epoll_pwait", "accept4", "recvmmsg", "epoll_pwait2", "ioctl", "pause",
     "rt_sigsuspend", "rt_sigtimedwait", "write", "sendto", "sendmsg", "writev", "connect",
+    "flock", "fcntl",
 })
+LOCK_CALLS = frozenset({"flock", "fcntl"})   # a file lock: flock(), fcntl(F_SETLKW, F_OFD_SETLKW)
 # Calls that end only when their fd has data or room: a read of a socket, a write to a full pipe.
 _NO_LIMIT_CALLS = frozenset({"read", "recvfrom", "recvmsg", "accept", "accept4", "wait4",
                              "waitid", "pause", "readv", "pread64", "write", "writev", "sendto",
-                             "sendmsg"})
+                             "sendmsg", "flock", "fcntl"})
+_F_SETLKW = (7, 14, 38)         # F_SETLKW, F_SETLKW64 (32-bit), F_OFD_SETLKW: the waiting locks
 
 
 @dataclass
@@ -53,6 +57,7 @@ class Wait:
     since: Optional[float] = None
     whole_window: bool = True
     source: str = "traced call"
+    request: str = ""            # an ioctl's request, decoded ("RM_CONTROL", "VT_WAITACTIVE")
 
     @property
     def fd_kind(self) -> Optional[str]:
@@ -70,7 +75,8 @@ class Wait:
                                            else f"pid {real_id(self.child)}")
         elif self.fd is not None:
             tgt = f"<{self.target.text}>" if self.target.text else ""
-            what = f"{self.call}({self.fd}{tgt})"
+            req = f", {self.request}" if self.request else ""
+            what = f"{self.call}({self.fd}{tgt}{req})"
         else:
             what = self.call
         limit = "no timeout" if self.timeout is None or self.call in _NO_LIMIT_CALLS \
@@ -113,15 +119,33 @@ def wait_from_proc(text: str, fds: List[ev.FdInfo]) -> Optional[Wait]:
     parts = text.split()
     if len(parts) == 7:
         parts += ["0", "0"]
-    b = decode_blocking(parse_proc_syscall(" ".join(parts)), fds)
+    cs = parse_proc_syscall(" ".join(parts))
+    b = decode_blocking(cs, fds)
     if b is None or b.name not in BLOCKING_CALLS:
         return None
     if b.name == "futex" and (b.futex_op is None or not b.futex_op.is_wait):
+        return None
+    if b.name == "fcntl" and (cs is None or len(cs.args) < 2 or cs.args[1] not in _F_SETLKW):
         return None
     return Wait(call=b.name, timeout=b.limit, fd=b.fd,
                 target=_fd_target(fds, b.fd) if b.fd is not None else FdTarget("", None),
                 futex_addr=b.futex_addr, futex_op=b.futex_op.name if b.futex_op else "",
                 child=b.child, source="proc")
+
+
+def ioctl_request_text(call: ev.IoctlCall) -> str:
+    """An ioctl's request in words: NVIDIA's decoded from its number (gpu/nvidia.py), else the
+    name strace printed, else the number."""
+    d = describe_ioctl(call.fd_kind or "", call.request, call.request_name or None)
+    if d is not None:
+        return str(d)
+    return call.request_name or (f"{call.request:#x}" if call.request else "")
+
+
+def waits_for_lock(call: ev.Syscall) -> bool:
+    """A call still in progress that waits for a file lock (flock; fcntl with F_SETLKW or
+    F_OFD_SETLKW, as strace prints the command)."""
+    return call.name == "flock" or (call.name == "fcntl" and "SETLKW" in (call.args or ""))
 
 
 def wait_from_call(call: ev.Syscall, fds: List[ev.FdInfo]) -> Wait:
@@ -136,6 +160,8 @@ def wait_from_call(call: ev.Syscall, fds: List[ev.FdInfo]) -> Wait:
         w.timeout = call.timeout
     elif isinstance(call, ev.WaitChild):
         w.child = call.child
+    elif isinstance(call, ev.IoctlCall):
+        w.request = ioctl_request_text(call)
     elif call.name in ("nanosleep", "clock_nanosleep"):
         w.timeout = -1.0
     return w

@@ -8,10 +8,14 @@ and its graph edges come from the same resolution, so a verdict and its proof ca
 
 How a wait resolves (edges are alternatives: the wait ends when any of them acts):
 - futex: the owner the probe read from a glibc mutex (or the thread pthread_join waits for);
-  else, in a rank connected to peer ranks, the peers (a collective); else, in a process whose
+  else, in a rank connected to peer ranks, the peers (a collective), when the thread's Python
+  stack is in a collective, or, without a stack, it is the main thread of a rank RANK or NCCL
+  RAS names; else, in a process whose
   GPU event thread runs, the GPU (a blocking-sync wait); else the thread that last woke that
   address, or any other thread of the process (``A<pid>``).
-- wait4/waitid: the child (or every child); a pipe: the processes holding its write end; an
+- wait4/waitid: the child (or every child); a pipe read: the processes holding its write end,
+  a pipe write (the pipe is full): the processes holding its read end; flock/fcntl(F_SETLKW):
+  the processes holding a lock on the file (/proc/locks by inode, or the log's lock calls); an
   eventfd (named by its eventfd-id): every other process holding it, and the process itself
   when another of its threads could write it; a socket: the process at the other end (TCP by
   reversed addresses, unix by strace -yy's peer inode or sock_diag's); anything else: outside.
@@ -24,30 +28,20 @@ How a wait resolves (edges are alternatives: the wait ends when any of them acts
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..accumulate.accumulator import Recording
 from ..job.collective import Straggler
 from ..vocab.facts import WaitFacts
-from ..vocab.nodes import node_of, real_id, real_inode, same_node, scoped_inode
+from ..vocab.nodes import node_of, real_id, same_node
 from ..job.process_facts import FdIndex, ProcessFacts
 from ..job.roles import is_gpu_event_thread
-from ..vocab.verdict import ACTIVE, BLOCKED, EXITED, UNKNOWN, ThreadVerdict
+from ..job.stack_groups import collective_frame
+from ..vocab.verdict import ACTIVE, BLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN, ThreadVerdict
+from .fd_waits import FdWaits, ResolvedWait
 from .graph import GPU, OUTSIDE, Edge, EdgeKind, Node, NodeKind, WaitGraph, anode, pnode, tnode
-from ..vocab.waits import Wait, eventfd_id_target
-
-
-@dataclass
-class ResolvedWait:
-    """One waiting thread's wait, as its process's evidence shows it (module doc)."""
-    tid: int
-    kind: EdgeKind
-    what: str
-    pids: List[int] = field(default_factory=list)
-    inside: bool = False          # every edge stays inside the process
-
-    def to_json(self) -> Dict[str, object]:
-        return {"tid": self.tid, "kind": str(self.kind), "what": self.what, "pids": self.pids}
+from .stack_waits import stack_wait
+from ..vocab.waits import LOCK_CALLS, Wait
 
 
 @dataclass
@@ -58,7 +52,7 @@ class GraphInput:
     facts: WaitFacts
     peers: Mapping[int, Sequence[int]]                      # rank pid -> connected peer ranks
     stragglers: Sequence[Straggler] = ()
-
+    stacks: Mapping[Tuple[int, int], Sequence[str]] = field(default_factory=dict)  # py-spy
 
 @dataclass
 class BuiltGraph:
@@ -73,7 +67,7 @@ def build_wait_graph(inp: GraphInput) -> BuiltGraph:
     return BuiltGraph(b.g, b.waits)
 
 
-class _Builder:
+class _Builder(FdWaits):
     def __init__(self, inp: GraphInput) -> None:
         self.inp, self.rec, self.procs = inp, inp.rec, inp.procs
         self.fdx = FdIndex(inp.rec, dict(inp.procs))
@@ -131,7 +125,10 @@ class _Builder:
             n.dead, n.state, n.dead_text = True, "exited", _dead_text(pf.gone)
         elif (t is not None and t.exited_at is not None) or (tv and tv.verdict == EXITED):
             n.dead, n.state, n.dead_text = True, "exited", "has exited"
-        n.active = not n.dead and (tv is None or tv.verdict in ACTIVE)
+        # a stopped thread can act again once it gets SIGCONT: not stuck, not at work
+        n.active = not n.dead and (tv is None or tv.verdict in ACTIVE or tv.stopped)
+        n.activity = "dead" if n.dead else _activity(tv)
+        n.call = tv.wait.call if tv is not None and tv.wait is not None else ""
         self.g.nodes[nid] = n
         self.process(pid)
         return nid
@@ -156,7 +153,7 @@ class _Builder:
             if pf is None or pf.gone is not None:
                 continue
             for tid, tv in sorted(tvs.items()):
-                if tv.verdict == BLOCKED and tv.wait is not None:
+                if tv.verdict == BLOCKED and tv.wait is not None and not tv.stopped:
                     r = self.resolve(pid, tid, tv.wait)
                     self.waits.setdefault(pid, []).append(r)
         for st in self.inp.stragglers:
@@ -165,10 +162,16 @@ class _Builder:
     def resolve(self, pid: int, tid: int, w: Wait) -> ResolvedWait:
         src = tnode(tid)
         who = self.g.nodes[src].label
+        # issue 24: waits the stacks explain (the GIL's holder, the GPU driver, vfork)
+        found = stack_wait(self, pid, tid, src, who, w)
+        if found is not None:
+            return ResolvedWait(tid, *found)
         if w.call == "futex":
             r = self.futex(pid, tid, src, who, w)
         elif w.call in ("wait4", "waitid"):
             r = self.child(pid, tid, src, who, w)
+        elif w.call in LOCK_CALLS:
+            r = self.file_lock(pid, tid, src, who, w)
         elif w.fd_kind in ("pipe", "fifo") and w.fd_target:
             r = self.pipe(pid, tid, src, who, w)
         elif w.fd_kind == "eventfd" and self.eventfd_of(pid, w):
@@ -192,7 +195,8 @@ class _Builder:
         fo = self.inp.facts.owner(pid, w.futex_addr)
         if fo is not None and fo.owner_tid and fo.kind in ("mutex", "pi-mutex", "join"):
             return self.owned_futex(pid, tid, src, who, addr, base, fo)
-        peers = [] if pid in self.late else list(self.inp.peers.get(pid, []))
+        peers = [] if pid in self.late or not self.in_collective(pid, tid) \
+            else list(self.inp.peers.get(pid, []))
         if peers:
             for q in peers:
                 self.edge(src, self.process(q), EdgeKind.COLLECTIVE, "collective",
@@ -230,6 +234,17 @@ class _Builder:
                      "and could wake it")
         other = [] if waker is None or waker[0] == pid else [waker[0]]
         return ResolvedWait(tid, EdgeKind.FUTEX, what, other, inside=not other)
+
+    def in_collective(self, pid: int, tid: int) -> bool:
+        """A futex wait of a rank's thread is a wait in a collective when its Python stack is in
+        one; without a stack, when it is the main thread of a rank its environment or NCCL RAS
+        names (torchrun's ranks run their collectives there; a serving rank's main thread waits
+        on a queue for its runner)."""
+        frames = self.inp.stacks.get((pid, tid))
+        if frames:
+            return bool(collective_frame(frames))
+        pf = self.procs.get(pid)
+        return tid == pid and pf is not None and pf.role.kind == "rank"
 
     def owned_futex(self, pid: int, tid: int, src: str, who: str, addr: int, base: str,
                     fo) -> ResolvedWait:
@@ -296,100 +311,6 @@ class _Builder:
             + f" in {w.call}"
         return ResolvedWait(tid, EdgeKind.CHILD, what, kids)
 
-    def pipe(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
-        target = w.fd_target
-        writers = self.fdx.holders(target, "w", near=pid)
-        if not writers:
-            return self.outside(tid, src, who, w,
-                                f"reads {target}; no traced process holds its write end",
-                                f"; no traced process holds the write end of {target}")
-        only = "only writer is" if len(writers) == 1 else "writers include"
-        for q in writers:
-            name = "this process" if q == pid else self.plabel(q)
-            self.edge(src, self.process(q, any_thread=q == pid), EdgeKind.PIPE, target,
-                      f"{who} reads {target} whose {only} {name}")
-        others = [q for q in writers if q != pid]
-        if others:
-            return ResolvedWait(tid, EdgeKind.PIPE, f"reads {target}; writers: "
-                                + self.refs(others), others)
-        return ResolvedWait(tid, EdgeKind.PIPE,
-                            f"reads {target} whose only writer is this process", inside=True)
-
-    def eventfd_of(self, pid: int, w: Wait) -> Optional[str]:
-        p = self.rec.processes.get(pid)
-        return eventfd_id_target(p.info.fds if p is not None and p.info else [], w)
-
-    def eventfd(self, pid: int, tid: int, src: str, who: str, w: Wait,
-                obj: str) -> ResolvedWait:
-        """Any holder of the eventfd can write it: each other process holding it, and this
-        process when it holds it and has another thread. Held by no other traced process, it is
-        an outside wait: the kernel (io_uring, aio, KVM) may signal an eventfd too."""
-        holders = self.fdx.holders(obj, near=pid)
-        others = [q for q in holders if q != pid]
-        mine = pid in holders
-        if not others:
-            why = ("only this process holds it (another thread of it or a kernel producer such "
-                   "as io_uring or aio could signal it)" if mine else "no traced process holds it")
-            edge_why = (f"; no other traced process holds {obj} (another thread or the kernel "
-                        "may signal it)" if mine else f"; no traced process holds {obj}")
-            return self.outside(tid, src, who, w, f"waits in {w.call} on {obj}; {why}", edge_why)
-        ends = list(others)
-        if mine and any(n.tid != tid for n in self.g.threads_of(pid)):
-            ends.append(pid)        # last: a proof walks the other processes first
-        for q in ends:
-            name = "this process" if q == pid else self.plabel(q)
-            self.edge(src, self.process(q, any_thread=q == pid), EdgeKind.EVENTFD, obj,
-                      f"{who} waits in {w.call} on {obj}, which {name} holds and could write")
-        return ResolvedWait(tid, EdgeKind.EVENTFD, f"waits in {w.call} on {obj}; other holders: "
-                            + self.refs(others)
-                            + ("; this process holds it too" if mine else ""), others)
-
-    def socket(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
-        target = w.target
-        rev = target.reversed()
-        if rev is not None:
-            peers = [q for q in self.fdx.holders(rev, near=pid) if q != pid]
-            for q in peers:
-                self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
-                          f"{who} reads {target.text} whose peer is {self.plabel(q)}")
-            if not peers:
-                return self.outside(tid, src, who, w, f"waits on {target.text} (peer outside "
-                                    "the traced tree or unknown)",
-                                    " (the peer is outside the traced tree)")
-            return ResolvedWait(tid, EdgeKind.SOCKET, f"reads {target.text}; peer: "
-                                + self.refs(peers), peers)
-        inode = target.inode
-        p = self.rec.processes.get(pid)
-        for f in (p.info.fds if p is not None and p.info else []):
-            if f.fd == w.fd and f.inode:
-                inode = f.inode
-        inode = scoped_inode(pid, inode) if inode else None
-        peer = (scoped_inode(pid, target.peer_inode) if target.peer_inode
-                else self.inp.facts.unix_peers.get(inode) if inode else None)
-        if peer is None:
-            return self.outside(tid, src, who, w, f"waits on {target.text} (peer outside the "
-                                "traced tree or unknown)", " (peer unknown)")
-        peers = [q for q in self.fdx.inode_holders(peer) if q != pid]
-        for q in peers:
-            self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
-                      f"{who} reads {target.text} whose peer socket {real_inode(peer)} is held "
-                      f"by {self.plabel(q)}")
-        outside = self.inp.facts.outside.get(peer, [])
-        for q in outside:
-            self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
-                      f"{who} reads {target.text} whose peer socket {real_inode(peer)} is held "
-                      f"by {self.ref(q)} (outside the traced tree)")
-        if not peers and not outside:
-            gone = self.special(f"G{peer}", NodeKind.GONE, f"socket {real_inode(peer)}",
-                                dead=True, dead_text="no process holds any more")
-            self.edge(src, gone, EdgeKind.SOCKET, target.text,
-                      f"{who} reads {target.text} whose peer is socket {real_inode(peer)}")
-        if peers:
-            return ResolvedWait(tid, EdgeKind.SOCKET, f"reads {target.text}; peer: "
-                                + self.refs(peers), peers)
-        return ResolvedWait(tid, EdgeKind.SOCKET if not outside else EdgeKind.OUTSIDE,
-                            f"waits on {target.text} (peer outside the traced tree or unknown)")
-
     # ------------------------------------------------------------------ collectives
     def straggler_edges(self, st: Straggler) -> None:
         """Each rank waiting in the collective waits for the one that stopped: an edge from
@@ -408,6 +329,16 @@ class _Builder:
                 self.waits.setdefault(w, []).append(ResolvedWait(
                     tid, EdgeKind.COLLECTIVE, f"{doing}, waiting for {late}, which has not "
                     "joined", [st.pid]))
+
+
+def _activity(tv: Optional[ThreadVerdict]) -> str:
+    """What a live thread does, as the graph's fixpoint and the chain of waits tell them apart."""
+    if tv is None:
+        return "unknown"
+    if tv.stopped:
+        return "stopped"
+    return {PROGRESSING: "progress", IDLE: "idle", UNKNOWN: "unknown", BLOCKED: "wait",
+            EXITED: "dead"}.get(tv.verdict, "tick" if tv.ticks else "spin")
 
 
 def _dead_text(gone: Optional[str]) -> str:

@@ -9,11 +9,17 @@ Contract:
   things that are gone (``G<...>``).
 - Edges (``Edge``, kind from ``EdgeKind``) run from a waiting thread to what could end its
   wait: alternatives, the wait ends when any of them acts. waitgraph/build.py makes them.
-- ``settle()`` is a least fixpoint: a thread that does not wait and has not exited can act
-  (progressing, busy, idle, unknown); a waiting thread can when one of its edges leads to
-  something that can; ``P<pid>`` when one of its deciding threads can (or none decides and it has
-  not exited); ``A<pid>`` when any of its threads can; the GPU and the outside always can. What
-  cannot, among the waiting threads, is ``stuck``: nothing running can ever end their waits.
+- ``settle()`` is a least fixpoint of two strengths. ``live``: a thread that does not wait and
+  has not exited (progressing, busy, ticking, idle, unknown); a waiting thread with an edge to a
+  live node other than an ``A`` node; ``P<pid>`` when one of its deciding threads is live, where a
+  process that has threads at work or waiting is decided by those, not by its ticking or idle
+  threads (a watchdog shows a process is alive, not that it can write your pipe), and a process
+  of ticking or idle threads only by them (the loop is its work); ``A<pid>`` when any of its
+  threads is; the GPU and the outside always are. ``weak``: a waiting thread whose wait can end
+  only if a thread of unknown identity acts (an edge to a live ``A`` node: a futex with no
+  recorded holder while other threads of the process run), or that waits on a weak node; a
+  ``P`` node whose deciding threads are weak at best. What is neither, among the waiting
+  threads, is ``stuck``: nothing running can ever end their waits.
 - ``prove(start_tids)`` walks from a stuck thread along edges to the first node seen twice
   (``cycle``), to something dead (``dead-end``: an exited or killed process, a zombie, a thread
   that no longer exists), or around a process whose every thread waits on locks with no recorded
@@ -39,6 +45,7 @@ class EdgeKind(_StrEnum):
     EVENTFD = "eventfd"
     SOCKET = "socket"
     CHILD = "child"            # wait4/waitid
+    LOCK = "lock"              # flock/fcntl: the process holding the file lock
     GPU = "gpu"                # a blocking-sync wait the GPU ends
     COLLECTIVE = "collective"  # a collective that waits for another rank
     OUTSIDE = "outside"        # nothing in the tree can end it (or we cannot tell)
@@ -65,6 +72,8 @@ class Node:
     dead_text: str = ""        # "was killed by SIGKILL (zombie, not reaped)"
     decides: bool = True       # a thread that may decide its process's verdict
     active: bool = False       # a thread that does not wait (progressing, busy, idle, unknown)
+    activity: str = ""         # a thread's: progress, spin, tick, stopped, idle, unknown, wait, dead
+    call: str = ""             # a waiting thread's call ("write", "futex", ...)
 
 
 @dataclass
@@ -112,6 +121,7 @@ class WaitGraph:
     nodes: Dict[str, Node] = field(default_factory=dict)
     edges: List[Edge] = field(default_factory=list)
     live: Set[str] = field(default_factory=set)
+    weak: Set[str] = field(default_factory=set)
     proof: Optional[Proof] = None
     _out: Dict[str, List[Edge]] = field(default_factory=dict)
 
@@ -134,25 +144,32 @@ class WaitGraph:
     @property
     def stuck(self) -> List[str]:
         """Waiting threads that nothing running can ever unblock (module doc)."""
-        return sorted((n for n in self._out if n not in self.live
+        return sorted((n for n in self._out if n not in self.live and n not in self.weak
                        and self.nodes[n].kind == NodeKind.THREAD and not self.nodes[n].dead),
                       key=lambda n: (self.nodes[n].pid or 0, self.nodes[n].tid or 0))
 
     def is_stuck(self, tid: int) -> bool:
         nid = tnode(tid)
-        return nid in self._out and nid not in self.live and not self.nodes[nid].dead
+        return nid in self._out and nid not in self.live and nid not in self.weak \
+            and not self.nodes[nid].dead
+
+    def is_weak(self, nid: str) -> bool:
+        """Not stuck, but only a thread of unknown identity could end the wait (module doc)."""
+        return nid in self.weak
 
     # ------------------------------------------------------------------ fixpoint
     def settle(self) -> None:
-        """Compute ``live`` (module doc): least fixpoint, so cycles stay stuck."""
+        """Compute ``live`` and ``weak`` (module doc): least fixpoints, so cycles stay stuck."""
         threads: Dict[int, List[Node]] = {}
         for n in self.nodes.values():
             if n.kind == NodeKind.THREAD and n.pid is not None:
                 threads.setdefault(n.pid, []).append(n)
+        deciders = {pid: _deciders(ts, self._out) for pid, ts in threads.items()}
         live = {nid for nid, n in self.nodes.items() if not n.dead and (
             n.kind in (NodeKind.GPU, NodeKind.OUTSIDE)
             or (n.kind == NodeKind.THREAD and n.active and nid not in self._out)
-            or (n.kind == NodeKind.PROCESS and not _deciders(threads.get(n.pid or 0, []))))}
+            or (n.kind == NodeKind.PROCESS and not deciders.get(n.pid or 0)))}
+        weak: Set[str] = set()
         changed = True
         while changed:
             changed = False
@@ -160,15 +177,32 @@ class WaitGraph:
                 if nid in live or n.dead:
                     continue
                 if n.kind == NodeKind.PROCESS:
-                    ok = any(t.id in live for t in _deciders(threads.get(n.pid or 0, [])))
+                    ds = deciders.get(n.pid or 0, [])
+                    got = "L" if any(t.id in live for t in ds) else \
+                        "W" if any(t.id in weak for t in ds) else ""
                 elif n.kind == NodeKind.ANY_THREAD:
-                    ok = any(t.id in live for t in threads.get(n.pid or 0, []))
+                    got = "L" if any(t.id in live for t in threads.get(n.pid or 0, [])) else ""
                 else:
-                    ok = any(e.dst in live for e in self.out(nid))
-                if ok:
+                    got = ""
+                    for e in self.out(nid):
+                        dst = self.nodes[e.dst]
+                        if e.dst in live and dst.kind != NodeKind.ANY_THREAD:
+                            got = "L"
+                            break
+                        if e.dst in weak or e.dst in live:
+                            got = "W"
+                if got == "L":
                     live.add(nid)
+                    weak.discard(nid)
                     changed = True
-        self.live = live
+                elif got == "W" and nid not in weak:
+                    weak.add(nid)
+                    changed = True
+        self.live, self.weak = live, weak
+
+    def deciders(self, pid: int) -> List[Node]:
+        """The threads that decide what ``P<pid>`` can do (module doc)."""
+        return _deciders(self.threads_of(pid), self._out)
 
     # ------------------------------------------------------------------ proofs
     def prove(self, start_tids: Iterable[int] = ()) -> Optional[Proof]:
@@ -197,7 +231,7 @@ class WaitGraph:
         the path closes a cycle; else the main thread, else a deciding one."""
         members = self.threads_of(node.pid or 0)
         if node.kind == NodeKind.PROCESS:
-            members = _deciders(members) or members
+            members = _deciders(members, self._out) or members
         candidates = [n.id for n in members if n.id not in self.live]
         on_path = [c for c in candidates if c in path and self.out(c)]
         if on_path:
@@ -280,11 +314,14 @@ class WaitGraph:
         }
 
 
-def _deciders(threads: List[Node]) -> List[Node]:
+def _deciders(threads: List[Node], waiting: Dict[str, List[Edge]]) -> List[Node]:
     """The threads that decide a process's verdict: those not exited whose verdict is known,
-    without library helpers and parked pool threads unless nothing else is left."""
+    without library helpers and pooled threads unless nothing else is left; and when some of
+    them work or wait, without those that only tick or idle (module doc)."""
     known = [t for t in threads if not t.dead and t.state != "unknown"]
-    return [t for t in known if t.decides] or known
+    ds = [t for t in known if t.decides] or known
+    busy = [t for t in ds if t.id in waiting or t.activity in ("progress", "spin")]
+    return busy or ds
 
 
 __all__ = ["WaitGraph", "Node", "Edge", "Proof", "EdgeKind", "NodeKind", "tnode", "pnode",

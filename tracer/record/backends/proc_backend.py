@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from ...linux import access, procfs
-from ...linux.tcpdiag import tcp_sockets
-from ...events import (ObserveError, ProcessExit, ProcessInfo, SocketCounters, ThreadExit,
+from ...linux.fdtarget import FdTarget
+from ...linux.tcpdiag import TcpSock, accepted_since, tcp_sockets
+from ...events import (ObserveError, ProcessExit, ProcessInfo, ServedConnections,
+                       SocketCounters, ThreadExit,
                        ThreadStart)
 from ...linux.procfs_fds import SocketEntry, listening_sockets, read_fds_checked, socket_table
 from .base import Backend, Emit, TargetSet
@@ -84,6 +86,18 @@ class _Tracked:
     counters: Dict[int, tuple] = field(default_factory=dict)        # inode -> last emitted
 
 
+def _listening(tr: _Tracked) -> List[Tuple[str, int]]:
+    """The (address, port) pairs of the listening TCP sockets among a process's fds."""
+    out = []
+    for _, target in tr.tcp.values():
+        t = FdTarget.parse(target)
+        if t.local and not t.remote and ":" in t.local:
+            addr, _, port = t.local.rpartition(":")
+            if port.isascii() and port.isdecimal() and len(port) <= 5:
+                out.append((addr.strip("[]"), int(port)))
+    return out
+
+
 def _tcp_fds(info: Optional[ProcessInfo]) -> Dict[int, Tuple[int, str]]:
     return {f.inode: (f.fd, f.target) for f in (info.fds if info else [])
             if f.kind == "tcp" and f.inode}
@@ -128,6 +142,7 @@ class ProcBackend(Backend):
         self.info_interval = info_interval
         self.socket_interval = socket_interval
         self._next_sockets = 0.0
+        self._last_tcp: Optional[Dict[int, TcpSock]] = None    # the last TCP dump, by cookie
         self.ticks = 0
         self.last_tick_s = 0.0
         self.max_tick_s = 0.0
@@ -331,6 +346,21 @@ class ProcBackend(Backend):
             tr.signature = sig
             self._emit(info)
 
+    def _served(self, sockets: Dict[int, TcpSock], wanted: List[Tuple[int, _Tracked]]) -> None:
+        """Connections the targets took on the ports they listen on since the last dump
+        (tcpdiag.accepted_since): a server that answers each request on a new connection
+        shows no other sign of it between two samples."""
+        before, self._last_tcp = self._last_tcp, sockets
+        if before is None or not sockets:
+            return
+        now = time.time()
+        for pid, tr in wanted:
+            listen = _listening(tr)
+            if not listen:
+                continue
+            for port, n in sorted(accepted_since(before, sockets, listen).items()):
+                self._emit(ServedConnections(now, pid, port, n))  # type: ignore[misc]
+
     def _sample_sockets(self) -> None:
         """TCP counters of the targets' sockets (linux/tcpdiag.py), emitted when they moved:
         socket sends are invisible in /proc/PID/io. Only this network namespace is visible."""
@@ -339,6 +369,7 @@ class ProcBackend(Backend):
         if not wanted or self.root != "/proc":
             return
         sockets = tcp_sockets()
+        self._served(sockets or {}, wanted)
         table = {s.inode: s for s in (sockets or {}).values() if s.inode}
         if sockets is None:
             self._error("tcpdiag", "proc: TCP counters (NETLINK_SOCK_DIAG) not readable: "

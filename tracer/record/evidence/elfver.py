@@ -1,8 +1,7 @@
-"""Version strings inside ELF shared libraries, read with pyelftools (an optional import).
+"""Version strings inside ELF shared libraries, read with pyelftools (a dependency of
+hangtrace, imported when an ELF file is first read).
 
 Contract:
-- ``have_pyelftools()`` says whether ``elftools`` imports; ``ELF_MISSING`` is the one line to
-  show when it does not.
 - ``section_search(path, section, pattern)`` finds the first match of a bytes regex in one
   section of an ELF file, reading it in chunks (``CHUNK`` bytes, overlapping by ``OVERLAP``)
   and at most ``MAX_BYTES``; None when the file is not ELF, has no such section or no match.
@@ -17,22 +16,11 @@ from __future__ import annotations
 import re
 from typing import Optional, Pattern, Tuple
 
-__all__ = ["have_pyelftools", "section_search", "nccl_version", "ELF_MISSING"]
-
-ELF_MISSING = ("pyelftools is not installed: versions inside ELF files (NCCL's) were not read "
-               "(pip install pyelftools)")
+__all__ = ["section_search", "nccl_version"]
 CHUNK = 4 << 20
 OVERLAP = 256
 MAX_BYTES = 256 << 20
 NCCL_RE = re.compile(rb"NCCL version (\d+)\.(\d+)\.(\d+)([^\x00+]{0,32})(?:\+cuda(\d+)\.(\d+))?")
-
-
-def have_pyelftools() -> bool:
-    try:
-        import elftools  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def _section_range(f, name: str) -> Optional[Tuple[int, int]]:

@@ -6,7 +6,7 @@ Contract:
   the NVIDIA kernel module when it is loaded. Libraries known here (``LIBRARIES``): libnccl,
   libcuda (the user-space driver), libcudart, torch, flashinfer, sgl-kernel, vLLM's compiled
   ops. Each entry names where its version came from (``source``):
-  - NCCL: the "NCCL version" string in .rodata (elfver.py, needs pyelftools), else the file name
+  - NCCL: the "NCCL version" string in .rodata (elfver.py, pyelftools), else the file name
     (libnccl.so.2.21.5), else the pip distribution that installed it (nvidia_nccl_cu12-2.21.5);
   - libcuda: its file name (libcuda.so.580.159.04: the driver version);
   - libcudart: the file name when it has the full version, else the pip distribution, else the
@@ -143,7 +143,7 @@ def _package_version(name: str, host: str) -> Optional[Dict[str, str]]:
 
 def _version_of(name: str, path: str, host: str) -> Dict[str, str]:
     """{"version", "detail"?, "source"} of library ``name`` at ``path`` (``host``: readable path)."""
-    if name == "nccl" and elfver.have_pyelftools():
+    if name == "nccl":
         found = elfver.nccl_version(host)
         if found:
             return {"version": found[0], "detail": found[1],
@@ -213,7 +213,6 @@ def read_loaded_libs(pids: Iterable[int], root: str = "/proc", sys_root: str = "
     now = time.time() if ts is None else ts
     cache: Cache = {}
     out: list = []
-    elf_ok = elfver.have_pyelftools()
     for pid in pids:
         libs = libs_of(pid, root, cache)
         if libs is None:
@@ -221,8 +220,7 @@ def read_loaded_libs(pids: Iterable[int], root: str = "/proc", sys_root: str = "
                 out.append(EvidenceNote(ts=now, what="libs", pid=pid,
                                         why="maps not readable (run as root or as its owner)"))
             continue
-        why = elfver.ELF_MISSING if not elf_ok and any(x["name"] == "nccl" for x in libs) else ""
-        out.append(LoadedLibs(ts=now, pid=pid, libs=libs, why=why))
+        out.append(LoadedLibs(ts=now, pid=pid, libs=libs))
     drv = read_driver_module(sys_root, now)
     if drv is not None:
         out.append(drv)

@@ -8,11 +8,17 @@ The proof's edges are red and bold, its cycle's nodes red, dead nodes grey: ``do
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, TextIO
+import re
+from typing import Any, Callable, Dict, List, Optional, TextIO
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _q(s: object) -> str:
-    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    """A DOT string: quoted, escaped, and encodable (a comm read from /proc with bytes that are
+    not UTF-8 holds lone surrogates: each becomes U+FFFD, so no output stream refuses it)."""
+    text = _SURROGATE.sub("\ufffd", str(s))
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def render_dot(graph: Dict[str, Any], title: str = "") -> str:
@@ -58,9 +64,9 @@ def render_dot(graph: Dict[str, Any], title: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def export(trace_path: str, out: TextIO) -> int:
+def export(trace_path: str, out: TextIO, progress: Optional[Callable[[int], None]] = None) -> int:
     from ...analysis.analyzer import analyze_trace
-    report = analyze_trace(trace_path)
+    report = analyze_trace(trace_path, progress=progress)
     graph = report.wait_graph or {}
     proof = (graph.get("proof") or {}).get("text", "")
     title = f"hangtrace: {report.verdict}" + (f" - {proof}" if proof else "")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
-from typing import Any, Dict, List, TextIO, Type
+from typing import Any, Callable, Dict, List, Optional, TextIO, Type
 
 from ... import events as ev
 from ...tracefile.format import TraceReader
@@ -43,8 +43,8 @@ def event_dict(e: ev.Event) -> Dict[str, Any]:
     return out
 
 
-def export(trace_path: str, out: TextIO) -> int:
-    reader = TraceReader(trace_path)
+def export(trace_path: str, out: TextIO, progress: Optional[Callable[[int], None]] = None) -> int:
+    reader = TraceReader(trace_path, progress)
     header = {k: v for k, v in reader.info.header.items() if k not in ("schema", "processes")}
     out.write(_ENCODE({"event": "header", **header}) + "\n")
     n = 0

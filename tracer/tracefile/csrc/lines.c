@@ -3,6 +3,67 @@
 /* A pid, tid or signal sender has at most 7 digits; lines.py refuses more than 10 */
 #define MAX_DIGITS 10
 
+/* ------------------------------------------------------------------ number shapes */
+/* lines.py's shapes of the numbers in a line (timestamp_shape, is_duration, parse_result):
+ * ASCII digits, bounded lengths; checked before anything is converted, so that both paths
+ * take exactly the same tokens. */
+static Py_ssize_t digits_at(const char *s, Py_ssize_t i, Py_ssize_t b)
+{
+    Py_ssize_t k = i;
+    while (k < b && s[k] >= '0' && s[k] <= '9')
+        k++;
+    return k - i;
+}
+
+/* [0-9]{1,12}(\.[0-9]{1,12})? when frac_required is 0; [0-9]{1,12}\.[0-9]{1,12} else */
+static int seconds_shape(const char *s, Py_ssize_t a, Py_ssize_t b, int frac_required)
+{
+    Py_ssize_t n = digits_at(s, a, b);
+    if (n < 1 || n > 12)
+        return 0;
+    if (a + n == b)
+        return !frac_required;
+    if (s[a + n] != '.')
+        return 0;
+    Py_ssize_t f = digits_at(s, a + n + 1, b);
+    return f >= 1 && f <= 12 && a + n + 1 + f == b;
+}
+
+#define TS_TIME_OF_DAY 1
+#define TS_SECONDS 2
+
+/* lines.py timestamp_shape */
+static int timestamp_shape(const char *s, Py_ssize_t a, Py_ssize_t b)
+{
+    if (b - a >= 8 && digits_at(s, a, a + 2) == 2 && s[a + 2] == ':'
+            && digits_at(s, a + 3, a + 5) == 2 && s[a + 5] == ':'
+            && digits_at(s, a + 6, a + 8) == 2) {
+        if (b - a == 8)
+            return TS_TIME_OF_DAY;
+        Py_ssize_t f = s[a + 8] == '.' ? digits_at(s, a + 9, b) : 0;
+        if (f >= 1 && f <= 12 && a + 9 + f == b)
+            return TS_TIME_OF_DAY;
+    }
+    return seconds_shape(s, a, b, 0) ? TS_SECONDS : 0;
+}
+
+/* lines.py parse_result's shape: -?[0-9]{1,20} or 0x[0-9a-fA-F]{1,16} */
+static int result_shape(const char *s, Py_ssize_t a, Py_ssize_t b)
+{
+    if (b - a >= 3 && s[a] == '0' && s[a + 1] == 'x') {
+        if (b - a - 2 > 16)
+            return 0;
+        for (Py_ssize_t i = a + 2; i < b; i++)
+            if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')
+                  || (s[i] >= 'A' && s[i] <= 'F')))
+                return 0;
+        return 1;
+    }
+    Py_ssize_t i = a < b && s[a] == '-' ? a + 1 : a;
+    Py_ssize_t n = digits_at(s, i, b);
+    return n >= 1 && n <= 20 && i + n == b;
+}
+
 /* ------------------------------------------------------------------ split_line */
 #define NONE_OR(x) ((x) ? (x) : (Py_INCREF(Py_None), Py_None))
 
@@ -66,10 +127,10 @@ static PyObject *parse_result(const char *s, Py_ssize_t bs, Py_ssize_t be, PyObj
     }
     if (be > bs && s[be - 1] == '>') {
         Py_ssize_t i = rfind_str(s, bs, be, " <", 2);
-        if (i > bs) {
+        if (i > bs && seconds_shape(s, i + 2, be - 1, 1)) {
             double v;
             if (py_float(s, i + 2, be - 1, &v)) {
-                if (!(v >= 0.0 && v < 1e9))     /* as lines.py: not a duration strace prints */
+                if (!(v < 1e9))                 /* as lines.py: not a duration strace prints */
                     RETURN_NONE_CLEAN();
                 dur = PyFloat_FromDouble(v);
                 if (!dur) {
@@ -111,7 +172,7 @@ static PyObject *parse_result(const char *s, Py_ssize_t bs, Py_ssize_t be, PyObj
             te = lt;
             xs = xe;
         }
-        if (te - ts_ > 24) {             /* longer than any 64-bit value: not strace output */
+        if (!result_shape(s, ts_, te)) {  /* not a number strace prints: not strace output */
             Py_XDECREF(ret_text); Py_XDECREF(dur);
             RETURN_NONE_CLEAN();
         }
@@ -205,12 +266,16 @@ PyObject *split_line_c(PyObject *text)
         Py_ssize_t end = find_char(s, 5, n, ']');
         if (end < 0 || end > 5 + MAX_DIGITS)
             Py_RETURN_NONE;
-        tid = py_int(s, 5, end, 10);
-        if (!tid) {
-            if (PyErr_Occurred())
-                return NULL;
+        Py_ssize_t a = 5, b = end;          /* lines.py: s[5:end].strip(" "), digits only */
+        while (a < b && s[a] == ' ')
+            a++;
+        while (b > a && s[b - 1] == ' ')
+            b--;
+        if (b == a || digits_at(s, a, b) != b - a)
             Py_RETURN_NONE;
-        }
+        tid = py_int(s, a, b, 10);
+        if (!tid)
+            return NULL;
         pos = end + 1;
     } else if (c >= '0' && c <= '9') {
         Py_ssize_t sp = find_char(s, 0, n, ' ');
@@ -236,7 +301,10 @@ PyObject *split_line_c(PyObject *text)
         if (sp < 0)
             RETURN_NONE_CLEAN();
         double v;
-        if (sp - pos >= 3 && s[pos + 2] == ':') {
+        int shape = timestamp_shape(s, pos, sp);
+        if (!shape)
+            RETURN_NONE_CLEAN();
+        if (shape == TS_TIME_OF_DAY) {
             PyObject *h = py_int(s, pos, pos + 2, 10);
             PyObject *m = h ? py_int(s, pos + 3, pos + 5 < sp ? pos + 5 : sp, 10) : NULL;
             double f;
@@ -297,6 +365,9 @@ unhandled:
 }
 
 /* ------------------------------------------------------------------ scrub */
+/* events.py STRING_LITERAL.sub('"..."', text): a literal is a quote, then characters or
+ * backslash escapes up to the closing quote (then "..." when strace cut it); one never closed
+ * runs to the end of the text. One pass: each character is looked at once. */
 PyObject *scrub(PyObject *self, PyObject *text)
 {
     if (!PyUnicode_Check(text) || !PyUnicode_IS_ASCII(text))
@@ -313,29 +384,11 @@ PyObject *scrub(PyObject *self, PyObject *text)
         return PyErr_NoMemory();
     Py_ssize_t o = 0, copied = 0, i = q;
     while (i >= 0 && i < n) {
-        /* the regex "(?:[^"\\]|\\.)*"(?:\.\.\.)? tried at the quote at i */
         Py_ssize_t j = i + 1;
-        int ok = 0;
-        while (j < n) {
-            if (s[j] == '"') {
-                ok = 1;
-                break;
-            }
-            if (s[j] == '\\') {
-                if (j + 1 < n && s[j + 1] != '\n') {
-                    j += 2;
-                    continue;
-                }
-                break;
-            }
-            j++;
-        }
-        if (!ok) {
-            i = find_char(s, i + 1, n, '"');
-            continue;
-        }
-        Py_ssize_t end = j + 1;
-        if (end + 3 <= n && memcmp(s + end, "...", 3) == 0)
+        while (j < n && s[j] != '"')
+            j += s[j] == '\\' ? 2 : 1;
+        Py_ssize_t end = j < n ? j + 1 : n;      /* past the closing quote, or the end */
+        if (j < n && end + 3 <= n && memcmp(s + end, "...", 3) == 0)
             end += 3;
         memcpy(out + o, s + copied, (size_t)(i - copied));
         o += i - copied;
@@ -352,26 +405,20 @@ PyObject *scrub(PyObject *self, PyObject *text)
 }
 
 /* ------------------------------------------------------------------ first_arg */
-/* strace/args.py decoration_end: the '>' closing the decoration that opens at s[lt] */
+/* strace/args.py decoration_end: the '>' closing the decoration that opens at s[lt] (the
+ * first '>', not the "->" of a socket, where the '<'s and '>'s since lt balance), then its
+ * "(deleted)"; -1 when it never closes. One pass with a depth counter. */
 static Py_ssize_t decoration_end(const char *s, Py_ssize_t n, Py_ssize_t lt)
 {
-    Py_ssize_t j = find_char(s, lt, n, '>');
-    while (j != -1) {
-        Py_ssize_t lts = 0, gts = 0, arrows = 0;
-        for (Py_ssize_t i = lt; i <= j; i++) {
-            if (s[i] == '<')
-                lts++;
-            else if (s[i] == '>')
-                gts++;
-            else if (s[i] == '-' && i + 1 <= j && s[i + 1] == '>')
-                arrows++;
+    Py_ssize_t depth = 0;
+    for (Py_ssize_t i = lt; i < n; i++) {
+        if (s[i] == '<') {
+            depth++;
+        } else if (s[i] == '>' && !(i > lt && s[i - 1] == '-') && --depth == 0) {
+            if (n - (i + 1) >= 9 && memcmp(s + i + 1, "(deleted)", 9) == 0)
+                i += 9;
+            return i;
         }
-        if (lts == gts - arrows) {
-            if (n - (j + 1) >= 9 && memcmp(s + j + 1, "(deleted)", 9) == 0)
-                j += 9;
-            return j;
-        }
-        j = find_char(s, j + 1, n, '>');
     }
     return -1;
 }

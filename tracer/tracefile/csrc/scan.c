@@ -27,10 +27,22 @@ static int flush_tid(PyObject *counter, const char *s, Py_ssize_t a, Py_ssize_t 
     return rc;
 }
 
+static int is_process_message(const char *s, Py_ssize_t i, Py_ssize_t e)
+{
+    return (e - i >= 16 && memcmp(s + i, "strace: Process ", 16) == 0)
+           || (e - i >= 8 && memcmp(s + i, "Process ", 8) == 0);
+}
+
+/* The head parse_line reads (lines.py: a pid column or "[pid N]", a timestamp, an strace -n
+ * number), skipped the same way, then the message or the call name: the same lines after
+ * the same prefixes as the Python twin finds ("1234  Process 5 attached" too). It may say
+ * yes to more lines than parse_line reads as such, never to fewer. */
 static int worth_parsing(const char *s, Py_ssize_t p, Py_ssize_t e, int want_self)
 {
-    if ((e - p >= 16 && memcmp(s + p, "strace: Process ", 16) == 0)
-            || (e - p >= 8 && memcmp(s + p, "Process ", 8) == 0))
+    /* strace's message anywhere: also where it cut a line (scan.py _line_at joins the two) */
+    if (e - p >= 16 && find_str(s, p, e, "strace: Process ", 16) >= 0)
+        return 1;
+    if (is_process_message(s, p, e))
         return 1;
     Py_ssize_t i = p;
     if (i < e && s[i] == '[' && e - i >= 5 && memcmp(s + i, "[pid ", 5) == 0) {
@@ -55,11 +67,15 @@ static int worth_parsing(const char *s, Py_ssize_t p, Py_ssize_t e, int want_sel
         while (i < e && s[i] == ' ')
             i++;
     }
+    if (is_process_message(s, i, e))
+        return 1;
     if (i < e && s[i] == '[') {         /* strace -n */
         Py_ssize_t r = find_str(s, i, e, "] ", 2);
         if (r < 0)
             return 0;
         i = r + 2;
+        if (is_process_message(s, i, e))
+            return 1;
     }
     if (e - i >= 5 && memcmp(s + i, "<... ", 5) == 0)
         i += 5;

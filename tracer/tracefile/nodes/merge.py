@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 from ... import events as ev
-from ...errors import UsageError
+from ...errors import BadInput, UsageError
 from ...linux.fdtarget import FdTarget
 from . import clock
 from ..format import MAX_LINE_CHARS, TraceReader, open_input
+from ..inputs import check_rereadable
 from ..validate import row_decoder
 
 __all__ = ["ID_STRIDE", "key_of", "real_id", "node_of", "NodeTrace", "open_nodes",
@@ -136,6 +137,8 @@ def open_nodes(paths: List[str]) -> List[NodeTrace]:
     dup = next((p for i, p in enumerate(paths) if real[i] in real[:i]), None)
     if dup is not None:
         raise UsageError(f"{dup}: given twice")
+    for path in paths:
+        check_rereadable(path, BadInput, "merge reads each trace more than once")
     nodes = []
     for i, path in enumerate(paths):
         reader = TraceReader(path)

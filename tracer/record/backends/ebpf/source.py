@@ -18,9 +18,11 @@ import re
 from pathlib import Path
 from typing import List
 
+from ....resources import bpf_dir
+
 __all__ = ["BPF_DIR", "object_path", "source_path", "bcc_text", "libbpf_calls_left"]
 
-BPF_DIR = Path(__file__).resolve().parents[4] / "bpf"
+BPF_DIR = bpf_dir()          # bpf/ in a checkout, tracer/bpf installed (tracer/resources.py)
 
 
 def source_path(name: str) -> Path:

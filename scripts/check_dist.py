@@ -1,0 +1,184 @@
+"""Build hangtrace's wheel and sdist and check that each, installed into a fresh venv outside the
+checkout, works on its own.
+
+Usage: python scripts/check_dist.py [--keep] [--skip-ebpf]
+
+Steps (each prints one line; the first failure ends the run with status 1 and what it saw):
+1. ``python -m build`` makes dist/hangtrace-*.whl and dist/hangtrace-*.tar.gz from this tree
+   (in a temporary folder); the wheel must hold the compiled helpers, the BPF C, the scenarios
+   and the man page, the sdist the C sources of the helpers.
+2. For the wheel, then the sdist: a venv under /tmp (``--system-site-packages``, for Debian's
+   BCC), ``pip install`` of the file, and from a folder outside the checkout:
+   ``python -m tracer --version``; ``hangtrace doctor --json`` (the installed copy is used,
+   its compiled helpers are loaded); ``hangtrace import-strace`` of a real log and an import
+   that uses the compiled helpers; ``hangtrace demo`` (the default, Python, scenario) and a C
+   scenario (built into the cache folder); ``hangtrace attach -b ebpf`` on a live process
+   (skipped, and said so, where doctor says eBPF cannot load here, or with --skip-ebpf); the
+   man page under the venv's share/man.
+3. The sdist again with a C compiler that fails (CC=/bin/false): it installs, and doctor
+   says the pure-Python path is used.
+Needs the ``build`` package (the ``test`` extra) and the package index for the build's and the
+install's dependencies. ``--keep`` leaves the venvs and files (their folder is printed).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from typing import List, Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOG = os.path.join(ROOT, "fixtures", "gpu-h200", "spin.strace.gz")
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+class Failed(Exception):
+    pass
+
+
+def say(line: str) -> None:
+    print(f"check_dist: {line}", flush=True)
+
+
+def run(argv: List[str], *, cwd: Optional[str] = None, env: Optional[dict] = None,
+        timeout: float = 900, ok: tuple = (0,)) -> subprocess.CompletedProcess:
+    t0 = time.monotonic()
+    p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if p.returncode not in ok:
+        raise Failed(f"{' '.join(argv)} exited {p.returncode} after {time.monotonic() - t0:.0f} s"
+                     f"\n--- stdout\n{p.stdout[-3000:]}\n--- stderr\n{p.stderr[-3000:]}")
+    return p
+
+
+def build(out: str) -> tuple:
+    run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, ROOT],
+        timeout=1200)
+    wheel = glob.glob(os.path.join(out, "hangtrace-*.whl"))
+    sdist = glob.glob(os.path.join(out, "hangtrace-*.tar.gz"))
+    if len(wheel) != 1 or len(sdist) != 1:
+        raise Failed(f"build made {os.listdir(out)}")
+    names = zipfile.ZipFile(wheel[0]).namelist()
+    for want in ("tracer/bpf/hangtrace.bpf.c", "tracer/bpf/cuda_graph.bpf.c",
+                 "tracer/scenarios/sglang_like.py", "tracer/scenarios/lock_order_deadlock.c",
+                 "tracer/scenarios/lib/fake_libcuda.c", "tracer/scenarios/__init__.py",
+                 "tracer/data/known_hang_bugs.json"):
+        if want not in names:
+            raise Failed(f"the wheel has no {want}")
+    if not any(n.startswith("tracer/tracefile/_fast") and n.endswith(".so") for n in names):
+        raise Failed("the wheel has no compiled helpers (tracer/tracefile/_fast*.so)")
+    if not any(n.endswith("data/share/man/man1/hangtrace.1") for n in names):
+        raise Failed("the wheel has no man page")
+    listing = run(["tar", "tzf", sdist[0]]).stdout
+    for want in ("tracer/tracefile/csrc/module.c", "setup.py", "bpf/hangtrace.bpf.c",
+                 "LICENSE", "docs/hangtrace.1"):
+        if f"/{want}" not in listing:
+            raise Failed(f"the sdist has no {want}")
+    return wheel[0], sdist[0]
+
+
+def venv(where: str, artifact: str, env: Optional[dict] = None) -> str:
+    """A fresh venv with ``artifact`` installed (no pip cache: a wheel built from the sdist
+    earlier must not stand in for this build)."""
+    run([PY, "-m", "venv", "--system-site-packages", where])
+    run([f"{where}/bin/python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
+         "--no-cache-dir", artifact], env=env, timeout=1200)
+    return where
+
+
+def in_venv(where: str, cache: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PATH=f"{where}/bin:" + env.get("PATH", "/usr/bin:/bin"), XDG_CACHE_HOME=cache)
+    return env
+
+
+def check_copy(where: str, work: str, skip_ebpf: bool) -> None:
+    env = in_venv(where, os.path.join(work, "cache"))
+    hx = [f"{where}/bin/hangtrace"]
+    out = run([f"{where}/bin/python", "-m", "tracer", "--version"], cwd=work, env=env).stdout
+    if "hangtrace, version" not in out:
+        raise Failed(f"--version said {out!r}")
+    facts = json.loads(run(hx + ["doctor", "--json"], cwd=work, env=env).stdout)
+    if not facts["compiled_helpers"]["ok"]:
+        raise Failed(f"compiled helpers not used: {facts['compiled_helpers']['detail']}")
+    where_from = run([f"{where}/bin/python", "-c", "import tracer, tracer.tracefile.fastpath as f;"
+                      "print(tracer.__file__); print(f.compiled().__file__)"],
+                     cwd=work, env=env).stdout.split()
+    if not all(p.startswith(where) for p in where_from):
+        raise Failed(f"not the installed copy: {where_from}")
+    say(f"  --version, doctor (compiled helpers: {facts['compiled_helpers']['detail']})")
+    trace = os.path.join(work, "spin.htrace.gz")
+    run(hx + ["import-strace", LOG, "-o", trace], cwd=work, env=env)
+    rep = json.loads(run(hx + ["analyze", "--json", trace], cwd=work, env=env, ok=(0, 3, 6)).stdout)
+    say(f"  import-strace + analyze with the compiled helpers: {rep['verdict']}")
+    rep = json.loads(run(hx + ["demo", "-d", "2", "--json"], cwd=work, env=env, ok=(3,)).stdout)
+    say(f"  demo: {rep['verdict']} ({', '.join(rep['backends'])})")
+    rep = json.loads(run(hx + ["demo", "lock_order_deadlock", "-d", "1", "-b", "proc", "--json"],
+                         cwd=work, env=env, ok=(4,)).stdout)
+    built = os.path.join(work, "cache", "hangtrace", "scenarios", "lock_order_deadlock")
+    if not os.path.exists(built):
+        raise Failed(f"the C scenario was not built into {built}")
+    say(f"  demo of a C scenario (built into the cache): {rep['verdict']}")
+    if skip_ebpf or not facts["backends"]["ebpf"]["ok"]:
+        say(f"  attach -b ebpf: skipped ({'--skip-ebpf' if skip_ebpf else facts['backends']['ebpf']['why']})")
+    else:
+        target = subprocess.Popen([PY, "-c", "import time\nwhile True: time.sleep(0.2)"])
+        try:
+            rep = json.loads(run(hx + ["attach", "-b", "ebpf", "-p", str(target.pid), "-d", "2",
+                                       "--json", "-o", os.path.join(work, "e.htrace.gz")],
+                                 cwd=work, env=env, ok=(0, 3)).stdout)
+        finally:
+            target.kill()
+            target.wait()
+        if "ebpf" not in rep["backends"]:
+            raise Failed(f"attach -b ebpf recorded with {rep['backends']}")
+        say(f"  attach -b ebpf on a live process: {rep['verdict']}")
+    man = os.path.join(where, "share", "man", "man1", "hangtrace.1")
+    if not os.path.exists(man):
+        raise Failed(f"no man page at {man}")
+    say(f"  man page at {os.path.relpath(man, where)}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--skip-ebpf", action="store_true")
+    a = ap.parse_args()
+    top = tempfile.mkdtemp(prefix="hangtrace-dist-")
+    try:
+        say(f"building the wheel and the sdist (in {top})")
+        wheel, sdist = build(os.path.join(top, "dist"))
+        say(f"built {os.path.basename(wheel)} and {os.path.basename(sdist)}")
+        for name, artifact in (("wheel", wheel), ("sdist", sdist)):
+            work = os.path.join(top, f"work-{name}")
+            os.makedirs(work)
+            say(f"installing the {name} into a fresh venv")
+            check_copy(venv(os.path.join(top, f"venv-{name}"), artifact), work, a.skip_ebpf)
+        say("installing the sdist with a C compiler that fails (CC=/bin/false)")
+        env = dict(os.environ, CC="/bin/false")
+        where = venv(os.path.join(top, "venv-nocc"), sdist, env=env)
+        facts = json.loads(run([f"{where}/bin/hangtrace", "doctor", "--json"], cwd=top,
+                               env=in_venv(where, top)).stdout)
+        if facts["compiled_helpers"]["ok"]:
+            raise Failed("a failing compiler still gave compiled helpers")
+        say(f"  installed; doctor: {facts['compiled_helpers']['detail']}")
+    except (Failed, subprocess.TimeoutExpired) as exc:
+        say(f"FAILED: {exc}")
+        return 1
+    finally:
+        if a.keep:
+            say(f"kept {top}")
+        else:
+            shutil.rmtree(top, ignore_errors=True)
+    say("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""The build steps pyproject.toml cannot say (the metadata is all in pyproject.toml).
+
+Contract:
+- ``fast_extension()``: the optional C extension ``tracer.tracefile._fast`` (the compiled
+  helpers of the strace importer and the trace reader), built from every ``tracer/*/csrc/*.c``
+  (a glob: the sources may live in several packages' csrc folders) with
+  ``-DSOURCE_HASH`` set to tracefile/fastpath.py's hash of those sources, so that a module
+  built from other sources is ignored at run time. ``optional=True``: without a compiler or
+  Python's headers the build goes on and hangtrace runs its pure-Python twins.
+  scripts/build_fast.py builds the same extension into the source tree.
+- ``BuildPy``: after the ordinary build_py, the ``__init__.py`` of ``tracer.scenarios``
+  (``SCENARIOS_INIT``: the source folder has none, so that py-spy and tracebacks name a scenario
+  by its file, not as a module of a package), then the eBPF CO-RE objects: when scripts/build_bpf.py
+  exists and clang is installed, its ``build(out_dir) -> [paths of .bpf.o]`` writes them next
+  to the .bpf.c in the package (``tracer/bpf``; the source bpf/ folder for an editable
+  install). A RuntimeError (no clang, bpftool or libbpf headers) is one warning line: the
+  eBPF backend then compiles with BCC at run time, as without the objects.
+- ``data_files``: the man page (docs/hangtrace.1, generated from the click definitions by
+  ``python -m tracer.cli.manpage``) into share/man/man1.
+- ``MAPPED``: the layout stays as the product has it (tracer/, bpf/, fixtures/ at the top):
+  bpf/ and fixtures/scenarios/ become the packages ``tracer.bpf`` and ``tracer.scenarios``
+  (package-dir; their files are listed in pyproject's package-data).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from types import ModuleType
+from typing import List
+
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAST_MODULE = "tracer.tracefile._fast"
+# Data folders at the top of the tree, mapped into the package (tracer/resources.py).
+MAPPED = {"tracer.bpf": "bpf", "tracer.scenarios": "fixtures/scenarios"}
+FAST_CFLAGS = ["-O2", "-fvisibility=hidden", "-Wall"]
+BUILD_BPF = os.path.join(HERE, "scripts", "build_bpf.py")     # the eBPF helper's, when there
+SCENARIOS_INIT = ('"""The scenario programs of ``hangtrace demo`` (fixtures/scenarios/ of the '
+                  'source tree), as package data: each one is run as a program, never imported."""\n')
+
+
+def _load(name: str, path: str) -> ModuleType:
+    """A module of this tree loaded by path (the build environment has none of the runtime
+    dependencies, so tracer itself is not imported)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, path))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def fast_extension() -> Extension:
+    """The compiled helpers as an optional extension (module doc)."""
+    fastpath = _load("_hangtrace_fastpath", "tracer/tracefile/fastpath.py")
+    package = os.path.join(HERE, "tracer")
+    files: List[str] = [os.path.relpath(p, HERE) for p in fastpath.source_files(package)]
+    return Extension(
+        FAST_MODULE,
+        sources=[p for p in files if p.endswith(".c")],
+        depends=[p for p in files if p.endswith(".h")],
+        include_dirs=sorted({os.path.dirname(p) for p in files}),
+        define_macros=[("SOURCE_HASH", f'"{fastpath.source_hash(package)}"')],
+        extra_compile_args=FAST_CFLAGS,
+        optional=True)
+
+
+class BuildPy(build_py):
+    """build_py, then the eBPF CO-RE objects when they can be built (module doc)."""
+
+    def run(self) -> None:
+        super().run()
+        if not getattr(self, "editable_mode", False):
+            init = os.path.join(self.build_lib, "tracer", "scenarios", "__init__.py")
+            with open(init, "w") as f:
+                f.write(SCENARIOS_INIT)
+        self.build_bpf_objects()
+
+    def build_bpf_objects(self) -> List[str]:
+        script = BUILD_BPF
+        if not os.path.exists(script):
+            return []
+        if shutil.which("clang") is None:
+            self.announce("hangtrace: eBPF CO-RE objects not built: no clang (BCC compiles "
+                          "the programs at run time)", level=3)
+            return []
+        out = os.path.join(HERE, "bpf") if getattr(self, "editable_mode", False) else \
+            os.path.join(self.build_lib, "tracer", "bpf")
+        os.makedirs(out, exist_ok=True)
+        try:
+            built = _load("_hangtrace_build_bpf", script).build(out)
+        except RuntimeError as exc:
+            print(f"hangtrace: eBPF CO-RE objects not built: {exc} (BCC compiles the programs "
+                  "at run time)", file=sys.stderr)
+            return []
+        return list(built)
+
+
+if __name__ == "__main__":
+    setup(packages=find_packages(include=["tracer", "tracer.*"]) + sorted(MAPPED),
+          package_dir=dict(MAPPED), ext_modules=[fast_extension()],
+          cmdclass={"build_py": BuildPy},
+          data_files=[("share/man/man1", ["docs/hangtrace.1"])])

@@ -1,0 +1,30 @@
+"""The wheel and the sdist, each installed into a fresh venv outside the checkout, work on their
+own: scripts/check_dist.py builds them and runs --version, doctor (compiled helpers loaded),
+an import, the demo (a Python and a C scenario), attach -b ebpf on a live process, the man page,
+and an install with a compiler that fails (the pure path). It takes minutes and needs the
+package index: it runs in CI (CI=true) or with HANGTRACE_TEST_DIST=1, and is skipped otherwise
+with that reason."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_dist.py"
+
+
+@pytest.mark.slow
+def test_the_wheel_and_the_sdist_work_installed():
+    if not (os.environ.get("CI") or os.environ.get("HANGTRACE_TEST_DIST")):
+        pytest.skip("builds and installs the wheel and sdist (minutes, the package index): "
+                    "CI=true or HANGTRACE_TEST_DIST=1 runs it")
+    p = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
+                       timeout=2400)
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    assert lines[-1] == "check_dist: ok"
+    assert any("attach -b ebpf" in line for line in lines)
+    assert any("pure Python" in line for line in lines)

@@ -1,0 +1,135 @@
+"""Thread rules about what a thread has to show: output written, output of its process seen
+through /proc and the kernel's counters, connections served or made, varied work.
+
+Contract: as rules/thread.py (pure functions of a ``ThreadContext``, each verdict naming its
+rule and evidence; THREAD_RULES there orders them). ``process_output_bytes`` is the /proc rule
+of output (io_class.proc_output_bytes less the TCP bytes the sockets' own counters judge, plus
+files whose position advanced), shared with watch's rules; ``socket_traffic`` judges a
+process's TCP sockets by the keep-alive rule.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from ..accumulate.io_class import proc_output_bytes
+from ..accumulate.stats import ProcessStats
+from ..accumulate.traffic import FdTraffic, keepalive
+from ..accumulate.traffic import from_counters as counters_traffic
+from ..vocab.verdict import PROGRESSING, WAIT_NAMES, ThreadVerdict
+from .context import ThreadContext
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def rule_wrote_output(c: ThreadContext) -> Optional[ThreadVerdict]:
+    t = c.t
+    if t.output_bytes <= 0 or t.output_stale:
+        return None
+    where = ", ".join(k for k, _ in t.output_targets.most_common(3))
+    ev_ = [f"wrote {_bytes(t.output_bytes)} in {t.output_writes} writes "
+           f"({c.rate(t.output_writes)}) to {where}"]
+    return ThreadVerdict(PROGRESSING, "wrote-output", ev_)
+
+
+def socket_traffic(p: ProcessStats, window: float) -> Tuple[int, int, List[FdTraffic]]:
+    """(bytes sent on its TCP sockets, of which output, the keep-alive sockets) from the
+    kernel's TCP counters (the proc backend's SocketCounters; traffic.keepalive judges)."""
+    total = output = 0
+    beats: List[FdTraffic] = []
+    for tr in p.tcp.values():
+        sent = tr.delta("bytes_sent")
+        total += sent
+        traffic = counters_traffic(tr.fd, tr.target, tr.delta("segs_out"), sent,
+                                   tr.delta("segs_in"), tr.delta("bytes_received"))
+        if sent and keepalive(traffic, window):
+            beats.append(traffic)
+        else:
+            output += sent
+    return total, output, beats
+
+
+def process_output_bytes(p: ProcessStats, window: float = 0.0) -> int:
+    """Bytes a process surely wrote for the outside world, from /proc and kernel counters.
+
+    /proc/PID/io counts every write(2): eventfd and wake-up writes move at most 8 bytes each, so
+    what exceeds that per write syscall is real output (io_class.proc_output_bytes), less what
+    went to TCP sockets (which the sockets' own counters judge: a keep-alive is not output).
+    Bytes sent on TCP sockets that are not keep-alives count, and so do regular files opened for writing whose position advanced
+    between two fd-table reads.
+    """
+    total = 0
+    sent, socket_output, _ = socket_traffic(p, window)
+    a, b = p.first_io, p.last_io
+    if a is not None and b is not None:
+        total += max(0, proc_output_bytes(b.wchar - a.wchar, b.syscw - a.syscw) - sent)
+    total += socket_output
+    if p.first_info is not None and p.info is not None:
+        before = {f.fd: f for f in p.first_info.fds if f.kind == "file" and "w" in (f.mode or "")}
+        for f in p.info.fds:
+            old = before.get(f.fd)
+            if old is not None and old.target == f.target and f.pos is not None \
+                    and old.pos is not None and f.pos > old.pos:
+                total += f.pos - old.pos
+    return total
+
+
+def _ran(c: ThreadContext) -> bool:
+    """The thread ran during the window (CPU, or /proc saw it scheduled in twice)."""
+    a, b = c.t.first_sample, c.t.last_sample
+    return (c.cpu is not None and c.cpu.fraction > 0.01) or (
+        a is not None and b is not None and a.run_count is not None
+        and b.run_count is not None and b.run_count - a.run_count >= 2)
+
+
+def rule_process_output(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """Without per-thread syscalls (proc backend only), credit the process's output, and the
+    connections it took on its listening ports (served: every backend sees serving), to the
+    threads that ran while it happened."""
+    if c.rec.has_syscalls or not _ran(c):
+        return None
+    n = process_output_bytes(c.proc, c.rec.window)
+    if n > 0:
+        return ThreadVerdict(PROGRESSING, "process-output",
+                             [f"the process wrote {_bytes(n)} beyond wake-up writes (/proc io, "
+                              "fd positions) while this thread ran"], cpu=c.cpu)
+    served = c.proc.served
+    if sum(served.values()) > 0:
+        ports = ", ".join(f"{k} on port {p}" for p, k in served.most_common(3))
+        return ThreadVerdict(PROGRESSING, "process-served",
+                             [f"the process took connections on the ports it listens on "
+                              f"({ports}; sock_diag) while this thread ran"], cpu=c.cpu)
+    return None
+
+
+def rule_served_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
+    if c.t.accepts <= 0:
+        return None
+    return ThreadVerdict(PROGRESSING, "served-connections",
+                         [f"accepted {c.t.accepts} connections"])
+
+
+def rule_made_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
+    t = c.t
+    if t.connects <= 0:
+        return None
+    where = ", ".join(k for k, _ in t.connect_targets.most_common(3))
+    return ThreadVerdict(PROGRESSING, "made-connections",
+                         [f"made {t.connects} connections ({c.rate(t.connects)}) to {where}"])
+
+
+def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:
+    t = c.t
+    work = [n for n in t.syscalls if n not in WAIT_NAMES]
+    if len(work) < 4 or (t.input_bytes == 0 and t.file_reads == 0):
+        return None
+    if c.cpu is not None and c.cpu.fraction < 0.01:
+        return None
+    return ThreadVerdict(PROGRESSING, "varied-work",
+                         [f"{len(work)} kinds of syscalls ({', '.join(sorted(work)[:6])}), "
+                          f"read {_bytes(t.input_bytes)}"], cpu=c.cpu)

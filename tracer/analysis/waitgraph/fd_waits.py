@@ -1,0 +1,174 @@
+"""Waits on fds and objects between processes, resolved into wait-for edges (the part of
+waitgraph/build.py's one resolution that follows file descriptors).
+
+Contract: ``FdWaits`` is a mixin of build.py's builder (it uses its node and edge helpers:
+``process``, ``special``, ``edge``, ``outside``, ``plabel``, ``refs``, ``fdx``, ``rec``,
+``inp``); each method resolves one kind of wait of thread ``tid`` of ``pid`` and returns its
+``ResolvedWait``, the summary a process's ``waits_on`` shows:
+- ``file_lock``: flock/fcntl(F_SETLKW), the processes holding a lock on the file;
+- ``pipe``: a read waits for the pipe's writers, a write (the pipe is full) for its readers;
+- ``eventfd``: every other holder, and the process itself when another of its threads could
+  write it;
+- ``socket``: the process at the other end (TCP by reversed addresses, unix by peer inode).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ..vocab.nodes import real_inode, scoped_inode
+from ..vocab.waits import Wait, eventfd_id_target
+from .graph import EdgeKind, NodeKind
+
+
+@dataclass
+class ResolvedWait:
+    """One waiting thread's wait, as its process's evidence shows it (module doc)."""
+    tid: int
+    kind: EdgeKind
+    what: str
+    pids: List[int] = field(default_factory=list)
+    inside: bool = False          # every edge stays inside the process
+
+    def to_json(self) -> Dict[str, object]:
+        return {"tid": self.tid, "kind": str(self.kind), "what": self.what, "pids": self.pids}
+
+
+
+WRITE_CALLS = frozenset({"write", "writev", "pwrite64", "pwritev", "pwritev2", "splice",
+                          "sendfile"})
+
+
+
+class FdWaits:
+    """The fd-following resolutions of build.py's builder (module doc)."""
+
+    def file_lock(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
+        """flock/fcntl(F_SETLKW): the processes holding a lock on the file, from /proc/locks
+        (live: the probe's FileLock lines, matched by the file's inode) or from the lock calls
+        the log showed (imports). The process's own lock (another fd of it) is any of its
+        threads' to release."""
+        path = w.fd_target or f"fd {w.fd}"
+        inode = w.target.inode
+        p = self.rec.processes.get(pid)
+        for f in (p.info.fds if p is not None and p.info else []):
+            if f.fd == w.fd and f.inode:
+                inode = f.inode
+        holders = self.inp.facts.lock_holders(pid, inode) if inode else []
+        if not holders and w.fd_target in self.rec.lock_holders:
+            holders = [self.rec.lock_holders[w.fd_target][0]]
+        known = [q for q in holders if q > 0]
+        if not known:
+            why = " (an OFD lock: /proc/locks does not name its holder)" if holders else \
+                " (no holder in /proc/locks or in the log)"
+            return self.outside(tid, src, who, w, f"waits for a lock on {path}; its holder is "
+                                "unknown" + why, why)
+        for q in known:
+            name = "this process (another fd of it)" if q == pid else self.plabel(q)
+            self.edge(src, self.process(q, any_thread=q == pid), EdgeKind.LOCK, path,
+                      f"{who} waits for the lock on {path} held by {name}")
+        others = [q for q in known if q != pid]
+        return ResolvedWait(tid, EdgeKind.LOCK, f"waits for the lock on {path} held by "
+                            + (self.refs(others) if others else "this process"), others,
+                            inside=not others)
+
+    def pipe(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
+        """A read waits for the pipe's writers; a write, blocked because the pipe is full, for
+        its readers."""
+        target = w.fd_target
+        writes = w.call in WRITE_CALLS
+        end, does, role = ("r", "writes", "reader") if writes else ("w", "reads", "writer")
+        ends = self.fdx.holders(target, end, near=pid)
+        if not ends:
+            return self.outside(tid, src, who, w,
+                                f"{does} {target}; no traced process holds its "
+                                f"{'read' if writes else 'write'} end",
+                                f"; no traced process holds the {'read' if writes else 'write'}"
+                                f" end of {target}")
+        only = f"only {role} is" if len(ends) == 1 else f"{role}s include"
+        for q in ends:
+            name = "this process" if q == pid else self.plabel(q)
+            full = " (the pipe is full)" if writes else ""
+            self.edge(src, self.process(q, any_thread=q == pid), EdgeKind.PIPE, target,
+                      f"{who} {does} {target}{full} whose {only} {name}")
+        others = [q for q in ends if q != pid]
+        if others:
+            return ResolvedWait(tid, EdgeKind.PIPE, f"{does} {target}; {role}s: "
+                                + self.refs(others), others)
+        return ResolvedWait(tid, EdgeKind.PIPE,
+                            f"{does} {target} whose only {role} is this process", inside=True)
+
+    def eventfd_of(self, pid: int, w: Wait) -> Optional[str]:
+        p = self.rec.processes.get(pid)
+        return eventfd_id_target(p.info.fds if p is not None and p.info else [], w)
+
+    def eventfd(self, pid: int, tid: int, src: str, who: str, w: Wait,
+                obj: str) -> ResolvedWait:
+        """Any holder of the eventfd can write it: each other process holding it, and this
+        process when it holds it and has another thread. Held by no other traced process, it is
+        an outside wait: the kernel (io_uring, aio, KVM) may signal an eventfd too."""
+        holders = self.fdx.holders(obj, near=pid)
+        others = [q for q in holders if q != pid]
+        mine = pid in holders
+        if not others:
+            why = ("only this process holds it (another thread of it or a kernel producer such "
+                   "as io_uring or aio could signal it)" if mine else "no traced process holds it")
+            edge_why = (f"; no other traced process holds {obj} (another thread or the kernel "
+                        "may signal it)" if mine else f"; no traced process holds {obj}")
+            return self.outside(tid, src, who, w, f"waits in {w.call} on {obj}; {why}", edge_why)
+        ends = list(others)
+        if mine and any(n.tid != tid for n in self.g.threads_of(pid)):
+            ends.append(pid)        # last: a proof walks the other processes first
+        for q in ends:
+            name = "this process" if q == pid else self.plabel(q)
+            self.edge(src, self.process(q, any_thread=q == pid), EdgeKind.EVENTFD, obj,
+                      f"{who} waits in {w.call} on {obj}, which {name} holds and could write")
+        return ResolvedWait(tid, EdgeKind.EVENTFD, f"waits in {w.call} on {obj}; other holders: "
+                            + self.refs(others)
+                            + ("; this process holds it too" if mine else ""), others)
+
+    def socket(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
+        target = w.target
+        rev = target.reversed()
+        if rev is not None:
+            peers = [q for q in self.fdx.holders(rev, near=pid) if q != pid]
+            for q in peers:
+                self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
+                          f"{who} reads {target.text} whose peer is {self.plabel(q)}")
+            if not peers:
+                return self.outside(tid, src, who, w, f"waits on {target.text} (peer outside "
+                                    "the traced tree or unknown)",
+                                    " (the peer is outside the traced tree)")
+            return ResolvedWait(tid, EdgeKind.SOCKET, f"reads {target.text}; peer: "
+                                + self.refs(peers), peers)
+        inode = target.inode
+        p = self.rec.processes.get(pid)
+        for f in (p.info.fds if p is not None and p.info else []):
+            if f.fd == w.fd and f.inode:
+                inode = f.inode
+        inode = scoped_inode(pid, inode) if inode else None
+        peer = (scoped_inode(pid, target.peer_inode) if target.peer_inode
+                else self.inp.facts.unix_peers.get(inode) if inode else None)
+        if peer is None:
+            return self.outside(tid, src, who, w, f"waits on {target.text} (peer outside the "
+                                "traced tree or unknown)", " (peer unknown)")
+        peers = [q for q in self.fdx.inode_holders(peer) if q != pid]
+        for q in peers:
+            self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
+                      f"{who} reads {target.text} whose peer socket {real_inode(peer)} is held "
+                      f"by {self.plabel(q)}")
+        outside = self.inp.facts.outside.get(peer, [])
+        for q in outside:
+            self.edge(src, self.process(q), EdgeKind.SOCKET, target.text,
+                      f"{who} reads {target.text} whose peer socket {real_inode(peer)} is held "
+                      f"by {self.ref(q)} (outside the traced tree)")
+        if not peers and not outside:
+            gone = self.special(f"G{peer}", NodeKind.GONE, f"socket {real_inode(peer)}",
+                                dead=True, dead_text="no process holds any more")
+            self.edge(src, gone, EdgeKind.SOCKET, target.text,
+                      f"{who} reads {target.text} whose peer is socket {real_inode(peer)}")
+        if peers:
+            return ResolvedWait(tid, EdgeKind.SOCKET, f"reads {target.text}; peer: "
+                                + self.refs(peers), peers)
+        return ResolvedWait(tid, EdgeKind.SOCKET if not outside else EdgeKind.OUTSIDE,
+                            f"waits on {target.text} (peer outside the traced tree or unknown)")

@@ -1,0 +1,162 @@
+"""The commands that read files: ``analyze``, ``import-strace`` and ``export`` (cli/commands.py
+adds them to ``hangtrace``).
+
+Contract: as cli/commands.py's. Long reads show a progress bar on stderr when it is a
+terminal (render/progress.py, fed by the reader's and the importer's own callbacks). An output
+file is opened only once its input was found good.
+"""
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from typing import Optional, Tuple
+
+import click
+
+from ..errors import NotATrace, OutputError, UsageError, shown
+from .examples import epilog
+from ..render.export import FORMATS
+from .options import emit, is_terminal
+
+__all__ = ["analyze", "export", "import_strace_cmd"]
+
+
+@click.command(epilog=epilog("analyze"))
+@click.argument("trace", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
+@click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
+@click.option("--flight-recorder", "--fr", "fr", multiple=True, metavar="PATH",
+              help="PyTorch Flight Recorder dumps to read with the trace (a directory, a file "
+              "prefix such as /tmp/nccl_trace_rank_, or a file).")
+def analyze(trace: str, as_json: bool, verbose: bool, fr: Tuple[str, ...]) -> None:
+    """Analyze a saved trace (or a raw strace log, or the files of strace -ff -o PREFIX: the
+    directory or PREFIX, or a directory of PyTorch Flight Recorder dumps) and print the
+    verdict."""
+    from ..analysis.analyzer import analyze_dumps, analyze_trace
+    from ..render.progress import FileProgress
+    from ..tracefile.fr_dump import find_dumps, read_dumps
+    if os.path.isdir(trace) and find_dumps(trace) and not fr:
+        emit(analyze_dumps(read_dumps(trace), trace), as_json, verbose)
+    dumps = [d for path in fr for d in read_dumps(path)]
+    if fr and not dumps:
+        raise UsageError(f"--flight-recorder {', '.join(fr)}: no dump found there")
+    if _maybe_ff_set(trace):
+        emit(_analyze_strace_log(trace, None), as_json, verbose)
+    try:
+        with FileProgress(trace, "analyzing") as bar:
+            report = analyze_trace(trace, dumps, progress=bar.update)
+    except NotATrace as exc:
+        report = _analyze_strace_log(trace, exc)
+    emit(report, as_json, verbose)
+
+
+def _maybe_ff_set(path: str) -> bool:
+    """A directory, or a name no file has (strace -ff -o PREFIX writes PREFIX.TID files):
+    the importer's -ff reader decides. Another stat error (permission denied) is the reader's
+    to report."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def _analyze_strace_log(path: str, why: Optional[NotATrace]):  # type: ignore[no-untyped-def]
+    """``analyze`` on a raw strace log: import it to a temporary trace first."""
+    import tempfile
+    from ..analysis.analyzer import analyze_trace
+    from ..render.progress import FileProgress
+    from ..strace.importer import ImportError_, import_strace
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "log.htrace")
+        try:
+            with FileProgress(path, "importing", passes=2) as bar:
+                result = import_strace(path, out, progress=bar.update)
+        except ImportError_:
+            if why is None:          # not a trace either way: the importer's reason
+                raise
+            raise why from None
+        if result.events == 0:
+            raise why or ImportError_(f"{path}: no strace events in it")
+        click.echo(f"hangtrace: {path} is an strace log; imported {result.events} events",
+                   err=True)
+        with FileProgress(out, "analyzing") as bar:
+            report = analyze_trace(out, progress=bar.update)
+        report.trace_path = None
+        return report
+
+
+@click.command(epilog=epilog("export"))
+@click.argument("trace")
+@click.option("--format", "-f", "fmt", required=True, metavar="|".join(FORMATS),
+              help="Output format: perfetto (Chrome trace event JSON), perfetto-proto "
+              "(Perfetto's protobuf, for large traces), json (JSON lines), dot (the wait-for "
+              "graph for Graphviz).")
+@click.option("--output", "-o", metavar="FILE", help="Write here instead of stdout.")
+def export(trace: str, fmt: str, output: Optional[str]) -> None:
+    """Write a saved trace in another tool's format (timelines, graphs, JSON lines)."""
+    from ..render.export import exporter, is_binary
+    from ..render.progress import FileProgress
+    from ..tracefile.format import TraceReader
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {shown(fmt)} (available: "
+                         f"{', '.join(sorted(FORMATS)) or 'none'})")
+    binary = is_binary(fmt)
+    if binary and not output and is_terminal(sys.stdout):
+        raise UsageError(f"--format {fmt} is binary: give -o FILE or send stdout to a file "
+                         "or a pipe")
+    if not _is_fifo(trace):           # a FIFO is read once: the exporter's reader checks it
+        TraceReader(trace)            # a bad input is refused before any output is opened
+    try:
+        if output:               # renamed into place once whole: a bad input leaves it as it was
+            from ..outputs import replacing
+            with replacing(output, text=not binary) as out, \
+                    FileProgress(trace, "exporting") as bar:
+                exporter(fmt)(trace, out, progress=bar.update)
+            click.echo(f"hangtrace: wrote {output}", err=True)
+        else:
+            with FileProgress(trace, "exporting") as bar:
+                exporter(fmt)(trace, sys.stdout.buffer if binary else sys.stdout,
+                              progress=bar.update)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"{output or 'stdout'}: {exc.strerror or exc}") from None
+
+
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+@click.command("import-strace", epilog=epilog("import-strace"))
+@click.argument("log", type=click.Path())
+@click.option("--output", "-o", metavar="FILE", help="Trace file to write (default: LOG.htrace.gz).")
+@click.option("--analyze", "then_analyze", is_flag=True, help="Print the verdict too.")
+@click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
+def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool) -> None:
+    """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip; or the
+    files of strace -ff -o PREFIX, as their directory or PREFIX) to a trace."""
+    from ..render.progress import FileProgress
+    from ..strace.importer import import_strace
+    out = output or _default_import_path(log)
+    with FileProgress(log, "importing", passes=2) as bar:
+        result = import_strace(log, out, progress=bar.update)
+    click.echo(f"hangtrace: imported {result.events} events from {log} into {out}"
+               + (f" ({result.unparsed} lines not understood)" if result.unparsed else "")
+               + (" (log was cut short)" if result.truncated else ""), err=True)
+    if then_analyze:
+        from ..analysis.analyzer import analyze_trace
+        with FileProgress(out, "analyzing") as bar:
+            report = analyze_trace(out, progress=bar.update)
+        emit(report, as_json)
+
+
+def _default_import_path(log: str) -> str:
+    log = log.rstrip("/") or log               # an -ff directory: DIR.htrace.gz next to it
+    base = log[:-3] if log.endswith(".gz") else log
+    return base + ".htrace.gz"

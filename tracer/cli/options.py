@@ -1,0 +1,131 @@
+"""What the commands share: option types, the pid options, where output goes and how reports are
+printed there.
+
+Contract:
+- ``FiniteFloat(lo, hi)``: a float in [lo, hi]; NaN and infinity are refused.
+- ``PidList``: one ``-p/--pid`` value, a pid or a comma list (``-p 1,2 -p 3``); each an ASCII
+  decimal of at most 10 digits (``²`` or ``1e3`` is a usage error, never an exception later).
+  ``pid_option(help)`` is the option, ``all_pids(positional, given)`` the pids of both forms in
+  order, each once.
+- ``report_console(err)``: the rich Console a report is printed on. On a terminal it wraps to
+  the terminal's width; anywhere else (a pipe, a file) it never wraps a line, so that grep over a
+  saved report finds whole lines.
+- ``emit(report, as_json, verbose, err)``: print a report (JSON: one document) and exit with its
+  verdict's status.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Iterable, List, NoReturn, Optional, Sequence
+
+import click
+from rich.console import Console
+
+from ..errors import shown
+
+__all__ = ["FiniteFloat", "PidList", "pid_option", "all_pids", "report_console", "emit",
+           "is_terminal"]
+
+_PID_DIGITS = 10                  # pid_max is at most 2**22; 10 digits bound int() anyway
+
+
+class FiniteFloat(click.ParamType):
+    """A float in [lo, hi]; NaN and infinity are refused (click's FloatRange lets NaN by)."""
+    name = "float"
+
+    def __init__(self, lo: float, hi: float = math.inf) -> None:
+        self.lo, self.hi = lo, hi
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{shown(value)} is not a number", param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{shown(value)} is not a finite number", param, ctx)
+        if not self.lo <= x <= self.hi:
+            bound = f"between {self.lo:g} and {self.hi:g}" if math.isfinite(self.hi) else \
+                f"at least {self.lo:g}"
+            self.fail(f"{value} is not {bound}", param, ctx)
+        return x
+
+
+def parse_pid(text: str) -> Optional[int]:
+    """A pid from its decimal text, or None when it is not one (module doc)."""
+    t = text.strip()
+    if not t or len(t) > _PID_DIGITS or not (t.isascii() and t.isdecimal()):
+        return None
+    pid = int(t)
+    return pid if pid > 0 else None
+
+
+class PidList(click.ParamType):
+    """``PID`` or ``PID,PID,...`` (module doc). Shell completion offers the running processes'
+    pids, with their names as the help zsh and fish show."""
+    name = "pid"
+
+    def shell_complete(self, ctx, param, incomplete):  # type: ignore[no-untyped-def]
+        from click.shell_completion import CompletionItem
+        from ..linux.processes import listing
+        done, _, last = incomplete.rpartition(",")
+        prefix = done + "," if done else ""
+        return [CompletionItem(f"{prefix}{pid}", help=name) for pid, name in listing()
+                if str(pid).startswith(last)]
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        if isinstance(value, list):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return [value]
+        out: List[int] = []
+        for part in str(value).split(","):
+            pid = parse_pid(part)
+            if pid is None:
+                self.fail(f"{shown(part)} is not a pid (a positive decimal number)", param, ctx)
+            out.append(pid)
+        return out
+
+
+def pid_option(help_text: str):  # type: ignore[no-untyped-def]
+    return click.option("-p", "--pid", "pid_lists", multiple=True, type=PidList(),
+                        metavar="PID[,PID...]", help=help_text)
+
+
+def all_pids(positional: Iterable[List[int]], given: Iterable[List[int]]) -> List[int]:
+    """Every pid of the positional arguments and of -p/--pid, in order, each once."""
+    out: List[int] = []
+    for group in list(positional) + list(given):
+        for pid in group:
+            if pid not in out:
+                out.append(pid)
+    return out
+
+
+def is_terminal(stream) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``stream`` is a terminal (False for a closed or missing stream)."""
+    try:
+        return stream is not None and stream.isatty()
+    except (ValueError, OSError):
+        return False
+
+
+def report_console(err: bool = False, file=None) -> Console:  # type: ignore[no-untyped-def]
+    """The Console a report goes to (render/console.py's rule)."""
+    from ..render.console import report_console as console_for
+    return console_for(file=file, stderr=err)
+
+
+def emit(report, as_json: bool, verbose: bool = False,  # type: ignore[no-untyped-def]
+         err: bool = False) -> NoReturn:
+    from ..render.console import render_report
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2), err=err)
+    else:
+        render_report(report, report_console(err), verbose=verbose)
+    sys.exit(report.exit_code)
+
+
+def pids_text(pids: Sequence[int]) -> str:
+    return ", ".join(map(str, pids))

@@ -1,0 +1,109 @@
+"""Events the end-of-recording probes and the proc backend's socket reader produce (a part of the
+event model, re-exported by tracer.events): futex owners, unix socket peers, NCCL RAS answers,
+TCP socket counters, file locks. Plain data, never what it means."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Dict, List, Optional
+
+from . import Event
+
+
+# --------------------------------------------------------------------------- end-of-recording probes
+@dataclass(slots=True)
+class FutexOwner(Event):
+    """Who holds the futex a thread of ``pid`` waits on, read from the target's memory at the end
+    of the recording (tracer/record/probes/futex_owner.py).
+
+    ``word`` is the 32-bit futex word at ``addr`` (None when the memory could not be read);
+    ``owner_tid`` the thread that holds it where that can be known, else None. ``kind`` says how
+    the word was read: "mutex" (a glibc pthread mutex: owner from its ``__owner`` field),
+    "pi-mutex" (owner tid in the word itself), "join" (pthread_join: the word is the tid of the
+    thread being joined, which holds it until it exits), "unknown" (a semaphore, condition or
+    other futex: no owner is recorded). ``owner_pid`` is the process of ``owner_tid`` at the
+    time of the probe, None when that thread no longer exists. ``shared`` is a futex without
+    FUTEX_PRIVATE_FLAG (possibly in memory shared between processes). ``waiters`` are the tids
+    of ``pid`` seen waiting on it.
+    """
+    TAG: ClassVar[str] = "fxo"
+    pid: int
+    addr: int
+    word: Optional[int] = None
+    owner_tid: Optional[int] = None
+    kind: str = "unknown"
+    owner_pid: Optional[int] = None
+    shared: bool = False
+    waiters: List[int] = field(default_factory=list)
+    why: str = ""
+
+
+@dataclass(slots=True)
+class SocketPeers(Event):
+    """The socket at the other end of each connected unix socket of ``pid`` (sock_diag).
+
+    ``peers`` maps an inode of one of its sockets to the peer socket's inode (JSON turns the keys
+    into strings: readers convert them back with int). ``outside`` maps a peer inode that no
+    traced process holds to the pids (outside the tree) that hold it; a peer inode in neither
+    belongs to a socket whose last holder closed it or exited."""
+    TAG: ClassVar[str] = "skp"
+    pid: int
+    peers: Dict[int, int] = field(default_factory=dict)
+    outside: Dict[int, List[int]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class NcclRasStatus(Event):
+    """What NCCL's RAS service answered to ``VERBOSE STATUS`` at the end of a recording
+    (record/probes/nccl_ras.py): the raw answer in ``fmt`` ("json" or "text"), parsed by
+    analysis/job/nccl_ras.py. ``pid`` listens on ``host:port``; ``error`` says why there is no
+    answer (refused, timed out)."""
+    TAG: ClassVar[str] = "ras"
+    pid: int
+    host: str = ""
+    port: int = 0
+    fmt: str = "json"
+    text: str = ""
+    error: str = ""
+
+
+@dataclass(slots=True)
+class SocketCounters(Event):
+    """The kernel's own counters of one TCP socket of ``pid`` (inet_diag's tcp_info, read by the
+    proc backend: linux/tcpdiag.py): bytes and data segments sent and received since the socket
+    was created, whatever call moved them. None where the kernel does not keep the counter."""
+    TAG: ClassVar[str] = "skc"
+    pid: int
+    fd: int
+    target: str = ""
+    bytes_sent: Optional[int] = None
+    bytes_received: Optional[int] = None
+    segs_out: Optional[int] = None
+    segs_in: Optional[int] = None
+
+
+@dataclass(slots=True)
+class FileLock(Event):
+    """One line of /proc/locks at the end of a recording (record/probes/file_locks.py): a file
+    lock ``pid`` holds, or waits for when ``waiting`` (the kernel's "->" lines), on the file
+    ``inode`` of device ``dev`` ("fe:00"). ``kind`` FLOCK, POSIX or OFDLCK (an OFD lock shows pid
+    -1), ``access`` READ or WRITE, ``lock_id`` the kernel's number that ties a waiter to the
+    lock it waits for."""
+    TAG: ClassVar[str] = "flk"
+    pid: int
+    inode: int
+    dev: str = ""
+    kind: str = ""
+    access: str = ""
+    waiting: bool = False
+    lock_id: int = 0
+
+
+@dataclass(slots=True)
+class ServedConnections(Event):
+    """Connections ``pid`` took on a TCP ``port`` it listens on since the proc backend's last
+    socket dump (linux/tcpdiag.accepted_since: accepted, or closed by the server's side): a
+    server answering each request on a new connection, seen without a syscall backend."""
+    TAG: ClassVar[str] = "srv"
+    pid: int
+    port: int
+    count: int = 0

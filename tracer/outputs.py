@@ -1,0 +1,280 @@
+"""Every file hangtrace writes is created here. hangtrace runs as root and writes at names
+others can predict (``/tmp/x.htrace.gz``, the default trace name, watch's files), so nothing
+is ever written through a link or into a file that is already there.
+
+Contract:
+- A file is always created new: ``O_CREAT|O_EXCL|O_NOFOLLOW``, mode 0600 whatever the umask
+  (outputs hold command lines, paths and host names). An existing regular file at the output
+  path is replaced only by renaming a new file over it (never truncated: a hard link planted
+  there keeps its content); what rename replaces is the directory entry, never what a link
+  points to.
+- ``check_target(path)`` says what is at an output path first: nothing or a regular file is
+  fine (True when one is there); a symbolic link, a directory, a FIFO, a device or a socket
+  raises ``OutputError`` with one line saying what is there and that it is not written.
+- ``replacing(path)``: an output written whole (export -o, merge -o, watch's reports). The
+  block writes a temporary file beside ``path`` (same directory, so the rename is atomic);
+  when it ends without an error the file is renamed over ``path``, otherwise it is removed:
+  a command that fails (a bad input, a full disk) leaves ``path`` as it was. Write errors
+  raise ``OutputError`` (one line).
+- ``open_streamed(path)``: an output written as it goes (a trace while it records, a node's
+  trace coming back from a launcher). The new file is renamed into place at once, before
+  anything is written, so that a recording killed by SIGKILL is still at ``path``, readable
+  up to where it stopped.
+- ``create_fresh(path)``: names hangtrace makes up (``FreshName``: the default trace name
+  in the working directory, watch's files). It never replaces anything: ``a.htrace.gz``
+  taken, it creates ``a-2.htrace.gz``, ``a-3...``. ``open_streamed`` of a ``FreshName`` does
+  the same. The file object's ``name`` is the path it got.
+- ``fresh_directory(path)``: a directory name hangtrace made up (cluster's default output
+  directory): a new directory, 0700, at ``path`` or ``path-2``, ...
+- ``scratch_beside(path)``: a temporary file beside an output, for work on the way to it.
+- Text is written as UTF-8 with errors="replace": a lone surrogate (a comm read from /proc
+  with undecodable bytes) cannot fail a write.
+- This module imports only errors.py: every layer may create its files here.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import secrets
+import stat
+from typing import IO, Iterator, Tuple, Union
+
+from .errors import OutputError
+
+__all__ = ["MODE", "FreshName", "check_target", "open_streamed", "create_fresh", "replacing",
+           "guarded", "scratch_beside", "fresh_directory"]
+
+MODE = 0o600
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_MOST_FRESH_TRIES = 1000
+
+
+class FreshName(str):
+    """An output name hangtrace made up (not the user's): ``open_streamed`` never replaces a
+    file there but takes the next free name (module doc)."""
+
+
+def _what(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device or special file"
+
+
+def check_target(path: str) -> bool:
+    """True when a regular file is at ``path``, False when nothing is; OutputError for
+    anything else (module doc)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write here: {e.strerror}") from None
+    if stat.S_ISREG(st.st_mode):
+        return True
+    raise OutputError(f"{path}: is {_what(st.st_mode)}, not a regular file: not written "
+                      "(hangtrace writes no output through a link or into a special file)")
+
+
+def _create(path: str) -> int:
+    """A new file at ``path`` (O_EXCL|O_NOFOLLOW), mode 0600; FileExistsError when taken."""
+    fd = os.open(path, _FLAGS, MODE)
+    try:
+        os.fchmod(fd, MODE)          # a umask such as 0277 would have left it read-only
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _temp_beside(path: str) -> Tuple[int, str]:
+    """A new file with a random name in ``path``'s directory: (fd, its path)."""
+    directory, base = os.path.split(os.path.abspath(path))
+    for _ in range(_MOST_FRESH_TRIES):
+        tmp = os.path.join(directory, f".{base[:200]}.{secrets.token_hex(6)}.tmp")
+        try:
+            return _create(tmp), tmp
+        except FileExistsError:
+            continue
+    raise OutputError(f"{path}: cannot create a temporary file beside it")
+
+
+def _failed(path: str, e: OSError, what: str = "") -> OutputError:
+    if e.errno == errno.ELOOP:
+        return OutputError(f"{path}: is a symbolic link, not a regular file: not written "
+                           "(hangtrace writes no output through a link or into a special "
+                           "file)")
+    return OutputError(f"{path}: cannot write{' ' + what if what else ''}: {e.strerror or e}")
+
+
+def _binary(fd: int, path: str) -> IO[bytes]:
+    f = os.fdopen(fd, "wb")
+    f.raw.name = path                # type: ignore[attr-defined]
+    return f
+
+
+def create_fresh(path: str, text: bool = False, what: str = "") -> IO:
+    """A new file at ``path`` or, when that name is taken, at the first free ``STEM-N.EXT``
+    (module doc); the file object's ``name`` is where it is. ``text``: a text file (UTF-8,
+    errors="replace") whose write errors are OutputError."""
+    directory, base = os.path.split(path)
+    stem, ext = _split_ext(base)
+    for n in range(1, _MOST_FRESH_TRIES + 1):
+        candidate = path if n == 1 else os.path.join(directory, f"{stem}-{n}{ext}")
+        try:
+            f = _binary(_create(candidate), candidate)
+            if not text:
+                return f
+            return _Guarded(io.TextIOWrapper(f, encoding="utf-8", errors="replace",
+                                             newline=""), candidate)  # type: ignore[arg-type]
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise _failed(candidate, e, what) from None
+    raise OutputError(f"{path}: {_MOST_FRESH_TRIES} names like it are taken")
+
+
+def _split_ext(base: str) -> Tuple[str, str]:
+    """("hangtrace-1-x", ".htrace.gz"): the extension is everything from the first dot of
+    the last two suffixes ("a.b.htrace.gz" -> "a.b", ".htrace.gz")."""
+    root, ext = os.path.splitext(base)
+    if ext == ".gz":
+        root, ext2 = os.path.splitext(root)
+        ext = ext2 + ext
+    return root, ext
+
+
+def open_streamed(path: str, what: str = "") -> IO[bytes]:
+    """A new file that is at ``path`` from the start (module doc); OutputError when it
+    cannot be (``what`` it was for is said: "the trace"). A ``FreshName`` goes to
+    ``create_fresh``."""
+    if isinstance(path, FreshName):
+        return create_fresh(path, what=what)
+    check_target(path)
+    try:
+        fd, tmp = _temp_beside(path)
+    except OSError as e:
+        raise _failed(path, e, what) from None
+    try:
+        os.rename(tmp, path)
+    except OSError as e:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _failed(path, e, what) from None
+    return _binary(fd, path)
+
+
+class _Guarded(io.TextIOBase):
+    """A text (or binary) file whose write errors are OutputError with the output's name."""
+
+    def __init__(self, f: IO, path: str) -> None:
+        super().__init__()
+        self._f, self._path = f, path
+
+    def write(self, s):  # type: ignore[no-untyped-def,override]
+        try:
+            return self._f.write(s)
+        except OSError as e:
+            raise _failed(self._path, e) from None
+
+    def flush(self) -> None:
+        if self._f.closed:
+            return
+        try:
+            self._f.flush()
+        except OSError as e:
+            raise _failed(self._path, e) from None
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self._path
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._f.close()
+        except OSError as e:
+            raise _failed(self._path, e) from None
+        finally:
+            super().close()
+
+
+def guarded(f: IO, path: str) -> IO:
+    """``f`` with its write errors raised as OutputError naming ``path``."""
+    return _Guarded(f, path)  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def replacing(path: str, text: bool = True) -> Iterator[IO]:
+    """The temporary file of an output written whole; renamed over ``path`` on success,
+    removed otherwise (module doc)."""
+    check_target(path)
+    try:
+        fd, tmp = _temp_beside(path)
+    except OSError as e:
+        raise _failed(path, e) from None
+    raw: Union[IO[str], IO[bytes]]
+    raw = (open(fd, "w", encoding="utf-8", errors="replace", newline="") if text
+           else os.fdopen(fd, "wb"))
+    out = _Guarded(raw, path)
+    done = False
+    try:
+        yield out
+        out.close()
+        check_target(path)           # what is there now is replaced by the rename, never
+        os.rename(tmp, path)         # followed; a link planted meanwhile is refused
+        done = True
+    except OSError as e:
+        raise _failed(path, e) from None
+    finally:
+        if not done:
+            with contextlib.suppress(OSError):
+                raw.close()
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def fresh_directory(path: str) -> str:
+    """A new directory (mode 0700) at ``path`` or at the first free ``PATH-N``, for a
+    directory name hangtrace made up (cluster's default ``--output-dir``); its path."""
+    for n in range(1, _MOST_FRESH_TRIES + 1):
+        candidate = path if n == 1 else f"{path}-{n}"
+        try:
+            os.mkdir(candidate, 0o700)
+            # whatever the umask; through an fd, never a name a link could replace meanwhile
+            fd = os.open(candidate, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                os.fchmod(fd, 0o700)
+            finally:
+                os.close(fd)
+            return candidate
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise _failed(candidate, e) from None
+    raise OutputError(f"{path}: {_MOST_FRESH_TRIES} names like it are taken")
+
+
+def scratch_beside(path: str) -> IO[bytes]:
+    """A new temporary file (0600, random name) in ``path``'s directory for work on the way
+    to ``path`` (the importer's rows); its ``name`` is its path; the caller removes it."""
+    try:
+        fd, tmp = _temp_beside(path)
+    except OSError as e:
+        raise _failed(path, e) from None
+    return _binary(fd, tmp)

@@ -1,0 +1,102 @@
+"""Kernel stacks of the threads that are stuck in the kernel, at the end of a recording.
+
+Contract:
+- ``stack_reason(state, wait)`` is pure: why a thread's kernel stack is worth reading, or
+  None. Worth it: a thread in D state (uninterruptible sleep: the vfork parent, a driver call,
+  a stuck filesystem), and a thread blocked for the whole window in an ioctl, a read or write
+  of a device (/dev/nvidia*, other devices, a tty), or a futex wait without timeout (mutexes,
+  conditions, collectives that wait on one). Other waits (sockets, pipes, polls) say what they
+  wait for from user space already.
+- ``kernel_stack_probe(pids, analyzer)`` is an ``EndProbe``: D-state threads as /proc shows
+  them now, plus the analyzer's ``stuck_waits``; one ``KernelStack`` per thread read (at most
+  ``MAX_THREADS``), and, where the kernel refuses (not root), one event with ``tid`` 0 per
+  process instead of one refusal per thread. It only reads /proc (linux/kstack.py); it runs
+  before anything that pauses the target (py-spy --native), so the stacks are the recorded
+  state's.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+
+from ...events.stacks import KernelStack
+from ...linux import procfs
+from ...linux.kstack import NOT_ROOT, read_stack
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...analysis.analyzer import Analyzer
+    from ...analysis.vocab.waits import Wait
+
+__all__ = ["stack_reason", "kernel_stack_probe", "read_thread_stacks", "MAX_THREADS"]
+
+MAX_THREADS = 2048
+DEVICE_KINDS = frozenset({"nvidia", "nvidia-uvm", "nvidiactl", "dev", "tty"})
+_RW_CALLS = frozenset({"read", "write", "pread64", "pwrite64", "readv", "writev", "preadv",
+                       "pwritev"})
+
+
+def stack_reason(state: str, wait: Optional["Wait"], whole_window: bool = True) -> Optional[str]:
+    """Why the kernel stack of a thread in ``state`` waiting in ``wait`` is read (module doc)."""
+    if state == "D":
+        return "D state (uninterruptible sleep)"
+    if wait is None or not whole_window:
+        return None
+    how = "blocked all window in"
+    target = f"({wait.fd_target})" if wait.fd_target else ""
+    if wait.call == "ioctl":
+        return f"{how} ioctl{target}"
+    if wait.call in _RW_CALLS and wait.fd_kind in DEVICE_KINDS:
+        return f"{how} {wait.call}{target}"
+    if wait.call == "futex" and wait.timeout is None:
+        return f"{how} a futex wait without timeout"
+    return None
+
+
+def _d_state(pids: List[int]) -> Dict[Tuple[int, int], str]:
+    out: Dict[Tuple[int, int], str] = {}
+    for pid in pids:
+        for tid in procfs.list_tids(pid):
+            st = procfs.read_stat(pid, tid)
+            if st is not None and st.state == "D":
+                out[(pid, tid)] = stack_reason("D", None) or ""
+    return out
+
+
+def read_thread_stacks(wanted: Dict[Tuple[int, int], str],
+                       now: Optional[float] = None) -> List[KernelStack]:
+    """One KernelStack per (pid, tid) of ``wanted`` (-> reason), a refusal once per process."""
+    ts = time.time() if now is None else now
+    out: List[KernelStack] = []
+    refused: set = set()
+    for (pid, tid), reason in sorted(wanted.items())[:MAX_THREADS]:
+        if pid in refused:
+            continue
+        sample = procfs.read_thread_sample(pid, tid)
+        frames, why = read_stack(pid, tid)
+        if why == NOT_ROOT:
+            refused.add(pid)
+            out.append(KernelStack(ts=ts, pid=pid, tid=0, reason=reason, error=why))
+            continue
+        out.append(KernelStack(
+            ts=ts, pid=pid, tid=tid, state=sample.state if sample else "",
+            wchan="" if sample is None or sample.wchan == "0" else sample.wchan,
+            reason=reason, frames=frames, error=why))
+    if len(wanted) > MAX_THREADS:
+        out.append(KernelStack(ts=ts, pid=0, tid=0, reason="bound", error=(
+            f"{len(wanted) - MAX_THREADS} more stuck threads: only the first {MAX_THREADS} "
+            "kernel stacks were read")))
+    return out
+
+
+def kernel_stack_probe(pids: List[int], analyzer: Optional["Analyzer"]) -> List[KernelStack]:
+    """EndProbe (session.py): kernel stacks of the stuck threads of ``pids`` (module doc)."""
+    wanted = _d_state(pids)
+    if analyzer is not None:
+        for pid, tid, w in analyzer.stuck_waits(pids):
+            reason = stack_reason("S", w, w.whole_window)
+            if reason is not None:
+                wanted.setdefault((pid, tid), reason)
+    return read_thread_stacks(wanted)
+
+
+kernel_stack_probe.__name__ = "kernel stacks"

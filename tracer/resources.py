@@ -1,0 +1,53 @@
+"""Where hangtrace's data files are: the BPF C programs and the demo's scenario programs.
+
+Contract: the source checkout keeps them at the top (``bpf/``, ``fixtures/scenarios/``, as the
+product's layout has it); the build maps them into the package as ``tracer.bpf`` and
+``tracer.scenarios`` (setup.py's package-dir; the scenarios' ``__init__.py`` is written by the
+build: the source folder has none), so a wheel carries them. Both are found through
+``importlib.resources``: in an installed copy, and for ``tracer.bpf`` in a checkout with an
+editable install too; where the package cannot be imported (the scenarios in a checkout, whose
+folder has no ``__init__.py`` so that py-spy and tracebacks name a scenario by its file, or a
+checkout run without installing, ``PYTHONPATH=.``) the folders beside the package are used. Each function returns a real directory (hangtrace is never run from a zip:
+BCC and gcc need file paths). ``is_checkout(dir)`` tells a folder of the source tree from one
+inside the installed package (the C scenarios are built beside their sources in the first, in a
+cache directory in the second: record/demo.py).
+"""
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+
+__all__ = ["bpf_dir", "scenario_dir", "is_checkout", "PACKAGE_DIR"]
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+_CHECKOUT = {"tracer.bpf": "bpf", "tracer.scenarios": "fixtures/scenarios"}
+
+
+def _data_dir(package: str) -> Path:
+    try:
+        found = importlib.resources.files(package)
+    except ModuleNotFoundError:          # a checkout run without installing
+        return PACKAGE_DIR.parent / _CHECKOUT[package]
+    if not isinstance(found, Path):          # a namespace package: its one folder
+        children = list(found.iterdir())
+        if not children or not isinstance(children[0], Path):
+            raise RuntimeError(f"{package} is not a directory on disk ({found!r}): install "
+                               "hangtrace unzipped")
+        found = children[0].parent
+    return found.resolve()
+
+
+def bpf_dir() -> Path:
+    """The folder of the BPF C programs (hangtrace.bpf.c, its parts, cuda_graph.bpf.c), and of
+    their CO-RE objects (*.bpf.o) where the build made them."""
+    return _data_dir("tracer.bpf")
+
+
+def scenario_dir() -> Path:
+    """The folder of the demo's scenario programs (Python and C, fixtures/scenarios/)."""
+    return _data_dir("tracer.scenarios")
+
+
+def is_checkout(path: Path) -> bool:
+    """True for a data folder of the source tree (beside the package, not inside it)."""
+    return PACKAGE_DIR not in Path(path).resolve().parents
