@@ -33,7 +33,7 @@ and after.
     sudo .venv/bin/python bench/overhead.py [--modes M...] [--iterations N] [--reps R]
 
 Results (target CPU time, medians of alternating runs; sysloop 3,000,000 iterations,
-3.375 M syscalls): see bench/README.md.
+3.375 M syscalls): bench/results/overhead-vm.txt, quoted in README.md.
 """
 from __future__ import annotations
 

@@ -36,12 +36,14 @@ __all__ = ["ebpf_problem", "bcc_problem", "core_problem", "compile_flags", "CFLA
 
 _CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
 # What a syscall tracepoint costs the rest of the machine (doctor and README say it; measured
-# with bench/overhead.py, mode "bystander": an untraced sysloop while hangtrace records
-# another process; see bench/README.md).
+# with bench/overhead.py, mode "bystander": an untraced sysloop while hangtrace records another
+# process; bench/results/overhead-vm.txt, two series on the 2-core development VM, 2026-12-01).
 TRACEPOINT_COST = ("while the eBPF backend records, the syscall tracepoint slows every "
                    "process on the machine, not only the traced tree: every syscall takes "
                    "the kernel's slow path and runs the program's tgid check. Measured "
-                   "(bench/overhead.py): an untraced syscall loop ran BYSTANDER slower.")
+                   "(bench/overhead.py, 2-core VM, kernel 6.18): an untraced loop of cheap "
+                   "syscalls ran 1.38-1.44x its CPU time, about 0.14 us more per syscall; "
+                   "processes that make few syscalls pay little.")
 BTF_VMLINUX = "/sys/kernel/btf/vmlinux"
 _BPF_MAP_TYPE_RINGBUF, _BPF_PROG_TYPE_RAW_TRACEPOINT = 27, 17
 # BCC compiles against /lib/modules/$(uname -r)/build, possibly another kernel's headers (6.1
