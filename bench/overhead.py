@@ -1,27 +1,39 @@
-"""Overhead of hangtrace on a syscall-heavy target (bench/sysloop.c).
+"""What tracing costs a syscall-heavy target (bench/sysloop.c), and every other process.
 
 Compiles sysloop.c (gcc -O2), then runs it with N iterations (default 3,000,000: N writes of
-1 byte to /dev/null plus an eventfd write+read every 16) untraced and traced, alternating
-(untraced, traced, untraced, ...: a machine shared with other work drifts; alternation keeps
-the pairs comparable), REPS times each. The target waits on a pipe until the tracer is in
-place, so attach time is not counted in the loop's time.
+1 byte to /dev/null plus an eventfd write+read every 16: 1.125 syscalls per iteration)
+untraced and under each MODE, alternating (untraced, mode 1, untraced, mode 2, ...: a machine
+shared with other work drifts; alternation keeps the pairs comparable), REPS times each. The
+loop waits on a pipe until the tracer is in place, so attach time is not in the loop's time.
 
-Two ways to trace it (``--through``):
-- ``backend`` (default): each backend (proc, ebpf, strace, and ``floor``: an empty program on
-  the sys_exit raw tracepoint, what any syscall tracing costs on this kernel) started through
-  the backend API with its events dropped.
-- ``attach``: the whole tool, ``python -m tracer attach PID --backend B`` (BPF, /proc sampling,
-  trace writing and the analyzer fed live), under a pseudo-terminal so that the live view
-  runs too (``--no-tty``: --json instead). Also measured: hangtrace's own CPU (user+sys of the
-  whole process, from wait4), the time from its start until the recording began (its trace
-  file exists), and how far the report's counters of the loop are from the truth (syscalls,
-  bytes written, eventfd writes).
+Modes (``--modes``; default: floor ebpf attach bystander):
+- ``floor``: an empty program on the tracepoint hangtrace's CO-RE object uses (tp_btf
+  sys_exit, bpf/floor.bpf.o through libbpf): what any syscall tracing costs on this kernel;
+  ``floor-bcc``: the empty raw_tp sys_exit program BCC would attach.
+- ``ebpf``: the eBPF backend through the backend API (events dropped), libbpf loader;
+  ``ebpf-bcc``: the same with BCC. Its attach time (start() until the program counts) is
+  the "attach s" column.
+- ``attach``: the whole tool, ``python -m tracer attach PID --backend ebpf`` (BPF, /proc
+  sampling, trace writing and the analyzer fed live) under a pseudo-terminal so that the live
+  view runs too (``--no-tty``: --json instead); ``attach-bcc`` with HANGTRACE_EBPF_LOADER=bcc.
+  Also measured: hangtrace's own CPU (user+sys from wait4), the time from its start until the
+  recording began (its trace file exists: "start s"), and how far the report's counters of
+  the loop are from the truth (syscalls, bytes written, eventfd writes).
+- ``bystander``: the loop is NOT traced while ``hangtrace attach --backend ebpf`` records
+  another process (a sleeping one): what the tracepoint costs everyone else on the machine.
+- ``proc``, ``strace``: those backends through the backend API.
 
-Prints median wall time and ratio, the target's median CPU time (user+sys from wait4's
-rusage: the probes run inside its syscalls, and CPU time is less disturbed than wall time by
-other work on the machine) and ratio, and the load average before and after.
+Prints, per mode, the median loop wall time and the target's CPU time (user+sys from wait4:
+the probes run inside its syscalls; CPU time is less disturbed than wall time by other work
+on the machine), their ratios to untraced (the median over runs of each run against the
+untraced run just before it: neighbours in time share the machine's load), the CPU ratio
+over the floor's (the goal: hangtrace within 10% of the floor), and the load average before
+and after.
 
-    sudo .venv/bin/python bench/overhead.py [--through attach] [--iterations N] [--reps R]
+    sudo .venv/bin/python bench/overhead.py [--modes M...] [--iterations N] [--reps R]
+
+Results (target CPU time, medians of alternating runs; sysloop 3,000,000 iterations,
+3.375 M syscalls): bench/results/overhead-vm.txt, quoted in README.md.
 """
 from __future__ import annotations
 
@@ -42,11 +54,14 @@ sys.path.insert(0, ROOT)
 from tracer.record.backends.base import Backend, TargetSet  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+MODES = ("floor", "floor-bcc", "ebpf", "ebpf-bcc", "attach", "attach-bcc", "bystander",
+         "proc", "strace")
+DEFAULT = ["floor", "ebpf", "attach", "bystander"]
 
 
 def build(out_dir: str) -> str:
     exe = os.path.join(out_dir, "sysloop")
-    subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(HERE, "sysloop.c")], check=True)
+    subprocess.run(["gcc", "-O2", "-w", "-o", exe, os.path.join(HERE, "sysloop.c")], check=True)
     return exe
 
 
@@ -71,19 +86,45 @@ def _release_and_wait(p: subprocess.Popen, w: int) -> tuple:
 
 # ------------------------------------------------------------------ through the backend API
 class FloorBackend(Backend):
-    """An empty program on the sys_exit raw tracepoint: the floor of any syscall tracing."""
+    """An empty program on the sys_exit tracepoint: the floor of any syscall tracing."""
     name = "floor"
 
+    def __init__(self, loader: str = "libbpf") -> None:
+        super().__init__()
+        self.loader = loader
+        self.attach_s: Optional[float] = None
+        self._prog = None
+
     def check(self) -> Optional[str]:
-        from tracer.record.backends.ebpf.backend import ebpf_problem
-        return ebpf_problem()
+        from tracer.record.backends.ebpf.env import ebpf_problem
+        return ebpf_problem((self.loader,), objects=("floor",))
 
     def start(self, targets: TargetSet, emit) -> None:
-        from bcc import BPF
-        self._b = BPF(text="RAW_TRACEPOINT_PROBE(sys_exit) { return 0; }")
+        t0 = time.monotonic()
+        if self.loader == "libbpf":
+            from tracer.record.backends.ebpf.core_loader import CoreProgram
+            from tracer.record.backends.ebpf.source import object_path
+            self._prog = CoreProgram(str(object_path("floor")), programs=["floor_tp_btf"])
+        else:
+            from tracer.record.backends.ebpf.bcc_loader import BccProgram
+            from tracer.record.backends.ebpf.source import bcc_text
+            self._prog = BccProgram(bcc_text("floor"), ["-DHT_BCC"])
+        self.attach_s = time.monotonic() - t0
 
     def stop(self) -> None:
-        self._b.cleanup()
+        if self._prog is not None:
+            self._prog.close()
+            self._prog = None
+
+
+def _backend_makers() -> Dict[str, Callable[[], Backend]]:
+    from tracer.record.backends.ebpf.backend import EbpfBackend
+    from tracer.record.backends.proc_backend import ProcBackend
+    from tracer.record.backends.strace_backend import StraceBackend
+    return {"floor": lambda: FloorBackend("libbpf"), "floor-bcc": lambda: FloorBackend("bcc"),
+            "ebpf": lambda: EbpfBackend(loader="libbpf"),
+            "ebpf-bcc": lambda: EbpfBackend(loader="bcc"),
+            "proc": ProcBackend, "strace": StraceBackend}
 
 
 def run_backend(exe: str, n: int, make: Optional[Callable[[], Backend]]) -> Dict[str, float]:
@@ -92,9 +133,8 @@ def run_backend(exe: str, n: int, make: Optional[Callable[[], Backend]]) -> Dict
     out: Dict[str, float] = {}
     try:
         if backend is not None:
-            t = time.monotonic()
             backend.start(TargetSet([p.pid]), lambda e: None)
-            out["attach"] = time.monotonic() - t
+            out["attach"] = getattr(backend, "attach_s", None) or float("nan")
             time.sleep(0.2)
         out["wall"], out["cpu"] = _release_and_wait(p, w)
     finally:
@@ -107,14 +147,6 @@ def run_backend(exe: str, n: int, make: Optional[Callable[[], Backend]]) -> Dict
     return out
 
 
-def backends() -> Dict[str, Callable[[], Backend]]:
-    from tracer.record.backends.ebpf.backend import EbpfBackend
-    from tracer.record.backends.proc_backend import ProcBackend
-    from tracer.record.backends.strace_backend import StraceBackend
-    return {"proc": ProcBackend, "ebpf": EbpfBackend, "strace": StraceBackend,
-            "floor": FloorBackend}
-
-
 # ------------------------------------------------------------------ through hangtrace attach
 def _drain(fd: int) -> None:
     try:
@@ -124,45 +156,62 @@ def _drain(fd: int) -> None:
         pass
 
 
-def run_attach(exe: str, n: int, backend: str, tty: bool, tmp: str) -> Dict[str, float]:
-    """One loop under ``hangtrace attach``: loop time and CPU, hangtrace's CPU, its time to
-    start recording, and the report's counters against the truth."""
-    p, w = _gated(exe, n)
-    trace = os.path.join(tmp, f"attach-{p.pid}.htrace.gz")
-    cmd = [sys.executable, "-m", "tracer", "attach", str(p.pid), "--backend", backend,
+def _hangtrace(pid: int, trace: str, loader: str, tty: bool) -> tuple:
+    """``hangtrace attach PID`` started (process, pty master or None)."""
+    cmd = [sys.executable, "-m", "tracer", "attach", str(pid), "--backend", "ebpf",
            "-d", "600", "-o", trace]
-    master = None
+    env = dict(os.environ, COLUMNS="120", LINES="40", HANGTRACE_EBPF_LOADER=loader)
     if tty:
         master, slave = pty.openpty()
-        h = subprocess.Popen(cmd, cwd=ROOT, stdout=slave, stderr=subprocess.DEVNULL,
-                             env=dict(os.environ, COLUMNS="120", LINES="40"))
+        h = subprocess.Popen(cmd, cwd=ROOT, stdout=slave, stderr=subprocess.DEVNULL, env=env)
         os.close(slave)
         threading.Thread(target=_drain, args=(master,), daemon=True).start()
-    else:
-        h = subprocess.Popen(cmd + ["--json"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    out: Dict[str, float] = {}
+        return h, master
+    h = subprocess.Popen(cmd + ["--json"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=env)
+    return h, None
+
+
+def _wait_recording(h: subprocess.Popen, trace: str) -> float:
+    """Seconds until the trace has its header (the backends are attached)."""
     t0 = time.monotonic()
+    while not (os.path.exists(trace) and os.path.getsize(trace) > 0):
+        if h.poll() is not None:
+            raise RuntimeError(f"hangtrace exited with {h.returncode} before recording")
+        if time.monotonic() - t0 > 120:
+            raise RuntimeError("hangtrace did not start recording within 120 s")
+        time.sleep(0.01)
+    return time.monotonic() - t0
+
+
+def run_attach(exe: str, n: int, loader: str, tty: bool, tmp: str,
+               bystander: bool = False) -> Dict[str, float]:
+    """One loop with ``hangtrace attach`` recording it (or, ``bystander``, recording a
+    sleeping process while the loop runs untraced)."""
+    p, w = _gated(exe, n)
+    other = subprocess.Popen(["sleep", "600"]) if bystander else None
+    target = other.pid if other is not None else p.pid
+    trace = os.path.join(tmp, f"attach-{p.pid}.htrace.gz")
+    h, master = _hangtrace(target, trace, loader, tty)
+    out: Dict[str, float] = {}
     try:
-        # created before the backends attach; its header is written once they are
-        while not (os.path.exists(trace) and os.path.getsize(trace) > 0):
-            if h.poll() is not None:
-                raise RuntimeError(f"hangtrace exited with {h.returncode} before recording")
-            time.sleep(0.01)
-        out["attach"] = time.monotonic() - t0
+        out["start"] = _wait_recording(h, trace)
         time.sleep(0.2)
         out["wall"], out["cpu"] = _release_and_wait(p, w)
+        if other is not None:
+            h.terminate()
         _, _, ru = os.wait4(h.pid, 0)
         out["tool_cpu"] = ru.ru_utime + ru.ru_stime
     finally:
         os.close(w)
-        for proc in (p, h):
-            if proc.poll() is None:
+        for proc in (p, h, other):
+            if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
         if master is not None:
             os.close(master)
-    out.update(_errors(trace, p.pid, n))
+    if other is None:
+        out.update(_errors(trace, p.pid, n))
     os.unlink(trace)
     return out
 
@@ -178,56 +227,92 @@ def _errors(trace: str, pid: int, n: int) -> Dict[str, float]:
     return {f"err_{k}": (c.get(k, 0) - v) / v for k, v in truth.items()}
 
 
+def run_mode(mode: str, exe: str, n: int, tty: bool, tmp: str) -> Dict[str, float]:
+    if mode in ("attach", "attach-bcc", "bystander"):
+        loader = "bcc" if mode == "attach-bcc" else "libbpf"
+        return run_attach(exe, n, loader, tty, tmp, bystander=mode == "bystander")
+    return run_backend(exe, n, _backend_makers()[mode])
+
+
+def mode_problem(mode: str) -> Optional[str]:
+    if mode not in MODES:
+        return f"unknown mode (one of {', '.join(MODES)})"
+    if mode in ("attach", "bystander"):
+        mode = "ebpf"
+    elif mode == "attach-bcc":
+        mode = "ebpf-bcc"
+    return _backend_makers()[mode]().check()
+
+
 # ------------------------------------------------------------------ report
 def _med(rows: List[Dict[str, float]], key: str) -> Optional[float]:
-    vals = [r[key] for r in rows if key in r]
+    vals = [r[key] for r in rows if key in r and r[key] == r[key]]
     return statistics.median(vals) if vals else None
+
+
+def _fmt(v: Optional[float], spec: str, width: int) -> str:
+    return f"{'-' if v is None else format(v, spec):>{width}}"
+
+
+def _pair_ratio(rs: List[Dict[str, float]], key: str) -> Optional[float]:
+    """Median over the runs of (this run / the untraced run just before it)."""
+    vals = [r[key] / r["base_" + key] for r in rs if r.get("base_" + key)]
+    return statistics.median(vals) if vals else None
+
+
+def report(rows: Dict[str, List[Dict[str, float]]], head: str) -> List[str]:
+    floor = _pair_ratio(rows["floor"], "cpu") if rows.get("floor") else None
+    lines = [head, f"{'':<11}{'wall s':>8}{'ratio':>8}{'cpu s':>8}{'ratio':>8}{'/floor':>8}"
+                   f"{'attach s':>10}{'start s':>9}{'tool cpu':>10}  counter errors"]
+    for name, rs in rows.items():
+        wall, cpu = _med(rs, "wall"), _med(rs, "cpu")
+        wr = _pair_ratio(rs, "wall") if name != "untraced" else 1.0
+        cr = _pair_ratio(rs, "cpu") if name != "untraced" else 1.0
+        errs = ", ".join(f"{k[4:]} {_med(rs, k):+.2%}" for k in sorted(rs[0])
+                         if k.startswith("err_"))
+        lines.append(
+            f"{name:<11}{_fmt(wall, '.3f', 8)}{_fmt(wr, '.2f', 7)}x"
+            f"{_fmt(cpu, '.3f', 8)}{_fmt(cr, '.2f', 7)}x"
+            f"{_fmt(cr / floor if floor and cr and name != 'untraced' else None, '.3f', 8)}"
+            f"{_fmt(_med(rs, 'attach'), '.3f', 10)}{_fmt(_med(rs, 'start'), '.2f', 9)}"
+            f"{_fmt(_med(rs, 'tool_cpu'), '.2f', 10)}  {errs}")
+    return lines
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--through", choices=["backend", "attach"], default="backend")
+    ap.add_argument("--modes", nargs="*", default=None, help=" ".join(MODES))
     ap.add_argument("--iterations", type=int, default=3_000_000)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--backends", nargs="*", default=None,
-                    help="backend mode: proc ebpf strace floor; attach mode: ebpf (strace, proc)")
-    ap.add_argument("--no-tty", action="store_true", help="attach mode: --json, no live view")
+    ap.add_argument("--no-tty", action="store_true", help="attach modes: --json, no live view")
+    ap.add_argument("--json", metavar="FILE", help="also write every run's numbers here")
+    ap.add_argument("--exe", help="a sysloop binary built elsewhere (where gcc is missing)")
     a = ap.parse_args(argv)
-    names = a.backends or (["ebpf"] if a.through == "attach" else ["proc", "ebpf", "strace"])
-    table = backends()
-    for name in names:
-        why = table[name]().check() if name in table else f"unknown backend {name}"
+    modes = a.modes or DEFAULT
+    for mode in modes:
+        why = mode_problem(mode)
         if why:
-            print(f"{name}: cannot run ({why})", file=sys.stderr)
+            print(f"{mode}: cannot run ({why})", file=sys.stderr)
             return 1
     rows: Dict[str, List[Dict[str, float]]] = {"untraced": []}
     with tempfile.TemporaryDirectory() as d:
-        exe = build(d)
+        exe = a.exe or build(d)
         load0 = os.getloadavg()
         for _ in range(a.reps):
-            for name in names:
-                rows["untraced"].append(run_backend(exe, a.iterations, None))
-                if a.through == "attach":
-                    run = run_attach(exe, a.iterations, name, not a.no_tty, d)
-                else:
-                    run = run_backend(exe, a.iterations, table[name])
-                rows.setdefault(name, []).append(run)
+            for mode in modes:
+                base = run_backend(exe, a.iterations, None)
+                rows["untraced"].append(base)
+                run = run_mode(mode, exe, a.iterations, not a.no_tty, d)
+                run.update(base_cpu=base["cpu"], base_wall=base["wall"])
+                rows.setdefault(mode, []).append(run)
         load1 = os.getloadavg()
-    base, cbase = _med(rows["untraced"], "wall"), _med(rows["untraced"], "cpu")
-    how = "through hangtrace attach" + ("" if a.no_tty else " with the live view") \
-        if a.through == "attach" else "through the backend API"
-    print(f"sysloop {a.iterations:,} iterations {how}, median of {a.reps} alternating runs; "
-          f"{os.cpu_count()} CPUs, load average {load0[0]:.2f} before, {load1[0]:.2f} after")
-    print(f"{'':<10}{'wall s':>8}{'ratio':>8}{'cpu s':>8}{'ratio':>8}{'attach s':>10}"
-          f"{'tool cpu s':>12}  counter errors / runs (wall s)")
-    for name, rs in rows.items():
-        wall, cpu = _med(rs, "wall"), _med(rs, "cpu")
-        att, tool = _med(rs, "attach"), _med(rs, "tool_cpu")
-        errs = ", ".join(f"{k[4:]} {_med(rs, k):+.2%}" for k in sorted(rs[0]) if k.startswith("err_"))
-        print(f"{name:<10}{wall:>8.3f}{wall / base:>7.2f}x{cpu:>8.3f}{cpu / cbase:>7.2f}x"
-              f"{att if att is not None else float('nan'):>10.2f}"
-              f"{tool if tool is not None else float('nan'):>12.2f}  "
-              f"{errs or ' '.join('%.2f' % r['wall'] for r in rs)}")
+    head = (f"sysloop {a.iterations:,} iterations, median of {a.reps} runs alternating with "
+            f"untraced ones; {os.cpu_count()} CPUs, load average {load0[0]:.2f} before, "
+            f"{load1[0]:.2f} after; {time.strftime('%Y-%m-%d %H:%M')}")
+    print("\n".join(report(rows, head)))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"head": head, "rows": rows}, f, indent=1)
     return 0
 
 

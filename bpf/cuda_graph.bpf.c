@@ -1,6 +1,7 @@
-/* cuda_graph.bpf.c - uprobes on libcuda's CUDA graph calls (compiled by BCC at attach).
+/* cuda_graph.bpf.c - uprobes on libcuda's CUDA graph calls. One source, two loaders
+ * (ht_dialect.bpf.h): the CO-RE object loaded with libbpf, or BCC compiling it at attach.
  *
- * Contract (the Python half is tracer/record/backends/cuda_uprobes.py):
+ * Contract (the Python half is tracer/record/backends/ebpf/cuda_uprobes.py):
  *  - Three entry points, attached as uprobes to every libcuda symbol of their family that the
  *    library exports: on_begin (cuStreamBeginCapture, _v2, _ptsz, ToGraph), on_end
  *    (cuStreamEndCapture[_ptsz]), on_launch (cuGraphLaunch[_ptsz]). The CUDA runtime's
@@ -13,7 +14,12 @@
  *    begin, 0 after an end. The stream is the first argument of all three begin/end families
  *    (CUstream hStream). Nothing else of the caller's memory is read.
  */
+#include "ht_dialect.bpf.h"
+#ifdef HT_BCC
 #include <uapi/linux/ptrace.h>
+#endif
+
+HT_LICENSE;
 
 #define CG_BEGIN 0
 #define CG_END 1
@@ -39,20 +45,24 @@ struct cg_stream {
     u64 ts_ns;
 };
 
-BPF_HASH(tgids, u32, u8, 65536);
-BPF_HASH(counts, u64, struct cg_count, 65536);
-BPF_HASH(streams, struct cg_stream_key, struct cg_stream, 16384);
+HT_HASH(tgids, u32, u8, 65536);
+HT_HASH(counts, u64, struct cg_count, 65536);
+HT_HASH(streams, struct cg_stream_key, struct cg_stream, 16384);
 
 static __always_inline int on_call(struct pt_regs *ctx, int what)
 {
     u64 id = bpf_get_current_pid_tgid();
     u32 tgid = id >> 32;
-    if (tgids.lookup(&tgid) == 0)
+    if (bpf_map_lookup_elem(&tgids, &tgid) == 0)
         return 0;
-    struct cg_count zero = {};
-    struct cg_count *c = counts.lookup_or_try_init(&id, &zero);
-    if (c == 0)
-        return 0;
+    struct cg_count *c = bpf_map_lookup_elem(&counts, &id);
+    if (c == 0) {
+        struct cg_count zero = {};
+        bpf_map_update_elem(&counts, &id, &zero, BPF_NOEXIST);
+        c = bpf_map_lookup_elem(&counts, &id);
+        if (c == 0)
+            return 0;
+    }
     u64 now = bpf_ktime_get_ns();
     if (what == CG_LAUNCH) {
         __sync_fetch_and_add(&c->launches, 1);
@@ -72,10 +82,11 @@ static __always_inline int on_call(struct pt_regs *ctx, int what)
     s.tid = (u32)id;
     s.capturing = what == CG_BEGIN;
     s.ts_ns = now;
-    streams.update(&k, &s);
+    bpf_map_update_elem(&streams, &k, &s, BPF_ANY);
     return 0;
 }
 
-int on_begin(struct pt_regs *ctx) { return on_call(ctx, CG_BEGIN); }
-int on_end(struct pt_regs *ctx) { return on_call(ctx, CG_END); }
-int on_launch(struct pt_regs *ctx) { return on_call(ctx, CG_LAUNCH); }
+/* attached by the loader, to each symbol's file offset (libbpf) or name (BCC) */
+HT_UPROBE int on_begin(struct pt_regs *ctx) { return on_call(ctx, CG_BEGIN); }
+HT_UPROBE int on_end(struct pt_regs *ctx) { return on_call(ctx, CG_END); }
+HT_UPROBE int on_launch(struct pt_regs *ctx) { return on_call(ctx, CG_LAUNCH); }

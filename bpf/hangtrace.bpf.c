@@ -1,19 +1,23 @@
-/* hangtrace.bpf.c - in-kernel half of hangtrace's eBPF backend (compiled by BCC at attach).
+/* hangtrace.bpf.c - in-kernel half of hangtrace's eBPF backend. One source, two loaders
+ * (ht_dialect.bpf.h): a CO-RE object built once by scripts/build_bpf.py and loaded with
+ * libbpf, or BCC compiling this text at attach.
  *
- * Contract (the Python half is tracer/record/backends/ebpf_backend.py; shared layout: hangtrace.h):
- *  - Tracepoints only (no kprobes: the kernels we run on may have none): the raw tracepoints
- *    sys_exit and sched_switch (arguments: registers and task pointers, no tracefs format
- *    needed), and sched:sched_process_fork/exec/exit (trace events: their format comes from
- *    the running kernel's tracefs, so this compiles against another kernel's headers).
- *  - Only sys_exit, not sys_enter: on the kernels we measured, each syscall tracepoint that
- *    has a program costs about as much as a cheap syscall itself, and everything needed is
- *    still there at exit: the number and arguments in the saved registers (struct pt_regs,
- *    the architecture's ABI), the result, and the user memory the call read. When a call
- *    started is only needed for the calls that slept: sched_switch records when a target
- *    thread first went to sleep ("blocked"/threads.blocked_ns), and the exit takes it.
- *  - Only threads of the processes in "procs" (an array indexed by tgid) are looked at.
- *    Userspace fills it with the tree at attach; the fork tracepoint adds children IN THE
- *    KERNEL, before the child runs, so no syscall of a new process is missed.
+ * Contract (the Python half is tracer/record/backends/ebpf/; shared layout: hangtrace.h):
+ *  - Tracepoints only (no kprobes, no fentry: the kernels we run on may have neither): sys_exit,
+ *    sched_switch, sched_process_fork/exec/exit. libbpf attaches them as BTF raw tracepoints
+ *    (tp_btf: typed arguments, kernel structs read directly with CO-RE offsets); BCC as raw
+ *    tracepoints (sys_exit, sched_switch: registers and pointers read with probe reads) and
+ *    trace events (fork/exec/exit: argument layout from the running kernel's tracefs).
+ *  - Only sys_exit, not sys_enter: each syscall tracepoint that has a program costs every
+ *    syscall of the machine (the slow path), and everything needed is still there at exit:
+ *    the number and arguments in the saved registers (ht_regs.bpf.h), the result, and the
+ *    user memory the call read. When a call started is only needed for the calls that slept:
+ *    sched_switch records when a target thread first went to sleep ("blocked"/
+ *    threads.blocked_ns), and the exit takes it.
+ *  - Only threads of the processes in "procs" (an array indexed by tgid) are looked at: one
+ *    inlined array lookup per syscall of any other process. Userspace fills it with the tree
+ *    at attach; the fork tracepoint adds children IN THE KERNEL, before the child runs, so no
+ *    syscall of a new process is missed.
  *  - Every call is counted per (thread, nr) with the time it spent blocked; writes/sends
  *    and reads/recvs per (thread, fd) with bytes, sizes and first/last time (never streamed);
  *    the calls of the kinds 1..HT_K_STREAMED_MAX are also streamed one by one on the ring
@@ -27,59 +31,34 @@
  *    timespec/timeval), the first pollfd fds, NVIDIA RM control cmd / alloc class (u32 fields
  *    of the ioctl parameter struct) and clone3's flags.
  */
+#include "ht_dialect.bpf.h"
 #include "hangtrace.h"
 
 #ifndef HT_PID_MAX
-#define HT_PID_MAX 4194304   /* set by userspace from /proc/sys/kernel/pid_max */
-#endif
-#ifndef HT_FUTEX_WAIT_MASK   /* bit cmd set for the futex commands a thread sleeps in, and */
-#define HT_FUTEX_WAIT_MASK 0 /* those that wake others: set by userspace from futex.py     */
-#define HT_FUTEX_WAKE_MASK 0
+#define HT_PID_MAX 4194304   /* PID_MAX_LIMIT; the loader sizes the arrays to kernel.pid_max */
 #endif
 #define HT_ETIMEDOUT 110
 
-BPF_ARRAY(procs, u8, HT_PID_MAX);     /* index tgid: 1 for a followed process */
-BPF_ARRAY(blocked, u8, HT_PID_MAX);   /* index tid: 1 when it slept since its last syscall exit */
-BPF_ARRAY(kinds, u32, HT_MAX_NR);
-BPF_HASH(threads, u32, struct ht_thread, HT_MAX_THREADS);
-BPF_HASH(aggr, struct ht_agg_key, struct ht_agg, HT_MAX_AGG);
-BPF_HASH(fds, struct ht_fd_key, struct ht_fd, HT_MAX_FDS);
-BPF_HASH(tcounts, struct ht_tkey, struct ht_tcount, HT_MAX_THREADS);
-BPF_HASH(ioctls, struct ht_ioc_key, struct ht_ioc, HT_MAX_IOCTLS);
-BPF_PERCPU_ARRAY(cache, struct ht_cache, 1);
-BPF_ARRAY(counters, u64, HT_NCOUNTERS);
-BPF_RINGBUF_OUTPUT(events, HT_RINGBUF_PAGES);
+HT_LICENSE;
+/* bit cmd set for the futex commands a thread sleeps in / that wake others (futex.py) */
+HT_SETTING(u32, futex_wait_mask);
+HT_SETTING(u32, futex_wake_mask);
 
-/* The saved user registers (struct pt_regs) as the architecture's ABI lays them out. At
- * sys_exit x86_64 still holds all six arguments; arm64 has overwritten x0 with the result
- * and keeps the first argument in orig_x0. */
-#if defined(bpf_target_x86)
-struct ht_regs {
-    u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax;
-};
-#define HT_REGS_NR(r) ((s32)(r)->orig_ax)
-#define HT_REGS_ARG0(r) ((r)->di)
-#define HT_REGS_ARG2(r) ((r)->dx)
-#define HT_REGS_ARG4(r) ((r)->r8)
-#elif defined(bpf_target_arm64)
-struct ht_regs {
-    u64 regs[31];
-    u64 sp, pc, pstate, orig_x0;
-    s32 syscallno;
-    u32 unused2;
-};
-#define HT_REGS_NR(r) ((r)->syscallno)
-#define HT_REGS_ARG0(r) ((r)->orig_x0)
-#define HT_REGS_ARG2(r) ((r)->regs[2])
-#define HT_REGS_ARG4(r) ((r)->regs[4])
-#else
-#error "hangtrace.bpf.c: struct ht_regs is only declared for x86_64 and arm64"
-#endif
+HT_ARRAY(procs, u8, HT_PID_MAX);     /* index tgid: 1 for a followed process */
+HT_ARRAY(blocked, u8, HT_PID_MAX);   /* index tid: 1 when it slept since its last syscall exit */
+HT_ARRAY(kinds, u32, HT_MAX_NR);
+HT_HASH(threads, u32, struct ht_thread, HT_MAX_THREADS);
+HT_HASH(aggr, struct ht_agg_key, struct ht_agg, HT_MAX_AGG);
+HT_HASH(fds, struct ht_fd_key, struct ht_fd, HT_MAX_FDS);
+HT_HASH(tcounts, struct ht_tkey, struct ht_tcount, HT_MAX_THREADS);
+HT_HASH(ioctls, struct ht_ioc_key, struct ht_ioc, HT_MAX_IOCTLS);
+HT_PERCPU_ARRAY(cache, struct ht_cache, 1);
+HT_ARRAY(counters, u64, HT_NCOUNTERS);
+HT_ARRAY(gen, u64, HT_NGEN);         /* HT_GEN_*: what makes the per-CPU "cur_*" stale */
+HT_RINGBUF(events, HT_RINGBUF_PAGES);
 
-struct ht_call {
-    s32 nr;
-    u64 a[6];
-};
+/* Registers: the syscall's number and arguments (differs by loader and architecture). */
+#include "ht_regs.bpf.h"
 
 struct ht_ts {
     s64 sec;
@@ -88,56 +67,59 @@ struct ht_ts {
 
 static __always_inline void bump(u32 idx)
 {
-    u64 *c = counters.lookup(&idx);
+    u64 *c = bpf_map_lookup_elem(&counters, &idx);
     if (c)
         __sync_fetch_and_add(c, 1);
 }
 
 static __always_inline int is_target(u32 tgid)
 {
-    u8 *v = procs.lookup(&tgid);   /* an array lookup: inlined by the verifier, no helper call */
+    u8 *v = bpf_map_lookup_elem(&procs, &tgid);   /* an array: inlined, no helper call */
     return v && *v;
 }
 
-/* The number and first argument: one small read (a helper call, the dearest step here). */
-static __always_inline int read_nr(void *regs, struct ht_call *c)
+static __always_inline u64 gen_of(u32 which)
 {
-#if defined(bpf_target_x86)
-    struct { u64 di, orig_ax; } x = {};
-    if (bpf_probe_read_kernel(&x, sizeof(x), regs + 112) != 0)
-        return -1;
-    c->nr = (s32)x.orig_ax;
-    c->a[0] = x.di;
-#else
-    struct { u64 orig_x0; s32 syscallno; u32 unused2; } x = {};
-    if (bpf_probe_read_kernel(&x, sizeof(x), regs + 272) != 0)
-        return -1;
-    c->nr = x.syscallno;
-    c->a[0] = x.orig_x0;
-#endif
-    return 0;
+    u64 *g = bpf_map_lookup_elem(&gen, &which);   /* an array: inlined */
+    return g ? *g : 0;
 }
 
-/* The other five arguments, for the calls that need them. */
-static __always_inline void read_args(void *regs, struct ht_call *c)
+/* Whether the task making this syscall (its saved registers at "regs") is followed, and who
+ * it is (*tid, *tgid). From the per-CPU cache while it is about the same task and nothing
+ * changed since (the "gen" counters); else one helper call and a "procs" lookup, kept for
+ * the next syscalls. The fast path of every syscall of the machine: loads and compares, no
+ * call (a helper call is dear where returns are mitigated, as with AMD's Safe RET). The
+ * registers say which task it is, not the last context switch this CPU saw: a switch is not
+ * always where one would expect it (measured on this VM's kernel: tasks ran on a CPU after a
+ * traced switch to another). */
+static __always_inline int current_target(struct ht_cache *k, ht_regs_t *regs, u32 *tid,
+                                          u32 *tgid)
 {
-#if defined(bpf_target_x86)
-    struct { u64 r10, r9, r8, ax, cx, dx, si; } x = {};   /* offsets 56 .. 112 */
-    bpf_probe_read_kernel(&x, sizeof(x), regs + 56);
-    c->a[1] = x.si;
-    c->a[2] = x.dx;
-    c->a[3] = x.r10;
-    c->a[4] = x.r8;
-    c->a[5] = x.r9;
-#else
-    u64 r[6] = {};
-    bpf_probe_read_kernel(&r, sizeof(r), regs);
-    c->a[1] = r[1];
-    c->a[2] = r[2];
-    c->a[3] = r[3];
-    c->a[4] = r[4];
-    c->a[5] = r[5];
-#endif
+    u64 ugen = gen_of(HT_GEN_USER);
+    u32 kgen = (u32)gen_of(HT_GEN_KERNEL);
+    if (k->cur_regs != (u64)regs || k->cur_ugen != ugen || k->cur_kgen != kgen || !ugen) {
+        u64 id = bpf_get_current_pid_tgid();
+        k->cur_tid = (u32)id;
+        k->cur_tgid = id >> 32;
+        k->cur_target = is_target(id >> 32);
+        k->cur_regs = (u64)regs;
+        k->cur_ugen = ugen;
+        k->cur_kgen = kgen;
+    }
+    *tid = k->cur_tid;
+    *tgid = k->cur_tgid;
+    return k->cur_target;
+}
+
+/* A task stack is freed at exit and may soon hold another task's registers; an exec that
+ * takes over the leader's tid changes who the registers are. Either makes every cache
+ * stale. */
+static __always_inline void caches_stale(void)
+{
+    u32 which = HT_GEN_KERNEL;
+    u64 *g = bpf_map_lookup_elem(&gen, &which);
+    if (g)
+        __sync_fetch_and_add(g, 1);
 }
 
 static __always_inline u32 kind_of(s32 nr)
@@ -145,7 +127,7 @@ static __always_inline u32 kind_of(s32 nr)
     u32 kv = HT_K_NONE | ((HT_SLOTS - 1) << HT_SLOT_SHIFT);   /* nr out of the table */
     if (nr >= 0 && nr < HT_MAX_NR) {
         u32 k = nr;
-        u32 *kp = kinds.lookup(&k);
+        u32 *kp = bpf_map_lookup_elem(&kinds, &k);
         if (kp)
             kv = *kp;
     }
@@ -175,11 +157,11 @@ static __always_inline u64 tick_ns(struct ht_cache *k)
  * timeout read then (*to: ns + 1, 0 if none). */
 static __always_inline u64 take_blocked(u32 tid, u64 *to)
 {
-    u8 *b = blocked.lookup(&tid);
+    u8 *b = bpf_map_lookup_elem(&blocked, &tid);
     if (!b || !*b)
         return 0;
     *b = 0;
-    struct ht_thread *t = threads.lookup(&tid);
+    struct ht_thread *t = bpf_map_lookup_elem(&threads, &tid);
     if (!t)
         return 0;
     u64 since = t->blocked_ns;
@@ -193,7 +175,7 @@ static __always_inline u64 take_blocked(u32 tid, u64 *to)
  * returns, the kernel replaces it with the time left. ns + 1, or 0. */
 static __always_inline u64 timeout_at_sleep(void)
 {
-    struct ht_regs *r = (struct ht_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    ht_regs_t *r = current_regs();
     if (!r)
         return 0;
     u32 kind = kind_of(HT_REGS_NR(r)) & HT_KIND_MASK;
@@ -206,51 +188,47 @@ static __always_inline u64 timeout_at_sleep(void)
     return (u64)ts.sec * 1000000000ULL + (u64)ts.frac * frac_ns + 1;
 }
 
-/* ---------------------------------------------------------------- probes */
-/* Raw tracepoint: called with (struct pt_regs *, long ret), no perf record built. */
-RAW_TRACEPOINT_PROBE(sys_exit)
+/* ---------------------------------------------------------------- handlers */
+/* A syscall of any process returns. */
+static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    u32 tgid = id >> 32, tid = (u32)id;
-    if (!is_target(tgid))
+    u32 z = 0, tid, tgid;
+    struct ht_cache *k = bpf_map_lookup_elem(&cache, &z);   /* per-CPU array: inlined */
+    if (!k || !current_target(k, regs, &tid, &tgid))
         return 0;
-    struct ht_call c = {};
-    if (read_nr((void *)ctx->args[0], &c) != 0)
+    struct ht_call c;
+    if (read_nr(regs, &c) != 0)
         return 0;
-    s64 ret = (s64)ctx->args[1];
     u32 kv = kind_of(c.nr);
     u32 kind = kv & HT_KIND_MASK;
     u32 s = (kv >> HT_SLOT_SHIFT) & (HT_SLOTS - 1);
-    u32 z = 0;
-    struct ht_cache *k = cache.lookup(&z);
-    if (!k)
-        return 0;
     if (k->tid != tid || k->tgid != tgid)
         take_over(k, tid, tgid);
     u64 to = 0;
     u64 since = take_blocked(tid, &to);
     u64 now = since ? bpf_ktime_get_ns() : 0;
-    if (k->c_nr[s] != c.nr) {
+    struct ht_cslot *cs = &k->c[s];
+    if (cs->nr != c.nr) {
         k->seq += 1;
         flush_slot(k, s);
         k->seq += 1;
-        k->c_nr[s] = c.nr;
+        cs->nr = c.nr;
     }
-    k->c_count[s] += 1;
+    cs->count += 1;
     if (since && now > since)
-        k->c_ns[s] += now - since;
+        cs->ns += now - since;
     if (kind == HT_K_WRITE || kind == HT_K_READ) {
         count_fd(k, kind, (s32)c.a[0], ret, kv & HT_KV_MSGS);
         return 0;
     }
     if (kind == HT_K_NONE || kind > HT_K_STREAMED_MAX)
         return 0;
-    read_args((void *)ctx->args[0], &c);
+    read_args(regs, &c);
     if (in_budget(k, s)) {
         if (!now)
             now = bpf_ktime_get_ns();
         if (stream(&c, tgid, tid, kind, ret, since, now, to)) {
-            k->c_streamed[s] += 1;
+            cs->streamed += 1;
             return 0;
         }
     }
@@ -258,29 +236,30 @@ RAW_TRACEPOINT_PROBE(sys_exit)
     return 0;
 }
 
-/* sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
- * unsigned int prev_state): runs on the CPU that switches, prev being current. Only prev is
- * looked at (next's pid would need task_struct offsets): its slice ends now; the next one on
- * this CPU starts now ("last_switch_ns"). A target thread that leaves the CPU to sleep (not
- * preempted, prev_state not TASK_RUNNING) is blocked from now on: its syscall exit takes
- * the time. Sleeping outside a syscall (a page fault on a file mapping) is rare, and is
- * then counted as part of its next call. */
-RAW_TRACEPOINT_PROBE(sched_switch)
+/* sched_switch, on the CPU that switches, prev (tid, tgid) being current: its slice ends now;
+ * the next one on this CPU starts now ("last_switch_ns"). A target thread that leaves the CPU
+ * to sleep (not preempted, its state not TASK_RUNNING: "sleeps") is blocked from now on: its
+ * syscall exit takes the time. Sleeping outside a syscall (a page fault on a file mapping)
+ * is rare, and is then counted as part of its next call. "next_target": 0 when the caller
+ * knows the thread switched to is not followed; a switch between two threads not followed
+ * reads no clock (every context switch of the machine runs this). */
+static __always_inline int on_switch(u32 tid, u32 tgid, int sleeps, int next_target)
 {
-    u64 now = bpf_ktime_get_ns();
     u32 z = 0;
-    struct ht_cache *k = cache.lookup(&z);
+    struct ht_cache *k = bpf_map_lookup_elem(&cache, &z);
     if (!k)
         return 0;
-    u64 id = bpf_get_current_pid_tgid();
-    u32 tgid = id >> 32, tid = (u32)id;
-    if (tid != 0 && is_target(tgid)) {
-        struct ht_thread *t = threads.lookup(&tid);
+    int prev_target = tid != 0 && is_target(tgid);
+    if (!prev_target && !next_target)
+        return 0;
+    u64 now = bpf_ktime_get_ns();
+    if (prev_target) {
+        struct ht_thread *t = bpf_map_lookup_elem(&threads, &tid);
         if (!t) {
             struct ht_thread zero = {};
             zero.tgid = tgid;
-            threads.insert(&tid, &zero);
-            t = threads.lookup(&tid);
+            bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
+            t = bpf_map_lookup_elem(&threads, &tid);
             if (!t)
                 bump(HT_C_THREADS_FULL);
         }
@@ -289,12 +268,12 @@ RAW_TRACEPOINT_PROBE(sched_switch)
             if (in && now > in)
                 t->on_cpu_ns += now - in;
             t->switches += 1;
-            if (!ctx->args[0] && (u32)ctx->args[3] != 0) {
+            if (sleeps) {
                 if (t->blocked_ns == 0) {
                     t->blocked_ns = now;
                     t->blocked_to = timeout_at_sleep();
                 }
-                u8 *b = blocked.lookup(&tid);   /* inlined, unlike an update() */
+                u8 *b = bpf_map_lookup_elem(&blocked, &tid);   /* inlined, unlike an update */
                 if (b)
                     *b = 1;
             }
@@ -304,110 +283,86 @@ RAW_TRACEPOINT_PROBE(sched_switch)
     return 0;
 }
 
-/* Runs in the parent (current), after the child is fully set up but before it first runs.
- * The tracepoint does not carry the clone flags: they are in the parent's saved registers
- * (clone's flags, clone3's struct pointer), which bpf_task_pt_regs reaches for current. */
-TRACEPOINT_PROBE(sched, sched_process_fork)
+static __always_inline struct ht_event *new_record(u32 type, u32 tgid, u32 tid, u64 now)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    u32 ptgid = id >> 32, ptid = (u32)id;
-    if (!is_target(ptgid))
-        return 0;
-    u32 child = args->child_pid;
-    u32 flags = HT_F_NEW_PROCESS;
-    struct ht_regs *r = (struct ht_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-    s32 nr = r ? HT_REGS_NR(r) : -1;
-    u64 arg0 = r ? HT_REGS_ARG0(r) : 0;
-    u32 kind = kind_of(nr) & HT_KIND_MASK;
-    if (kind == HT_K_CLONE) {
-        if (arg0 & HT_CLONE_THREAD)
-            flags = 0;
-    } else if (kind == HT_K_CLONE3) {
-        u64 cflags = 0;   /* struct clone_args starts with u64 flags */
-        if (bpf_probe_read_user(&cflags, sizeof(cflags), (void *)arg0) != 0)
-            flags |= HT_F_GUESSED;
-        else if (cflags & HT_CLONE_THREAD)
-            flags = 0;
-    } else if (kind != HT_K_FORK) {
-        flags |= HT_F_GUESSED;   /* a kernel-internal clone (io_uring worker...): userspace checks */
-    }
-    u32 ctgid = (flags & HT_F_NEW_PROCESS) ? child : ptgid;
-    if (flags & HT_F_NEW_PROCESS) {
-        u8 one = 1;
-        procs.update(&ctgid, &one);
-    }
-    /* not on CPU yet: its first switch-in starts its first slice */
-    struct ht_thread t = {};
-    t.tgid = ctgid;
-    if (threads.update(&child, &t) != 0)
-        bump(HT_C_THREADS_FULL);
-    struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
+    struct ht_event *e = bpf_ringbuf_reserve(&events, sizeof(struct ht_event), 0);
     if (!e) {
         bump(HT_C_RINGBUF_FULL);
         return 0;
     }
     __builtin_memset(e, 0, sizeof(*e));
-    e->type = HT_EV_FORK;
-    e->tgid = ptgid;
-    e->tid = ptid;
+    e->type = type;
+    e->tgid = tgid;
+    e->tid = tid;
+    e->enter_ns = e->exit_ns = now;
+    return e;
+}
+
+/* A thread of a target (ptgid, ptid: current) made thread or process "child" (its tgid
+ * "ctgid"), fully set up but not run yet. flags: HT_F_NEW_PROCESS, HT_F_GUESSED. */
+static __always_inline int on_fork(u32 ptgid, u32 ptid, u32 child, u32 ctgid, u32 flags)
+{
+    if (flags & HT_F_NEW_PROCESS) {
+        u8 one = 1;
+        bpf_map_update_elem(&procs, &ctgid, &one, BPF_ANY);
+    }
+    /* not on CPU yet: its first switch-in starts its first slice */
+    struct ht_thread t = {};
+    t.tgid = ctgid;
+    if (bpf_map_update_elem(&threads, &child, &t, BPF_ANY) != 0)
+        bump(HT_C_THREADS_FULL);
+    struct ht_event *e = new_record(HT_EV_FORK, ptgid, ptid, bpf_ktime_get_ns());
+    if (!e)
+        return 0;
     e->args[0] = child;
     e->args[1] = ctgid;
     e->flags = flags;
-    e->enter_ns = e->exit_ns = bpf_ktime_get_ns();
-    events.ringbuf_submit(e, 0);
+    bpf_ringbuf_submit(e, 0);
     return 0;
 }
 
 /* exec keeps the tgid, so "procs" needs no change. When a thread other than the leader
  * execs, the kernel first kills every other thread (the leader included: its exit is seen
- * below) and the exec'ing thread takes over the leader's tid: old_pid -> pid. Its state
- * moves with it; the counts made under the old tid stay under it. */
-TRACEPOINT_PROBE(sched, sched_process_exec)
+ * below) and the exec'ing thread takes over the leader's tid: old -> pid. Its state moves
+ * with it; the counts made under the old tid stay under it. */
+static __always_inline int on_exec(u32 tgid, u32 pid, u32 old)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    u32 tgid = id >> 32;
+    if (pid != old)
+        caches_stale();
     if (!is_target(tgid))
         return 0;
-    u32 pid = args->pid, old = args->old_pid;
     if (pid != old) {
-        struct ht_thread *ot = threads.lookup(&old);
+        struct ht_thread *ot = bpf_map_lookup_elem(&threads, &old);
         if (ot) {
             struct ht_thread moved = *ot;
             moved.blocked_ns = 0;
             moved.blocked_to = 0;
-            threads.update(&pid, &moved);
-            threads.delete(&old);
+            bpf_map_update_elem(&threads, &pid, &moved, BPF_ANY);
+            bpf_map_delete_elem(&threads, &old);
         }
     }
-    struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
-    if (!e) {
-        bump(HT_C_RINGBUF_FULL);
+    struct ht_event *e = new_record(HT_EV_EXEC, tgid, pid, bpf_ktime_get_ns());
+    if (!e)
         return 0;
-    }
-    __builtin_memset(e, 0, sizeof(*e));
-    e->type = HT_EV_EXEC;
-    e->tgid = tgid;
-    e->tid = pid;
     e->args[0] = old;
-    e->enter_ns = e->exit_ns = bpf_ktime_get_ns();
-    events.ringbuf_submit(e, 0);
+    bpf_ringbuf_submit(e, 0);
     return 0;
 }
 
-/* Fires in do_exit() for every exiting thread, before it becomes a zombie (the exit code is
- * in task_struct, which we do not read: userspace reads the zombie's /proc stat). The
- * exiting thread is current: its last slice ends now. Its counts stay in the cache or the
- * maps until userspace reads them. */
-TRACEPOINT_PROBE(sched, sched_process_exit)
+/* Thread "tid" (current) exits, in do_exit() before it becomes a zombie (the exit code is
+ * read by userspace from the zombie's /proc stat). group_dead: 1 when it is the process's
+ * last thread, 0 when not, 2 when unknown (userspace looks at /proc). Its last slice ends
+ * now. Its counts stay in the cache or the maps until userspace reads them. */
+static __always_inline int on_exit(u32 tid, u64 group_dead)
 {
-    u32 tid = args->pid;
-    struct ht_thread *t = threads.lookup(&tid);
+    caches_stale();
+    struct ht_thread *t = bpf_map_lookup_elem(&threads, &tid);
     if (!t)
         return 0;
     u64 now = bpf_ktime_get_ns();
     u32 tgid = t->tgid;
     u32 z = 0;
-    struct ht_cache *k = cache.lookup(&z);
+    struct ht_cache *k = bpf_map_lookup_elem(&cache, &z);
     u64 on_cpu = t->on_cpu_ns;
     if (k) {
         u64 in = k->last_switch_ns > t->last_in_ns ? k->last_switch_ns : t->last_in_ns;
@@ -415,33 +370,25 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
             on_cpu += now - in;
     }
     u64 switches = t->switches;
-    u64 group_dead = 2;
-#ifdef HT_HAVE_GROUP_DEAD
-    group_dead = args->group_dead ? 1 : 0;
-    /* The whole thread group is gone: forget the tgid (pids are reused). Without group_dead
-     * (kernels < 6.x) userspace clears it once /proc shows the process gone. */
-    if (group_dead) {
+    if (group_dead == 1) {
+        /* the whole thread group is gone: forget the tgid (pids are reused); when unknown,
+         * userspace clears it once /proc shows the process gone */
         u8 zero = 0;
-        procs.update(&tgid, &zero);
+        bpf_map_update_elem(&procs, &tgid, &zero, BPF_ANY);
     }
-#endif
-    u8 *b = blocked.lookup(&tid);
+    u8 *b = bpf_map_lookup_elem(&blocked, &tid);
     if (b)
         *b = 0;
-    threads.delete(&tid);
-    struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
-    if (!e) {
-        bump(HT_C_RINGBUF_FULL);
+    bpf_map_delete_elem(&threads, &tid);
+    struct ht_event *e = new_record(HT_EV_EXIT, tgid, tid, now);
+    if (!e)
         return 0;
-    }
-    __builtin_memset(e, 0, sizeof(*e));
-    e->type = HT_EV_EXIT;
-    e->tgid = tgid;
-    e->tid = tid;
     e->args[0] = group_dead;
     e->args[1] = on_cpu;
     e->args[2] = switches;
-    e->enter_ns = e->exit_ns = now;
-    events.ringbuf_submit(e, 0);
+    bpf_ringbuf_submit(e, 0);
     return 0;
 }
+
+/* ---------------------------------------------------------------- entry points */
+#include "ht_probes.bpf.h"

@@ -1,12 +1,13 @@
 /* hangtrace.h - the one contract between bpf/hangtrace.bpf.c and its Python mirror
- * (tracer/record/backends/ebpf_layout.py, checked by tests/test_ebpf_layout.py).
+ * (tracer/record/backends/ebpf/layout.py, checked by tests/unit/test_ebpf_layout.py).
  *
  * Rules for this file, so that the mirror test can parse it:
  *  - constants are plain "#define HT_NAME <integer>" lines;
- *  - structs use only __u32/__s32/__u64/__s64 fields and fixed arrays of them, laid out so
- *    that no padding is needed (the test checks ctypes.sizeof against the sum of the fields);
- *  - no unions, no bitfields, no nested structs.
- * BCC compiles it inside the BPF program (kernel types come from <linux/types.h>).
+ *  - structs use only __u32/__s32/__u64/__s64 fields, fixed arrays of them, and fixed arrays
+ *    of structs declared before them, laid out so that no padding is needed (the test checks
+ *    ctypes.sizeof against the sum of the fields);
+ *  - no unions, no bitfields.
+ * Both loaders compile it inside the program (__u32... from vmlinux.h or <linux/types.h>).
  */
 #ifndef HANGTRACE_H
 #define HANGTRACE_H
@@ -68,6 +69,12 @@
 #define HT_C_IOCTLS_FULL 4   /* (tid, fd, request) or per-thread category map full           */
 #define HT_NCOUNTERS 8
 
+/* ---- the "gen" array: what invalidates the per-CPU caches of who is current ---- */
+#define HT_GEN_USER 0        /* userspace adds 1 after each change of "procs" (starts at 1)  */
+#define HT_GEN_KERNEL 1      /* the program adds 1 at every thread exit (a task stack, so a   */
+                             /* pt_regs address, may be reused) and tid-changing exec        */
+#define HT_NGEN 2
+
 /* ---- sizes and limits ---- */
 #define HT_MAX_NR 512            /* syscall numbers the kinds array covers                  */
 #define HT_MAX_PFDS 4            /* pollfd entries copied from a poll/ppoll call            */
@@ -116,37 +123,61 @@ struct ht_thread {
     __u64 blocked_to;     /* ns + 1 of the timeout read then (0: none read) */
 };
 
+/* One syscall-number slot of the per-CPU cache: the calls of "nr" not yet moved to "aggr"
+ * (fields as struct ht_agg). 32 bytes. */
+struct ht_cslot {
+    __s32 nr;
+    __u32 win;            /* calls streamed in the current window                         */
+    __u64 count;
+    __u64 streamed;
+    __u64 ns;
+};
+
+/* One fd slot of the per-CPU cache (fd & 7): its traffic not yet moved to "fds" (fields as
+ * struct ht_fd). 88 bytes. */
+struct ht_fslot {
+    __s32 fd;             /* -1: unused                                                   */
+    __u32 pad;
+    __u64 writes;
+    __u64 wbytes;
+    __u64 wmin;
+    __u64 wmax;
+    __u64 wsmall;
+    __u64 wsbytes;
+    __u64 reads;
+    __u64 rbytes;
+    __u64 first_ns;
+    __u64 last_ns;
+};
+
 /* The per-CPU cache (one entry per CPU): the counts of the thread that last made a syscall
  * on this CPU ("tid"), flushed to the hash maps below when another thread takes the CPU's
  * cache over (and at thread exit). Userspace adds caches and maps, so counts are never
  * moved out of sight: "seq" changes around every flush (a reader that sees it change reads
- * again). 1296 bytes. */
+ * again). And who the last task that made a syscall on this CPU was ("cur_*": its tid, tgid,
+ * whether it is followed), known by its saved registers' address (one per task: the top of
+ * its kernel stack) and valid while the "gen" map's two counters have not moved since: every
+ * syscall of the machine compares two words instead of calling bpf_get_current_pid_tgid and
+ * looking "procs" up. A slot's fields sit together (one or two cache lines per call). 1360
+ * bytes. */
 struct ht_cache {
     __u32 tid;
     __u32 tgid;
     __u32 seq;
     __u32 pad;
-    __u64 last_switch_ns; /* when the thread now on this CPU was switched in */
-    __u64 tick_j;         /* jiffies of the current tick ...                         */
-    __u64 tick_ns;        /* ... and the clock read at the first exit within it       */
-    __u64 win_ns;         /* the owner's stream window start                          */
-    __s32 c_nr[16];       /* per slot: nr, calls, of which streamed, ns spent blocked */
-    __u32 c_win[16];      /* per slot: calls streamed in the current window          */
-    __u64 c_count[16];
-    __u64 c_streamed[16];
-    __u64 c_ns[16];
-    __s32 f_fd[8];        /* per fd slot: fd (-1 unused) and its traffic (struct ht_fd) */
-    __u64 f_writes[8];
-    __u64 f_wbytes[8];
-    __u64 f_wmin[8];
-    __u64 f_wmax[8];
-    __u64 f_wsmall[8];
-    __u64 f_wsbytes[8];
-    __u64 f_reads[8];
-    __u64 f_rbytes[8];
-    __u64 f_first_ns[8];
-    __u64 f_last_ns[8];
-    __u64 cat[8];         /* unstreamed categories, indexed HT_CAT_* (struct ht_tcount) */
+    __u32 cur_tid;
+    __u32 cur_tgid;
+    __u32 cur_target;     /* 1: its process is followed ("procs")                          */
+    __u32 cur_kgen;       /* gen[HT_GEN_KERNEL] when decided                               */
+    __u64 cur_ugen;       /* gen[HT_GEN_USER] when decided; 0: nothing decided             */
+    __u64 cur_regs;       /* the address of its struct pt_regs: which task it is           */
+    __u64 last_switch_ns; /* when the thread now on this CPU was switched in               */
+    __u64 tick_j;         /* jiffies of the current tick ...                               */
+    __u64 tick_ns;        /* ... and the clock read at the first exit within it             */
+    __u64 win_ns;         /* the owner's stream window start                                */
+    struct ht_cslot c[16];   /* by syscall-number slot (the "kinds" value's slot)           */
+    struct ht_fslot f[8];    /* by fd & 7                                                   */
+    __u64 cat[8];         /* unstreamed categories, indexed HT_CAT_* (struct ht_tcount)     */
 };
 
 /* ht_cache.cat / ht_tcount.cat indices: calls of streamed kinds that were NOT streamed. */

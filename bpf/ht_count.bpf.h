@@ -1,76 +1,69 @@
 /* ht_count.bpf.h - counting: the per-CPU cache, its flush to the hash maps, writes/reads per fd,
  * the calls of streamed kinds that were not streamed, by category.
- * Part of bpf/hangtrace.bpf.c: spliced into it where it is #included (ebpf_layout.program_text;
- * BCC rewrites map calls in the main text only), after the maps and helpers it uses. */
+ * Part of bpf/hangtrace.bpf.c, #included by it (BCC gets the parts spliced into its text:
+ * see ht_dialect.bpf.h), after the maps and helpers it uses. */
 
 /* ---------------------------------------------------------------- cache -> maps */
 static __always_inline void flush_slot(struct ht_cache *k, u32 s)
 {
-    s &= HT_SLOTS - 1;
-    if (k->c_count[s] == 0)
+    struct ht_cslot *c = &k->c[s & (HT_SLOTS - 1)];
+    if (c->count == 0)
         return;
-    struct ht_agg_key key = {.tid = k->tid, .tgid = k->tgid, .nr = k->c_nr[s]};
-    struct ht_agg *ag = aggr.lookup(&key);
+    struct ht_agg_key key = {.tid = k->tid, .tgid = k->tgid, .nr = c->nr};
+    struct ht_agg *ag = bpf_map_lookup_elem(&aggr, &key);
     if (!ag) {
         struct ht_agg zero = {};
-        aggr.insert(&key, &zero);
-        ag = aggr.lookup(&key);
+        bpf_map_update_elem(&aggr, &key, &zero, BPF_NOEXIST);
+        ag = bpf_map_lookup_elem(&aggr, &key);
     }
     if (ag) {
         /* a key is only written from the CPU whose cache holds its thread: no atomics */
-        ag->count += k->c_count[s];
-        ag->streamed += k->c_streamed[s];
-        ag->ns += k->c_ns[s];
+        ag->count += c->count;
+        ag->streamed += c->streamed;
+        ag->ns += c->ns;
     } else {
         bump(HT_C_AGG_FULL);
     }
-    k->c_count[s] = 0;
-    k->c_streamed[s] = 0;
-    k->c_ns[s] = 0;
+    c->count = 0;
+    c->streamed = 0;
+    c->ns = 0;
 }
 
 static __always_inline void flush_fd(struct ht_cache *k, u32 s)
 {
-    s &= HT_FD_SLOTS - 1;
-    if (k->f_writes[s] == 0 && k->f_reads[s] == 0)
+    struct ht_fslot *c = &k->f[s & (HT_FD_SLOTS - 1)];
+    if (c->writes == 0 && c->reads == 0)
         return;
-    struct ht_fd_key key = {.tid = k->tid, .tgid = k->tgid, .fd = k->f_fd[s]};
-    struct ht_fd *f = fds.lookup(&key);
+    struct ht_fd_key key = {.tid = k->tid, .tgid = k->tgid, .fd = c->fd};
+    struct ht_fd *f = bpf_map_lookup_elem(&fds, &key);
     if (!f) {
         struct ht_fd zero = {};
-        fds.insert(&key, &zero);
-        f = fds.lookup(&key);
+        bpf_map_update_elem(&fds, &key, &zero, BPF_NOEXIST);
+        f = bpf_map_lookup_elem(&fds, &key);
     }
     if (f) {
-        if (k->f_writes[s]) {
-            if (f->writes == 0 || k->f_wmin[s] < f->wmin)
-                f->wmin = k->f_wmin[s];
-            if (k->f_wmax[s] > f->wmax)
-                f->wmax = k->f_wmax[s];
+        if (c->writes) {
+            if (f->writes == 0 || c->wmin < f->wmin)
+                f->wmin = c->wmin;
+            if (c->wmax > f->wmax)
+                f->wmax = c->wmax;
         }
-        f->writes += k->f_writes[s];
-        f->wbytes += k->f_wbytes[s];
-        f->wsmall += k->f_wsmall[s];
-        f->wsbytes += k->f_wsbytes[s];
-        f->reads += k->f_reads[s];
-        f->rbytes += k->f_rbytes[s];
-        if (f->first_ns == 0 || k->f_first_ns[s] < f->first_ns)
-            f->first_ns = k->f_first_ns[s];
-        if (k->f_last_ns[s] > f->last_ns)
-            f->last_ns = k->f_last_ns[s];
+        f->writes += c->writes;
+        f->wbytes += c->wbytes;
+        f->wsmall += c->wsmall;
+        f->wsbytes += c->wsbytes;
+        f->reads += c->reads;
+        f->rbytes += c->rbytes;
+        if (f->first_ns == 0 || c->first_ns < f->first_ns)
+            f->first_ns = c->first_ns;
+        if (c->last_ns > f->last_ns)
+            f->last_ns = c->last_ns;
     } else {
         bump(HT_C_FDS_FULL);
     }
-    k->f_writes[s] = 0;
-    k->f_wbytes[s] = 0;
-    k->f_wmin[s] = 0;
-    k->f_wmax[s] = 0;
-    k->f_wsmall[s] = 0;
-    k->f_wsbytes[s] = 0;
-    k->f_reads[s] = 0;
-    k->f_rbytes[s] = 0;
-    k->f_first_ns[s] = 0;
-    k->f_last_ns[s] = 0;
+    s32 fd = c->fd;
+    __builtin_memset(c, 0, sizeof(*c));
+    c->fd = fd;
 }
 
 static __always_inline void flush_cats(struct ht_cache *k)
@@ -82,11 +75,11 @@ static __always_inline void flush_cats(struct ht_cache *k)
     if (!any)
         return;
     struct ht_tkey key = {.tid = k->tid, .tgid = k->tgid};
-    struct ht_tcount *tc = tcounts.lookup(&key);
+    struct ht_tcount *tc = bpf_map_lookup_elem(&tcounts, &key);
     if (!tc) {
         struct ht_tcount zero = {};
-        tcounts.insert(&key, &zero);
-        tc = tcounts.lookup(&key);
+        bpf_map_update_elem(&tcounts, &key, &zero, BPF_NOEXIST);
+        tc = bpf_map_lookup_elem(&tcounts, &key);
     }
 #pragma unroll
     for (int i = 0; i < HT_NCATS; i++) {
@@ -120,7 +113,7 @@ static __always_inline void take_over(struct ht_cache *k, u32 tid, u32 tgid)
     k->win_ns = 0;
 #pragma unroll
     for (int i = 0; i < HT_SLOTS; i++)
-        k->c_win[i] = 0;
+        k->c[i].win = 0;
 }
 
 /* ---------------------------------------------------------------- counting */
@@ -129,31 +122,32 @@ static __always_inline void count_fd(struct ht_cache *k, u32 kind, s32 fd, s64 r
     if (kind == HT_K_WRITE ? ret < 0 : ret <= 0)
         return;   /* failed writes; reads that returned nothing (EOF, EAGAIN, errors) */
     u32 s = (u32)fd & (HT_FD_SLOTS - 1);
-    if (k->f_fd[s] != fd) {
+    struct ht_fslot *f = &k->f[s];
+    if (f->fd != fd) {
         k->seq += 1;
         flush_fd(k, s);
         k->seq += 1;
-        k->f_fd[s] = fd;
+        f->fd = fd;
     }
     u64 now = tick_ns(k);
     u64 n = msgs ? 0 : (u64)ret;   /* sendmmsg/recvmmsg return a message count */
-    if (k->f_first_ns[s] == 0)
-        k->f_first_ns[s] = now;
-    k->f_last_ns[s] = now;
+    if (f->first_ns == 0)
+        f->first_ns = now;
+    f->last_ns = now;
     if (kind == HT_K_WRITE) {
-        if (k->f_writes[s] == 0 || n < k->f_wmin[s])
-            k->f_wmin[s] = n;
-        if (n > k->f_wmax[s])
-            k->f_wmax[s] = n;
-        k->f_writes[s] += 1;
-        k->f_wbytes[s] += n;
+        if (f->writes == 0 || n < f->wmin)
+            f->wmin = n;
+        if (n > f->wmax)
+            f->wmax = n;
+        f->writes += 1;
+        f->wbytes += n;
         if (n <= HT_SMALL_WRITE) {
-            k->f_wsmall[s] += 1;
-            k->f_wsbytes[s] += n;
+            f->wsmall += 1;
+            f->wsbytes += n;
         }
     } else {
-        k->f_reads[s] += 1;
-        k->f_rbytes[s] += n;
+        f->reads += 1;
+        f->rbytes += n;
     }
 }
 
@@ -166,13 +160,13 @@ static __always_inline void count_category(struct ht_cache *k, u32 tid, u32 tgid
     switch (kind) {
     case HT_K_FUTEX: {
         u32 cmd = (u32)a[1] & 127;
-        if (cmd < 32 && ((HT_FUTEX_WAIT_MASK >> cmd) & 1)) {
+        if (cmd < 32 && ((HT_SET(futex_wait_mask) >> cmd) & 1)) {
             k->cat[HT_CAT_FUTEX_WAITS] += 1;
             if (a[3] != 0)
                 k->cat[HT_CAT_FUTEX_WAITS_TIMEOUT] += 1;
             if (ret == -HT_ETIMEDOUT)
                 k->cat[HT_CAT_FUTEX_TIMEOUTS] += 1;
-        } else if (cmd < 32 && ((HT_FUTEX_WAKE_MASK >> cmd) & 1)) {
+        } else if (cmd < 32 && ((HT_SET(futex_wake_mask) >> cmd) & 1)) {
             k->cat[HT_CAT_FUTEX_WAKES] += 1;
         }
         break;
@@ -207,11 +201,11 @@ static __always_inline void count_category(struct ht_cache *k, u32 tid, u32 tgid
         break;
     case HT_K_IOCTL: {
         struct ht_ioc_key key = {.tid = tid, .tgid = tgid, .fd = (s32)a[0], .request = (u32)a[1]};
-        struct ht_ioc *io = ioctls.lookup(&key);
+        struct ht_ioc *io = bpf_map_lookup_elem(&ioctls, &key);
         if (!io) {
             struct ht_ioc zero = {};
-            ioctls.insert(&key, &zero);
-            io = ioctls.lookup(&key);
+            bpf_map_update_elem(&ioctls, &key, &zero, BPF_NOEXIST);
+            io = bpf_map_lookup_elem(&ioctls, &key);
         }
         if (io)
             __sync_fetch_and_add(&io->count, 1);

@@ -1,7 +1,7 @@
 /* ht_stream.bpf.h - streaming: the record a call streamed one by one carries (timeouts and
  * NVIDIA commands read from user memory), and the per-thread budget.
- * Part of bpf/hangtrace.bpf.c: spliced into it where it is #included (ebpf_layout.program_text;
- * BCC rewrites map calls in the main text only), after the maps and helpers it uses. */
+ * Part of bpf/hangtrace.bpf.c, #included by it (BCC gets the parts spliced into its text:
+ * see ht_dialect.bpf.h), after the maps and helpers it uses. */
 
 /* ---------------------------------------------------------------- streaming */
 /* A struct timespec/timeval the call was given (frac_ns = 1000 for a timeval). A NULL pointer
@@ -51,7 +51,7 @@ static __always_inline void decode(struct ht_event *e, u32 kind, u64 to)
     switch (kind) {
     case HT_K_FUTEX: {
         u32 cmd = (u32)a[1] & 127;
-        by_ptr = cmd < 32 && ((HT_FUTEX_WAIT_MASK >> cmd) & 1);   /* other ops: arg 3 is val2 */
+        by_ptr = cmd < 32 && ((HT_SET(futex_wait_mask) >> cmd) & 1);   /* other ops: arg 3 is val2 */
         ptr = a[3];
         abs = cmd != 0;                /* FUTEX_WAIT: relative; the other waits: absolute */
         break;
@@ -138,18 +138,18 @@ static __always_inline int in_budget(struct ht_cache *k, u32 s)
         k->win_ns = now;
 #pragma unroll
         for (int i = 0; i < HT_SLOTS; i++)
-            k->c_win[i] = 0;
+            k->c[i].win = 0;
     }
-    if (k->c_win[s] >= HT_RATE_MAX)
+    if (k->c[s].win >= HT_RATE_MAX)
         return 0;
-    k->c_win[s] += 1;
+    k->c[s].win += 1;
     return 1;
 }
 
 static __always_inline int stream(struct ht_call *c, u32 tgid, u32 tid, u32 kind, s64 ret,
                                   u64 slept_since, u64 now, u64 to)
 {
-    struct ht_event *e = events.ringbuf_reserve(sizeof(struct ht_event));
+    struct ht_event *e = bpf_ringbuf_reserve(&events, sizeof(struct ht_event), 0);
     if (!e) {
         bump(HT_C_RINGBUF_FULL);
         return 0;
@@ -171,6 +171,6 @@ static __always_inline int stream(struct ht_call *c, u32 tgid, u32 tid, u32 kind
         e->pfds[i] = -1;
     e->kind = kind;
     decode(e, kind, to);
-    events.ringbuf_submit(e, 0);
+    bpf_ringbuf_submit(e, 0);
     return 1;
 }

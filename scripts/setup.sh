@@ -13,6 +13,10 @@ PY=/usr/bin/python3
 missing=()
 command -v strace >/dev/null 2>&1 || missing+=(strace)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+# clang and libbpf's headers build the CO-RE BPF objects (scripts/build_bpf.py); libbpf1 loads them
+command -v clang >/dev/null 2>&1 || missing+=(clang)
+[ -e /usr/include/bpf/bpf_helpers.h ] || missing+=(libbpf-dev)
+command -v llvm-strip >/dev/null 2>&1 || missing+=(llvm)
 "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 # Python.h, for the optional compiled helpers (setup.py's extension)
 "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(
@@ -45,4 +49,7 @@ fi
 .venv/bin/python -c 'from tracer.tracefile import fastpath; import sys
 sys.exit(fastpath.compiled() is None)' \
     || echo "setup: compiled helpers not built; the pure-Python path is used" >&2
+# The eBPF backend's CO-RE objects (bpf/*.bpf.o, loaded with libbpf); without them it uses BCC.
+.venv/bin/python scripts/build_bpf.py --quiet \
+    || echo "setup: BPF objects not built; the eBPF backend needs BCC instead" >&2
 echo "setup: ok (.venv/bin/hangtrace)" >&2

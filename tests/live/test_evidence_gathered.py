@@ -19,7 +19,8 @@ from tracer.record.backends.ebpf.cuda_uprobes import CudaUprobeBackend
 from tracer.record.pystacks import find_py_spy
 
 pytestmark = pytest.mark.live
-UPROBES_PROBLEM = CudaUprobeBackend().check()
+UPROBES_PROBLEM = {loader: CudaUprobeBackend(loader=loader).check()
+                   for loader in ("libbpf", "bcc")}
 
 
 def free_port() -> int:
@@ -110,15 +111,19 @@ def test_rank_inside_capture_with_a_known_bad_nccl(scenario, fake_libs, tmp_path
     assert "in-graph-capture" in rules(snap)
 
 
-@pytest.mark.skipif(UPROBES_PROBLEM is not None, reason=f"uprobes: {UPROBES_PROBLEM}")
-def test_uprobes_count_graph_calls_and_see_the_open_capture(scenario, fake_libs, tmp_path):
+@pytest.mark.parametrize("loader", sorted(UPROBES_PROBLEM))
+def test_uprobes_count_graph_calls_and_see_the_open_capture(scenario, fake_libs, tmp_path,
+                                                            loader):
+    if UPROBES_PROBLEM[loader] is not None:
+        pytest.skip(f"uprobes with {loader}: {UPROBES_PROBLEM[loader]}")
     sc = scenario("gpu_libs_like", "--cuda", fake_libs["cuda"], "--nccl", fake_libs["nccl"],
                   "--on-signal")
     trace = tmp_path / "t.htrace.gz"
     p = subprocess.Popen([sys.executable, "-m", "tracer", "attach", str(sc.pid), "--backend",
                           "ebpf", "--duration", "3", "--json", "--output", str(trace)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, HANGTRACE_EBPF_LOADER=loader))
+    deadline = time.monotonic() + 120      # BCC compiles two programs first: long under load
     # The file is created before the backends attach; the header is written (and flushed)
     # when the window opens, once every backend, the uprobes included, is in place.
     while (not trace.exists() or trace.stat().st_size == 0) and time.monotonic() < deadline:
@@ -126,6 +131,7 @@ def test_uprobes_count_graph_calls_and_see_the_open_capture(scenario, fake_libs,
     assert trace.exists() and trace.stat().st_size > 0, "attach did not open its window"
     os.kill(sc.pid, signal.SIGUSR1)                   # now begin the capture that never ends
     out, err = p.communicate(timeout=60)
+    assert out, err
     rep = json.loads(out)
     assert "cuda-uprobes" in rep["backends"], err
     calls = {c["tid"]: c for c in rep["evidence"]["graph_calls"]}

@@ -1,7 +1,10 @@
-"""Replay of the GPU scenarios recorded on the lent H200 with the eBPF backend
-(fixtures/gpu/record_ebpf.sh -> fixtures/gpu/traces/<name>.ebpf.htrace.gz), against the
+"""Replay of the GPU scenarios recorded on the lent H200 with the eBPF backend, against the
 verdicts the strace recordings of the same scenarios give, and their NVIDIA decoding against
-strace's. Each test is skipped while its recording is not in the repository.
+strace's, for both loaders: BCC (fixtures/gpu/record_ebpf.sh, BCC carried as a bundle ->
+traces/<name>.ebpf.htrace.gz) and the CO-RE object through libbpf (fixtures/gpu/record_core.sh,
+no BCC, no kernel headers -> traces/<name>.core.htrace.gz, its attach report in
+fixtures/gpu/core-run/<name>.core.json). Each test is skipped while its recording is not in
+the repository.
 
 What is compared, without pids (a new recording has new ones):
 - the tree verdict, rule and root-cause summary (fixtures/expected/gpu-<name>.json for the
@@ -51,10 +54,16 @@ EXPECTED = {
 }
 
 
-def _ebpf(name: str) -> Path:
-    path = TRACES / f"{name}.ebpf.htrace.gz"
+CORE_RUN = TRACES.parent / "core-run"
+# recording kind -> the script that makes it
+KINDS = {"ebpf": "fixtures/gpu/record_ebpf.sh", "core": "fixtures/gpu/record_core.sh"}
+CASES = [(name, kind) for name in sorted(EXPECTED) for kind in KINDS]
+
+
+def _ebpf(name: str, kind: str = "ebpf") -> Path:
+    path = TRACES / f"{name}.{kind}.htrace.gz"
     if not path.exists():
-        pytest.skip(f"{path.name} not recorded yet (fixtures/gpu/record_ebpf.sh)")
+        pytest.skip(f"{path.name} not recorded yet ({KINDS[kind]})")
     return path
 
 
@@ -71,10 +80,10 @@ def _events(path: Path) -> List[ev.Event]:
     return list(TraceReader(str(path)).events())
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_ebpf_recording_gives_the_strace_verdict(name):
+@pytest.mark.parametrize("name,kind", CASES)
+def test_ebpf_recording_gives_the_strace_verdict(name, kind):
     verdict, rule, contains = EXPECTED[name]
-    report = analyze_trace(str(_ebpf(name)))
+    report = analyze_trace(str(_ebpf(name, kind)))
     assert (report.verdict, report.rule) == (verdict, rule), report.root_cause
     for text in contains:
         assert text in report.root_cause["summary"], report.root_cause["summary"]
@@ -100,9 +109,9 @@ def _nv_calls(path: Path, tid: int) -> Tuple[Counter, List[ev.IoctlCall], float]
     return kinds, streamed, max(ts) - min(ts)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_nvidia_decoding_matches_strace_and_reads_the_rm_command(name):
-    ebpf_path, strace_path = _ebpf(name), _strace(name)
+@pytest.mark.parametrize("name,kind", CASES)
+def test_nvidia_decoding_matches_strace_and_reads_the_rm_command(name, kind):
+    ebpf_path, strace_path = _ebpf(name, kind), _strace(name)
     tids = {p: analyze_trace(str(p)).root_cause for p in (ebpf_path, strace_path)}
     if name.startswith("nccl"):   # the root cause may be idle or dead: compare a spinning rank
         tids = {p: _spinning_rank(p) for p in tids}
@@ -131,9 +140,9 @@ def _spinning_rank(path: Path) -> dict:
     raise AssertionError("no rank spin-waits on the GPU")
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_kernel_counts_agree_with_the_calls_streamed(name):
-    events = _events(_ebpf(name))
+@pytest.mark.parametrize("name,kind", CASES)
+def test_kernel_counts_agree_with_the_calls_streamed(name, kind):
+    events = _events(_ebpf(name, kind))
     last: Dict[int, ThreadCounts] = {}
     streamed: Counter = Counter()
     for e in events:
@@ -146,3 +155,27 @@ def test_kernel_counts_agree_with_the_calls_streamed(name):
         for call, n in c.streamed.items():
             assert streamed[(tid, call)] == n, (tid, call, n, streamed[(tid, call)])
             assert c.calls[call] >= n
+
+
+def _wording(text: str) -> str:
+    """A summary without its numbers (pids, addresses, rates, times differ between runs)."""
+    return re.sub(r"0x[0-9a-f]+|\d+(\.\d+)?", "N", text)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_core_recording_reads_as_the_bcc_one_and_was_made_with_libbpf(name):
+    """Same verdict, rule and root-cause wording as the BCC recording of the scenario, the
+    same NVIDIA requests by the root-cause thread, and the attach report says libbpf loaded
+    the CO-RE object (no BCC on that machine)."""
+    core, bcc = _ebpf(name, "core"), _ebpf(name, "ebpf")
+    a, b = analyze_trace(str(core)), analyze_trace(str(bcc))
+    assert (a.verdict, a.rule) == (b.verdict, b.rule)
+    assert _wording(a.root_cause["summary"]) == _wording(b.root_cause["summary"])
+    ka, _, _ = _nv_calls(core, a.root_cause["tid"])
+    kb, _, _ = _nv_calls(bcc, b.root_cause["tid"])
+    assert set(ka) == set(kb), (ka, kb)
+    report = CORE_RUN / f"{name}.core.json"
+    if report.exists():
+        import json
+        notes = json.loads(report.read_text())["notes"]
+        assert any(n.startswith("eBPF: libbpf ") and "CO-RE object" in n for n in notes), notes

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 from rich.console import Console
 
@@ -10,7 +11,7 @@ from tracer.record.backends.ebpf.backend import EbpfBackend
 from tracer.record.doctor import doctor_facts, run_doctor
 
 KEYS = {"bpf_syscall", "btf", "tracefs", "tracepoints", "kprobes", "uprobes", "ptrace", "strace",
-        "bcc", "kernel_headers", "nvidia", "py_spy"}
+        "libbpf", "bcc", "kernel_headers", "nvidia", "py_spy", "ebpf_loader"}
 
 
 def test_facts_cover_every_capability_and_serialise():
@@ -22,6 +23,31 @@ def test_facts_cover_every_capability_and_serialise():
     json.dumps(f)
     assert f["backends"]["ebpf"]["ok"] == (EbpfBackend().check() is None)
     assert f["backends"]["proc"]["ok"]
+    assert f["ebpf_loader"]["ok"] == f["backends"]["ebpf"]["ok"] or not f["root"]
+
+
+def test_the_loader_line_names_the_loader_that_works_and_why_not_the_other(monkeypatch):
+    from tracer.record.backends.ebpf import env
+    monkeypatch.setattr(env, "loader_problems", lambda *a, **k: {
+        "libbpf": "no kernel BTF (/sys/kernel/btf/vmlinux): ...", "bcc": None})
+    f = doctor_facts()["ebpf_loader"]
+    assert f["ok"] and f["detail"].startswith("BCC: compiles the program at attach")
+    assert "libbpf: no kernel BTF" in f["detail"] and "\n" not in f["detail"]
+    monkeypatch.setattr(env, "loader_problems", lambda *a, **k: {
+        "libbpf": None, "bcc": "BCC is not importable (ImportError): apt install ..."})
+    f = doctor_facts()["ebpf_loader"]
+    if f["ok"]:      # libbpf.so.1 is on this machine
+        assert f["detail"].startswith("libbpf ") and "loads the CO-RE objects" in f["detail"]
+        assert "bcc: BCC is not importable" in f["detail"]
+    monkeypatch.setattr(env, "loader_problems", lambda *a, **k: {"libbpf": "x", "bcc": "y"})
+    f = doctor_facts()["ebpf_loader"]
+    assert not f["ok"] and f["detail"] == "libbpf: x; bcc: y" and "build_bpf.py" in f["fix"]
+
+
+def test_the_cost_to_every_process_is_said_with_a_measured_figure():
+    cost = doctor_facts()["ebpf_cost"]
+    assert "every process on the machine" in cost
+    assert re.search(r"\d\.\d+x", cost) and "BYSTANDER" not in cost
 
 
 def _pretend(monkeypatch, *, present: bool) -> None:
@@ -62,6 +88,7 @@ def test_run_doctor_prints_and_returns_status():
     code = run_doctor(Console(file=buf, width=200))
     out = buf.getvalue()
     assert "kernel_headers" in out and "backends:" in out and "ebpf" in out
+    assert "ebpf_loader" in out and "note: while the eBPF backend records" in out
     f = doctor_facts()["backends"]
     assert code == (0 if f["ebpf"]["ok"] or f["strace"]["ok"] else 1)
 

@@ -1,5 +1,5 @@
-"""Reading the kernel's counts (ebpf_counts.py) and the calls in flight at stop
-(ebpf_inflight.py) from fake maps, /proc lines and memory: no root, no BCC.
+"""Reading the kernel's counts (ebpf/counts.py) and the calls in flight at stop
+(ebpf/inflight.py) from fake maps (loader.MapView), /proc lines and memory: no root, no BCC.
 """
 from __future__ import annotations
 
@@ -15,23 +15,45 @@ from tracer.record.backends.ebpf.inflight import ongoing_call
 NR = {name: nr for nr, name in X86_64.items()}
 
 
+class FakeMap:
+    """A loader.MapView over ctypes (key, value) pairs, or per-CPU values for key 0."""
+
+    def __init__(self, pairs=(), caches=None):
+        self.pairs = [(bytes(k), bytes(v)) for k, v in pairs]
+        self.caches = caches
+
+    def items(self):
+        return list(self.pairs)
+
+    def get(self, key):
+        return dict(self.pairs).get(key)
+
+    def set(self, key, value, only_new=False):
+        raise AssertionError("the readers never write to the kernel maps")
+
+    def percpu(self, key):
+        assert key == bytes(4)
+        return [bytes(c) for c in self.caches]
+
+
 def _maps(caches, aggr=(), fds=(), tcounts=(), ioctls=()):
-    return {"cache": {0: caches}, "aggr": list(aggr), "fds": list(fds),
-            "tcounts": list(tcounts), "ioctls": list(ioctls)}
+    return {"cache": FakeMap(caches=caches), "aggr": FakeMap(aggr), "fds": FakeMap(fds),
+            "tcounts": FakeMap(tcounts), "ioctls": FakeMap(ioctls)}
 
 
 def _cache(tid, tgid, seq=0):
     c = L.HtCache(tid=tid, tgid=tgid, seq=seq)
     for i in range(L.HT_FD_SLOTS):
-        c.f_fd[i] = -1
+        c.f[i].fd = -1
     return c
 
 
 def test_a_thread_is_its_map_entries_plus_the_caches_it_owns():
     c0, c1 = _cache(7, 5), _cache(8, 5)
-    c0.c_nr[2], c0.c_count[2], c0.c_streamed[2], c0.c_ns[2] = NR["futex"], 10, 4, 1000
-    c0.f_fd[3], c0.f_writes[3], c0.f_wbytes[3], c0.f_wmin[3], c0.f_wmax[3] = 3, 5, 50, 2, 20
-    c0.f_first_ns[3], c0.f_last_ns[3] = 200, 900
+    c0.c[2].nr, c0.c[2].count, c0.c[2].streamed, c0.c[2].ns = NR["futex"], 10, 4, 1000
+    f = c0.f[3]
+    f.fd, f.writes, f.wbytes, f.wmin, f.wmax = 3, 5, 50, 2, 20
+    f.first_ns, f.last_ns = 200, 900
     c0.cat[L.HT_CAT_FUTEX_WAKES] = 3
     aggr = [(L.HtAggKey(7, 5, NR["futex"]), L.HtAgg(count=90, streamed=6, ns=500)),
             (L.HtAggKey(9, 5, NR["getpid"]), L.HtAgg(count=1)),
@@ -50,20 +72,19 @@ def test_a_thread_is_its_map_entries_plus_the_caches_it_owns():
     assert snap.threads[(6, 7)].calls == {NR["getpid"]: [2, 0, 0]}
 
 
-class _Flushing(dict):
-    """A cache table whose seq moves on the first reads, as if a flush ran meanwhile."""
+class _Flushing(FakeMap):
+    """A cache map whose seq moves on the first reads, as if a flush ran meanwhile."""
 
     def __init__(self, caches):
-        super().__init__()
+        super().__init__(caches=caches)
         self.reads = 0
-        self.caches = caches
 
-    def __getitem__(self, key):
+    def percpu(self, key):
         self.reads += 1
         out = [L.HtCache.from_buffer_copy(bytes(c)) for c in self.caches]
         if self.reads <= 2:
             out[0].seq = self.reads   # 1 (odd: mid-flush), then 2: changed under the reader
-        return out
+        return [bytes(c) for c in out]
 
 
 def test_a_flush_during_the_read_makes_it_read_again():
@@ -76,8 +97,9 @@ def test_a_flush_during_the_read_makes_it_read_again():
 
 def test_emitter_gives_names_fd_kinds_wall_clock_and_only_what_changed():
     c = _cache(7, 5)
-    c.c_nr[0], c.c_count[0], c.c_streamed[0], c.c_ns[0] = NR["futex"], 10, 4, 3_000_000_000
-    c.f_fd[3], c.f_writes[3], c.f_wbytes[3], c.f_first_ns[3], c.f_last_ns[3] = 3, 1, 9, 1, 2
+    c.c[0].nr, c.c[0].count, c.c[0].streamed, c.c[0].ns = NR["futex"], 10, 4, 3_000_000_000
+    f = c.f[3]
+    f.fd, f.writes, f.wbytes, f.first_ns, f.last_ns = 3, 1, 9, 1, 2
     c.cat[L.HT_CAT_POLL_TIMEOUTS], c.cat[L.HT_CAT_ACCEPTS] = 2, 1
     ioctls = [(L.HtIocKey(7, 5, 4, 0xc020462a), L.HtIoc(count=3))]
     em = CountEmitter(since=1.0, epoch=lambda ns: 1000.0 + ns, name=syscall_name,

@@ -89,8 +89,9 @@ def test_data_folders_are_found_in_the_checkout():
     assert (scen / "sglang_like.py").exists() and (scen / "build.py").exists()
     assert resources.is_checkout(bpf) and resources.is_checkout(scen)
     assert not resources.is_checkout(resources.PACKAGE_DIR / "scenarios")
-    from tracer.record.backends.ebpf import cuda_uprobes, layout
-    assert layout.PROGRAM.parent == bpf and cuda_uprobes.PROGRAM.parent == bpf
+    from tracer.record.backends.ebpf import layout, source
+    assert layout.HEADER.parent == bpf and source.source_path("cuda_graph").parent == bpf
+    assert source.object_path("hangtrace").parent == bpf
 
 
 def test_a_checkout_without_the_editable_install_finds_them_too(tmp_path):

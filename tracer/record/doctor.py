@@ -5,8 +5,13 @@ Contract:
   ``format`` (``FORMAT``), ``version``, ``kernel``, ``root``, one entry per capability, each
   ``{"ok": bool, "detail": str, "fix": str}`` ("fix" empty when ok), plus "backends":
   which backends can run (ebpf, strace, proc) and why not. ``compiled_helpers`` says whether
-  the strace importer and trace reader run their compiled helpers or the pure-Python path. It reads files and looks for
-  programs; it loads nothing, changes nothing and never raises.
+  the strace importer and trace reader run their compiled helpers or the pure-Python path;
+  "ebpf_loader" says in one line which eBPF loader works here (libbpf with the CO-RE objects,
+  else BCC) and why the other does not; "ebpf_cost" says what a syscall tracepoint costs every
+  process on the machine (the figure bench/overhead.py measured on an untraced bystander). It
+  reads files, looks for programs and opens libbpf (whose feature probes create and close a
+  tiny map and program); it loads none of hangtrace's programs, changes nothing and never
+  raises.
 - ``run_doctor(console)`` prints the facts as a table (``console`` is a rich Console or any
   object with ``print``) and returns 0 when at least one syscall backend (ebpf or strace) can
   run, else 1.
@@ -60,8 +65,46 @@ def _kmsg() -> Dict[str, Any]:
     return _fact(True, "/dev/kmsg readable")
 
 
+def _libbpf() -> Dict[str, Any]:
+    from .backends.ebpf import libbpf
+    try:
+        libbpf.library()
+    except libbpf.LibbpfMissing as exc:
+        return _fact(False, str(exc), "apt install libbpf1 (or set $HANGTRACE_LIBBPF to a "
+                     "libbpf.so.1)")
+    from .backends.ebpf.source import object_path
+    missing = [n for n in ("hangtrace", "cuda_graph") if not object_path(n).exists()]
+    detail = f"libbpf {libbpf.version()} ({libbpf.path()})"
+    if missing:
+        return _fact(False, detail + "; not built: " + ", ".join(
+            str(object_path(n)) for n in missing),
+            "python scripts/build_bpf.py (needs clang and libbpf-dev)")
+    return _fact(True, detail + f"; CO-RE objects in {object_path('hangtrace').parent}")
+
+
+def _ebpf_loader() -> Dict[str, Any]:
+    """Which loader --backend ebpf uses here, and why not the other (one line)."""
+    from .backends.ebpf.env import loader_problems
+    problems = loader_problems()
+    works = [n for n, why in problems.items() if why is None]
+    if not works:
+        return _fact(False, "; ".join(f"{n}: {why}" for n, why in problems.items()),
+                     "for libbpf: root, a kernel with BTF, libbpf1 and the built objects "
+                     "(python scripts/build_bpf.py); for BCC: scripts/setup-ebpf.sh")
+    if works[0] == "libbpf":
+        from .backends.ebpf import libbpf
+        line = (f"libbpf {libbpf.version()}: loads the CO-RE objects here (BTF relocations, "
+                "no compiler at attach)")
+    else:
+        line = "BCC: compiles the program at attach (LLVM and kernel headers)"
+    others = [f"{n}: {why}" if why else f"{n} also works" for n, why in problems.items()
+              if n != works[0]]
+    return _fact(True, line + (f"; {'; '.join(others)}" if others else ""))
+
+
 def doctor_facts() -> Dict[str, Any]:
     from .backends.ebpf.backend import TRACEFS_DIRS, ebpf_problem
+    from .backends.ebpf.env import TRACEPOINT_COST
     from .backends.strace_backend import ptrace_problem
     from .. import __version__
     from ..tracefile import fastpath
@@ -72,7 +115,8 @@ def doctor_facts() -> Dict[str, Any]:
     facts["bpf_syscall"] = _bpf_syscall()
     btf = os.path.exists("/sys/kernel/btf/vmlinux")
     facts["btf"] = _fact(btf, "/sys/kernel/btf/vmlinux" + (" present" if btf else " missing"),
-                         "a kernel with CONFIG_DEBUG_INFO_BTF=y (not needed by BCC tracepoints)")
+                         "a kernel with CONFIG_DEBUG_INFO_BTF=y (the CO-RE loader needs it; "
+                         "BCC does not)")
     facts["tracefs"] = _fact(tfs is not None, tfs or "not mounted",
                              "mount -t tracefs nodev /sys/kernel/tracing")
     tp = [t for t in ("raw_syscalls/sys_enter", "sched/sched_switch", "sched/sched_process_fork")
@@ -96,9 +140,10 @@ def doctor_facts() -> Dict[str, Any]:
         bcc = importlib.util.find_spec("bcc") is not None
     except (ImportError, ValueError):
         bcc = False
+    facts["libbpf"] = _libbpf()
     facts["bcc"] = _fact(bcc, "python bcc importable" if bcc else "python bcc missing",
                          "apt install bpfcc-tools python3-bpfcc (venv with "
-                         "--system-site-packages)")
+                         "--system-site-packages); only needed without libbpf")
     build = f"/lib/modules/{rel}/build"
     hdr = os.path.exists(build)
     link = os.path.realpath(build) if hdr else ""
@@ -113,18 +158,27 @@ def doctor_facts() -> Dict[str, Any]:
     facts["py_spy"] = _fact(bool(spy), spy or NOT_INSTALLED.split(" (")[0],
                             "pip install 'hangtrace[stacks]' (or set $HANGTRACE_PY_SPY)")
     facts["kmsg"] = _kmsg()
+    facts["ebpf_loader"] = _ebpf_loader()
+    facts["ebpf_cost"] = TRACEPOINT_COST
     facts["compiled_helpers"] = _fact(fastpath.compiled() is not None, fastpath.status(),
                                       "reinstall with a C compiler and Python's headers "
                                       "(apt install gcc python3-dev); the pure-Python path "
                                       "gives the same results, slower")
     ebpf_why = ebpf_problem()
     facts["backends"] = {
-        "ebpf": {"ok": ebpf_why is None, "why": ebpf_why or ""},
+        "ebpf": {"ok": ebpf_why is None, "why": ebpf_why or "",
+                 "loader": _loader_used() if ebpf_why is None else ""},
         "strace": {"ok": bool(st) and why is None,
                    "why": "" if st and why is None else (why or "strace not installed")},
         "proc": {"ok": os.path.isdir("/proc/self"), "why": ""},
     }
     return facts
+
+
+def _loader_used() -> str:
+    from .backends.ebpf.env import choose, describe_loader
+    name, _ = choose()
+    return describe_loader(name) if name else ""
 
 
 def run_doctor(console: Any) -> int:
@@ -141,7 +195,10 @@ def run_doctor(console: Any) -> int:
         console.print(line, markup=False) if _takes_markup(console) else console.print(line)
     console.print("backends:")
     for name, b in facts["backends"].items():
-        console.print(f"  {name:<7} {'usable' if b['ok'] else 'unavailable: ' + b['why']}")
+        how = f": {b['loader']}" if b.get("loader") else ""
+        console.print(f"  {name:<7} {'usable' + how if b['ok'] else 'unavailable: ' + b['why']}")
+    note = f"note: {facts['ebpf_cost']}"
+    console.print(note, markup=False) if _takes_markup(console) else console.print(note)
     return 0 if facts["backends"]["ebpf"]["ok"] or facts["backends"]["strace"]["ok"] else 1
 
 

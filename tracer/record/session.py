@@ -115,7 +115,8 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
     if name == "ebpf":
         if ebpf_why:
             raise ToolMissing(f"ebpf backend unavailable: {ebpf_why}")
-        return _with_nvml([EbpfBackend(), proc], "ebpf+proc (kernel tracepoints; /proc for states)")
+        ebpf = EbpfBackend()
+        return _with_nvml([ebpf, proc], f"ebpf+proc ({ebpf.describe()}; /proc for states)")
     strace = StraceBackend()
     strace_why = strace.check()
     if name == "strace":
@@ -123,7 +124,8 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
             raise ToolMissing(f"strace backend unavailable: {strace_why}")
         return _with_nvml([strace], "strace (ptrace: the target runs slower while traced)")
     if ebpf_why is None:
-        chosen, why = [EbpfBackend(), proc], "ebpf+proc (BPF tracepoints load here; /proc for states)"
+        ebpf = EbpfBackend()
+        chosen, why = [ebpf, proc], f"ebpf+proc ({ebpf.describe()}; /proc for states)"
     elif strace_why is None:
         chosen, why = [strace, proc], f"strace+proc (ebpf not usable: {ebpf_why})"
     else:
@@ -339,6 +341,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     notes = [f"recording ended early: {reason}" + (f" ({stopped_by})" if stopped_by else "")
              ] if reason != "complete" else []
     notes.append(_cpu_note(cpu + [_own_cpu()], end - start))
+    notes.extend(n for b in backends for n in getattr(b, "notes", ()))
     assert analyzer is not None
     report = analyzer.report(end=end, trace_path=output, extra_notes=notes)
     return Recorded(report=report, trace_path=output, reason=reason,

@@ -12,7 +12,8 @@ Contract:
   and returns only when the backend has detached: no strace child, probe or thread left behind,
   and the target never left stopped. After ``stop()`` no more events are emitted.
 - ``errors`` collects one-line messages about trouble during recording (a target that vanished,
-  a tool that died) for the report.
+  a tool that died) for the report; ``notes``, one-line facts about how it recorded (which
+  loader, how long attaching took), for the report's notes.
 """
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ class Backend:
 
     def __init__(self) -> None:
         self.errors: List[str] = []
+        self.notes: List[str] = []
 
     def check(self) -> Optional[str]:
         raise NotImplementedError

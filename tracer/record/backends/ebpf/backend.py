@@ -1,17 +1,21 @@
-"""Live recording backend on eBPF tracepoints (BCC): syscall counts, blocking calls, forks,
-execs, exits and CPU time of a process tree, without ever stopping the target.
+"""Live recording backend on eBPF tracepoints: syscall counts, blocking calls, forks, execs,
+exits and CPU time of a process tree, without ever stopping the target.
 
 Contract (on top of base.py):
-- ``check()`` is ebpf_env.ebpf_problem(): None only when the program can load here, else one
-  line saying why. Its one side effect: mounting tracefs where it is missing and we may (as
-  under ``ip netns exec``, whose fresh sysfs has none). ``bcc`` is imported inside
+- ``EbpfBackend(loader=None)``: ``loader`` "libbpf" or "bcc" pins one; None tries them in
+  loader.preferred()'s order (libbpf first, unless $HANGTRACE_EBPF_LOADER says otherwise).
+- ``check()`` is env.ebpf_problem() for those loaders: None only when one can load here,
+  else one line saying why. Its one side effect: mounting tracefs where BCC needs it and it
+  is missing (as under ``ip netns exec``). ``bcc`` and libbpf are loaded inside
   ``start``/``check`` only, so analysis and replay run anywhere.
-- ``start(targets, emit)`` compiles bpf/hangtrace.bpf.c with its parts (ebpf_layout.
-  program_text, ebpf_env.compile_flags), loads and attaches it (time kept in ``attach_s``),
-  fills the "kinds" array,
-  marks the tree's processes, and for each thread emits a ``ThreadSample`` (a sleeping one is
-  marked blocked since the attach), then starts one reader thread. Processes forked later
-  are followed in the kernel and added to ``targets``.
+- ``start(targets, emit)`` loads bpf/hangtrace.bpf.c through the first loader that can (the
+  CO-RE object with libbpf: loader ``libbpf``; the text compiled by BCC: ``bcc``; when the
+  libbpf load itself fails and BCC may be used, BCC, the reason kept in ``notes``), fills
+  the "kinds" array, marks the tree's processes, and for each thread emits a
+  ``ThreadSample`` (a sleeping one is marked blocked since the attach), then starts one
+  reader thread. ``attach_s``: seconds from start() until the program counts, of which
+  ``load_s`` loading and attaching; ``notes`` says which loader and those times. Processes
+  forked later are followed in the kernel and added to ``targets``.
 - While recording the reader thread emits: streamed calls as events.py syscall objects
   (ebpf/convert.py), forks -> ``ThreadStart`` (+``ProcessInfo`` for a new process), execs ->
   ``ProcessExec``, thread exits -> ``ThreadExit``, the last thread of a process ->
@@ -19,7 +23,8 @@ Contract (on top of base.py):
   about once a second a ``ThreadCounts`` per thread whose kernel counts changed.
 - ``stop()`` (idempotent, any thread, any exit path) detaches the programs, drains the ring
   buffer, emits what ebpf/final.py gives (blocked calls, final ThreadCounts, ThreadCpu,
-  ThreadSample, Lost), then frees the BPF object (BPF.cleanup). Nothing after.
+  ThreadSample, Lost), then closes the program (no map, program or link left). Nothing after.
+The events are the same whichever loader ran (the live tests run both).
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ import ctypes as ct
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set
 
 from .... import events as ev
 from ....linux import procfs
@@ -37,7 +42,9 @@ from . import layout as L
 from ..base import Backend, Emit, TargetSet
 from .convert import Clock, Converter, FdCache
 from .counts import CountEmitter, KernelSnapshot
-from .env import compile_flags, ebpf_problem
+from .env import choose, describe_loader, ebpf_problem
+from .loader import MapView, Program
+from .programs import load_hangtrace
 from ..proc_backend import decode_wait_status
 
 __all__ = ["EbpfBackend", "ebpf_problem", "TRACEFS_DIRS"]
@@ -45,19 +52,26 @@ __all__ = ["EbpfBackend", "ebpf_problem", "TRACEFS_DIRS"]
 _PENDING_EXIT_S = 1.0
 COUNTS_EVERY_S = 1.0
 _MAPS = ("threads", "aggr", "fds", "tcounts", "ioctls", "cache", "counters")
-_PROBES = (("raw", b"sys_exit"), ("raw", b"sched_switch"), ("tp", b"sched:sched_process_fork"),
-           ("tp", b"sched:sched_process_exec"), ("tp", b"sched:sched_process_exit"))
+
+
+def _u32(v: int) -> bytes:
+    return bytes(ct.c_uint32(v))
 
 
 class EbpfBackend(Backend):
     name = "ebpf"
 
-    def __init__(self, poll_ms: int = 100) -> None:
+    def __init__(self, poll_ms: int = 100, loader: Optional[str] = None) -> None:
         super().__init__()
         self.poll_ms = poll_ms
+        self.loaders = (loader,) if loader else None
+        self.loader: Optional[str] = None        # the one that loaded the program
+        self.notes: List[str] = []
         self.attach_s: Optional[float] = None
+        self.load_s: Optional[float] = None
         self.events_read = 0
-        self._bpf: Any = None
+        self._prog: Optional[Program] = None
+        self._gen = 0                                     # the "gen" map's value
         self._emit: Optional[Emit] = None
         self._targets: Optional[TargetSet] = None
         self._clock = Clock()
@@ -81,22 +95,30 @@ class EbpfBackend(Backend):
 
     # ------------------------------------------------------------------ contract
     def check(self) -> Optional[str]:
-        return ebpf_problem()
+        return ebpf_problem(self.loaders)
+
+    def describe(self) -> str:
+        """How it would record here, for the line saying which backends run and why."""
+        name, _ = choose(self.loaders)
+        return f"kernel tracepoints through {describe_loader(name)}" if name else \
+            "kernel tracepoints"
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
-        if self._bpf is not None or self._stopping:
+        if self._prog is not None or self._stopping:
             raise RuntimeError("EbpfBackend.start called twice")
-        from bcc import BPF  # noqa: WPS433 (see the module doc)
         self._emit, self._targets = emit, targets
-        cflags = compile_flags()
         t0 = time.monotonic()
-        self._bpf = BPF(text=L.program_text().encode(), cflags=cflags)
-        self.attach_s = time.monotonic() - t0
+        self._prog, fallback = load_hangtrace(self.loaders)
+        self.loader, self.load_s = self._prog.loader, self._prog.load_s
         try:
             self._setup(targets)
         except BaseException:
             self._cleanup()
             raise
+        self.attach_s = time.monotonic() - t0
+        self.notes = fallback + [f"eBPF: {describe_loader(self.loader)}; counting "
+                                 f"{self.attach_s:.2f} s after the start (load "
+                                 f"{self.load_s:.2f} s)"]
         self._reader = threading.Thread(target=self._read_loop, name="hangtrace-ebpf",
                                         daemon=True)
         self._reader.start()
@@ -112,10 +134,10 @@ class EbpfBackend(Backend):
             reader, self._reader = self._reader, None
             if reader is not None and reader is not threading.current_thread():
                 reader.join(timeout=10)
-            if self._bpf is not None and self._emit is not None:
+            if self._prog is not None and self._emit is not None:
                 try:
-                    self._detach()          # no call is counted or streamed after this
-                    self._bpf.ring_buffer_consume()
+                    self._prog.detach()     # no call is counted or streamed after this
+                    self._prog.consume()
                     self._resolve_exits(final=True)
                     self._final_events()
                 except Exception as e:  # noqa: BLE001 - detaching must still happen
@@ -127,44 +149,58 @@ class EbpfBackend(Backend):
 
     # ------------------------------------------------------------------ setup
     def _setup(self, targets: TargetSet) -> None:
-        b = self._bpf
-        kinds = b[b"kinds"]
+        assert self._prog is not None
+        kinds = self._prog.map("kinds")
         for nr, value in L.kinds_value(self._table).items():
-            kinds[ct.c_int(nr)] = ct.c_uint32(value)
+            kinds.set(_u32(nr), _u32(value))
         self._start_ts = time.time()
         self._clock = Clock()
         self._counts = CountEmitter(since=self._start_ts, epoch=self._clock.epoch,
                                     name=syscall_name, fd_info=self._fd_info)
         seen: Set[int] = set()
         # Twice: a process forked between the first scan and the fill is only in the second
-        # (after the fill, the fork tracepoint catches every new child).
+        # (after the fill, the fork tracepoint catches every new child); the second reads
+        # the stat of the processes that appeared since the first only.
+        tree: Dict[int, List[int]] = {}
+        listed: Set[int] = set()
         for _ in range(2):
+            for pid in procfs.list_pids():
+                st = procfs.read_stat(pid) if pid not in listed else None
+                listed.add(pid)
+                if st is not None:
+                    tree.setdefault(st.ppid, []).append(pid)
             pids = targets.pids()
-            pids = sorted(p for p in set(pids) | set(procfs.descendants(pids))
+            pids = sorted(p for p in set(pids) | set(procfs.descendants(pids, tree=tree))
                           if not targets.excluded(p))
             for pid in pids:
                 if pid not in seen:
                     targets.add(pid)
-                    self._mark(b"procs", pid, True)
+                    self._mark("procs", pid, True)
             for pid in pids:
                 if pid not in seen:
                     seen.add(pid)
                     self._add_threads(pid)
-        b[b"events"].open_ring_buffer(self._on_event)
+        self._prog.open_ring("events", self._on_record)
 
-    def _mark(self, array: bytes, pid: int, on: bool) -> None:
-        """Set a pid-indexed u8 array ("procs" by tgid, "blocked" by tid)."""
-        if self._bpf is None:
+    def _mark(self, array: str, pid: int, on: bool) -> None:
+        """Set a pid-indexed u8 array ("procs" by tgid, "blocked" by tid). After a change of
+        "procs", gen[HT_GEN_USER] moves on: the per-CPU caches of whether the current task is
+        followed were decided before it, and are decided again (hangtrace.h, ht_cache.cur_*)."""
+        if self._prog is None:
             return
         try:
-            self._bpf[array][ct.c_int(pid)] = ct.c_uint8(1 if on else 0)
+            self._prog.map(array).set(_u32(pid), bytes([1 if on else 0]))
         except (IndexError, KeyError, OSError):
             if on:
                 self.errors.append(f"ebpf: pid {pid} is above pid_max: not followed")
+            return
+        if array == "procs":
+            self._gen += 1
+            self._prog.map("gen").set(_u32(L.HT_GEN_USER), bytes(ct.c_uint64(self._gen)))
 
     def _add_threads(self, pid: int) -> None:
-        assert self._emit is not None
-        threads = self._bpf[b"threads"]
+        assert self._emit is not None and self._prog is not None
+        threads = self._prog.map("threads")
         now_ns = self._clock.now_ns()
         for tid in procfs.list_tids(pid):
             s = procfs.read_thread_sample(pid, tid, ts=self._start_ts)
@@ -176,11 +212,9 @@ class EbpfBackend(Backend):
                 st.last_in_ns = now_ns      # on CPU (or about to be) from now on
             elif s.state in ("S", "D"):
                 st.blocked_ns = now_ns      # asleep since before the attach: dated from it
-            key = ct.c_uint32(tid)
-            if key not in threads:   # the kernel may have created it already (a switch)
-                threads[key] = threads.Leaf.from_buffer_copy(bytes(st))
-                if st.blocked_ns:
-                    self._mark(b"blocked", tid, True)
+            # the kernel may have created it already (a switch): then it is left as it is
+            if threads.set(_u32(tid), bytes(st), only_new=True) and st.blocked_ns:
+                self._mark("blocked", tid, True)
             self._emit(s)
 
     def _fd_info(self, pid: int, fd: int) -> Optional[ev.FdInfo]:
@@ -193,7 +227,8 @@ class EbpfBackend(Backend):
         self._next_counts = time.monotonic() + COUNTS_EVERY_S
         while not self._quit.is_set():
             try:
-                self._bpf.ring_buffer_poll(self.poll_ms)
+                assert self._prog is not None
+                self._prog.poll(self.poll_ms)
                 if self._pending_exits:
                     self._resolve_exits()
                 if time.monotonic() >= self._next_counts:
@@ -203,8 +238,9 @@ class EbpfBackend(Backend):
                 self.errors.append(f"ebpf: reader failed: {type(e).__name__}: {e}")
                 return
 
-    def _maps(self) -> Dict[str, Any]:
-        return {name: self._bpf[name.encode()] for name in _MAPS}
+    def _maps(self) -> Dict[str, MapView]:
+        assert self._prog is not None
+        return {name: self._prog.map(name) for name in _MAPS}
 
     def _emit_counts(self) -> None:
         assert self._counts is not None
@@ -214,9 +250,11 @@ class EbpfBackend(Backend):
             if emit is not None:
                 emit(e)
 
-    def _on_event(self, ctx: Any, data: Any, size: int) -> int:
+    def _on_record(self, data: int, size: int) -> None:
         try:
-            e = ct.cast(data, ct.POINTER(L.HtEvent)).contents
+            if size < ct.sizeof(L.HtEvent):
+                raise ValueError(f"a {size}-byte record")
+            e = L.HtEvent.from_buffer_copy(ct.string_at(data, ct.sizeof(L.HtEvent)))
             self.events_read += 1
             if e.type == L.HT_EV_SYSCALL:
                 self._on_syscall(e)
@@ -229,7 +267,6 @@ class EbpfBackend(Backend):
         except Exception as exc:  # noqa: BLE001 - a bad record must not stop the reader
             if len(self.errors) < 20:
                 self.errors.append(f"ebpf: event dropped: {type(exc).__name__}: {exc}")
-        return 0
 
     def _on_syscall(self, e: L.HtEvent) -> None:
         dur_ns = e.exit_ns - e.enter_ns
@@ -250,15 +287,13 @@ class EbpfBackend(Backend):
             real = procfs.tgid_of(child)
             if real is not None and real != child:   # it was a thread after all
                 new_process, ctgid = False, real
-                self._mark(b"procs", child, False)
-                key = ct.c_uint32(child)
-                try:
-                    st = L.HtThread.from_buffer_copy(bytes(self._bpf[b"threads"][key]))
+                self._mark("procs", child, False)
+                threads = self._prog.map("threads") if self._prog is not None else None
+                raw = threads.get(_u32(child)) if threads is not None else None
+                if threads is not None and raw is not None:
+                    st = L.HtThread.from_buffer_copy(raw)
                     st.tgid = real
-                    self._bpf[b"threads"][key] = self._bpf[b"threads"].Leaf.from_buffer_copy(
-                        bytes(st))
-                except KeyError:
-                    pass
+                    threads.set(_u32(child), bytes(st))
         ts = self._clock.epoch(e.enter_ns)
         self._born[child] = ts
         assert self._emit is not None and self._targets is not None
@@ -308,7 +343,7 @@ class EbpfBackend(Backend):
             if pid in self._exited or emit is None:
                 continue
             self._exited.add(pid)
-            self._mark(b"procs", pid, False)
+            self._mark("procs", pid, False)
             status, sig, core = None, None, False
             if st is not None and st.exit_code is not None and st.state in ("Z", "X"):
                 status, sig, core = decode_wait_status(st.exit_code)
@@ -316,17 +351,6 @@ class EbpfBackend(Backend):
                                 core_dumped=core))
 
     # ------------------------------------------------------------------ stop
-    def _detach(self) -> None:
-        b = self._bpf
-        for how, name in _PROBES:
-            try:
-                if how == "raw":
-                    b.detach_raw_tracepoint(tp=name)
-                else:
-                    b.detach_tracepoint(tp=name)
-            except Exception:  # noqa: BLE001 - cleanup() detaches whatever is left
-                pass
-
     def _final_events(self) -> None:
         from .final import StopContext, final_events
         assert self._emit is not None and self._targets is not None and self._counts
@@ -345,9 +369,9 @@ class EbpfBackend(Backend):
         self.errors.extend(errors)
 
     def _cleanup(self) -> None:
-        b, self._bpf = self._bpf, None
-        if b is not None:
+        prog, self._prog = self._prog, None
+        if prog is not None:
             try:
-                b.cleanup()   # detaches every tracepoint, closes map and program fds
+                prog.close()   # detaches every tracepoint, closes map and program fds
             except Exception as e:  # noqa: BLE001
                 self.errors.append(f"ebpf: cleanup failed: {type(e).__name__}: {e}")

@@ -7,7 +7,7 @@ Contract:
   reads again (at most 4 times, then keeps the last picture: counts later come out right).
   A thread (a tid in a tgid: pid numbers are reused) is its map entries plus the cache of
   every CPU it owns; ``threads`` is keyed (tgid, tid). ``maps`` is a
-  mapping name -> BCC table (tests pass lists of ctypes (key, value) pairs, and {0: caches}).
+  mapping name -> loader.MapView (either loader's; the hash maps read in batches).
 - ``CountEmitter.events(snapshot, ts)`` turns a snapshot into one ThreadCounts per thread whose
   counts changed since the last call (all of them with ``every=True``): names from the
   syscall table, fd kinds/targets from the FdCache (re-read from /proc at most once a second
@@ -18,13 +18,13 @@ Nothing here writes to the kernel maps.
 """
 from __future__ import annotations
 
-import ctypes as ct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .... import events as ev
 from ....events.counts import ThreadCounts
 from . import layout as L
+from .loader import MapView
 
 __all__ = ["ThreadTotals", "KernelSnapshot", "CountEmitter", "CATEGORY_KEYS"]
 
@@ -39,7 +39,8 @@ CATEGORY_KEYS = {
     L.HT_CAT_POLL_INFINITE: ("polls", "infinite"),
     L.HT_CAT_ACCEPTS: ("accepts", ""),
 }
-_FD_SUMS = ("writes", "wbytes", "wsmall", "wsbytes", "reads", "rbytes")
+_KEY0 = bytes(4)   # the per-CPU cache's one key (u32 0)
+_FD_SUMS = ("writes", "wbytes", "wsmall", "wsbytes", "reads", "rbytes")   # the others: min/max
 
 
 @dataclass
@@ -74,23 +75,9 @@ class ThreadTotals:
         d["last_ns"] = max(d["last_ns"], src["last_ns"])
 
 
-def _fd_fields(f: Any, i: Optional[int] = None) -> Dict[str, int]:
-    """ht_fd fields of a map value (i None) or of cache slot i."""
-    names = ("writes", "wbytes", "wmin", "wmax", "wsmall", "wsbytes", "reads", "rbytes",
-             "first_ns", "last_ns")
-    if i is None:
-        return {n: int(getattr(f, n)) for n in names}
-    return {n: int(getattr(f, "f_" + n)[i]) for n in names}
-
-
-def _items(table: Any) -> List[Tuple[Any, Any]]:
-    """(key, value) pairs of a BCC hash table, in one batch syscall where the kernel allows."""
-    if isinstance(table, (list, tuple)):   # tests: (key, value) pairs
-        return list(table)
-    try:
-        return list(table.items_lookup_batch())
-    except Exception:  # noqa: BLE001 - older kernels/BCC: one lookup per key
-        return list(table.items())
+def _fd_fields(f: Any) -> Dict[str, int]:
+    """ht_fd fields of a map value or of a cache slot (struct ht_fslot: the same names)."""
+    return {n: int(getattr(f, n)) for n in L.FD_FIELDS}
 
 
 class KernelSnapshot:
@@ -107,16 +94,13 @@ class KernelSnapshot:
         return t
 
     @staticmethod
-    def _caches(maps: Mapping[str, Any]) -> List[L.HtCache]:
-        table = maps["cache"]
-        if isinstance(table, dict):
-            return list(table[0])
-        return [L.HtCache.from_buffer_copy(bytes(v)) for v in table.getvalue(ct.c_int(0))]
+    def _caches(maps: Mapping[str, MapView]) -> List[L.HtCache]:
+        return [L.HtCache.from_buffer_copy(v) for v in maps["cache"].percpu(_KEY0)]
 
-    def read(self, maps: Mapping[str, Any]) -> "KernelSnapshot":
+    def read(self, maps: Mapping[str, MapView]) -> "KernelSnapshot":
         for attempt in range(4):
             before = self._caches(maps)
-            rows = {name: _items(maps[name]) for name in ("aggr", "fds", "tcounts", "ioctls")}
+            rows = {name: maps[name].items() for name in ("aggr", "fds", "tcounts", "ioctls")}
             after = self._caches(maps)
             stable = all(a.seq == b.seq and a.seq % 2 == 0 for a, b in zip(before, after))
             if stable or attempt == 3:
@@ -125,32 +109,32 @@ class KernelSnapshot:
                 return self
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _fill(self, rows: Dict[str, List[Tuple[Any, Any]]], caches: List[L.HtCache]) -> None:
+    def _fill(self, rows: Dict[str, List[Tuple[bytes, bytes]]], caches: List[L.HtCache]) -> None:
         self.threads = {}
         for k, v in rows["aggr"]:
-            key, agg = L.HtAggKey.from_buffer_copy(bytes(k)), L.HtAgg.from_buffer_copy(bytes(v))
+            key, agg = L.HtAggKey.from_buffer_copy(k), L.HtAgg.from_buffer_copy(v)
             self._t(key.tid, key.tgid).add_call(key.nr, agg.count, agg.streamed, agg.ns)
         for k, v in rows["fds"]:
-            key, f = L.HtFdKey.from_buffer_copy(bytes(k)), L.HtFd.from_buffer_copy(bytes(v))
+            key, f = L.HtFdKey.from_buffer_copy(k), L.HtFd.from_buffer_copy(v)
             self._t(key.tid, key.tgid).add_fd(key.fd, _fd_fields(f))
         for k, v in rows["tcounts"]:
-            key, tc = L.HtTkey.from_buffer_copy(bytes(k)), L.HtTcount.from_buffer_copy(bytes(v))
+            key, tc = L.HtTkey.from_buffer_copy(k), L.HtTcount.from_buffer_copy(v)
             t = self._t(key.tid, key.tgid)
             for i in range(L.HT_NCATS):
                 t.cats[i] += tc.cat[i]
         for k, v in rows["ioctls"]:
-            key, io = L.HtIocKey.from_buffer_copy(bytes(k)), L.HtIoc.from_buffer_copy(bytes(v))
+            key, io = L.HtIocKey.from_buffer_copy(k), L.HtIoc.from_buffer_copy(v)
             t = self._t(key.tid, key.tgid)
             t.ioctls[(key.fd, key.request)] = t.ioctls.get((key.fd, key.request), 0) + io.count
         for c in caches:
             if not c.tid:
                 continue
             t = self._t(c.tid, c.tgid)
-            for i in range(L.HT_SLOTS):
-                if c.c_count[i]:
-                    t.add_call(c.c_nr[i], c.c_count[i], c.c_streamed[i], c.c_ns[i])
-            for i in range(L.HT_FD_SLOTS):
-                t.add_fd(c.f_fd[i], _fd_fields(c, i))
+            for slot in c.c:
+                if slot.count:
+                    t.add_call(slot.nr, slot.count, slot.streamed, slot.ns)
+            for fslot in c.f:
+                t.add_fd(fslot.fd, _fd_fields(fslot))
             for i in range(L.HT_NCATS):
                 t.cats[i] += c.cat[i]
 

@@ -1,41 +1,76 @@
-"""CUDA graph calls of the traced tree, counted by uprobes on libcuda (BCC; bpf/cuda_graph.bpf.c).
+"""CUDA graph calls of the traced tree, counted by uprobes on libcuda (bpf/cuda_graph.bpf.c,
+loaded as the eBPF backend loads its program: the CO-RE object with libbpf, else BCC).
 
 Contract (on top of base.py):
-- ``check()`` returns None when uprobes can be loaded here (root or CAP_BPF+CAP_PERFMON, BCC
-  importable, kernel headers), else one line why not. ``bcc`` is imported only inside
-  ``check``/``start``.
+- ``CudaUprobeBackend(loader=None)``: as EbpfBackend's ``loader``.
+- ``check()`` returns None when a loader can load the uprobe program here (env.choose for
+  bpf/cuda_graph), else one line why not. Nothing is loaded to decide.
 - ``start(targets, emit)`` finds the libcuda each traced process maps (/proc/PID/maps, read
-  through /proc/PID/root so a container's library is probed), compiles the program and attaches
+  through /proc/PID/root so a container's library is probed), loads the program and attaches
   on_begin / on_end / on_launch to the library's cuStreamBeginCapture*, cuStreamEndCapture*
-  and cuGraphLaunch* symbols (uprobes attach to the file's inode, for every process that maps
-  it; the program counts only the tgids in its "tgids" map, which a thread keeps equal to
+  and cuGraphLaunch* symbols (read from the file: linux/elfsyms.py; one probe per address,
+  aliases skipped; uprobes attach to the file's inode, for every process that maps it; the
+  program counts only the tgids in its "tgids" map, which a thread keeps equal to
   ``targets`` every ``SYNC_S``). When no traced process maps libcuda at start, nothing is
   loaded (a library loaded later is not probed).
 - ``stop()`` (idempotent) emits one ``CudaGraphCalls`` per thread that made such a call and
-  detaches every probe (BPF.cleanup). Times are converted from CLOCK_MONOTONIC to epoch.
+  detaches every probe (closes the program). Times are converted from CLOCK_MONOTONIC to epoch.
 - A backend that saw nothing emits nothing else: the counts are evidence, never a verdict.
 """
 from __future__ import annotations
 
 import ctypes as ct
 import os
+import re
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from ....events.evidence import CudaGraphCalls, EvidenceNote
+from ....linux.elfsyms import function_symbols
 from ...evidence.libs import identify, parse_maps
 from ..base import Backend, Emit, TargetSet
-from .env import CFLAGS, bcc_problem
-from .layout import BPF_DIR
+from .env import ebpf_problem
+from .loader import Program
+from .programs import load_cuda_graph
 
-__all__ = ["CudaUprobeBackend", "PROGRAM", "SYMBOLS", "libcuda_paths", "with_cuda_uprobes"]
+__all__ = ["CudaUprobeBackend", "SYMBOLS", "libcuda_paths", "with_cuda_uprobes", "probe_sites"]
 
-PROGRAM = BPF_DIR / "cuda_graph.bpf.c"
 SYMBOLS = [("on_begin", r"^cuStreamBeginCapture(_v2)?(ToGraph)?(_ptsz)?$"),
            ("on_end", r"^cuStreamEndCapture(_ptsz)?$"),
            ("on_launch", r"^cuGraphLaunch(_ptsz)?$")]
 SYNC_S = 0.5
+
+
+class CgCount(ct.Structure):
+    """struct cg_count of bpf/cuda_graph.bpf.c (value of "counts", key tgid << 32 | tid)."""
+    _fields_ = [("begins", ct.c_uint64), ("ends", ct.c_uint64), ("launches", ct.c_uint64),
+                ("last_begin_ns", ct.c_uint64), ("last_end_ns", ct.c_uint64)]
+
+
+class CgStreamKey(ct.Structure):
+    """struct cg_stream_key."""
+    _fields_ = [("tgid", ct.c_uint32), ("pad", ct.c_uint32), ("stream", ct.c_uint64)]
+
+
+class CgStream(ct.Structure):
+    """struct cg_stream."""
+    _fields_ = [("tid", ct.c_uint32), ("capturing", ct.c_uint32), ("ts_ns", ct.c_uint64)]
+
+
+def probe_sites(path: str) -> List[Tuple[str, str, int]]:
+    """(program, symbol, file offset) for every graph symbol ``path`` defines, one per
+    address (module doc)."""
+    syms = function_symbols(path)
+    out = []
+    for fn, regex in SYMBOLS:
+        seen: Set[int] = set()
+        for name in sorted(syms):
+            addr, offset = syms[name]
+            if re.match(regex, name) and addr not in seen:
+                seen.add(addr)
+                out.append((fn, name, offset))
+    return out
 
 
 def libcuda_paths(pids: List[int], root: str = "/proc") -> Dict[str, str]:
@@ -57,9 +92,10 @@ def libcuda_paths(pids: List[int], root: str = "/proc") -> Dict[str, str]:
 class CudaUprobeBackend(Backend):
     name = "cuda-uprobes"
 
-    def __init__(self) -> None:
+    def __init__(self, loader: Optional[str] = None) -> None:
         super().__init__()
-        self._bpf: Any = None
+        self.loaders = (loader,) if loader else None
+        self._prog: Optional[Program] = None
         self._emit: Optional[Emit] = None
         self._targets: Optional[TargetSet] = None
         self._since = 0.0
@@ -71,12 +107,8 @@ class CudaUprobeBackend(Backend):
         self.attached = 0
 
     def check(self) -> Optional[str]:
-        why = bcc_problem("CUDA uprobes")
-        if why:
-            return why
-        if not PROGRAM.exists():
-            return f"BPF program missing: {PROGRAM}"
-        return None
+        why = ebpf_problem(self.loaders, objects=("cuda_graph",))
+        return f"CUDA uprobes: {why}" if why else None
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
         self._emit, self._targets = emit, targets
@@ -85,20 +117,12 @@ class CudaUprobeBackend(Backend):
         libs = libcuda_paths(targets.pids())
         if not libs:           # no CUDA in the tree: nothing to count, nothing missing
             return
-        from bcc import BPF  # noqa: WPS433 (see the module doc)
-        self._bpf = BPF(src_file=str(PROGRAM).encode(), cflags=CFLAGS)
+        self._prog, self.notes = load_cuda_graph(self.loaders)
         try:
             for path in libs.values():
-                for fn, regex in SYMBOLS:
-                    # .symtab and .dynsym both list a symbol: one probe per address
-                    seen = set()
-                    for sym, addr in BPF.get_user_functions_and_addresses(path.encode(),
-                                                                            regex.encode()):
-                        if addr in seen:
-                            continue
-                        seen.add(addr)
-                        self._bpf.attach_uprobe(name=path.encode(), sym=sym, fn_name=fn.encode())
-                        self.attached += 1
+                for fn, sym, offset in probe_sites(path):
+                    self._prog.attach_uprobe(fn, path, sym, offset)
+                    self.attached += 1
             if not self.attached:
                 emit(EvidenceNote(ts=self._since, what="cuda-uprobes",
                                   why="libcuda exports none of the graph capture symbols"))
@@ -112,11 +136,11 @@ class CudaUprobeBackend(Backend):
 
     def _sync(self) -> None:
         """Make the "tgids" map equal to the targets (new children followed)."""
-        if self._bpf is None or self._targets is None:
+        if self._prog is None or self._targets is None:
             return
-        tg = self._bpf[b"tgids"]
+        tg = self._prog.map("tgids")
         for pid in set(self._targets.pids()) - self._synced:
-            tg[ct.c_uint32(pid)] = ct.c_uint8(1)
+            tg.set(bytes(ct.c_uint32(pid)), b"\x01")
             self._synced.add(pid)
 
     def _loop(self) -> None:
@@ -134,14 +158,16 @@ class CudaUprobeBackend(Backend):
     def _final_events(self) -> List[CudaGraphCalls]:
         now = time.time()
         open_by_tid: Dict[int, List[str]] = {}
-        for k, v in self._bpf[b"streams"].items():
+        assert self._prog is not None
+        for kraw, vraw in self._prog.map("streams").items():
+            k, v = CgStreamKey.from_buffer_copy(kraw), CgStream.from_buffer_copy(vraw)
             if v.capturing:
                 open_by_tid.setdefault(int(v.tid), []).append(hex(int(k.stream)))
         out = []
-        for k, v in self._bpf[b"counts"].items():
-            key = int(k.value)
+        for kraw, vraw in self._prog.map("counts").items():
+            key = ct.c_uint64.from_buffer_copy(kraw).value
             pid, tid = key >> 32, key & 0xFFFFFFFF
-            c = v
+            c = CgCount.from_buffer_copy(vraw)
             out.append(CudaGraphCalls(
                 ts=now, pid=pid, tid=tid, since=self._since, begins=int(c.begins),
                 ends=int(c.ends), launches=int(c.launches),
@@ -151,10 +177,10 @@ class CudaUprobeBackend(Backend):
         return out
 
     def _cleanup(self) -> None:
-        b, self._bpf = self._bpf, None
-        if b is not None:
+        prog, self._prog = self._prog, None
+        if prog is not None:
             try:
-                b.cleanup()
+                prog.close()
             except Exception as exc:
                 self.errors.append(f"cuda-uprobes: detach failed: {exc}")
 
@@ -165,7 +191,7 @@ class CudaUprobeBackend(Backend):
             t.join(timeout=5)
         with self._lock:
             try:
-                if self._bpf is not None and self._emit is not None:
+                if self._prog is not None and self._emit is not None:
                     for e in self._final_events():
                         self._emit(e)
             except Exception as exc:  # detaching must still happen
@@ -176,11 +202,13 @@ class CudaUprobeBackend(Backend):
 
 
 def with_cuda_uprobes(backends: List[Backend], why: str) -> Tuple[List[Backend], str]:
-    """Add this backend beside the eBPF one when it can load (session.choose_backends)."""
-    if not any(b.name == "ebpf" for b in backends):
+    """Add this backend beside the eBPF one when it can load (session.choose_backends),
+    through the loader the eBPF backend may use."""
+    ebpf = next((b for b in backends if b.name == "ebpf"), None)
+    if ebpf is None:
         return backends, why
-    cu = CudaUprobeBackend()
+    loaders = getattr(ebpf, "loaders", None)
+    cu = CudaUprobeBackend(loader=loaders[0] if loaders else None)
     if cu.check() is not None:       # needs what eBPF needs: rare to fail when eBPF runs
         return backends, why
     return backends + [cu], why + "; libcuda uprobes where it is loaded"
-

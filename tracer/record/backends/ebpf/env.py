@@ -1,24 +1,51 @@
-"""What the eBPF backend needs of the machine, and how its program is compiled.
+"""What the eBPF backend needs of the machine, per loader, and how BCC compiles the program.
 
 Contract:
-- ``ebpf_problem()``: None when the program can load here, else one line saying why (root or
-  CAP_BPF+CAP_PERFMON, BCC importable, kernel headers, tracefs: mounted by
-  tracer/linux/tracefs.py when missing and we may). It imports ``bcc`` to check it.
+- ``core_problem(objects)``: None when libbpf can load the CO-RE objects bpf/NAME.bpf.o here
+  (root or CAP_BPF+CAP_PERFMON; libbpf.so.1 >= 1.0; the kernel's BTF at
+  /sys/kernel/btf/vmlinux; BPF raw tracepoints and the ring buffer, probed through libbpf;
+  the objects built: scripts/build_bpf.py), else one line why not.
+- ``bcc_problem(what)``: None when BCC can compile and load here (the privileges, BCC
+  importable, kernel headers), else one line naming ``what`` needs it.
+- ``loader_problems(names, objects)`` -> {loader: None, or one line why it cannot load
+  ``objects`` here}; ``choose(names, objects)`` -> (the first of ``names``, default
+  loader.preferred(), that can, and a line naming it and why the ones before it cannot), or
+  (None, the reasons). ``describe_loader(name)``: "libbpf 1.1.2 (CO-RE object)", "BCC ...".
+- ``ebpf_problem(loaders)``: None when the loader ``--backend ebpf`` would use can load
+  (choose); for BCC also tracefs (its trace events need it: mounted by
+  tracer/linux/tracefs.py when missing and we may). It imports ``bcc`` only to check it.
+Nothing here loads a program: the checks are cheap.
 - ``compile_flags()``: BCC's cflags for bpf/hangtrace.bpf.c on this machine (the pid arrays
-  sized from kernel.pid_max, futex command masks from tracer/linux/futex.py, group_dead when
-  the running kernel's sched_process_exit has it).
+  sized from kernel.pid_max, the settings of ht_dialect.bpf.h as -D flags, group_dead when the
+  running kernel's sched_process_exit has it).
+- ``pid_max()``, ``settings()``: what both loaders put into the program.
 """
 from __future__ import annotations
 
 import os
-from typing import List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ....linux.tracefs import TRACEFS_DIRS, ensure_tracefs, find_tracefs
 from . import layout as L
+from .loader import LOADERS, preferred
+from .source import BPF_DIR, object_path
 
-__all__ = ["ebpf_problem", "bcc_problem", "compile_flags", "CFLAGS"]
+__all__ = ["ebpf_problem", "bcc_problem", "core_problem", "compile_flags", "CFLAGS",
+           "pid_max", "settings", "BTF_VMLINUX", "privilege_problem", "loader_problems",
+           "choose", "describe_loader", "TRACEPOINT_COST"]
 
 _CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
+# What a syscall tracepoint costs the rest of the machine (doctor and README say it; measured
+# with bench/overhead.py, mode "bystander": an untraced sysloop while hangtrace records another
+# process; bench/results/overhead-vm.txt, two series on the 2-core development VM, 2026-12-01).
+TRACEPOINT_COST = ("while the eBPF backend records, the syscall tracepoint slows every "
+                   "process on the machine, not only the traced tree: every syscall takes "
+                   "the kernel's slow path and runs the program's tgid check. Measured "
+                   "(bench/overhead.py, 2-core VM, kernel 6.18): an untraced loop of cheap "
+                   "syscalls ran 1.38-1.44x its CPU time, about 0.14 us more per syscall; "
+                   "processes that make few syscalls pay little.")
+BTF_VMLINUX = "/sys/kernel/btf/vmlinux"
+_BPF_MAP_TYPE_RINGBUF, _BPF_PROG_TYPE_RAW_TRACEPOINT = 27, 17
 # BCC compiles against /lib/modules/$(uname -r)/build, possibly another kernel's headers (6.1
 # headers on 6.18): silence what their macros trigger with BCC's clang.
 CFLAGS = ["-Wno-macro-redefined", "-Wno-unknown-warning-option",
@@ -38,7 +65,7 @@ def _cap_eff() -> int:
     return 0
 
 
-def _pid_max() -> int:
+def pid_max() -> int:
     """Size of the pid-indexed arrays: every pid is below kernel.pid_max."""
     try:
         with open("/proc/sys/kernel/pid_max") as f:
@@ -47,16 +74,29 @@ def _pid_max() -> int:
         return 4194304   # PID_MAX_LIMIT on 64-bit
 
 
+def settings() -> Dict[str, int]:
+    """The HT_SETTING values of bpf/hangtrace.bpf.c (ht_dialect.bpf.h)."""
+    wait_mask, wake_mask = L.futex_masks()
+    return {"futex_wait_mask": wait_mask, "futex_wake_mask": wake_mask}
+
+
 def _admin() -> bool:
     return os.geteuid() == 0 or bool(_cap_eff() >> _CAP_SYS_ADMIN & 1)
+
+
+def privilege_problem(what: str = "eBPF") -> Optional[str]:
+    caps = _cap_eff()
+    if not _admin() and not (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1):
+        return f"{what} needs root (or CAP_BPF and CAP_PERFMON): run with sudo"
+    return None
 
 
 def bcc_problem(what: str = "eBPF") -> Optional[str]:
     """Why BCC cannot load a program here (one line, naming ``what`` needs it), or None: the
     privileges, BCC itself, kernel headers. Shared by the eBPF and the CUDA uprobe backends."""
-    caps = _cap_eff()
-    if not _admin() and not (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1):
-        return f"{what} needs root (or CAP_BPF and CAP_PERFMON): run with sudo"
+    why = privilege_problem(what)
+    if why:
+        return why
     try:
         import bcc  # noqa: F401  (imported here only: see the module doc)
     except Exception as e:  # ImportError, or a broken libbcc
@@ -69,23 +109,83 @@ def bcc_problem(what: str = "eBPF") -> Optional[str]:
     return None
 
 
-def ebpf_problem() -> Optional[str]:
-    """Why the eBPF backend cannot load here (one line), or None."""
-    why = bcc_problem("eBPF")
+def core_problem(objects: Sequence[str] = ("hangtrace",), what: str = "eBPF") -> Optional[str]:
+    """Why libbpf cannot load the CO-RE objects here (module doc), or None."""
+    why = privilege_problem(what)
     if why:
         return why
-    found, why = ensure_tracefs(may_mount=_admin())
-    if found is None:
+    from . import libbpf
+    try:
+        lib = libbpf.library()
+    except libbpf.LibbpfMissing as exc:
+        return str(exc)
+    if not os.path.exists(BTF_VMLINUX):
+        return (f"no kernel BTF ({BTF_VMLINUX}): CO-RE needs a kernel built with "
+                "CONFIG_DEBUG_INFO_BTF=y")
+    if lib.libbpf_probe_bpf_prog_type(_BPF_PROG_TYPE_RAW_TRACEPOINT, None) != 1:
+        return "the kernel has no BPF raw tracepoints (4.17+)"
+    if lib.libbpf_probe_bpf_map_type(_BPF_MAP_TYPE_RINGBUF, None) != 1:
+        return "the kernel has no BPF ring buffer (5.8+)"
+    for name in objects:
+        if not object_path(name).exists():
+            return (f"{object_path(name)} not built: python scripts/build_bpf.py "
+                    "(needs clang and libbpf-dev)")
+    return None
+
+
+def loader_problems(names: Sequence[str] = LOADERS,
+                    objects: Sequence[str] = ("hangtrace",)) -> Dict[str, Optional[str]]:
+    """Why each loader cannot load ``objects`` here (None: it can)."""
+    out: Dict[str, Optional[str]] = {}
+    for name in names:
+        if name == "libbpf":
+            out[name] = core_problem(objects)
+        elif name == "bcc":
+            out[name] = bcc_problem()
+        else:
+            out[name] = f"unknown eBPF loader {name!r} (libbpf, bcc)"
+    return out
+
+
+def describe_loader(name: str) -> str:
+    if name == "libbpf":
+        from . import libbpf
+        return f"libbpf {libbpf.version()} (CO-RE object)"
+    return "BCC (compiled at attach)"
+
+
+def choose(names: Optional[Sequence[str]] = None,
+           objects: Sequence[str] = ("hangtrace",)) -> Tuple[Optional[str], str]:
+    """(the first loader of ``names`` that can load here, why), or (None, why none can)."""
+    names = tuple(names or preferred())
+    problems = loader_problems(names, objects)
+    for i, name in enumerate(names):
+        if problems[name] is None:
+            before = [f"{n}: {problems[n]}" for n in names[:i]]
+            return name, describe_loader(name) + (f" (not {'; '.join(before)})"
+                                                  if before else "")
+    if len(names) == 1:
+        return None, str(problems[names[0]])
+    return None, "; ".join(f"{n}: {problems[n]}" for n in names)
+
+
+def ebpf_problem(loaders: Optional[Sequence[str]] = None,
+                 objects: Sequence[str] = ("hangtrace",)) -> Optional[str]:
+    """Why ``objects`` cannot load here with ``loaders`` (default: loader.preferred()), one
+    line, or None."""
+    name, why = choose(loaders, objects)
+    if name is None:
         return why
-    if not L.PROGRAM.exists():
-        return f"BPF program missing: {L.PROGRAM}"
+    if name == "bcc":
+        found, twhy = ensure_tracefs(may_mount=_admin())
+        if found is None:
+            return twhy
     return None
 
 
 def compile_flags() -> List[str]:
-    wait_mask, wake_mask = L.futex_masks()
-    cflags = ["-I" + str(L.BPF_DIR), *CFLAGS, f"-DHT_PID_MAX={_pid_max()}",
-              f"-DHT_FUTEX_WAIT_MASK={wait_mask}", f"-DHT_FUTEX_WAKE_MASK={wake_mask}"]
+    cflags = ["-I" + str(BPF_DIR), *CFLAGS, "-DHT_BCC", f"-DHT_PID_MAX={pid_max()}"]
+    cflags += [f"-DHT_SET_{name}={value}" for name, value in settings().items()]
     tfs = find_tracefs() or TRACEFS_DIRS[0]
     try:
         with open(f"{tfs}/events/sched/sched_process_exit/format") as f:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes as ct
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Dict, List, Mapping, Tuple
 
 from .... import events as ev
 from ....linux import procfs
@@ -27,13 +27,14 @@ from . import layout as L
 from .convert import Clock, Converter
 from .counts import CountEmitter, KernelSnapshot
 from .inflight import MemReader, ongoing_call, read_mem
+from .loader import MapView
 
 __all__ = ["StopContext", "final_events"]
 
 
 @dataclass
 class StopContext:
-    maps: Mapping[str, Any]                      # BPF tables by name (read only)
+    maps: Mapping[str, MapView]                  # BPF maps by name (read only)
     clock: Clock
     conv: Converter
     kinds: Dict[int, int]                        # nr -> kind (ebpf_layout.kinds_for)
@@ -47,11 +48,16 @@ class StopContext:
     errors: List[str] = field(default_factory=list)
 
 
-def _threads(maps: Mapping[str, Any]) -> Dict[int, L.HtThread]:
+def _threads(maps: Mapping[str, MapView]) -> Dict[int, L.HtThread]:
     out = {}
     for k, v in maps["threads"].items():
-        out[ct.c_uint32.from_buffer_copy(bytes(k)).value] = L.HtThread.from_buffer_copy(bytes(v))
+        out[ct.c_uint32.from_buffer_copy(k).value] = L.HtThread.from_buffer_copy(v)
     return out
+
+
+def _counter(maps: Mapping[str, MapView], idx: int) -> int:
+    raw = maps["counters"].get(bytes(ct.c_uint32(idx)))
+    return ct.c_uint64.from_buffer_copy(raw).value if raw else 0
 
 
 def final_events(ctx: StopContext) -> Tuple[List[ev.Event], List[str]]:
@@ -85,14 +91,13 @@ def final_events(ctx: StopContext) -> Tuple[List[ev.Event], List[str]]:
                 out.append(cpu)
     out.extend(ctx.exited_cpu)
     out.extend(samples.values())
-    counters = ctx.maps["counters"]
-    full = counters[ct.c_int(L.HT_C_RINGBUF_FULL)].value
+    full = _counter(ctx.maps, L.HT_C_RINGBUF_FULL)
     if full:
         out.append(ev.Lost(ts=stop_ts, count=int(full),
                            reason="eBPF ring buffer full: calls counted, their details lost"))
     for idx, what in ((L.HT_C_THREADS_FULL, "threads"), (L.HT_C_AGG_FULL, "syscall counts"),
                       (L.HT_C_FDS_FULL, "per-fd counts"), (L.HT_C_IOCTLS_FULL, "ioctl counts")):
-        n = counters[ct.c_int(idx)].value
+        n = _counter(ctx.maps, idx)
         if n:
             ctx.errors.append(f"ebpf: the kernel map for {what} was full {n} times")
     return out, ctx.errors

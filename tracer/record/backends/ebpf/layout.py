@@ -7,23 +7,18 @@ Contract:
 - ``kinds_for(table)`` maps a syscall number table (tracer/linux/syscall_table.py, for the running
   architecture) to the kind code the kernel program uses, so the BPF C holds no syscall
   numbers at all.
-- ``program_text()`` is bpf/hangtrace.bpf.c with its parts (``#include "ht_*.bpf.h"``) spliced
-  in: BCC rewrites map calls in the main source only, and each file stays small.
 - Pure: importable anywhere (no bcc, no root).
 """
 from __future__ import annotations
 
 import ctypes as ct
-import re
 from typing import Dict, Mapping, Tuple
 
 from ....analysis.accumulate.io_class import WAKEUP_MAX_BYTES
 from ....linux.futex import COMMANDS, WAIT_COMMANDS, WAKE_COMMANDS
-from ....resources import bpf_dir
+from .source import BPF_DIR
 
-BPF_DIR = bpf_dir()          # bpf/ in a checkout, tracer/bpf installed (tracer/resources.py)
 HEADER = BPF_DIR / "hangtrace.h"
-PROGRAM = BPF_DIR / "hangtrace.bpf.c"
 
 HT_EV_SYSCALL = 1
 HT_EV_FORK = 2
@@ -67,6 +62,9 @@ HT_C_AGG_FULL = 2
 HT_C_FDS_FULL = 3
 HT_C_IOCTLS_FULL = 4
 HT_NCOUNTERS = 8
+HT_GEN_USER = 0
+HT_GEN_KERNEL = 1
+HT_NGEN = 2
 HT_MAX_NR = 512
 HT_MAX_PFDS = 4
 HT_MAX_THREADS = 32768
@@ -112,20 +110,32 @@ class HtThread(ct.Structure):
     ]
 
 
-_U64x8, _U64x16 = ct.c_uint64 * 8, ct.c_uint64 * 16
+_U64x8 = ct.c_uint64 * 8
+
+
+class HtCslot(ct.Structure):
+    """struct ht_cslot: one syscall-number slot of the per-CPU cache."""
+    _fields_ = [("nr", ct.c_int32), ("win", ct.c_uint32), ("count", ct.c_uint64),
+                ("streamed", ct.c_uint64), ("ns", ct.c_uint64)]
+
+
+FD_FIELDS = ("writes", "wbytes", "wmin", "wmax", "wsmall", "wsbytes", "reads", "rbytes",
+             "first_ns", "last_ns")
+
+
+class HtFslot(ct.Structure):
+    """struct ht_fslot: one fd slot of the per-CPU cache (fields as struct ht_fd)."""
+    _fields_ = [("fd", ct.c_int32), ("pad", ct.c_uint32)] + [(n, ct.c_uint64) for n in FD_FIELDS]
 
 
 class HtCache(ct.Structure):
     """struct ht_cache: one CPU's cache of its last syscall-making thread's counts."""
     _fields_ = [
         ("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("seq", ct.c_uint32), ("pad", ct.c_uint32),
+        ("cur_tid", ct.c_uint32), ("cur_tgid", ct.c_uint32), ("cur_target", ct.c_uint32),
+        ("cur_kgen", ct.c_uint32), ("cur_ugen", ct.c_uint64), ("cur_regs", ct.c_uint64),
         ("last_switch_ns", ct.c_uint64), ("tick_j", ct.c_uint64), ("tick_ns", ct.c_uint64),
-        ("win_ns", ct.c_uint64), ("c_nr", ct.c_int32 * 16), ("c_win", ct.c_uint32 * 16),
-        ("c_count", _U64x16), ("c_streamed", _U64x16), ("c_ns", _U64x16),
-        ("f_fd", ct.c_int32 * 8), ("f_writes", _U64x8), ("f_wbytes", _U64x8),
-        ("f_wmin", _U64x8), ("f_wmax", _U64x8), ("f_wsmall", _U64x8), ("f_wsbytes", _U64x8),
-        ("f_reads", _U64x8), ("f_rbytes", _U64x8), ("f_first_ns", _U64x8),
-        ("f_last_ns", _U64x8), ("cat", _U64x8),
+        ("win_ns", ct.c_uint64), ("c", HtCslot * 16), ("f", HtFslot * 8), ("cat", _U64x8),
     ]
 
 
@@ -153,10 +163,7 @@ class HtFdKey(ct.Structure):
 
 class HtFd(ct.Structure):
     """struct ht_fd: per (tid, tgid, fd) writes/sends and reads/recvs."""
-    _fields_ = [("writes", ct.c_uint64), ("wbytes", ct.c_uint64), ("wmin", ct.c_uint64),
-                ("wmax", ct.c_uint64), ("wsmall", ct.c_uint64), ("wsbytes", ct.c_uint64),
-                ("reads", ct.c_uint64), ("rbytes", ct.c_uint64), ("first_ns", ct.c_uint64),
-                ("last_ns", ct.c_uint64)]
+    _fields_ = [(n, ct.c_uint64) for n in FD_FIELDS]
 
 
 class HtTcount(ct.Structure):
@@ -175,7 +182,8 @@ class HtIoc(ct.Structure):
     _fields_ = [("count", ct.c_uint64)]
 
 
-STRUCTS = {"ht_event": HtEvent, "ht_thread": HtThread, "ht_cache": HtCache,
+STRUCTS = {"ht_event": HtEvent, "ht_thread": HtThread, "ht_cslot": HtCslot,
+           "ht_fslot": HtFslot, "ht_cache": HtCache,
            "ht_tkey": HtTkey, "ht_agg_key": HtAggKey, "ht_agg": HtAgg, "ht_fd_key": HtFdKey, "ht_fd": HtFd,
            "ht_tcount": HtTcount, "ht_ioc_key": HtIocKey, "ht_ioc": HtIoc}
 
@@ -243,14 +251,6 @@ def futex_masks() -> Tuple[int, int]:
     wait = sum(1 << i for i, name in enumerate(COMMANDS) if name in WAIT_COMMANDS)
     wake = sum(1 << i for i, name in enumerate(COMMANDS) if name in WAKE_COMMANDS)
     return wait, wake
-
-
-_PART = re.compile(r'^#include "(ht_\w+\.bpf\.h)"$', re.M)
-
-
-def program_text() -> str:
-    """The BPF program as BCC compiles it (module doc)."""
-    return _PART.sub(lambda m: (BPF_DIR / m.group(1)).read_text(), PROGRAM.read_text())
 
 
 def constants() -> Dict[str, int]:

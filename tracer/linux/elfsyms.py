@@ -1,0 +1,59 @@
+"""The function symbols of an ELF shared object, with the file offsets a uprobe attaches to.
+
+Contract: ``function_symbols(path)`` -> {name: (address, file offset)} for every defined
+STT_FUNC / STT_GNU_IFUNC symbol of .dynsym and .symtab (ELF64 little-endian: x86_64 and
+aarch64); the offset is the address's place in the file (its section's sh_offset + the
+distance from sh_addr), what the kernel's uprobe API takes. A name listed twice keeps its
+first (.dynsym) entry; two names may share an address (aliases: the caller deduplicates).
+Raises ValueError for a file that is not such an ELF, OSError when it cannot be read.
+Pure: reads the file, nothing else (no pyelftools, no libelf).
+"""
+from __future__ import annotations
+
+import struct
+from typing import Dict, List, Tuple
+
+__all__ = ["function_symbols"]
+
+_SHT_SYMTAB, _SHT_DYNSYM = 2, 11
+_STT_FUNC, _STT_GNU_IFUNC = 2, 10
+_SHN_UNDEF, _SHN_LORESERVE = 0, 0xFF00
+_SHDR = struct.Struct("<IIQQQQIIQQ")     # Elf64_Shdr
+_SYM = struct.Struct("<IBBHQQ")          # Elf64_Sym
+
+
+def _sections(data: bytes) -> List[Tuple[int, ...]]:
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise ValueError("not a 64-bit little-endian ELF file")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    if shentsize != _SHDR.size or shoff + shnum * shentsize > len(data):
+        raise ValueError("ELF section headers out of the file")
+    return [_SHDR.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
+
+
+def function_symbols(path: str) -> Dict[str, Tuple[int, int]]:
+    """{name: (address, file offset)} of the functions ``path`` defines (module doc)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    sections = _sections(data)
+    out: Dict[str, Tuple[int, int]] = {}
+    for kind in (_SHT_DYNSYM, _SHT_SYMTAB):
+        for sh in sections:
+            if sh[1] != kind:
+                continue
+            _, _, _, _, off, size, link, _, _, entsize = sh
+            if entsize != _SYM.size or link >= len(sections) or off + size > len(data):
+                continue
+            strtab_off = sections[link][4]
+            for i in range(size // entsize):
+                name_off, info, _, shndx, value, _ = _SYM.unpack_from(data, off + i * entsize)
+                if info & 0xF not in (_STT_FUNC, _STT_GNU_IFUNC) or not value \
+                        or shndx == _SHN_UNDEF or shndx >= min(_SHN_LORESERVE, len(sections)):
+                    continue
+                end = data.find(b"\0", strtab_off + name_off)
+                name = data[strtab_off + name_off:end].decode("utf-8", "replace")
+                if name and name not in out:
+                    sec = sections[shndx]
+                    out[name] = (value, value - sec[3] + sec[4])
+    return out
