@@ -88,3 +88,13 @@ def pure_results() -> dict:
 def test_field_log_verdict_pure_python(truth_path: Path, pure_results: dict) -> None:
     truth = json.loads(truth_path.read_text())
     _check(truth, pure_results[truth["log"]])
+
+
+@pytest.mark.parametrize("log", sorted(FIELD.glob("*.log")), ids=lambda p: p.name)
+def test_field_log_sharded_import_is_the_sequential_one(log: Path, tmp_path: Path) -> None:
+    """Two import workers write the sequential trace byte for byte (pasted sessions, lines cut
+    by strace's messages, -y decorations first seen on a call still in flight)."""
+    one, two = str(tmp_path / "one.htrace"), str(tmp_path / "two.htrace")
+    import_strace(str(log), one)
+    import_strace(str(log), two, workers=2)
+    assert Path(one).read_bytes() == Path(two).read_bytes()

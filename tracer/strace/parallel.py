@@ -272,7 +272,8 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
         key = str(tid) if tid else ""
         if owner_of(key, 0) == k:
             tail.append((e.ts, pending_line.get(key, -1), fmt(e)))
-    conn.send(("tail", tail))
+    # (a call still in flight may be the first to show -y decorations: finish() saw it)
+    conn.send(("tail", tail, conv.capabilities["fd_paths"]))
 
 
 def classify(text: str) -> Tuple[str, bool, bool]:
@@ -384,7 +385,9 @@ def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None],
             c.send((end_ts, caps["timestamps"]))
         tails: List[Tuple[float, int, str]] = []
         for k, c in enumerate(conns):
-            tails.extend(_message(_recv(c, k), k)[1])
+            msg = _message(_recv(c, k), k)
+            tails.extend(msg[1])
+            caps["fd_paths"] = caps["fd_paths"] or msg[2]
         tails.sort(key=lambda t: (t[0], t[1]))
         out = [t[2] for t in tails]
         unparsed = sum(s["unparsed"] for s in stats)
