@@ -185,7 +185,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
     notes += [Note(NoteKind.RECORDING, n) for n in extra_notes or []]
     return Report(
         verdict=tree.verdict, rule=tree.rule,
-        root_cause={"pid": tree.root_cause.pid, "tid": tree.root_cause.tid,
+        root_cause={"pid": tree.root_cause.pid or None, "tid": tree.root_cause.tid or None,
                     "summary": tree.root_cause.summary, **locate(tree.root_cause.pid, nodes),
                     "node_tid": real_id(tree.root_cause.tid)
                     if nodes is not None and tree.root_cause.tid else None},

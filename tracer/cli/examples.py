@@ -42,6 +42,8 @@ EXAMPLES: Dict[str, List[Example]] = {
         ("hangtrace import-strace log.gz -o t.htrace.gz --analyze", "convert and print the verdict"),
         ("strace -f -ttt -T -yy -o log -p 4242; hangtrace import-strace log --analyze",
          "the richest log strace can give"),
+        ("strace -o log -p 4242; hangtrace import-strace log --pid 4242 --analyze",
+         "a log without a pid column: name its process"),
     ],
     "snapshot": [
         ("hangtrace snapshot -p 4242", "threads, syscalls, wchan, fds and ports, right now"),

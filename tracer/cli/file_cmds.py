@@ -138,14 +138,18 @@ def _is_fifo(path: str) -> bool:
 @click.option("--output", "-o", metavar="FILE", help="Trace file to write (default: LOG.htrace.gz).")
 @click.option("--analyze", "then_analyze", is_flag=True, help="Print the verdict too.")
 @click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
-def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool) -> None:
+@click.option("--pid", "pid", type=click.IntRange(1, 4194304), metavar="N",
+              help="The N of strace -p N: whose lines those without a pid column are, when the "
+              "log does not name it (else they are one thread of unknown process).")
+def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool,
+                      pid: Optional[int]) -> None:
     """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip; or the
     files of strace -ff -o PREFIX, as their directory or PREFIX) to a trace."""
     from ..render.progress import FileProgress
     from ..strace.importer import import_strace
     out = output or _default_import_path(log)
     with FileProgress(log, "importing", passes=2) as bar:
-        result = import_strace(log, out, progress=bar.update)
+        result = import_strace(log, out, progress=bar.update, pid=pid)
     click.echo(f"hangtrace: imported {result.events} events from {log} into {out}"
                + (f" ({result.unparsed} lines not understood)" if result.unparsed else "")
                + (" (log was cut short)" if result.truncated else ""), err=True)

@@ -185,6 +185,9 @@ class ProcessInfo(Event):
     keeps its exit code). ``pid_unknown``: the recording does not show which process this
     entry's one thread belongs to (an strace log of ``-p A -p B`` has no fork records): ``pid``
     is that thread's tid, kept apart from every other process rather than folded in by a guess.
+    ``threads_partial``: only some of its threads were traced (``strace -p TID`` without -f:
+    "Process TID attached", one thread of a process that may have more): a wait for another
+    thread of it may be ended by one the recording does not show.
     """
     TAG: ClassVar[str] = "pi"
     pid: int
@@ -199,6 +202,7 @@ class ProcessInfo(Event):
     start_time: Optional[float] = None
     environ_rank: Optional[str] = None
     pid_unknown: bool = False
+    threads_partial: bool = False
 
 
 @dataclass(slots=True)

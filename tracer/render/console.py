@@ -85,7 +85,8 @@ class _Ids:
 def _thread_line(t: ThreadReport, tid: Optional[int] = None) -> Text:
     name = escape(t.name or "?")
     cur = f" in {escape(t.current)}" if t.current else ""
-    line = f"[bold]{t.tid if tid is None else tid}[/] {name} [dim]{t.state}{cur}[/]  {_verdict(t.verdict)} [dim]({t.rule})[/]"
+    who = t.tid if tid is None else tid
+    line = f"[bold]{who or 'unknown'}[/] {name} [dim]{t.state}{cur}[/]  {_verdict(t.verdict)} [dim]({t.rule})[/]"
     counters = _counters(t.counters)
     if counters:
         line += f"  [dim]{counters}[/]"
@@ -110,8 +111,12 @@ def _process_label(p: ProcessReport) -> Text:
     cmd = escape(" ".join(p.cmdline)[:90] or p.comm)
     role = f"[bold]{escape(p.role)}[/] " if p.role != "other" else ""
     pid = p.pid if p.node_pid is None else p.node_pid
-    who = (f"thread [bold]{pid}[/] [dim](its process is not shown by the recording)[/]"
-           if p.pid_unknown else f"pid [bold]{pid}[/]")
+    if p.pid_unknown and not pid:     # a log that names no task (strace -o LOG -p N)
+        who = "thread [bold]unknown[/] [dim](the log does not name its process: give --pid)[/]"
+    elif p.pid_unknown:
+        who = f"thread [bold]{pid}[/] [dim](its process is not shown by the recording)[/]"
+    else:
+        who = f"pid [bold]{pid}[/]"
     line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
     counters = _counters(p.counters)
     if counters:
@@ -167,7 +172,10 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     ids = _Ids(report)
     if rc.get("summary"):
         pick = next((p for p in report.processes if p.pid == rc.get("pid")), None)
-        if pick is not None and pick.pid_unknown:
+        if rc.get("pid") is None and any(p.pid_unknown and not p.pid
+                                         for p in report.processes):
+            who = "thread unknown"
+        elif pick is not None and pick.pid_unknown:
             who = f"tid {ids.pid(rc['pid']).removeprefix('pid ')}, process unknown"
         else:
             who = ids.pid(rc["pid"]) + (f" tid {ids.tid(rc['pid'], rc['tid'])}" if rc.get("tid")
@@ -175,7 +183,7 @@ def render_report(report: Report, console: Optional[Console] = None, *,
         console.print(Text.from_markup(f"[bold]root cause[/]{' [dim]' + who + '[/]' if who else ''}: "
                                        f"{escape(rc['summary'])}"))
     by_pid = {p.pid: p for p in report.processes}
-    roots = [p for p in report.processes if p.ppid not in by_pid]
+    roots = [p for p in report.processes if p.ppid not in by_pid or p.ppid == p.pid]
     tree = Tree("[bold]process tree[/]", guide_style="dim")
     per_node: Dict[str, Tree] = {}
 

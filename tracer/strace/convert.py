@@ -9,13 +9,17 @@ Contract:
   plus one ``Lost`` when lines were unparsed.
 - Pairs ``<unfinished ...>`` / ``<... resumed>`` per tid: the event has the start timestamp, the
   merged argument text and the -T duration of the resumed half (else the difference of the two
-  timestamps). A line that strace cut with its own "strace: Process N attached" message (stderr
-  logs) is joined with the continuation on the next line. ``--- stopped by SIGSTOP ---`` (a
+  timestamps). A line that strace cut with its own "strace: Process N attached/detached"
+  message (stderr logs) is joined with the continuation on the next line, and the message is
+  fed after it as its own line ("...NULLstrace: Process 3812 detached" + " <detached ...>": the
+  call is unfinished, 3812 detached; a log that ends after the cut keeps the call unfinished). ``--- stopped by SIGSTOP ---`` (a
   thread in a group-stop, strace's view of state T) is a ``states.ThreadStopped``.
 - tid -> pid and process lifecycles: procs.py (``pid_of``, ``root_pid``, ``alone``: tids whose
   process the log does not show). A line without a pid column belongs to the only task strace
   still traces when there is exactly one (strace prints no column then), else to
-  ``unprefixed_tid`` (the first traced process, as the importer's first pass found it), else to
+  ``unprefixed_tid`` (the first traced process, as the importer's first pass found it; the only
+  task also counts in a log without a pid column once an attach message was seen: a pasted
+  log's later ``strace -p Q`` session is Q's), else to
   tid 0 (a log with no pid column at all: ``capabilities["pids"]`` is False).
 - Without -y decorations, fds are followed through the calls that open, copy and close them
   (fdtable.py, per process, the set of calls of ``machine``): an fd seen opened gets its kind
@@ -47,6 +51,7 @@ _SPECIAL = _CLONES | frozenset({"execve", "execveat", "exit_group", "prctl", "ep
 _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
 _ATTACHED = "strace: Process "
 _STOPPED_BY = "stopped by "
+_DETACHED = "<detached ...>"
 
 
 class StraceConverter(BatchFeed):
@@ -69,6 +74,10 @@ class StraceConverter(BatchFeed):
         self._pending: Dict[int, Tuple[float, str, str]] = {}   # tid -> (start ts, name, args)
         self._epoll: Dict[Tuple[int, int], List[str]] = {}      # (pid, epfd) -> fd kinds
         self._cut: Optional[str] = None          # a line strace cut with an attach message
+        self._cut_by_detach = False              # ... with a detach message (strace's Ctrl-C)
+        self._held: List[tuple] = []             # those messages, fed once the line is whole
+        self._attach_seen = False                # strace's "Process N attached" messages
+        self.unfinished_tid: Optional[int] = None  # the tid of the last entry half fed
         self.names: Set[str] = set()
         self.numbers: Dict[str, int] = {}        # strace -n: name -> number printed
         self.unparsed = 0
@@ -95,14 +104,27 @@ class StraceConverter(BatchFeed):
 
         Never raises for what a line holds: a line whose values cannot be used (a number too
         large for int(), say) is counted as not understood, like any other bad line."""
-        if self._cut is not None:
+        joined = self._cut is not None
+        if joined:
             text, self._cut = self._cut + text, None
         try:
             t = split_line(text)
-            return self._unparsed(text) if t is None else self._feed(t)
+            out = self._unparsed(text) if t is None else self._feed(t)
         except (ValueError, OverflowError, IndexError):
             self._count_bad(text)
-            return []
+            out = []
+        if joined and self._cut is None and self._held:
+            out += self._release()
+        return out
+
+    def _release(self) -> List[ev.Event]:
+        """The messages strace wrote into a cut line, once the line is whole (the cut call
+        was made before them: an unprefixed one is the task's that detaches)."""
+        out: List[ev.Event] = []
+        held, self._held, self._cut_by_detach = self._held, [], False
+        for msg in held:
+            out += self._feed(msg)
+        return out
 
     def feed(self, line: StraceLine) -> List[ev.Event]:
         """Events completed by this line (often one, sometimes none or several)."""
@@ -115,14 +137,18 @@ class StraceConverter(BatchFeed):
         if self._finished:
             return []
         self._finished = True
+        out: List[ev.Event] = []
         if self._cut is not None:
-            self._count_bad(self._cut)
-            self._cut = None
+            cut, self._cut = self._cut, None
+            if self._cut_by_detach:       # cut by a detach, the log ends: the call never returned
+                out += self.feed_text(cut + " " + _DETACHED)
+            else:
+                self._count_bad(cut)
+            out += self._release()
         if not self._has_fd:      # the fds each process was seen to open and keep (no -y)
             for pid, info in self._procs.processes.items():
                 info.fds = self._fds.fds(pid)
         end = end_ts if end_ts is not None else (self.last_ts or 0.0)
-        out: List[ev.Event] = []
         for tid, (start, name, args) in sorted(self._pending.items(), key=lambda kv: kv[1][0]):
             pid = self._tid_pid.get(tid, tid)
             dur = max(0.0, end - start) if self._has_ts else None
@@ -138,8 +164,15 @@ class StraceConverter(BatchFeed):
         k = text.find(_ATTACHED)
         if k > 0:
             # "...SIGCHLDstrace: Process 4024 attached" + "\n, child_tidptr=...) = 4024": strace
-            # wrote its message into the middle of a line; the line goes on after it.
+            # wrote its message into the middle of a line; the line goes on after it. The
+            # message counts as its own line ("...NULLstrace: Process 3812 detached" +
+            # "\n <detached ...>": 3812 detached, the cut call is unfinished).
             self._cut = text[:k]
+            msg = split_line(text[k:])
+            if msg is not None and msg[2] in ("attached", "detached"):
+                self._held.append(msg)
+                if msg[2] == "detached":
+                    self._cut_by_detach = True
             return []
         if text.strip():
             self._count_bad(text)
@@ -167,13 +200,17 @@ class StraceConverter(BatchFeed):
             # strace's own messages: no event; who is traced now (unprefixed lines are the one
             # traced task's: a pasted log's later strace -p session)
             out: List[ev.Event] = []
-            if tid is not None and kind == "attached" and "with" not in (args or ""):
-                self._procs.attached(tid, ts, out)
+            if tid is not None and kind == "attached":
+                self._attach_seen = True
+                if "with" not in (args or ""):
+                    self._procs.attached(tid, ts, out)
             elif tid is not None and kind == "detached":
                 self._procs.detached(tid)
             return out
         if tid is None:
-            tid = self._procs.only_alive() if self._has_pid else None
+            # (after an attach message too: a pasted log's later "strace -p Q" session, whose
+            # lines have no pid column, is Q's once the earlier session's tasks detached)
+            tid = self._procs.only_alive() if self._has_pid or self._attach_seen else None
             if tid is None:
                 tid = self._unprefixed_tid or 0
         else:
@@ -197,6 +234,7 @@ class StraceConverter(BatchFeed):
             if old is not None:     # the resumed half never came: keep the call, result unknown
                 out.append(self._event(pid, tid, old[1], old[2], None, None, None, old[0], False))
             self._pending[tid] = (ts, name, args)
+            self.unfinished_tid = tid
             self.names.add(name)
             if name in _CLONES:
                 self._procs.pending_clones[tid] = args

@@ -1,9 +1,12 @@
 """Import an existing strace log (plain or gzip, one file or an ``-ff`` set) into a trace file.
 
 Contract:
-- ``import_strace(log_path, out_path, *, compress=None, workers=None, progress=None) ->
-  ImportResult``. ``progress(offset)`` is called as the log is read (both passes, and the
-  workers' through strace/parallel.py), with the offset reached in the file as stored.
+- ``import_strace(log_path, out_path, *, compress=None, workers=None, progress=None,
+  pid=None) -> ImportResult``. ``pid``: the N of ``strace -p N`` (import-strace --pid), the
+  task of the lines without a pid column when the log does not name it; without it such a log
+  has one thread of unknown identity (tid 0, ``pid_unknown``), and a note says to give it.
+  ``progress(offset)`` is called as the log is read (both passes, and the workers' through
+  strace/parallel.py), with the offset reached in the file as stored.
   ``log_path`` is one log file, or the output of ``strace -ff -o PREFIX``: the directory that
   holds the PREFIX.TID files or PREFIX itself (strace/ff.py merges them in time order, tids
   from the file names). ``compress`` None means "gzip when out_path ends in .gz"
@@ -97,12 +100,14 @@ class _Converted:
 
 def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = None,
                   workers: Optional[int] = None,
-                  progress: Optional[Callable[[int], None]] = None) -> ImportResult:
+                  progress: Optional[Callable[[int], None]] = None,
+                  pid: Optional[int] = None) -> ImportResult:
     """Convert the strace log at ``log_path`` into a trace file at ``out_path`` (module doc)."""
     check_target(out_path)               # a link or a special file there: refused at once
     source = open_source(log_path, progress)
     source.sniff()
     facts = source.scan()
+    facts.given_pid = pid
     base_date = _base_date(source.mtime(), facts.first_tod)
     who = facts.membership()
     plan = None
@@ -164,6 +169,16 @@ def _header(name: str, conv: _Converted, facts: LogFacts, source_notes: List[str
     roots = [p.pid for p in processes if p.ppid not in conv.processes]
     machine, why = log_machine(conv.names, conv.numbers, facts.triplets)
     notes = list(facts.membership().notes) + list(source_notes)
+    if any(p.pid == 0 for p in processes):
+        notes.append("the log does not name its process (no pid column, no attach line): "
+                     "give --pid N, the N of strace -p N")
+    alone = [p.pid for p in processes if p.threads_partial]
+    if alone:
+        notes.append("strace attached to " + ", ".join(f"thread {p}" for p in alone)
+                     + " alone (no -f): other threads of " + ("its" if len(alone) == 1
+                                                               else "their")
+                     + " process, if any, are not in the log, and no deadlock proof rests "
+                     "on what they would do")
     header = trace.make_header(
         backends=["strace-log"], source="import-strace", targets=roots, start=start,
         processes=processes,

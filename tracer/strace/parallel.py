@@ -183,6 +183,15 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
         saved = (conv.lines, conv.unparsed, conv.bad_sample, conv.first_ts, conv.last_ts)
         feed(text)
         conv.lines, conv.unparsed, conv.bad_sample, conv.first_ts, conv.last_ts = saved
+        entry_half()
+
+    def entry_half() -> None:
+        # the line of the entry half of a call left pending, by the tid the converter gave it
+        # (a line strace cut is whole, and its tid known, only at its continuation)
+        t = conv.unfinished_tid
+        if t is not None:
+            conv.unfinished_tid = None
+            pending_line[str(t) if t else ""] = i
 
     log = LogFile(log_path)
     i = -1
@@ -232,8 +241,7 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
                     slots[i - base] = fmt(events[0])
                 else:
                     slots[i - base] = "".join([fmt(e) for e in events])
-            if stateful and text.endswith(_PENDING_ENDS):
-                pending_line[key] = i
+            entry_half()
             if conv.last_ts is not last_ts:
                 last_ts = conv.last_ts
                 last_line = i
@@ -264,7 +272,8 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
         key = str(tid) if tid else ""
         if owner_of(key, 0) == k:
             tail.append((e.ts, pending_line.get(key, -1), fmt(e)))
-    conn.send(("tail", tail))
+    # (a call still in flight may be the first to show -y decorations: finish() saw it)
+    conn.send(("tail", tail, conv.capabilities["fd_paths"]))
 
 
 def classify(text: str) -> Tuple[str, bool, bool]:
@@ -290,7 +299,8 @@ def classify(text: str) -> Tuple[str, bool, bool]:
     key = bracket or plain or ""
     # A line without a tid column belongs to a task chosen from shared state (the only one
     # traced, or the first process), or continues a line strace cut: every worker reads it.
-    glob = token in _GLOBAL_TOKENS or not key
+    # So does a line strace cut with its own message ("...NULLstrace: Process 3812 detached").
+    glob = token in _GLOBAL_TOKENS or not key or "strace: Process " in text
     return key, glob, resumed is not None or text.endswith(_PENDING_ENDS)
 
 
@@ -375,7 +385,9 @@ def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None],
             c.send((end_ts, caps["timestamps"]))
         tails: List[Tuple[float, int, str]] = []
         for k, c in enumerate(conns):
-            tails.extend(_message(_recv(c, k), k)[1])
+            msg = _message(_recv(c, k), k)
+            tails.extend(msg[1])
+            caps["fd_paths"] = caps["fd_paths"] or msg[2]
         tails.sort(key=lambda t: (t[0], t[1]))
         out = [t[2] for t in tails]
         unparsed = sum(s["unparsed"] for s in stats)

@@ -11,6 +11,9 @@ Contract (used by convert.py, one table per converter):
   ``+++ exited/killed +++`` markers, appending ThreadStart, ProcessInfo, ProcessExec,
   ThreadExit and ProcessExit events to ``out``; ``fds`` (fdtable.py) follows the same forks,
   execs and exits.
+- ``attached(tid)``: strace's "Process P attached" of a task no clone made: P is traced from
+  here on; its process is ``threads_partial`` (ProcessInfo) while P is its one thread: strace
+  -p P without -f traces that thread only ("with N threads" messages attach them all).
 - ``only_alive()`` is the one tid still traced when exactly one is (strace prints no pid column
   while it traces a single task), else None.
 """
@@ -46,8 +49,14 @@ class ProcessTable:
             return
         if tid in self.tid_pid:
             self.register(tid, self.tid_pid[tid], ts)
-        else:
-            self.discover(tid, ts, out)
+            return
+        clone = bool(self.pending_clones)
+        pid = self.discover(tid, ts, out)
+        info = self.processes.get(pid)
+        if not clone and info is not None and list(info.threads) == [tid]:
+            # an attach target named alone (no "with N threads"): strace -p TID without -f
+            # traces that one thread of a process that may have more
+            info.threads_partial = True
 
     def detached(self, tid: int) -> None:
         """strace's "Process P detached": no line after it is P's until it is attached again."""
@@ -81,7 +90,8 @@ class ProcessTable:
             parent_tid, cargs = self.pending_clones.popitem()
             self.new_child(parent_tid, tid, cargs, ts, out)
             return self.tid_pid[tid]
-        if tid in self.alone:
+        if tid in self.alone or tid == 0:
+            # (tid 0: lines without a pid column in a log that names no task)
             info = self.register(tid, tid, ts)
             info.pid_unknown = True
             return tid
@@ -114,7 +124,8 @@ class ProcessTable:
     @staticmethod
     def snapshot(info: ev.ProcessInfo, ts: float) -> ev.ProcessInfo:
         return ev.ProcessInfo(ts, info.pid, info.ppid, info.comm, list(info.cmdline),
-                              dict(info.threads), pid_unknown=info.pid_unknown)
+                              dict(info.threads), pid_unknown=info.pid_unknown,
+                              threads_partial=info.threads_partial)
 
     def exec(self, pid: int, tid: int, filename: str, argv: List[str], ts: float,
              out: List[ev.Event]) -> None:

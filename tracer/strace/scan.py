@@ -21,7 +21,15 @@ Contract:
       is reported as such, never guessed.
   Lines without a pid column (strace -f writing to stderr prints none while it traces one task)
   belong to the first traced process: its tid is what set_tid_address/gettid/getpid returned on
-  such lines before any prefixed line, else the one unknown-origin tid, else unknown (tid 0).
+  such lines before any prefixed line, else the one unknown-origin tid, else the one process
+  attached, else ``given_pid`` (import-strace --pid N: the N of strace -p N), else unknown
+  (tid 0, reported as a thread the log does not name, never as pid 0).
+- Sessions (``LogFacts.sessions``): strace's attach/detach messages in log order, with the
+  number of messages before each tid column's first line. A session opened by ``Process P
+  attached with K threads`` (strace -f -p P: the threads it found have no clone records) owns
+  the unknown-origin tids first seen in it, at most K with P; a new session starts at the attach
+  of a process no clone made once every process attached in the one before has detached (two
+  pasted runs). A message strace wrote into a line it cut counts after that line's pid column.
 """
 from __future__ import annotations
 
@@ -40,6 +48,7 @@ __all__ = ["LogScan", "LogFacts", "Membership"]
 # multi-line "^".
 _TID_FIRST = re.compile(rb"(?:\[pid +)?(\d+)[ \]]")
 _TID_NEXT = re.compile(rb"\n(?:\[pid +)?(\d+)[ \]]")
+_TID_LINE = re.compile(rb"^(?:\[pid +)?(\d+)[ \]]", re.M)
 _CLONES = ("clone", "clone3", "fork", "vfork")
 # Words in every line worth parsing (clone/clone3/fork/vfork, getpid, gettid,
 # set_tid_address, tgkill results; "[strace: ]Process N attached" messages).
@@ -105,6 +114,11 @@ class LogFacts:
     unprefixed: int = 0                             # parsed lines without a pid column
     unprefixed_self: Optional[int] = None           # tid that such lines named as their own
     ff_tids: List[int] = field(default_factory=list)      # -ff: the tids of the files
+    # strace's attach/detach messages in log order: (kind, tid, threads of "with K threads")
+    messages: List[Tuple[str, int, Optional[int]]] = field(default_factory=list)
+    # tid column -> how many messages came before its first line (its strace session)
+    first_seen: Dict[bytes, int] = field(default_factory=dict)
+    given_pid: Optional[int] = None                 # import-strace --pid: unprefixed lines'
     triplets: Set[str] = field(default_factory=set)       # multiarch library dirs opened
 
     @property
@@ -115,6 +129,44 @@ class LogFacts:
         # (a tid column of more than 10 digits is no tid: split_line refuses such lines too)
         tids = {int(t) for t in self.tid_lines if len(t) <= 10} | set(self.ff_tids)
         return tids - self.children
+
+    def sessions(self) -> Dict[int, int]:
+        """tid -> pid from the log's strace sessions: a session opened by ``Process P attached
+        with K threads`` (strace -f -p P, no clone records for the threads it found) owns the
+        tids first seen in it, at most K of them with P; a new session begins at an attach
+        (of a process no clone in the log made) once every process attached in the one before
+        has detached (pasted logs of several runs)."""
+        out: Dict[int, int] = {}
+        if not self.messages:
+            return out
+        sessions: List[Tuple[List[int], Set[int], Optional[int]]] = []   # attached, detached, K
+        at: List[int] = []                      # messages before -> current session (-1 none)
+        for kind, tid, threads in self.messages:
+            at.append(len(sessions) - 1)
+            if kind == "attached" and tid not in self.children:
+                cur = sessions[-1] if sessions else None
+                if cur is None or (cur[1] and set(cur[0]) <= cur[1]):
+                    sessions.append(([tid], set(), threads))
+                elif tid not in cur[0]:
+                    cur[0].append(tid)
+            elif kind == "detached" and sessions:
+                sessions[-1][1].add(tid)
+        at.append(len(sessions) - 1)
+        members: Dict[int, List[int]] = {}
+        for text, before in self.first_seen.items():
+            k = at[min(before, len(at) - 1)]
+            if k < 0 or len(text) > 10:
+                continue
+            attached, _, threads = sessions[k]
+            tid = int(text)
+            if threads is None or len(attached) != 1 or tid in self.children \
+                    or tid in self.evidence or tid == attached[0]:
+                continue
+            group = members.setdefault(attached[0], [])
+            if len(group) < threads - 1:
+                group.append(tid)
+                out[tid] = attached[0]
+        return out
 
     def membership(self) -> Membership:
         origin = self.unknown_origin()
@@ -127,6 +179,8 @@ class LogFacts:
                 first = next(iter(origin))
             elif not origin and len(set(attached)) == 1:
                 first = attached[0]               # strace -p P 2> LOG: its lines are P's
+            if first is None and self.given_pid is not None:
+                first = self.given_pid            # import-strace --pid N: strace -p N's lines
             if first is not None:
                 origin.add(first)
         evidence = {t: p for t, p in self.evidence.items() if t in origin}
@@ -145,11 +199,14 @@ class LogFacts:
                               notes)
         pid_of: Dict[int, int] = {}
         alone: Set[int] = set()
+        session = self.sessions()
         for t in origin:
             if t in evidence:
                 pid_of[t] = evidence[t]
             elif t in named:
                 pid_of[t] = t
+            elif t in session:
+                pid_of[t] = session[t]
             else:
                 alone.add(t)
         for t in attached:                 # a process attached with no lines of its own column
@@ -197,10 +254,14 @@ class LogScan:
         f.size += len(block)
         if not self._decided:
             self._first_lines(block)
-        counts = f.tid_lines if tid is None else Counter()
+        counts = Counter()
         # gettid/set_tid_address name the first process only on lines before any pid column
         prefixed, lines, starts = _scan_block(block, counts,
                                               tid is None and not self._prefixed_seen)
+        if tid is None:
+            new = [t for t in counts if t not in f.tid_lines]
+            f.tid_lines.update(counts)
+            self._sessions(block, starts, new)
         f.lines += lines
         first_prefixed = len(block)       # where this block's first prefixed line starts
         if tid is None:
@@ -227,6 +288,45 @@ class LogScan:
                 continue
             text, end = _line_at(block, i)
             self._evidence(text, tid, before and i < first_prefixed)
+
+    def _sessions(self, block: bytes, starts: List[int], new: List[bytes]) -> None:
+        """strace's attach/detach messages of the block in order (one strace wrote into a line
+        it cut, too), and for each tid column new in it how many messages came before its
+        first line (LogFacts.sessions)."""
+        f = self.facts
+        marks: List[int] = []               # where each message of the block takes effect
+        for i in starts:
+            end = block.find(b"\n", i)
+            end = len(block) if end < 0 else end
+            if block.find(b"Process ", i, end) < 0:      # a clone, getpid, ... line
+                continue
+            text = block[i:end].decode("utf-8", "surrogateescape")
+            k = text.find(_ATTACHED)
+            line = parse_line(text[k:] if k > 0 else text)
+            if line is None or line.kind not in ("attached", "detached") or line.tid is None:
+                continue
+            words = line.args.split()           # "Process 3812 attached with 3 threads"
+            threads = parse_uint(words[4], 10) if len(words) >= 6 and words[3] == "with" \
+                else None
+            f.messages.append((line.kind, line.tid, threads if line.kind == "attached"
+                               and k <= 0 else None))
+            marks.append(end if k > 0 else i)   # a cut line's own tid comes before its message
+        if not new:
+            return
+        base = len(f.messages) - len(marks)
+        if not marks:
+            for t in new:
+                f.first_seen[t] = base
+            return
+        left = set(new)
+        bounds = [0] + marks + [len(block)]
+        for j in range(len(bounds) - 1):
+            for t in dict.fromkeys(_TID_LINE.findall(block, bounds[j], bounds[j + 1])):
+                if t in left:
+                    left.discard(t)
+                    f.first_seen[t] = base + j
+        for t in left:                      # (not found by the regex: the block's last count)
+            f.first_seen[t] = base + len(marks)
 
     def _first_lines(self, block: bytes) -> None:
         for text in block[:1 << 16].decode("utf-8", "surrogateescape").splitlines():

@@ -61,6 +61,9 @@ def exit_failed(p: ProcessStats) -> bool:
 
 
 _GPU_ROLES = ("rank", "scheduler", "worker")
+# A log without a pid column or an attach line (strace -o LOG -p N) names no task: its lines are
+# one thread of unknown process (tid 0 inside), never "pid 0".
+UNNAMED_THREAD = "the traced thread (the log does not name its process: give --pid)"
 
 
 @dataclass
@@ -76,6 +79,7 @@ class ProcessFacts:
     pid_unknown: bool = False    # one thread whose process the recording does not show
     node: Optional[str] = None                 # its node's name, in merged traces only
     ranked: bool = False         # one of the ranks of a job without RANK (job/ranks.py)
+    threads_partial: bool = False  # only some of its threads were traced (strace -p TID)
 
     @property
     def is_rank(self) -> bool:
@@ -94,6 +98,8 @@ class ProcessFacts:
     def label(self) -> str:
         """"rank 1 (pid 623, GPU 1)" ("node b, rank 1 (pid 623, GPU 1)" in merged traces): how
         sentences name the process."""
+        if self.pid_unknown and real_id(self.pid) == 0:
+            return UNNAMED_THREAD
         if self.pid_unknown:
             return f"thread {real_id(self.pid)} (its process is not shown by the recording)"
         name = self.role.label if self.role.kind != "other" else (self.comm or "process")
@@ -132,7 +138,8 @@ def process_facts(rec: Recording, ranks: Optional[Dict[int, Tuple[int, Optional[
         out[pid] = ProcessFacts(pid, info.ppid, role, info.comm, list(info.cmdline),
                                 exit_text(p), sorted(kids.get(pid, [])), gpu,
                                 info.pid_unknown,
-                                nodes.name(pid) if nodes is not None else None)
+                                nodes.name(pid) if nodes is not None else None,
+                                threads_partial=info.threads_partial)
     return out
 
 

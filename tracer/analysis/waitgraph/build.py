@@ -109,7 +109,8 @@ class _Builder(FdWaits):
                 self.g.nodes[nid] = Node(nid, NodeKind.ANY_THREAD if any_thread
                                          else NodeKind.PROCESS, label, pid=pid,
                                          state="exited" if pf.gone else "",
-                                         dead=pf.gone is not None, dead_text=_dead_text(pf.gone))
+                                         dead=pf.gone is not None, dead_text=_dead_text(pf.gone),
+                                         untraced=any_thread and pf.threads_partial)
         return nid
 
     def thread(self, pid: int, tid: int) -> str:

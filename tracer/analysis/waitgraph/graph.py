@@ -15,7 +15,9 @@ Contract:
   process that has threads at work or waiting is decided by those, not by its ticking or idle
   threads (a watchdog shows a process is alive, not that it can write your pipe), and a process
   of ticking or idle threads only by them (the loop is its work); ``A<pid>`` when any of its
-  threads is; the GPU and the outside always are. ``weak``: a waiting thread whose wait can end
+  threads is, or always when only some of the process's threads were traced (``untraced``:
+  ``strace -p TID`` without -f; a thread outside the recording may end the wait); the GPU and
+  the outside always are. ``weak``: a waiting thread whose wait can end
   only if a thread of unknown identity acts (an edge to a live ``A`` node: a futex with no
   recorded holder while other threads of the process run), or that waits on a weak node; a
   ``P`` node whose deciding threads are weak at best. What is neither, among the waiting
@@ -74,6 +76,7 @@ class Node:
     active: bool = False       # a thread that does not wait (progressing, busy, idle, unknown)
     activity: str = ""         # a thread's: progress, spin, tick, stopped, idle, unknown, wait, dead
     call: str = ""             # a waiting thread's call ("write", "futex", ...)
+    untraced: bool = False     # A<pid> of a process only some of whose threads were traced
 
 
 @dataclass
@@ -167,6 +170,7 @@ class WaitGraph:
         deciders = {pid: _deciders(ts, self._out) for pid, ts in threads.items()}
         live = {nid for nid, n in self.nodes.items() if not n.dead and (
             n.kind in (NodeKind.GPU, NodeKind.OUTSIDE)
+            or (n.kind == NodeKind.ANY_THREAD and n.untraced)
             or (n.kind == NodeKind.THREAD and n.active and nid not in self._out)
             or (n.kind == NodeKind.PROCESS and not deciders.get(n.pid or 0)))}
         weak: Set[str] = set()
