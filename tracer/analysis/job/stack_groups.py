@@ -140,14 +140,14 @@ def suspects(groups: Sequence[StackGroup],
         odd, main = groups[1], groups[0]
         pid = odd.pids[0]
         first = next((i for i, (a, b) in enumerate(zip(odd.key, main.key)) if a != b), None)
-        if first is not None and first < len(odd.frames) and first < len(main.frames):
-            diff = (f"its stack differs at {odd.frames[first]} (theirs: "
-                    f"{main.frames[first]})")
-        else:
-            diff = "its stack differs in depth"
         inner = odd.frames[0] if odd.frames else "no Python frame"
-        out[pid] = (f"{same([main])}; {labels.get(pid, f'pid {pid}')} differs: it is in "
-                    f"{_short(odd.collective) if odd.collective else inner}, and {diff}")
+        where = _short(odd.collective) if odd.collective else inner
+        if first is not None and 0 < first < min(len(odd.frames), len(main.frames)):
+            where += (f", and its stack differs at {odd.frames[first]} (theirs: "
+                      f"{main.frames[first]})")
+        elif first is None:
+            where += ", with a stack of another depth"
+        out[pid] = f"{same([main])}; {labels.get(pid, f'pid {pid}')} differs: it is in {where}"
     return out
 
 
