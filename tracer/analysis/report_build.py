@@ -153,16 +153,16 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                           nodes)
     mark_ranks(procs, rec)                   # ranks without RANK: titled or connected siblings
     peers = {pid: collective_peers(rec, pid) for pid, pf in procs.items() if pf.is_rank}
-    groups = group_ranks({pid: stacks.by_thread.get((pid, pid), []) for pid, pf in procs.items()
-                          if pf.is_rank and pf.gone is None
-                          and stacks and (pid, pid) in stacks.by_thread})
+    located = stacks.located() if stacks else {}     # frames with their files' full paths
+    groups = group_ranks({pid: located[(pid, pid)] for pid, pf in procs.items()
+                          if pf.is_rank and pf.gone is None and (pid, pid) in located})
     odd = thread_set_suspects({pid: pf.label for pid, pf in procs.items()
                                if pf.is_rank and pf.gone is None}, tvs)
     recorder, recorder_lags = recorder_for(dumps, procs, rec.start)     # Flight Recorder
-    stragglers = find_stragglers(rec, procs, tvs, gpus, peers, job.status, suspects(groups),
+    stragglers = find_stragglers(rec, procs, tvs, gpus, peers, job.status,
+                                 suspects(groups, {pid: pf.label for pid, pf in procs.items()}),
                                  odd, recorder_lags)
-    built = build_wait_graph(GraphInput(rec, procs, tvs, facts, peers, stragglers,
-                                        stacks.by_thread if stacks else {}))
+    built = build_wait_graph(GraphInput(rec, procs, tvs, facts, peers, stragglers, located))
     labels = {pid: pf.label for pid, pf in procs.items()}
     late = {s.pid: s for s in stragglers}
     chains = Chains(built.graph)

@@ -254,6 +254,8 @@ def straggler_summary(st: Straggler, labels: Mapping[int, str], state: str) -> s
     """The root cause line (tree_rules): ``state`` is what the straggler itself is doing."""
     late = labels.get(st.pid, f"pid {real_id(st.pid)}")
     what = f"stopped joining {st.op}" if st.op else "stopped joining the collective"
+    if st.source == LagSource.STACKS:          # the comparison names the waiting ranks already
+        return f"{late} {what}: {st.why}; it {state}"
     waiting = "; ".join(f"{labels.get(w, f'pid {real_id(w)}')} {doing}, waiting for it"
                         for w, doing in st.waiters.items())
     return f"{late} {what}: {st.why}; it {state}; {waiting}"

@@ -5,8 +5,12 @@ verdicts.
 - ``mark_ranks(procs, rec)`` sets ``ProcessFacts.ranked`` on the processes that are ranks of one
   job although nothing says so in their environment: siblings (one parent) titled with the same
   pattern and a TP index (``…_TP0``, ``…_TP1``: a spawned tokenizer or detokenizer shares the
-  command line but not the title), and siblings with the same command line connected to each
-  other by a socket (a gloo or NCCL group, a TCPStore). Two at least.
+  command line but not the title), and siblings with the same command line, or the same up
+  to one integer argument (``--rank 2``: a Python launcher passes each rank its index), connected
+  to each other by a socket (a gloo or NCCL group, a TCPStore). Two at least. Where that integer
+  numbers the set 0..n-1 it is their rank (``rank 2``); where the ranks so numbered lack one
+  index and one sibling of theirs died (a zombie has no command line), the dead one is that
+  rank.
 - ``thread_set_suspects(ranks, verdicts)`` compares the ranks the way STAT compares MPI tasks,
   by their threads: each rank's deciding threads as a multiset of what they do (the call they
   wait in and on what kind of fd, spinning, ticking, progressing). With three ranks or more the
@@ -22,6 +26,7 @@ from ...linux.fdtarget import FdTarget
 from ..accumulate.stats import Recording
 from ..vocab.verdict import BLOCKED, BUSY, EXITED, UNKNOWN, ThreadVerdict
 from .process_facts import ProcessFacts
+from .roles import Role
 
 __all__ = ["mark_ranks", "thread_set_suspects"]
 
@@ -45,9 +50,36 @@ def _endpoints(rec: Recording, pid: int) -> set:
             for e in [FdTarget.parse(f.target).endpoints()] if e is not None}
 
 
+def _shape(cmdline: List[str]) -> Tuple[str, ...]:
+    """A command line with its integer arguments blanked: the ranks of one job share it."""
+    return tuple("#" if a.isdigit() else a for a in cmdline)
+
+
+def _index(cmdlines: Mapping[int, List[str]]) -> Dict[int, int]:
+    """{pid: rank} from the one integer argument that numbers the command lines 0..n-1."""
+    first = next(iter(cmdlines.values()))
+    lengths = {len(c) for c in cmdlines.values()}
+    if len(lengths) != 1:
+        return {}
+    varying = [i for i in range(len(first)) if len({c[i] for c in cmdlines.values()}) > 1]
+    if len(varying) != 1:
+        return {}
+    got = {pid: int(c[varying[0]]) for pid, c in cmdlines.items()}
+    values = sorted(got.values())
+    # 0..n-1, or with one index missing (a rank that died: a zombie has no command line)
+    ok = len(set(values)) == len(values) and values[0] == 0 and values[-1] <= len(values)
+    return got if ok else {}
+
+
+def _connected(rec: Recording, pids: List[int]) -> List[int]:
+    ends = {pid: _endpoints(rec, pid) for pid in pids}
+    return [pid for pid in pids
+            if any(q != pid and ends[q] & {(b, a) for a, b in ends[pid]} for q in pids)]
+
+
 def mark_ranks(procs: Mapping[int, ProcessFacts], rec: Recording) -> None:
     titled: Dict[Tuple[int, str], List[int]] = {}
-    same: Dict[Tuple[int, str], List[int]] = {}
+    same: Dict[Tuple[int, Tuple[str, ...]], List[int]] = {}
     for pid, pf in procs.items():
         if pf.role.kind == "rank" or pf.pid_unknown:
             continue
@@ -55,19 +87,45 @@ def mark_ranks(procs: Mapping[int, ProcessFacts], rec: Recording) -> None:
         if fam is not None:
             titled.setdefault(fam, []).append(pid)
         elif pf.cmdline and pf.role.kind == "other":
-            same.setdefault((pf.ppid, " ".join(pf.cmdline)), []).append(pid)
+            same.setdefault((pf.ppid, _shape(pf.cmdline)), []).append(pid)
     for pids in titled.values():
         if len(pids) >= 2:
             for pid in pids:
                 procs[pid].ranked = True
-    for pids in same.values():
+    for (ppid, _), pids in same.items():
         if len(pids) < 2:
             continue
-        ends = {pid: _endpoints(rec, pid) for pid in pids}
-        for pid in pids:
-            want = {(b, a) for a, b in ends[pid]}
-            if any(q != pid and ends[q] & want for q in pids):
-                procs[pid].ranked = True
+        linked = _connected(rec, pids)
+        for pid in linked:
+            procs[pid].ranked = True
+        if len(linked) < 2:
+            continue
+        index = _index({pid: procs[pid].cmdline for pid in linked})
+        for pid, rank in index.items():
+            procs[pid].role = Role("rank", rank, f"rank {rank}")
+    _name_dead_rank(procs)
+
+
+def _name_dead_rank(procs: Mapping[int, ProcessFacts]) -> None:
+    """The ranks of one parent numbered 0..n-1 but one, and one sibling of theirs that died
+    with no rank of its own (module doc): it is the missing rank."""
+    by_parent: Dict[int, List[ProcessFacts]] = {}
+    for pf in procs.values():
+        if pf.role.kind == "rank" and pf.role.rank is not None and pf.gone is None:
+            by_parent.setdefault(pf.ppid, []).append(pf)
+    for ppid, ranks in by_parent.items():
+        have = {pf.role.rank for pf in ranks}
+        if len(have) != len(ranks) or len(ranks) < 2:
+            continue
+        gaps = sorted(set(range(max(have) + 1)) - have)
+        missing = gaps if gaps else [max(have) + 1]
+        dead = [pf for pf in procs.values() if pf.ppid == ppid and pf.gone is not None
+                and pf.role.kind == "other" and not pf.cmdline
+                and pf.comm in {r.comm for r in ranks}]
+        if len(dead) == 1 and len(missing) == 1:
+            rank = missing[0]
+            dead[0].role = Role("rank", rank, f"rank {rank}")
+            dead[0].ranked = True
 
 
 def _kind(v: ThreadVerdict) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["StackGroup", "group_ranks", "suspects", "collective_frame", "stack_key",
            "python_sync_frame"]
@@ -79,6 +79,14 @@ class StackGroup:
         return {"pids": self.pids, "frames": self.frames[:8], "collective": self.collective}
 
 
+def _display(frame: str) -> str:
+    """A frame with its file's base name (stacks may carry full paths: StackTable.located)."""
+    m = _FRAME.match(frame)
+    if not m or "/" not in m.group("file"):
+        return frame
+    return frame.replace(m.group("file"), m.group("file").rsplit("/", 1)[-1], 1)
+
+
 def group_ranks(stacks: Mapping[int, Sequence[str]]) -> List[StackGroup]:
     groups: Dict[Tuple[str, ...], StackGroup] = {}
     for pid in sorted(stacks):
@@ -86,34 +94,60 @@ def group_ranks(stacks: Mapping[int, Sequence[str]]) -> List[StackGroup]:
         key = stack_key(frames)
         g = groups.get(key)
         if g is None:
-            g = groups[key] = StackGroup(key, [], frames, collective_frame(frames))
+            g = groups[key] = StackGroup(key, [], [_display(f) for f in frames],
+                                         _display(collective_frame(frames)))
         g.pids.append(pid)
     return sorted(groups.values(), key=lambda g: (-len(g.pids), g.pids[0]))
 
 
-def suspects(groups: Sequence[StackGroup]) -> Dict[int, str]:
-    """{pid: why} for the odd ones out (module doc)."""
+def _ranks_text(pids: Sequence[int], labels: Mapping[int, str]) -> str:
+    """"ranks 0 (pid 11), 1 (pid 12) and 3 (pid 14)" from labels "rank 0 (pid 11)", ..."""
+    names = [labels.get(p, f"pid {p}") for p in pids]
+    if len(names) > 1 and all(n.startswith("rank ") for n in names):
+        names = [names[0]] + [n[len("rank "):] for n in names[1:]]
+        names[0] = "ranks " + names[0][len("rank "):]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def suspects(groups: Sequence[StackGroup],
+             labels: Optional[Mapping[int, str]] = None) -> Dict[int, str]:
+    """{pid: why} for the odd ones out (module doc): "ranks 0, 1 and 3 wait in all_reduce (same
+    stack); rank 2 differs: ..." (``labels`` name the ranks)."""
+    labels = labels or {}
     if sum(len(g.pids) for g in groups) < 2:
         return {}
     waiting = [g for g in groups if g.collective]
     not_waiting = [g for g in groups if not g.collective]
     out: Dict[int, str] = {}
+
+    def same(gs: Sequence[StackGroup]) -> str:
+        pids = sorted(p for g in gs for p in g.pids)
+        where = _short(gs[0].collective) if gs[0].collective else (
+            gs[0].frames[0] if gs[0].frames else "no Python frame")
+        verb = "waits" if len(pids) == 1 else "wait"
+        alike = " (same stack)" if len(gs) == 1 and len(pids) > 1 else ""
+        return f"{_ranks_text(pids, labels)} {verb} in {where}{alike}"
+
     if waiting and len(not_waiting) == 1:
         odd = not_waiting[0]
         where = odd.frames[0] if odd.frames else "no Python frame"
-        peers = sum(len(g.pids) for g in waiting)
         for pid in odd.pids:
-            out[pid] = (f"its main thread is not in a collective (in {where}) while "
-                        f"{peers} other rank{'s' if peers > 1 else ''} wait in "
-                        f"{_short(waiting[0].collective)}")
+            out[pid] = (f"{same(waiting)}; {labels.get(pid, f'pid {pid}')} differs: its main "
+                        f"thread is not in a collective (it is in {where})")
         return out
     total = sum(len(g.pids) for g in groups)
     if total >= 3 and len(groups) == 2 and len(groups[1].pids) == 1:
         odd, main = groups[1], groups[0]
-        where = odd.frames[0] if odd.frames else "no Python frame"
-        out[odd.pids[0]] = (f"its main thread's stack differs from the {len(main.pids)} other "
-                            f"ranks' (it is in {where}, they are in "
-                            f"{main.frames[0] if main.frames else 'no Python frame'})")
+        pid = odd.pids[0]
+        first = next((i for i, (a, b) in enumerate(zip(odd.key, main.key)) if a != b), None)
+        inner = odd.frames[0] if odd.frames else "no Python frame"
+        where = _short(odd.collective) if odd.collective else inner
+        if first is not None and 0 < first < min(len(odd.frames), len(main.frames)):
+            where += (f", and its stack differs at {odd.frames[first]} (theirs: "
+                      f"{main.frames[first]})")
+        elif first is None:
+            where += ", with a stack of another depth"
+        out[pid] = f"{same([main])}; {labels.get(pid, f'pid {pid}')} differs: it is in {where}"
     return out
 
 

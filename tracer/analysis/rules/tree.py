@@ -332,6 +332,11 @@ def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict
         why = "" if gone.source == LagSource.EXIT else f": {gone.why}"
         return TreeVerdict(DEADLOCKED, "dead-peer", RootCause(
             d.pid, None, f"{d.label} {d.exit_status}{why}; {waiting}"))
+    late = next((st for st in stragglers if not st.dead and st.pid in pvs
+                 and st.source in (LagSource.STACKS, LagSource.THREADS)
+                 and pvs[st.pid].verdict == DEADLOCKED), None)
+    if late is not None and not dead:   # the ranks' comparison names the one that differs
+        return _straggler_cause(pvs, late, DEADLOCKED)
     if dead:
         d = max(dead, key=lambda pv: _depth(pvs, pv.pid))
         return TreeVerdict(DEADLOCKED, "dead-peer",

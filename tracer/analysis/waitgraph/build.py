@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..accumulate.accumulator import Recording
-from ..job.collective import Straggler
+from ..job.collective import LagSource, Straggler
 from ..vocab.facts import WaitFacts
 from ..vocab.nodes import node_of, real_id, same_node
 from ..job.process_facts import FdIndex, ProcessFacts
@@ -73,7 +73,7 @@ class _Builder(FdWaits):
         self.fdx = FdIndex(inp.rec, dict(inp.procs))
         self.g = WaitGraph()
         self.waits: Dict[int, List[ResolvedWait]] = {}
-        self.late = {s.pid for s in inp.stragglers}
+        self.late = {s.pid: s for s in inp.stragglers}
         # node index -> name (merged traces), for pids outside the traced tree
         self.node_names = {node_of(p): pf.node for p, pf in inp.procs.items() if pf.node}
 
@@ -229,7 +229,10 @@ class _Builder(FdWaits):
                    if t != tid and v.verdict in ACTIVE and v.verdict != UNKNOWN]
         what = base
         if pid in self.late:
-            what += " (a wait inside the process: its GPU is idle, so it is not in the collective)"
+            what += (" (a wait inside the process: its GPU is idle, so it is not in the "
+                     "collective)" if self.late[pid].source == LagSource.NVML else
+                     f" (a wait inside the process: it is not in the collective, by "
+                     f"{self.late[pid].source})")
         elif running:
             what += (f"; threads {', '.join(str(real_id(t)) for t in running[:4])} still run "
                      "and could wake it")
