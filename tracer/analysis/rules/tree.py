@@ -334,7 +334,7 @@ def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict
             d.pid, None, f"{d.label} {d.exit_status}{why}; {waiting}"))
     late = next((st for st in stragglers if not st.dead and st.pid in pvs
                  and st.source in (LagSource.STACKS, LagSource.THREADS)
-                 and pvs[st.pid].verdict == DEADLOCKED), None)
+                 and pvs[st.pid].verdict in (DEADLOCKED, BLOCKED)), None)
     if late is not None and not dead:   # the ranks' comparison names the one that differs
         return _straggler_cause(pvs, late, DEADLOCKED)
     if dead:
