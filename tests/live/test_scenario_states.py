@@ -431,7 +431,9 @@ def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
               "silent_server", "gpu_libs_like", "tcp_ranks",
               # tests/live/test_serving_states.py
               "serving_tree", "unbuffered_logger", "pool_server", "feeder_blocked",
-              "watchdog_futex", "stopped_child"}
+              "watchdog_futex", "stopped_child",
+              # tests/live/test_four_ranks.py
+              "four_ranks"}
     assert set(scenarios.available_scenarios()) == tested
     readme = (scenarios.SCENARIO_DIR / "README.md").read_text()
     for name in tested:
