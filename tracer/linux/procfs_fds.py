@@ -228,7 +228,8 @@ def read_fds_checked(pid: int, root: str = "/proc",
     return out
 
 
-def written_positions(pid: int, fds: Iterable[int], root: str = "/proc") -> Dict[int, Tuple[str, int]]:
+def written_positions(pid: int, fds: Iterable[int],
+                      root: str = "/proc") -> Dict[int, Tuple[str, int]]:
     """{fd: (path, position)} of those of ``fds`` that are regular files open for writing (a log,
     stdout sent to a file): two fdinfo reads each, cheap enough for every look of ``watch``. An
     fd closed, reopened on something else or unreadable is left out."""

@@ -24,9 +24,10 @@ How a chain goes on (the root cause is where it stops, never merely a thread tha
 - "another thread of the process" (``A``: a futex nobody is recorded to hold) goes on into a
   thread of it that works or waits on something that can act, else into one that waits on
   something of its own (another process, the GPU: the queue's producer, blocked itself), never
-  into a library helper or a parked pool thread (nobody's producer); when only threads that tick or idle are left, the chain ends there: ``UNKNOWN_WAKER`` (``before`` is the waiting thread:
-  what would wake it cannot be told, and nothing in the process is at work); when no thread of
-  the process can act at all, as a ``CYCLE`` (the process is closed on itself).
+  into a library helper or a parked pool thread (nobody's producer); when only threads that
+  tick or idle are left, the chain ends there: ``UNKNOWN_WAKER`` (``before`` is the waiting
+  thread: what would wake it cannot be told, and nothing in the process is at work); when no
+  thread of the process can act at all, as a ``CYCLE`` (the process is closed on itself).
 Severity (worst first) is ``SEVERITY``: a cycle or a dead end, a spin, ticking, a stopped
 thread, a write that cannot go out, a wait on an
 unknown waker, progress, a wait the GPU ends (work that runs), idle, outside, unknown.
