@@ -241,3 +241,13 @@ def test_doctor_json_has_a_format_and_its_schema():
     assert doc["format"] == "hangtrace.doctor/1"
     report_schema.check(doc, "doctor")
     assert "compiled_helpers" in doc
+
+
+def test_the_console_report_into_head_is_quiet():
+    """rich's Console exits 1 on EPIPE by itself; the report's console hands it to the command
+    line, which says 141 as for every other output."""
+    # the reader is gone before the report is written (analysis takes longer than `true`)
+    p = subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} -m tracer analyze "
+                        f"{TRACE} | true; echo status=$?"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.stderr == "" and p.stdout.strip() == "status=141", p.stdout + p.stderr

@@ -11,6 +11,7 @@ finds whole lines.
 """
 from __future__ import annotations
 
+import errno
 from typing import Any, Dict, List, Optional
 
 from rich.console import Console
@@ -28,6 +29,15 @@ STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yel
          "unknown": "dim"}
 
 
+class _ReportConsole(Console):
+    """rich's Console, except that a reader gone away (``| head``) is an EPIPE for the command
+    line to map to its exit status (141), not rich's own ``SystemExit(1)``."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+
+
 def report_console(file: Any = None, stderr: bool = False) -> Console:
     """The Console a report is printed on (module doc)."""
     import sys
@@ -37,9 +47,9 @@ def report_console(file: Any = None, stderr: bool = False) -> Console:
     except (ValueError, OSError):
         tty = False
     if tty:
-        return Console(file=file, stderr=stderr)
-    return Console(file=file, stderr=stderr, width=NO_WRAP_WIDTH, soft_wrap=True,
-                   color_system=None)
+        return _ReportConsole(file=file, stderr=stderr)
+    return _ReportConsole(file=file, stderr=stderr, width=NO_WRAP_WIDTH, soft_wrap=True,
+                          color_system=None)
 
 
 def _verdict(v: str) -> str:
@@ -156,7 +166,7 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids) -> None
 
 def render_report(report: Report, console: Optional[Console] = None, *,
                   verbose: bool = False) -> None:
-    console = console or Console()
+    console = console or report_console()
     v = report.verdict
     partial = "  [yellow]partial: not everything could be observed[/]" \
         if report.unobserved else ""
