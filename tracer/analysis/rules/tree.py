@@ -253,14 +253,7 @@ def _chain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
             for x in [next(x for x in w.waits_on if pv.pid in x.pids)]]
     if also:
         summary += "; " + "; ".join(also)
-    alike = _alike_ranks(pvs, pv)
-    if alike:
-        summary += (f"; {', '.join(p.label for p in alike)} "
-                    f"{'does' if len(alike) == 1 else 'do'} the same: which rank is behind "
-                    "cannot be told from here (no NCCL RAS answer, and their stacks, GPUs and "
-                    "waits do not differ)")
-    if verdict in (BUSY, BLOCKED) and dead:
-        summary += "; " + "; ".join(f"{d.label} {d.exit_status}" for d in dead)
+    summary += _undecided_and_dead(pvs, pv, verdict, dead)
     tid = where.tid if where.kind == NodeKind.THREAD else None
     rule = f"process-{pv.rule}"
     return TreeVerdict(verdict, rule, RootCause(pv.pid, tid if tid is not None else pv.key_tid,
@@ -282,15 +275,25 @@ def _plain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
     others = _waiter_text(pvs, pick.pid)
     if others:
         summary += f"; {others}"
+    summary += _undecided_and_dead(pvs, pick, verdict, dead)
+    return TreeVerdict(verdict, f"process-{pick.rule}", RootCause(pick.pid, pick.key_tid, summary))
+
+
+def _undecided_and_dead(pvs: Mapping[int, ProcessVerdict], pick: ProcessVerdict,
+                        verdict: Verdict, dead: List[ProcessVerdict]) -> str:
+    """What a root cause's summary adds after its chain: the ranks that look just like it (which
+    one is behind cannot be told), and, for a tree still busy or blocked, the processes that
+    failed."""
+    text = ""
     alike = _alike_ranks(pvs, pick)
     if alike:
-        summary += (f"; {', '.join(pv.label for pv in alike)} "
-                    f"{'does' if len(alike) == 1 else 'do'} the same: which rank is behind "
-                    "cannot be told from here (no NCCL RAS answer, and their stacks, GPUs and "
-                    "waits do not differ)")
+        text += (f"; {', '.join(p.label for p in alike)} "
+                 f"{'does' if len(alike) == 1 else 'do'} the same: which rank is behind "
+                 "cannot be told from here (no NCCL RAS answer, and their stacks, GPUs and "
+                 "waits do not differ)")
     if verdict in (BUSY, BLOCKED) and dead:
-        summary += "; " + "; ".join(f"{d.label} {d.exit_status}" for d in dead)
-    return TreeVerdict(verdict, f"process-{pick.rule}", RootCause(pick.pid, pick.key_tid, summary))
+        text += "; " + "; ".join(f"{d.label} {d.exit_status}" for d in dead)
+    return text
 
 
 def _alike_ranks(pvs: Mapping[int, ProcessVerdict], pick: ProcessVerdict) -> List[ProcessVerdict]:
