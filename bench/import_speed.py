@@ -18,8 +18,10 @@ import and an analysis of a log a quarter as long (memory must not grow with the
 side; by default the compiled helpers are used when built (scripts/build_fast.py).
 ``--synthetic`` uses the older generated log (short lines) instead of the real one.
 ``--baseline DIR`` compares this tree with another checkout in one run (``compare``).
-``--codec`` then times the trace codec against msgspec on the trace just imported and says
-the decision of issue 21's rule (bench/codec_speed.py; needs msgspec installed).
+``--codec`` (with ``--baseline``) also times the trace codec alone: reading every event of the
+trace (decode and type checks, gzip not included: the trace is plain) with each tree's
+reader, this tree's run by its own child, the baseline's by this script's child with the
+baseline's package first on the path (so a baseline older than the option can be timed).
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ import time
 from typing import Dict, List
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, ROOT)
+# a "read" child times another tree's reader (compare --codec): that tree first on the path
+sys.path.insert(0, os.environ.get("HANGTRACE_BENCH_TREE", ROOT))
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from synthetic_log import generate  # noqa: E402  (tests import it from here)
@@ -83,6 +86,9 @@ def _child(kind: str, args: List[str]) -> None:
                     n += 1
     elif kind == "import":
         n = import_strace(args[0], args[1]).events
+    elif kind == "read":
+        from tracer.tracefile.format import TraceReader
+        n = sum(1 for _ in TraceReader(args[0]).events())
     else:
         n = len(analyze_trace(args[0]).processes)
     out = {"cpu": time.process_time() - c0, "wall": time.perf_counter() - t0, "n": n,
@@ -95,12 +101,17 @@ def _child(kind: str, args: List[str]) -> None:
 
 def _run(kind: str, args: List[str], pure: bool, root: str = ROOT) -> Dict[str, float]:
     """One child of this script, run from the tree at ``root`` (its own bench script)."""
-    env = dict(os.environ, PYTHONPATH=root)
+    # the tree first; what the path held (a carried wheel's folder) after it
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
     if pure:
         env["HANGTRACE_PURE"] = "1"
     else:
         env.pop("HANGTRACE_PURE", None)
     script = os.path.join(root, "bench", "import_speed.py")
+    if kind == "read":
+        env["HANGTRACE_BENCH_TREE"] = root
+        script = os.path.join(ROOT, "bench", "import_speed.py")
     r = subprocess.run([sys.executable, script, "--child", kind, *args],
                        env=env, capture_output=True, text=True, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -136,17 +147,19 @@ def measure(log: str, trace: str, reps: int, pure: bool) -> Dict[str, float]:
     }
 
 
-def compare(log: str, trace: str, reps: int, baseline: str) -> None:
+def compare(log: str, trace: str, reps: int, baseline: str, codec: bool = False) -> None:
     """This tree against another checkout (``baseline``, with its own compiled helpers built),
     paired: each repetition runs the regex pass, then both imports and both analyses (each of
     its own tree's trace) in alternating order; printed are the medians of each and of the
-    per-repetition ratios this/baseline, which cancel most of a shared machine's drift."""
+    per-repetition ratios this/baseline, which cancel most of a shared machine's drift.
+    ``codec``: also the reading of each tree's trace alone (module doc)."""
     rows = []
+    kinds = ("import", "read", "analyze") if codec else ("import", "analyze")
     for i in range(reps):
         order = [ROOT, baseline] if i % 2 == 0 else [baseline, ROOT]
         rx = _run("regex", [log], False)
         got: Dict[str, Dict[str, dict]] = {}
-        for kind in ("import", "analyze"):
+        for kind in kinds:
             for root in order:
                 tr = trace + (".base" if root == baseline else "")
                 got.setdefault(root, {})[kind] = _run(
@@ -155,11 +168,12 @@ def compare(log: str, trace: str, reps: int, baseline: str) -> None:
         print(f"  rep {i + 1}: regex {rx['cpu']:.2f} s  import {got[ROOT]['import']['cpu']:.2f}"
               f" / {got[baseline]['import']['cpu']:.2f} s  analyze "
               f"{got[ROOT]['analyze']['cpu']:.2f} / {got[baseline]['analyze']['cpu']:.2f} s"
-              "   [CPU: this tree / baseline]", flush=True)
+              + (f"  read {got[ROOT]['read']['cpu']:.2f} / {got[baseline]['read']['cpu']:.2f} s"
+                 if codec else "") + "   [CPU: this tree / baseline]", flush=True)
     med = statistics.median
     print(f"load average after: {_load()}\nthis tree: {rows[0][1]['import']['path']}\n"
           f"baseline ({baseline}): {rows[0][2]['import']['path']}")
-    for kind in ("import", "analyze"):
+    for kind in kinds:
         this = med(r[1][kind]["cpu"] for r in rows)
         base = med(r[2][kind]["cpu"] for r in rows)
         ratio = med(r[1][kind]["cpu"] / r[2][kind]["cpu"] for r in rows)
@@ -181,7 +195,7 @@ def main() -> None:
                     help="compare with another checkout (e.g. git archive main | tar -x -C DIR;"
                          " build its helpers with DIR/scripts/build_fast.py)")
     ap.add_argument("--codec", action="store_true",
-                    help="also time the trace codec against msgspec (bench/codec_speed.py)")
+                    help="with --baseline: also time reading each tree's trace alone")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -202,7 +216,7 @@ def main() -> None:
           f"{time.perf_counter() - t0:.1f} s; machine: {os.cpu_count()} CPUs, load average "
           f"{_load()}")
     if a.baseline:
-        compare(log, trace, a.reps, os.path.abspath(a.baseline))
+        compare(log, trace, a.reps, os.path.abspath(a.baseline), a.codec)
         paths: List[bool] = []
     else:
         paths = [False, True] if a.both else [a.pure]
@@ -227,9 +241,6 @@ def main() -> None:
               f"  peak RSS: import {r['import_rss']:.0f} MB, analyze {r['analyze_rss']:.0f} MB "
               f"({a.lines:,} lines); {r['small_rss'][0]:.0f} MB, {r['small_rss'][1]:.0f} MB "
               f"({a.lines // 4:,} lines)")
-    if a.codec:
-        import codec_speed
-        print("\n" + codec_speed.describe(codec_speed.compare(trace, a.reps)), flush=True)
     if not a.keep:
         for p in os.listdir(d):
             os.unlink(os.path.join(d, p))

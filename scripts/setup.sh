@@ -41,9 +41,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 \
     | grep -v "^WARNING: Location" || true
-.venv/bin/python -c 'import tracer, click, rich, psutil, elftools, pytest' \
+.venv/bin/python -c 'import tracer, click, rich, psutil, elftools, msgspec, pytest' \
     || { echo "setup: the venv is incomplete" >&2; exit 1; }
-# The compiled helpers of the strace importer and trace reader: the install built them with this
+# The compiled helpers of the strace importer: the install built them with this
 # machine's C compiler where it could; without them hangtrace runs its pure-Python path (same
 # results, slower). scripts/build_fast.py rebuilds them after an edit of the C.
 .venv/bin/python -c 'from tracer.tracefile import fastpath; import sys

@@ -8,9 +8,9 @@ bounded fuzz pass through them (issue 22 item 6).
 - ``fuzz_pass(module_path, seed, count)`` runs in a child process with the sanitizer runtime
   preloaded (``LD_PRELOAD`` of libasan: Python itself is not built with it) and the sanitized
   module in place of the normal one: the twins' random and mutated strace blocks through
-  split_line, scan_block, first_arg and scrub, whole imports of some of them (convert_calls,
-  encode_row), the hostile lines of bench/hostile_lines.py, and analyses of field-mutated
-  traces (decode_rows). Returns (inputs run, the sanitizer reports found in its stderr, the
+  split_line, scan_block, first_arg and scrub, whole imports of some of them (convert_calls),
+  the hostile lines of bench/hostile_lines.py, and analyses of field-mutated traces (read by
+  msgspec, the compiled helpers no longer read trace rows). Returns (inputs run, the sanitizer reports found in its stderr, the
   child's exit status).
 """
 from __future__ import annotations

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from msgspec import structs
+
 from .events import FdInfo
 
 __all__ = ["ThreadSnapshot", "ProcessSnapshot", "Snapshot", "STATE_NAMES", "FORMAT"]
@@ -74,5 +76,12 @@ class Snapshot:
 
     def to_json(self) -> Dict[str, Any]:
         return {"format": FORMAT, "ts": self.ts, "host": self.host, "roots": self.roots,
-                "processes": [asdict(p) for p in self.processes], "errors": self.errors,
+                "processes": [_process_json(p) for p in self.processes], "errors": self.errors,
                 "evidence": self.evidence}
+
+
+def _process_json(p: Any) -> Dict[str, Any]:
+    """A process of the snapshot as JSON: its fields, the fd table's rows as objects."""
+    out = asdict(p)
+    out["fds"] = [structs.asdict(f) for f in p.fds]
+    return out

@@ -1,14 +1,13 @@
-"""The compiled helpers (tracer/tracefile/csrc/) give exactly what their pure-Python twins
-give, on real logs and traces and on odd text; and a whole import + analysis gives the same
-trace and report either way (HANGTRACE_PURE=1 in a subprocess). Where the module is not built
+"""The compiled helpers of the strace importer (tracer/tracefile/csrc/) give exactly what their
+pure-Python twins give, on real logs and on odd text; and a whole import + analysis gives the
+same trace and report either way (HANGTRACE_PURE=1 in a subprocess). The trace rows have one
+codec (msgspec, tests/unit/test_trace_codec.py). Where the module is not built
 (no compiler), it is built here into a temporary directory, or the C side is skipped."""
 import gzip
 import importlib.util
 import json
-import math
 import os
 import random
-import struct
 import subprocess
 import sys
 from collections import Counter
@@ -17,10 +16,8 @@ import pytest
 
 from tracer import events as ev
 from tracer.tracefile import fastpath
-from tracer.tracefile.format import TraceReader, _decoder, _fast_table
 from tracer.strace.args import py_first_arg
 from tracer.strace.lines import py_split_line
-from tracer.strace.importer import import_strace
 from tracer.strace.scan import py_scan_block
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
@@ -96,91 +93,6 @@ def test_scrub_and_first_arg(fast):
     for a in args + odd + _mutations(odd + args[:500], 5000):
         assert fast.scrub(a) == ev.scrub_args(a), a
         assert fast.first_arg(a) == py_first_arg(a), a
-
-
-def test_float_repr(fast):
-    rnd = random.Random(1)
-    vals = [0.0, -0.0, 1e-6, 1e-5, 1e-4, 9.999999e-5, 0.1, 1e15, 1e16, 2.0 ** 33, 8589934591.999999]
-    for _ in range(100000):
-        vals.append(float(f"{rnd.randint(10 ** 9, 2 ** 33)}.{rnd.randint(0, 999999):06d}"))
-        vals.append(float(f"0.{rnd.randint(0, 999999):06d}"))
-        vals.append(struct.unpack("d", struct.pack("Q", rnd.getrandbits(64)))[0])
-        vals.append(rnd.random() * 10 ** rnd.randint(-9, 18))
-    for v in vals:
-        if math.isfinite(v):
-            assert fast.float_repr(v) == repr(v), v
-
-
-def _events(tmp_path):
-    evs = []
-    for i, path in enumerate(LOGS):
-        out = str(tmp_path / f"{i}.htrace")
-        import_strace(path, out)
-        evs.extend(TraceReader(out).events())
-    return evs
-
-
-def test_encode_row(fast, tmp_path):
-    evs = _events(tmp_path)
-    evs += [ev.Syscall(1.5e-07, 1, 1, "x\u00e9\U0001f600\udc80", "\x7f\"\\\n", 2 ** 70, None,
-                       float("inf")),
-            ev.PollCall(1.0, 1, 2, "poll", "", None, None, 0.1, fd_kinds=("a", "b")),
-            ev.WriteCall(1.0, 1, 2, "write", "", 1, None, -0.0, nbytes=True)]
-    for e in evs:
-        names = tuple(ev.field_names(type(e)))
-        want = json.dumps(ev.event_to_row(e), separators=(",", ":")) + "\n"
-        got = fast.encode_row("[" + json.dumps(e.TAG) + ",", names, None, e)
-        if "fds" in names or "threads" in names or (got is None and not _plain(e)):
-            continue                          # rows the Python formatter writes
-        assert got == want, e
-
-
-def _plain(e):
-    return all(v is None or isinstance(v, (bool, int, str, tuple, list)) or
-               (isinstance(v, float) and math.isfinite(v)) for v in ev.event_to_row(e)[1:])
-
-
-def test_decode_rows(fast, tmp_path):
-    import_strace(os.path.join(FIXTURES, "startup.strace.gz"), str(tmp_path / "s.htrace"))
-    rows = open(tmp_path / "s.htrace").read().splitlines()[1:]
-    odd = ['["sc",1.0,1,1,"a\\u00e9\\ud83d\\ude00\\udc80\\"\\\\\\/\\b\\f\\n\\r\\t",'
-           '"",0,null,1e-05,null,null,null,false]',
-           '["sc",1,1,1,"x","",-0,null,1.5E+3,null,null,null,true]',
-           '["pl",1.0,1,2,"poll","",0,null,0.1,null,null,null,false,0.1,1,null,true]',
-           '["pl",1.0,1,2,"poll","",0,null,0.1,null,null,null,false,0.1,1,["a","b"],true]',
-           '["sc", 1.0,1,1,"x","",0,null,null,null,null,null,false]',        # a space
-           '["sc",1.0,1,1,"x\x01","",0,null,null,null,null,null,false]',      # a raw control
-           '["sc",1.0,1,1,"x","",01,null,null,null,null,null,false]',
-           '["sc",1.0,1,1,"x","",0,null,null,null,null,null]',                # a field short
-           '["sc",1.0,1,1,"x","",0,null,null,null,null,null,false,1]',        # one too many
-           '["zz",1]', '["end",1.0,"complete",0.0,1]', '[', '', 'garbage',
-           '["sc",123456789012345678901234567890,1,1,"x","",0,null,null,null,null,null,false]',
-           # wrong types: the Python reader refuses them (validate.py), so must the C one
-           '["sc","1.0",1,1,"x","",0,null,null,null,null,null,false]',
-           '["sc",1.0,true,1,"x","",0,null,null,null,null,null,false]',
-           '["sc",1e999,1,1,"x","",0,null,null,null,null,null,false]',
-           '["sc",1.0,1,1,"x","",0,null,null,null,null,null,0]',
-           '["sc",1.0,1.5,1,"x","",0,null,null,null,null,null,false]',
-           '["sc",1.0,1,1,["x"],"",0,null,null,null,null,null,false]',
-           '["pl",1.0,1,2,"poll","",0,null,0.1,null,null,null,false,0.1,1,[1],true]',
-           '["gpu",1.0,0,"x",null,null,null,null,null,null,[1,"2"]]']
-    schema = ev.schema()
-    decoders = {t: _decoder(t, n) for t, n in schema.items()}
-    table = _fast_table(schema, offsets=fastpath.compiled() is fast)
-    scan = json.JSONDecoder().scan_once
-    for text in rows + odd + [r.replace("1795", "-1795") for r in rows[:200]]:
-        got, n_odd = fast.decode_rows(text + "\n", table)
-        assert len(got) == 1
-        try:
-            want = decoders[scan(text, 0)[0][0]](scan(text, 0)[0])
-        except Exception:                     # noqa: BLE001 - the Python reader's bad line
-            want = None
-        if isinstance(got[0], str):
-            assert n_odd == 1 and got[0] == text + "\n"     # left to the Python reader
-            continue
-        assert n_odd == 0 and repr(got[0]) == repr(want), text
-    assert sum(not isinstance(x, str) for x in fast.decode_rows("\n".join(rows), table)[0]) \
-        == len(rows) - sum(r.startswith(('["pi"', '["end"')) for r in rows)
 
 
 def test_scan_block(fast):

@@ -7,8 +7,11 @@ Contract:
   are seconds. ``None`` means "not known" (a log without -T has no durations), never zero.
 - No buffer contents: a write is a byte count, ``args`` is argument text with string and
   buffer literals removed (see ``scrub_args``).
-- Each class has a short ``TAG`` used in the trace file; field order is given by the dataclass
-  and written into the trace header, so a reader maps fields by name (tracefile/format.py).
+- Each class is a msgspec Struct, array-like and tagged with its short ``TAG`` (``register``
+  sets ``TAG`` from the class's ``tag``): its trace row is ``[TAG, field, ...]`` in field order,
+  and the order is written into the trace header, so a reader maps fields by name
+  (tracefile/codec.py). The field types are what the reader checks a row against (in C, by
+  msgspec), never at construction: making an event here costs what a slots dataclass costs.
 
 fd kinds (``fd_kind``): file, dir, pipe, fifo, tcp, udp, unix, netlink, socket, eventfd, epoll,
 timerfd, signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, dev, null, None.
@@ -16,23 +19,26 @@ timerfd, signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, dev
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
+
+from msgspec import Struct, field, to_builtins
 
 # the event classes join as they are registered (``register``, at the end)
 __all__ = ["Event", "FdInfo", "EVENT_CLASSES", "register", "scrub_args", "STRING_LITERAL",
            "event_to_row", "schema", "field_names"]
 
 
-@dataclass(slots=True)
-class Event:
+class Event(Struct, array_like=True, gc=False, forbid_unknown_fields=True):
+    """What every event is: ``ts`` and the fields of its class. ``gc=False``: an event holds
+    only scalars and lists or dicts of them (never another object that could point back), so
+    it is in no reference cycle and the cyclic collector need not visit millions of them.
+    ``forbid_unknown_fields``: a row longer than its class is no row of it."""
     TAG: ClassVar[str] = "?"
     ts: float
 
 
 # --------------------------------------------------------------------------- syscalls
-@dataclass(slots=True)
-class Syscall(Event):
+class Syscall(Event, tag="sc"):
     """One system call of one thread.
 
     ``ret`` is None when the call had not returned when the recording ended (the thread is still
@@ -40,7 +46,6 @@ class Syscall(Event):
     ``err`` is the errno name (EAGAIN, ETIMEDOUT, ...) or None on success.
     ``fd``/``fd_kind``/``fd_target`` describe the first fd argument where there is one.
     """
-    TAG: ClassVar[str] = "sc"
     pid: int
     tid: int
     name: str
@@ -54,13 +59,11 @@ class Syscall(Event):
     ongoing: bool = False
 
 
-@dataclass(slots=True)
-class FutexCall(Syscall):
+class FutexCall(Syscall, tag="fx"):
     """futex(2): ``op`` without the PRIVATE/CLOCK flags (WAIT, WAKE, WAIT_BITSET, LOCK_PI, ...).
 
     ``timeout`` is seconds for a relative timeout, -1.0 for an absolute one, None for none.
     """
-    TAG: ClassVar[str] = "fx"
     op: str = ""
     addr: int = 0
     val: Optional[int] = None
@@ -68,59 +71,47 @@ class FutexCall(Syscall):
     private: bool = False
 
 
-@dataclass(slots=True)
-class PollCall(Syscall):
+class PollCall(Syscall, tag="pl"):
     """poll/ppoll/select/pselect6/epoll_wait/epoll_pwait(2): ``timeout`` seconds, None = infinite.
 
     ``fd_kinds`` are the kinds of the fds watched (for poll/select) or registered (epoll, when
     known). ``timed_out`` is True when it returned 0.
     """
-    TAG: ClassVar[str] = "pl"
     timeout: Optional[float] = None
     nfds: Optional[int] = None
     fd_kinds: Tuple[str, ...] = ()
     timed_out: bool = False
 
 
-@dataclass(slots=True)
-class IoctlCall(Syscall):
+class IoctlCall(Syscall, tag="io"):
     """ioctl(2) with its request number; ``request_name`` is a decoded name when one is known."""
-    TAG: ClassVar[str] = "io"
     request: int = 0
     request_name: Optional[str] = None
 
 
-@dataclass(slots=True)
-class WriteCall(Syscall):
+class WriteCall(Syscall, tag="wr"):
     """write/writev/pwrite*/send*/sendmsg/sendmmsg/sendfile: bytes only, never contents."""
-    TAG: ClassVar[str] = "wr"
     nbytes: int = 0
 
 
-@dataclass(slots=True)
-class ReadCall(Syscall):
+class ReadCall(Syscall, tag="rd"):
     """read/readv/pread*/recv*/recvmsg/recvfrom/accept*: bytes (or new fd) only."""
-    TAG: ClassVar[str] = "rd"
     nbytes: int = 0
 
 
-@dataclass(slots=True)
-class WaitChild(Syscall):
+class WaitChild(Syscall, tag="wt"):
     """wait4/waitid/waitpid: ``child`` is the pid waited for (-1 any child)."""
-    TAG: ClassVar[str] = "wt"
     child: int = -1
 
 
 # --------------------------------------------------------------------------- /proc samples
-@dataclass(slots=True)
-class ThreadSample(Event):
+class ThreadSample(Event, tag="ts"):
     """One look at /proc/PID/task/TID: state letter, CPU ticks, wchan, the current syscall.
 
     ``syscall`` is /proc/.../syscall as read: "running", "-1 ..." (blocked, not in a syscall) or
     "NR arg0 ... arg5 sp pc". ``ticks_hz`` converts utime/stime to seconds. ``run_count`` is the
     number of times the thread ran (schedstat field 3) when known.
     """
-    TAG: ClassVar[str] = "ts"
     pid: int
     tid: int
     comm: str
@@ -135,11 +126,9 @@ class ThreadSample(Event):
     ticks_hz: int = 100
 
 
-@dataclass(slots=True)
-class ThreadCpu(Event):
+class ThreadCpu(Event, tag="cpu"):
     """On-CPU time of one thread measured in the kernel (sched_switch) between ``since`` and
     ``ts``: the eBPF backend's CPU accounting, finer than /proc ticks."""
-    TAG: ClassVar[str] = "cpu"
     pid: int
     tid: int
     since: float
@@ -147,10 +136,8 @@ class ThreadCpu(Event):
     switches: int = 0
 
 
-@dataclass(slots=True)
-class ProcessIO(Event):
+class ProcessIO(Event, tag="pio"):
     """/proc/PID/io counters (cumulative) at one instant."""
-    TAG: ClassVar[str] = "pio"
     pid: int
     rchar: int
     wchar: int
@@ -161,8 +148,7 @@ class ProcessIO(Event):
 
 
 # --------------------------------------------------------------------------- process table
-@dataclass(slots=True)
-class FdInfo:
+class FdInfo(Struct, array_like=True, gc=False, forbid_unknown_fields=True):
     """One open fd: kind (see module doc), target text, access mode ("r", "w", "rw"), position."""
     fd: int
     kind: Optional[str]
@@ -177,8 +163,7 @@ class FdInfo:
     from_list = classmethod(lambda cls, v: cls(*v))     # the inverse of to_list
 
 
-@dataclass(slots=True)
-class ProcessInfo(Event):
+class ProcessInfo(Event, tag="pi"):
     """What is known of a process: emitted at start for every target and when a new one appears.
     ``threads``: tid -> comm. ``fds``: the fd table where it could be read. ``listening``: "tcp
     0.0.0.0:8000" / "unix /path" strings. ``state``, ``exit_code``: /proc/PID/stat (a zombie
@@ -189,7 +174,6 @@ class ProcessInfo(Event):
     "Process TID attached", one thread of a process that may have more): a wait for another
     thread of it may be ended by one the recording does not show.
     """
-    TAG: ClassVar[str] = "pi"
     pid: int
     ppid: int
     comm: str = ""
@@ -205,78 +189,62 @@ class ProcessInfo(Event):
     threads_partial: bool = False
 
 
-@dataclass(slots=True)
-class ThreadStart(Event):
+class ThreadStart(Event, tag="tst"):
     """A new thread (clone with CLONE_THREAD) or a new process (fork/clone) seen by a backend."""
-    TAG: ClassVar[str] = "tst"
     pid: int
     tid: int
     parent_tid: Optional[int] = None
     new_process: bool = False
 
 
-@dataclass(slots=True)
-class ProcessExec(Event):
-    TAG: ClassVar[str] = "ex"
+class ProcessExec(Event, tag="ex"):
     pid: int
     tid: int
     filename: str = ""
     argv: List[str] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class ThreadExit(Event):
-    TAG: ClassVar[str] = "tx"
+class ThreadExit(Event, tag="tx"):
     pid: int
     tid: int
 
 
-@dataclass(slots=True)
-class ProcessExit(Event):
+class ProcessExit(Event, tag="px"):
     """A process ended: ``status`` is the exit status, or None when ``signal`` killed it."""
-    TAG: ClassVar[str] = "px"
     pid: int
     status: Optional[int] = None
     signal: Optional[str] = None
     core_dumped: bool = False
 
 
-@dataclass(slots=True)
-class SignalDelivered(Event):
-    TAG: ClassVar[str] = "sig"
+class SignalDelivered(Event, tag="sig"):
     pid: int
     tid: int
     signal: str = ""
     sender: Optional[int] = None
 
 
-@dataclass(slots=True)
-class Lost(Event):
+class Lost(Event, tag="lost"):
     """Events a backend could not record (overflow, unparsable lines): count and why."""
-    TAG: ClassVar[str] = "lost"
     count: int
     reason: str = ""
     sample: str = ""
 
 
-@dataclass(slots=True)
-class RecordingEnd(Event):
+class RecordingEnd(Event, tag="end"):
     """Last record of a complete trace; a trace without it was cut short (truncated)."""
-    TAG: ClassVar[str] = "end"
     reason: str = ""
     duration: float = 0.0
     events: int = 0
 
 
 # --------------------------------------------------------------------------- GPU (NVML)
-@dataclass(slots=True)
-class GpuSample(Event):
+class GpuSample(Event, tag="gpu"):
     """One look at one GPU through NVML (tracer/gpu/nvml.py): utilization over the driver's last
     sample period (percent of time a kernel ran), memory in bytes, and the pids of the compute
     processes that hold a context on it. ``util_pct`` is None where NVML could not say.
     ``power_mw`` (board power draw) and ``sm_clock_mhz`` are None in traces made before they
     were recorded, or where NVML does not report them."""
-    TAG: ClassVar[str] = "gpu"
     gpu: int
     uuid: str = ""
     util_pct: Optional[int] = None
@@ -290,14 +258,12 @@ class GpuSample(Event):
 
 
 # --------------------------------------------------------------------------- Python stacks
-@dataclass(slots=True)
-class PyStack(Event):
+class PyStack(Event, tag="pys"):
     """One thread's Python stack as ``py-spy dump`` saw it at the end of a recording
     (tracer/record/pystacks.py). ``frames`` are "func (file:line)", innermost first; ``tid`` is the
     OS thread id (py-spy's ``os_thread_id``). A stack that could not be taken has ``tid`` 0,
     no frames and ``error`` saying why (py-spy not installed, permission denied, ...).
     ``files`` are the frames' source paths as the target sees them (empty in older traces)."""
-    TAG: ClassVar[str] = "pys"
     pid: int
     tid: int
     thread_name: str = ""
@@ -311,15 +277,13 @@ class PyStack(Event):
 
 
 # --------------------------------------------------------------------------- what was not seen
-@dataclass(slots=True)
-class ObserveError(Event):
+class ObserveError(Event, tag="oerr"):
     """Something a backend could not observe, saved so that ``analyze`` of the trace knows what
     the live report knew (tracer/analysis/rules/observed.py). ``source``: the backend; ``what``:
     "attach" (thread ``tid`` of ``pid``, or the whole process when ``tid`` is None), "syscall",
     "io", "fd", "stat" (those /proc files of ``pid``), "excluded" (never traced: hangtrace's
     own ancestor), "backend" (its own trouble; no pid); ``denied``: a permission refusal
     (EPERM, EACCES), not a target that was gone; ``why``: one line."""
-    TAG: ClassVar[str] = "oerr"
     source: str
     what: str
     why: str = ""
@@ -336,13 +300,15 @@ EVENT_CLASSES: Dict[str, Type[Event]] = {}
 _FIELDS: Dict[Type[Event], List[str]] = {}
 
 
-def field_names(cls: Type[Event]) -> List[str]:
-    return [f.name for f in fields(cls)]
+def field_names(cls: Type[Any]) -> List[str]:
+    """The fields of an event class (or FdInfo), in row order."""
+    return list(cls.__struct_fields__)
 
 
 def register(*classes: Type[Event]) -> None:
     """Make event classes known to the trace format (their TAG and field names)."""
     for cls in classes:
+        cls.TAG = cls.__struct_config__.tag
         EVENT_CLASSES[cls.TAG] = cls
         _FIELDS[cls] = field_names(cls)
         if cls.__name__ not in __all__:
@@ -368,16 +334,9 @@ def scrub_args(args: str) -> str:
 
 
 def event_to_row(ev: Event) -> List[Any]:
-    """Compact row [TAG, field values...] in dataclass field order (the header holds the names)."""
-    row: List[Any] = [ev.TAG]
-    for name in _FIELDS[type(ev)]:
-        v = getattr(ev, name)
-        if name == "fds":
-            v = [f.to_list() for f in v]
-        elif name == "threads":
-            v = {str(k): c for k, c in v.items()}
-        row.append(list(v) if isinstance(v, tuple) else v)
-    return row
+    """Compact row [TAG, field values...] in field order (the header holds the names), as
+    plain JSON values: what the trace line holds (tuples as lists, int keys as strings)."""
+    return [list(v) if type(v) is tuple else v for v in to_builtins(ev, str_keys=True)]
 
 
 def schema() -> Dict[str, List[str]]:

@@ -6,16 +6,16 @@ Contract: ``ThreadCounts`` (tag ``cnt``) as its docstring says; ``FD_KEYS`` the 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List
+from typing import Any, Dict, List
+
+from msgspec import field
 
 from . import Event, register
 
 __all__ = ["ThreadCounts", "FD_KEYS"]
 
 
-@dataclass(slots=True)
-class ThreadCounts(Event):
+class ThreadCounts(Event, tag="cnt"):
     """What the kernel counted for one thread (eBPF backend), cumulative from ``since`` (the
     attach) to ``ts``: emitted about once a second while recording and once at the end, for
     threads that exited during the window too. A later one replaces an earlier one.
@@ -37,7 +37,6 @@ class ThreadCounts(Event):
       ``accepts``: the calls of those kinds that were NOT streamed (the streamed ones carry
       their own details).
     """
-    TAG: ClassVar[str] = "cnt"
     pid: int
     tid: int
     since: float

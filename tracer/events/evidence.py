@@ -14,8 +14,9 @@ Contract:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional
+from typing import Any, Dict, List, Optional
+
+from msgspec import field
 
 from .. import events as _events
 from . import Event
@@ -24,12 +25,10 @@ __all__ = ["ProcessVitals", "LogTargets", "KernelLog", "GpuHealth", "LoadedLibs"
            "CaptureSite", "CudaGraphCalls", "EvidenceNote", "EVIDENCE_TYPES"]
 
 
-@dataclass(slots=True)
-class ProcessVitals(Event):
+class ProcessVitals(Event, tag="vit"):
     """/proc/PID/stat and status: when the process started, its resident memory and the CPU
     time of all its threads (exited ones included), in seconds. (Not "threads": events.py
     encodes a field of that name as a tid -> comm map.)"""
-    TAG: ClassVar[str] = "vit"
     pid: int
     start_time: Optional[float] = None
     rss_bytes: Optional[int] = None
@@ -38,26 +37,22 @@ class ProcessVitals(Event):
     phase: str = ""
 
 
-@dataclass(slots=True)
-class LogTargets(Event):
+class LogTargets(Event, tag="logs"):
     """Where a process's output goes: fds 1 and 2 and the regular files it has open for writing
     as logs. Each entry: {"fd", "role" ("stdout", "stderr", "log"), "kind" (events.py fd kind),
     "path", "size" (bytes, files only), "mtime" (last modification: the last write for files,
     pipes and ttys), "why" (why size/mtime are missing)}. ``why`` (event level): the fd table
     could not be read."""
-    TAG: ClassVar[str] = "logs"
     pid: int
     targets: List[Dict[str, Any]] = field(default_factory=list)
     phase: str = ""
     why: str = ""
 
 
-@dataclass(slots=True)
-class KernelLog(Event):
+class KernelLog(Event, tag="klog"):
     """Lines of the NVIDIA kernel driver (NVRM) from the kernel log since ``since``: each
     [epoch ts, text]. ``scanned`` records were read; ``why`` says why the log could not be read
     (no /dev/kmsg, no permission) or was read only in part (the bound was reached)."""
-    TAG: ClassVar[str] = "klog"
     source: str = "/dev/kmsg"
     since: Optional[float] = None
     lines: List[List[Any]] = field(default_factory=list)
@@ -65,13 +60,11 @@ class KernelLog(Event):
     why: str = ""
 
 
-@dataclass(slots=True)
-class GpuHealth(Event):
+class GpuHealth(Event, tag="gpuh"):
     """One GPU's health counters through NVML (tracer/gpu/nvml_health.py). Units: mW, MHz, deg C.
     ``throttle`` is NVML's clock-event (throttle) reason bitmask. ECC counts are volatile (since
     the driver loaded); retired pages (pre-Hopper) and remapped rows (Ampere and later) are
     lifetime counts. ``missing`` maps a field name to why NVML gave no value."""
-    TAG: ClassVar[str] = "gpuh"
     gpu: int
     uuid: str = ""
     name: str = ""
@@ -96,26 +89,22 @@ class GpuHealth(Event):
     phase: str = ""
 
 
-@dataclass(slots=True)
-class LoadedLibs(Event):
+class LoadedLibs(Event, tag="libs"):
     """Versions of the libraries a process has mapped (/proc/PID/maps). Each entry: {"name"
     ("nccl", "libcuda", "cudart", "torch", ...), "version", "detail" (e.g. "+cuda12.4"), "path",
     "source" (where the version was read)}. ``pid`` 0 holds host facts (the NVIDIA kernel
     module). ``why``: the maps could not be read."""
-    TAG: ClassVar[str] = "libs"
     pid: int
     libs: List[Dict[str, Any]] = field(default_factory=list)
     why: str = ""
 
 
-@dataclass(slots=True)
-class CaptureSite(Event):
+class CaptureSite(Event, tag="cap"):
     """A thread whose Python stack shows CUDA graph capture (tracer/record/evidence/capture.py).
     ``how``: "with-block" (a frame executes inside ``with torch.cuda.graph(...)``, checked in the
     source at that line), "capture-call" (a frame of torch's capture_begin/capture_end or the
     graph context manager's __enter__/__exit__), "runner" (a frame of a serving stack's CUDA
     graph runner). ``frame`` is "func (file:line)"; ``detail`` the source text that decided."""
-    TAG: ClassVar[str] = "cap"
     pid: int
     tid: int
     how: str = ""
@@ -123,13 +112,11 @@ class CaptureSite(Event):
     detail: str = ""
 
 
-@dataclass(slots=True)
-class CudaGraphCalls(Event):
+class CudaGraphCalls(Event, tag="cug"):
     """libcuda graph calls of one thread counted by uprobes between ``since`` and ``ts``
     (tracer/record/backends/ebpf/cuda_uprobes.py): stream captures begun and ended, graphs launched;
     ``open_streams`` are streams (hex) whose last capture call was a begin (capturing at ``ts``,
     when the begin was seen in the window)."""
-    TAG: ClassVar[str] = "cug"
     pid: int
     tid: int
     since: float = 0.0
@@ -141,11 +128,9 @@ class CudaGraphCalls(Event):
     last_end: Optional[float] = None
 
 
-@dataclass(slots=True)
-class EvidenceNote(Event):
+class EvidenceNote(Event, tag="evn"):
     """One datum that could not be gathered, and why: ``what`` is "gpu", "kmsg", "libs", "logs",
     "capture-uprobes", ...; ``pid`` when it concerns one process."""
-    TAG: ClassVar[str] = "evn"
     what: str
     why: str = ""
     pid: Optional[int] = None

@@ -3,15 +3,15 @@ event model, re-exported by tracer.events): futex owners, unix socket peers, NCC
 TCP socket counters, file locks. Plain data, never what it means."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar, Dict, List, Optional
+from typing import Dict, List, Optional
+
+from msgspec import field
 
 from . import Event
 
 
 # --------------------------------------------------------------------------- end-of-recording probes
-@dataclass(slots=True)
-class FutexOwner(Event):
+class FutexOwner(Event, tag="fxo"):
     """Who holds the futex a thread of ``pid`` waits on, read from the target's memory at the end
     of the recording (tracer/record/probes/futex_owner.py).
 
@@ -25,7 +25,6 @@ class FutexOwner(Event):
     FUTEX_PRIVATE_FLAG (possibly in memory shared between processes). ``waiters`` are the tids
     of ``pid`` seen waiting on it.
     """
-    TAG: ClassVar[str] = "fxo"
     pid: int
     addr: int
     word: Optional[int] = None
@@ -37,27 +36,23 @@ class FutexOwner(Event):
     why: str = ""
 
 
-@dataclass(slots=True)
-class SocketPeers(Event):
+class SocketPeers(Event, tag="skp"):
     """The socket at the other end of each connected unix socket of ``pid`` (sock_diag).
 
     ``peers`` maps an inode of one of its sockets to the peer socket's inode (JSON turns the keys
     into strings: readers convert them back with int). ``outside`` maps a peer inode that no
     traced process holds to the pids (outside the tree) that hold it; a peer inode in neither
     belongs to a socket whose last holder closed it or exited."""
-    TAG: ClassVar[str] = "skp"
     pid: int
     peers: Dict[int, int] = field(default_factory=dict)
     outside: Dict[int, List[int]] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
-class NcclRasStatus(Event):
+class NcclRasStatus(Event, tag="ras"):
     """What NCCL's RAS service answered to ``VERBOSE STATUS`` at the end of a recording
     (record/probes/nccl_ras.py): the raw answer in ``fmt`` ("json" or "text"), parsed by
     analysis/job/nccl_ras.py. ``pid`` listens on ``host:port``; ``error`` says why there is no
     answer (refused, timed out)."""
-    TAG: ClassVar[str] = "ras"
     pid: int
     host: str = ""
     port: int = 0
@@ -66,12 +61,10 @@ class NcclRasStatus(Event):
     error: str = ""
 
 
-@dataclass(slots=True)
-class SocketCounters(Event):
+class SocketCounters(Event, tag="skc"):
     """The kernel's own counters of one TCP socket of ``pid`` (inet_diag's tcp_info, read by the
     proc backend: linux/tcpdiag.py): bytes and data segments sent and received since the socket
     was created, whatever call moved them. None where the kernel does not keep the counter."""
-    TAG: ClassVar[str] = "skc"
     pid: int
     fd: int
     target: str = ""
@@ -81,14 +74,12 @@ class SocketCounters(Event):
     segs_in: Optional[int] = None
 
 
-@dataclass(slots=True)
-class FileLock(Event):
+class FileLock(Event, tag="flk"):
     """One line of /proc/locks at the end of a recording (record/probes/file_locks.py): a file
     lock ``pid`` holds, or waits for when ``waiting`` (the kernel's "->" lines), on the file
     ``inode`` of device ``dev`` ("fe:00"). ``kind`` FLOCK, POSIX or OFDLCK (an OFD lock shows pid
     -1), ``access`` READ or WRITE, ``lock_id`` the kernel's number that ties a waiter to the
     lock it waits for."""
-    TAG: ClassVar[str] = "flk"
     pid: int
     inode: int
     dev: str = ""
@@ -98,12 +89,10 @@ class FileLock(Event):
     lock_id: int = 0
 
 
-@dataclass(slots=True)
-class ServedConnections(Event):
+class ServedConnections(Event, tag="srv"):
     """Connections ``pid`` took on a TCP ``port`` it listens on since the proc backend's last
     socket dump (linux/tcpdiag.accepted_since: accepted, or closed by the server's side): a
     server answering each request on a new connection, seen without a syscall backend."""
-    TAG: ClassVar[str] = "srv"
     pid: int
     port: int
     count: int = 0

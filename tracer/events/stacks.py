@@ -11,22 +11,21 @@ Contract:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional
+from typing import Any, Dict, List, Optional
+
+from msgspec import field
 
 from . import Event, register
 
 __all__ = ["KernelStack", "NativeStack", "PythonRuntime", "FlightRecorderDump", "STACK_TYPES"]
 
 
-@dataclass(slots=True)
-class KernelStack(Event):
+class KernelStack(Event, tag="kst"):
     """/proc/PID/task/TID/stack of one thread at the end of a recording (or a snapshot), read
     because ``reason`` ("D state", "blocked all window in ioctl(/dev/nvidia-uvm)"). ``frames``
     are the kernel's "function+0xoff/0xsize", innermost first; ``state`` the thread's state
     letter when it was read, ``wchan`` its wait channel. ``error``: why no frame was read
     (not root, the kernel hides stacks, the thread was running)."""
-    TAG: ClassVar[str] = "kst"
     pid: int
     tid: int
     state: str = ""
@@ -36,15 +35,13 @@ class KernelStack(Event):
     error: str = ""
 
 
-@dataclass(slots=True)
-class NativeStack(Event):
+class NativeStack(Event, tag="nst"):
     """One thread's native (C/C++) frames, innermost first: ``frames`` "function (library)"
     (or "0x7f..+0x1a2 (library)" where no symbol covers the address), ``libs`` the path of each
     frame's mapped file ("" for a Python frame that py-spy interleaves). ``source``: "py-spy"
     (``py-spy dump --native``: the process was paused while it read) or "stack-scan" (the
     thread's pc and the return addresses found on its stack, read from /proc/PID/mem without
     stopping it: candidates, not an unwind). ``error``: why none were gathered."""
-    TAG: ClassVar[str] = "nst"
     pid: int
     tid: int
     frames: List[str] = field(default_factory=list)
@@ -53,13 +50,11 @@ class NativeStack(Event):
     error: str = ""
 
 
-@dataclass(slots=True)
-class PythonRuntime(Event):
+class PythonRuntime(Event, tag="pyrt"):
     """Where CPython's ``_PyRuntime`` lies in process ``pid``: ``addr`` (absolute) and ``size``
     bytes, from the ELF symbol of ``binary`` (the python executable or libpython) and the load
     address in /proc/PID/maps. The main interpreter's GIL (its mutex and conditions) lies in
     it in CPython 3.9 to 3.14. ``error``: why it could not be found."""
-    TAG: ClassVar[str] = "pyrt"
     pid: int
     addr: int = 0
     size: int = 0
@@ -67,8 +62,7 @@ class PythonRuntime(Event):
     error: str = ""
 
 
-@dataclass(slots=True)
-class FlightRecorderDump(Event):
+class FlightRecorderDump(Event, tag="frd"):
     """One rank's PyTorch Flight Recorder dump, as read (tracefile/fr_dump.py): ``path``,
     ``rank`` (from the file name's suffix), ``pid`` of the traced process whose environment
     named it (0 when read from a directory alone), ``mtime`` and ``size`` of the file.
@@ -82,7 +76,6 @@ class FlightRecorderDump(Event):
     time_discovered_completed_ns, retired, timeout_ms, is_p2p, thread_name, frames [{"name",
     "filename", "line"}]), bounded (``dropped``: entries left out, the oldest). ``error``: why
     it could not be read (one line)."""
-    TAG: ClassVar[str] = "frd"
     path: str
     rank: Optional[int] = None
     pid: int = 0

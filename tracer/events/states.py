@@ -11,18 +11,13 @@ module registers the classes (tracefile/format.py imports it, and so does what m
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 from .. import events as _events
 from . import Event
 
 __all__ = ["ThreadStopped"]
 
 
-@dataclass(slots=True)
-class ThreadStopped(Event):
-    TAG: ClassVar[str] = "stop"
+class ThreadStopped(Event, tag="stop"):
     pid: int
     tid: int
     signal: str = ""

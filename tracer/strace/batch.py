@@ -1,16 +1,16 @@
 """The converter's batch path: many log lines at once, with the hot state in local variables
-and, where the compiled helpers are built, most complete calls turned into rows in C.
+and, where the compiled helpers are built, most complete calls turned into events in C.
 
 Contract: ``BatchFeed`` is a mixin of ``convert.StraceConverter`` (it reads and updates the
 converter's counters, tables and flags, which convert.py owns and documents):
 - ``feed_batch(texts)`` is ``feed_text`` over every line, the events in order;
-- ``rows_batch(texts, formatter)`` is the trace rows of those events (``formatter(cls)``:
-  rows.RowEncoder.formatter), the same text whichever path made them (tests compare them).
+- ``events_batch(texts)`` is the same events, most complete calls made in C where the
+  compiled helpers are built (csrc/calls.c convert_calls): equal events whichever path made
+  them (tests compare them).
 """
 from __future__ import annotations
 
-import json
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from .. import events as ev
 from .args import _parse_fd_cached
@@ -24,9 +24,8 @@ __all__ = ["BatchFeed"]
 # names (decode.py): convert_calls reads them, Python fills them.
 _FD_CACHE = getattr(_parse_fd_cached, "__self__", {})
 _IOCTL_CACHE = getattr(ioctl_request, "__self__", {})
-# class -> (row prefix, field names): what encode_row writes for each syscall event class
-_C_FORMATS = {c: ("[" + json.dumps(c.TAG) + ",", tuple(ev.field_names(c)))
-              for c in ev.EVENT_CLASSES.values() if issubclass(c, ev.Syscall)}
+# The classes convert_calls makes events of (called with their fields in order)
+_C_CLASSES = (ev.Syscall, ev.WriteCall, ev.ReadCall, ev.IoctlCall)
 
 
 def _pick_calls() -> Optional[Callable]:
@@ -45,24 +44,20 @@ class BatchFeed:
         """``feed_text`` over many lines: the events of all of them, in order."""
         return self._feed_run(texts, 0, False)[0]
 
-    def rows_batch(self, texts: List[str], formatter: Callable[[type], Callable]) -> List[str]:
-        """The trace rows (text) of the events of many lines, in order; ``formatter(cls)`` is
-        the row formatter of an event class (rows.RowEncoder.formatter). Where the compiled
-        helpers are built, most complete calls go from line to row in C (csrc/calls.c
-        convert_calls: the same events, the same text), every other line through
+    def events_batch(self, texts: List[str]) -> List[ev.Event]:
+        """``feed_batch(texts)``, where the compiled helpers are built most complete calls
+        made in C (csrc/calls.c convert_calls: the same events), every other line through
         ``_feed_run``."""
-        rows: List[str] = []
-        add = rows.append
-        fmts: Dict[type, Callable] = {}
+        out: List[ev.Event] = []
         plain = _CONVERT_CALLS
         n, i = len(texts), 0
         while i < n:
             if plain is not None and self._has_pid and self.first_ts is not None \
                     and self._cut is None:
                 ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
-                       FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_FORMATS,
+                       FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_CLASSES,
                        WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE)
-                i, k, last, has_dur = plain(texts, i, ctx, rows)
+                i, k, last, has_dur = plain(texts, i, ctx, out)
                 if k:
                     self.lines += k
                     self.last_ts = last
@@ -71,12 +66,8 @@ class BatchFeed:
                 if i >= n:
                     break
             events, i = self._feed_run(texts, i, plain is not None)
-            for e in events:
-                fmt = fmts.get(e.__class__)
-                if fmt is None:
-                    fmt = fmts[e.__class__] = formatter(e.__class__)
-                add(fmt(e))
-        return rows
+            out.extend(events)
+        return out
 
     def _feed_run(self, texts: List[str], start: int,
                   stop_plain: bool) -> Tuple[List[ev.Event], int]:

@@ -39,7 +39,8 @@ from typing import Callable, Dict, List, Optional
 from .. import events as ev
 from ..outputs import check_target, scratch_beside
 from ..tracefile import format as trace
-from ..tracefile.rows import RowEncoder, RowSink, write_trace
+from ..tracefile.codec import encode_row, encode_rows
+from ..tracefile.rows import RowSink, write_trace
 from .arch import log_machine
 from .convert import StraceConverter
 from .ff import open_source
@@ -197,9 +198,8 @@ def _convert_sequential(source, facts: LogFacts, base_date: Optional[_dt.date],
                            alone=who.alone, unprefixed_tid=who.unprefixed_tid)
     count = _convert(source.line_batches(), conv, write)
     tail = conv.finish(conv.last_ts)
-    encode = RowEncoder().encode
     for e in tail:
-        write(encode(e))
+        write(encode_row(e))
     return _Converted(count + len(tail), conv.lines, conv.unparsed, conv.capabilities,
                       conv.processes, conv.first_ts, conv.last_ts, source.truncated,
                       frozenset(conv.names), dict(conv.numbers))
@@ -207,8 +207,7 @@ def _convert_sequential(source, facts: LogFacts, base_date: Optional[_dt.date],
 
 def _convert(batches, conv: StraceConverter, write: Callable[[bytes], None]) -> int:
     """The hot loop: every log line through the converter, events as JSON rows to ``write``."""
-    rows_of = conv.rows_batch
-    formatter = RowEncoder().formatter
+    events_of = conv.events_batch
     count = 0
     # Millions of short-lived, acyclic objects: reference counting frees them all; the cyclic
     # collector would only rescan them over and over (about 15% of the run).
@@ -216,9 +215,9 @@ def _convert(batches, conv: StraceConverter, write: Callable[[bytes], None]) -> 
     gc.disable()
     try:
         for batch in batches:
-            rows = rows_of(batch, formatter)
-            count += len(rows)
-            write("".join(rows).encode("utf-8", "surrogateescape"))
+            events = events_of(batch)
+            count += len(events)
+            write(encode_rows(events))
     finally:
         if gc_was_enabled:
             gc.enable()

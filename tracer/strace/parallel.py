@@ -154,21 +154,21 @@ def _worker(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = N
 
 
 def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = None) -> None:
-    from ..tracefile.rows import RowEncoder
+    from ..tracefile.codec import encode_row
     gc.disable()             # as importer._convert: millions of acyclic short-lived objects
     who = plan.membership
     conv = StraceConverter(pid_of=who.pid_of.get, base_date=plan.base_date,
                            root_pid=who.root_pid, alone=who.alone,
                            unprefixed_tid=who.unprefixed_tid)
     feed = conv.feed_text
-    fmt = RowEncoder().text
+    fmt = encode_row
     n = plan.workers
     owner_of = plan.assign.get
     tid_pid = conv._tid_pid  # noqa: SLF001 - "does the converter know this tid yet"
     known: Set[str] = set()              # tid texts the converter knows ("" is tid 0)
     pending_line: Dict[str, int] = {}    # owned tid text -> line of its last entry half
     batch = plan.batch_lines
-    slots: List[str] = [""] * batch       # rows of each line of the batch ("" if not ours)
+    slots: List[bytes] = [b""] * batch    # rows of each line of the batch (b"" if not ours)
     base = 0                             # index of the batch's first line
     send = conn.send_bytes
     rows = 0
@@ -201,8 +201,8 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
             if i == cut:                 # batch boundary: the same line index in every worker
                 if offset is not None:
                     offset.value = log.offset()
-                send(b"R" + "\0".join(slots).encode("utf-8", "surrogateescape"))
-                slots = [""] * batch
+                send(b"R" + b"\0".join(slots))
+                slots = [b""] * batch
                 base = cut
                 cut += batch
             key, glob, stateful = classify(text)
@@ -240,7 +240,7 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
                 if len(events) == 1:
                     slots[i - base] = fmt(events[0])
                 else:
-                    slots[i - base] = "".join([fmt(e) for e in events])
+                    slots[i - base] = b"".join([fmt(e) for e in events])
             entry_half()
             if conv.last_ts is not last_ts:
                 last_ts = conv.last_ts
@@ -249,7 +249,7 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
                     first_line = i
             if bad_line < 0 and conv.unparsed:
                 bad_line = i
-        send(b"R" + "\0".join(slots[:i + 1 - base]).encode("utf-8", "surrogateescape"))
+        send(b"R" + b"\0".join(slots[:i + 1 - base]))
     finally:
         log.close()
     # Phase 2: tell the parent what the header needs; it answers with the log's end.
@@ -264,7 +264,7 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
     }))
     end_ts, has_ts = conn.recv()
     conv._has_ts = has_ts    # noqa: SLF001 - finish() asks "did the log have timestamps"
-    tail: List[Tuple[float, int, str]] = []
+    tail: List[Tuple[float, int, bytes]] = []
     for e in conv.finish(end_ts):
         if isinstance(e, ev.Lost):
             continue                     # the parent makes the one Lost row for all shards
@@ -334,7 +334,7 @@ def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None],
                     progress: Optional[Callable[[int], None]] = None) -> ShardedResult:
     """Run the plan's workers over the log; merged rows go to ``write`` (module doc).
     ``progress(offset)``: at each batch, the offset the slowest worker reached."""
-    from ..tracefile.rows import RowEncoder
+    from ..tracefile.codec import encode_row
     ctx = _context()
     conns: List[Connection] = []
     procs = []
@@ -383,7 +383,7 @@ def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None],
                 for name in stats[0]["capabilities"]}
         for c in conns:
             c.send((end_ts, caps["timestamps"]))
-        tails: List[Tuple[float, int, str]] = []
+        tails: List[Tuple[float, int, bytes]] = []
         for k, c in enumerate(conns):
             msg = _message(_recv(c, k), k)
             tails.extend(msg[1])
@@ -395,10 +395,9 @@ def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None],
         bad_sample = min(bad, key=lambda s: s["bad_line"])["bad_sample"] if bad else ""
         if unparsed:
             end = end_ts if end_ts is not None else 0.0
-            out.append(RowEncoder().text(ev.Lost(end, unparsed, "unparsed strace lines",
-                                                  bad_sample)))
+            out.append(encode_row(ev.Lost(end, unparsed, "unparsed strace lines", bad_sample)))
         if out:
-            write("".join(out).encode("utf-8", "surrogateescape"))
+            write(b"".join(out))
         for p in procs:
             p.join()
         return ShardedResult(

@@ -1,10 +1,12 @@
-"""The optional compiled helpers (tracer/tracefile/csrc/, module ``_fast``) and how to get them.
+"""The optional compiled helpers of the strace importer (tracer/tracefile/csrc/, module
+``_fast``: line parser, first pass, complete calls made events) and how to get them. Trace
+rows are not theirs: codec.py (msgspec) reads and writes them.
 
 Contract:
 - ``compiled()`` is the ``_fast`` extension module when it is built for this interpreter from
-  the C sources in csrc/ (the module carries their hash), else None; callers
-  then use the pure-Python twins, which are the reference (tests compare both on real logs and
-  traces). ``HANGTRACE_PURE=1`` in the environment forces the pure-Python path.
+  the C sources in csrc/ (the module carries their hash), else None; callers then use the
+  pure-Python twins, which are the reference (tests compare both on real logs).
+  ``HANGTRACE_PURE=1`` in the environment forces the pure-Python path.
 - ``status()`` says in words which path is in use and why (bench/, doctor).
 - ``source_files(package_dir)`` lists the C sources and headers of every ``csrc/`` folder
   under the package (tracer/), ``source_hash(package_dir)`` hashes them: setup.py compiles

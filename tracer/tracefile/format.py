@@ -17,10 +17,11 @@ Events are streamed to disk as they come and flushed at least once a second (``T
 so Ctrl-C, SIGTERM or a crash keep what was recorded. ``read_trace`` reads up to the last
 complete event of a truncated file (plain or gzip) and says so in ``TraceInfo.truncated``;
 what is not a trace raises ``NotATrace``, an unknown version or a bad header ``CorruptTrace``
-(errors.py), with a one-line message. Every line read is bounded (``MAX_LINE_CHARS``); header
-and rows are checked against the schema (validate.py): a row with wrong types is a corrupt line,
-counted and skipped. Trace files are created by outputs.py (``create_output``): new, 0600 (they
-hold command lines, paths and host names), never through a link.
+(errors.py), with a one-line message. Every line read is bounded (``MAX_LINE_CHARS``); the
+header is checked by validate.py, the rows against the event classes' types by the codec
+(codec.py, msgspec): a row with wrong types is a corrupt line, counted and skipped. Trace
+files are created by outputs.py (``create_output``): new, 0600 (they hold command lines, paths
+and host names), never through a link.
 """
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ import gzip
 import io
 import itertools
 import json
-import json.scanner
 import os
 import platform
 import stat
@@ -41,10 +41,10 @@ from .. import events as ev
 from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register)
 from ..events import stacks as stack_events, states as state_events  # noqa: F401  (register)
 from ..errors import BadInput, CorruptTrace, NotATrace, OutputError, shown
-from .validate import check_header, row_decoder, type_codes
+from .codec import BAD, RowCodec, encode_row
+from .validate import check_header
 from .blocks import (BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks,  # noqa: F401 (re-exported)
                      offset_reporter)
-from .fastpath import compiled
 from .inputs import open_raw
 from ..outputs import FreshName, open_streamed
 
@@ -87,10 +87,6 @@ def make_header(*, backends: List[str], source: str, targets: List[int], start: 
     return header
 
 
-# One encoder for all rows: json.dumps with non-default separators builds a new one per call.
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
-
-
 def create_output(path: str) -> IO[bytes]:
     """``path`` opened for streaming a trace into (outputs.open_streamed: a new file, mode
     0600, at ``path`` from the start; a link or a special file there is refused; a
@@ -130,14 +126,12 @@ class TraceWriter:
         self.count = 0
         self.start = float(header.get("start", time.time()))
         self.closed = False
-        self._write_line(json.dumps(header, separators=(",", ":")))
+        self._out.write(json.dumps(header, separators=(",", ":")).encode(
+            "utf-8", "surrogateescape") + b"\n")
         self.flush()
 
-    def _write_line(self, text: str) -> None:
-        self._out.write(text.encode("utf-8", "surrogateescape") + b"\n")
-
     def write(self, event: ev.Event) -> None:
-        self._write_line(_ENCODE(ev.event_to_row(event)))
+        self._out.write(encode_row(event))
         self.count += 1
         now = time.monotonic()
         if now - self._last_flush >= self._flush_interval:
@@ -157,7 +151,7 @@ class TraceWriter:
         ts = end_ts if end_ts is not None else time.time()
         end = ev.RecordingEnd(ts=ts, reason=reason, duration=max(0.0, ts - self.start),
                               events=self.count)
-        self._write_line(json.dumps(ev.event_to_row(end), separators=(",", ":")))
+        self._out.write(encode_row(end))
         if self._gz is not None:
             self._gz.close()
         self._raw.close()
@@ -170,10 +164,6 @@ class TraceWriter:
 
 
 # --------------------------------------------------------------------------- reading
-def _decoder(tag: str, names: List[str]) -> Callable[[list], ev.Event]:
-    return row_decoder(tag, names)
-
-
 class _Prefixed(io.RawIOBase):
     """The bytes already read from a pipe (to tell gzip from text), then the rest of it."""
 
@@ -281,15 +271,14 @@ class TraceReader:
         if bad:
             raise CorruptTrace(f"{path}: corrupt trace: {bad}")
         self.info.header = header
-        schema = header.get("schema") or ev.schema()
-        self._decoders = {t: _decoder(t, n) for t, n in schema.items() if t in ev.EVENT_CLASSES}
-        self._fast_table = _fast_table(schema) if compiled() is not None else {}
-        pi = self._decoders.get("pi") or _decoder("pi", ev.field_names(ev.ProcessInfo))
-        try:
-            self.info.processes = [pi(row) for row in header.get("processes", [])]  # type: ignore
-        except (ValueError, KeyError, TypeError, IndexError) as e:
+        schema = dict(header.get("schema") or ev.schema())
+        schema.setdefault("pi", ev.field_names(ev.ProcessInfo))
+        self._codec = RowCodec(schema)
+        processes = [self._codec.row(row) for row in header.get("processes", [])]
+        if any(type(p) is not ev.ProcessInfo for p in processes):
             raise CorruptTrace(f"{path}: corrupt trace: header field 'processes' holds a "
-                               f"row that is not a process ({type(e).__name__})") from None
+                               f"row that is not a process")
+        self.info.processes = processes  # type: ignore[assignment]
 
     def close(self) -> None:
         """Close the file without reading the events (``events()`` closes it at its end)."""
@@ -297,58 +286,37 @@ class TraceReader:
 
     def events(self) -> Iterator[ev.Event]:
         """The events, in order (one pass). The iteration runs in C over lists of decoded
-        events, a block at a time; ``info`` is complete once it is exhausted."""
+        events, a block at a time (codec.py); ``info`` is complete once it is exhausted."""
         return itertools.chain.from_iterable(self._batches())
 
     def _batches(self) -> Iterator[List[ev.Event]]:
         info = self.info
-        decoders = self._decoders
-        # The C scanner behind json.loads, without its per-call wrappers, for what the compiled
-        # row decoder (fastpath.py) leaves: other rows, odd values, bad lines.
-        scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
-        fast = compiled()
-        table = self._fast_table
-        decode_rows = fast.decode_rows if fast is not None and table else None
+        block = self._codec.block
+        end_cls = ev.RecordingEnd
         pending_bad = 0
         lines = 1                        # read so far, the header's included
         try:
             for raw in _raw_blocks(self._stream, info, self._on_block):
-                if decode_rows is not None and raw.isascii():
-                    items, odd = decode_rows(raw, table)
-                    lines += len(items)
-                    if not odd:                   # every line an event decoded in C
-                        if items and pending_bad:
-                            info.bad_lines += pending_bad
-                            pending_bad = 0
-                        info.events += len(items)
-                        yield items
-                        continue
-                else:
-                    items = raw.decode("utf-8", "surrogateescape").split("\n")
-                    if items[-1] == "":
-                        items.pop()
-                    lines += len(items)
+                items, by_line = block(raw)
+                lines += len(items)
+                if not by_line:                   # every line an event: one C call
+                    if items and pending_bad:
+                        info.bad_lines += pending_bad
+                        pending_bad = 0
+                    info.events += len(items)
+                    yield items
+                    continue
                 out: List[ev.Event] = []
                 add = out.append
-                for item in items:
-                    if type(item) is not str:    # an event decoded in C
-                        if pending_bad:
-                            info.bad_lines += pending_bad
-                            pending_bad = 0
-                        add(item)
-                        continue
-                    try:
-                        row, _ = scan(item, 0)
-                        event = decoders[row[0]](row)
-                    except (ValueError, KeyError, TypeError, IndexError, StopIteration,
-                            RecursionError):
+                for event in items:
+                    if event is BAD:
                         # A bad line at the very end is a cut-off write; elsewhere corruption.
                         pending_bad += 1
                         continue
                     if pending_bad:
                         info.bad_lines += pending_bad
                         pending_bad = 0
-                    if isinstance(event, ev.RecordingEnd):
+                    if type(event) is end_cls:
                         info.end = event
                         continue
                     add(event)
@@ -364,28 +332,6 @@ class TraceReader:
             info.bad_lines += pending_bad - 1
         if info.end is None:
             info.truncated = True
-
-
-def _fast_table(schema: Dict[str, List[str]], offsets: bool = True) -> Dict[str, tuple]:
-    """{tag: (class, fields, index of the field read as a tuple or -1, slot offsets or None,
-    type codes)} for the rows the compiled decoder builds as ``class(*values)`` after checking
-    each value as row_decoder would (validate.type_codes): the writer's own layout of the
-    classes whose fields are plain values. With the offsets it fills the slots itself: the
-    dataclass __init__ of an event class only stores each field (none has a __post_init__)."""
-    fast = compiled()
-    table = {}
-    for tag, names in schema.items():
-        cls = ev.EVENT_CLASSES.get(tag)
-        if cls is None or tag in ("pi", "end") or names != ev.field_names(cls):
-            continue
-        codes = type_codes(tag, names)
-        if codes is None:
-            continue
-        plain = not hasattr(cls, "__post_init__") and not cls.__dataclass_params__.frozen
-        offs = fast.slot_offsets(cls, tuple(names)) if plain and offsets and fast else None
-        table[tag] = (cls, len(names), names.index("fd_kinds") if tag == "pl" else -1, offs,
-                      codes)
-    return table
 
 
 def default_trace_path(pids: List[int], directory: str = ".") -> FreshName:

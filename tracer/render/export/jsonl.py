@@ -13,7 +13,6 @@ Returns the number of event lines written (header and end lines not counted).
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 from typing import Any, Callable, Dict, List, Optional, TextIO, Type
 
 from ... import events as ev
@@ -28,7 +27,7 @@ def event_dict(e: ev.Event) -> Dict[str, Any]:
     cls = type(e)
     names = _NAMES.get(cls)
     if names is None:
-        names = _NAMES[cls] = [f.name for f in fields(cls)]
+        names = _NAMES[cls] = ev.field_names(cls)
     out: Dict[str, Any] = {"event": cls.__name__, "tag": cls.TAG}
     for name in names:
         v = getattr(e, name)

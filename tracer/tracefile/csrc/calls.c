@@ -3,52 +3,30 @@
 /* ------------------------------------------------------------------ convert_calls */
 /* convert_calls(texts, start, ctx, rows) -> (next, lines, last_ts, has_dur)
  *
- * strace/convert.py StraceConverter.rows_batch's fast path, line after line from texts[start]:
+ * strace/batch.py BatchFeed.events_batch's fast path, line after line from texts[start]:
  * a line that split_line reads as a complete call of a known thread (pid column, -ttt
- * timestamp, no -n number) whose name is not in ctx's special set becomes the row text of the
- * event decode.to_event builds for it, appended to rows:
+ * timestamp, no -n number) whose name is not in ctx's special set becomes the event
+ * decode.to_event builds for it, appended to events:
  *   - read/write family and ioctl: decode.py's _rw and _ioctl done here (through the fd,
  *     ioctl-request and NVIDIA-name memo dicts Python fills);
  *   - another name in builders: builders[name](ts, pid, tid, name, args, sargs, ret, err,
  *     dur, False) (Python), whose ValueError/IndexError means a plain Syscall, as to_event;
  *   - else a plain Syscall: scrubbed args, the first argument as an fd through the fd cache,
  *     "dir" for a directory call.
- * Written with encode_row's text for the event's class (formats: class -> (prefix, names)).
+ * Events are made by calling their class with its fields in order (classes: Syscall,
+ * WriteCall, ReadCall, IoctlCall).
  * It stops at the first other line (next = its index), and at a line whose fd the cache does
  * not hold yet or whose event needs the converter (its fd tables, its first -y decoration):
  * Python takes that line. ctx = (tid_pid, names, special, builders, fd_first, dir_calls,
- * fd_cache, has_fd, formats, write_calls, read_calls, ioctl_cache, nv_cache). lines, last_ts (None when no line was taken) and has_dur are
- * what the converter's counters get. */
+ * fd_cache, has_fd, classes, write_calls, read_calls, ioctl_cache, nv_cache). lines, last_ts
+ * (None when no line was taken) and has_dur are what the converter's counters get. */
 
-/* 1: written to b; 0: for Python; -1: error */
-static int encode_event(Buf *b, PyObject *e, PyObject *formats)
-{
-    PyObject *fmt = PyDict_GetItemWithError(formats, (PyObject *)Py_TYPE(e));
-    if (!fmt)
-        return PyErr_Occurred() ? -1 : 0;
-    PyObject *names = PyTuple_GET_ITEM(fmt, 1);
-    Py_ssize_t plen;
-    const char *prefix = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(fmt, 0), &plen);
-    if (!prefix || buf_add(b, prefix, plen) < 0)
-        return -1;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++) {
-        PyObject *v = PyObject_GetAttr(e, PyTuple_GET_ITEM(names, k));
-        if (!v)
-            return -1;
-        int rc = k ? buf_add(b, ",", 1) : 0;
-        if (rc >= 0)
-            rc = add_value(b, v, 0);
-        Py_DECREF(v);
-        if (rc <= 0)
-            return rc;
-    }
-    return buf_add(b, "]\n", 2) < 0 ? -1 : 1;
-}
-
-/* decode.py's _rw and _ioctl builders for a complete call, written as their row: 1 written,
- * 0 for Python (a cache it needs is not filled yet, or the event needs the converter's fd
- * tables or its first -y decoration), -1 error */
-static int native_call(Buf *b, PyObject *tag, PyObject *ts, PyObject *pid, PyObject *tid,
+/* decode.py's _rw and _ioctl builders for a complete call: its event (*out) made with cls
+ * (WriteCall, ReadCall or IoctlCall; io: the ioctl one): 1 made, 0 for Python (a cache it
+ * needs is not filled yet, or the event needs the converter's fd tables or its first -y
+ * decoration), -1 error */
+static int native_call(PyObject **out, PyObject *cls, int io, PyObject *ts, PyObject *pid,
+                       PyObject *tid,
                        PyObject *name, PyObject *args, PyObject *sargs, PyObject *t,
                        PyObject *fd_cache, PyObject *ioctl_cache, PyObject *nv_cache,
                        int has_fd)
@@ -68,7 +46,7 @@ static int native_call(Buf *b, PyObject *tag, PyObject *ts, PyObject *pid, PyObj
     PyObject *ret = PyTuple_GET_ITEM(t, 5);
     PyObject *tail[2] = {NULL, NULL};
     int ntail;
-    if (tag == S_IO) {
+    if (io) {
         /* rest = args[len(first) + 2:]; the request text; its memoised decoding */
         Py_ssize_t alen = PyUnicode_GET_LENGTH(args), flen = PyUnicode_GET_LENGTH(first);
         Py_ssize_t rs = flen + 2 < alen ? flen + 2 : alen, re_ = alen;
@@ -138,19 +116,8 @@ static int native_call(Buf *b, PyObject *tag, PyObject *ts, PyObject *pid, PyObj
     }
     PyObject *vals[14] = {ts, pid, tid, name, sargs, ret, PyTuple_GET_ITEM(t, 6),
                           PyTuple_GET_ITEM(t, 8), fd, kind, target, Py_False, tail[0], tail[1]};
-    Py_ssize_t plen;
-    const char *prefix = PyUnicode_AsUTF8AndSize(tag, &plen);
-    rc = prefix ? buf_add(b, prefix, plen) : -1;
-    for (int k = 0; rc >= 0 && k < 12 + ntail; k++) {
-        if (k)
-            rc = buf_add(b, ",", 1);
-        if (rc >= 0)
-            rc = add_value(b, vals[k], 0);
-        if (rc == 0)
-            goto out;               /* a value json writes otherwise: Python */
-    }
-    if (rc >= 0)
-        rc = buf_add(b, "]\n", 2) < 0 ? -1 : 1;
+    *out = PyObject_Vectorcall(cls, vals, 12 + ntail, NULL);
+    rc = *out ? 1 : -1;
 out:
     Py_DECREF(first);
     Py_XDECREF(nv_key);
@@ -164,7 +131,7 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     if (argc != 4 || !PyList_Check(argv[0]) || !PyTuple_Check(argv[2])
             || PyTuple_GET_SIZE(argv[2]) != 13 || !PyList_Check(argv[3])) {
-        PyErr_SetString(PyExc_TypeError, "convert_calls(texts, start, ctx, rows)");
+        PyErr_SetString(PyExc_TypeError, "convert_calls(texts, start, ctx, events)");
         return NULL;
     }
     PyObject *texts = argv[0], *rows = argv[3], *ctx = argv[2];
@@ -174,14 +141,20 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     PyObject *tid_pid = PyTuple_GET_ITEM(ctx, 0), *names = PyTuple_GET_ITEM(ctx, 1),
              *special = PyTuple_GET_ITEM(ctx, 2), *builders = PyTuple_GET_ITEM(ctx, 3),
              *fd_first = PyTuple_GET_ITEM(ctx, 4), *dir_calls = PyTuple_GET_ITEM(ctx, 5),
-             *fd_cache = PyTuple_GET_ITEM(ctx, 6), *formats = PyTuple_GET_ITEM(ctx, 8),
+             *fd_cache = PyTuple_GET_ITEM(ctx, 6), *classes = PyTuple_GET_ITEM(ctx, 8),
              *write_calls = PyTuple_GET_ITEM(ctx, 9), *read_calls = PyTuple_GET_ITEM(ctx, 10),
              *ioctl_cache = PyTuple_GET_ITEM(ctx, 11), *nv_cache = PyTuple_GET_ITEM(ctx, 12);
     int has_fd = PyObject_IsTrue(PyTuple_GET_ITEM(ctx, 7));
+    if (!PyTuple_Check(classes) || PyTuple_GET_SIZE(classes) != 4) {
+        PyErr_SetString(PyExc_TypeError, "convert_calls: ctx[8] is (Syscall, WriteCall, "
+                        "ReadCall, IoctlCall)");
+        return NULL;
+    }
+    PyObject *sc_cls = PyTuple_GET_ITEM(classes, 0), *wr_cls = PyTuple_GET_ITEM(classes, 1),
+             *rd_cls = PyTuple_GET_ITEM(classes, 2), *io_cls = PyTuple_GET_ITEM(classes, 3);
     Py_ssize_t n = PyList_GET_SIZE(texts), lines = 0;
     int has_dur = 0;
     double last_ts = 0;
-    Buf b = {NULL, 0, 0};
     for (; i < n; i++) {
         PyObject *t = split_line_c(PyList_GET_ITEM(texts, i));
         if (!t)
@@ -225,7 +198,6 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         builder = PyDict_GetItemWithError(builders, name);
         if (!builder && PyErr_Occurred())
             goto error_t;
-        b.n = 0;
         rc = 0;
         if (builder) {
             int w = PySet_Contains(write_calls, name), r = w ? 0 : PySet_Contains(read_calls, name);
@@ -233,8 +205,8 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             if (w < 0 || r < 0)
                 goto error_t;
             if (w || r || io) {
-                rc = native_call(&b, w ? S_WR : r ? S_RD : S_IO, ts, pid, tid, name, args, sargs,
-                                 t, fd_cache, ioctl_cache, nv_cache, has_fd);
+                rc = native_call(&ev, w ? wr_cls : r ? rd_cls : io_cls, io, ts, pid, tid, name,
+                                 args, sargs, t, fd_cache, ioctl_cache, nv_cache, has_fd);
                 if (rc < 0)
                     goto error_t;
                 if (rc == 0) {          /* for Python: a cache miss, or the converter's */
@@ -242,9 +214,7 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                     Py_DECREF(t);
                     break;
                 }
-                builder = NULL;
-                ev = Py_None;           /* written: skip the plain Syscall below */
-                Py_INCREF(ev);
+                builder = NULL;         /* made: skip the plain Syscall below */
             }
         }
         if (builder) {
@@ -266,10 +236,7 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                 int mine = kind != Py_None ? has_fd : (fd == Py_None || has_fd);
                 Py_DECREF(kind);
                 Py_DECREF(fd);
-                rc = mine ? encode_event(&b, ev, formats) : 0;
-                if (rc < 0)
-                    goto error_t;
-                if (rc == 0) {          /* the converter's event: Python redoes the line */
+                if (!mine) {            /* the converter's event: Python redoes the line */
                     Py_CLEAR(ev);
                     Py_DECREF(sargs);
                     Py_DECREF(t);
@@ -315,20 +282,9 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             if (ok) {
                 PyObject *vals[12] = {ts, pid, tid, name, sargs, PyTuple_GET_ITEM(t, 5),
                                       PyTuple_GET_ITEM(t, 6), dur, fd, kind, target, Py_False};
-                rc = buf_add(&b, "[\"sc\",", 6);
-                for (int k = 0; rc >= 0 && k < 12; k++) {
-                    if (k)
-                        rc = buf_add(&b, ",", 1);
-                    if (rc >= 0)
-                        rc = add_value(&b, vals[k], 0);
-                    if (rc == 0)
-                        break;      /* a value json writes otherwise: Python */
-                }
-                if (rc > 0)
-                    rc = buf_add(&b, "]\n", 2) < 0 ? -1 : 1;
-                if (rc < 0)
+                ev = PyObject_Vectorcall(sc_cls, vals, 12, NULL);
+                if (!ev)
                     goto error_t;
-                ok = rc > 0;
             }
             if (!ok) {
                 Py_XDECREF(first);
@@ -337,12 +293,8 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                 break;
             }
         }
-        PyObject *row = ascii_str(b.p, 0, b.n);
-        if (!row || PySet_Add(names, name) < 0 || PyList_Append(rows, row) < 0) {
-            Py_XDECREF(row);
+        if (PySet_Add(names, name) < 0 || PyList_Append(rows, ev) < 0)
             goto error_t;
-        }
-        Py_DECREF(row);
         lines++;
         last_ts = PyFloat_AsDouble(ts);
         if (dur != Py_None)
@@ -359,12 +311,10 @@ error_t:
         Py_DECREF(t);
         goto error;
     }
-    PyMem_Free(b.p);
     if (lines)
         return Py_BuildValue("(nndO)", i, lines, last_ts, has_dur ? Py_True : Py_False);
     return Py_BuildValue("(nnOO)", i, lines, Py_None, has_dur ? Py_True : Py_False);
 error:
-    PyMem_Free(b.p);
     return NULL;
 }
 

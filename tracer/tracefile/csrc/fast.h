@@ -4,7 +4,6 @@
 #define HANGTRACE_FAST_H
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -12,7 +11,7 @@
 /* module.c: the "cannot" marker, interned strings, the Python twins to fall back to */
 extern PyObject *UNHANDLED;
 extern PyObject *S_CALL, *S_RESUMED, *S_UNFINISHED;
-extern PyObject *S_DIR, *S_FILE, *S_FD, *S_FD_KIND, *S_WR, *S_RD, *S_IO;
+extern PyObject *S_DIR, *S_FILE, *S_FD, *S_FD_KIND;
 extern PyObject *FB_SPLIT, *FB_SCRUB, *FB_FIRST_ARG;
 PyObject *fallback(PyObject *fn, PyObject *arg);
 
@@ -25,10 +24,9 @@ int ends_with(const char *s, Py_ssize_t a, Py_ssize_t b, const char *w);
 PyObject *ascii_str(const char *s, Py_ssize_t a, Py_ssize_t b);
 PyObject *py_int(const char *s, Py_ssize_t a, Py_ssize_t b, int base);
 
-/* numbers.c: float() and repr() of the floats logs and traces hold */
+/* numbers.c: float() of the numbers strace logs hold */
 int clinger(const char *s, Py_ssize_t a, Py_ssize_t b, double *out);
 PyObject *py_float(const char *s, Py_ssize_t a, Py_ssize_t b, double *out);
-int fast_repr(double x, char *out);
 
 /* lines.c: strace lines */
 PyObject *split_line(PyObject *self, PyObject *text);
@@ -36,40 +34,10 @@ PyObject *split_line_c(PyObject *text);
 PyObject *scrub(PyObject *self, PyObject *text);
 PyObject *first_arg(PyObject *self, PyObject *text);
 
-/* json_out.c: trace rows written */
-typedef struct {
-    char *p;
-    Py_ssize_t n, cap;
-} Buf;
-int buf_grow(Buf *b, Py_ssize_t more);
-int buf_add(Buf *b, const char *s, Py_ssize_t n);
-int add_json_str(Buf *b, PyObject *str);
-int add_value(Buf *b, PyObject *v, int depth);
-PyObject *encode_row(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
-
-/* calls.c: complete calls from line to row */
+/* calls.c: complete calls from line to event */
 PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 PyObject *set_fallback(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 
-/* json_in.c: trace rows read */
-#define MEMO 1024
-#define MEMO_STR_MAX 64
-typedef struct {
-    PyObject *str[MEMO];
-    PyObject *num[MEMO];
-    long long numv[MEMO];
-} Memo;
-typedef struct {
-    const char *s;
-    Py_ssize_t i, n;
-    Memo *memo;
-} Cur;
-extern unsigned char STOP[256];
-void memo_clear(Memo *m);
-PyObject *json_value(Cur *c, int depth);
-
-/* rows_in.c, scan.c */
-PyObject *decode_rows(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
-PyObject *slot_offsets(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+/* scan.c */
 PyObject *scan_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 #endif

@@ -21,7 +21,6 @@ Contract:
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import zlib
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from ...linux.fdtarget import FdTarget
 from . import clock
 from ..format import MAX_LINE_CHARS, TraceReader, open_input
 from ..inputs import check_rereadable
-from ..validate import row_decoder
+from ..codec import BAD, RowCodec
 
 __all__ = ["ID_STRIDE", "key_of", "real_id", "node_of", "NodeTrace", "open_nodes",
            "estimate_clocks", "merged_events", "node_stream"]
@@ -246,11 +245,10 @@ def _find_lines(block: bytes) -> List[bytes]:
 def _rows(n: NodeTrace) -> Iterator[ev.Event]:
     """The send, receive and end rows of a trace, found by their first bytes in large blocks
     (the other rows are not decoded: this pass is a fraction of a full read). Rows are
-    checked like every read (validate.row_decoder); a bad one, or a trace cut short, ends
-    nothing but that row or this pass."""
+    checked like every read (codec.RowCodec); a bad one, or a trace cut short, ends nothing
+    but that row or this pass."""
     schema = n.header.get("schema") or ev.schema()
-    decoders = {t: row_decoder(t, schema[t]) for t in ("wr", "rd", "end")
-                if t in schema and t in ev.EVENT_CLASSES}
+    codec = RowCodec({t: schema[t] for t in ("wr", "rd", "end") if t in schema})
     _, stream = open_input(n.path)
     carry, first = b"", True
     try:
@@ -269,11 +267,9 @@ def _rows(n: NodeTrace) -> Iterator[ev.Event]:
             if first and cut:
                 block, first = block[block.find(b"\n") + 1:], False      # the header
             for line in _find_lines(b"\n" + block):
-                try:
-                    row = json.loads(line)
-                    yield decoders[row[0]](row)
-                except (ValueError, KeyError, TypeError, IndexError, RecursionError):
-                    continue
+                event = codec.line(line)
+                if event is not BAD:
+                    yield event
     finally:
         stream.close()
 
