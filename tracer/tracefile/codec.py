@@ -93,8 +93,8 @@ class _Legacy:
         fields = []
         for i, name in enumerate(names):
             fields.append((f"f{i}", types.get(name, Any)))
-            if name in types and name not in dict(self.known).values():
-                self.known.append((f"f{i}", name))
+            if name in types and all(name != known for _, known in self.known):
+                self.known.append((f"f{i}", name))      # a name given twice: the first
         self.struct = msgspec.defstruct(f"{cls.__name__}Layout", fields, tag=cls.TAG,
                                         array_like=True, gc=False,
                                         forbid_unknown_fields=True)
