@@ -3,8 +3,8 @@ ones in fixtures/gpu/truth/*.json, each beside its trace): the tree's verdict is
 an acceptable one, and the root cause names the truth's thread by pid and tid.
 
 The comparison is tests/truth_check.py's (the README of fixtures/truth says what each key
-means). A recording the analyzer still gets wrong is listed in KNOWN_MISSES with the reason, as a strict
-xfail: it fails the run the day it is right, so that the list is shortened.
+means). A recording the analyzer still gets wrong is listed in KNOWN_MISSES with the reason, as
+a strict xfail: it fails the run the day it is right, so that the list is shortened.
 """
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ Contract:
   bytes that are not UTF-8) is read by Python's json, refusing what msgspec refuses (NaN,
   infinities, numbers out of range), and checked by the same types: both accept the same rows.
 - ``encode_row(event)`` and ``encode_rows(events)`` give the row text (bytes, one line each,
-  newline included). A string msgspec cannot write as UTF-8 (a lone surrogate: bytes of a log
+  newline included); ``header_line(header)`` and ``end_line(start, events, reason, ts)`` the
+  first and the last line of a trace (the one place the writer and the importer take them). A string msgspec cannot write as UTF-8 (a lone surrogate: bytes of a log
   that were not UTF-8, decoded with surrogateescape) makes that row plain-ASCII JSON with
   escapes, which the reader gives back as it was.
 - No decoding failure escapes as an exception: a row that cannot be read is ``BAD``
@@ -35,7 +36,8 @@ import msgspec
 
 from .. import events as ev
 
-__all__ = ["BAD", "RowCodec", "encode_row", "encode_rows", "loads_strict"]
+__all__ = ["BAD", "RowCodec", "encode_row", "encode_rows", "end_line", "header_line",
+           "loads_strict"]
 
 BAD = object()                  # the marker of a line that is no valid row
 DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError,
@@ -59,6 +61,18 @@ def encode_rows(events: List[ev.Event]) -> bytes:
         return _ENCODER.encode_lines(events)
     except UnicodeEncodeError:
         return b"".join(map(encode_row, events))
+
+
+def header_line(header: Dict[str, Any]) -> bytes:
+    """A trace's first line: its header object (format.py says what it holds)."""
+    return json.dumps(header, separators=(",", ":")).encode("utf-8", "surrogateescape") + b"\n"
+
+
+def end_line(start: float, events: int, reason: str, ts: float) -> bytes:
+    """A trace's last line: the end record of a recording that started at ``start`` and holds
+    ``events`` events, ended at ``ts`` for ``reason``."""
+    return encode_row(ev.RecordingEnd(ts=ts, reason=reason, duration=max(0.0, ts - start),
+                                      events=events))
 
 
 def _refuse(text: str) -> Any:

@@ -41,7 +41,7 @@ from .. import events as ev
 from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register)
 from ..events import stacks as stack_events, states as state_events  # noqa: F401  (register)
 from ..errors import BadInput, CorruptTrace, NotATrace, OutputError, shown
-from .codec import BAD, RowCodec, encode_row
+from .codec import BAD, RowCodec, encode_row, end_line, header_line
 from .validate import check_header
 from .blocks import (BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks,  # noqa: F401 (re-exported)
                      offset_reporter)
@@ -126,8 +126,7 @@ class TraceWriter:
         self.count = 0
         self.start = float(header.get("start", time.time()))
         self.closed = False
-        self._out.write(json.dumps(header, separators=(",", ":")).encode(
-            "utf-8", "surrogateescape") + b"\n")
+        self._out.write(header_line(header))
         self.flush()
 
     def write(self, event: ev.Event) -> None:
@@ -149,9 +148,7 @@ class TraceWriter:
             return
         self.closed = True
         ts = end_ts if end_ts is not None else time.time()
-        end = ev.RecordingEnd(ts=ts, reason=reason, duration=max(0.0, ts - self.start),
-                              events=self.count)
-        self._out.write(encode_row(end))
+        self._out.write(end_line(self.start, self.count, reason, ts))
         if self._gz is not None:
             self._gz.close()
         self._raw.close()

@@ -8,13 +8,11 @@ header once it has seen every process of the log).
 from __future__ import annotations
 
 import gzip
-import json
 import shutil
 from typing import IO, Callable, Dict
 
-from .. import events as ev
 from ..outputs import replacing
-from .codec import encode_row
+from .codec import end_line, header_line
 
 __all__ = ["RowSink", "write_trace"]
 
@@ -40,11 +38,8 @@ def write_trace(out_path: str, header: Dict[str, object], rows_path: str, count:
     """The trace file as TraceWriter writes it (header line, rows, end record), from rows
     already encoded in ``rows_path``. Compressed, the file is three gzip members (header,
     rows, end record): one stream to gzip.GzipFile (TraceReader), zcat and gzip -t."""
-    head = (json.dumps(header, separators=(",", ":")) + "\n").encode("utf-8", "surrogateescape")
-    start = float(header["start"])  # type: ignore[arg-type]
-    end = ev.RecordingEnd(ts=end_ts, reason=reason, duration=max(0.0, end_ts - start),
-                          events=count)
-    tail = encode_row(end)
+    head = header_line(header)
+    tail = end_line(float(header["start"]), count, reason, end_ts)  # type: ignore[arg-type]
     with replacing(out_path, text=False) as out:     # old file kept until it is whole
         out.write(gzip.compress(head, compresslevel=3) if compress else head)
         with open(rows_path, "rb") as rows:
