@@ -29,14 +29,40 @@ def test_per_node_launchers(tmp_path):
     att = ["hangtrace", "attach", "--name", "train.py --node gpu1", "--duration", "4",
            "--backend", "strace", "--output", "-"]
     ssh = cl.plan("ssh", ["gpu1"], ATT, out)[0]
-    assert ssh.argv == ["ssh", "-o", "BatchMode=yes", "gpu1", shlex.join(att)]
+    assert ssh.argv == ["ssh", "-o", "BatchMode=yes", "--", "gpu1", shlex.join(att)]
     assert (ssh.trace, ssh.log) == (f"{out}/gpu1.htrace.gz", f"{out}/gpu1.log")
     kube = cl.plan("kubectl", ["gpu1"], ATT, out, namespace="ml", container="main")[0]
     assert kube.argv == ["kubectl", "exec", "-n", "ml", "gpu1", "-c", "main", "--"] + att
     tmpl = cl.plan("ip netns exec {node}", ["gpu1"], ATT, out)[0]
     assert tmpl.argv == ["ip", "netns", "exec", "gpu1"] + att
-    pods = cl.plan("kubectl", ["a/b c"], ATT, out)[0]
-    assert pods.trace == f"{out}/a_b_c.htrace.gz"          # a safe file name per node
+    pods = cl.plan("kubectl", ["a@b:c", "gpu.01", "gpu.01.", "gpu.01"], ATT, out)
+    assert [p.trace for p in pods] == [f"{out}/a@b_c.htrace.gz", f"{out}/gpu.01.htrace.gz",
+                                       f"{out}/gpu.01-2.htrace.gz"]   # one file per name
+
+
+@pytest.mark.parametrize("name,words", [
+    ("--kubeconfig=/tmp/evil.kubeconfig", "option"), ("-oProxyCommand=touch x", "option"),
+    ("gpu 01", "whitespace"), ("gpu/01", "'/'"), ("gpu01,gpu02", "','"), ("gpu\t1", "whitespace"),
+    ("a\nb", "control"), ("", "empty")])
+def test_node_names_a_launcher_would_misread_are_refused(tmp_path, name, words):
+    for via in ("ssh", "kubectl", "pdsh", "ip netns exec {node}"):
+        with pytest.raises(UsageError, match=words):
+            cl.plan(via, ["ok1", name], ATT, str(tmp_path))
+    with pytest.raises(UsageError):
+        cl.plan("slurm", [name], ATT, str(tmp_path), jobid="1")
+    assert cl.node_name_problem("gpu-01.rack[3]@x:22") is None
+
+
+def test_dry_run_flags_the_node_names_it_would_refuse(tmp_path):
+    evil = "--kubeconfig=/tmp/evil.kubeconfig"
+    p = cli("cluster", "--via", "kubectl", "--pid", "1", "--dry-run", "--", "gpu01", evil)
+    assert p.returncode == 2
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("# refused: --kubeconfig=/tmp/evil.kubeconfig: starts with '-'")
+    assert len(lines) == 2 and lines[1].startswith("kubectl exec gpu01 -- hangtrace attach 1")
+    p = cli("cluster", "--via", "ssh", "--pid", "1", "--", "-oProxyCommand=touch x")
+    assert p.returncode == 2 and "refused node names" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
 
 
 def test_one_launcher_for_all_nodes(tmp_path):
@@ -75,7 +101,7 @@ def test_dry_run_prints_and_runs_nothing(tmp_path):
             "--output-dir", str(tmp_path / "o"))
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert len(lines) == 2 and lines[0].startswith("ssh -o BatchMode=yes gpu01 'hangtrace "
+    assert len(lines) == 2 and lines[0].startswith("ssh -o BatchMode=yes -- gpu01 'hangtrace "
                                                    "attach --name x --duration 5")
     assert not (tmp_path / "o").exists()
     p = cli("cluster", "--via", "kubectl", "-l", "app=train", "-n", "ml", "--pid", "1",

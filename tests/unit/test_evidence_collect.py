@@ -154,7 +154,7 @@ def _site(tmp_path):
 ])
 def test_versions_from_package_files(tmp_path, name, rel, version, source):
     path = str(_site(tmp_path) / rel)
-    got = libs._version_of(name, path, path)
+    got = libs._version_of(name, path, os.getpid(), path)   # this process: root "/"
     assert (got["version"], got["source"]) == (version, source)
     if name == "torch":
         assert got["detail"] == "cuda 12.8"
@@ -166,11 +166,11 @@ def test_versions_from_package_files(tmp_path, name, rel, version, source):
     ("flashinfer", "/root/.cache/flashinfer/0.2.5/90/cached_ops/x/x.so", "0.2.5"),
 ])
 def test_versions_from_file_names(name, path, version):
-    assert libs._version_of(name, path, "/nonexistent" + path)["version"] == version
+    assert libs._version_of(name, path, os.getpid())["version"] == version
 
 
 def test_no_version_is_no_guess():
-    assert libs._version_of("libcuda", "/usr/lib/libcuda.so.1", "/nonexistent") == {}
+    assert libs._version_of("libcuda", "/usr/lib/libcuda.so.1", os.getpid()) == {}
 
 
 @pytest.mark.skipif(not HAVE_GCC, reason="gcc not installed")

@@ -79,7 +79,8 @@ def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose
               "(default: the duration plus 120).")
 @click.option("--fanout", default=32, show_default=True, type=click.IntRange(1), metavar="N",
               help="Launchers running at once.")
-@click.option("--dry-run", is_flag=True, help="Print the command line each launcher runs.")
+@click.option("--dry-run", is_flag=True, help="Print the command line each launcher runs, and "
+              "each node name a run would refuse (then exit 2).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--output", "-o", metavar="FILE", help="Write the report here instead of stdout.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
@@ -113,12 +114,17 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
             node_list = node_list or ["POD"]
         else:
             node_list += cl.kubectl_pods(selector, namespace)
+    refused = cl.refused_nodes(node_list)
+    if dry_run and refused:     # say what a run would refuse, and plan the rest
+        for node, why in refused:
+            click.echo(f"# refused: {shlex.quote(node)}: {why}")
+        node_list = [n for n in node_list if not cl.node_name_problem(n)]
     runs = cl.plan(via, node_list, att, outdir, jobid=jobid, namespace=namespace,
-                   container=container)
+                   container=container) if node_list or not refused else []
     if dry_run:
         for line in cl.dry_run_lines(runs):
             click.echo(line)
-        sys.exit(0)
+        sys.exit(2 if refused else 0)
     try:
         os.makedirs(outdir, exist_ok=True)
     except OSError as exc:

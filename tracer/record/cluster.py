@@ -6,7 +6,7 @@ Contract:
   launcher the cluster already has. ``plan(via, ...)`` returns the ``NodeRun``s:
   * one command per node, the trace coming back on the launcher's stdout (``attach -o -``) into
     OUTDIR/NODE.htrace.gz, the node's own report and errors on its stderr into OUTDIR/NODE.log:
-    ``ssh`` (ssh -o BatchMode=yes HOST 'hangtrace attach ...'), ``kubectl`` (kubectl exec POD
+    ``ssh`` (ssh -o BatchMode=yes -- HOST 'hangtrace attach ...'), ``kubectl`` (kubectl exec POD
     -- hangtrace attach ..., the pods named or listed by a label selector) and a template such
     as ``'ip netns exec {node}'`` (``{node}`` replaced, the attach command appended);
   * one command for all nodes, each writing OUTDIR/HOST.htrace.gz itself (OUTDIR must be a
@@ -18,6 +18,10 @@ Contract:
   launcher is left behind, on Ctrl-C either) and returns ``NodeResult``s: a node whose trace
   cannot be read failed, and says why (the last line its attach or launcher wrote).
 - ``dry_run_lines(runs)``: the command lines, shell-quoted, as they would run.
+- Node names reach launchers as arguments, so ``node_name_problem`` refuses those a launcher
+  could read as something else (a leading ``-``: an option; whitespace, control characters,
+  ``/`` or ``,``: another word, path or list); ``plan`` refuses them all at once, ssh gets
+  ``--`` before the host, and each node name has a trace file of its own.
 Attach's exit status is its verdict (0, 3-7); 1, 2, 130 or a launcher's own status (ssh 255)
 with no readable trace is a failure.
 """
@@ -30,7 +34,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..errors import OutputError, ToolMissing, UsageError, shown
 from ..outputs import open_streamed
@@ -78,8 +82,43 @@ class NodeResult:
     warning: str = ""                    # a trace came back, but attach said something wrong
 
 
+_NOT_IN_NODE_NAME = re.compile(r"[\s/,\x00-\x1f\x7f]")
+
+
+def node_name_problem(name: str) -> Optional[str]:
+    """Why ``name`` cannot be handed to a launcher as a node (module doc), or None."""
+    if not name:
+        return "an empty name"
+    if name.startswith("-"):
+        return "starts with '-' (a launcher would read it as an option)"
+    bad = _NOT_IN_NODE_NAME.search(name)
+    if bad:
+        what = {"/": "'/'", ",": "','"}.get(bad.group(), "whitespace or a control character")
+        return f"holds {what} (a launcher would read it as another word, path or list)"
+    return None
+
+
+def refused_nodes(nodes: Sequence[str]) -> List[Tuple[str, str]]:
+    """(name, why) of every node name ``plan`` would refuse."""
+    return [(n, why) for n in nodes if (why := node_name_problem(n))]
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._@-]+", "_", name).strip("._") or "node"
+
+
+def _file_bases(nodes: Sequence[str]) -> Dict[str, str]:
+    """A file name of its own for each node name (``gpu.01`` and ``gpu_01.`` would share one)."""
+    out: Dict[str, str] = {}
+    taken: Set[str] = set()
+    for node in nodes:
+        base, n = _safe(node), 1
+        while base in taken:
+            n += 1
+            base = f"{_safe(node)}-{n}"
+        taken.add(base)
+        out[node] = base
+    return out
 
 
 def _shell_attach(att: AttachArgs, outdir: str) -> str:
@@ -100,6 +139,11 @@ def plan(via: str, nodes: Sequence[str], att: AttachArgs, outdir: str, *,
          container: Optional[str] = None) -> List[NodeRun]:
     """The commands for ``via`` (module doc). Raises UsageError when they cannot be made."""
     outdir = os.path.abspath(outdir)
+    nodes = list(dict.fromkeys(nodes))
+    refused = refused_nodes(nodes)
+    if refused:
+        raise UsageError("refused node names: " + "; ".join(
+            f"{shown(n)}: {why}" for n, why in refused))
     if via == "slurm":
         if not jobid:
             raise UsageError("--via slurm needs --jobid (the job whose nodes to record)")
@@ -117,10 +161,11 @@ def plan(via: str, nodes: Sequence[str], att: AttachArgs, outdir: str, *,
         raise UsageError(f"--via {via} needs the nodes to record"
                          + (" (pod names or --selector)" if via == "kubectl" else ""))
     runs = []
+    bases = _file_bases(nodes)
     for node in nodes:
         attach = att.argv(node, "-")
         if via == "ssh":
-            argv = ["ssh", "-o", "BatchMode=yes", node, shlex.join(attach)]
+            argv = ["ssh", "-o", "BatchMode=yes", "--", node, shlex.join(attach)]
         elif via == "kubectl":
             argv = ["kubectl", "exec"] + (["-n", namespace] if namespace else []) + [node] \
                 + (["-c", container] if container else []) + ["--"] + attach
@@ -129,7 +174,7 @@ def plan(via: str, nodes: Sequence[str], att: AttachArgs, outdir: str, *,
                 raise UsageError(f"unknown launcher {shown(via)}: slurm, kubectl, ssh, pdsh, or a "
                                  "command template with {node} (e.g. 'ip netns exec {node}')")
             argv = [tok.replace("{node}", node) for tok in shlex.split(via)] + attach
-        base = os.path.join(outdir, _safe(node))
+        base = os.path.join(outdir, bases[node])
         runs.append(NodeRun(argv, node, trace=base + ".htrace.gz", log=base + ".log"))
     return runs
 

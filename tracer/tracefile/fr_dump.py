@@ -1,7 +1,8 @@
 """PyTorch Flight Recorder dump files into ``FlightRecorderDump`` events.
 
 Contract:
-- ``read_dump(path, rank, pid)`` reads one file (at most ``fr_pickle.MAX_BYTES``): a pickle
+- ``read_dump(path, rank, pid)`` reads one file of the user's (``dump_from_bytes`` parses one a
+  traced process named, read by linux/target_files.py) (at most ``fr_pickle.MAX_BYTES``): a pickle
   (what ``TORCH_NCCL_DUMP_ON_TIMEOUT`` and ``_dump_fr_trace()`` write) through the plain-data
   reader (fr_pickle.py), or the JSON form (``_dump_fr_trace_json()``); never raises: trouble
   is the event's ``error``, one line. What is kept is ``normalize``'s: the known keys, typed,
@@ -26,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..events.stacks import FlightRecorderDump
 from .fr_pickle import MAX_BYTES, UnsafePickle, load_plain
 
-__all__ = ["read_dump", "read_dumps", "find_dumps", "rank_of", "normalize", "looks_like_dump",
+__all__ = ["read_dump", "dump_from_bytes", "read_dumps", "find_dumps", "rank_of", "normalize", "looks_like_dump",
            "MAX_ENTRIES"]
 
 MAX_ENTRIES = 2048
@@ -128,6 +129,11 @@ def read_dump(path: str, rank: Optional[int] = None, pid: int = 0,
     except OSError as exc:
         ev.error = f"{exc.strerror or exc}"
         return ev
+    return dump_from_bytes(data, ev)
+
+
+def dump_from_bytes(data: bytes, ev: FlightRecorderDump) -> FlightRecorderDump:
+    """Fill ``ev`` from a dump file's content (``read_dump`` once the file is read)."""
     try:
         if data[:1] in (b"{", b"[") or data[:3] == b"\xef\xbb\xbf":
             obj = json.loads(data.decode("utf-8-sig"))

@@ -9,7 +9,8 @@ Contract:
      where cudaStreamBeginCapture / cudaStreamEndCapture run);
   2. "with-block": a frame whose current line lies in the body of a ``with`` statement on
      ``...graph(...)`` (torch.cuda.graph, a ``graph`` imported from it): the source file is
-     read (through /proc/PID/root, at most ``MAX_SOURCE`` bytes) and parsed with ``ast``, so
+     read as the process may read it (linux/target_files.py: in its root, at most
+     ``MAX_SOURCE`` bytes) and parsed with ``ast``, so
      this holds for any code, SGLang's and vLLM's runners included, and says the thread is
      inside the capture, not merely near it;
   3. "phase": the same for ``with graph_capture(...)`` (SGLang's and vLLM's parallel_state
@@ -27,6 +28,7 @@ import re
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ...events import PyStack
+from ...linux.target_files import TargetFileRefused, read_target_file
 from ...events.evidence import CaptureSite
 
 __all__ = ["capture_sites", "with_capture_sites", "graph_with_blocks", "parse_frame",
@@ -89,17 +91,17 @@ class _Sources:
     def of(self, pid: int, path: str) -> Blocks:
         if not path.startswith("/"):
             return []
-        host = f"{self.root}/{pid}/root{path}"
-        if host not in self.blocks:
-            self.blocks[host] = []
+        key = f"{pid}:{path}"
+        if key not in self.blocks:
+            self.blocks[key] = []
             try:
-                with open(host, "rb") as f:
-                    data = f.read(MAX_SOURCE + 1)
-            except OSError:
+                data = read_target_file(pid, path, max_bytes=MAX_SOURCE, owned=False,
+                                        root=self.root).data
+            except TargetFileRefused:
                 return []
-            if len(data) <= MAX_SOURCE and b"graph" in data:
-                self.blocks[host] = graph_with_blocks(data.decode("utf-8", "replace"))
-        return self.blocks[host]
+            if b"graph" in data:
+                self.blocks[key] = graph_with_blocks(data.decode("utf-8", "replace"))
+        return self.blocks[key]
 
 
 def _site_of(s: PyStack, sources: _Sources) -> Optional[CaptureSite]:

@@ -15,8 +15,9 @@ Contract:
     ``*.dist-info`` directory beside the package; flashinfer's JIT cache path carries its
     version too (~/.cache/flashinfer/0.2.5/...);
   - the kernel module: /sys/module/nvidia/version.
-- Files are read through /proc/PID/root so that a process in a container is read in its own
-  mount namespace. One file mapped by many processes (the ranks) is read once (``cache``).
+- A mapped library is read through /proc/PID/map_files (the file mapped, not what its path
+  names now); the files beside it as the process may read them (linux/target_files.py: in
+  its own root, as its user). One file mapped by many processes is read once (``cache``).
 - Never raises; a version that cannot be found is left out, with no guess.
 """
 from __future__ import annotations
@@ -27,6 +28,8 @@ import time
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from ...events.evidence import EvidenceNote, LoadedLibs
+from ...linux import procfs
+from ...linux.target_files import TargetFileRefused, list_target_dir, read_target_file
 from . import elfver
 
 __all__ = ["read_loaded_libs", "parse_maps", "identify", "LIBRARIES", "read_driver_module"]
@@ -87,11 +90,11 @@ def identify(path: str) -> Optional[str]:
     return None
 
 
-def _read_small(path: str) -> Optional[str]:
+def _read_small(pid: int, path: str, root: str) -> Optional[str]:
     try:
-        with open(path, "rb") as f:
-            return f.read(_MAX_VERSION_FILE).decode("utf-8", "replace")
-    except OSError:
+        return read_target_file(pid, path, max_bytes=_MAX_VERSION_FILE, owned=False,
+                                root=root).data.decode("utf-8", "replace")
+    except TargetFileRefused:
         return None
 
 
@@ -101,12 +104,13 @@ def _package_root(path: str, pkg_dir: str) -> Optional[str]:
     return path[:i] if i >= 0 else None
 
 
-def _dist_version(site: str, prefixes: Tuple[str, ...]) -> Optional[Tuple[str, str]]:
+def _dist_version(pid: int, site: str, prefixes: Tuple[str, ...], root: str
+                  ) -> Optional[Tuple[str, str]]:
     """(version, "dist-info name") of a distribution in ``site`` whose name starts with one of
     ``prefixes`` (nvidia_nccl_cu12-2.21.5.dist-info)."""
     try:
-        names = sorted(os.listdir(site))
-    except OSError:
+        names = list_target_dir(pid, site, root=root)
+    except TargetFileRefused:
         return None
     for n in names:
         if not n.endswith(".dist-info"):
@@ -118,16 +122,16 @@ def _dist_version(site: str, prefixes: Tuple[str, ...]) -> Optional[Tuple[str, s
     return None
 
 
-def _package_version(name: str, host: str) -> Optional[Dict[str, str]]:
+def _package_version(name: str, path: str, pid: int, root: str) -> Optional[Dict[str, str]]:
     spec = _PACKAGES.get(name)
     if spec is None:
         return None
     pkg_dir, dists, files = spec
-    site = _package_root(host, pkg_dir)
+    site = _package_root(path, pkg_dir)
     if site is None:
         return None
     for fname in files:
-        text = _read_small(f"{site}/{pkg_dir}/{fname}")
+        text = _read_small(pid, f"{site}/{pkg_dir}/{fname}", root)
         m = _VERSION_LINE.search(text or "")
         if m:
             out = {"version": m.group(1), "source": f"{pkg_dir}/{fname}"}
@@ -135,16 +139,18 @@ def _package_version(name: str, host: str) -> Optional[Dict[str, str]]:
             if cuda:
                 out["detail"] = f"cuda {cuda.group(1)}"
             return out
-    found = _dist_version(site, dists)
+    found = _dist_version(pid, site, dists, root)
     if found:
         return {"version": found[0], "source": found[1]}
     return None
 
 
-def _version_of(name: str, path: str, host: str) -> Dict[str, str]:
-    """{"version", "detail"?, "source"} of library ``name`` at ``path`` (``host``: readable path)."""
-    if name == "nccl":
-        found = elfver.nccl_version(host)
+def _version_of(name: str, path: str, pid: int, mapped: Optional[str] = None,
+                root: str = "/proc") -> Dict[str, str]:
+    """{"version", "detail"?, "source"} of library ``name`` at ``path`` as ``pid`` sees it
+    (``mapped``: the file itself, /proc/PID/map_files/RANGE)."""
+    if name == "nccl" and mapped:
+        found = elfver.nccl_version(mapped)
         if found:
             return {"version": found[0], "detail": found[1],
                     "source": "ELF .rodata \"NCCL version\" string"}
@@ -158,7 +164,7 @@ def _version_of(name: str, path: str, host: str) -> Dict[str, str]:
         c = _FLASHINFER_CACHE.search(path)
         if c:
             return {"version": c.group(1), "source": "JIT cache path"}
-    pkg = _package_version(name, host)
+    pkg = _package_version(name, path, pid, root)
     if pkg:
         return pkg
     if full:
@@ -166,9 +172,15 @@ def _version_of(name: str, path: str, host: str) -> Dict[str, str]:
     return {}
 
 
-def _host_path(pid: int, path: str, root: str) -> str:
-    via = f"{root}/{pid}/root{path}"
-    return via if os.path.exists(via) else path
+def _mapped_files(text: str, pid: int, root: str) -> Dict[str, str]:
+    """{"dev:inode": /proc/PID/map_files/RANGE} of the first mapping of each file: the very
+    file the process maps, whatever its path names now."""
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/"):
+            out.setdefault(f"{parts[3]}:{parts[4]}", f"{root}/{pid}/map_files/{parts[0]}")
+    return out
 
 
 def libs_of(pid: int, root: str = "/proc", cache: Optional[Cache] = None
@@ -182,6 +194,7 @@ def libs_of(pid: int, root: str = "/proc", cache: Optional[Cache] = None
     cache = {} if cache is None else cache
     out: List[Dict[str, str]] = []
     names = set()
+    mapped = _mapped_files(text, pid, root)
     for path, key in parse_maps(text):
         name = identify(path)
         if name is None or name in names:
@@ -189,7 +202,7 @@ def libs_of(pid: int, root: str = "/proc", cache: Optional[Cache] = None
         names.add(name)
         ck = (path, key)
         if ck not in cache:
-            cache[ck] = _version_of(name, path, _host_path(pid, path, root))
+            cache[ck] = _version_of(name, path, pid, mapped.get(key), root)
         entry = {"name": name, "path": path}
         entry.update(cache[ck])
         out.append(entry)
@@ -199,7 +212,7 @@ def libs_of(pid: int, root: str = "/proc", cache: Optional[Cache] = None
 def read_driver_module(sys_root: str = "/sys", ts: Optional[float] = None
                        ) -> Optional[LoadedLibs]:
     """The NVIDIA kernel module's version (pid 0), None when the module is not loaded."""
-    text = _read_small(f"{sys_root}/module/nvidia/version")
+    text = procfs.read_text(f"{sys_root}/module/nvidia/version")
     if not text or not text.strip():
         return None
     return LoadedLibs(ts=time.time() if ts is None else ts, pid=0, libs=[

@@ -2,13 +2,13 @@
 
 Contract: ``flight_recorder_probe(pids, analyzer)`` is an ``EndProbe``. For each traced process
 whose environment enables the Flight Recorder (``TORCH_NCCL_TRACE_BUFFER_SIZE`` or
-``TORCH_FR_BUFFER_SIZE`` > 0), the dump file prefixes it names (``TORCH_FR_DUMP_TEMP_FILE``,
-``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, else torch's default ``/tmp/nccl_trace_rank_``) are
-looked up in that process's own view of the filesystem (/proc/PID/root: a container's /tmp
-is not the host's), and every ``<prefix><rank>`` file there is read (tracefile/fr_dump.py:
-plain data only, bounded) into one ``FlightRecorderDump`` event; a dump that appeared during
-the recording is read like one written before (the analysis compares its time with the
-window's). ``pid`` is the process whose RANK is the file's rank, else the one whose
+``TORCH_FR_BUFFER_SIZE`` > 0), every ``<prefix><rank>`` file of the prefixes it names
+(``TORCH_FR_DUMP_TEMP_FILE``, ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, else torch's default
+``/tmp/nccl_trace_rank_``) is read as that process sees and may read it
+(linux/target_files.py: inside its own root, no link followed, a regular file it owns,
+bounded in size and time; ``SECONDS`` for the whole probe) and parsed (tracefile/fr_dump.py:
+plain data only) into one ``FlightRecorderDump`` event; a file refused is an event whose
+``error`` says why. ``pid`` is the process whose RANK is the file's rank, else the one whose
 environment named the prefix. Nothing is asked of the ranks: hangtrace never triggers a dump.
 A process whose environment cannot be read or names no file gives no event.
 """
@@ -20,7 +20,9 @@ from typing import Dict, List, Optional, Tuple
 
 from ...events.stacks import FlightRecorderDump
 from ...linux import procfs
-from ...tracefile.fr_dump import read_dump, rank_of
+from ...linux.target_files import TargetFileRefused, list_target_dir, read_target_file
+from ...tracefile.fr_dump import dump_from_bytes, rank_of
+from ...tracefile.fr_pickle import MAX_BYTES
 
 __all__ = ["flight_recorder_probe", "dump_files", "DEFAULT_PREFIX", "ENV"]
 
@@ -29,6 +31,7 @@ SIZE_VARS = ("TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE")
 PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 ENV = SIZE_VARS + PREFIX_VARS + ("RANK",)
 MAX_FILES = 1024
+SECONDS = 5.0
 
 
 def _enabled(env: Dict[str, str]) -> bool:
@@ -41,49 +44,59 @@ def _enabled(env: Dict[str, str]) -> bool:
     return False
 
 
-def dump_files(pid: int, env: Dict[str, str], root: str = "/proc"
-               ) -> List[Tuple[str, str, Optional[int]]]:
-    """(path to read, path as the process names it, rank) of the dumps ``pid``'s environment
-    points to (module doc)."""
+def dump_files(pid: int, env: Dict[str, str], root: str = "/proc", seconds: float = 2.0
+               ) -> List[Tuple[str, Optional[int]]]:
+    """(path as the process names it, rank) of the dumps ``pid``'s environment points to."""
     prefixes = [env[v] for v in PREFIX_VARS if env.get(v)] or [DEFAULT_PREFIX]
     out = []
     for prefix in dict.fromkeys(prefixes):
         seen_as = prefix if prefix.startswith("/") else os.path.join("/", prefix)
-        real = f"{root}/{pid}/root{seen_as}"
-        folder, base = os.path.split(real)
+        folder, base = os.path.split(seen_as)
         try:
-            names = sorted(os.listdir(folder))
-        except OSError:
+            names = list_target_dir(pid, folder, seconds=seconds, root=root)
+        except TargetFileRefused:
             continue
         for n in names:
             rest = n[len(base):]
             if n.startswith(base) and rest.isdigit():
-                out.append((os.path.join(folder, n), os.path.join(os.path.dirname(seen_as), n),
-                            rank_of(n, base)))
+                out.append((os.path.join(folder, n), rank_of(n, base)))
     return out[:MAX_FILES]
 
 
-def flight_recorder_probe(pids: List[int], analyzer: object = None) -> List[FlightRecorderDump]:
+def flight_recorder_probe(pids: List[int], analyzer: object = None,
+                          root: str = "/proc") -> List[FlightRecorderDump]:
     """EndProbe (session.py): the Flight Recorder dumps of ``pids`` (module doc)."""
-    envs = {pid: procfs.read_environ_vars(pid, ENV) for pid in pids}
+    deadline = time.monotonic() + SECONDS
+    envs = {pid: procfs.read_environ_vars(pid, ENV, root) for pid in pids}
     ranks: Dict[int, int] = {}
     for pid, env in envs.items():
         if env.get("RANK", "").strip().isdigit():
             ranks.setdefault(int(env["RANK"]), pid)
-    files: Dict[str, Tuple[str, Optional[int], int]] = {}
+    files: Dict[str, Tuple[int, Optional[int], int]] = {}
     for pid, env in sorted(envs.items()):
         if not _enabled(env):
             continue
-        for real, seen_as, rank in dump_files(pid, env):
+        for seen_as, rank in dump_files(pid, env, root, _left(deadline)):
             owner = ranks.get(rank, pid) if rank is not None else pid
-            files.setdefault(seen_as, (real, rank, owner))
+            files.setdefault(seen_as, (pid, rank, owner))
     now = time.time()
     out = []
-    for seen_as, (real, rank, owner) in sorted(files.items()):
-        d = read_dump(real, rank, owner, now)
-        d.path = seen_as
-        out.append(d)
+    for seen_as, (reader, rank, owner) in sorted(files.items()):
+        ev = FlightRecorderDump(ts=now, path=seen_as, rank=rank, pid=owner)
+        try:
+            got = read_target_file(reader, seen_as, max_bytes=MAX_BYTES,
+                                   seconds=_left(deadline), owned=True, root=root)
+        except TargetFileRefused as exc:
+            ev.error = f"not read: {exc}"
+        else:
+            ev.mtime, ev.size = got.mtime, got.size
+            dump_from_bytes(got.data, ev)
+        out.append(ev)
     return out
+
+
+def _left(deadline: float) -> float:
+    return max(0.05, min(2.0, deadline - time.monotonic()))
 
 
 flight_recorder_probe.__name__ = "flight recorder"

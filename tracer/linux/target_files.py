@@ -1,0 +1,257 @@
+"""Files a traced process names, read as root without letting it choose what root reads.
+
+Contract: ``read_target_file(pid, path, max_bytes=, seconds=, owned=)`` and
+``list_target_dir(pid, path, seconds=)`` read a file or a folder that ``pid`` names (a dump
+prefix in its environment, a source file in its stack) as that process would see it:
+- the path is resolved inside the process's own root (openat2 with ``RESOLVE_IN_ROOT`` from
+  /proc/PID/root: a chrooted or containerized target's absolute links stay in its root), with
+  no magic links and no link as the last component (``O_NOFOLLOW``), opened ``O_NONBLOCK``
+  (a FIFO or a device never blocks the open); where openat2 is missing, no link at all;
+- the open and the read run in a thread of their own with the target's file-system
+  credentials (fsuid, fsgid, groups: per thread on Linux), so root reads only what the target
+  itself may read; that thread is given ``seconds`` in all (open included);
+- only a regular file is accepted, not on FUSE, and with ``owned`` (files the target writes)
+  only one owned by the target's real or effective uid; at most ``max_bytes`` are read.
+Anything else raises ``TargetFileRefused`` with one line saying why.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import stat
+import threading
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple, TypeVar
+
+from . import procfs
+
+__all__ = ["read_target_file", "list_target_dir", "TargetFile", "TargetFileRefused",
+           "target_creds"]
+
+FUSE_SUPER_MAGIC = 0x65735546
+_RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
+# (openat2, setgroups, setfsuid, setfsgid) by machine; openat2 has one number everywhere
+_SYSCALLS = {"x86_64": (437, 116, 122, 123), "aarch64": (437, 159, 151, 152)}
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+T = TypeVar("T")
+
+
+class TargetFileRefused(Exception):
+    """A file the target names that is not read; ``str()`` is one line saying why."""
+
+
+@dataclass
+class TargetFile:
+    data: bytes
+    size: int
+    mtime: float
+
+
+@dataclass(frozen=True)
+class Creds:
+    uids: Tuple[int, ...]            # real, effective, saved, file-system
+    gids: Tuple[int, ...]
+    groups: Tuple[int, ...]
+
+
+def target_creds(pid: int, root: str = "/proc") -> Optional[Creds]:
+    """The credentials of ``pid`` from /proc/PID/status, or None when unreadable."""
+    text = procfs.read_text(f"{root}/{pid}/status") or ""
+    fields = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Uid", "Gid", "Groups"):
+            fields[key] = tuple(int(x) for x in value.split() if x.isdigit())
+    if len(fields.get("Uid", ())) != 4 or len(fields.get("Gid", ())) != 4:
+        return None
+    return Creds(fields["Uid"], fields["Gid"], fields.get("Groups", ()))
+
+
+_libc: Optional[ctypes.CDLL] = None
+
+
+def _lib() -> ctypes.CDLL:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+    return _libc
+
+
+def _syscall(nr: int, *args: object) -> int:
+    ret = _lib().syscall(ctypes.c_long(nr), *args)
+    if ret < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return ret
+
+
+def _numbers() -> Tuple[int, int, int, int]:
+    nrs = _SYSCALLS.get(platform.machine().lower())
+    if nrs is None:
+        raise TargetFileRefused(f"no system call numbers for {platform.machine()}")
+    return nrs
+
+
+def _become(creds: Creds) -> Tuple[int, int, List[int]]:
+    """This thread takes the target's file-system credentials; returns what to restore."""
+    _, nr_groups, nr_fsuid, nr_fsgid = _numbers()
+    before = (os.geteuid(), os.getegid(), os.getgroups())
+    if before[0] != 0:          # not privileged: the kernel checks our own rights
+        return before
+    groups = (ctypes.c_uint * max(1, len(creds.groups)))(*creds.groups)
+    _syscall(nr_groups, ctypes.c_size_t(len(creds.groups)), groups)
+    _syscall(nr_fsgid, ctypes.c_uint(creds.gids[3]))
+    _syscall(nr_fsuid, ctypes.c_uint(creds.uids[3]))
+    # setfsuid answers the previous id whatever happens: ask again with an id it refuses
+    if _syscall(nr_fsuid, ctypes.c_uint(0xFFFFFFFF)) != creds.uids[3]:
+        raise TargetFileRefused("could not take the target's file-system user id")
+    return before
+
+
+def _restore(before: Tuple[int, int, List[int]]) -> None:
+    _, nr_groups, nr_fsuid, nr_fsgid = _numbers()
+    if before[0] != 0:
+        return
+    _syscall(nr_fsuid, ctypes.c_uint(before[0]))
+    _syscall(nr_fsgid, ctypes.c_uint(before[1]))
+    groups = (ctypes.c_uint * max(1, len(before[2])))(*before[2])
+    _syscall(nr_groups, ctypes.c_size_t(len(before[2])), groups)
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
+                ("resolve", ctypes.c_uint64)]
+
+
+def _open_in_root(root_fd: int, path: str, flags: int) -> int:
+    """``path`` opened below ``root_fd`` as the module doc says."""
+    rel = path.lstrip("/") or "."
+    how = _OpenHow(flags, 0, _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
+    try:
+        return _syscall(_numbers()[0], ctypes.c_int(root_fd), os.fsencode(rel),
+                        ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSYS, errno.EPERM):
+            raise
+    return _open_without_links(root_fd, rel, flags)
+
+
+def _open_without_links(root_fd: int, rel: str, flags: int) -> int:
+    """The fallback without openat2: each component opened with O_NOFOLLOW, no ``..``."""
+    parts = [p for p in rel.split("/") if p and p != "."]
+    if ".." in parts:
+        raise OSError(errno.EXDEV, "'..' in a path the target names")
+    fd = os.dup(root_fd)
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return os.open(parts[-1] if parts else ".", flags, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _is_fuse(fd: int) -> bool:
+    buf = ctypes.create_string_buffer(256)          # struct statfs; f_type comes first
+    if _lib().fstatfs(ctypes.c_int(fd), buf) != 0:
+        return False
+    return ctypes.c_long.from_buffer(buf).value == FUSE_SUPER_MAGIC
+
+
+def _as_target(pid: int, creds: Optional[Creds], seconds: float, work: Callable[[int], T],
+               root: str) -> T:
+    """``work(root_fd)`` in a thread of its own with ``pid``'s credentials, bounded in time."""
+    if creds is None:
+        raise TargetFileRefused(f"the credentials of pid {pid} are not readable")
+    try:
+        root_fd = os.open(f"{root}/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise TargetFileRefused(f"pid {pid}'s root: {exc.strerror}") from None
+    box: List[object] = []
+
+    def run() -> None:
+        try:
+            before = _become(creds)
+            try:
+                box.append(("ok", work(root_fd)))
+            finally:
+                _restore(before)
+        except (OSError, TargetFileRefused) as exc:
+            box.append(("error", exc))
+        finally:
+            os.close(root_fd)
+
+    t = threading.Thread(target=run, name="hangtrace-target-file", daemon=True)
+    t.start()
+    t.join(seconds)
+    if not box:
+        raise TargetFileRefused(f"no answer within {seconds:g} s")
+    kind, value = box[0]  # type: ignore[misc]
+    if kind == "ok":
+        return value  # type: ignore[return-value]
+    if isinstance(value, OSError):
+        raise TargetFileRefused(_os_reason(value)) from None
+    raise value  # type: ignore[misc]
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link (not followed)"
+    if exc.errno == errno.EXDEV:
+        return "leaves the target's root"
+    return exc.strerror or str(exc)
+
+
+def read_target_file(pid: int, path: str, *, max_bytes: int, seconds: float = 2.0,
+                     owned: bool = True, root: str = "/proc") -> TargetFile:
+    """The content of ``path`` as ``pid`` names it (module doc)."""
+    creds = target_creds(pid, root)
+
+    def work(root_fd: int) -> TargetFile:
+        assert creds is not None                  # _as_target refuses a process without them
+        fd = _open_in_root(root_fd, path, _OPEN_FLAGS)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise TargetFileRefused("not a regular file")
+            if owned and creds.uids[0] and st.st_uid not in creds.uids[:2]:
+                raise TargetFileRefused(f"owned by uid {st.st_uid}, not by the process "
+                                        f"(uid {creds.uids[1]})")
+            if _is_fuse(fd):
+                raise TargetFileRefused("on a FUSE file system (the target may serve it)")
+            if st.st_size > max_bytes:
+                raise TargetFileRefused(f"{st.st_size} bytes: larger than the bound of "
+                                        f"{max_bytes} bytes")
+            chunks, left = [], max_bytes + 1
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            data = b"".join(chunks)
+            if len(data) > max_bytes:
+                raise TargetFileRefused(f"grew past the bound of {max_bytes} bytes")
+            return TargetFile(data, st.st_size, st.st_mtime)
+        finally:
+            os.close(fd)
+
+    return _as_target(pid, creds, seconds, work, root)
+
+
+def list_target_dir(pid: int, path: str, *, seconds: float = 2.0, root: str = "/proc"
+                    ) -> List[str]:
+    """The names in folder ``path`` as ``pid`` names it (module doc's resolution)."""
+    def work(root_fd: int) -> List[str]:
+        fd = _open_in_root(root_fd, path, _OPEN_FLAGS | os.O_DIRECTORY)
+        try:
+            return sorted(os.listdir(fd))
+        finally:
+            os.close(fd)
+
+    return _as_target(pid, target_creds(pid, root), seconds, work, root)
