@@ -44,7 +44,8 @@ STAGES: Dict[str, Set[str]] = {
     "accumulate": {"vocab"},
     "job": {"vocab", "accumulate"},
     "waitgraph": {"vocab", "accumulate", "job"},
-    "rules": {"vocab", "accumulate", "job", "waitgraph"},
+    "progress": {"vocab", "accumulate"},
+    "rules": {"vocab", "accumulate", "job", "waitgraph", "progress"},
     "evidence": {"vocab", "accumulate"},
 }
 

@@ -21,7 +21,7 @@ from msgspec import field
 from .. import events as _events
 from . import Event
 
-__all__ = ["ProcessVitals", "LogTargets", "KernelLog", "GpuHealth", "LoadedLibs",
+__all__ = ["ProcessVitals", "LogTargets", "LogLines", "KernelLog", "GpuHealth", "LoadedLibs",
            "CaptureSite", "CudaGraphCalls", "EvidenceNote", "EVIDENCE_TYPES"]
 
 
@@ -136,7 +136,27 @@ class EvidenceNote(Event, tag="evn"):
     pid: Optional[int] = None
 
 
+class LogLines(Event, tag="logl"):
+    """What a process appended to a log file during the window, as line templates, never the
+    text's numbers (record/probes/log_lines.py makes them): ``fd`` and ``path`` of the file,
+    ``appended`` bytes between the start and the end of the window (``read``: how many of them
+    were read, the newest), ``lines`` in them. ``templates``: one per distinct line shape,
+    each {"text" (numbers masked as <N>, times as <T>), "count" (lines of this shape in the
+    window), "before" (in the lines just before the window), "changes" (per <N> slot, how often
+    its value differed from the same shape's line before), "first" (the slot values of the
+    shape's last line before the window, else of its first line in it), "last" (of its last
+    line)}. ``why``: why nothing was read."""
+    pid: int
+    fd: int
+    path: str = ""
+    appended: int = 0
+    read: int = 0
+    lines: int = 0
+    templates: List[Dict[str, Any]] = field(default_factory=list)
+    why: str = ""
+
+
 EVIDENCE_TYPES = (ProcessVitals, LogTargets, KernelLog, GpuHealth, LoadedLibs, CaptureSite,
-                  CudaGraphCalls, EvidenceNote)
+                  CudaGraphCalls, EvidenceNote, LogLines)
 
 _events.register(*EVIDENCE_TYPES)

@@ -12,6 +12,9 @@ prefix in its environment, a source file in its stack) as that process would see
   itself may read; that thread is given ``seconds`` in all (open included);
 - only a regular file is accepted, not on FUSE, and with ``owned`` (files the target writes)
   only one owned by the target's real or effective uid; at most ``max_bytes`` are read.
+``read_held_file(pid, fd, tail=)`` reads the last ``tail`` bytes of a file the process holds
+open (/proc/PID/fd/FD: the very file, whatever its path names now), with the same thread,
+credentials, time bound and file checks (no owner check: the process opened it itself).
 Anything else raises ``TargetFileRefused`` with one line saying why.
 """
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Callable, List, Optional, Tuple, TypeVar
 
 from . import procfs
 
-__all__ = ["read_target_file", "list_target_dir", "TargetFile", "TargetFileRefused",
+__all__ = ["read_target_file", "read_held_file", "list_target_dir", "TargetFile", "TargetFileRefused",
            "target_creds"]
 
 FUSE_SUPER_MAGIC = 0x65735546
@@ -216,14 +219,10 @@ def read_target_file(pid: int, path: str, *, max_bytes: int, seconds: float = 2.
         assert creds is not None                  # _as_target refuses a process without them
         fd = _open_in_root(root_fd, path, _OPEN_FLAGS)
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise TargetFileRefused("not a regular file")
+            st = _checked(fd)
             if owned and creds.uids[0] and st.st_uid not in creds.uids[:2]:
                 raise TargetFileRefused(f"owned by uid {st.st_uid}, not by the process "
                                         f"(uid {creds.uids[1]})")
-            if _is_fuse(fd):
-                raise TargetFileRefused("on a FUSE file system (the target may serve it)")
             if st.st_size > max_bytes:
                 raise TargetFileRefused(f"{st.st_size} bytes: larger than the bound of "
                                         f"{max_bytes} bytes")
@@ -242,6 +241,31 @@ def read_target_file(pid: int, path: str, *, max_bytes: int, seconds: float = 2.
             os.close(fd)
 
     return _as_target(pid, creds, seconds, work, root)
+
+
+def _checked(fd: int) -> os.stat_result:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise TargetFileRefused("not a regular file")
+    if _is_fuse(fd):
+        raise TargetFileRefused("on a FUSE file system (the target may serve it)")
+    return st
+
+
+def read_held_file(pid: int, fd: int, *, tail: int, seconds: float = 2.0,
+                   root: str = "/proc") -> TargetFile:
+    """The last ``tail`` bytes of the file ``pid`` holds open as ``fd`` (module doc);
+    ``size`` is the file's size when read."""
+    def work(root_fd: int) -> TargetFile:
+        f = os.open(f"{root}/{pid}/fd/{fd}", _OPEN_FLAGS & ~os.O_NOFOLLOW)
+        try:
+            st = _checked(f)
+            data = os.pread(f, tail, max(0, st.st_size - tail)) if tail > 0 else b""
+            return TargetFile(data, st.st_size, st.st_mtime)
+        finally:
+            os.close(f)
+
+    return _as_target(pid, target_creds(pid, root), seconds, work, root)
 
 
 def list_target_dir(pid: int, path: str, *, seconds: float = 2.0, root: str = "/proc"

@@ -12,7 +12,10 @@ Contract:
   1 and 2 and its other regular files: a readlink and /proc/PID/fdinfo each), so that output
   in writes of a few bytes (PYTHONUNBUFFERED) is seen. Every ``fd_interval`` seconds it lists
   /proc/PID/fd (readlink only, nothing is stat()ed) for the inodes of the tree's sockets and
-  those files. The TCP table is
+  those files. A file whose position advanced since the last look has its new bytes read
+  (at most log_lines.READ_MAX, as the process may read them: target_files.read_held_file) and
+  reduced to line templates against every earlier look's lines (``ProcessLook.lines``), so
+  that the rules tell news from a heartbeat. The TCP table is
   dumped through sock_diag at each look while the tree holds a socket; NVML, where it opens, is
   read once a look.
 - It never stops, signals or ptrace-attaches a process: it reads /proc files and kernel tables.
@@ -28,7 +31,10 @@ from typing import Any, Callable, Dict, List, Optional, Set
 
 from ..analysis.watch_rules import ProcessLook, TreeLook
 from ..linux import processes, procfs
+from ..events.evidence import LogLines
 from ..linux.procfs_fds import written_positions
+from ..linux.target_files import TargetFileRefused, read_held_file
+from .probes.log_lines import CONTEXT, READ_MAX, TemplateMemory, fill_lines, split_lines
 from .backends.proc_backend import ParentCache
 
 __all__ = ["TreeSampler", "socket_inodes"]
@@ -94,6 +100,8 @@ class TreeSampler:
         self._inodes: Dict[int, Set[int]] = {}        # pid -> socket inodes
         self._files: Dict[int, List[int]] = {}         # pid -> fds that may be logs (1, 2, files)
         self._next_fds: Dict[int, float] = {}
+        self._positions: Dict[int, Dict[int, tuple]] = {}     # pid -> the last look's positions
+        self._memory: Dict[tuple, TemplateMemory] = {}      # (pid, fd, path) -> lines seen
         self._next_rescan = 0.0
         self._tcp = tcp
         self._noted: Set[str] = set()
@@ -180,9 +188,38 @@ class TreeSampler:
                 inodes = set()
             self._inodes[pid] = inodes or set()
         positions = written_positions(pid, self._files.get(pid, STD_OUTPUTS), self.root)
+        lines = self._new_lines(pid, positions, now)
         return ProcessLook(pid=pid, start_time=st.starttime, cpu_ticks=st.utime + st.stime,
                            io=io, ticks_hz=procfs.TICKS_HZ, comm=st.comm, state=st.state,
-                           threads=st.num_threads, positions=positions)
+                           threads=st.num_threads, positions=positions, lines=lines)
+
+    def _new_lines(self, pid: int, positions: Dict[int, tuple], now: float
+                   ) -> Dict[int, LogLines]:
+        """fd -> LogLines of what each file gained since the last look (module doc)."""
+        before = self._positions.get(pid, {})
+        self._positions[pid] = positions
+        out: Dict[int, LogLines] = {}
+        for fd, (path, pos) in positions.items():
+            key = (pid, fd, path)
+            memory = self._memory.get(key)
+            old = before.get(fd)
+            grew = old[1] if old is not None and old[0] == path and pos > old[1] else None
+            if memory is not None and grew is None:
+                continue
+            try:
+                got = read_held_file(pid, fd, tail=READ_MAX if memory else CONTEXT,
+                                     seconds=0.5, root=self.root)
+            except TargetFileRefused as exc:
+                self._note(f"lines{pid}:{fd}", f"pid {pid}'s {path}: {exc}: its lines are not "
+                           "read (any growth counts as output)")
+                continue
+            if memory is None:             # the first look: what is there is the context
+                memory = self._memory[key] = TemplateMemory()
+                memory.remember(split_lines(got.data, b"")[0])
+                continue
+            out[fd] = fill_lines(LogLines(ts=now, pid=pid, fd=fd, path=path), got.data,
+                                 pos - grew, memory)
+        return out
 
     # ------------------------------------------------------------------ the look
     def look(self) -> TreeLook:
@@ -197,6 +234,9 @@ class TreeSampler:
                 self._inodes.pop(pid, None)
                 self._files.pop(pid, None)
                 self._next_fds.pop(pid, None)
+                self._positions.pop(pid, None)
+                for key in [k for k in self._memory if k[0] == pid]:
+                    del self._memory[key]
                 if pid in self.roots:
                     self.roots.remove(pid)
             else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import events as ev
 from .traffic import FdTraffic
@@ -126,6 +126,7 @@ class ProcessStats:
     signals: Counter = field(default_factory=Counter)
     tcp: Dict[int, TcpTrack] = field(default_factory=dict)     # fd -> kernel TCP counters
     served: Counter = field(default_factory=Counter)   # port -> connections taken (sock_diag)
+    log_lines: Dict[int, Any] = field(default_factory=dict)   # fd -> LogLines (probes/log_lines)
 
 
 @dataclass

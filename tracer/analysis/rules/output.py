@@ -9,12 +9,14 @@ process's TCP sockets by the keep-alive rule.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+import re
+from typing import List, Optional, Set, Tuple
 
 from ..accumulate.io_class import proc_output_bytes
-from ..accumulate.stats import ProcessStats
+from ..accumulate.stats import ProcessStats, ThreadStats
 from ..accumulate.traffic import FdTraffic, keepalive
 from ..accumulate.traffic import from_counters as counters_traffic
+from ..progress.log_lines import heartbeat_fds, news_by_fd
 from ..vocab.verdict import PROGRESSING, WAIT_NAMES, ThreadVerdict
 from .context import ThreadContext
 
@@ -27,13 +29,45 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
+_LABEL_FD = re.compile(r"fd (\d+)\b")
+
+
+def _output_fds(t: ThreadStats) -> Optional[Set[int]]:
+    """The fds the thread's output went to, None when one is not known by number."""
+    fds = set()
+    for label in t.output_targets:
+        m = _LABEL_FD.match(label)
+        if m is None:
+            return None
+        fds.add(int(m.group(1)))
+    return fds
+
+
+def heartbeat_output(c: ThreadContext) -> Optional[str]:
+    """The evidence, when all that the thread wrote went to log files whose lines in the window
+    are a heartbeat (progress/log_lines.py), else None."""
+    beats = heartbeat_fds(c.proc)
+    fds = _output_fds(c.t) if beats and c.t.output_targets else None
+    if not fds or not fds <= beats.keys():
+        return None
+    return "; ".join(beats[fd].text for fd in sorted(fds))
+
+
+def _log_news(c: ThreadContext) -> List[str]:
+    """What the log lines the thread wrote say that is new (progress/log_lines.py)."""
+    news = news_by_fd(c.proc)
+    fds = _output_fds(c.t) if news else None
+    return [f"its log lines say something new: {news[fd].text}" for fd in sorted(fds or ())
+            if fd in news and not news[fd].heartbeat]
+
+
 def rule_wrote_output(c: ThreadContext) -> Optional[ThreadVerdict]:
     t = c.t
-    if t.output_bytes <= 0 or t.output_stale:
+    if t.output_bytes <= 0 or t.output_stale or heartbeat_output(c):
         return None
     where = ", ".join(k for k, _ in t.output_targets.most_common(3))
     ev_ = [f"wrote {_bytes(t.output_bytes)} in {t.output_writes} writes "
-           f"({c.rate(t.output_writes)}) to {where}"]
+           f"({c.rate(t.output_writes)}) to {where}"] + _log_news(c)
     return ThreadVerdict(PROGRESSING, "wrote-output", ev_)
 
 
@@ -65,12 +99,16 @@ def process_output_bytes(p: ProcessStats, window: float = 0.0) -> int:
     """
     total = 0
     sent, socket_output, _ = socket_traffic(p, window)
+    beats = heartbeat_fds(p)
+    beat_bytes = sum(p.log_lines[fd].appended for fd in beats)
     a, b = p.first_io, p.last_io
     if a is not None and b is not None:
-        total += max(0, proc_output_bytes(b.wchar - a.wchar, b.syscw - a.syscw) - sent)
+        total += max(0, proc_output_bytes(b.wchar - a.wchar, b.syscw - a.syscw) - sent
+                     - beat_bytes)
     total += socket_output
     if p.first_info is not None and p.info is not None:
-        before = {f.fd: f for f in p.first_info.fds if f.kind == "file" and "w" in (f.mode or "")}
+        before = {f.fd: f for f in p.first_info.fds if f.kind == "file" and "w" in (f.mode or "")
+                  and f.fd not in beats}
         for f in p.info.fds:
             old = before.get(f.fd)
             if old is not None and old.target == f.target and f.pos is not None \

@@ -25,7 +25,7 @@ from ..vocab.waits import blocking_wait, cpu_use, wait_from_proc
 from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
                              SPIN_CPU, UNKNOWN, YIELD_MIN_RATE, ThreadVerdict)
 from .context import ThreadContext
-from .output import (_bytes, rule_made_connections, rule_process_output,
+from .output import (_bytes, heartbeat_output, rule_made_connections, rule_process_output,
                      rule_served_connections, rule_varied_work, rule_wrote_output,
                      socket_traffic)
 
@@ -40,7 +40,8 @@ def _no_output(c: ThreadContext) -> bool:
     """Nothing to show now: no output (or only long ago: io_class.output_is_stale), no
     connection accepted or made."""
     t = c.t
-    return (t.output_bytes == 0 or t.output_stale) and t.accepts == 0 and t.connects == 0
+    return (t.output_bytes == 0 or t.output_stale or heartbeat_output(c) is not None) \
+        and t.accepts == 0 and t.connects == 0
 
 
 def _stale_evidence(t: ThreadStats) -> List[str]:
@@ -241,6 +242,10 @@ def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
     if t.wakeup_writes:
         evidence.append(f"{t.wakeup_writes} wake-up writes to its own pipe/socketpair")
     evidence += _keepalive_evidence(t)
+    beat = heartbeat_output(c)
+    if beat:
+        evidence.append(f"wrote {_bytes(t.output_bytes)} in {t.output_writes} writes, only "
+                        f"log lines that say nothing new: {beat}")
     if not c.rec.has_syscalls:
         beats = socket_traffic(c.proc, c.rec.window)[2]
         if beats:

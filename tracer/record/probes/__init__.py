@@ -13,6 +13,7 @@ from .file_locks import file_locks_probe
 from .flight_recorder import flight_recorder_probe
 from .futex_owner import futex_owner_probe
 from .kernel_stacks import kernel_stack_probe
+from .log_lines import log_lines_probe
 from .nccl_ras import nccl_ras_probe
 from .socket_peers import socket_peers_probe
 
@@ -25,13 +26,14 @@ def attach_probes(native: bool = False) -> Tuple[List, List]:
     """(end probes, start probes) of a recording as ``attach`` (and ``watch``) make it: the
     wait-graph probes, NCCL RAS and kernel stacks, then Python stacks (with CUDA graph capture
     sites; with ``native``, native frames too: py-spy pauses each Python process while it
-    unwinds) and the evidence at the end; logs and vitals at the start (the window's starting
-    point)."""
+    unwinds), what the log files gained (as line templates: log_lines.py) and the evidence at
+    the end; logs and vitals at the start (the window's starting point)."""
     from ..evidence import evidence_end_probe, evidence_start_probe
     from ..evidence.capture import with_capture_sites
     from ..pystacks import native_stacks_probe, py_stacks_probe
     stacks = native_stacks_probe if native else py_stacks_probe
-    return (list(DEFAULT_PROBES) + [with_capture_sites(stacks), evidence_end_probe],
+    return (list(DEFAULT_PROBES) + [with_capture_sites(stacks), log_lines_probe,
+                                    evidence_end_probe],
             [evidence_start_probe])
 
 __all__ = ["DEFAULT_PROBES", "attach_probes", "futex_owner_probe", "socket_peers_probe",

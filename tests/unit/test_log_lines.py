@@ -1,0 +1,73 @@
+"""Log lines as templates (record/probes/log_lines.py) and news against heartbeat
+(analysis/progress/log_lines.py): tables of real lines of SGLang, vLLM, PyTorch and
+safetensors loaders, and the judgement of a window's lines."""
+from __future__ import annotations
+
+import pytest
+
+from tracer.analysis.progress.log_lines import judge_log
+from tracer.events.evidence import LogLines
+from tracer.record.probes.log_lines import split_lines, line_template, templates_of
+
+SGLANG_IDLE = ("[2025-03-18 09:14:05 TP0] Decode batch. #running-req: 0, #token: 0, "
+               "token usage: 0.00, gen throughput (token/s): 0.00, #queue-req: 0")
+
+
+@pytest.mark.parametrize("line,template,values", [
+    (SGLANG_IDLE, "[<T> TP<N>] Decode batch. #running-req: <N>, #token: <N>, token usage: <N>, "
+                  "gen throughput (token/s): <N>, #queue-req: <N>", [0, 0, 0, 0, 0, 0]),
+    ("INFO 03-18 09:14:05 metrics.py:455] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+     "throughput: 31.4 tokens/s, Running: 2 reqs",
+     "INFO <N>-<N> <T> metrics.py:<N>] Avg prompt throughput: <N> tokens/s, Avg generation "
+     "throughput: <N> tokens/s, Running: <N> reqs", [3, 18, 455, 0.0, 31.4, 2]),
+    ("Loading safetensors checkpoint shards:  38% Completed | 3/8 [00:41<00:52, 10.6s/it]",
+     "Loading safetensors checkpoint shards:  <N>% Completed | <N>/<N> [<N>:<N><<N>:<N>, "
+     "<N>s/it]", [38, 3, 8, 0, 41, 0, 52, 10.6]),
+    ("[rank1]:[W318 09:14:05.123456 ProcessGroupNCCL.cpp:1168] heartbeat at 1742289245.5",
+     "[rank<N>]:[W<N> <T> ProcessGroupNCCL.cpp:<N>] heartbeat at <T>", [1, 318, 1168]),
+    ("NCCL INFO comm 0x55d3c8a0 rank 0 nranks 2 cudaDev 0 busId 0x1b000 - Init COMPLETE",
+     "NCCL INFO comm <H> rank <N> nranks <N> cudaDev <N> busId <H> - Init COMPLETE", [0, 2, 0]),
+    ("step 17: loss=2.3456e-01 lr=3e-4", "step <N>: loss=<N> lr=<N>", [17, 0.23456, 3e-4]),
+])
+def test_line_templates(line, template, values):
+    assert line_template(line) == (template, values)
+
+
+def _lines(before, window):
+    templates, _ = templates_of(before, window)
+    return LogLines(ts=1.0, pid=1, fd=3, path="/var/log/x.log", appended=100, read=100,
+                    lines=len(window), templates=templates)
+
+
+def test_a_stats_line_at_zero_throughput_is_a_heartbeat():
+    e = _lines([SGLANG_IDLE] * 3, [SGLANG_IDLE.replace("09:14:05", f"09:14:{7 + 2 * i:02d}")
+                                   for i in range(4)])
+    news = judge_log(e)
+    assert news is not None and news.heartbeat and "4 lines, 1 shape" in news.text
+
+
+@pytest.mark.parametrize("before,window,words", [
+    ([SGLANG_IDLE], [SGLANG_IDLE.replace("#token: 0", "#token: 512")], "moved 0 -> 512"),
+    ([], ["compiling kernel fused_moe_a.so", "compiling kernel fused_moe_b.so"],
+     "a new line"),
+    ([SGLANG_IDLE] * 2, [SGLANG_IDLE, "Loading safetensors checkpoint shards: 4/8"],
+     "a new line 'Loading"),
+])
+def test_news(before, window, words):
+    news = judge_log(_lines(before, window))
+    assert news is not None and not news.heartbeat and words in news.text
+
+
+def test_a_shape_seen_once_before_the_window_and_once_in_it_is_a_repeat():
+    assert judge_log(_lines([SGLANG_IDLE], [SGLANG_IDLE])).heartbeat
+
+
+def test_no_line_is_no_judgement():
+    assert judge_log(_lines([SGLANG_IDLE], [])) is None
+
+
+def test_the_split_at_the_window_start():
+    # the read began inside "old-1" (cut: dropped); "spa" + "nning" is the window's line
+    before, window = split_lines(b"d-1\nold-2\nspa", b"nning\nnew\npartial")
+    assert before == ["old-2"] and window == ["spanning", "new", "partial"]
+    assert split_lines(b"", b"a\nb\n") == ([], ["a", "b"])

@@ -1,0 +1,84 @@
+"""Whether what a process appended to a log file during the window is news or a heartbeat.
+
+Contract: ``judge_log(e)`` -> ``LogNews`` for one ``LogLines`` event (record/probes/log_lines.py
+made its templates), None when it has no line. The lines are news when a line of a shape not
+seen just before the window appears once, when some number in a repeated shape changed (a
+counter that advances, a throughput that is not constant), or when there are more shapes than
+the probe keeps; otherwise every line repeats a shape seen before with the same numbers, and
+it is a heartbeat: the process is alive, not progressing. ``news_by_fd(p)``: fd -> LogNews of
+the files of process ``p`` that gained lines; ``heartbeat_fds(p)``: those that are a heartbeat.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from ...events.evidence import LogLines
+from ..accumulate.stats import ProcessStats
+
+__all__ = ["LogNews", "judge_log", "news_by_fd", "heartbeat_fds", "MAX_SHOWN"]
+
+MAX_SHOWN = 96          # characters of a template in a sentence
+
+
+@dataclass(frozen=True)
+class LogNews:
+    fd: int
+    path: str
+    heartbeat: bool
+    text: str            # one sentence: what repeats, or what is new
+
+
+def _shown(template: str) -> str:
+    return template if len(template) <= MAX_SHOWN else template[:MAX_SHOWN - 3] + "..."
+
+
+def _moved(t: Dict[str, Any]) -> Optional[str]:
+    for i, n in enumerate(t.get("changes") or []):
+        if n:
+            first, last = t.get("first") or [], t.get("last") or []
+            if i < len(first) and i < len(last):
+                return f"a number moved {first[i]:g} -> {last[i]:g} in '{_shown(t['text'])}'"
+            return f"a number changed in '{_shown(t['text'])}'"
+    return None
+
+
+def judge_log(e: LogLines) -> Optional[LogNews]:
+    """News or heartbeat of one file's window lines (module doc)."""
+    if e.lines <= 0 or not e.templates:
+        return None
+    where = f"fd {e.fd} ({e.path})" if e.path else f"fd {e.fd}"
+    kept = sum(int(t.get("count") or 0) for t in e.templates)
+    if kept < e.lines:
+        return LogNews(e.fd, e.path, False, f"{where}: {e.lines} lines of more than "
+                       f"{len(e.templates)} shapes")
+    new: List[Dict[str, Any]] = [t for t in e.templates
+                                 if int(t.get("count") or 0) == 1 and not t.get("before")]
+    if new:
+        return LogNews(e.fd, e.path, False, f"{where}: a new line '{_shown(new[0]['text'])}'"
+                       + (f" and {len(new) - 1} more" if len(new) > 1 else ""))
+    for t in e.templates:
+        moved = _moved(t)
+        if moved:
+            return LogNews(e.fd, e.path, False, f"{where}: {moved}")
+    top = max(e.templates, key=lambda t: int(t.get("count") or 0))
+    shapes = len(e.templates)
+    return LogNews(e.fd, e.path, True,
+                   f"{where}: {e.lines} lines, {shapes} shape{'s' if shapes > 1 else ''} "
+                   f"repeated with the same numbers ('{_shown(top['text'])}'): a heartbeat, "
+                   "not progress")
+
+
+def news_by_fd(p: ProcessStats) -> Dict[int, LogNews]:
+    """fd -> LogNews of each of ``p``'s log files that gained lines in the window."""
+    out: Dict[int, LogNews] = {}
+    for e in p.log_lines.values():
+        news = judge_log(e)
+        if news is not None:
+            out[e.fd] = news
+    return out
+
+
+def heartbeat_fds(p: ProcessStats) -> Dict[int, LogNews]:
+    """fd -> LogNews of ``p``'s log files whose window lines are a heartbeat."""
+    return {fd: n for fd, n in news_by_fd(p).items() if n.heartbeat}
