@@ -19,7 +19,7 @@ from ..tracefile.format import TraceReader
 from .accumulate.accumulator import Accumulator
 from .evidence.build import recording_evidence
 from .evidence.table import EVIDENCE_TYPES, EvidenceTable
-from ..events.evidence import LogLines
+from ..events.evidence import LogLines, MemoryProgress
 from .vocab.facts import STACK_EVENTS, WaitFacts
 from .vocab.waits import Wait, blocking_wait
 from .accumulate.gpu import GpuAccumulator
@@ -50,7 +50,8 @@ class Analyzer:
         self._route.update({cls: self.facts.feed for cls in _FACTS + STACK_EVENTS})
         self._route[ev.PyStack] = self._feed_pystack
         self._route.update({cls: self.evidence.feed for cls in EVIDENCE_TYPES})
-        del self._route[LogLines]     # the progress stage's, kept per process by the accumulator
+        for cls in PROGRESS_TYPES:      # the progress stage's, kept per process by the accumulator
+            del self._route[cls]
         self.nodes = nodes                # merged traces: the nodes' names (nodes.py)
 
     def feed(self, event: ev.Event) -> None:
@@ -118,6 +119,7 @@ class Analyzer:
 
 
 _FACTS = (ev.FutexOwner, ev.SocketPeers, ev.FileLock)
+PROGRESS_TYPES = (LogLines, MemoryProgress)
 
 
 def analyzer_for(reader: TraceReader) -> Analyzer:

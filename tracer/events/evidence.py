@@ -21,7 +21,7 @@ from msgspec import field
 from .. import events as _events
 from . import Event
 
-__all__ = ["ProcessVitals", "LogTargets", "LogLines", "KernelLog", "GpuHealth", "LoadedLibs",
+__all__ = ["ProcessVitals", "LogTargets", "LogLines", "MemoryProgress", "KernelLog", "GpuHealth", "LoadedLibs",
            "CaptureSite", "CudaGraphCalls", "EvidenceNote", "EVIDENCE_TYPES"]
 
 
@@ -156,7 +156,21 @@ class LogLines(Event, tag="logl"):
     why: str = ""
 
 
+class MemoryProgress(Event, tag="memp"):
+    """Memory a process brought in, at the start or the end of a window (``phase``): per
+    thread [minor, major] page faults so far (/proc/PID/task/TID/stat), the resident size and
+    bytes read from storage (/proc/PID/io read_bytes), and its largest file mappings, each
+    [path, resident bytes, file size] (/proc/PID/smaps summed per file)."""
+    pid: int
+    phase: str = ""
+    faults: Dict[int, List[int]] = field(default_factory=dict)
+    rss_bytes: Optional[int] = None
+    read_bytes: Optional[int] = None
+    files: List[List[Any]] = field(default_factory=list)
+    why: str = ""
+
+
 EVIDENCE_TYPES = (ProcessVitals, LogTargets, KernelLog, GpuHealth, LoadedLibs, CaptureSite,
-                  CudaGraphCalls, EvidenceNote, LogLines)
+                  CudaGraphCalls, EvidenceNote, LogLines, MemoryProgress)
 
 _events.register(*EVIDENCE_TYPES)

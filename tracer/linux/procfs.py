@@ -109,6 +109,8 @@ class Stat:
     processor: Optional[int]
     exit_code: Optional[int]
     flags: int = 0           # field 9: PF_* flags (PF_KTHREAD marks a kernel thread)
+    minflt: int = 0          # field 10: minor page faults (no disk read)
+    majflt: int = 0          # field 12: major page faults (read from storage)
 
 
 def parse_stat(data: bytes) -> Optional[Stat]:
@@ -124,7 +126,8 @@ def parse_stat(data: bytes) -> Optional[Stat]:
             pgrp=int(rest[2]), utime=int(rest[11]), stime=int(rest[12]),
             num_threads=int(rest[17]), starttime=int(rest[19]),
             processor=int(rest[36]) if len(rest) > 36 else None,
-            exit_code=int(rest[49]) if len(rest) > 49 else None, flags=int(rest[6]))
+            exit_code=int(rest[49]) if len(rest) > 49 else None, flags=int(rest[6]),
+            minflt=int(rest[7]), majflt=int(rest[9]))
     except (IndexError, ValueError):
         return None
 

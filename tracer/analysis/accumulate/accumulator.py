@@ -13,7 +13,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 from ... import events as ev
 from ...events.counts import ThreadCounts
 from ...events.states import ThreadStopped
-from ...events.evidence import LogLines
+from ...events.evidence import LogLines, MemoryProgress
 from ...linux.fdtarget import FdTarget
 from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, internal_targets,
                        judge_output, read_class, write_class)
@@ -79,6 +79,7 @@ class Accumulator:
             ThreadStopped: self._on_stopped,
             ev.ServedConnections: self._on_served,
             LogLines: lambda e: self._process(e.pid).log_lines.__setitem__(e.fd, e),
+            MemoryProgress: lambda e: self._process(e.pid).memory.setdefault(e.phase, e),
             ThreadCounts: lambda e: self.kernel.feed(e, self._thread(e.pid, e.tid),
                                                         self.is_internal),
         }

@@ -127,6 +127,7 @@ class ProcessStats:
     tcp: Dict[int, TcpTrack] = field(default_factory=dict)     # fd -> kernel TCP counters
     served: Counter = field(default_factory=Counter)   # port -> connections taken (sock_diag)
     log_lines: Dict[int, Any] = field(default_factory=dict)   # fd -> LogLines (probes/log_lines)
+    memory: Dict[str, Any] = field(default_factory=dict)      # phase -> MemoryProgress
 
 
 @dataclass

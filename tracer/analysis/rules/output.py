@@ -17,6 +17,7 @@ from ..accumulate.stats import ProcessStats, ThreadStats
 from ..accumulate.traffic import FdTraffic, keepalive
 from ..accumulate.traffic import from_counters as counters_traffic
 from ..progress.log_lines import heartbeat_fds, news_by_fd
+from ..progress.memory import loading
 from ..vocab.verdict import PROGRESSING, WAIT_NAMES, ThreadVerdict
 from .context import ThreadContext
 
@@ -159,6 +160,15 @@ def rule_made_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
     where = ", ".join(k for k, _ in t.connect_targets.most_common(3))
     return ThreadVerdict(PROGRESSING, "made-connections",
                          [f"made {t.connects} connections ({c.rate(t.connects)}) to {where}"])
+
+
+def rule_loads_memory(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """Work that writes nothing but brings memory in: a loader faulting in a mapped file, a
+    thread filling buffers (progress/memory.py)."""
+    text = loading(c.proc, c.t.tid, c.rec.window)
+    if text is None:
+        return None
+    return ThreadVerdict(PROGRESSING, "loads-memory", [text], cpu=c.cpu)
 
 
 def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:

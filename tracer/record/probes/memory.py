@@ -1,0 +1,93 @@
+"""Memory the traced processes bring in: page faults per thread, resident size, bytes read
+from storage and the residency of their largest mapped files, at the start and the end.
+
+Contract: ``memory_start_probe`` and ``memory_end_probe`` are session probes (``EndProbe``):
+one ``MemoryProgress`` per readable process (phase "start" / "end"): every thread's minor and
+major faults (/proc/PID/task/TID/stat), RSS and read_bytes (/proc/PID/status, io), and the
+``MAX_FILES`` largest regular files it maps of at least ``MIN_FILE`` bytes with the bytes of
+each resident in its mappings (/proc/PID/smaps, at most ``MAX_SMAPS`` bytes read; the file's
+size from /proc/PID/map_files: the mapped file itself, never its content). Only /proc is
+read; a process gone or unreadable gives an event whose ``why`` says so.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Dict, List, Tuple
+
+from ...events.evidence import MemoryProgress
+from ...linux import procfs
+
+__all__ = ["memory_start_probe", "memory_end_probe", "read_memory", "parse_smaps_files"]
+
+MIN_FILE = 16 << 20
+MAX_FILES = 16
+MAX_SMAPS = 32 << 20
+
+
+def parse_smaps_files(text: str) -> Dict[str, Tuple[int, str]]:
+    """{path: (resident bytes summed over its mappings, the first mapping's address range)}
+    of the regular files in an smaps text."""
+    out: Dict[str, Tuple[int, str]] = {}
+    path = ""
+    for line in text.splitlines():
+        head = line.split(None, 5)
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            path = head[5] if len(head) == 6 and head[5].startswith("/") else ""
+            if path.endswith(" (deleted)"):
+                path = path[:-len(" (deleted)")]
+            if path and path not in out:
+                out[path] = (0, head[0])
+        elif path and line.startswith("Rss:"):
+            kb = line.split()
+            if len(kb) >= 2 and kb[1].isdigit():
+                rss, rng = out[path]
+                out[path] = (rss + int(kb[1]) * 1024, rng)
+    return out
+
+
+def _files(pid: int, root: str) -> List[List[object]]:
+    data = procfs.read_bytes(f"{root}/{pid}/smaps") or b""
+    found = []
+    for path, (rss, rng) in parse_smaps_files(data[:MAX_SMAPS].decode("utf-8", "replace")
+                                              ).items():
+        try:
+            size = os.stat(f"{root}/{pid}/map_files/{rng}").st_size
+        except OSError:
+            continue
+        if size >= MIN_FILE:
+            found.append([path, rss, size])
+    return sorted(found, key=lambda f: -f[2])[:MAX_FILES]  # type: ignore[operator]
+
+
+def read_memory(pid: int, phase: str, root: str = "/proc") -> MemoryProgress:
+    ev = MemoryProgress(ts=time.time(), pid=pid, phase=phase)
+    for tid in procfs.list_tids(pid, root):
+        st = procfs.read_stat(pid, tid, root)
+        if st is not None:
+            ev.faults[tid] = [st.minflt, st.majflt]
+    if not ev.faults:
+        ev.why = "gone" if not procfs.pid_exists(pid, root) else "thread stats not readable"
+        return ev
+    status = procfs.read_text(f"{root}/{pid}/status") or ""
+    for line in status.splitlines():
+        if line.startswith("VmRSS:") and line.split()[1:2] and line.split()[1].isdigit():
+            ev.rss_bytes = int(line.split()[1]) * 1024
+    io = procfs.read_io(pid, root)
+    ev.read_bytes = io.read_bytes if io is not None else None
+    ev.files = _files(pid, root)
+    return ev
+
+
+def memory_start_probe(pids: List[int], analyzer: object = None) -> List[MemoryProgress]:
+    """Session probe at the start of a recording (module doc)."""
+    return [read_memory(pid, "start") for pid in pids]
+
+
+def memory_end_probe(pids: List[int], analyzer: object = None) -> List[MemoryProgress]:
+    """Session probe at the end of a recording (module doc)."""
+    return [read_memory(pid, "end") for pid in pids]
+
+
+memory_start_probe.__name__ = "memory (start)"
+memory_end_probe.__name__ = "memory (end)"
