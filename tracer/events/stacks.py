@@ -17,7 +17,8 @@ from msgspec import field
 
 from . import Event, register
 
-__all__ = ["KernelStack", "NativeStack", "PythonRuntime", "FlightRecorderDump", "STACK_TYPES"]
+__all__ = ["KernelStack", "NativeStack", "PythonRuntime", "FlightRecorderDump", "StackSamples",
+           "STACK_TYPES"]
 
 
 class KernelStack(Event, tag="kst"):
@@ -90,6 +91,16 @@ class FlightRecorderDump(Event, tag="frd"):
     error: str = ""
 
 
-STACK_TYPES = (KernelStack, NativeStack, PythonRuntime, FlightRecorderDump)
+class StackSamples(Event, tag="pyss"):
+    """Several Python stacks of one thread that was on a CPU at the end of a recording, taken
+    ``span`` seconds apart in all (record/probes/stack_motion.py): ``samples`` are frame lists
+    as PyStack's (innermost first, at most the innermost few), oldest first."""
+    pid: int
+    tid: int
+    samples: List[List[str]] = field(default_factory=list)
+    span: float = 0.0
+
+
+STACK_TYPES = (KernelStack, NativeStack, PythonRuntime, FlightRecorderDump, StackSamples)
 
 register(*STACK_TYPES)

@@ -14,6 +14,7 @@ from ... import events as ev
 from ...events.counts import ThreadCounts
 from ...events.states import ThreadStopped
 from ...events.evidence import LogLines, MemoryProgress
+from ...events.stacks import StackSamples
 from ...linux.fdtarget import FdTarget
 from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, internal_targets,
                        judge_output, read_class, write_class)
@@ -80,6 +81,7 @@ class Accumulator:
             ev.ServedConnections: self._on_served,
             LogLines: lambda e: self._process(e.pid).log_lines.__setitem__(e.fd, e),
             MemoryProgress: lambda e: self._process(e.pid).memory.setdefault(e.phase, e),
+            StackSamples: lambda e: self._process(e.pid).stack_samples.__setitem__(e.tid, e),
             ThreadCounts: lambda e: self.kernel.feed(e, self._thread(e.pid, e.tid),
                                                         self.is_internal),
         }

@@ -128,6 +128,7 @@ class ProcessStats:
     served: Counter = field(default_factory=Counter)   # port -> connections taken (sock_diag)
     log_lines: Dict[int, Any] = field(default_factory=dict)   # fd -> LogLines (probes/log_lines)
     memory: Dict[str, Any] = field(default_factory=dict)      # phase -> MemoryProgress
+    stack_samples: Dict[int, Any] = field(default_factory=dict)  # tid -> StackSamples
 
 
 @dataclass

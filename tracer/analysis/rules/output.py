@@ -18,7 +18,8 @@ from ..accumulate.traffic import FdTraffic, keepalive
 from ..accumulate.traffic import from_counters as counters_traffic
 from ..progress.log_lines import heartbeat_fds, news_by_fd
 from ..progress.memory import loading
-from ..vocab.verdict import PROGRESSING, WAIT_NAMES, ThreadVerdict
+from ..progress.stacks import code_moves
+from ..vocab.verdict import PROGRESSING, SPIN_CPU, WAIT_NAMES, ThreadVerdict
 from .context import ThreadContext
 
 
@@ -169,6 +170,18 @@ def rule_loads_memory(c: ThreadContext) -> Optional[ThreadVerdict]:
     if text is None:
         return None
     return ThreadVerdict(PROGRESSING, "loads-memory", [text], cpu=c.cpu)
+
+
+def rule_code_moves(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """A thread on a CPU whose Python frames move through code computes, however little it
+    writes (progress/stacks.py): a capture walking layers, a warm-up, a compile."""
+    if c.cpu is None or c.cpu.demand < SPIN_CPU:
+        return None
+    text = code_moves(c.proc.stack_samples.get(c.t.tid))
+    if text is None:
+        return None
+    return ThreadVerdict(PROGRESSING, "code-moves", [text, c.cpu.describe(c.rec.window)],
+                         cpu=c.cpu)
 
 
 def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:

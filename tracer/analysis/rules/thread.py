@@ -25,7 +25,8 @@ from ..vocab.waits import blocking_wait, cpu_use, wait_from_proc
 from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
                              SPIN_CPU, UNKNOWN, YIELD_MIN_RATE, ThreadVerdict)
 from .context import ThreadContext
-from .output import (_bytes, heartbeat_output, rule_loads_memory, rule_made_connections, rule_process_output,
+from .output import (_bytes, heartbeat_output, rule_code_moves, rule_loads_memory,
+                     rule_made_connections, rule_process_output,
                      rule_served_connections, rule_varied_work, rule_wrote_output,
                      socket_traffic)
 
@@ -295,7 +296,7 @@ def rule_quiet(c: ThreadContext) -> Optional[ThreadVerdict]:
 THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
     rule_exited, rule_stopped, rule_not_observed, rule_wrote_output, rule_process_output,
     rule_served_connections,
-    rule_made_connections, rule_varied_work, rule_loads_memory,
+    rule_made_connections, rule_varied_work, rule_loads_memory, rule_code_moves,
     rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_call_spin,
     rule_waits_for_input,
     rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,

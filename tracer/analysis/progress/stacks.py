@@ -1,0 +1,52 @@
+"""Whether a thread's code moves over several Python stack samples: a thread on a CPU whose
+frames go through different places (CUDA graph capture walking model layers, a compile, a
+warm-up) computes; one whose frames stay on a line or two spins.
+
+Contract: ``code_moves(e)`` -> a sentence when the ``StackSamples`` event ``e`` has at least
+``MIN_SAMPLES`` samples of which at least ``MIN_DISTINCT`` differ (frames and lines) and at
+least ``MIN_FUNCTIONS`` differ in their functions alone (a spin loop, even one around a body of
+several lines or one that calls a helper, stays in one or two chains of functions), else None.
+"""
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+from ...events.stacks import StackSamples
+
+__all__ = ["code_moves", "MIN_SAMPLES", "MIN_DISTINCT"]
+
+MIN_SAMPLES = 4
+MIN_DISTINCT = 4
+MIN_FUNCTIONS = 3
+SHOWN = 3
+_LINE = re.compile(r":\d+\)$")
+
+
+def _functions(stack: tuple) -> tuple:
+    """The stack's frames without their line numbers."""
+    return tuple(_LINE.sub(")", f) for f in stack)
+
+
+def _telling(stack: tuple, common: set) -> str:
+    """The innermost frame of ``stack`` whose function is not in every sample (the place that
+    tells the samples apart), else its innermost frame."""
+    return next((f for f in stack if _LINE.sub(")", f) not in common), stack[0])
+
+
+def code_moves(e: Optional[StackSamples]) -> Optional[str]:
+    """The evidence that the thread's code moved (module doc), or None."""
+    if e is None:
+        return None
+    samples = [tuple(s) for s in e.samples if s]
+    if len(samples) < MIN_SAMPLES:
+        return None
+    distinct: List[tuple] = list(dict.fromkeys(samples))
+    if len(distinct) < MIN_DISTINCT or len({_functions(s) for s in distinct}) < MIN_FUNCTIONS:
+        return None
+    common = set.intersection(*(set(_functions(s)) for s in distinct))
+    telling = list(dict.fromkeys(_telling(s, common) for s in distinct))
+    where = ", ".join(telling[:SHOWN])
+    more = f" and {len(telling) - SHOWN} more" if len(telling) > SHOWN else ""
+    return (f"its Python code moves: {len(distinct)} different stacks in {len(samples)} "
+            f"samples over {e.span:.1f} s ({where}{more})")
