@@ -19,7 +19,8 @@ from ...linux.fdtarget import FdTarget
 from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, internal_targets,
                        judge_output, read_class, write_class)
 from .kernel_counts import KernelCounts
-from .stats import ProcessStats, Recording, TcpTrack, ThreadStats
+from .stats import (MAX_FAILURE_KINDS, NOT_FAILURES, ProcessStats, Recording, TcpTrack,
+                    ThreadStats)
 from .traffic import FdTraffic
 
 __all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
@@ -282,6 +283,10 @@ class Accumulator:
         t.ncalls += 1
         name = e.name
         t.syscalls[name] += 1
+        err = e.err
+        if err is not None and err not in NOT_FAILURES and (
+                len(t.failures) < MAX_FAILURE_KINDS or (name, err) in t.failures):
+            t.failures[(name, err)] += 1
         dur = e.dur
         if dur is None:
             t.durations_known = False

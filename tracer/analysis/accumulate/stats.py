@@ -26,6 +26,7 @@ class ThreadStats:
     first_ts: Optional[float] = None
     last_ts: Optional[float] = None
     syscalls: Counter = field(default_factory=Counter)      # name -> completed calls
+    failures: Counter = field(default_factory=Counter)      # (name, errno) -> failed calls
     syscall_time: float = 0.0                               # seconds inside syscalls
     durations_known: bool = True
     # Output: writes to files, pipes and ttys as they come; socket traffic per fd, judged at
@@ -129,6 +130,13 @@ class ProcessStats:
     log_lines: Dict[int, Any] = field(default_factory=dict)   # fd -> LogLines (probes/log_lines)
     memory: Dict[str, Any] = field(default_factory=dict)      # phase -> MemoryProgress
     stack_samples: Dict[int, Any] = field(default_factory=dict)  # tid -> StackSamples
+
+
+# errnos that are an event loop's normal answers, not a call that failed
+NOT_FAILURES = frozenset({"EAGAIN", "EWOULDBLOCK", "ETIMEDOUT", "EINTR", "EINPROGRESS",
+                          "ERESTARTSYS", "ERESTARTNOHAND", "ERESTART_RESTARTBLOCK",
+                          "ERESTARTNOINTR", "ECHILD", "ENOTTY", "ENOSYS"})
+MAX_FAILURE_KINDS = 32
 
 
 @dataclass

@@ -21,6 +21,7 @@ from .observed import rule_not_observed
 from ..job.roles import helper_kind
 from ..accumulate.io_class import STALE_CALLS_MIN
 from ..accumulate.traffic import describe as describe_traffic
+from ..progress.retries import retrying
 from ..vocab.waits import blocking_wait, cpu_use, wait_from_proc
 from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
                              SPIN_CPU, UNKNOWN, YIELD_MIN_RATE, ThreadVerdict)
@@ -211,6 +212,17 @@ def _sampled_timed_wait(c: ThreadContext) -> Optional[str]:
     return f"in {w.describe()} in {n}/{t.samples} samples, woke {woke} times ({c.rate(woke)})"
 
 
+def rule_retrying(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """Periodic wake-ups that each carry the same failing call: a retry loop, where the chain
+    of waits ends (progress/retries.py), never a heartbeat."""
+    if not _no_output(c):
+        return None
+    text = retrying(c.t, _timed_wakeups(c), c.rec.window, c.timed)
+    if text is None:
+        return None
+    return ThreadVerdict(BUSY, "retrying", [text, "no output"], cpu=c.cpu)
+
+
 def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
     t = c.t
     if not _no_output(c):
@@ -298,7 +310,7 @@ THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
     rule_served_connections,
     rule_made_connections, rule_varied_work, rule_loads_memory, rule_code_moves,
     rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_call_spin,
-    rule_waits_for_input,
+    rule_waits_for_input, rule_retrying,
     rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,
 ]
 
