@@ -181,3 +181,16 @@ def test_polls_reads_ioctls_and_waits_in_flight():
     assert isinstance(e, ev.WaitChild) and e.child == -1
     assert ongoing_call(CONV, 5, 7, "running", KINDS, 1, 1, _mem({})) is None
     assert ongoing_call(CONV, 5, 7, "-1 0x7ffc0 0x7f000", KINDS, 1, 1, _mem({})) is None
+
+
+def test_a_lock_wait_that_began_before_the_recording_names_its_fd():
+    """flock and fcntl(F_SETLKW) in flight: the fd and the lock command, as strace prints
+    them, so that the wait-for graph finds the lock's holder in /proc/locks (issue 30)."""
+    from tracer.analysis.vocab.waits import waits_for_lock
+    e = ongoing_call(CONV, 5, 7, _line("flock", 3, 2), KINDS, 1, 1, _mem({}))
+    assert (e.fd, e.fd_kind, e.fd_target, e.args) == (3, "pipe", "pipe:[9]", "3, LOCK_EX")
+    assert waits_for_lock(e)
+    e = ongoing_call(CONV, 5, 7, _line("fcntl", 3, 7, 0x6000), KINDS, 1, 1, _mem({}))
+    assert e.args == "3, F_SETLKW" and waits_for_lock(e)
+    e = ongoing_call(CONV, 5, 7, _line("fcntl", 3, 6, 0x6000), KINDS, 1, 1, _mem({}))
+    assert e.args == "3, F_SETLK" and not waits_for_lock(e)

@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .... import events as ev
 from ....linux.procfs_fds import read_fds, read_text
+from ....linux.blocking import FD_CALLS
 from ....linux.futex import decode_op
 from . import layout as L
 
@@ -141,6 +142,22 @@ def rm_name(request: int, flags: int, aux: int) -> Optional[str]:
     return None
 
 
+_FCNTL_LOCKS = {5: "F_GETLK", 6: "F_SETLK", 7: "F_SETLKW", 36: "F_OFD_GETLK", 37: "F_OFD_SETLK",
+                38: "F_OFD_SETLKW"}
+_FLOCK_OPS = {1: "LOCK_SH", 2: "LOCK_EX", 8: "LOCK_UN"}
+
+
+def _fd_args(name: str, fd: int, a: Sequence[int]) -> str:
+    """strace's text of the arguments that matter for a call on an fd: flock's operation,
+    fcntl's lock command (the wait-for rules read F_SETLKW in it)."""
+    if name == "flock":
+        op = _FLOCK_OPS.get(a[1] & ~4, f"{a[1] & ~4:#x}")
+        return f"{fd}, {op}{'|LOCK_NB' if a[1] & 4 else ''}"
+    if name in ("fcntl", "fcntl64"):
+        return f"{fd}, {_FCNTL_LOCKS.get(a[1], str(a[1]))}"
+    return str(fd)
+
+
 class Converter:
     """Builds events.py syscall objects (module doc)."""
 
@@ -203,4 +220,7 @@ class Converter:
         if kind in (L.HT_K_NANOSLEEP, L.HT_K_CLOCK_NANOSLEEP):
             t = _timeout(flags, aux)
             text = "" if t is None else ("abs" if t < 0 else f"{t:g} s")
+        elif name in FD_CALLS:          # flock, fcntl, fsync...: the fd they wait on
+            return ev.Syscall(ts, pid, tid, name, _fd_args(name, fd, a), ret, err, dur, fd,
+                              fkind, target, ongoing)
         return ev.Syscall(ts, pid, tid, name, text, ret, err, dur, None, None, None, ongoing)
