@@ -60,8 +60,10 @@ def test_dry_run_flags_the_node_names_it_would_refuse(tmp_path):
     lines = p.stdout.splitlines()
     assert lines[0].startswith("# refused: --kubeconfig=/tmp/evil.kubeconfig: starts with '-'")
     assert len(lines) == 2 and lines[1].startswith("kubectl exec gpu01 -- hangtrace attach 1")
-    p = cli("cluster", "--via", "ssh", "--pid", "1", "--", "-oProxyCommand=touch x")
+    p = cli("cluster", "--via", "ssh", "--pid", "1", "--", "-oProxyCommand=touch x",
+            cwd=str(tmp_path))
     assert p.returncode == 2 and "refused node names" in p.stderr
+    assert list(tmp_path.iterdir()) == []
     assert len(p.stderr.strip().splitlines()) == 1
 
 
@@ -116,9 +118,10 @@ def test_dry_run_prints_and_runs_nothing(tmp_path):
     (("--via", "ssh", "a"), "--pid or --name"),
     (("--via", "slurm", "--name", "x"), "--jobid"),
     (("--via", "bogus", "a", "--name", "x"), "unknown launcher")])
-def test_cluster_usage_errors_are_one_line(args, words):
-    p = cli("cluster", *args)
+def test_cluster_usage_errors_are_one_line(args, words, tmp_path):
+    p = cli("cluster", *args, cwd=str(tmp_path))
     assert p.returncode == 2 and words in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []          # a refused run makes no directory
 
 
 # --------------------------------------------------------------------------- collecting

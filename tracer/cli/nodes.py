@@ -101,9 +101,6 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
     if not pids and not name:
         raise UsageError("give --pid or --name: what to record on each node")
     outdir = output_dir or f"hangtrace-cluster-{time.strftime('%Y%m%d-%H%M%S')}"
-    if not output_dir and not dry_run:   # a name others can predict: a new directory
-        from ..outputs import fresh_directory
-        outdir = fresh_directory(outdir)
     att = cl.AttachArgs(shlex.split(remote_cmd), list(pids), name, duration, backend, rate)
     node_list = list(nodes)
     if via == "kubectl" and selector:
@@ -121,6 +118,11 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
         node_list = [n for n in node_list if not cl.node_name_problem(n)]
     runs = cl.plan(via, node_list, att, outdir, jobid=jobid, namespace=namespace,
                    container=container) if node_list or not refused else []
+    if not dry_run and not output_dir:    # planned first: a refusal leaves no directory
+        from ..outputs import fresh_directory
+        outdir = fresh_directory(outdir)     # a name others can predict: a new directory
+        runs = cl.plan(via, node_list, att, outdir, jobid=jobid, namespace=namespace,
+                       container=container)
     if dry_run:
         for line in cl.dry_run_lines(runs):
             click.echo(line)

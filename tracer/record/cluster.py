@@ -103,6 +103,14 @@ def refused_nodes(nodes: Sequence[str]) -> List[Tuple[str, str]]:
     return [(n, why) for n in nodes if (why := node_name_problem(n))]
 
 
+def check_nodes(nodes: Sequence[str]) -> None:
+    """Raise UsageError naming every node name ``plan`` refuses (module doc)."""
+    refused = refused_nodes(nodes)
+    if refused:
+        raise UsageError("refused node names: " + "; ".join(
+            f"{shown(n)}: {why}" for n, why in refused))
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._@-]+", "_", name).strip("._") or "node"
 
@@ -140,10 +148,7 @@ def plan(via: str, nodes: Sequence[str], att: AttachArgs, outdir: str, *,
     """The commands for ``via`` (module doc). Raises UsageError when they cannot be made."""
     outdir = os.path.abspath(outdir)
     nodes = list(dict.fromkeys(nodes))
-    refused = refused_nodes(nodes)
-    if refused:
-        raise UsageError("refused node names: " + "; ".join(
-            f"{shown(n)}: {why}" for n, why in refused))
+    check_nodes(nodes)
     if via == "slurm":
         if not jobid:
             raise UsageError("--via slurm needs --jobid (the job whose nodes to record)")
