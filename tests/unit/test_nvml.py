@@ -199,3 +199,49 @@ def test_open_nvml_prefers_pynvml_and_falls_back_to_ctypes(monkeypatch):
     import tracer.gpu.nvml as nvml
     monkeypatch.setattr(nvml, "open_ctypes", lambda names=nvml.LIBRARY_NAMES: "ctypes reader")
     assert open_nvml() == "ctypes reader"
+
+
+class FakePynvmlWithGpm(FakePynvml):
+    """Power limit and GPM as nvidia-ml-py 12.535+ gives them (SM activity per interval)."""
+
+    def __init__(self, active=(93.6, 0.8)):
+        super().__init__()
+        self.active = list(active)
+        self.freed = 0
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        return 700_000
+
+    def nvmlGpmQueryDeviceSupport(self, h):
+        return type("S", (), {"isSupportedDevice": 1})()
+
+    def nvmlGpmSampleAlloc(self):
+        return object()
+
+    def nvmlGpmSampleGet(self, h, sample):
+        return sample
+
+    def nvmlGpmSampleFree(self, sample):
+        self.freed += 1
+
+    NVML_GPM_METRICS_GET_VERSION, NVML_GPM_METRIC_SM_UTIL = 1, 2
+
+    def c_nvmlGpmMetricsGet_t(self):
+        metric = type("M", (), {"metricId": 0, "value": 0.0})()
+        return type("G", (), {"version": 0, "numMetrics": 0, "sample1": None, "sample2": None,
+                              "metrics": [metric]})()
+
+    def nvmlGpmMetricsGet(self, get):
+        assert get.metrics[0].metricId == self.NVML_GPM_METRIC_SM_UTIL and get.sample1
+        get.metrics[0].value = self.active.pop(0)
+
+
+def test_pynvml_power_limit_and_gpm_sm_activity():
+    from tracer.gpu.nvml_py import open_pynvml
+    fake = FakePynvmlWithGpm()
+    nv = open_pynvml(fake)
+    first, second, third = (nv.read(t)[0] for t in (1.0, 2.0, 3.0))
+    assert first.power_limit_mw == 700_000 and first.sm_active_pct is None   # one sample yet
+    assert (second.sm_active_pct, third.sm_active_pct) == (93.6, 0.8) and fake.freed == 2
+    plain = open_pynvml(FakePynvml()).read(1.0)[0]          # bindings without GPM or limit
+    assert plain.power_limit_mw is None and plain.sm_active_pct is None

@@ -136,6 +136,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                  unrecorded_nodes: Sequence[Tuple[str, str]] = (),
                  dumps: Sequence[ev.Event] = ()) -> Report:
     gpus = gpus or {}
+    rec.gpus = gpus                      # GPU work for the thread rules (progress/gpu.py)
     tvs: Dict[int, Dict[int, ThreadVerdict]] = {}
     pools: Dict[int, List[Pool]] = {}
     for pid in sorted(rec.processes):

@@ -243,8 +243,10 @@ class GpuSample(Event, tag="gpu"):
     """One look at one GPU through NVML (tracer/gpu/nvml.py): utilization over the driver's last
     sample period (percent of time a kernel ran), memory in bytes, and the pids of the compute
     processes that hold a context on it. ``util_pct`` is None where NVML could not say.
-    ``power_mw`` (board power draw) and ``sm_clock_mhz`` are None in traces made before they
-    were recorded, or where NVML does not report them."""
+    ``power_mw`` (board power draw), ``sm_clock_mhz``, ``power_limit_mw`` (the enforced limit)
+    and ``sm_active_pct`` (GPM's SM activity since the previous sample, Hopper and newer: the
+    share of SMs busy, which a spinning one-thread kernel keeps near 1%) are None in traces
+    made before they were recorded, or where NVML does not report them."""
     gpu: int
     uuid: str = ""
     util_pct: Optional[int] = None
@@ -253,6 +255,8 @@ class GpuSample(Event, tag="gpu"):
     pids: List[int] = field(default_factory=list)
     power_mw: Optional[int] = None
     sm_clock_mhz: Optional[int] = None
+    power_limit_mw: Optional[int] = None
+    sm_active_pct: Optional[float] = None
 
 
 

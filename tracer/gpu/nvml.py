@@ -129,6 +129,8 @@ class Nvml:
                 r.power_mw = int(v.value)
             if self.lib.nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM, ctypes.byref(v)) == NVML_SUCCESS:
                 r.sm_clock_mhz = int(v.value)
+            if self.lib.nvmlDeviceGetEnforcedPowerLimit(h, ctypes.byref(v)) == NVML_SUCCESS:
+                r.power_limit_mw = int(v.value) or None
             out.append(r)
         return out
 

@@ -4,8 +4,10 @@ which most GPU environments have installed.
 Contract: ``open_pynvml(module)`` returns a ``PyNvml`` with the interface of nvml.py's ``Nvml``
 (``count``, ``uuids``, ``read(ts)``, ``health(ts, phase)``, ``close()``, ``binding``), or raises
 ``NvmlError`` with one line (init failed, no GPU). The readings are the same: utilization,
-memory used/total, compute pids, board power and SM clock, each None (or []) where NVML
-refuses. The slower health counters are read by nvml_health.py with the same calls, on the
+memory used/total, compute pids, board power, its enforced limit and SM clock, each None (or
+[]) where NVML refuses; on GPUs with GPM (Hopper and newer) the SM activity between two reads
+(``sm_active_pct``: NVML_GPM_METRIC_SM_UTIL over the interval; a device whose GPM calls fail
+once is read without it from then on). The slower health counters are read by nvml_health.py with the same calls, on the
 library the bindings loaded (``pynvml.nvmlLib``). nvml.py's ``open_nvml`` prefers this module
 when ``pynvml`` imports, and falls back to its own ctypes reader.
 """
@@ -39,6 +41,7 @@ class PyNvml:
             raise NvmlError(f"NVML: {exc}") from None
         self.uuids = [self._get(lambda h=h: _text(nv.nvmlDeviceGetUUID(h))) or ""
                       for h in self._handles]
+        self._gpm: dict = {}          # handle index -> the previous GPM sample (None: no GPM)
 
     @property
     def count(self) -> int:
@@ -47,7 +50,7 @@ class PyNvml:
     def _get(self, call: Callable[[], Any]) -> Optional[Any]:
         try:
             return call()
-        except self.nv.NVMLError:
+        except (self.nv.NVMLError, AttributeError):    # refused, or older bindings
             return None
 
     def read(self, ts: float) -> List[GpuSample]:
@@ -66,8 +69,39 @@ class PyNvml:
             r.power_mw = int(power) if power is not None else None
             clock = self._get(lambda: nv.nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM))
             r.sm_clock_mhz = int(clock) if clock is not None else None
+            limit = self._get(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
+            r.power_limit_mw = int(limit) if limit else None
+            r.sm_active_pct = self._sm_active(i, h)
             out.append(r)
         return out
+
+    def _sm_active(self, i: int, h: Any) -> Optional[float]:
+        """GPM's SM activity since the previous read of GPU ``i`` (module doc)."""
+        nv = self.nv
+        if i in self._gpm and self._gpm[i] is None:
+            return None
+        try:
+            if i not in self._gpm:
+                support = nv.nvmlGpmQueryDeviceSupport(h)
+                if not getattr(support, "isSupportedDevice", 0):
+                    self._gpm[i] = None
+                    return None
+            sample = nv.nvmlGpmSampleAlloc()
+            nv.nvmlGpmSampleGet(h, sample)
+            prev, self._gpm[i] = self._gpm.get(i), sample
+            if prev is None:
+                return None
+            get = nv.c_nvmlGpmMetricsGet_t()
+            get.version = nv.NVML_GPM_METRICS_GET_VERSION
+            get.numMetrics = 1
+            get.sample1, get.sample2 = prev, sample
+            get.metrics[0].metricId = nv.NVML_GPM_METRIC_SM_UTIL
+            nv.nvmlGpmMetricsGet(get)
+            nv.nvmlGpmSampleFree(prev)
+            return round(float(get.metrics[0].value), 2)
+        except Exception:      # no GPM here (old driver or bindings, a VM): never again
+            self._gpm[i] = None
+            return None
 
     def health(self, ts: float, phase: str = "") -> list:
         """One ``GpuHealth`` per GPU (nvml_health.py, on the library pynvml loaded)."""

@@ -106,7 +106,7 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
         why = proc.check()
         if why:
             raise ToolMissing(f"proc backend unavailable: {why}")
-        return [proc], "proc (/proc sampling only, never stops the target)"
+        return _with_nvml([proc], "proc (/proc sampling only, never stops the target)")
     if name not in ("auto", "strace", "ebpf"):
         raise UsageError(f"unknown backend {shown(name)} (auto, proc, strace, ebpf)")
     from .backends.ebpf.backend import EbpfBackend

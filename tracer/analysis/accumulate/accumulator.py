@@ -19,8 +19,8 @@ from ...linux.fdtarget import FdTarget
 from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, internal_targets,
                        judge_output, read_class, write_class)
 from .kernel_counts import KernelCounts
-from .stats import (MAX_FAILURE_KINDS, NOT_FAILURES, ProcessStats, Recording, TcpTrack,
-                    ThreadStats)
+from .stats import (ProcessStats, Recording, TcpTrack, ThreadStats, count_failure,
+                    count_poll)
 from .traffic import FdTraffic
 
 __all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
@@ -283,10 +283,8 @@ class Accumulator:
         t.ncalls += 1
         name = e.name
         t.syscalls[name] += 1
-        err = e.err
-        if err is not None and err not in NOT_FAILURES and (
-                len(t.failures) < MAX_FAILURE_KINDS or (name, err) in t.failures):
-            t.failures[(name, err)] += 1
+        if e.err is not None:
+            count_failure(t, name, e.err)
         dur = e.dur
         if dur is None:
             t.durations_known = False
@@ -307,23 +305,11 @@ class Accumulator:
         elif kind is _FUTEX:
             self._futex(t, e)  # type: ignore[arg-type]
         elif kind is _POLL:
-            self._poll(t, e)  # type: ignore[arg-type]
+            count_poll(t, e)  # type: ignore[arg-type]
         elif kind is _IOCTL:
             t.ioctls[(e.fd_kind or "?", e.request, e.request_name or "")] += 1  # type: ignore
         elif kind is _READ:
             self._read(t, e)  # type: ignore[arg-type]
-
-    @staticmethod
-    def _poll(t: ThreadStats, e: ev.PollCall) -> None:
-        t.polls += 1
-        if e.timeout is None:
-            t.poll_infinite += 1
-        else:
-            t.poll_timeout_values[round(e.timeout, 3)] += 1
-        if e.timed_out or e.err == "ETIMEDOUT":
-            t.poll_timeouts += 1
-        for k in e.fd_kinds:
-            t.poll_fd_kinds[k] += 1
 
     def _read(self, t: ThreadStats, e: ev.ReadCall) -> None:
         if e.name.startswith("accept"):

@@ -2,7 +2,8 @@
 
 Contract: ``GpuAccumulator.feed`` takes ``events.GpuSample`` and keeps ``GpuStats`` per GPU
 (memory bounded by GPUs and pids): samples, how many were busy (``BUSY_UTIL``) or idle
-(``IDLE_UTIL``), mean utilization, memory and the compute pids. ``holds_gpu(fds)``: the process
+(``IDLE_UTIL``), mean utilization, memory, the compute pids, mean power against the limit and
+GPM's SM activity (the power fractions every rule of GPU work uses are here). ``holds_gpu(fds)``: the process
 has the NVIDIA device files open. Rules over these readings are in rules/gpu.py.
 """
 from __future__ import annotations
@@ -16,6 +17,11 @@ from ...linux.fdtarget import GPU_KINDS as GPU_FD_KINDS
 BUSY_UTIL = 90          # percent: the GPU is running a kernel (NVML utilization)
 IDLE_UTIL = 5           # percent: nothing runs on the GPU
 MOST = 0.8              # fraction of samples that must agree
+# Board power against the enforced limit (an H200 draws 17-18% of its 700 W limit idle or with
+# a one-thread spinning kernel, 28% capturing CUDA graphs, 98% in bf16 matmuls):
+LOW_POWER_FRACTION = 0.25       # below: a resident kernel that barely computes (one that waits)
+COMPUTE_POWER_FRACTION = 0.40   # at or above: its kernels are computing hard
+SM_ACTIVE_WORK_PCT = 5.0        # GPM SM activity at or above: SMs busy (a spinning kernel: 0.8)
 
 
 def holds_gpu(fds: Iterable[ev.FdInfo]) -> bool:
@@ -38,6 +44,19 @@ class GpuStats:
     mem_used: Optional[int] = None
     mem_total: Optional[int] = None
     pids: Set[int] = field(default_factory=set)
+    power_sum: int = 0
+    power_known: int = 0
+    power_limit_mw: Optional[int] = None
+    sm_active_sum: float = 0.0
+    sm_active_known: int = 0
+
+    @property
+    def mean_power_mw(self) -> Optional[float]:
+        return self.power_sum / self.power_known if self.power_known else None
+
+    @property
+    def mean_sm_active(self) -> Optional[float]:
+        return self.sm_active_sum / self.sm_active_known if self.sm_active_known else None
 
     @property
     def mean_util(self) -> Optional[float]:
@@ -77,3 +96,14 @@ class GpuAccumulator:
             g.mem_used, g.mem_total = e.mem_used, e.mem_total
         if len(g.pids) < 1024:
             g.pids.update(e.pids)
+        power = getattr(e, "power_mw", None)
+        if power is not None:
+            g.power_sum += power
+            g.power_known += 1
+        limit = getattr(e, "power_limit_mw", None)
+        if limit:
+            g.power_limit_mw = limit
+        active = getattr(e, "sm_active_pct", None)
+        if active is not None:
+            g.sm_active_sum += active
+            g.sm_active_known += 1

@@ -139,6 +139,27 @@ NOT_FAILURES = frozenset({"EAGAIN", "EWOULDBLOCK", "ETIMEDOUT", "EINTR", "EINPRO
 MAX_FAILURE_KINDS = 32
 
 
+def count_poll(t: ThreadStats, e: ev.PollCall) -> None:
+    """A poll/epoll/select call of ``t``: its timeout, whether it timed out, its fds' kinds."""
+    t.polls += 1
+    if e.timeout is None:
+        t.poll_infinite += 1
+    else:
+        t.poll_timeout_values[round(e.timeout, 3)] += 1
+    if e.timed_out or e.err == "ETIMEDOUT":
+        t.poll_timeouts += 1
+    for k in e.fd_kinds:
+        t.poll_fd_kinds[k] += 1
+
+
+def count_failure(t: ThreadStats, name: str, err: str) -> None:
+    """One more failed call ``name`` of ``t`` with ``err``, unless the errno is an event loop's
+    normal answer (``NOT_FAILURES``); at most ``MAX_FAILURE_KINDS`` kinds a thread."""
+    if err not in NOT_FAILURES and (len(t.failures) < MAX_FAILURE_KINDS
+                                    or (name, err) in t.failures):
+        t.failures[(name, err)] += 1
+
+
 @dataclass
 class Recording:
     """What the rules see: the window, per-thread and per-process stats, and what was missing."""
@@ -157,6 +178,8 @@ class Recording:
     roots: List[int] = field(default_factory=list)
     # What backends could not observe, by (pid, tid, what): analysis/rules/observed.py reads it.
     observe_errors: Dict[tuple, ev.ObserveError] = field(default_factory=dict)
+    # NVML's readings per GPU (accumulate/gpu.py), set by the pipeline before the thread rules
+    gpus: Dict[int, Any] = field(default_factory=dict)
     # threads by pid, built at the first threads_of (again when threads were added since)
     _by_pid: Optional[Tuple[int, Dict[int, List[ThreadStats]]]] = field(
         default=None, repr=False, compare=False)

@@ -21,14 +21,13 @@ import re
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ...gpu.nvml_health import throttle_names
+from ..accumulate.gpu import COMPUTE_POWER_FRACTION, LOW_POWER_FRACTION
 from .table import EvidenceTable, Finding
 
 __all__ = ["gpu_evidence", "parse_xid", "XID_MEANINGS", "BUSY_UTIL", "LOW_POWER_FRACTION",
            "COMPUTE_POWER_FRACTION"]
 
 BUSY_UTIL = 90
-LOW_POWER_FRACTION = 0.25
-COMPUTE_POWER_FRACTION = 0.40
 # Meanings from NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors/).
 XID_MEANINGS = {
     8: "GPU stopped processing", 13: "graphics engine exception (an illegal access by a kernel)",

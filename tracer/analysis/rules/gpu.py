@@ -1,6 +1,8 @@
 """GPU waits as first-class evidence: a thread rule and the notes from NVML readings.
 
 Contract: pure functions of the accumulated recording (no I/O), like rules/thread.py.
+- ``rule_gpu_computes``: a busy host thread in a process holding the GPU while a GPU it uses
+  does real work (progress/gpu.py) progresses; it goes before the spin- and yield-sync rules.
 - ``rule_gpu_yield_wait`` (``ThreadContext -> Optional[ThreadVerdict]``): a ``sched_yield`` loop
   in a process holding /dev/nvidia* fds is a yield-sync wait on the GPU. It goes into
   ``rules.thread.THREAD_RULES`` right before ``rule_yield_loop``. The spin-sync rule is
@@ -19,8 +21,25 @@ from typing import List, Mapping, Optional
 from ...linux.fdtarget import GPU_KINDS as GPU_FD_KINDS
 from ..accumulate.gpu import MOST, GpuStats, holds_gpu
 from ..vocab.nodes import real_id
-from ..vocab.verdict import BUSY, YIELD_MIN_RATE, ThreadVerdict
+from ..progress.gpu import gpu_work
+from ..vocab.verdict import BUSY, PROGRESSING, SPIN_CPU, YIELD_MIN_RATE, ThreadVerdict
 from .context import ThreadContext
+
+
+def rule_gpu_computes(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """A host thread busy on a CPU (spin- or yield-sync on the GPU, or a launch loop) with no
+    output, in a process holding /dev/nvidia* fds, while a GPU it uses does real work
+    (progress/gpu.py: SM activity or power, never utilization): the work it waits for
+    advances, however silent the host is (a warm-up, a capture)."""
+    busy = (c.cpu is not None and c.cpu.demand >= SPIN_CPU) or c.t.yields >= 20
+    if not busy or c.t.output_bytes or c.t.accepts or not holds_gpu(c.fds):
+        return None
+    work = gpu_work(c.rec.gpus, c.t.pid)
+    if work is None:
+        return None
+    return ThreadVerdict(PROGRESSING, "gpu-computes",
+                         [f"waits for the GPU while {work}"]
+                         + ([c.cpu.describe(c.rec.window)] if c.cpu else []), cpu=c.cpu)
 
 
 def rule_gpu_yield_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
