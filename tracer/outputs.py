@@ -26,6 +26,10 @@ Contract:
   the same. The file object's ``name`` is the path it got.
 - ``fresh_directory(path)``: a directory name hangtrace made up (cluster's default output
   directory): a new directory, 0700, at ``path`` or ``path-2``, ...
+- ``output_directory(path)``: a directory the user named for outputs (watch's and cluster's
+  ``--output-dir``): made when missing; a symbolic link there is refused with one line, as a
+  link at an output file is (the files would land in whatever it points to), and so is
+  anything that is not a directory or a directory this user may not write into.
 - ``scratch_beside(path)``: a temporary file beside an output, for work on the way to it.
 - Text is written as UTF-8 with errors="replace": a lone surrogate (a comm read from /proc
   with undecodable bytes) cannot fail a write.
@@ -44,7 +48,7 @@ from typing import IO, Iterator, Tuple, Union
 from .errors import OutputError
 
 __all__ = ["MODE", "FreshName", "check_target", "open_streamed", "create_fresh", "replacing",
-           "guarded", "scratch_beside", "fresh_directory"]
+           "guarded", "scratch_beside", "fresh_directory", "output_directory"]
 
 MODE = 0o600
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -65,6 +69,8 @@ def _what(mode: int) -> str:
         return "a FIFO (named pipe)"
     if stat.S_ISSOCK(mode):
         return "a socket"
+    if stat.S_ISREG(mode):
+        return "a regular file"
     return "a device or special file"
 
 
@@ -268,6 +274,31 @@ def fresh_directory(path: str) -> str:
         except OSError as e:
             raise _failed(candidate, e) from None
     raise OutputError(f"{path}: {_MOST_FRESH_TRIES} names like it are taken")
+
+
+def output_directory(path: str) -> str:
+    """``path`` as a directory to write outputs into, made when missing (module doc);
+    OutputError (one line) for a link, something else than a directory, or no write access."""
+    entry = path.rstrip("/") or "/"      # "LINK/" would be looked up through the link
+    try:
+        st = os.lstat(entry)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write here: {e.strerror}") from None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        why = (" (hangtrace writes no output through a link: give the directory it points "
+               "to)" if stat.S_ISLNK(st.st_mode) else "")
+        raise OutputError(f"{path}: is {_what(st.st_mode)}, not a directory: nothing "
+                          f"written{why}")
+    if st is None:
+        try:
+            os.makedirs(entry, exist_ok=True)
+        except OSError as e:
+            raise OutputError(f"{path}: {e.strerror or e}") from None
+    if not os.access(entry, os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: not writable")
+    return path
 
 
 def scratch_beside(path: str) -> IO[bytes]:
