@@ -15,7 +15,8 @@ Contract:
 from __future__ import annotations
 
 __all__ = ["HangtraceError", "UsageError", "TargetGone", "AccessDenied", "ToolMissing",
-           "BadInput", "CorruptTrace", "NotATrace", "OutputError", "BackendFailed",
+           "BadInput", "CorruptTrace", "NotATrace", "OutputError", "StdoutFailed",
+           "BackendFailed",
            "exit_code", "shown", "SHOWN_MAX", "EXIT_ERROR", "EXIT_USAGE", "EXIT_INTERRUPTED"]
 
 EXIT_ERROR = 1
@@ -60,6 +61,12 @@ class NotATrace(CorruptTrace):
 
 class OutputError(HangtraceError):
     """The output file cannot be created or written."""
+
+
+class StdoutFailed(OutputError):
+    """Standard output could not be written (a full disk, an I/O error): the report is lost,
+    what the command saved to files is not. A reader that went away (EPIPE) is not this: it
+    ends the command quietly (cli/commands.py)."""
 
 
 class BackendFailed(HangtraceError):

@@ -26,7 +26,17 @@ Contract:
   the same. The file object's ``name`` is the path it got.
 - ``fresh_directory(path)``: a directory name hangtrace made up (cluster's default output
   directory): a new directory, 0700, at ``path`` or ``path-2``, ...
+- ``output_directory(path)``: a directory the user named for outputs (watch's and cluster's
+  ``--output-dir``): made when missing; a symbolic link there is refused with one line, as a
+  link at an output file is (the files would land in whatever it points to), and so is
+  anything that is not a directory or a directory this user may not write into.
 - ``scratch_beside(path)``: a temporary file beside an output, for work on the way to it.
+- ``guarded_stdout(stream)``: standard output as every command writes its report there
+  (click's echo, rich's console, a binary export through ``.buffer``): the same stream, whose
+  write and flush errors are one line, ``StdoutFailed`` ("standard output: cannot write: No
+  space left on device"), for ENOSPC, EIO and every other error but two that the command line
+  has its own rule for: EPIPE (the reader went away: quietly, 141) and EBADF (stdout closed:
+  dropped). The CLI installs it once, for every command.
 - Text is written as UTF-8 with errors="replace": a lone surrogate (a comm read from /proc
   with undecodable bytes) cannot fail a write.
 - This module imports only errors.py: every layer may create its files here.
@@ -41,10 +51,14 @@ import secrets
 import stat
 from typing import IO, Iterator, Tuple, Union
 
-from .errors import OutputError
+from .errors import OutputError, StdoutFailed
 
 __all__ = ["MODE", "FreshName", "check_target", "open_streamed", "create_fresh", "replacing",
-           "guarded", "scratch_beside", "fresh_directory"]
+           "guarded", "scratch_beside", "fresh_directory", "output_directory",
+           "guarded_stdout", "STDOUT_NAME"]
+
+STDOUT_NAME = "standard output"
+_STDOUT_OWN_RULES = (errno.EPIPE, errno.EBADF)   # the command line's rules (module doc)
 
 MODE = 0o600
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -65,6 +79,8 @@ def _what(mode: int) -> str:
         return "a FIFO (named pipe)"
     if stat.S_ISSOCK(mode):
         return "a socket"
+    if stat.S_ISREG(mode):
+        return "a regular file"
     return "a device or special file"
 
 
@@ -219,6 +235,59 @@ def guarded(f: IO, path: str) -> IO:
     return _Guarded(f, path)  # type: ignore[return-value]
 
 
+def _stdout_error(e: OSError) -> OSError | StdoutFailed:
+    """What a failed write to standard output raises (module doc)."""
+    if e.errno in _STDOUT_OWN_RULES:
+        return e
+    return StdoutFailed(f"{STDOUT_NAME}: cannot write: {e.strerror or e}")
+
+
+class _GuardedStdout:
+    """A standard output stream whose write errors are ``_stdout_error``'s (module doc);
+    everything else is the stream's own."""
+
+    def __init__(self, inner: IO) -> None:
+        self._inner = inner
+        self._buffer: "_GuardedStdout | None" = None
+
+    def write(self, data):  # type: ignore[no-untyped-def]
+        try:
+            return self._inner.write(data)
+        except OSError as e:
+            raise _stdout_error(e) from None
+
+    def writelines(self, lines) -> None:  # type: ignore[no-untyped-def]
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._inner.flush()
+        except OSError as e:
+            raise _stdout_error(e) from None
+
+    @property
+    def buffer(self) -> "_GuardedStdout":
+        if self._buffer is None:
+            self._buffer = _GuardedStdout(self._inner.buffer)
+        return self._buffer
+
+    @property
+    def inner(self) -> IO:
+        return self._inner
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._inner, name)
+
+
+def guarded_stdout(stream: IO) -> IO:
+    """``stream`` (sys.stdout) with its write errors one line (module doc); a stream that
+    already is guarded is returned as it is."""
+    if isinstance(stream, _GuardedStdout):
+        return stream                # type: ignore[return-value]
+    return _GuardedStdout(stream)  # type: ignore[return-value]
+
+
 @contextlib.contextmanager
 def replacing(path: str, text: bool = True) -> Iterator[IO]:
     """The temporary file of an output written whole; renamed over ``path`` on success,
@@ -268,6 +337,31 @@ def fresh_directory(path: str) -> str:
         except OSError as e:
             raise _failed(candidate, e) from None
     raise OutputError(f"{path}: {_MOST_FRESH_TRIES} names like it are taken")
+
+
+def output_directory(path: str) -> str:
+    """``path`` as a directory to write outputs into, made when missing (module doc);
+    OutputError (one line) for a link, something else than a directory, or no write access."""
+    entry = path.rstrip("/") or "/"      # "LINK/" would be looked up through the link
+    try:
+        st = os.lstat(entry)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write here: {e.strerror}") from None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        why = (" (hangtrace writes no output through a link: give the directory it points "
+               "to)" if stat.S_ISLNK(st.st_mode) else "")
+        raise OutputError(f"{path}: is {_what(st.st_mode)}, not a directory: nothing "
+                          f"written{why}")
+    if st is None:
+        try:
+            os.makedirs(entry, exist_ok=True)
+        except OSError as e:
+            raise OutputError(f"{path}: {e.strerror or e}") from None
+    if not os.access(entry, os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: not writable")
+    return path
 
 
 def scratch_beside(path: str) -> IO[bytes]:

@@ -129,3 +129,42 @@ def test_sighup_stops_watch_as_sigterm_does(tmp_path):
     finally:
         target.kill()
         target.wait()
+
+
+# ----------------------------------------------------------------- a full stdout (issue 35 item 6)
+FULL_LINE = "hangtrace: standard output: cannot write: No space left on device"
+
+
+def _into_full(args):
+    with open("/dev/full", "w") as full:
+        return subprocess.run([sys.executable, "-m", "tracer", *args], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("as_json", [False, True])
+def test_attach_into_a_full_stdout_saves_the_trace_and_says_one_line(worker, tmp_path,
+                                                                     as_json):
+    out = tmp_path / "t.htrace.gz"
+    p = _into_full(["attach", str(worker.pid), "-b", "proc", "-d", "0.5", "-o", str(out)]
+                   + (["--json"] if as_json else []))
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert lines[-2:] == [f"hangtrace: trace saved to {out}", FULL_LINE], p.stderr
+    info = TraceReader(str(out))
+    assert sum(1 for _ in info.events()) > 0 and info.info.end is not None   # whole
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_watch_into_a_full_stdout_keeps_its_capture_files(tmp_path):
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        p = _into_full(["watch", str(target.pid), "--silent-for", "0.5", "-d", "0.3", "-b",
+                        "proc", "--once", "--interval", "0.2", "-o", str(tmp_path)])
+    finally:
+        target.kill()
+        target.wait()
+    assert p.returncode == 1 and p.stderr.strip().splitlines()[-1] == FULL_LINE, p.stderr
+    assert "Traceback" not in p.stderr
+    names = sorted(f.name for f in tmp_path.iterdir())
+    assert [n.rsplit(".", 1)[-1] for n in names] == ["gz", "json", "txt"], names

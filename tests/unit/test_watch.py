@@ -192,3 +192,69 @@ def test_cli_output_dir_must_be_writable(tmp_path):
     f.write_text("")
     p = _cli(str(os.getpid()), "--silent-for", "1", "--output-dir", str(f / "sub"))
     assert p.returncode == 1 and p.stderr.startswith("hangtrace: ") and "Traceback" not in p.stderr
+
+
+# --------------------------------------------------------------------------- issue 35 item 9
+@pytest.fixture
+def sleeper():
+    """A process that is no ancestor of the watcher (its pid is what a user would give)."""
+    import subprocess
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("slash", ["", "/"])
+def test_cli_output_dir_that_is_a_link_is_refused(tmp_path, sleeper, slash):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    p = _cli(str(sleeper), "--silent-for", "1", "--once", "--output-dir", f"{link}{slash}")
+    assert p.returncode == 1 and p.stdout == "", p.stderr
+    assert p.stderr.splitlines() == [
+        f"hangtrace: {link}{slash}: is a symbolic link, not a directory: nothing written "
+        "(hangtrace writes no output through a link: give the directory it points to)"]
+    assert list(target.iterdir()) == [] and link.is_symlink()
+
+
+def test_cli_output_dir_that_is_a_file_is_refused(tmp_path, sleeper):
+    f = tmp_path / "a-file"
+    f.write_text("kept")
+    p = _cli(str(sleeper), "--silent-for", "1", "--once", "--output-dir", str(f))
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert p.stderr.splitlines() == [f"hangtrace: {f}: is a regular file, not a directory: "
+                                     "nothing written"]
+    assert f.read_text() == "kept"
+
+
+def test_cli_watch_of_its_own_ancestor_is_refused_with_the_reason(tmp_path):
+    """``watch $$`` from a shell: the shell is the watcher's parent; the test process is an
+    ancestor too."""
+    import subprocess
+    import sys
+    shell = subprocess.run(["bash", "-c", f"{sys.executable} -m tracer watch $$ --silent-for 1 "
+                            f"--once --output-dir {tmp_path}; echo status=$?"],
+                           capture_output=True, text=True, timeout=60)
+    assert shell.stdout.strip() == "status=2", shell.stdout + shell.stderr
+    lines = shell.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hangtrace: pid ") and \
+        "is hangtrace's own ancestor" in lines[0] and "give the pid of the process" in lines[0]
+    me = _cli(str(os.getpid()), "--silent-for", "1", "--once", "--output-dir", str(tmp_path))
+    assert me.returncode == 2 and f"pid {os.getpid()} is hangtrace's own ancestor" in me.stderr
+    assert len(me.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_cluster_output_dir_that_is_a_link_is_refused(tmp_path):
+    from cli_run import hangtrace, one_line
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    p = hangtrace("cluster", "--via", "ssh", "node-a", "-p", "42", "-d", "1",
+                  "--output-dir", str(link))
+    assert p.returncode == 1
+    assert f"{link}: is a symbolic link, not a directory" in one_line(p.stderr)
+    assert list(target.iterdir()) == []

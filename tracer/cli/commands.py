@@ -8,7 +8,11 @@ report). ``--json`` prints exactly one JSON document on stdout. Exit status (REA
 progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited, 6 blocked on the
 GPU, 7 unknown (not everything could be observed or judged), 130 interrupted before a recording
 began, 141 when the reader of stdout went away (``| head``: quietly, as a program killed by
-SIGPIPE). A closed stdout is as /dev/null: what would go there is dropped quietly.
+SIGPIPE). A closed stdout is as /dev/null: what would go there is dropped quietly. Every
+command writes its report through one standard output, outputs.guarded_stdout: a stdout that
+cannot be written (``> /dev/full``, an I/O error) is one line, "hangtrace: standard output:
+cannot write: ...", and status 1, after whatever the command saved (attach's trace) was saved;
+the rest of what would go there is dropped.
 Commands raise errors.py's classes; ``_main`` turns an error into its line and exit status
 (errors.exit_code), for the console script and for tests alike. The console script goes
 through click's own ``main`` (``standalone_mode=False``), so that shell completion
@@ -26,7 +30,8 @@ from typing import List, Optional
 import click
 
 from .. import __version__
-from ..errors import EXIT_USAGE, HangtraceError, exit_code
+from ..errors import EXIT_USAGE, HangtraceError, StdoutFailed, exit_code
+from ..outputs import guarded_stdout
 from .examples import epilog
 
 __all__ = ["main", "run", "entry", "EXIT_STDOUT_GONE", "COMPLETE_VAR"]
@@ -116,20 +121,41 @@ def _open_missing_stdout() -> None:
 
 
 def _main(argv: Optional[List[str]]) -> int:
-    """Run one command; every way it can end becomes an exit status here (module doc)."""
+    """Run one command with its report going through the guarded stdout (module doc)."""
     args = list(sys.argv[1:] if argv is None else argv)
     _open_missing_stdout()
+    plain = sys.stdout
+    sys.stdout = guarded_stdout(plain)
+    try:
+        return _ended(args)
+    finally:
+        sys.stdout = plain
+
+
+def _command_status(args: List[str]) -> int:
+    """The status the command itself ends with (its return value or its sys.exit)."""
     try:
         rv = main.main(args, prog_name="hangtrace", complete_var=COMPLETE_VAR,
                        standalone_mode=False)
         return rv if isinstance(rv, int) else 0      # --help, --version: their exit code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+
+
+def _ended(args: List[str]) -> int:
+    """Run one command; every way it can end becomes an exit status here (module doc). The
+    report is flushed here, so that a stdout that fails at the end fails as the command."""
+    try:
+        code = _command_status(args)
+        sys.stdout.flush()
+        return code
     except StdoutGone:
         _quiet_stdout()
         return EXIT_STDOUT_GONE
     except HangtraceError as exc:
         click.echo(f"hangtrace: {exc}", err=True)
+        if isinstance(exc, StdoutFailed):
+            _quiet_stdout()              # what is still buffered must not fail at exit
         return exit_code(exc)
     except click.UsageError as exc:    # bad options or arguments: one line, not click's four
         click.echo(f"hangtrace: {exc.format_message()}", err=True)

@@ -97,7 +97,7 @@ def _analyze_strace_log(path: str, why: Optional[NotATrace]):  # type: ignore[no
 @click.option("--output", "-o", metavar="FILE", help="Write here instead of stdout.")
 def export(trace: str, fmt: str, output: Optional[str]) -> None:
     """Write a saved trace in another tool's format (timelines, graphs, JSON lines)."""
-    from ..render.export import exporter, is_binary
+    from ..render.export import export_to, is_binary
     from ..render.progress import FileProgress
     from ..tracefile.format import TraceReader
     if fmt not in FORMATS:
@@ -114,12 +114,12 @@ def export(trace: str, fmt: str, output: Optional[str]) -> None:
             from ..outputs import replacing
             with replacing(output, text=not binary) as out, \
                     FileProgress(trace, "exporting") as bar:
-                exporter(fmt)(trace, out, progress=bar.update)
+                export_to(fmt, trace, out, progress=bar.update)
             click.echo(f"hangtrace: wrote {output}", err=True)
         else:
             with FileProgress(trace, "exporting") as bar:
-                exporter(fmt)(trace, sys.stdout.buffer if binary else sys.stdout,
-                              progress=bar.update)
+                export_to(fmt, trace, sys.stdout.buffer if binary else sys.stdout,
+                          progress=bar.update)
     except BrokenPipeError:
         raise
     except OSError as exc:

@@ -128,7 +128,8 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
     """Watch the process trees under PIDS cheaply (/proc, socket and GPU counters; nothing is
     attached, nothing is stopped) and record them when they make no progress for
     --silent-for seconds: the trace and its report go into --output-dir."""
-    from ..record.session import choose_backends, resolve_targets
+    from ..outputs import output_directory
+    from ..record.session import choose_backends, refuse_own_ancestors, resolve_targets
     from ..record.watch import WatchOptions, Watcher
     from ..record.watch_looks import TreeSampler
     given = all_pids(pids, pid_lists)
@@ -139,12 +140,8 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
             raise
         roots = []
     choose_backends(backend)                       # fail now, not at the first capture
-    try:
-        os.makedirs(output_dir, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"{output_dir}: {exc.strerror or exc}") from None
-    if not os.access(output_dir, os.W_OK | os.X_OK):
-        raise OutputError(f"{output_dir}: not writable")
+    output_directory(output_dir)
+    refuse_own_ancestors(roots)
     opts = WatchOptions(silent_for=silent_for, duration=duration, output_dir=output_dir,
                         max_captures=1 if once else max_captures, interval=interval,
                         backend=backend, verbose=verbose)

@@ -15,7 +15,7 @@ from typing import NoReturn, Optional, Tuple
 
 import click
 
-from ..errors import OutputError, UsageError
+from ..errors import UsageError
 from .examples import epilog
 from .options import PidList, all_pids, report_console
 
@@ -93,7 +93,6 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
     """Record a job on all its NODES at once through the cluster's own launcher (each node
     runs hangtrace attach), collect the traces and print one merged report. A node that
     fails is reported as such; the others are merged."""
-    import os
     import shlex
     import time
     from ..record import cluster as cl
@@ -127,10 +126,8 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
         for line in cl.dry_run_lines(runs):
             click.echo(line)
         sys.exit(2 if refused else 0)
-    try:
-        os.makedirs(outdir, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"{outdir}: {exc.strerror or exc}") from None
+    from ..outputs import output_directory
+    output_directory(outdir)             # a link there is refused, as for watch
     click.echo(f"hangtrace: recording {len(node_list) or 'the'} nodes through {via} for "
                f"{duration:g} s into {outdir}", err=True)
     results = cl.run(runs, timeout if timeout is not None else duration + 120, fanout)

@@ -6,6 +6,10 @@ Contract:
   auto|proc|strace|ebpf and says why in one line) raise errors.py's classes with one-line
   messages for bad input (missing pid, no permission, tool not installed, pid 1 or a kernel
   thread without --force).
+- ``refuse_own_ancestors(pids)``: ``watch`` refuses a pid that is hangtrace's own ancestor
+  (UsageError saying why): the watched tree leaves hangtrace's family out, so what would be
+  watched is not that process at all (``watch $$`` from a shell). ``attach`` records an
+  ancestor root's other descendants instead (below).
 - Never recorded: hangtrace itself, its children (strace, py-spy) and its ancestors
   (``OwnFamily``); a root that is an ancestor is left out (said in the trace) and its other
   descendants are recorded.
@@ -74,6 +78,18 @@ def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False
     if not out:
         raise UsageError("give at least one pid (-p PID) or --name PATTERN")
     return out
+
+
+def refuse_own_ancestors(pids: Sequence[int]) -> None:
+    """UsageError for the first of ``pids`` that is this process's ancestor (module doc)."""
+    mine = set(access.ancestors(os.getpid()))
+    for pid in pids:
+        if pid in mine:
+            raise UsageError(f"pid {pid} is hangtrace's own ancestor (a shell or program it "
+                             "runs under): watch leaves hangtrace and its ancestors out of "
+                             "the tree it watches (their activity is its own output), so "
+                             "nothing of that process would be watched; give the pid of the "
+                             "process to watch")
 
 
 class OwnFamily:

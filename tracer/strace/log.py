@@ -11,8 +11,18 @@ Contract:
   ``close()`` is idempotent.
 - ``ImportError_`` is the importer's one-line error for the user (missing file, binary data, not
   strace); opening trouble raises it here already.
-- ``sniff(path)`` refuses binary files (from the first block: NUL or control bytes) and files
-  where nothing in the first lines parses, reading at most ``SNIFF_BYTES``.
+- A line that holds a NUL is never parsed: ``blocks()`` (which every reader of a log goes
+  through: both passes, the -ff reader, the sharded workers) gives it marked
+  (``NUL_LINE_MARK``, its NULs written \\0), so the importer counts it as a line not
+  understood and shows it as such. Other control bytes are the parser's: strace escapes them
+  all, so a line that holds one raw is not a line strace wrote and does not parse.
+- ``sniff(path)`` reads at most ``SNIFF_BYTES`` (the first MiB) and refuses a log only when
+  most of that is not text: a line holding a NUL or a control byte strace never prints raw is
+  a binary line, and the log is refused ("binary data") when its binary lines' bytes, NULs
+  not counted, are not fewer than its text lines' bytes (a log of nothing but NULs too). So a
+  NUL or a binary run inside a text log, and the NULs a crash leaves at its end, are lines
+  the importer counts as not understood, never a refusal. Then it refuses a log where no line
+  ends in that MiB, and one where nothing in the first ``SNIFF_LINES`` lines parses.
 
 This module sits below both the sequential importer (strace/importer.py) and the sharded one
 (strace/parallel.py), so neither imports the other for it.
@@ -25,7 +35,7 @@ from ..errors import BadInput
 from ..tracefile import format as trace
 from .lines import parse_line
 
-__all__ = ["ImportError_", "LogFile", "sniff", "SNIFF_LINES"]
+__all__ = ["ImportError_", "LogFile", "sniff", "SNIFF_LINES", "NUL_LINE_MARK"]
 
 SNIFF_LINES = 200
 SNIFF_BYTES = 1 << 20
@@ -88,9 +98,11 @@ class LogFile:
             yield lines
 
     def blocks(self, size: int = 4 << 20) -> Iterator[bytes]:
-        """The log in blocks of whole lines (the last one may lack its newline)."""
+        """The log in blocks of whole lines (the last one may lack its newline); a line that
+        holds a NUL comes out as ``_unparsable`` makes it (module doc)."""
         try:
-            yield from trace.byte_blocks(self._stream, size, on_block=self._on_block)
+            for block in trace.byte_blocks(self._stream, size, on_block=self._on_block):
+                yield block if b"\0" not in block else _nul_lines_unparsable(block)
         except _BROKEN:
             self.truncated = True
         except trace.LineTooLong as e:
@@ -107,35 +119,60 @@ class LogFile:
         self.close()
 
 
-def _binary(head: bytes) -> bool:
-    """NUL bytes, or more than 1% of control bytes (strace escapes every one it prints)."""
-    if b"\0" in head:
-        return True
-    sample = head[:1 << 16]
-    controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
-    return controls * 100 > len(sample)
+NUL_LINE_MARK = b"binary line: "      # no strace line starts so: the parsers understand none
 
 
+def _unparsable(line: bytes) -> bytes:
+    """A line that holds a NUL (a crash's zeros, a torn write; strace escapes every NUL it
+    prints), as no parser understands it: marked, its NULs shown as \\0."""
+    return NUL_LINE_MARK + line.replace(b"\0", b"\\0")
+
+
+def _nul_lines_unparsable(block: bytes) -> bytes:
+    """``block`` with each of its lines that holds a NUL made ``_unparsable``."""
+    return b"\n".join(_unparsable(line) if b"\0" in line else line
+                      for line in block.split(b"\n"))
+
+
+def _is_binary_line(line: bytes) -> bool:
+    """A NUL or a control byte strace never prints raw (it escapes every one)."""
+    return len(line.translate(None, _CONTROL_BYTES)) != len(line)
+
+
+def _mostly_not_text(head: bytes) -> bool:
+    """Whether the bytes of the binary lines of ``head`` (NULs not counted: the zeros a crash
+    leaves weigh nothing) are at least those of its text lines (module doc)."""
+    text = binary = 0
+    for line in head.split(b"\n"):
+        if _is_binary_line(line):
+            binary += len(line) - line.count(b"\0")
+        else:
+            text += len(line)
+    return binary >= text
+
+
+# NUL and the control bytes but tab, newline, CR, VT, FF and ESC (which a log may hold)
 _CONTROL_BYTES = bytes(c for c in range(32) if c not in b"\t\n\r\x0b\x0c\x1b") + b"\x7f"
 
 
 def sniff(path: str) -> None:
-    """Refuse binary files and files where nothing looks like strace output, from the first
-    ``SNIFF_BYTES`` of the log (bounded: a 1 GB file without a newline is refused at once)."""
+    """Refuse a log that is mostly not text, or where nothing looks like strace output, from
+    its first ``SNIFF_BYTES`` (module doc; bounded: a 1 GB file without a newline is refused
+    at once)."""
     with LogFile(path) as log:
         head = log.head(SNIFF_BYTES)
         truncated = log.truncated
     if not head:
         raise ImportError_(f"{path}: empty log" if not truncated
                            else f"{path}: gzip data is corrupt from the start")
-    if _binary(head):
+    if _mostly_not_text(head):
         raise ImportError_(f"{path}: binary data, not a strace text log")
     lines = head.split(b"\n")
-    if len(head) == SNIFF_BYTES and len(lines) > 1:
-        lines.pop()                        # cut at the limit: not a whole line
-    if len(lines) == 1 and len(head) == SNIFF_BYTES:
+    if len(head) == SNIFF_BYTES and b"\n" not in head:
         raise ImportError_(f"{path}: does not look like strace output (no line ends in its "
                            f"first {SNIFF_BYTES >> 20} MiB)")
+    if len(head) == SNIFF_BYTES:
+        lines.pop()                        # cut at the limit: not a whole line
     seen = 0
     for raw in lines[:SNIFF_LINES]:
         seen += 1

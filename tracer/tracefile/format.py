@@ -17,11 +17,13 @@ Events are streamed to disk as they come and flushed at least once a second (``T
 so Ctrl-C, SIGTERM or a crash keep what was recorded. ``read_trace`` reads up to the last
 complete event of a truncated file (plain or gzip) and says so in ``TraceInfo.truncated``;
 what is not a trace raises ``NotATrace``, an unknown version or a bad header ``CorruptTrace``
-(errors.py), with a one-line message. Every line read is bounded (``MAX_LINE_CHARS``); the
-header is checked by validate.py, the rows against the event classes' types by the codec
-(codec.py, msgspec): a row with wrong types is a corrupt line, counted and skipped. Trace
-files are created by outputs.py (``create_output``): new, 0600 (they hold command lines, paths
-and host names), never through a link.
+(errors.py), with a one-line message. ``trace_end(path)`` says when a trace ends before its
+events are read (its end record's time, or its last row's when cut short; None for a pipe):
+the timeline export's window (render/export/window.py). Every line read is bounded
+(``MAX_LINE_CHARS``); the header is checked by validate.py, the rows against the event
+classes' types by the codec (codec.py, msgspec): a row with wrong types is a corrupt line,
+counted and skipped. Trace files are created by outputs.py (``create_output``): new, 0600
+(they hold command lines, paths and host names), never through a link.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import gzip
 import io
 import itertools
 import json
+import math
 import os
 import platform
 import stat
@@ -220,6 +223,67 @@ def _raw_blocks(stream: IO[bytes], info: TraceInfo,
         yield from byte_blocks(stream, on_block=on_block)
     except BROKEN:
         info.truncated = True
+
+
+_END_TAIL = 64 * 1024                # the end record's line, or a few rows before a cut
+
+
+def trace_end(path: str) -> Optional[float]:
+    """When the trace at ``path`` ends, read before its events (the timeline export clamps to
+    the recording window): the end record's time, or for a trace cut short the time of its
+    last complete row; None for a pipe (read once) or when neither is a finite number. A gzip
+    trace is decompressed once for it, in bounded memory; a plain one is read from its end."""
+    try:
+        raw, stream = open_input(path, pipes=False)
+    except BadInput:
+        return None
+    try:
+        return _last_time(_tail(raw, stream, _END_TAIL))
+    except (OSError, EOFError, zlib.error):
+        return None
+    finally:
+        stream.close()
+        raw.close()
+
+
+def _tail(raw: IO[bytes], stream: IO[bytes], size: int) -> bytes:
+    """The last ``size`` bytes of ``stream`` (seeking in a plain file, else reading through;
+    a gzip cut short gives what it had)."""
+    if stream is raw:
+        end = raw.seek(0, os.SEEK_END)
+        raw.seek(max(0, end - size))
+        return raw.read(size)
+    tail = b""
+    try:
+        while True:
+            chunk = stream.read(1 << 20)
+            if not chunk:
+                return tail
+            tail = (tail + chunk)[-size:]
+    except BROKEN:
+        return tail
+
+
+def _last_time(tail: bytes) -> Optional[float]:
+    """The time (field 1) of the last line of ``tail`` that is a whole row."""
+    for line in reversed(tail.split(b"\n")[1:]):      # the first may be cut
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, list) and len(row) > 1 and isinstance(row[0], str):
+            return _finite(row[1])
+    return None
+
+
+def _finite(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        ts = float(value)
+    except OverflowError:            # an int beyond any float
+        return None
+    return ts if math.isfinite(ts) else None
 
 
 def open_trace(path: str) -> "TraceReader":

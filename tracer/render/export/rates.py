@@ -18,7 +18,9 @@ Contract:
   With /proc samples alone there is no syscall series; bytes come from /proc/PID/io (wchar,
   and io_class.proc_output_bytes for output), spread between two samples.
 - Memory is bounded by processes and a few open buckets: a bucket is given once events are
-  two buckets past it; a late event counts in the oldest bucket still open.
+  two buckets past it; a late event counts in the oldest bucket still open. An amount spread
+  over more than ``MAX_BUCKETS`` buckets (only a window whose end is not known first,
+  export/window.py, allows one) is counted in its last bucket.
 """
 from __future__ import annotations
 
@@ -29,9 +31,10 @@ from ...events.counts import ThreadCounts
 from ...analysis.accumulate.io_class import IoClass, proc_output_bytes, write_class
 from ...analysis.accumulate.kernel_counts import contribution
 
-__all__ = ["Rates", "GPU_PID", "SYSCALLS", "WRITTEN", "OUTPUT", "BUCKET_S"]
+__all__ = ["Rates", "GPU_PID", "SYSCALLS", "WRITTEN", "OUTPUT", "BUCKET_S", "MAX_BUCKETS"]
 
 BUCKET_S = 0.5
+MAX_BUCKETS = 20_000           # counter points per series that a window may need (window.py)
 LATE_BUCKETS = 2
 GPU_PID = 1 << 22              # above pid_max: the timeline's own "hangtrace" process
 SYSCALLS, WRITTEN, OUTPUT = "syscalls/s", "written B/s", "output B/s"
@@ -81,6 +84,9 @@ class Rates:
             self._add(pid, name, t1, amount)
             return
         b0, b1 = int(t0 // self.bucket_s), int(t1 // self.bucket_s)
+        if b1 - b0 > MAX_BUCKETS:
+            self._add(pid, name, t1, amount)
+            return
         for b in range(b0, b1 + 1):
             lo, hi = max(t0, b * self.bucket_s), min(t1, (b + 1) * self.bucket_s)
             if hi > lo:

@@ -2,8 +2,8 @@
 (perfetto.py writes it as Chrome trace event JSON, perfetto_proto.py as Perfetto's protobuf).
 
 Contract:
-- ``walk(trace_path, sink, progress=None) -> Report`` reads the trace once, feeding the same
-  analyzer ``analyze`` uses, and calls the sink (``Sink`` below; times in microseconds since
+- ``walk(trace_path, sink, progress=None) -> Report`` reads the trace once (its end first:
+  window.py), feeding the same analyzer ``analyze`` uses, and calls the sink (``Sink`` below; times in microseconds since
   the epoch) as it goes; memory is bounded by threads, not events.
 - Tracks: one per thread, grouped by process (named by its role and command line); per
   process a track "hangtrace verdict" (tid ``VERDICT_TID_BASE + pid``: above any real tid);
@@ -18,6 +18,10 @@ Contract:
 - Instants (thread scope): eventfd writes, output writes (io_class.write_class: the analyzer's
   own rule), thread and process exits, signals; lost events are global instants.
 - Counters: rates.py (syscalls/s, written B/s, output B/s per process; GPU utilization).
+- Times: every time drawn is clamped to the recording window first (window.py: the header's
+  start to the trace's end, read before its events), and the counters' buckets widen for a
+  long window: one timestamp at 1 (1970) or at 2**63 s is drawn at the window's edge, never a
+  bucket per second since 1970. The analyzer is fed the events as they are.
 - Flows: one per wait-for edge of the report's wait graph from a thread to a thread or a
   process of the report ("waits: KIND", cat ``wait``, its object and text in ``args``), from
   the waiting thread's track at the end of the window to the thread's (or the process's
@@ -34,8 +38,9 @@ from ...analysis.accumulate.stats import syscall_backends
 from ...analysis.analyzer import analyzer_for, trace_notes
 from ...gpu.nvidia import describe_ioctl
 from ...report import Report
-from ...tracefile.format import TraceReader
+from ...tracefile.format import TraceReader, trace_end
 from .rates import GPU_PID, Rates
+from .window import Window
 
 __all__ = ["walk", "Sink", "VERDICT_TID_BASE", "TREE_TID", "GPU_PID"]
 
@@ -164,8 +169,14 @@ def _names(sink: Sink, report: Report, seen: Set[Key], names: Dict[Key, str]) ->
         sink.thread(pid, tid, names.get((pid, tid)) or f"thread {tid}")
 
 
-def _verdicts(sink: Sink, tracks: _Tracks, report: Report) -> None:
-    start, end = _us(report.window["start"]), _us(report.window["end"])
+def _window_us(report: Report, window: Window) -> Tuple[float, float]:
+    """The report's window (µs), clamped to the recording's (window.py)."""
+    return (_us(window.clamp(report.window["start"])),
+            _us(window.clamp(report.window["end"])))
+
+
+def _verdicts(sink: Sink, tracks: _Tracks, report: Report, window: Window) -> None:
+    start, end = _window_us(report, window)
     waits = _waits_by_thread(report)
     for p in report.processes:
         sink.slice(p.pid, VERDICT_TID_BASE + p.pid, start, round(end - start, 3),
@@ -203,10 +214,10 @@ def _waits_by_thread(report: Report) -> Dict[int, List[Dict[str, Any]]]:
     return out
 
 
-def _flows(sink: Sink, report: Report) -> int:
+def _flows(sink: Sink, report: Report, window: Window) -> int:
     """One flow per wait-for edge between tracks of the report (module doc)."""
     g = report.wait_graph or {}
-    start, end = _us(report.window["start"]), _us(report.window["end"])
+    start, end = _window_us(report, window)
     if end - start < 2.0:
         return 0
     nodes = {n["id"]: n for n in g.get("nodes", [])}
@@ -237,9 +248,12 @@ def walk(trace_path: str, sink: Sink,
     """The timeline of the trace at ``trace_path`` into ``sink`` (module doc)."""
     reader = TraceReader(trace_path, progress)
     h = reader.info.header
+    window = Window.of_trace(float(h.get("start") or 0), trace_end(trace_path))
     analyzer = analyzer_for(reader)
     tracks = _Tracks(sink)
-    rates = Rates(syscall_backends(h.get("backends") or []), analyzer.is_internal)
+    rates = Rates(syscall_backends(h.get("backends") or []), analyzer.is_internal,
+                  bucket_s=window.bucket_s())
+    drawn = window.event
     feed, is_internal = analyzer.feed, analyzer.is_internal
     names: Dict[Key, str] = {(p.pid, tid): comm for p in reader.info.processes
                              for tid, comm in p.threads.items()}
@@ -250,17 +264,18 @@ def walk(trace_path: str, sink: Sink,
     counter = sink.counter
     for e in reader.events():
         feed(e)
-        tracks.feed(e, is_internal)
-        rates.feed(e)
+        d = drawn(e)
+        tracks.feed(d, is_internal)
+        rates.feed(d)
         rates.flush(counter)
     info = reader.info
     end = info.end.ts if info.end is not None else max(tracks.max_ts, float(h.get("start") or 0))
-    tracks.finish_ongoing(end)
+    tracks.finish_ongoing(window.clamp(end))
     rates.flush(counter, final=True)
     report = analyzer.report(end=end, trace_path=trace_path, truncated=info.truncated,
                              extra_notes=trace_notes(info))
     seen = set(tracks.first) | set(tracks.last_end)
     _names(sink, report, seen, names)
-    _verdicts(sink, tracks, report)
-    _flows(sink, report)
+    _verdicts(sink, tracks, report, window)
+    _flows(sink, report, window)
     return report
