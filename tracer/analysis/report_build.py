@@ -40,7 +40,8 @@ from .accumulate.stacks import StackTable
 from .rules.thread import current_call_text, judge_thread
 from .rules.tree import judge_tree
 from .rules.stacks import apply_stack_facts
-from .vocab.verdict import Note, NoteKind, ThreadVerdict
+from .vocab.verdict import EXITED, IDLE, PROGRESSING, Note, NoteKind, ThreadVerdict
+from .progress.still import still_signals
 
 
 def _gpu_ioctls(t: ThreadStats) -> Dict[str, int]:
@@ -183,6 +184,8 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
     notes += job.notes
     notes += [Note(NoteKind.JOB, n) for n in (recorder.notes if recorder else [])]
     notes += tree.notes
+    still = still_signals(rec) if tree.verdict not in (PROGRESSING, IDLE, EXITED) else None
+    notes += [Note(NoteKind.PROGRESS, still)] if still else []
     notes += [Note(NoteKind.RECORDING, n) for n in extra_notes or []]
     return Report(
         verdict=tree.verdict, rule=tree.rule,

@@ -64,6 +64,7 @@ class NoteKind(_StrEnum):
     PARTIAL_DEADLOCK = "partial-deadlock"  # a deadlock among some threads while the tree goes on
     RECORDING = "recording"              # the recording's own trouble (ended early, errors)
     JOB = "job"                          # what the job itself said (NCCL RAS)
+    PROGRESS = "progress"                # the progress signals looked at (progress/still.py)
 
 
 @dataclass(frozen=True)

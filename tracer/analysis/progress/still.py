@@ -1,0 +1,71 @@
+"""What the progress signals said of a tree judged hung: which were looked at and found still,
+and which this recording could not give (the verdict says so rather than guessing).
+
+Contract: ``still_signals(rec)`` -> one sentence for a recording made with the progress
+probes (it holds ``MemoryProgress`` readings; older traces get None, so their reports stay
+as they were): the log files that grew and how many only repeated a heartbeat, the threads
+that faulted memory in, the Python threads sampled on a CPU and whether their code moved,
+each GPU's SM activity or power against its limit, and the signals missing (call results
+without a syscall tracer that records them, GPU readings without NVML, stack samples
+without py-spy). The pipeline adds it to the notes of a tree that is not progressing.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ..accumulate.stats import Recording
+from .log_lines import judge_log
+from .memory import loading
+from .stacks import code_moves
+
+__all__ = ["still_signals"]
+
+
+def _logs(rec: Recording) -> str:
+    lines = [e for p in rec.processes.values() for e in p.log_lines.values()]
+    if not lines:
+        return "log lines (no log file grew)"
+    beats = sum(1 for e in lines if (n := judge_log(e)) is not None and n.heartbeat)
+    return f"log lines ({len(lines)} file(s) grew, {beats} of them only with a heartbeat)"
+
+
+def _faults(rec: Recording) -> str:
+    n = sum(1 for (pid, tid), t in rec.threads.items()
+            if pid in rec.processes and loading(rec.processes[pid], tid, rec.window))
+    return f"page faults ({n} thread(s) faulted memory in)" if n else \
+        "page faults (no thread faulted memory in)"
+
+
+def _stacks(rec: Recording) -> Optional[str]:
+    samples = [e for p in rec.processes.values() for e in p.stack_samples.values()]
+    if not samples:
+        return None
+    moved = sum(1 for e in samples if code_moves(e))
+    return f"Python stacks ({len(samples)} thread(s) on a CPU sampled, {moved} moved)"
+
+
+def _gpus(rec: Recording) -> Optional[str]:
+    out = []
+    for g in sorted(rec.gpus.values(), key=lambda g: g.gpu):
+        if g.mean_sm_active is not None:
+            out.append(f"GPU {g.gpu}: SM activity {g.mean_sm_active:.1f}%")
+        elif g.mean_power_mw is not None and g.power_limit_mw:
+            out.append(f"GPU {g.gpu}: {g.mean_power_mw / 1000:.0f} W of "
+                       f"{g.power_limit_mw / 1000:.0f} W")
+    return "; ".join(out) or None
+
+
+def still_signals(rec: Recording) -> Optional[str]:
+    """The sentence of the module doc, or None for a recording without progress readings."""
+    if not any(p.memory for p in rec.processes.values()):
+        return None
+    parts: List[str] = [_logs(rec), _faults(rec)]
+    missing: List[str] = []
+    stacks, gpus = _stacks(rec), _gpus(rec)
+    parts += [x for x in (stacks, gpus) if x]
+    if not rec.has_syscalls or "strace" not in rec.backends:
+        missing.append("call results (retries show only with strace or a log)")
+    if rec.gpus and gpus is None:
+        missing.append("GPU power limit and SM activity (NVML gave neither)")
+    text = "progress signals looked at and found still: " + "; ".join(parts)
+    return text + (f"; not in this recording: {', '.join(missing)}" if missing else "")
