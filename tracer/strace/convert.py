@@ -39,6 +39,8 @@ Contract:
   (fdtable.py, per process, the set of calls of ``machine``): an fd seen opened gets its kind
   and target (NVIDIA ioctls are named, polls know their fd kinds); an fd not seen opened keeps
   kind and target None. ``capabilities["fd_paths"]`` says whether the log had -y decorations.
+  ``keep_fds()`` (also done by ``finish``) puts each process's followed table in its
+  ProcessInfo.
 - ``processes`` (pid -> ProcessInfo), ``capabilities`` and ``names`` (the syscall names seen)
   describe what the log held, for the trace header. Logs without timestamps give ts 0.0.
 """
@@ -153,6 +155,12 @@ class StraceConverter(BatchFeed, LastCalls):
             out += self._release()
         return out
 
+    def keep_fds(self) -> None:
+        """Without -y: each process's table lists the fds it was seen to open and keep."""
+        if not self._has_fd:
+            for pid, info in self._procs.processes.items():
+                info.fds = self._fds.fds(pid)
+
     def _close_detached_cut(self) -> List[ev.Event]:
         """A line cut by a detach message whose continuation never came: the call was in
         flight when strace detached (then the messages, in order)."""
@@ -192,9 +200,7 @@ class StraceConverter(BatchFeed, LastCalls):
                 cut, self._cut = self._cut, None
                 self._count_bad(cut)
                 out += self._release()
-        if not self._has_fd:      # the fds each process was seen to open and keep (no -y)
-            for pid, info in self._procs.processes.items():
-                info.fds = self._fds.fds(pid)
+        self.keep_fds()
         end = end_ts if end_ts is not None else (self.last_ts or 0.0)
         out += self._last_calls(end)
         if self.unparsed:

@@ -265,6 +265,8 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
     finally:
         log.close()
     # Phase 2: tell the parent what the header needs; it answers with the log's end.
+    if k == 0:
+        conv.keep_fds()                  # (the fd calls are global: shard 0 saw them all)
     conn.send(("stats", {
         "rows": rows, "lines": conv.lines, "unparsed": conv.unparsed,
         "bad_sample": conv.bad_sample, "bad_line": bad_line,
