@@ -41,9 +41,11 @@ class BatchFeed:
     """Batch feeding for StraceConverter (module doc)."""
 
     def _held_calls(self) -> bool:
-        """A thread's last call is held (a 'cut' entry, a call a signal interrupted): every
-        line goes through feed_text until it is released."""
-        return bool(self._cut_entries or self._interrupted)  # type: ignore[attr-defined]
+        """A thread's last call is held (a 'cut' entry, a call a signal interrupted), or the
+        log's times are -r deltas to sum: every line goes through feed_text (until the held
+        call is released)."""
+        return bool(self._cut_entries or self._interrupted  # type: ignore[attr-defined]
+                    or self._times.relative)              # type: ignore[attr-defined]
 
     def feed_batch(self, texts: List[str]) -> List[ev.Event]:
         """``feed_text`` over many lines: the events of all of them, in order."""

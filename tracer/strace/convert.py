@@ -2,7 +2,7 @@
 
 Contract:
 - ``StraceConverter(pid_of=None, base_date=None, root_pid=None, alone=None,
-  unprefixed_tid=None, machine=None)``; feed lines in log order with ``feed_text(text)`` (or
+  unprefixed_tid=None, machine=None, relative_times=False)``; feed lines in log order with ``feed_text(text)`` (or
   ``feed(StraceLine)``); each call returns the events that line completes. ``finish(end_ts)``
   returns the rest: every call still unfinished becomes an event with ``ongoing=True``,
   ``ret=None`` and ``dur = end_ts - start`` (the thread is still blocked in it: key evidence),
@@ -43,12 +43,13 @@ Contract:
   ProcessInfo.
 - ``processes`` (pid -> ProcessInfo), ``capabilities`` and ``names`` (the syscall names seen)
   describe what the log held, for the trace header. Logs without timestamps give ts 0.0.
+  Times: times.py (-t/-tt with a date and midnight roll-over, -ttt as they are, ``strace
+  -r`` deltas, when ``relative_times``, summed in log order: the time since the first line).
 """
 from __future__ import annotations
 
 import datetime as _dt
 import re
-import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .. import events as ev
@@ -60,6 +61,7 @@ from .decode import nv_request_name, parse_fd, split_args, to_event
 from .fdtable import fd_calls, poll_fds
 from .lines import INTERRUPTED, StraceLine, split_line
 from .procs import ProcessTable
+from .times import LogTimes
 
 __all__ = ["StraceConverter"]
 
@@ -95,17 +97,14 @@ class StraceConverter(BatchFeed, LastCalls):
     def __init__(self, pid_of: Optional[Callable[[int], Optional[int]]] = None,
                  base_date: Optional[_dt.date] = None, root_pid: Optional[int] = None,
                  alone: Optional[Set[int]] = None, unprefixed_tid: Optional[int] = None,
-                 machine: Optional[str] = None) -> None:
+                 machine: Optional[str] = None, relative_times: bool = False) -> None:
         self._procs = ProcessTable(pid_of, root_pid, alone)
         self._tid_pid = self._procs.tid_pid          # the hot path reads it directly
         self._fds = self._procs.fds
         self._unprefixed_tid = unprefixed_tid
         self._fd_calls = fd_calls(machine)
         self._special = _SPECIAL | self._fd_calls    # until -y decorations show up
-        day = base_date or _dt.date.today()
-        self._midnight = time.mktime((day.year, day.month, day.day, 0, 0, 0, 0, 0, -1))
-        self._day_offset = 0.0
-        self._last_tod: Optional[float] = None
+        self._times = LogTimes(base_date, relative_times)
         self._pending: Dict[int, Tuple[float, str, str]] = {}   # tid -> (start ts, name, args)
         self._init_last_calls()
         self._epoll: Dict[Tuple[int, int], List[str]] = {}      # (pid, epfd) -> fd kinds
@@ -239,8 +238,7 @@ class StraceConverter(BatchFeed, LastCalls):
             ts = 0.0
         else:
             self._has_ts = True
-            if tod:
-                ts = self._from_time_of_day(ts)
+            ts = self._times.seconds(ts, tod)
             if self.first_ts is None:
                 self.first_ts = ts
             self.last_ts = ts
@@ -315,14 +313,6 @@ class StraceConverter(BatchFeed, LastCalls):
         elif kind == "info":         # "--- stopped by SIGSTOP ---": in a group-stop (state T)
             out.append(ThreadStopped(ts, pid, tid, args[len(_STOPPED_BY):], "strace"))
         return out
-
-    def _from_time_of_day(self, tod: float) -> float:
-        # -t/-tt print local wall-clock time of day; a jump back by more than 12 h is the log
-        # running past midnight (strace output is in time order, give or take microseconds).
-        if self._last_tod is not None and tod < self._last_tod - 43200:
-            self._day_offset += 86400.0
-        self._last_tod = tod
-        return self._midnight + self._day_offset + tod
 
     def _event(self, pid: int, tid: int, name: str, args: str, ret: Optional[int],
                err: Optional[str], dur: Optional[float], ts: float, ongoing: bool) -> ev.Syscall:

@@ -12,8 +12,9 @@ Contract:
   from the file names). ``compress`` None means "gzip when out_path ends in .gz"
   (TraceWriter's rule). ``workers``: None converts in this process; a number >= 2 shards a
   single log over that many worker processes (strace/parallel.py) - the same rows in the same
-  order. Sharding is off by default: every worker reads the whole log, which on a busy
-  two-core machine costs more than it saves (bench/import_speed.py measures both).
+  order (never a -r log: its deltas are summed line by line). Sharding is off by default:
+  every worker reads the whole log, which on a busy two-core machine costs more than it saves
+  (bench/import_speed.py measures both).
 - Any strace output format is accepted (see strace/lines.py); what the log lacked (timestamps,
   durations, fd paths, pids) is recorded in the header options and in the result, with the
   architecture the log shows (strace/arch.py) and what the log could not tell (notes).
@@ -113,7 +114,7 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
     base_date = _base_date(source.mtime(), facts.first_tod)
     who = facts.membership()
     plan = None
-    if workers is not None and workers >= 2 and source.single_file:
+    if workers is not None and workers >= 2 and source.single_file and not facts.relative_ts:
         plan = plan_shards(facts.tid_lines, size=facts.size, first_tod=facts.first_tod,
                            membership=who, base_date=base_date, workers=workers)
     if compress is None:
@@ -222,7 +223,8 @@ def _convert_sequential(source, facts: LogFacts, base_date: Optional[_dt.date],
     """One converter over the whole log, in this process."""
     who = facts.membership()
     conv = StraceConverter(pid_of=who.pid_of.get, base_date=base_date, root_pid=who.root_pid,
-                           alone=who.alone, unprefixed_tid=who.unprefixed_tid)
+                           alone=who.alone, unprefixed_tid=who.unprefixed_tid,
+                           relative_times=facts.relative_ts)
     count = _convert(source.line_batches(), conv, write)
     tail = conv.finish(conv.last_ts)
     for e in tail:

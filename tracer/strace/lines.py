@@ -88,6 +88,7 @@ Fields = tuple   # (tid, ts, kind, name, args, ret, err, ret_text, dur, status, 
 # shapes before it converts): ASCII digits, bounded lengths. float() and int() take far more
 # ("1e5", "nan", " +1_0", "²"), and the two paths would each take a different part of it.
 TS_TIME_OF_DAY, TS_SECONDS = 1, 2
+RELATIVE_BELOW = 1e8      # s: a first TS_SECONDS time below it is a -r delta (-ttt: epoch, > 1973)
 _TIME_OF_DAY = re.compile(r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,12})?")
 _SECONDS = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
 _DURATION = re.compile(r"[0-9]{1,12}\.[0-9]{1,12}")

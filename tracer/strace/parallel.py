@@ -35,7 +35,8 @@ Contract:
   line of the entry half): the sequential converter's stable sort by start over insertion
   order. The parent makes the one Lost row (all unparsed lines, the first bad sample).
 - Not sharded: -t/-tt logs (midnight roll-over detection would need every line's time of day
-  in every worker). The importer shards only when asked to (``workers`` >= 2).
+  in every worker), nor -r logs (their deltas are summed line by line: the importer keeps
+  them sequential). The importer shards only when asked to (``workers`` >= 2).
 - Lines that change state shared by the threads of a process include the calls that change
   its fd table (strace/fdtable.py: open, close, dup, ...): global too.
 - Memory is bounded: one batch per worker in flight (a worker blocks on its pipe until the
