@@ -4,9 +4,12 @@ one process and its window is the sum of its deltas."""
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from pathlib import Path
 
 import pytest
+
+import report_schema
 
 from tracer.analysis.analyzer import analyze_trace
 from tracer.strace.importer import import_strace
@@ -59,3 +62,24 @@ def test_a_r_log_has_the_window_its_deltas_add_up_to(tmp_path: Path) -> None:
     assert Path(one).read_bytes() == Path(two).read_bytes()
     assert res.capabilities["timestamps"] and res.span == pytest.approx(2.9, abs=0.1)
     assert analyze_trace(one).window["duration"] == pytest.approx(2.9, abs=0.1)
+
+
+def test_a_log_without_times_says_so_never_0_s(tmp_path: Path) -> None:
+    """Issue 32 item 2: the window of a log without times is unknown, not 0.0 s; with -T
+    durations it lasted at least the time one thread spent in its calls."""
+    from tracer.render.console import window_text
+    plain, timed = tmp_path / "plain.log", tmp_path / "durations.log"
+    plain.write_text("read(3, \"\", 64) = 0\n" * 3)
+    timed.write_text("nanosleep({tv_sec=1, tv_nsec=0}, NULL) = 0 <1.000102>\n" * 3)
+    windows = []
+    for log in (plain, timed):
+        out = str(tmp_path / (log.stem + ".htrace"))
+        import_strace(str(log), out)
+        report = analyze_trace(out)
+        report_schema.check(json.loads(json.dumps(report.to_json())))
+        windows.append(report.window)
+    assert windows[0]["timed"] is False and "at_least" not in windows[0]
+    assert window_text(windows[0]) == "no times in the log"
+    assert windows[1]["at_least"] == pytest.approx(3.0, abs=0.01)
+    assert window_text(windows[1]).startswith("at least 3.0 s")
+    assert window_text({"start": 0.0, "end": 2.5, "duration": 2.5}) == "2.5 s"
