@@ -261,6 +261,18 @@ def test_single_process_log_without_pid_column(tmp_path, small_batches):
     _compare(str(log), tmp_path, 2)
 
 
+def test_fds_of_a_process_alive_at_the_end_without_y(tmp_path, small_batches):
+    """Without -y, the fds a process opened and kept are in its ProcessInfo whichever path
+    imported the log (the sharded one took its process table before finish() filled them)."""
+    log = tmp_path / "alive.log"
+    log.write_text('7 openat(AT_FDCWD, "/tmp/app.log", O_WRONLY|O_CREAT, 0644) = 3\n'
+                   '7 pipe2([4, 5], 0) = 0\n'
+                   + '7 poll([{fd=4, events=POLLIN}], 1, 0) = 0 (Timeout)\n' * 300)
+    _compare(str(log), tmp_path, 2)
+    procs = trace.open_trace(str(tmp_path / "par-t.htrace.gz")).info.processes
+    assert [f.fd for f in procs[0].fds] == [3, 4, 5]
+
+
 @pytest.mark.parametrize("name", sorted(n for n in os.listdir(DATA) if n.endswith(".log")))
 def test_data_logs(tmp_path, small_batches, name):
     _compare(os.path.join(DATA, name), tmp_path, 2)

@@ -25,7 +25,9 @@ ROOT = os.path.join(HERE, "..")
 DATA = os.path.join(HERE, "data", "strace")
 FIXTURES = os.path.join(ROOT, "fixtures", "gpu-h200")
 LOGS = [os.path.join(FIXTURES, n) for n in sorted(os.listdir(FIXTURES)) if n.endswith(".gz")] \
-    + [os.path.join(DATA, n) for n in sorted(os.listdir(DATA)) if n.endswith(".log")]
+    + [os.path.join(DATA, n) for n in sorted(os.listdir(DATA)) if n.endswith(".log")] \
+    + [os.path.join(DATA, "field", n) for n in sorted(os.listdir(os.path.join(DATA, "field")))
+       if n.endswith(".log")]
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +147,10 @@ print(json.dumps({"status": status(), "report": rep, "events": res.events}))
                                  os.path.join(FIXTURES, "spin.strace.gz"),
                                  os.path.join(DATA, "stderr_f_tt_noy.log"),
                                  os.path.join(DATA, "python_f_ttt_T_yy.log"),
-                                 os.path.join(DATA, "attach_pp_o_tt.log")])
+                                 os.path.join(DATA, "attach_pp_o_tt.log"),
+                                 os.path.join(DATA, "field", "futex_self_f_k_p_term_killed.log"),
+                                 os.path.join(DATA, "field", "pasted_p_sessions_old_format.log"),
+                                 os.path.join(DATA, "field", "futex_self_ff_p_killed")])
 def test_pure_and_compiled_paths_give_the_same_trace_and_report(tmp_path, log):
     out = {}
     for pure in ("1", "0"):

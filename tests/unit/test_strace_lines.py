@@ -94,10 +94,18 @@ def test_parse_line_table(text, expect):
     # strace's own message interleaved into a line on stderr (real, from a -f run without -o)
     "11:53:00.669877 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|SIGCHLDstrace: Process 4024 attached",
     ", child_tidptr=0x7f7a6b241a10) = 4024 <0.000121>",
-    "123 1795.5 write(1, \"x\", 1",          # cut in the middle
+    "123 1795.5 write(1, \"x\", 1)",         # cut after the arguments: no result
 ])
 def test_unparseable(text):
     assert parse_line(text) is None
+
+
+def test_a_line_cut_in_the_middle_is_the_calls_entry():
+    """Issue 32: the last line of a log whose strace was killed ends inside the call's
+    arguments; it is the call's entry (kind 'cut'), the thread's state at the end."""
+    line = parse_line("123 1795.5 write(1, \"x\", 1")
+    assert line is not None and (line.kind, line.tid, line.name, line.args, line.ret) == \
+        ("cut", 123, "write", '1, "x", 1', None)
 
 
 def _all_lines(path):

@@ -12,7 +12,7 @@ Contract: ``build_report(rec, ...)`` is pure and runs, in this order:
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import events as ev
 from ..report import ProcessReport, Report, ThreadReport
@@ -52,6 +52,20 @@ def _gpu_ioctls(t: ThreadStats) -> Dict[str, int]:
         d = describe_ioctl(kind, req, name or None)
         if d is not None:
             out[str(d)] = out.get(str(d), 0) + n
+    return out
+
+
+def window_of(rec: Recording) -> Dict[str, Any]:
+    """The recording's window. A log without times says so (``timed`` False: its duration is
+    not 0 s but unknown), with the least it lasted where -T durations tell (``at_least``: the
+    most time one thread spent inside its calls)."""
+    out: Dict[str, Any] = {"start": rec.start, "end": rec.end,
+                           "duration": round(rec.end - rec.start, 3)}
+    if rec.capabilities.get("timestamps", True) is False:
+        out["timed"] = False
+        if rec.capabilities.get("durations"):
+            out["at_least"] = round(max((t.syscall_time for t in rec.threads.values()),
+                                        default=0.0), 3)
     return out
 
 
@@ -194,7 +208,7 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
                     "node_tid": real_id(tree.root_cause.tid)
                     if nodes is not None and tree.root_cause.tid else None},
         processes=[_process_report(pv, rec, stacks, nodes, facts) for pv in pvs.values()],
-        window={"start": rec.start, "end": rec.end, "duration": round(rec.end - rec.start, 3)},
+        window=window_of(rec),
         backends=rec.backends, source=source, trace_path=trace_path,
         notes=[n.text for n in notes], lost=rec.lost, truncated=rec.truncated,
         wait_graph=built.graph.to_json(),

@@ -164,6 +164,14 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids) -> None
                                   "verdict (--verbose shows them)[/]"))
 
 
+def window_text(window: Dict[str, Any]) -> str:
+    """How long the recording lasted, in words: a log without times says so, never "0.0 s"."""
+    if window.get("timed", True):
+        return f"{window['duration']:.1f} s"
+    least = window.get("at_least")
+    return f"at least {least:.1f} s (-T durations; no times)" if least else "no times in the log"
+
+
 def render_report(report: Report, console: Optional[Console] = None, *,
                   verbose: bool = False) -> None:
     console = console or report_console()
@@ -171,7 +179,7 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     partial = "  [yellow]partial: not everything could be observed[/]" \
         if report.unobserved else ""
     console.print(Text.from_markup(f"[bold]hangtrace verdict:[/] {_verdict(v)}  "
-                                   f"[dim]({report.rule}, {report.window['duration']:.1f} s, "
+                                   f"[dim]({report.rule}, {window_text(report.window)}, "
                                    f"backends: {', '.join(report.backends) or '?'})[/]"
                                    + partial))
     for line in report.unobserved:      # the verdict rests on the rest: say what was not seen

@@ -16,7 +16,7 @@ from .. import events as ev
 from .args import _parse_fd_cached
 from .decode import (BUILDERS, DIR_CALLS as _DIR_CALLS, FD_FIRST, NV_NAMES as _NV_CACHE,
                      POLL_CALLS, READ_CALLS, WRITE_CALLS, ioctl_request, to_event)
-from .lines import split_line
+from .lines import INTERRUPTED, split_line
 
 __all__ = ["BatchFeed"]
 
@@ -40,6 +40,13 @@ _CONVERT_CALLS = _pick_calls()
 class BatchFeed:
     """Batch feeding for StraceConverter (module doc)."""
 
+    def _held_calls(self) -> bool:
+        """A thread's last call is held (a 'cut' entry, a call a signal interrupted), or the
+        log's times are -r deltas to sum: every line goes through feed_text (until the held
+        call is released)."""
+        return bool(self._cut_entries or self._interrupted  # type: ignore[attr-defined]
+                    or self._times.relative)              # type: ignore[attr-defined]
+
     def feed_batch(self, texts: List[str]) -> List[ev.Event]:
         """``feed_text`` over many lines: the events of all of them, in order."""
         return self._feed_run(texts, 0, False)[0]
@@ -53,7 +60,7 @@ class BatchFeed:
         n, i = len(texts), 0
         while i < n:
             if plain is not None and self._has_pid and self.first_ts is not None \
-                    and self._cut is None:
+                    and self._cut is None and not self._held_calls():
                 ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
                        FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_CLASSES,
                        WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE)
@@ -81,7 +88,8 @@ class BatchFeed:
         tid_pid, names_add = self._tid_pid, self.names.add
         lines, last_ts, has_dur, has_fd = self.lines, self.last_ts, self._has_dur, self._has_fd
         special = self._special
-        fast = self._has_pid and self.first_ts is not None and self._cut is None
+        fast = self._has_pid and self.first_ts is not None and self._cut is None \
+            and not self._held_calls()
         n = len(texts)
         i = start
         while i < n:
@@ -89,7 +97,8 @@ class BatchFeed:
             if fast:
                 t = split(text)
                 if t is not None and t[2] == "call" and t[0] is not None and t[1] is not None \
-                        and not t[13] and t[14] is None and t[3] not in special:
+                        and not t[13] and t[14] is None and t[3] not in special \
+                        and (t[6] is None or not t[6].startswith(INTERRUPTED)):
                     tid, ts, _, name, args, ret, err, _, dur = t[:9]
                     pid = tid_pid.get(tid)
                     if pid is not None:
@@ -117,7 +126,8 @@ class BatchFeed:
             lines, last_ts, has_dur, has_fd = (self.lines, self.last_ts, self._has_dur,
                                                self._has_fd)
             special = self._special
-            fast = self._has_pid and self.first_ts is not None and self._cut is None
+            fast = self._has_pid and self.first_ts is not None and self._cut is None \
+            and not self._held_calls()
             i += 1
         self.lines, self.last_ts, self._has_dur = lines, last_ts, has_dur
         return out, i

@@ -2,7 +2,7 @@
 
 Contract:
 - ``StraceConverter(pid_of=None, base_date=None, root_pid=None, alone=None,
-  unprefixed_tid=None, machine=None)``; feed lines in log order with ``feed_text(text)`` (or
+  unprefixed_tid=None, machine=None, relative_times=False)``; feed lines in log order with ``feed_text(text)`` (or
   ``feed(StraceLine)``); each call returns the events that line completes. ``finish(end_ts)``
   returns the rest: every call still unfinished becomes an event with ``ongoing=True``,
   ``ret=None`` and ``dur = end_ts - start`` (the thread is still blocked in it: key evidence),
@@ -12,8 +12,22 @@ Contract:
   timestamps). A line that strace cut with its own "strace: Process N attached/detached"
   message (stderr logs) is joined with the continuation on the next line, and the message is
   fed after it as its own line ("...NULLstrace: Process 3812 detached" + " <detached ...>": the
-  call is unfinished, 3812 detached; a log that ends after the cut keeps the call unfinished). ``--- stopped by SIGSTOP ---`` (a
-  thread in a group-stop, strace's view of state T) is a ``states.ThreadStopped``.
+  call is unfinished, 3812 detached; a log that ends after the cut keeps the call unfinished).
+  Old strace and terminals glue the message after the echo of Ctrl-C ("...NULL^CProcess 3818
+  detached", no "strace: "): the same; a cut line whose next line is neither its ``<detached
+  ...>`` continuation nor another detach message is closed as detached there (pasted sessions
+  go on with the next one). ``--- stopped by SIGSTOP ---`` (a thread in a group-stop, strace's
+  view of state T) is a ``states.ThreadStopped``.
+- The last call of each thread is its state (the held calls: lastcall.py). A call's entry alone (lines.py kind 'cut': the
+  log ends in the middle of its line) is pending like an ``<unfinished ...>`` half; a cut
+  entry followed by any line of its tid but a signal was not strace's and counts as an
+  unparsed line. A call ended by ``= ? ERESTARTSYS`` (ERESTARTNOHAND, ERESTART_RESTARTBLOCK,
+  ERESTARTNOINTR: a signal interrupted it; clones, execs and exit_group excepted) is held:
+  the tid's next line other than a signal releases it as the complete call it is; when none
+  comes, ``finish`` makes it ``ongoing`` (the thread was blocked in it from its start to the
+  signal: ``dur`` is the call's own). ``cut_calls`` (after ``finish``): ``(tid, name, how)``
+  by tid of every call ``finish`` made ongoing, how "cut" (in flight when the log ends) or
+  "interrupted" (by a signal, nothing of the thread after it).
 - tid -> pid and process lifecycles: procs.py (``pid_of``, ``root_pid``, ``alone``: tids whose
   process the log does not show). A line without a pid column belongs to the only task strace
   still traces when there is exactly one (strace prints no column then), else to
@@ -25,24 +39,29 @@ Contract:
   (fdtable.py, per process, the set of calls of ``machine``): an fd seen opened gets its kind
   and target (NVIDIA ioctls are named, polls know their fd kinds); an fd not seen opened keeps
   kind and target None. ``capabilities["fd_paths"]`` says whether the log had -y decorations.
+  ``keep_fds()`` (also done by ``finish``) puts each process's followed table in its
+  ProcessInfo.
 - ``processes`` (pid -> ProcessInfo), ``capabilities`` and ``names`` (the syscall names seen)
   describe what the log held, for the trace header. Logs without timestamps give ts 0.0.
+  Times: times.py (-t/-tt with a date and midnight roll-over, -ttt as they are, ``strace
+  -r`` deltas, when ``relative_times``, summed in log order: the time since the first line).
 """
 from __future__ import annotations
 
 import datetime as _dt
 import re
-import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .. import events as ev
 from ..events.states import ThreadStopped
 from .args import exec_args as _exec_args, unescape as _unescape
 from .batch import BatchFeed
+from .lastcall import LastCalls
 from .decode import nv_request_name, parse_fd, split_args, to_event
 from .fdtable import fd_calls, poll_fds
-from .lines import StraceLine, split_line
+from .lines import INTERRUPTED, StraceLine, split_line
 from .procs import ProcessTable
+from .times import LogTimes
 
 __all__ = ["StraceConverter"]
 
@@ -52,26 +71,42 @@ _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
 _ATTACHED = "strace: Process "
 _STOPPED_BY = "stopped by "
 _DETACHED = "<detached ...>"
+_CTRL_C_ATTACHED = "^CProcess "     # old strace: "...NULL^CProcess 3818 detached"
 
 
-class StraceConverter(BatchFeed):
+def _glued_message(text: str) -> int:
+    """Where strace's own message begins inside a line it cut ("...SIGCHLDstrace: Process
+    4024 attached", "...NULL^CProcess 3818 detached"), or -1."""
+    k = text.find(_ATTACHED)
+    if k > 0:
+        return k
+    k = text.find(_CTRL_C_ATTACHED)
+    return k + 2 if k > 0 else -1
+
+
+def _continues_cut(text: str) -> bool:
+    """``text`` goes on with a line strace cut with a detach message: its ``<detached ...>``
+    continuation, or another detach message strace wrote before it."""
+    rest = text.lstrip(" ")
+    return rest.startswith(_DETACHED) or (rest.startswith(_ATTACHED) and "detached" in rest)
+
+
+class StraceConverter(BatchFeed, LastCalls):
     """Feed lines in order; collect events. Not thread-safe (one reader feeds it)."""
 
     def __init__(self, pid_of: Optional[Callable[[int], Optional[int]]] = None,
                  base_date: Optional[_dt.date] = None, root_pid: Optional[int] = None,
                  alone: Optional[Set[int]] = None, unprefixed_tid: Optional[int] = None,
-                 machine: Optional[str] = None) -> None:
+                 machine: Optional[str] = None, relative_times: bool = False) -> None:
         self._procs = ProcessTable(pid_of, root_pid, alone)
         self._tid_pid = self._procs.tid_pid          # the hot path reads it directly
         self._fds = self._procs.fds
         self._unprefixed_tid = unprefixed_tid
         self._fd_calls = fd_calls(machine)
         self._special = _SPECIAL | self._fd_calls    # until -y decorations show up
-        day = base_date or _dt.date.today()
-        self._midnight = time.mktime((day.year, day.month, day.day, 0, 0, 0, 0, 0, -1))
-        self._day_offset = 0.0
-        self._last_tod: Optional[float] = None
+        self._times = LogTimes(base_date, relative_times)
         self._pending: Dict[int, Tuple[float, str, str]] = {}   # tid -> (start ts, name, args)
+        self._init_last_calls()
         self._epoll: Dict[Tuple[int, int], List[str]] = {}      # (pid, epfd) -> fd kinds
         self._cut: Optional[str] = None          # a line strace cut with an attach message
         self._cut_by_detach = False              # ... with a detach message (strace's Ctrl-C)
@@ -104,6 +139,8 @@ class StraceConverter(BatchFeed):
 
         Never raises for what a line holds: a line whose values cannot be used (a number too
         large for int(), say) is counted as not understood, like any other bad line."""
+        if self._cut is not None and self._cut_by_detach and not _continues_cut(text):
+            return self._close_detached_cut() + self.feed_text(text)
         joined = self._cut is not None
         if joined:
             text, self._cut = self._cut + text, None
@@ -117,13 +154,30 @@ class StraceConverter(BatchFeed):
             out += self._release()
         return out
 
+    def keep_fds(self) -> None:
+        """Without -y: each process's table lists the fds it was seen to open and keep."""
+        if not self._has_fd:
+            for pid, info in self._procs.processes.items():
+                info.fds = self._fds.fds(pid)
+
+    def _close_detached_cut(self) -> List[ev.Event]:
+        """A line cut by a detach message whose continuation never came: the call was in
+        flight when strace detached (then the messages, in order)."""
+        cut, self._cut = self._cut or "", None
+        lines = self.lines               # (the continuation made up here is no line of the log)
+        out = self.feed_text(cut + " " + _DETACHED)
+        self.lines = lines
+        return out + self._release()
+
     def _release(self) -> List[ev.Event]:
         """The messages strace wrote into a cut line, once the line is whole (the cut call
         was made before them: an unprefixed one is the task's that detaches)."""
         out: List[ev.Event] = []
         held, self._held, self._cut_by_detach = self._held, [], False
+        lines = self.lines               # (each was counted as its line was read: _unparsed)
         for msg in held:
             out += self._feed(msg)
+        self.lines = lines
         return out
 
     def feed(self, line: StraceLine) -> List[ev.Event]:
@@ -139,38 +193,32 @@ class StraceConverter(BatchFeed):
         self._finished = True
         out: List[ev.Event] = []
         if self._cut is not None:
-            cut, self._cut = self._cut, None
             if self._cut_by_detach:       # cut by a detach, the log ends: the call never returned
-                out += self.feed_text(cut + " " + _DETACHED)
+                out += self._close_detached_cut()
             else:
+                cut, self._cut = self._cut, None
                 self._count_bad(cut)
-            out += self._release()
-        if not self._has_fd:      # the fds each process was seen to open and keep (no -y)
-            for pid, info in self._procs.processes.items():
-                info.fds = self._fds.fds(pid)
+                out += self._release()
+        self.keep_fds()
         end = end_ts if end_ts is not None else (self.last_ts or 0.0)
-        for tid, (start, name, args) in sorted(self._pending.items(), key=lambda kv: kv[1][0]):
-            pid = self._tid_pid.get(tid, tid)
-            dur = max(0.0, end - start) if self._has_ts else None
-            out.append(self._event(pid, tid, name, args.rstrip(", "), None, None, dur, start,
-                                   True))
-        self._pending.clear()
+        out += self._last_calls(end)
         if self.unparsed:
             out.append(ev.Lost(end, self.unparsed, "unparsed strace lines", self.bad_sample))
         return out
 
     # ------------------------------------------------------------------ internals
     def _unparsed(self, text: str) -> List[ev.Event]:
-        k = text.find(_ATTACHED)
+        k = _glued_message(text)
         if k > 0:
             # "...SIGCHLDstrace: Process 4024 attached" + "\n, child_tidptr=...) = 4024": strace
             # wrote its message into the middle of a line; the line goes on after it. The
             # message counts as its own line ("...NULLstrace: Process 3812 detached" +
             # "\n <detached ...>": 3812 detached, the cut call is unfinished).
-            self._cut = text[:k]
+            self._cut = text[:k - 2] if k >= 2 and text.startswith("^C", k - 2) else text[:k]
             msg = split_line(text[k:])
             if msg is not None and msg[2] in ("attached", "detached"):
                 self._held.append(msg)
+                self.lines += 1          # the line that holds it is strace's
                 if msg[2] == "detached":
                     self._cut_by_detach = True
             return []
@@ -190,8 +238,7 @@ class StraceConverter(BatchFeed):
             ts = 0.0
         else:
             self._has_ts = True
-            if tod:
-                ts = self._from_time_of_day(ts)
+            ts = self._times.seconds(ts, tod)
             if self.first_ts is None:
                 self.first_ts = ts
             self.last_ts = ts
@@ -221,19 +268,33 @@ class StraceConverter(BatchFeed):
         pid = self._tid_pid.get(tid)
         if pid is None:
             pid = self._procs.discover(tid, ts, out)
+        if tid in self._cut_entries and kind != "signal":
+            self._drop_cut(tid)      # a line of the tid after its 'cut' entry
+        if tid in self._interrupted:
+            if kind == "signal":     # the signal that interrupted the held call
+                out.append(ev.SignalDelivered(ts, pid, tid, sig or "", si_pid))
+                return out
+            self._release_interrupted(tid, out)     # the thread went on after it
         if kind == "call":
             self.names.add(name)
             if nr is not None:
                 self.numbers.setdefault(name, nr)
-            if name in self._special:
+            if ret is None and err is not None and err.startswith(INTERRUPTED) \
+                    and name not in _SPECIAL:
+                self._hold(pid, tid, name, args, err, ret_text, ts, ts, dur)
+            elif name in self._special:
                 self._syscall(pid, tid, name, args, ret, err, ret_text, ts, ts, dur, out)
             else:
                 out.append(self._event(pid, tid, name, args, ret, err, dur, ts, False))
-        elif kind == "unfinished":
+        elif kind == "unfinished" or kind == "cut":
             old = self._pending.pop(tid, None)
-            if old is not None:     # the resumed half never came: keep the call, result unknown
+            if old is not None:
+                # the resumed half never came: keep the call, result unknown
                 out.append(self._event(pid, tid, old[1], old[2], None, None, None, old[0], False))
             self._pending[tid] = (ts, name, args)
+            self._entered[tid] = self.lines
+            if kind == "cut":
+                self._cut_entries.add(tid)
             self.unfinished_tid = tid
             self.names.add(name)
             if name in _CLONES:
@@ -252,14 +313,6 @@ class StraceConverter(BatchFeed):
         elif kind == "info":         # "--- stopped by SIGSTOP ---": in a group-stop (state T)
             out.append(ThreadStopped(ts, pid, tid, args[len(_STOPPED_BY):], "strace"))
         return out
-
-    def _from_time_of_day(self, tod: float) -> float:
-        # -t/-tt print local wall-clock time of day; a jump back by more than 12 h is the log
-        # running past midnight (strace output is in time order, give or take microseconds).
-        if self._last_tod is not None and tod < self._last_tod - 43200:
-            self._day_offset += 86400.0
-        self._last_tod = tod
-        return self._midnight + self._day_offset + tod
 
     def _event(self, pid: int, tid: int, name: str, args: str, ret: Optional[int],
                err: Optional[str], dur: Optional[float], ts: float, ongoing: bool) -> ev.Syscall:
@@ -327,8 +380,11 @@ class StraceConverter(BatchFeed):
 
     def _complete(self, pid: int, tid: int, name: str, args: str, ret: Optional[int],
                   err: Optional[str], ret_text: Optional[str], start: float, end: float,
-                  dur: Optional[float], out: List[ev.Event]) -> None:
-        if name in self._special:
+                  dur: Optional[float], out: List[ev.Event], hold: bool = True) -> None:
+        if hold and ret is None and err is not None and err.startswith(INTERRUPTED) \
+                and name not in _SPECIAL:
+            self._hold(pid, tid, name, args, err, ret_text, start, end, dur)
+        elif name in self._special:
             self._syscall(pid, tid, name, args, ret, err, ret_text, start, end, dur, out)
         else:
             out.append(self._event(pid, tid, name, args, ret, err, dur, start, False))

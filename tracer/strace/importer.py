@@ -12,8 +12,9 @@ Contract:
   from the file names). ``compress`` None means "gzip when out_path ends in .gz"
   (TraceWriter's rule). ``workers``: None converts in this process; a number >= 2 shards a
   single log over that many worker processes (strace/parallel.py) - the same rows in the same
-  order. Sharding is off by default: every worker reads the whole log, which on a busy
-  two-core machine costs more than it saves (bench/import_speed.py measures both).
+  order (never a -r log: its deltas are summed line by line). Sharding is off by default:
+  every worker reads the whole log, which on a busy two-core machine costs more than it saves
+  (bench/import_speed.py measures both).
 - Any strace output format is accepted (see strace/lines.py); what the log lacked (timestamps,
   durations, fd paths, pids) is recorded in the header options and in the result, with the
   architecture the log shows (strace/arch.py) and what the log could not tell (notes).
@@ -34,7 +35,7 @@ import datetime as _dt
 import gc
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import events as ev
 from ..outputs import check_target, scratch_beside
@@ -97,6 +98,7 @@ class _Converted:
     truncated: bool
     names: frozenset = frozenset()
     numbers: Dict[str, int] = field(default_factory=dict)
+    cut_calls: List[Tuple[int, str, str]] = field(default_factory=list)   # convert.py's
 
 
 def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = None,
@@ -112,7 +114,7 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
     base_date = _base_date(source.mtime(), facts.first_tod)
     who = facts.membership()
     plan = None
-    if workers is not None and workers >= 2 and source.single_file:
+    if workers is not None and workers >= 2 and source.single_file and not facts.relative_ts:
         plan = plan_shards(facts.tid_lines, size=facts.size, first_tod=facts.first_tod,
                            membership=who, base_date=base_date, workers=workers)
     if compress is None:
@@ -129,7 +131,7 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
             conv = _Converted(sharded.rows, sharded.lines, sharded.unparsed,
                               sharded.capabilities, sharded.processes, sharded.first_ts,
                               sharded.last_ts, sharded.truncated, sharded.names,
-                              sharded.numbers)
+                              sharded.numbers, sharded.cut_calls)
         else:
             conv = _convert_sequential(source, facts, base_date, sink.write)
         sink.close()
@@ -173,6 +175,7 @@ def _header(name: str, conv: _Converted, facts: LogFacts, source_notes: List[str
     if any(p.pid == 0 for p in processes):
         notes.append("the log does not name its process (no pid column, no attach line): "
                      "give --pid N, the N of strace -p N")
+    notes += cut_call_notes(conv.cut_calls)
     alone = [p.pid for p in processes if p.threads_partial]
     if alone:
         notes.append("strace attached to " + ", ".join(f"thread {p}" for p in alone)
@@ -190,19 +193,45 @@ def _header(name: str, conv: _Converted, facts: LogFacts, source_notes: List[str
     return header, end, machine, notes
 
 
+def cut_call_notes(cut_calls: List[Tuple[int, str, str]]) -> List[str]:
+    """What the report says of the calls the log ends in (convert.py ``cut_calls``)."""
+    notes = []
+    cut = [f"{tid} ({name})" for tid, name, how in cut_calls if how == "cut"]
+    if cut:
+        notes.append("the log ends while thread" + ("s " if len(cut) > 1 else " ")
+                     + _listed(cut) + (" were" if len(cut) > 1 else " was")
+                     + " in a call whose end it does not show (unfinished, cut by Ctrl-C, "
+                     "strace's detach or the end of the file): taken as blocked in it from "
+                     "its start to the end of the log")
+    hit = [f"{tid} ({name})" for tid, name, how in cut_calls if how == "interrupted"]
+    if hit:
+        notes.append("a signal interrupted the last call of thread" + ("s " if len(hit) > 1
+                                                                      else " ")
+                     + _listed(hit) + " (= ? ERESTART...) and the log shows nothing of "
+                     + ("them" if len(hit) > 1 else "it") + " after: taken as blocked in it "
+                     "from its start to the signal")
+    return notes
+
+
+def _listed(items: List[str], most: int = 8) -> str:
+    more = len(items) - most
+    return ", ".join(items[:most]) + (f" and {more} more" if more > 0 else "")
+
+
 def _convert_sequential(source, facts: LogFacts, base_date: Optional[_dt.date],
                         write: Callable[[bytes], None]) -> _Converted:
     """One converter over the whole log, in this process."""
     who = facts.membership()
     conv = StraceConverter(pid_of=who.pid_of.get, base_date=base_date, root_pid=who.root_pid,
-                           alone=who.alone, unprefixed_tid=who.unprefixed_tid)
+                           alone=who.alone, unprefixed_tid=who.unprefixed_tid,
+                           relative_times=facts.relative_ts)
     count = _convert(source.line_batches(), conv, write)
     tail = conv.finish(conv.last_ts)
     for e in tail:
         write(encode_row(e))
     return _Converted(count + len(tail), conv.lines, conv.unparsed, conv.capabilities,
                       conv.processes, conv.first_ts, conv.last_ts, source.truncated,
-                      frozenset(conv.names), dict(conv.numbers))
+                      frozenset(conv.names), dict(conv.numbers), list(conv.cut_calls))
 
 
 def _convert(batches, conv: StraceConverter, write: Callable[[bytes], None]) -> int:

@@ -13,7 +13,13 @@ Contract:
   converter's hot path); when the compiled helper (tracer/tracefile/fastpath.py) is built it
   does the common shapes (complete, unfinished and resumed calls) and hands every other line to
   the Python parse below, with identical results (tests compare the two on real logs).
-- ``strace -n`` syscall numbers (``[ 257] openat(...)``) are read into ``nr``.
+- ``strace -n`` syscall numbers (``[ 257] openat(...)``) are read into ``nr``; ``strace -k``
+  stack frames (`` > /lib/libc.so.6(poll+0x4f) [0xfc26f]``) are 'info' lines (no tid).
+- A line that is only a call's entry, ``NAME(ARGS`` with no `` = `` result (the last line of a
+  log whose strace was killed, or of a pasted ``strace -p`` session cut by Ctrl-C), is kind
+  'cut' when NAME is shaped like a syscall name and ARGS neither closes the call (``)``) nor
+  holds strace's own message glued to it (``^CProcess N detached``: the converter splits
+  those); anything else without a result is not understood, as before.
 
 The parse works from both ends of the line instead of with one big regular expression: the head
 (pid, timestamp, syscall name) is split on spaces, the tail (``<dur>``, `` = result``) is found
@@ -28,10 +34,11 @@ from typing import Callable, Optional
 
 from ..linux.intparse import is_digits, parse_c_int, parse_uint
 
-__all__ = ["StraceLine", "parse_line", "split_line", "py_split_line", "KINDS", "FIELDS"]
+__all__ = ["StraceLine", "parse_line", "split_line", "py_split_line", "KINDS", "FIELDS",
+           "INTERRUPTED"]
 
 KINDS = ("call", "unfinished", "resumed", "exited", "killed", "signal", "attached", "detached",
-         "info")
+         "info", "cut")
 
 
 @dataclass(slots=True)
@@ -40,7 +47,10 @@ class StraceLine:
 
     kind: 'call' (complete syscall), 'unfinished' (entry half, ``<unfinished ...>``), 'resumed'
     (exit half, ``<... NAME resumed>``), 'exited' / 'killed' (``+++`` lines), 'signal'
-    (``--- SIGxxx {...} ---``), 'attached' / 'detached' (``strace: Process N ...``), 'info'.
+    (``--- SIGxxx {...} ---``), 'attached' / 'detached' (``strace: Process N ...``), 'info',
+    'cut' (the entry of a call whose line ends there, ``futex(0x4c, FUTEX_WAIT_PRIVATE, 2, NULL``:
+    strace was stopped before it could finish the line or mark it ``<unfinished ...>``; a
+    trailing ``^C``, the terminal's echo of Ctrl-C, is dropped).
     For 'resumed' lines ``args`` is only the text printed after the ``resumed>`` marker.
     """
     tid: Optional[int]
@@ -78,10 +88,17 @@ Fields = tuple   # (tid, ts, kind, name, args, ret, err, ret_text, dur, status, 
 # shapes before it converts): ASCII digits, bounded lengths. float() and int() take far more
 # ("1e5", "nan", " +1_0", "²"), and the two paths would each take a different part of it.
 TS_TIME_OF_DAY, TS_SECONDS = 1, 2
+RELATIVE_BELOW = 1e8      # s: a first TS_SECONDS time below it is a -r delta (-ttt: epoch, > 1973)
 _TIME_OF_DAY = re.compile(r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,12})?")
 _SECONDS = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
 _DURATION = re.compile(r"[0-9]{1,12}\.[0-9]{1,12}")
 _RESULT = re.compile(r"-?[0-9]{1,20}|0x[0-9a-fA-F]{1,16}")
+_SYSCALL_NAME = re.compile(r"[a-z_][a-z0-9_]{0,63}")
+# The errors strace prints for a call a signal interrupted ("= ? ERESTARTSYS (To be
+# restarted...)"): ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK.
+INTERRUPTED = "ERESTART"
+_STACK_FRAME = " > "       # strace -k: " > /usr/lib/x86_64-linux-gnu/libc.so.6(poll+0x4f) [0xfc26f]"
+_CTRL_C = "^C"            # the terminal's echo of Ctrl-C, glued to the line strace was writing
 
 
 def timestamp_shape(tok: str) -> int:
@@ -114,6 +131,9 @@ def py_split_line(text: str) -> Optional[Fields]:
     s = text.rstrip("\r\n")
     if not s:
         return None
+    if s.startswith(_STACK_FRAME):     # strace -k: a frame of the call or signal above
+        return (None, None, "info", "", s[1:], None, None, None, None, None, None, False, None,
+                False, None)
     tid: Optional[int] = None
     pos = 0
     c = s[0]
@@ -218,7 +238,7 @@ def _parse_result(body: str, tid: Optional[int], ts: Optional[float], tod: bool,
                 return None
     eq = body.rfind(" = ")
     if eq < 0:
-        return None
+        return _cut_entry(body, tid, ts, tod, name, nr) if kind == "call" else None
     head = body[:eq].rstrip(" ")   # strace pads short calls to column 40: "brk(NULL)   = 0x.."
     if not head.endswith(")"):
         return None
@@ -256,6 +276,17 @@ def _parse_result(body: str, tid: Optional[int], ts: Optional[float], tod: bool,
         else:
             ret_text = extra
     return (tid, ts, kind, name, args, ret, err, ret_text, dur, None, None, False, None, tod, nr)
+
+
+def _cut_entry(body: str, tid: Optional[int], ts: Optional[float], tod: bool, name: str,
+               nr: Optional[int]) -> Optional[Fields]:
+    """A call's entry and nothing after it (module doc), or None."""
+    if body.endswith(_CTRL_C):
+        body = body[:-2]
+    if not _SYSCALL_NAME.fullmatch(name) or body.endswith(")") or body.endswith("...>") \
+            or _CTRL_C in body or "Process " in body:
+        return None
+    return (tid, ts, "cut", name, body, None, None, None, None, None, None, False, None, tod, nr)
 
 
 def _parse_marker(rest: str, tid: Optional[int], ts: Optional[float], tod: bool,

@@ -35,7 +35,8 @@ Contract:
   line of the entry half): the sequential converter's stable sort by start over insertion
   order. The parent makes the one Lost row (all unparsed lines, the first bad sample).
 - Not sharded: -t/-tt logs (midnight roll-over detection would need every line's time of day
-  in every worker). The importer shards only when asked to (``workers`` >= 2).
+  in every worker), nor -r logs (their deltas are summed line by line: the importer keeps
+  them sequential). The importer shards only when asked to (``workers`` >= 2).
 - Lines that change state shared by the threads of a process include the calls that change
   its fd table (strace/fdtable.py: open, close, dup, ...): global too.
 - Memory is bounded: one batch per worker in flight (a worker blocks on its pipe until the
@@ -55,13 +56,14 @@ import re
 import signal
 import threading
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .. import events as ev
 from ..linux.intparse import is_digits
 from .convert import StraceConverter
+from .lines import INTERRUPTED
 from .fdtable import FD_CALLS
 from .log import LogFile
 from .scan import Membership
@@ -110,6 +112,7 @@ class ShardedResult:
     truncated: bool
     names: frozenset = frozenset()
     numbers: Optional[Dict[str, int]] = None
+    cut_calls: List[Tuple[int, str, str]] = field(default_factory=list)   # convert.py's
 
 
 def plan_shards(tid_counts: Dict[bytes, int], *, size: int, first_tod: Optional[float],
@@ -176,6 +179,7 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
     last_ts: Optional[float] = None
     cut = batch
     load = [0] * n                       # event-making lines each shard owns so far
+    held_keys: Set[str] = set()          # tid texts whose last line may be held (module doc)
 
     def feed_foreign(text: str) -> None:
         # State only: the events are discarded and the line counters restored (the owner
@@ -206,6 +210,15 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
                 base = cut
                 cut += batch
             key, glob, stateful = classify(text)
+            if may_hold_last_call(text):
+                held_keys.add(key)
+                glob = True
+            elif held_keys and key in held_keys:
+                if not _is_signal(text):
+                    held_keys.discard(key)
+                glob = True
+            elif conv._cut is not None:  # noqa: SLF001 - the line after one strace cut
+                glob = True
             if glob:
                 owner = owner_of(key, 0)
                 load[owner] += 1
@@ -253,6 +266,8 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
     finally:
         log.close()
     # Phase 2: tell the parent what the header needs; it answers with the log's end.
+    if k == 0:
+        conv.keep_fds()                  # (the fd calls are global: shard 0 saw them all)
     conn.send(("stats", {
         "rows": rows, "lines": conv.lines, "unparsed": conv.unparsed,
         "bad_sample": conv.bad_sample, "bad_line": bad_line,
@@ -271,9 +286,24 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
         tid = e.tid  # type: ignore[attr-defined]
         key = str(tid) if tid else ""
         if owner_of(key, 0) == k:
-            tail.append((e.ts, pending_line.get(key, -1), fmt(e)))
+            # (a call finish() itself ended, cut by a detach at the log's end: the last line)
+            tail.append((e.ts, pending_line.get(key, i + 1), fmt(e)))
     # (a call still in flight may be the first to show -y decorations: finish() saw it)
-    conn.send(("tail", tail, conv.capabilities["fd_paths"]))
+    cut = [c for c in conv.cut_calls if owner_of(str(c[0]) if c[0] else "", 0) == k]
+    conn.send(("tail", tail, conv.capabilities["fd_paths"], cut))
+
+
+def may_hold_last_call(text: str) -> bool:
+    """The line may be one the converter holds as its tid's last call: a call's entry alone
+    (lines.py kind 'cut') or a call a signal interrupted (``= ? ERESTART...``). Says yes too
+    often, never too rarely."""
+    if " = " not in text:
+        return "(" in text and not text.rstrip("\r\n").endswith("...>")
+    return " = ? " + INTERRUPTED in text
+
+
+def _is_signal(text: str) -> bool:
+    return "--- SIG" in text
 
 
 def classify(text: str) -> Tuple[str, bool, bool]:
@@ -300,7 +330,8 @@ def classify(text: str) -> Tuple[str, bool, bool]:
     # A line without a tid column belongs to a task chosen from shared state (the only one
     # traced, or the first process), or continues a line strace cut: every worker reads it.
     # So does a line strace cut with its own message ("...NULLstrace: Process 3812 detached").
-    glob = token in _GLOBAL_TOKENS or not key or "strace: Process " in text
+    glob = token in _GLOBAL_TOKENS or not key or "strace: Process " in text \
+        or "^CProcess " in text
     return key, glob, resumed is not None or text.endswith(_PENDING_ENDS)
 
 
@@ -384,10 +415,12 @@ def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None],
         for c in conns:
             c.send((end_ts, caps["timestamps"]))
         tails: List[Tuple[float, int, bytes]] = []
+        cut_calls: List[Tuple[int, str, str]] = []
         for k, c in enumerate(conns):
             msg = _message(_recv(c, k), k)
             tails.extend(msg[1])
             caps["fd_paths"] = caps["fd_paths"] or msg[2]
+            cut_calls.extend(msg[3])
         tails.sort(key=lambda t: (t[0], t[1]))
         out = [t[2] for t in tails]
         unparsed = sum(s["unparsed"] for s in stats)
@@ -406,7 +439,8 @@ def convert_sharded(log_path: str, plan: Plan, write: Callable[[bytes], None],
             last_ts=end_ts, capabilities=caps, processes=stats[0]["processes"],
             truncated=any(s["truncated"] for s in stats),
             names=frozenset(n for s in stats for n in s["names"]),
-            numbers={k: v for s in stats for k, v in s["numbers"].items()})
+            numbers={k: v for s in stats for k, v in s["numbers"].items()},
+            cut_calls=sorted(cut_calls))
     finally:
         for c in conns:
             c.close()

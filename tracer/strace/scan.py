@@ -6,6 +6,9 @@ Contract:
   ``LogFacts``. Work per block is a few C-speed scans (regex findall, bytes.find); only lines
   that name a clone/fork result, getpid/gettid/set_tid_address/tgkill or an attach message
   are parsed. Memory is bounded by the number of tids.
+- The log's time format, from its first syscall line: ``first_tod`` (-t/-tt), ``relative_ts``
+  (strace -r deltas, times.relative_shape: the converter sums them, the import stays in one
+  process).
 - ``LogFacts.membership()`` decides, from evidence in the log only, which process each tid of
   unknown origin (one that no clone/fork in the log created: a thread that existed when strace
   attached, or the first traced process) belongs to:
@@ -40,6 +43,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from ..linux.intparse import parse_uint
 from .lines import parse_line
+from .times import relative_shape
 
 __all__ = ["LogScan", "LogFacts", "Membership"]
 
@@ -107,6 +111,7 @@ class LogFacts:
     size: int = 0                                   # uncompressed bytes
     lines: int = 0
     first_tod: Optional[float] = None               # time of day of the first line (-t/-tt)
+    relative_ts: bool = False                       # its times are -r deltas (convert.py)
     tid_lines: Counter = field(default_factory=Counter)   # tid column text -> lines
     children: Set[int] = field(default_factory=set)       # tids clone/fork/vfork created
     evidence: Dict[int, int] = field(default_factory=dict)  # tid -> pid (getpid, tgkill)
@@ -334,6 +339,8 @@ class LogScan:
             if line is not None and line.kind not in ("attached", "detached", "info"):
                 self._decided = True      # the first syscall line tells the time format
                 self.facts.first_tod = line.ts if line.time_of_day else None
+                self.facts.relative_ts = line.ts is not None and not line.time_of_day \
+                    and relative_shape(text, line.ts)
                 return
 
     def _evidence(self, text: str, file_tid: Optional[int], before_prefixes: bool) -> None:

@@ -37,6 +37,10 @@ class ThreadStats:
     plain_first_ts: Optional[float] = None
     plain_last_ts: Optional[float] = None
     ncalls: int = 0                                          # completed calls, in order
+    tail_name: str = ""                     # the run of one call (name and result) that the
+    tail_ret: Optional[int] = None          # completed calls end in, and its length
+    tail_run: int = 0
+    tail_since: float = 0.0                 # the start of the run's first call
     calls_at_output: int = 0                                 # ncalls at its last plain output
     output_stale: bool = False                               # finish(): output long ago only
     stopped_by: Optional[str] = None        # strace saw it stopped (SIGSTOP...), no SIGCONT since

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, List, Optional
 
+from ... import events as ev
 from ...gpu.nvidia import NV_ESCAPES, escape_by_number, is_nv_escape
 from ...linux.syscall_table import parse_proc_syscall
 from ..accumulate.accumulator import ProcessStats, Recording, ThreadStats
@@ -169,6 +170,51 @@ def rule_call_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
                          cpu=c.cpu)
 
 
+# The length of the run of one call, returning at once, that a log must end in to be a spin
+# whatever the thread did before it (start-up's many kinds of calls, its log lines).
+TAIL_SPIN_MIN = 100
+
+
+def returns_at_once(e: Optional[ev.Syscall]) -> bool:
+    """A call that never waits: the clock or an id (``_NO_WAIT_CALLS``), a poll with a zero
+    timeout, a non-blocking call that found nothing (EAGAIN)."""
+    if e is None:
+        return False
+    return e.name in _NO_WAIT_CALLS or e.err == "EAGAIN" or (
+        isinstance(e, ev.PollCall) and e.timeout == 0)
+
+
+def rule_tail_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """The end decides: the thread's calls end in a run of at least ``TAIL_SPIN_MIN`` of one
+    call with one result that returns at once, with no output in it: a spin, whatever came
+    before (start-up's log lines, its kinds of calls, the bytes it read are old news). Without
+    times the order of the calls decides; with times the run must fill half the window (and,
+    with -T, keep the thread on CPU). A call it is still in must not wait either. A spin rule
+    that names the loop better (GPU, yield, CPU, clock calls) answers first."""
+    t, rec = c.t, c.rec
+    run = t.tail_run
+    if run < TAIL_SPIN_MIN or t.calls_at_output > t.ncalls - run:
+        return None
+    if not returns_at_once(t.last_call) or (c.wait is not None and c.wait.timeout != 0):
+        return None
+    if rec.capabilities.get("timestamps", True) and rec.end - t.tail_since < 0.5 * rec.window:
+        return None
+    if c.cpu is not None and c.cpu.demand < SPIN_CPU:
+        return None
+    for rule in (rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin,
+                 rule_call_spin):
+        v = rule(c)
+        if v is not None and v.verdict == BUSY:
+            return v
+    ret = "" if t.tail_ret is None else f" = {t.tail_ret}"
+    before = [f"its output ({_bytes(t.plain_bytes)} in {t.plain_writes} writes) all came "
+              "before that run"] if t.plain_writes else []
+    return ThreadVerdict(BUSY, "tail-spin",
+                         [f"spins: its last {run} calls are {t.tail_name}{ret}, returning at "
+                          "once, one after the other"] + before + ["no output since"],
+                         cpu=c.cpu)
+
+
 def _waits_for_connections(c: ThreadContext) -> Optional[str]:
     w = c.wait
     listening = c.listening
@@ -306,10 +352,9 @@ def rule_quiet(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 
 THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
-    rule_exited, rule_stopped, rule_not_observed, rule_wrote_output, rule_process_output,
-    rule_served_connections,
-    rule_made_connections, rule_varied_work, rule_loads_memory, rule_code_moves,
-    rule_gpu_computes,
+    rule_exited, rule_stopped, rule_not_observed, rule_tail_spin, rule_wrote_output,
+    rule_process_output, rule_served_connections, rule_made_connections, rule_varied_work,
+    rule_loads_memory, rule_code_moves, rule_gpu_computes,
     rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_call_spin,
     rule_waits_for_input, rule_retrying,
     rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,

@@ -127,6 +127,16 @@ out:
     return rc;
 }
 
+/* err is one strace prints for a call a signal interrupted ("= ? ERESTARTSYS"): the
+ * converter holds such a call (convert.py), so it is Python's line. */
+static int interrupted(PyObject *err)
+{
+    return err != Py_None && PyUnicode_Check(err) && PyUnicode_IS_ASCII(err)
+        && PyUnicode_GET_LENGTH(err) >= 8
+        && memcmp(PyUnicode_DATA(err), "ERESTART", 8) == 0;
+}
+
+
 PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     if (argc != 4 || !PyList_Check(argv[0]) || !PyTuple_Check(argv[2])
@@ -168,7 +178,8 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                  *dur = PyTuple_GET_ITEM(t, 8);
         PyObject *pid = NULL, *builder = NULL, *first = NULL, *sargs = NULL, *ev = NULL;
         int ok = PyTuple_GET_ITEM(t, 2) == S_CALL && tid != Py_None && ts != Py_None
-                 && PyTuple_GET_ITEM(t, 13) == Py_False && PyTuple_GET_ITEM(t, 14) == Py_None;
+                 && PyTuple_GET_ITEM(t, 13) == Py_False && PyTuple_GET_ITEM(t, 14) == Py_None
+                 && !interrupted(PyTuple_GET_ITEM(t, 6));
         int rc;
         if (ok) {
             int sp = PySet_Contains(special, name);

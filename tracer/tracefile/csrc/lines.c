@@ -147,6 +147,11 @@ static PyObject *parse_result(const char *s, Py_ssize_t bs, Py_ssize_t be, PyObj
     Py_ssize_t eq = rfind_str(s, bs, be, " = ", 3);
     if (eq < 0) {
         Py_XDECREF(dur);
+        if (kind == S_CALL) {       /* perhaps a call's entry alone (lines.py _cut_entry) */
+            Py_XDECREF(tid); Py_XDECREF(ts);
+            Py_INCREF(UNHANDLED);
+            return UNHANDLED;
+        }
         RETURN_NONE_CLEAN();
     }
     Py_ssize_t he = eq;
