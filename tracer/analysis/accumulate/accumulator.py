@@ -283,15 +283,12 @@ class Accumulator:
         t.ncalls += 1
         name = e.name
         t.syscalls[name] += 1
-<<<<<<< HEAD
         if e.err is not None:
             count_failure(t, name, e.err)
-=======
         if name == t.tail_name and e.ret == t.tail_ret:   # the run of one call at the end
             t.tail_run += 1
         else:
             t.tail_name, t.tail_ret, t.tail_run, t.tail_since = name, e.ret, 1, ts
->>>>>>> logs2
         dur = e.dur
         if dur is None:
             t.durations_known = False
