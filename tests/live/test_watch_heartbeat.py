@@ -5,12 +5,12 @@ captured in a bounded run (issue 30: watch reads the analyzer's answer)."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
+
+from test_watch_recordings import assert_never_captured
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
@@ -30,17 +30,4 @@ def test_a_stats_line_that_says_nothing_new_is_silence(scenario, tmp_path):
 
 def test_the_slow_twin_whose_stats_advance_is_never_captured(scenario, tmp_path):
     sc = scenario("serving_tree", "--shape", "stats-slow", ready_timeout=40)
-    w = subprocess.Popen(HANGTRACE + ["watch", str(sc.pid), "--silent-for", "2.5",
-                                      "--duration", "1", "--backend", "proc", "--interval",
-                                      "0.5", "--output-dir", str(tmp_path), "-v"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(8.0)         # start-up, then three times --silent-for
-        w.send_signal(signal.SIGTERM)
-        out, err = w.communicate(timeout=30)
-    finally:
-        if w.poll() is None:
-            w.kill()
-            w.wait()
-    assert w.returncode == 0 and "watch stopped" in err, err
-    assert "no progress since" not in err and list(tmp_path.iterdir()) == [], err
+    assert_never_captured(sc.pid, tmp_path, silent_for=2.5, seconds=8.0)

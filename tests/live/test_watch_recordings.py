@@ -130,21 +130,27 @@ def test_progress_is_never_captured(target, tmp_path, mode):
     """A bounded run (3 x --silent-for) of a process that keeps making progress: logging
     once a second (with eventfd pokes), sending with send(2) only, or accepting connections."""
     t = target(mode)
-    w = subprocess.Popen(HANGTRACE + ["watch", str(t.pid), "--silent-for", "2",
+    assert_never_captured(t.pid, tmp_path, silent_for=2.0, seconds=6.5)
+    assert t.proc.poll() is None
+
+
+def assert_never_captured(pid: int, out, silent_for: float, seconds: float) -> None:
+    """Watch ``pid`` (proc backend) for ``seconds`` and stop it: it must never have gone
+    silent for ``silent_for`` seconds nor recorded anything into ``out``."""
+    w = subprocess.Popen(HANGTRACE + ["watch", str(pid), "--silent-for", f"{silent_for:g}",
                                       "--duration", "1", "--backend", "proc", "--interval",
-                                      str(INTERVAL), "--output-dir", str(tmp_path), "-v"],
+                                      str(INTERVAL), "--output-dir", str(out), "-v"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(6.5)         # start-up (~0.5 s), then three times --silent-for
+        time.sleep(seconds)     # start-up (~0.5 s), then about three times --silent-for
         w.send_signal(signal.SIGTERM)
-        out, err = w.communicate(timeout=30)
+        _, err = w.communicate(timeout=30)
     finally:
         if w.poll() is None:
             w.kill()
             w.wait()
     assert w.returncode == 0 and "watch stopped" in err, err
-    assert "no progress since" not in err and list(tmp_path.iterdir()) == [], err
-    assert t.proc.poll() is None
+    assert "no progress since" not in err and list(out.iterdir()) == [], err
 
 
 def test_name_finds_a_process_that_starts_later(target, tmp_path):

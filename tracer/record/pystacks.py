@@ -7,7 +7,8 @@ Contract:
   by py-spy's ``os_thread_id``. It never raises for one process: a stack that could not be
   taken becomes a ``PyStack`` with ``tid`` 0 and ``error`` (py-spy not installed, permission
   denied, not a CPython it can read), which the report turns into one note line
-  (analysis/accumulate/stacks.py's ``failure_notes``).
+  (analysis/accumulate/stacks.py's ``failure_notes``). At most ``MAX_PROCESSES`` processes
+  and ``BUDGET_S`` seconds in all: the others get such a PyStack too.
 - ``take_stacks(pid)`` is the same for one pid (snapshot --stacks uses it).
 - ``native=True`` (attach/snapshot ``--native``): ``py-spy dump --native`` instead, which
   pauses the process while it unwinds (never the default); it gives a ``NativeStack`` per
@@ -29,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Dict, List, Optional
 
 from .. import events as ev
@@ -41,6 +42,8 @@ __all__ = ["find_py_spy", "is_python_process", "take_stacks", "py_stacks_probe",
 NOT_INSTALLED = "py-spy is not installed (pip install 'hangtrace[stacks]')"
 _PY_EXE = re.compile(r"^python[\d.]*(-dbg)?$")
 _TIMEOUT_S = 10.0
+MAX_PROCESSES = 128       # Python processes whose stacks one recording takes
+BUDGET_S = 15.0           # for all of them
 
 
 def find_py_spy() -> Optional[str]:
@@ -165,14 +168,31 @@ def py_stacks_probe(pids: List[int], analyzer: object = None,
         out: List[ev.Event] = [ev.PyStack(ts=now, pid=p, tid=0, error=NOT_INSTALLED)
                                for p in targets]
     elif targets:
-        with ThreadPoolExecutor(max_workers=min(8, len(targets))) as pool:
-            results = list(pool.map(lambda p: take_stacks(p, exe, native=native), targets))
-        out = [s for r in results for s in r]
+        out = _bounded_stacks(targets, exe, native)
     else:
         out = []
     if native:
         from .probes.native import scan_uncovered
         out += scan_uncovered(running, out, analyzer)
+    return out
+
+
+def _bounded_stacks(targets: List[int], exe: str, native: bool) -> List[ev.Event]:
+    """take_stacks of at most ``MAX_PROCESSES`` of ``targets`` within ``BUDGET_S`` in all; the
+    others get a PyStack that says they were left out (a tree of thousands of Python
+    processes must not hold the recording's end for minutes)."""
+    now = time.time()
+    chosen, skipped = targets[:MAX_PROCESSES], targets[MAX_PROCESSES:]
+    pool = ThreadPoolExecutor(max_workers=min(8, len(chosen)))
+    futures = {pool.submit(take_stacks, p, exe, _TIMEOUT_S, native): p for p in chosen}
+    done, late = wait(futures, timeout=BUDGET_S)
+    pool.shutdown(wait=False, cancel_futures=True)
+    out: List[ev.Event] = [s for f in done for s in f.result()]
+    out += [ev.PyStack(ts=now, pid=futures[f], tid=0,
+                       error=f"not taken: the stacks probe's {BUDGET_S:g} s were spent")
+            for f in late]
+    out += [ev.PyStack(ts=now, pid=p, tid=0, error=f"not taken: more than {MAX_PROCESSES} "
+                       "Python processes (the first ones were)") for p in skipped]
     return out
 
 

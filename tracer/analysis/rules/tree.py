@@ -323,7 +323,11 @@ def _straggler_cause(pvs: Mapping[int, ProcessVerdict], st: Straggler,
 
 def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict],
                     stragglers: Sequence[Straggler] = ()) -> TreeVerdict:
-    stuck = [pv for pv in pvs.values() if pv.verdict == DEADLOCKED]
+    # a chain that ends in a cycle or a dead end may reach no process judged deadlocked (a
+    # dead thread the others wait for): the chain then starts from any process that waits
+    stuck = [pv for pv in pvs.values() if pv.verdict == DEADLOCKED] or [
+        pv for pv in pvs.values() if pv.verdict not in (PROGRESSING, IDLE, EXITED)] or list(
+        pvs.values())
     start = max(stuck, key=lambda pv: (_depth(pvs, pv.pid), len(_waiters(pvs, pv.pid))))
     chain = _chain_text(pvs, start)
     gone = next((st for st in stragglers if st.dead and st.pid in pvs

@@ -3,7 +3,7 @@ their code moves (a capture walking model layers) or stays on one line (a spin).
 
 Contract: ``stack_motion_probe(pids, analyzer)`` is an ``EndProbe``. For each running Python
 process among ``pids`` with threads on a CPU (state R in one of two reads of
-/proc/PID/task/TID/stat ``PAUSE_S`` apart), it takes ``SAMPLES`` ``py-spy dump --nonblocking``
+/proc/PID/task/TID/stat ``PAUSE_S`` apart), at most ``MAX_PROCESSES`` of them, it takes ``SAMPLES`` ``py-spy dump --nonblocking``
 stacks (pystacks.take_stacks: the target is never paused), ``GAP_S`` apart on average with a
 random jitter (so that a loop whose period is a multiple of the gap is not seen in one place
 every time), all processes at once, and returns one ``StackSamples`` per such thread with its innermost ``TOP`` frames of
@@ -33,18 +33,26 @@ PAUSE_S = 0.05
 MAX_PROCESSES = 16
 
 
-def busy_threads(pid: int, root: str = "/proc") -> Set[int]:
-    """The threads of ``pid`` in state R in one of two reads ``PAUSE_S`` apart."""
-    def running() -> Set[int]:
-        out = set()
-        for tid in procfs.list_tids(pid, root):
-            st = procfs.read_stat(pid, tid, root)
-            if st is not None and st.state == "R":
-                out.add(tid)
-        return out
-    first = running()
+def _running(pid: int, root: str) -> Set[int]:
+    out = set()
+    for tid in procfs.list_tids(pid, root):
+        st = procfs.read_stat(pid, tid, root)
+        if st is not None and st.state == "R":
+            out.add(tid)
+    return out
+
+
+def busy_threads(pids: List[int], root: str = "/proc") -> Dict[int, Set[int]]:
+    """{pid: threads in state R in one of two reads of all of ``pids``, ``PAUSE_S`` apart}
+    (one pause for every process, however many)."""
+    first = {pid: _running(pid, root) for pid in pids}
     time.sleep(PAUSE_S)
-    return first | running()
+    out = {}
+    for pid in pids:
+        tids = first[pid] | _running(pid, root)
+        if tids:
+            out[pid] = tids
+    return out
 
 
 def stack_motion_probe(pids: List[int], analyzer: object = None) -> List[StackSamples]:
@@ -53,11 +61,9 @@ def stack_motion_probe(pids: List[int], analyzer: object = None) -> List[StackSa
     if exe is None:
         return []
     busy: Dict[int, Set[int]] = {}
-    for pid in pids:
+    for pid, tids in busy_threads(pids).items():
         if len(busy) < MAX_PROCESSES and is_python_process(pid):
-            tids = busy_threads(pid)
-            if tids:
-                busy[pid] = tids
+            busy[pid] = tids
     if not busy:
         return []
     samples: Dict[Tuple[int, int], List[List[str]]] = {}
