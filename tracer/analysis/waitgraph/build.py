@@ -102,15 +102,15 @@ class _Builder(FdWaits):
         if nid not in self.g.nodes:
             pf = self.procs.get(pid)
             if pf is None:
-                self.g.nodes[nid] = Node(nid, NodeKind.OUTSIDE,
-                                         f"{self.ref(pid)} (outside the traced tree)", pid=pid)
+                self.g.add_node(Node(nid, NodeKind.OUTSIDE,
+                                     f"{self.ref(pid)} (outside the traced tree)", pid=pid))
             else:
                 label = f"another thread of {pf.label}" if any_thread else pf.label
-                self.g.nodes[nid] = Node(nid, NodeKind.ANY_THREAD if any_thread
-                                         else NodeKind.PROCESS, label, pid=pid,
-                                         state="exited" if pf.gone else "",
-                                         dead=pf.gone is not None, dead_text=_dead_text(pf.gone),
-                                         untraced=any_thread and pf.threads_partial)
+                self.g.add_node(Node(nid, NodeKind.ANY_THREAD if any_thread
+                                     else NodeKind.PROCESS, label, pid=pid,
+                                     state="exited" if pf.gone else "",
+                                     dead=pf.gone is not None, dead_text=_dead_text(pf.gone),
+                                     untraced=any_thread and pf.threads_partial))
         return nid
 
     def thread(self, pid: int, tid: int) -> str:
@@ -130,15 +130,15 @@ class _Builder(FdWaits):
         n.active = not n.dead and (tv is None or tv.verdict in ACTIVE or tv.stopped)
         n.activity = "dead" if n.dead else _activity(tv)
         n.call = tv.wait.call if tv is not None and tv.wait is not None else ""
-        self.g.nodes[nid] = n
+        self.g.add_node(n)
         self.process(pid)
         return nid
 
     def special(self, nid: str, kind: NodeKind, label: str, dead: bool = False,
                 dead_text: str = "") -> str:
         if nid not in self.g.nodes:
-            self.g.nodes[nid] = Node(nid, kind, label, state=str(kind), dead=dead,
-                                     dead_text=dead_text)
+            self.g.add_node(Node(nid, kind, label, state=str(kind), dead=dead,
+                                 dead_text=dead_text))
         return nid
 
     def edge(self, src: str, dst: str, kind: EdgeKind, obj: str, text: str) -> None:
