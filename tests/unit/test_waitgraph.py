@@ -8,7 +8,7 @@ from tracer.analysis.vocab.facts import WaitFacts
 from tracer.render.export.dot import render_dot
 from tracer.record.probes.futex_owner import decode_futex, parse_futex_syscall
 
-from test_rules import T0, fd, futex_block, info, run
+from test_rules import T0, end_minus, fd, futex_block, info, run
 
 
 def mutex_bytes(lock, owner, nusers=1, kind=0):
@@ -279,3 +279,70 @@ def test_a_lock_inside_a_process_counts_any_thread_helpers_included():
     edge = next(e for e in graph(r)["edges"] if e["src"] == "T80")
     assert (edge["kind"], edge["dst"]) == ("futex", "A80")
     assert not any(n["stuck"] for n in graph(r)["nodes"])
+
+
+# --------------------------------------------------------------------------- children that exited
+def _churn(child_arg: int, live_child: bool = False):
+    """A parent blocked in wait4 whose children (91, 92) forked and exited during the window,
+    as under process churn; with ``live_child``, a third (93) still reads a terminal."""
+    evs = []
+    for i, kid in enumerate((91, 92)):
+        t = T0 + 0.5 + i
+        evs += [ev.ThreadStart(ts=t, pid=kid, tid=kid, parent_tid=90, new_process=True),
+                ev.ThreadExit(ts=t + 0.2, pid=kid, tid=kid),
+                ev.ProcessExit(ts=t + 0.3, pid=kid, status=0)]
+    evs += [ev.Syscall(ts=T0 + 0.4 + i, pid=90, tid=90, name="clone", ret=91 + i, dur=1e-4)
+            for i in range(2)]
+    evs += [ev.WaitChild(ts=T0 + 0.45 + i, pid=90, tid=90, name="wait4", child=child_arg,
+                         ret=91 + i, dur=0.35) for i in range(2)]
+    evs.append(ev.WaitChild(ts=T0 + 2.6, pid=90, tid=90, name="wait4", child=child_arg,
+                            ongoing=True, dur=end_minus(T0 + 2.6)))
+    infos = [info(90, comm="reaper"), info(91, ppid=90), info(92, ppid=90)]
+    if live_child:
+        infos.append(info(93, ppid=90))
+        evs.append(ev.ReadCall(ts=T0 + 0.1, pid=93, tid=93, name="read", fd=0, fd_kind="tty",
+                               fd_target="/dev/pts/1", ongoing=True, dur=end_minus(T0 + 0.1)))
+    return run(evs, infos, roots=[90])
+
+
+def test_a_wait_for_children_that_all_exited_ends_it_is_no_dead_end():
+    r = _churn(-1)
+    assert r.verdict != "deadlocked" and r.exit_code != 4
+    assert graph(r)["proof"] is None
+    assert not [e for e in graph(r)["edges"] if e["src"] == "T90"]   # nothing left to wait on
+    assert not any(n["stuck"] for n in graph(r)["nodes"])
+    p = r.process(90)
+    assert (p.verdict, p.rule) == ("unknown", "waited-children-exited")
+    assert p.waits_on[0]["pids"] == []
+    assert "every one has exited (pid 91 exited with status 0; pid 92 exited with status 0): " \
+           "the wait returns" in p.waits_on[0]["what"]
+
+
+def test_a_wait_for_one_child_that_exited_ends():
+    r = _churn(92)
+    assert r.verdict != "deadlocked" and graph(r)["proof"] is None
+    assert "waits for pid 92 in wait4, and it has exited (pid 92 exited with status 0)" \
+        in r.process(90).waits_on[0]["what"]
+
+
+def test_a_wait_for_any_child_waits_for_the_live_ones_only():
+    # 91 and 92 were reaped; the wait can end only by 93, which reads a terminal: the parent
+    # is blocked on it, and no dead child is on any path.
+    r = _churn(-1, live_child=True)
+    assert r.verdict != "deadlocked" and graph(r)["proof"] is None
+    edges = [(e["kind"], e["dst"]) for e in graph(r)["edges"] if e["src"] == "T90"]
+    assert edges == [("child", "P93")]
+    p = r.process(90)
+    assert p.verdict == "blocked" and p.waits_on[0]["pids"] == [93]
+
+
+def test_a_wait_for_a_live_child_that_waits_back_is_still_a_cycle():
+    # the rule is about children that exited: a child alive and stuck is a deadlock as before
+    parent = info(95, fds=[fd(4, "pipe", "pipe:[21]", "w")])
+    child = info(96, ppid=95, fds=[fd(3, "pipe", "pipe:[21]", "r")])
+    evs = [ev.WaitChild(ts=T0 + 0.01, pid=95, tid=95, name="wait4", child=-1, ongoing=True),
+           ev.ReadCall(ts=T0 + 0.01, pid=96, tid=96, name="read", fd=3, fd_kind="pipe",
+                       fd_target="pipe:[21]", ongoing=True)]
+    r = run(evs, [parent, child], roots=[95])
+    assert r.verdict == "deadlocked"
+    assert {e["kind"] for e in graph(r)["proof"]["path"]} >= {"child"}

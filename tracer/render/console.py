@@ -172,6 +172,31 @@ def window_text(window: Dict[str, Any]) -> str:
     return f"at least {least:.1f} s (-T durations; no times)" if least else "no times in the log"
 
 
+def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = None) -> Tree:
+    """The report's processes as a tree by parent (one subtree per node of a merged report),
+    each process's children in the report's order: children are looked up by ppid, so the
+    tree costs what it shows, not the square of the processes."""
+    ids = ids or _Ids(report)
+    by_pid = {p.pid: p for p in report.processes}
+    roots = [p for p in report.processes if p.ppid not in by_pid or p.ppid == p.pid]
+    children: Dict[int, List[ProcessReport]] = {}
+    for p in report.processes:
+        if p.ppid != p.pid:
+            children.setdefault(p.ppid, []).append(p)
+    tree = Tree("[bold]process tree[/]", guide_style="dim")
+    per_node: Dict[str, Tree] = {}
+    for r in roots:
+        if r.node is not None and r.node not in per_node:
+            per_node[r.node] = tree.add(Text.from_markup(f"[bold]node {escape(r.node)}[/]"))
+        pending = [(per_node.get(r.node or "", tree), r)]
+        while pending:              # depth first, as a recursion would, without its limit
+            parent, p = pending.pop()
+            node = parent.add(_process_label(p))
+            _add_process(node, p, verbose, ids)
+            pending.extend((node, c) for c in reversed(children.get(p.pid, ())))
+    return tree
+
+
 def render_report(report: Report, console: Optional[Console] = None, *,
                   verbose: bool = False) -> None:
     console = console or report_console()
@@ -200,22 +225,7 @@ def render_report(report: Report, console: Optional[Console] = None, *,
                                         else "") if rc.get("pid") else ""
         console.print(Text.from_markup(f"[bold]root cause[/]{' [dim]' + who + '[/]' if who else ''}: "
                                        f"{escape(rc['summary'])}"))
-    by_pid = {p.pid: p for p in report.processes}
-    roots = [p for p in report.processes if p.ppid not in by_pid or p.ppid == p.pid]
-    tree = Tree("[bold]process tree[/]", guide_style="dim")
-    per_node: Dict[str, Tree] = {}
-
-    def walk(node: Tree, p: ProcessReport) -> None:
-        child = node.add(_process_label(p))
-        _add_process(child, p, verbose, ids)
-        for c in report.processes:
-            if c.ppid == p.pid and c.pid != p.pid:
-                walk(child, c)
-
-    for r in roots:
-        if r.node is not None and r.node not in per_node:
-            per_node[r.node] = tree.add(Text.from_markup(f"[bold]node {escape(r.node)}[/]"))
-        walk(per_node.get(r.node or "", tree), r)
+    tree = process_tree(report, verbose, ids)
     if report.processes:
         console.print(tree)
     recorder = flight_recorder_tree(report.flight_recorder)

@@ -57,6 +57,7 @@ class Accumulator:
         self.backends = list(backends or [])
         self.capabilities = dict(capabilities or {})
         self.threads: Dict[Tuple[int, int], ThreadStats] = {}
+        self._threads_by_pid: Dict[int, List[ThreadStats]] = {}    # pid -> its threads, as seen
         self.processes: Dict[int, ProcessStats] = {}
         self.lost = 0
         self.lost_reasons: List[str] = []
@@ -100,6 +101,7 @@ class Accumulator:
             if p is not None and p.info is not None:
                 t.comm = p.info.threads.get(tid, "")
             self.threads[key] = t
+            self._threads_by_pid.setdefault(pid, []).append(t)
             self._process(pid)
         return t
 
@@ -266,7 +268,9 @@ class Accumulator:
             self.lost_reasons.append(e.reason)
 
     def threads_of(self, pid: int) -> List[ThreadStats]:
-        return [t for (p, _), t in self.threads.items() if p == pid]
+        """The threads of ``pid`` in the order they were first seen (an index kept by
+        ``_thread``: a process exit or a SIGCONT costs its own threads, not every thread)."""
+        return list(self._threads_by_pid.get(pid, ()))
 
     def _syscall(self, e: ev.Syscall, t: Optional[ThreadStats] = None) -> None:
         """``t``: the event's ThreadStats when the caller has it (feed_many), else looked up."""

@@ -21,6 +21,9 @@ the one the chain of the process goes through, not merely its main thread:
   collective -> ``blocked``
   (``waits-in-collective``); only outside waits -> ``idle`` (``waits-outside``); else ``blocked``
   on other processes that can still act (``waits-on-peers``);
+- every blocked deciding thread waits for children that have all exited (the wait returns:
+  waitgraph/build.py's ``ResolvedWait.ended``) -> ``unknown`` (``waited-children-exited``): not
+  stuck on a dead process; what it does once the call returns is past the recording;
 - a rank that stopped joining a collective its peers spin in (collective.Straggler) is
   ``blocked`` with rule ``stopped-joining-collective``.
 ``waits_on`` lists the resolved waits; ``findings`` the evidence, each tied to its thread.
@@ -215,6 +218,10 @@ def _judge_blocked(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWai
     pv.findings = [Finding(w.tid, w.what) for w in mine]
     kinds = {w.kind for w in mine}
     pv.verdict = BLOCKED
+    if len(mine) == len(blocked) and all(w.ended for w in mine):
+        # every wait returns (the children it waits for have exited): nothing to hold it
+        pv.verdict, pv.rule = UNKNOWN, "waited-children-exited"
+        return
     ends = chains.end(pnode(pid)).kind in (EndKind.CYCLE, EndKind.DEAD) \
         and not graph.can_act(pnode(pid))
     if all(graph.is_stuck(tid) for tid in blocked) or ends:

@@ -13,7 +13,9 @@ How a wait resolves (edges are alternatives: the wait ends when any of them acts
   RAS names; else, in a process whose
   GPU event thread runs, the GPU (a blocking-sync wait); else the thread that last woke that
   address, or any other thread of the process (``A<pid>``).
-- wait4/waitid: the child (or every child); a pipe read: the processes holding its write end,
+- wait4/waitid: the child (or every child) that has not exited; when every child it waits for
+  has exited, the wait ends (it returns the zombie's status, or ECHILD once reaped): the thread
+  gets no edge and can act (``ResolvedWait.ended``), never a dead end; a pipe read: the processes holding its write end,
   a pipe write (the pipe is full): the processes holding its read end; flock/fcntl(F_SETLKW):
   the processes holding a lock on the file (/proc/locks by inode, or the log's lock calls); an
   eventfd (named by its eventfd-id): every other process holding it, and the process itself
@@ -102,15 +104,15 @@ class _Builder(FdWaits):
         if nid not in self.g.nodes:
             pf = self.procs.get(pid)
             if pf is None:
-                self.g.nodes[nid] = Node(nid, NodeKind.OUTSIDE,
-                                         f"{self.ref(pid)} (outside the traced tree)", pid=pid)
+                self.g.add_node(Node(nid, NodeKind.OUTSIDE,
+                                     f"{self.ref(pid)} (outside the traced tree)", pid=pid))
             else:
                 label = f"another thread of {pf.label}" if any_thread else pf.label
-                self.g.nodes[nid] = Node(nid, NodeKind.ANY_THREAD if any_thread
-                                         else NodeKind.PROCESS, label, pid=pid,
-                                         state="exited" if pf.gone else "",
-                                         dead=pf.gone is not None, dead_text=_dead_text(pf.gone),
-                                         untraced=any_thread and pf.threads_partial)
+                self.g.add_node(Node(nid, NodeKind.ANY_THREAD if any_thread
+                                     else NodeKind.PROCESS, label, pid=pid,
+                                     state="exited" if pf.gone else "",
+                                     dead=pf.gone is not None, dead_text=_dead_text(pf.gone),
+                                     untraced=any_thread and pf.threads_partial))
         return nid
 
     def thread(self, pid: int, tid: int) -> str:
@@ -130,15 +132,15 @@ class _Builder(FdWaits):
         n.active = not n.dead and (tv is None or tv.verdict in ACTIVE or tv.stopped)
         n.activity = "dead" if n.dead else _activity(tv)
         n.call = tv.wait.call if tv is not None and tv.wait is not None else ""
-        self.g.nodes[nid] = n
+        self.g.add_node(n)
         self.process(pid)
         return nid
 
     def special(self, nid: str, kind: NodeKind, label: str, dead: bool = False,
                 dead_text: str = "") -> str:
         if nid not in self.g.nodes:
-            self.g.nodes[nid] = Node(nid, kind, label, state=str(kind), dead=dead,
-                                     dead_text=dead_text)
+            self.g.add_node(Node(nid, kind, label, state=str(kind), dead=dead,
+                                 dead_text=dead_text))
         return nid
 
     def edge(self, src: str, dst: str, kind: EdgeKind, obj: str, text: str) -> None:
@@ -308,17 +310,42 @@ class _Builder(FdWaits):
 
     # ------------------------------------------------------------------ processes and fds
     def child(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
+        """wait4/waitid: edges to the children it waits for that have not exited. A child
+        that exited was reaped by an earlier wait, or is a zombie this wait returns at once;
+        so when every child it waits for has exited, the wait ends (``child_exited``)."""
         pf = self.procs.get(pid)
         kids = [w.child] if w.child is not None and w.child > 0 else list(pf.children if pf else [])
-        for c in kids:
+        alive = [c for c in kids if self.exited(c) is None]
+        if kids and not alive:
+            return self.child_exited(tid, src, w, kids)
+        for c in alive:
             self.edge(src, self.process(c), EdgeKind.CHILD, w.call,
                       f"{who} waits for {self.plabel(c)} in {w.call}")
         if not kids:
             self.edge(src, self.special(OUTSIDE, NodeKind.OUTSIDE, "outside the traced tree"),
                       EdgeKind.OUTSIDE, w.describe(), f"{who} waits in {w.describe()}")
-        what = "waits for " + (self.ref(kids[0]) if len(kids) == 1 else "its children") \
+        what = "waits for " + (self.ref(alive[0]) if len(kids) == 1 else "its children") \
             + f" in {w.call}"
-        return ResolvedWait(tid, EdgeKind.CHILD, what, kids)
+        return ResolvedWait(tid, EdgeKind.CHILD, what, alive)
+
+    def exited(self, pid: int) -> Optional[str]:
+        """How traced process ``pid`` ended ("exited with status 0"), None while it lives."""
+        pf = self.procs.get(pid)
+        return pf.gone if pf is not None else None
+
+    def child_exited(self, tid: int, src: str, w: Wait, kids: List[int]) -> ResolvedWait:
+        """Every child the wait is for has exited: the wait returns (the zombie's status, or
+        ECHILD once it is reaped), so the thread is not stuck on a dead process. It gets no
+        edge and acts as a thread that does not wait; what it does once the call returns is
+        past the recording (activity ``unknown``)."""
+        node = self.g.nodes[src]
+        node.active, node.activity = True, "unknown"
+        gone = "; ".join(f"{self.ref(c)} {self.exited(c)}" for c in kids[:4]) \
+            + (f"; and {len(kids) - 4} more" if len(kids) > 4 else "")
+        what = (f"waits for {self.ref(kids[0]) if len(kids) == 1 else 'its children'} in "
+                f"{w.call}, and {'it has' if len(kids) == 1 else 'every one has'} exited "
+                f"({gone}): the wait returns")
+        return ResolvedWait(tid, EdgeKind.CHILD, what, [], ended=True)
 
     # ------------------------------------------------------------------ collectives
     def straggler_edges(self, st: Straggler) -> None:

@@ -29,6 +29,8 @@ class ResolvedWait:
     what: str
     pids: List[int] = field(default_factory=list)
     inside: bool = False          # every edge stays inside the process
+    ended: bool = False           # the wait returns: what it waits for has happened (a child
+                                  # that exited), no edge
 
     def to_json(self) -> Dict[str, object]:
         return {"tid": self.tid, "kind": str(self.kind), "what": self.what, "pids": self.pids}

@@ -6,7 +6,8 @@ Contract:
   writer, a child that wait4 waits to exit, a peer rank), and ``A<pid>``, any thread of it (a
   futex with no recorded holder, a pipe or eventfd only the process itself holds: any of its
   threads, library helpers included, could end the wait); plus the GPU, the outside world and
-  things that are gone (``G<...>``).
+  things that are gone (``G<...>``). Nodes join through ``add_node``, which keeps an index of
+  thread nodes by pid: ``threads_of(pid)`` costs that process's threads, not the graph's.
 - Edges (``Edge``, kind from ``EdgeKind``) run from a waiting thread to what could end its
   wait: alternatives, the wait ends when any of them acts. waitgraph/build.py makes them.
 - ``settle()`` is a least fixpoint of two strengths. ``live``: a thread that does not wait and
@@ -127,8 +128,19 @@ class WaitGraph:
     weak: Set[str] = field(default_factory=set)
     proof: Optional[Proof] = None
     _out: Dict[str, List[Edge]] = field(default_factory=dict)
+    # thread nodes by pid (add_node keeps it; threads_of sorts a pid's list when it grew)
+    _threads: Dict[int, List[Node]] = field(default_factory=dict, repr=False, compare=False)
+    _unsorted: Set[int] = field(default_factory=set, repr=False, compare=False)
 
     # ------------------------------------------------------------------ building
+    def add_node(self, n: Node) -> str:
+        """Add ``n`` (the one way nodes join: it keeps the index of threads by pid)."""
+        self.nodes[n.id] = n
+        if n.kind == NodeKind.THREAD and n.pid is not None:
+            self._threads.setdefault(n.pid, []).append(n)
+            self._unsorted.add(n.pid)
+        return n.id
+
     def add_edge(self, e: Edge) -> None:
         self.edges.append(e)
         self._out.setdefault(e.src, []).append(e)
@@ -138,8 +150,15 @@ class WaitGraph:
         return self._out.get(nid, [])
 
     def threads_of(self, pid: int) -> List[Node]:
-        return sorted((n for n in self.nodes.values() if n.kind == NodeKind.THREAD
-                       and n.pid == pid), key=lambda n: (n.tid != pid, n.tid))
+        """The thread nodes of ``pid``, its main thread first, then by tid (from the index
+        add_node keeps: a process's own threads, not every node)."""
+        ts = self._threads.get(pid)
+        if ts is None:
+            return []
+        if pid in self._unsorted:
+            ts.sort(key=lambda n: (n.tid != pid, n.tid))
+            self._unsorted.discard(pid)
+        return list(ts)
 
     def can_act(self, nid: str) -> bool:
         return nid in self.live
@@ -163,10 +182,7 @@ class WaitGraph:
     # ------------------------------------------------------------------ fixpoint
     def settle(self) -> None:
         """Compute ``live`` and ``weak`` (module doc): least fixpoints, so cycles stay stuck."""
-        threads: Dict[int, List[Node]] = {}
-        for n in self.nodes.values():
-            if n.kind == NodeKind.THREAD and n.pid is not None:
-                threads.setdefault(n.pid, []).append(n)
+        threads = {pid: self.threads_of(pid) for pid in self._threads}
         deciders = {pid: _deciders(ts, self._out) for pid, ts in threads.items()}
         live = {nid for nid, n in self.nodes.items() if not n.dead and (
             n.kind in (NodeKind.GPU, NodeKind.OUTSIDE)
