@@ -56,6 +56,12 @@ def _futex_addr(v: ThreadVerdict, t: Optional[ThreadStats]) -> Optional[int]:
         w = wait_from_proc(t.last_sample.syscall, [], t.last_sample.wchan)
         if w is not None and w.call == "futex":
             return w.futex_addr
+    # a GIL waiter wakes every 5 ms: the last /proc sample may catch it between two waits,
+    # so the futex it was seen in most often counts too
+    for call, _ in (t.sample_calls.most_common() if t is not None else ()):
+        w = wait_from_proc(call, [], "")
+        if w is not None and w.call == "futex":
+            return w.futex_addr
     return None
 
 
