@@ -7,7 +7,8 @@ empty list is silence. A process that is new in ``b``, or whose pid was reused, 
 yet. Rules, the analyzer's own where it has one:
 - ``output``: a regular file the process writes (stdout or stderr sent to a file, a log) whose
   position advanced, however small the writes (PYTHONUNBUFFERED prints a line per write),
-  unless its new lines are a heartbeat (``heartbeat_lines``: the analyzer's judgement);
+  unless its new lines are a heartbeat (progress/log_lines.py ``heartbeat_fds``: the analyzer's
+  own judgement);
   else bytes written beyond wake-up writes, by ``rules.output.process_output_bytes`` (the
   analyzer's /proc rule: /proc/PID/io wchar beyond 8 bytes per write call, so eventfd pokes and
   self-pipe wake-ups are not output): pipes, ttys, write(2) on sockets.
@@ -39,7 +40,7 @@ from ..linux.tcpdiag import TcpSock, accepted_since, on_listening_port
 from .accumulate.accumulator import ProcessStats
 from .accumulate.gpu import BUSY_UTIL, IDLE_UTIL
 from .accumulate.io_class import proc_input_bytes
-from .progress.log_lines import judge_log
+from .progress.log_lines import heartbeat_fds
 from .rules.output import process_output_bytes
 from .accumulate.traffic import from_counters as counters_traffic
 from .accumulate.traffic import keepalive
@@ -100,24 +101,12 @@ def _same(a: ProcessLook, b: ProcessLook) -> bool:
     return a.start_time == b.start_time
 
 
-def heartbeat_lines(b: ProcessLook) -> Dict[int, str]:
-    """{fd: sentence} of the files whose new lines since the previous look only repeat, with
-    the same numbers, what they said before: a heartbeat (the analyzer's own judgement,
-    progress/log_lines.py)."""
-    out: Dict[int, str] = {}
-    for fd, e in b.lines.items():
-        news = judge_log(e)
-        if news is not None and news.heartbeat:
-            out[fd] = news.text
-    return out
-
-
 def advanced_files(a: ProcessLook, b: ProcessLook) -> Dict[str, int]:
     """{path: bytes} of the files whose position advanced between the looks on the same fd: output
     however small its writes (the analyzer's fd-position rule, rules/output.py), unless their
     new lines are a heartbeat."""
     out: Dict[str, int] = {}
-    beats = heartbeat_lines(b)
+    beats = heartbeat_fds(b.lines.values())
     for fd, (path, pos) in b.positions.items():
         old = a.positions.get(fd)
         if old is not None and old[0] == path and pos > old[1] and fd not in beats:
@@ -126,7 +115,7 @@ def advanced_files(a: ProcessLook, b: ProcessLook) -> Dict[str, int]:
 
 
 def _heartbeat_bytes(a: ProcessLook, b: ProcessLook) -> int:
-    beats = heartbeat_lines(b)
+    beats = heartbeat_fds(b.lines.values())
     return sum(pos - a.positions[fd][1] for fd, (path, pos) in b.positions.items()
                if fd in beats and fd in a.positions and a.positions[fd][0] == path
                and pos > a.positions[fd][1])

@@ -5,16 +5,15 @@ made its templates), None when it has no line. The lines are news when a line of
 seen just before the window appears once, when some number in a repeated shape changed (a
 counter that advances, a throughput that is not constant), or when there are more shapes than
 the probe keeps; otherwise every line repeats a shape seen before with the same numbers, and
-it is a heartbeat: the process is alive, not progressing. ``news_by_fd(p)``: fd -> LogNews of
-the files of process ``p`` that gained lines; ``heartbeat_fds(p)``: those that are a heartbeat.
+it is a heartbeat: the process is alive, not progressing. ``news_by_fd(lines)``: fd -> LogNews of
+one process's LogLines that gained lines; ``heartbeat_fds(lines)``: those that are a heartbeat.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from ...events.evidence import LogLines
-from ..accumulate.stats import ProcessStats
 
 __all__ = ["LogNews", "judge_log", "news_by_fd", "heartbeat_fds", "MAX_SHOWN"]
 
@@ -69,16 +68,17 @@ def judge_log(e: LogLines) -> Optional[LogNews]:
                    "not progress")
 
 
-def news_by_fd(p: ProcessStats) -> Dict[int, LogNews]:
-    """fd -> LogNews of each of ``p``'s log files that gained lines in the window."""
+def news_by_fd(lines: Iterable[LogLines]) -> Dict[int, LogNews]:
+    """fd -> LogNews of each file of ``lines`` (one process's) that gained lines."""
     out: Dict[int, LogNews] = {}
-    for e in p.log_lines.values():
+    for e in lines:
         news = judge_log(e)
         if news is not None:
             out[e.fd] = news
     return out
 
 
-def heartbeat_fds(p: ProcessStats) -> Dict[int, LogNews]:
-    """fd -> LogNews of ``p``'s log files whose window lines are a heartbeat."""
-    return {fd: n for fd, n in news_by_fd(p).items() if n.heartbeat}
+def heartbeat_fds(lines: Iterable[LogLines]) -> Dict[int, LogNews]:
+    """fd -> LogNews of the files of ``lines`` whose new lines are a heartbeat (the window's
+    of a recording, ProcessStats.log_lines; or since watch's previous look)."""
+    return {fd: n for fd, n in news_by_fd(lines).items() if n.heartbeat}

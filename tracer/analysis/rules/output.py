@@ -48,7 +48,7 @@ def _output_fds(t: ThreadStats) -> Optional[Set[int]]:
 def heartbeat_output(c: ThreadContext) -> Optional[str]:
     """The evidence, when all that the thread wrote went to log files whose lines in the window
     are a heartbeat (progress/log_lines.py), else None."""
-    beats = heartbeat_fds(c.proc)
+    beats = heartbeat_fds(c.proc.log_lines.values())
     fds = _output_fds(c.t) if beats and c.t.output_targets else None
     if not fds or not fds <= beats.keys():
         return None
@@ -57,7 +57,7 @@ def heartbeat_output(c: ThreadContext) -> Optional[str]:
 
 def _log_news(c: ThreadContext) -> List[str]:
     """What the log lines the thread wrote say that is new (progress/log_lines.py)."""
-    news = news_by_fd(c.proc)
+    news = news_by_fd(c.proc.log_lines.values())
     fds = _output_fds(c.t) if news else None
     return [f"its log lines say something new: {news[fd].text}" for fd in sorted(fds or ())
             if fd in news and not news[fd].heartbeat]
@@ -101,7 +101,7 @@ def process_output_bytes(p: ProcessStats, window: float = 0.0) -> int:
     """
     total = 0
     sent, socket_output, _ = socket_traffic(p, window)
-    beats = heartbeat_fds(p)
+    beats = heartbeat_fds(p.log_lines.values())
     beat_bytes = sum(p.log_lines[fd].appended for fd in beats)
     a, b = p.first_io, p.last_io
     if a is not None and b is not None:
