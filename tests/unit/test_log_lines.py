@@ -28,6 +28,18 @@ SGLANG_IDLE = ("[2025-03-18 09:14:05 TP0] Decode batch. #running-req: 0, #token:
     ("NCCL INFO comm 0x55d3c8a0 rank 0 nranks 2 cudaDev 0 busId 0x1b000 - Init COMPLETE",
      "NCCL INFO comm <H> rank <N> nranks <N> cudaDev <N> busId <H> - Init COMPLETE", [0, 2, 0]),
     ("step 17: loss=2.3456e-01 lr=3e-4", "step <N>: loss=<N> lr=<N>", [17, 0.23456, 3e-4]),
+    # loghub's HDFS, OpenSSH, BGL and OpenStack lines (bench/log_templates.py): addresses,
+    # block ids, numbered files and UUIDs are one shape each
+    ("BLOCK* NameSystem.addStoredBlock: blockMap updated: 10.251.43.192:50010 is added to "
+     "blk_-1608999687919862906 size 91178",
+     "BLOCK* NameSystem.addStoredBlock: blockMap updated: <A> is added to blk_-<N> size <N>",
+     [1608999687919862906.0, 91178]),
+    ("Invalid user admin from 187.141.143.180", "Invalid user admin from <A>", []),
+    ("generating core.4183", "generating core.<N>", [4183]),
+    ("GET /v2/54fadb412c4e40cdbaed9335e4c35a9e/servers/detail?all_tenants=1",
+     "GET /v<N>/<H>/servers/detail?all_tenants=<N>", [2, 1]),
+    ("instance: b9000564-fe1a-409b-b8cc-1e88b294cd1d spawned in 19.84 s",
+     "instance: <H> spawned in <N> s", [19.84]),
 ])
 def test_line_templates(line, template, values):
     assert line_template(line) == (template, values)

@@ -6,7 +6,8 @@ analyzer's evidence table holds: fds 1, 2 and its log files) that grew since, th
 ``READ_MAX`` bytes appended and up to ``CONTEXT`` bytes before them are read as the process
 may read them (linux/target_files.py ``read_held_file``: the file the fd holds, bounded) and
 reduced to one ``LogLines`` event: lines turned into templates by ``line_template`` (numbers
-masked as <N> and kept as values, times and dates as <T>, hex as <H>), counted, and each
+masked as <N> and kept as values, times and dates as <T>, hex and UUIDs as <H>, IPv4
+addresses (with a port) as <A>), counted, and each
 slot's changes from the same template's line before. The text itself never goes into the
 trace, nor more than ``MAX_TEMPLATES`` templates of ``MAX_TEXT`` characters.
 """
@@ -33,8 +34,11 @@ SECONDS = 3.0          # the whole probe
 _TIME = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?"
     r"|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?")
-_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b")
-_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|(?<=[A-Za-z_])\d+")
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"
+                  r"|\b(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b")
+_ADDRESS = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\w.])")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|(?<=[A-Za-z_])\d+"
+                     r"|(?<=[A-Za-z_][._-])\d+")
 
 
 def _is_epoch(text: str, value: float) -> bool:
@@ -45,7 +49,7 @@ def _is_epoch(text: str, value: float) -> bool:
 
 def line_template(line: str) -> Tuple[str, List[float]]:
     """(template, values of its <N> slots) of one log line (module doc)."""
-    line = _HEX.sub("<H>", _TIME.sub("<T>", line[:1024].strip()))
+    line = _ADDRESS.sub("<A>", _HEX.sub("<H>", _TIME.sub("<T>", line[:1024].strip())))
     values: List[float] = []
 
     def number(m: "re.Match[str]") -> str:
