@@ -31,3 +31,15 @@ def test_a_stats_line_that_says_nothing_new_is_silence(scenario, tmp_path):
 def test_the_slow_twin_whose_stats_advance_is_never_captured(scenario, tmp_path):
     sc = scenario("serving_tree", "--shape", "stats-slow", ready_timeout=40)
     assert_never_captured(sc.pid, tmp_path, silent_for=2.5, seconds=8.0)
+
+
+@pytest.mark.parametrize("shape", ["capture-slow", "load-slow"])
+def test_slow_work_that_writes_nothing_is_never_captured(scenario, tmp_path, shape):
+    """capture-slow: the runner's Python code moves (stack samples before a capture);
+    load-slow: it faults the weights in (page faults while storage reads come in)."""
+    if shape == "capture-slow":
+        from tracer.record.pystacks import find_py_spy
+        if find_py_spy() is None:
+            pytest.skip("py-spy is not installed: code that moves cannot be seen")
+    sc = scenario("serving_tree", "--shape", shape, ready_timeout=60)
+    assert_never_captured(sc.pid, tmp_path, silent_for=2.5, seconds=10.0)

@@ -76,7 +76,12 @@ class FakeRecorder:
         return Recorded(report=report, trace_path=output, reason="complete")
 
 
-def run(looks, tmp_path: Path, *, silent_for=3.0, max_captures=1, recorder=None):
+def still_stacks(pids):
+    return []
+
+
+def run(looks, tmp_path: Path, *, silent_for=3.0, max_captures=1, recorder=None,
+        stack_sampler=still_stacks):
     rec = recorder or FakeRecorder()
     lines: List[str] = []
     caps: list = []
@@ -84,7 +89,8 @@ def run(looks, tmp_path: Path, *, silent_for=3.0, max_captures=1, recorder=None)
                                                      output_dir=str(tmp_path),
                                                      max_captures=max_captures,
                                                      interval=0.001, verbose=True),
-                say=lines.append, on_capture=caps.append, recorder=rec)
+                say=lines.append, on_capture=caps.append, recorder=rec,
+                stack_sampler=stack_sampler)
     code = w.run()
     return code, w, rec, lines
 
@@ -258,3 +264,25 @@ def test_cli_cluster_output_dir_that_is_a_link_is_refused(tmp_path):
     assert p.returncode == 1
     assert f"{link}: is a symbolic link, not a directory" in one_line(p.stderr)
     assert list(target.iterdir()) == []
+
+
+def test_code_that_moves_is_not_silence(tmp_path):
+    """A tree that writes nothing while its Python code moves (a capture walking layers) is
+    asked for stacks once the silence is long enough, and not captured while they move."""
+    from tracer.events.stacks import StackSamples
+    asked: List[List[int]] = []
+
+    def moving(pids):
+        asked.append(pids)
+        frames = [[f"layer_{i % 4} (model.py:{10 + i % 4})", "capture (runner.py:5)"]
+                  for i in range(8)]
+        return [StackSamples(ts=T0, pid=PID, tid=PID + 1, samples=frames, span=0.9)]
+
+    looks = timeline([0, 100] + [0] * 12)
+    code, w, rec, lines = run(looks, tmp_path, stack_sampler=moving)
+    assert code == 5 and rec.calls == []            # never captured; ended when the tree went
+    assert asked and asked[0] == [PID]
+    assert any("silent, but not stuck" in line and "code moves" in line for line in lines)
+    # and a tree whose stacks stay still is captured as before
+    code, w, rec, lines = run(timeline([0, 100] + [0] * 12), tmp_path)
+    assert len(rec.calls) == 1

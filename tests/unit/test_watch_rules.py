@@ -148,3 +148,41 @@ def glook(ts, *gpus):
 ])
 def test_gpu_rules(u0, u1, pids, want):
     assert kinds(glook(0, gpu(u0, pids)), glook(1, gpu(u1, pids))) == want
+
+
+def pgpu(util, watts, active=None, pids=(PID,)):
+    return ev.GpuSample(ts=0.0, gpu=0, util_pct=util, pids=list(pids), power_mw=int(watts * 1000),
+                        power_limit_mw=700_000, sm_active_pct=active)
+
+
+# The H200's readings (reference/progress-signals.md): utilization says "busy" for both a
+# warm-up and a kernel that never ends; power and GPM's SM activity tell them apart.
+@pytest.mark.parametrize("s0, s1, want", [
+    (pgpu(95, 688), pgpu(97, 690), ["gpu"]),               # bf16 matmuls, 98% of the limit
+    (pgpu(100, 121), pgpu(100, 121), []),                  # a spinning kernel: idle power
+    (pgpu(100, 118, 0.8), pgpu(100, 118, 0.9), []),        # the same with GPM
+    (pgpu(98, 647, 93.6), pgpu(98, 650, 93.0), ["gpu"]),
+    (pgpu(22, 195), pgpu(22, 195), ["gpu"]),               # CUDA graph capture
+    (pgpu(95, 688, pids=(4242,)), pgpu(97, 690, pids=(4242,)), []),   # someone else's GPU
+])
+def test_gpu_work_by_power_and_sm_activity(s0, s1, want):
+    assert kinds(glook(0, s0), glook(1, s1)) == want
+
+
+# --------------------------------------------------------------------------- memory
+def mproc(faults, rss_mib, read_bytes=0):
+    p = proc(read_bytes=read_bytes)
+    return ProcessLook(pid=PID, start_time=p.start_time, cpu_ticks=0, io=p.io, ticks_hz=100,
+                       comm="server", faults=faults, rss_bytes=rss_mib << 20)
+
+
+@pytest.mark.parametrize("before, after, want", [
+    (mproc(1000, 500), mproc(1600, 540), ["memory"]),            # mmap loading: RSS grows
+    (mproc(1000, 500, 0), mproc(1400, 500, 40 << 20), ["memory"]),   # faults read storage
+    (mproc(1000, 500), mproc(1005, 540), []),                    # RSS grew without faults
+    (mproc(1000, 500), mproc(5000, 500), []),                    # faults, nothing came in
+])
+def test_memory_coming_in(before, after, want):
+    a = TreeLook(ts=0.0, processes={PID: before})
+    b = TreeLook(ts=1.0, processes={PID: after})
+    assert kinds(a, b) == want

@@ -24,10 +24,20 @@ yet. Rules, the analyzer's own where it has one:
   wake-up reads at ``WORK_MIN_INPUT_RATE`` or more (rchar beyond 8 bytes per read call, or reads
   from storage): /proc's counterpart of the analyzer's ``varied-work`` (a thread that reads input
   and runs varied syscalls). A spin, a poll loop and eventfd wake-ups read no input.
-- ``gpu``: NVML utilization of a GPU the tree uses strictly between ``gpu_rules.IDLE_UTIL`` and
+- ``memory``: the process faulted pages in (``progress.memory.LOAD_MIN_FAULT_RATE`` a second or
+  more) while memory came in at ``LOAD_MIN_RATE`` (reads from storage, resident growth): the
+  analyzer's ``loads-memory``, a loader bringing weights in through mmap.
+- ``gpu``: a GPU the tree uses does real work by ``progress.gpu.gpu_work`` (GPM's SM activity,
+  else board power against its limit: the analyzer's ``gpu-computes``); or, where NVML gives
+  neither, its utilization strictly between ``gpu_rules.IDLE_UTIL`` and
   ``gpu_rules.BUSY_UTIL``, or swinging from one side to the other between the looks: kernels
-  that start and finish. A GPU pinned busy with nothing else moving is a kernel that does not
+  that start and finish. A GPU pinned "busy" near its idle power is a kernel that does not
   finish (``gpu_rules.gpu_findings`` says the same), a GPU idle is no work: neither is progress.
+``stack_signals(samples)``: the ``StackSamples`` taken before a capture (several Python stacks
+of the threads on a CPU, record/probes/stack_motion.py) -> a ``stacks`` signal for each thread
+whose code moves by ``progress.stacks.code_moves`` (the analyzer's ``code-moves``: a capture
+walking model layers, a compile); the watcher asks for them only once silence has lasted
+long enough to capture, since they cost a second of py-spy.
 """
 from __future__ import annotations
 
@@ -38,14 +48,18 @@ from .. import events as ev
 from ..events.evidence import LogLines
 from ..linux.tcpdiag import TcpSock, accepted_since, on_listening_port
 from .accumulate.accumulator import ProcessStats
-from .accumulate.gpu import BUSY_UTIL, IDLE_UTIL
+from .accumulate.gpu import BUSY_UTIL, IDLE_UTIL, GpuAccumulator
 from .accumulate.io_class import proc_input_bytes
+from ..events.stacks import StackSamples
+from .progress.gpu import gpu_work
+from .progress.stacks import code_moves
 from .progress.log_lines import heartbeat_fds
+from .progress.memory import LOAD_MIN_FAULT_RATE, LOAD_MIN_RATE
 from .rules.output import process_output_bytes
 from .accumulate.traffic import from_counters as counters_traffic
 from .accumulate.traffic import keepalive
 
-__all__ = ["ProcessLook", "TreeLook", "Signal", "progress_signals", "WORK_MIN_CPU",
+__all__ = ["ProcessLook", "TreeLook", "Signal", "progress_signals", "stack_signals", "WORK_MIN_CPU",
            "WORK_MIN_INPUT_RATE"]
 
 WORK_MIN_CPU = 0.01             # fraction of one core (as thread_rules.rule_varied_work)
@@ -67,6 +81,8 @@ class ProcessLook:
     positions: Dict[int, Tuple[str, int]] = field(default_factory=dict)
     # {fd: LogLines} of what those files gained since the previous look, as line templates
     lines: Dict[int, LogLines] = field(default_factory=dict)
+    faults: int = 0                 # minor + major page faults of every thread (stat 10, 12)
+    rss_bytes: int = 0              # resident size (stat 24)
 
 
 @dataclass
@@ -151,6 +167,20 @@ def _work(a: ProcessLook, b: ProcessLook, dt: float) -> Optional[Signal]:
                   f"reading {_bytes(got)} of input ({_bytes(got / dt)}/s, /proc io)")
 
 
+def _memory(a: ProcessLook, b: ProcessLook, dt: float) -> Optional[Signal]:
+    faults = b.faults - a.faults
+    if faults < LOAD_MIN_FAULT_RATE * dt:
+        return None
+    storage = b.io.read_bytes - a.io.read_bytes if a.io is not None and b.io is not None else 0
+    grew = b.rss_bytes - a.rss_bytes
+    came = max(storage, grew)
+    if came < LOAD_MIN_RATE * dt:
+        return None
+    how = "read from storage" if storage >= grew else "grew its resident size"
+    return Signal("memory", b.pid, f"pid {b.pid} ({b.comm}) faulted memory in ({faults / dt:.0f} "
+                  f"page faults/s) and {how} by {_bytes(came)} ({_bytes(came / dt)}/s)")
+
+
 def _endpoint(s: TcpSock) -> str:
     return f"{s.local[0]}:{s.local[1]}->{s.remote[0]}:{s.remote[1]}"
 
@@ -198,7 +228,22 @@ def _accepted(a: TreeLook, b: TreeLook) -> List[Signal]:
                    f"{'s' if n > 1 else ''} on port {port}") for port, n in sorted(ports.items())]
 
 
+def _gpu_works(b: TreeLook) -> Optional[Signal]:
+    """A GPU the tree uses does real work at look ``b`` (power or SM activity)."""
+    acc = GpuAccumulator()
+    for g in b.gpus:
+        acc.feed(g)
+    for pid in sorted(b.processes):
+        text = gpu_work(acc.gpus, pid)
+        if text:
+            return Signal("gpu", pid, f"pid {pid}: {text}")
+    return None
+
+
 def _gpu(a: TreeLook, b: TreeLook) -> List[Signal]:
+    works = _gpu_works(b)
+    if works is not None:
+        return [works]
     mine = set(b.processes)
     any_pids = any(g.pids for g in b.gpus)
     before = {g.gpu: g for g in a.gpus}
@@ -228,10 +273,20 @@ def progress_signals(a: TreeLook, b: TreeLook) -> List[Signal]:
         pa = a.processes.get(pid)
         if pa is None or not _same(pa, pb):
             continue
-        for rule in (_output(pa, pb), _work(pa, pb, dt)):
+        for rule in (_output(pa, pb), _work(pa, pb, dt), _memory(pa, pb, dt)):
             if rule is not None:
                 out.append(rule)
     out.extend(_sent(a, b, dt))
     out.extend(_accepted(a, b))
     out.extend(_gpu(a, b))
+    return out
+
+
+def stack_signals(samples: List[StackSamples]) -> List[Signal]:
+    """A ``stacks`` signal per thread whose Python code moves (module doc)."""
+    out = []
+    for e in samples:
+        text = code_moves(e)
+        if text:
+            out.append(Signal("stacks", e.pid, f"pid {e.pid} thread {e.tid}: {text}"))
     return out

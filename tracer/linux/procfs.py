@@ -31,12 +31,13 @@ from .procfs_fds import listening_sockets, read_fds, socket_table
 __all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked", "Stat", "read_bytes", "read_text", "read_stat", "read_cmdline", "read_comm",
            "list_pids", "list_tids", "read_threads", "read_process_info", "read_thread_sample",
            "read_io", "read_environ_rank", "read_environ_vars", "children_map", "descendants",
-           "pid_exists", "tgid_of", "boot_time", "TICKS_HZ",
+           "pid_exists", "tgid_of", "boot_time", "TICKS_HZ", "PAGE_SIZE",
            # re-exported from procfs_fds
            "read_fds", "socket_table", "listening_sockets"]
 
 # utime/stime/starttime in /proc are in clock ticks (USER_HZ, 100 on every mainstream build).
 TICKS_HZ: int = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE: int = os.sysconf("SC_PAGE_SIZE")
 
 
 GONE, DENIED, UNREADABLE = "gone", "denied", "unreadable"
@@ -111,6 +112,7 @@ class Stat:
     flags: int = 0           # field 9: PF_* flags (PF_KTHREAD marks a kernel thread)
     minflt: int = 0          # field 10: minor page faults (no disk read)
     majflt: int = 0          # field 12: major page faults (read from storage)
+    rss_pages: int = 0       # field 24: resident set size in pages
 
 
 def parse_stat(data: bytes) -> Optional[Stat]:
@@ -127,7 +129,8 @@ def parse_stat(data: bytes) -> Optional[Stat]:
             num_threads=int(rest[17]), starttime=int(rest[19]),
             processor=int(rest[36]) if len(rest) > 36 else None,
             exit_code=int(rest[49]) if len(rest) > 49 else None, flags=int(rest[6]),
-            minflt=int(rest[7]), majflt=int(rest[9]))
+            minflt=int(rest[7]), majflt=int(rest[9]),
+            rss_pages=int(rest[21]) if len(rest) > 21 else 0)
     except (IndexError, ValueError):
         return None
 

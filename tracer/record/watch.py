@@ -8,7 +8,11 @@ Contract:
   previous one at the default interval; rates such as keep-alive chatter need a second at least).
   The silence begins at the last look that showed progress (at the first look when none ever
   did).
-- When the tree has shown no progress for ``options.silent_for`` seconds it records it as
+- When the tree has shown no progress for ``options.silent_for`` seconds, it first takes a
+  few Python stacks of the threads on a CPU (``stack_sampler``, default the stack-motion
+  probe: about a second of py-spy, never stopping the target): when their code moves, the
+  silence starts again from now (work that writes nothing: a capture, a compile). Else it
+  records it as
   ``attach`` does (``session.record`` with the best backends, the end-of-recording probes, for
   ``options.duration``) and writes DIR/hangtrace-PIDS-TIME.htrace.gz (the trace), .txt (the
   report as ``attach`` prints it) and .json (``hangtrace.report/1`` with ``watch`` set: when the
@@ -33,13 +37,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Deque, List, Optional
 
-from ..analysis.watch_rules import Signal, TreeLook, progress_signals
+from ..analysis.watch_rules import Signal, TreeLook, progress_signals, stack_signals
 from ..errors import OutputError
 from ..outputs import FreshName, create_fresh
 from ..report import Report
 from .watch_looks import TreeSampler
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..events.stacks import StackSamples
     from .session import Recorded
 
 __all__ = ["WatchOptions", "Capture", "Watcher", "clock_text", "EXIT_EXITED"]
@@ -92,9 +97,12 @@ class Watcher:
     def __init__(self, sampler: TreeSampler, options: WatchOptions, *,
                  say: Callable[[str], None] = lambda line: None,
                  on_capture: Optional[Callable[[Capture], None]] = None,
-                 recorder: Optional[Callable[[List[int], str], "Recorded"]] = None) -> None:
+                 recorder: Optional[Callable[[List[int], str], "Recorded"]] = None,
+                 stack_sampler: Optional[Callable[[List[int]], List["StackSamples"]]] = None
+                 ) -> None:
         self.sampler = sampler
         self.recorder = recorder          # (roots, trace path) -> Recorded; tests replace it
+        self.stack_sampler = stack_sampler  # pids -> StackSamples; tests replace it
         self.opts = options
         self.say = say
         self.on_capture = on_capture
@@ -172,6 +180,12 @@ class Watcher:
                          f"{last[0].text})")
             if not armed or cur.ts - silent_since < opts.silent_for:
                 continue
+            moving = self.stack_motion(sorted(cur.processes))
+            if moving:                     # silent, but its code moves: work that writes nothing
+                if opts.verbose:
+                    self.say(f"silent, but not stuck: {moving[0].text}")
+                silent_since, last, quiet_said = cur.ts, moving, False
+                continue
             armed = False
             done = self._capture(cur, silent_since, last)
             if done is not None and done.reason == "interrupted":
@@ -180,6 +194,18 @@ class Watcher:
             if opts.max_captures and len(self.captures) + self.failed >= opts.max_captures:
                 return self.captures[-1].report.exit_code if self.captures else 1
             self._history = collections.deque([self._look()])   # a fresh baseline
+
+    def stack_motion(self, pids: List[int]) -> List[Signal]:
+        """Threads on a CPU whose Python code moves (analysis.watch_rules.stack_signals), from a
+        few py-spy samples taken now; none without py-spy or a thread on a CPU."""
+        if self.stack_sampler is None:
+            from .probes.stack_motion import stack_motion_probe
+            self.stack_sampler = stack_motion_probe
+        try:
+            return stack_signals(self.stack_sampler(pids))
+        except Exception as exc:          # a probe failing must not stop the watch
+            self.say(f"stack samples failed: {exc}")
+            return []
 
     # ------------------------------------------------------------------ a capture
     def _record(self, roots: List[int], output: str) -> "Recorded":

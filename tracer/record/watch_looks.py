@@ -191,7 +191,9 @@ class TreeSampler:
         lines = self._new_lines(pid, positions, now)
         return ProcessLook(pid=pid, start_time=st.starttime, cpu_ticks=st.utime + st.stime,
                            io=io, ticks_hz=procfs.TICKS_HZ, comm=st.comm, state=st.state,
-                           threads=st.num_threads, positions=positions, lines=lines)
+                           threads=st.num_threads, positions=positions, lines=lines,
+                           faults=st.minflt + st.majflt,
+                           rss_bytes=st.rss_pages * procfs.PAGE_SIZE)
 
     def _new_lines(self, pid: int, positions: Dict[int, tuple], now: float
                    ) -> Dict[int, LogLines]:
