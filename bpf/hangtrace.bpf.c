@@ -22,7 +22,9 @@
  *    and reads/recvs per (thread, fd) with bytes, sizes and first/last time (never streamed);
  *    the calls of the kinds 1..HT_K_STREAMED_MAX are also streamed one by one on the ring
  *    buffer, at most HT_RATE_MAX per thread, cache slot and 100 ms; the others of those kinds
- *    are counted by category (futex waits/wakes, poll timeouts, ioctls per request). Counts
+ *    are counted by category (futex waits/wakes, poll timeouts, ioctls per request). Calls
+ *    not streamed that fail are counted per (thread, nr, errno) in "fails" (the answers an
+ *    event loop gets all the time skipped: struct ht_fail_key). Counts
  *    live first in a per-CPU cache owned by the thread that last made a syscall on that CPU
  *    (no hash lookup on the fast path) and move to the hash maps when another thread takes
  *    the cache over, or when a slot changes hands. Nothing is deleted while recording, so
@@ -52,6 +54,7 @@ HT_HASH(aggr, struct ht_agg_key, struct ht_agg, HT_MAX_AGG);
 HT_HASH(fds, struct ht_fd_key, struct ht_fd, HT_MAX_FDS);
 HT_HASH(tcounts, struct ht_tkey, struct ht_tcount, HT_MAX_THREADS);
 HT_HASH(ioctls, struct ht_ioc_key, struct ht_ioc, HT_MAX_IOCTLS);
+HT_HASH(fails, struct ht_fail_key, struct ht_fail, HT_MAX_FAILS);
 HT_PERCPU_ARRAY(cache, struct ht_cache, 1);
 HT_ARRAY(counters, u64, HT_NCOUNTERS);
 HT_ARRAY(gen, u64, HT_NGEN);         /* HT_GEN_*: what makes the per-CPU "cur_*" stale */
@@ -190,6 +193,29 @@ static __always_inline u64 timeout_at_sleep(void)
 
 /* ---------------------------------------------------------------- handlers */
 /* A syscall of any process returns. */
+/* A call not streamed that failed (struct ht_fail_key in hangtrace.h says which count). */
+static __always_inline void count_failure(u32 tid, u32 tgid, s32 nr, s64 ret)
+{
+    if (ret >= 0 || ret < -4095)
+        return;
+    u32 err = (u32)(-ret);
+    if (err == 11 || err == 4 || err == HT_ETIMEDOUT || err == 115 || (err >= 512 && err <= 516))
+        return;
+    struct ht_fail_key key = {};
+    key.tid = tid;
+    key.tgid = tgid;
+    key.nr = nr;
+    key.err = err;
+    struct ht_fail *f = bpf_map_lookup_elem(&fails, &key);
+    if (f) {
+        __sync_fetch_and_add(&f->count, 1);
+        return;
+    }
+    struct ht_fail one = {};
+    one.count = 1;
+    bpf_map_update_elem(&fails, &key, &one, BPF_NOEXIST);
+}
+
 static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
 {
     u32 z = 0, tid, tgid;
@@ -219,10 +245,13 @@ static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
         cs->ns += now - since;
     if (kind == HT_K_WRITE || kind == HT_K_READ) {
         count_fd(k, kind, (s32)c.a[0], ret, kv & HT_KV_MSGS);
+        count_failure(tid, tgid, c.nr, ret);
         return 0;
     }
-    if (kind == HT_K_NONE || kind > HT_K_STREAMED_MAX)
+    if (kind == HT_K_NONE || kind > HT_K_STREAMED_MAX) {
+        count_failure(tid, tgid, c.nr, ret);
         return 0;
+    }
     read_args(regs, &c);
     if (in_budget(k, s)) {
         if (!now)
@@ -233,6 +262,7 @@ static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
         }
     }
     count_category(k, tid, tgid, kind, &c, ret);
+    count_failure(tid, tgid, c.nr, ret);
     return 0;
 }
 

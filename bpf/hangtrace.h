@@ -82,6 +82,7 @@
 #define HT_MAX_AGG 65536         /* (tid, nr) pairs counted                                 */
 #define HT_MAX_FDS 65536         /* (tid, fd) pairs counted                                 */
 #define HT_MAX_IOCTLS 16384      /* (tid, fd, request) triples counted                      */
+#define HT_MAX_FAILS 16384       /* (tid, nr, errno) triples of failed calls not streamed    */
 #define HT_SLOTS 16              /* per-CPU cache: syscall-nr slots (direct-mapped)          */
 #define HT_FD_SLOTS 8            /* per-CPU cache: fd slots (fd & 7)                        */
 #define HT_RINGBUF_PAGES 256     /* 1 MiB with 4 KiB pages                                  */
@@ -248,6 +249,21 @@ struct ht_ioc_key {
 };
 
 struct ht_ioc {
+    __u64 count;
+};
+
+/* Per (tid, tgid, nr, errno): calls not streamed that failed with that errno, but for the
+ * answers an event loop gets all the time (EAGAIN, EINTR, ETIMEDOUT, EINPROGRESS and the
+ * kernel's ERESTART*: skipped here so that they cost no map update); the analyzer drops
+ * the other normal answers (accumulate/stats.NOT_FAILURES). */
+struct ht_fail_key {
+    __u32 tid;
+    __u32 tgid;
+    __s32 nr;
+    __u32 err;
+};
+
+struct ht_fail {
     __u64 count;
 };
 

@@ -36,9 +36,9 @@ class FakeMap:
         return [bytes(c) for c in self.caches]
 
 
-def _maps(caches, aggr=(), fds=(), tcounts=(), ioctls=()):
+def _maps(caches, aggr=(), fds=(), tcounts=(), ioctls=(), fails=()):
     return {"cache": FakeMap(caches=caches), "aggr": FakeMap(aggr), "fds": FakeMap(fds),
-            "tcounts": FakeMap(tcounts), "ioctls": FakeMap(ioctls)}
+            "tcounts": FakeMap(tcounts), "ioctls": FakeMap(ioctls), "fails": FakeMap(fails)}
 
 
 def _cache(tid, tgid, seq=0):
@@ -118,6 +118,16 @@ def test_emitter_gives_names_fd_kinds_wall_clock_and_only_what_changed():
                          "request": 0xc020462a, "calls": 3}]
     assert em.events(snap, ts=6.0) == []                  # nothing changed
     assert len(em.events(snap, ts=7.0, every=True)) == 1  # at stop: all of them
+
+
+def test_failed_calls_by_name_and_errno():
+    fails = [(L.HtFailKey(7, 5, NR["connect"], 111), L.HtFail(count=6)),
+             (L.HtFailKey(7, 5, NR["openat"], 2), L.HtFail(count=1)),
+             (L.HtFailKey(7, 5, NR["connect"], 4000), L.HtFail(count=1))]
+    em = CountEmitter(since=1.0, epoch=lambda ns: 1000.0 + ns, name=syscall_name,
+                      fd_info=lambda pid, fd: None)
+    [e] = em.events(KernelSnapshot().read(_maps([_cache(7, 5)], fails=fails)), ts=5.0)
+    assert e.failures == {"connect:ECONNREFUSED": 6, "openat:ENOENT": 1, "connect:E4000": 1}
 
 
 # ---------------------------------------------------------------- calls in flight at stop

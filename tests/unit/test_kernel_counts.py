@@ -181,3 +181,17 @@ def test_a_trace_without_the_counts_field_names_still_reads(tmp_path):
     w.write(ev.Syscall(ts=2.0, pid=PID, tid=TID, name="getpid"))
     w.close(end_ts=3.0)
     assert [type(e) for e in TraceReader(path).events()] == [ev.Syscall]
+
+
+def test_failed_calls_are_the_threads_failures():
+    """connect() refused every 0.5 s, as the kernel counted it (a retry loop); the normal
+    answers of an event loop the kernel lets through (ECHILD, ENOTTY) are not failures; a later
+    count replaces the earlier one."""
+    first = _counts(ts=5.0, calls={"connect": 4}, failures={"connect:ECONNREFUSED": 4})
+    second = _counts(ts=6.0, calls={"connect": 6, "wait4": 2, "ioctl": 1},
+                     failures={"connect:ECONNREFUSED": 6, "wait4:ECHILD": 2,
+                               "ioctl:ENOTTY": 1})
+    t, _ = _feed(first, second)
+    assert dict(t.failures) == {("connect", "ECONNREFUSED"): 6}
+    t_old, _ = _feed(_counts(calls={"connect": 4}))       # a trace from before the field
+    assert not t_old.failures

@@ -36,6 +36,9 @@ class ThreadCounts(Event, tag="cnt"):
       timeouts, infinite), ``ioctls`` (dicts: fd, kind, target, request, calls) and
       ``accepts``: the calls of those kinds that were NOT streamed (the streamed ones carry
       their own details).
+    - ``failures``: calls NOT streamed that failed, by "name:ERRNO" (``connect:ECONNREFUSED``),
+      but for EAGAIN, EINTR, ETIMEDOUT, EINPROGRESS and ERESTART* (the kernel skips them);
+      empty in traces from before it was counted.
     """
     pid: int
     tid: int
@@ -48,6 +51,7 @@ class ThreadCounts(Event, tag="cnt"):
     polls: Dict[str, int] = field(default_factory=dict)
     ioctls: List[Dict[str, Any]] = field(default_factory=list)
     accepts: int = 0
+    failures: Dict[str, int] = field(default_factory=dict)
 
 
 FD_KEYS = ("fd", "kind", "target", "writes", "wbytes", "wmin", "wmax", "wsmall", "wsbytes",

@@ -17,6 +17,8 @@ Contract:
     polls calls / timeouts / infinite -> polls / poll_timeouts / poll_infinite
     ioctls (fd kind, request)    -> ioctls[(kind or "?", request, "")]
     accepts                      -> accepts
+    failures ("name:ERRNO")      -> failures[(name, ERRNO)], but NOT_FAILURES (stats.py), at
+                                    most MAX_FAILURE_KINDS kinds a thread
     per_fd, per fd (KernelFd)    -> what Accumulator._write/_read decide call by call:
       every fd:                     wbytes -> written_bytes (all bytes written or sent); its
                                     small writes (at most io_class.WAKEUP_MAX_BYTES: the
@@ -52,6 +54,7 @@ from ...events.counts import FD_KEYS, ThreadCounts
 from ...linux.fdtarget import SOCKET_KINDS
 from .io_class import MAX_OUTPUT_TARGETS, MAX_SOCKETS, WAKEUP_MAX_BYTES, IoClass, read_class, \
     write_class
+from .stats import MAX_FAILURE_KINDS, NOT_FAILURES
 from .traffic import FdTraffic, from_counters
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,6 +63,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["KernelFd", "KernelCounts", "contribution", "socket_traffic"]
 
 _SLEEPS = ("nanosleep", "clock_nanosleep")
+_LIMITS = {"plain_targets": MAX_OUTPUT_TARGETS, "failures": MAX_FAILURE_KINDS}
 # what a write of each group counts as (the groups the kernel keeps apart: small, larger)
 _WRITE_FIELD = {IoClass.EVENTFD: "eventfd_writes", IoClass.WAKEUP: "wakeup_writes",
                 IoClass.UNKNOWN: "unjudged_writes", IoClass.DISCARDED: "null_writes"}
@@ -99,7 +103,8 @@ Contribution = Dict[str, Any]   # ThreadStats field -> number, Counter, or a tim
 def contribution(e: ThreadCounts,
                  is_internal: Callable[[int, Optional[str]], bool]) -> Contribution:
     """What ``e`` adds to a ThreadStats, field by field (module doc)."""
-    c: Contribution = {"syscalls": Counter(), "plain_targets": Counter(), "ioctls": Counter()}
+    c: Contribution = {"syscalls": Counter(), "plain_targets": Counter(), "ioctls": Counter(),
+                       "failures": Counter()}
 
     def add(name: str, n: float) -> None:
         if n:
@@ -123,6 +128,10 @@ def contribution(e: ThreadCounts,
     for io in e.ioctls:
         c["ioctls"][(io.get("kind") or "?", io.get("request", 0), "")] += io.get("calls", 0)
     add("accepts", e.accepts)
+    for key, n in e.failures.items():
+        name, _, err = key.partition(":")
+        if err and err not in NOT_FAILURES:
+            c["failures"][(name, err)] += n
     for d in e.per_fd:
         _fd(c, KernelFd.from_dict(d), is_internal(e.pid, d.get("target") or None), add)
     return c
@@ -184,7 +193,7 @@ class KernelCounts:
                     t.plain_last_ts = a
             elif isinstance(a if a is not None else b, Counter):
                 _apply_counter(getattr(t, name), a or Counter(), b or Counter(),
-                               limit=MAX_OUTPUT_TARGETS if name == "plain_targets" else 0)
+                               limit=_LIMITS.get(name, 0))
             else:
                 setattr(t, name, getattr(t, name) + (a or 0) - (b or 0))
 

@@ -5,8 +5,9 @@ Contract: ``retrying(t, wakeups, window, timed)`` -> a sentence when thread ``t`
 least ``MIN_WAKEUPS`` times (sleeps and timeouts, ``wakeups``) and one call failed with one
 errno (``ThreadStats.failures``: errnos that are an event loop's normal answers, EAGAIN and
 the like, are not failures) at least ``MIN_FAILURES`` times and on at least half of the
-wake-ups, else None. Only recordings with each call's result have failures (strace, imported
-logs); /proc samples and the kernel's counts do not.
+wake-ups, else None. Recordings with each call's result have failures (strace, imported
+logs), and so do the eBPF backend's kernel counts (per thread, call and errno:
+``ThreadCounts.failures``); /proc samples do not.
 """
 from __future__ import annotations
 

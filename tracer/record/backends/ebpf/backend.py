@@ -51,7 +51,7 @@ __all__ = ["EbpfBackend", "ebpf_problem", "TRACEFS_DIRS"]
 
 _PENDING_EXIT_S = 1.0
 COUNTS_EVERY_S = 1.0
-_MAPS = ("threads", "aggr", "fds", "tcounts", "ioctls", "cache", "counters")
+_MAPS = ("threads", "aggr", "fds", "tcounts", "ioctls", "fails", "cache", "counters")
 
 
 def _u32(v: int) -> bytes:

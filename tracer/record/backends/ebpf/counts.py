@@ -2,7 +2,7 @@
 
 Contract:
 - ``KernelSnapshot.read(maps)`` takes one consistent picture of the counts: the per-CPU caches,
-  then the hash maps ("aggr", "fds", "tcounts", "ioctls"), then the caches again; when a cache's
+  then the hash maps ("aggr", "fds", "tcounts", "ioctls", "fails"), then the caches again; when a cache's
   ``seq`` changed in between (a flush moved counts from a cache to the maps while we read) it
   reads again (at most 4 times, then keeps the last picture: counts later come out right).
   A thread (a tid in a tgid: pid numbers are reused) is its map entries plus the cache of
@@ -18,6 +18,7 @@ Nothing here writes to the kernel maps.
 """
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -50,6 +51,7 @@ class ThreadTotals:
     fds: Dict[int, Dict[str, int]] = field(default_factory=dict)    # fd -> ht_fd fields
     cats: List[int] = field(default_factory=lambda: [0] * L.HT_NCATS)
     ioctls: Dict[Tuple[int, int], int] = field(default_factory=dict)  # (fd, request) -> calls
+    fails: Dict[Tuple[int, int], int] = field(default_factory=dict)   # (nr, errno) -> calls
 
     def add_call(self, nr: int, count: int, streamed: int, ns: int) -> None:
         c = self.calls.setdefault(nr, [0, 0, 0])
@@ -101,6 +103,7 @@ class KernelSnapshot:
         for attempt in range(4):
             before = self._caches(maps)
             rows = {name: maps[name].items() for name in ("aggr", "fds", "tcounts", "ioctls")}
+            rows["fails"] = maps["fails"].items() if "fails" in maps else []
             after = self._caches(maps)
             stable = all(a.seq == b.seq and a.seq % 2 == 0 for a, b in zip(before, after))
             if stable or attempt == 3:
@@ -126,6 +129,10 @@ class KernelSnapshot:
             key, io = L.HtIocKey.from_buffer_copy(k), L.HtIoc.from_buffer_copy(v)
             t = self._t(key.tid, key.tgid)
             t.ioctls[(key.fd, key.request)] = t.ioctls.get((key.fd, key.request), 0) + io.count
+        for k, v in rows["fails"]:
+            key, fl = L.HtFailKey.from_buffer_copy(k), L.HtFail.from_buffer_copy(v)
+            t = self._t(key.tid, key.tgid)
+            t.fails[(key.nr, key.err)] = t.fails.get((key.nr, key.err), 0) + fl.count
         for c in caches:
             if not c.tid:
                 continue
@@ -164,7 +171,7 @@ class CountEmitter:
         for key, t in sorted(snap.threads.items()):
             state = (sorted((k, tuple(v)) for k, v in t.calls.items()),
                      sorted((k, tuple(sorted(v.items()))) for k, v in t.fds.items()),
-                     tuple(t.cats), sorted(t.ioctls.items()))
+                     tuple(t.cats), sorted(t.ioctls.items()), sorted(t.fails.items()))
             if not every and self._last.get(key) == state:
                 continue
             self._last[key] = state
@@ -200,6 +207,9 @@ class CountEmitter:
                 e.accepts += n
             else:
                 getattr(e, what)[key] = n
+        for (nr, err), n in sorted(t.fails.items()):
+            key = f"{self.name(nr)}:{errno.errorcode.get(err, f'E{err}')}"
+            e.failures[key] = e.failures.get(key, 0) + n
         for (fd, request), n in sorted(t.ioctls.items()):
             info = self.fd_info(pid, fd)
             e.ioctls.append({"fd": fd, "kind": info.kind if info else None,

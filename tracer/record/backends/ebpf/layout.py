@@ -71,6 +71,7 @@ HT_MAX_THREADS = 32768
 HT_MAX_AGG = 65536
 HT_MAX_FDS = 65536
 HT_MAX_IOCTLS = 16384
+HT_MAX_FAILS = 16384
 HT_SLOTS = 16
 HT_FD_SLOTS = 8
 HT_RINGBUF_PAGES = 256
@@ -182,10 +183,22 @@ class HtIoc(ct.Structure):
     _fields_ = [("count", ct.c_uint64)]
 
 
+class HtFailKey(ct.Structure):
+    """struct ht_fail_key: failed calls not streamed, per (tid, tgid, nr, errno)."""
+    _fields_ = [("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("nr", ct.c_int32),
+                ("err", ct.c_uint32)]
+
+
+class HtFail(ct.Structure):
+    """struct ht_fail."""
+    _fields_ = [("count", ct.c_uint64)]
+
+
 STRUCTS = {"ht_event": HtEvent, "ht_thread": HtThread, "ht_cslot": HtCslot,
            "ht_fslot": HtFslot, "ht_cache": HtCache,
            "ht_tkey": HtTkey, "ht_agg_key": HtAggKey, "ht_agg": HtAgg, "ht_fd_key": HtFdKey, "ht_fd": HtFd,
-           "ht_tcount": HtTcount, "ht_ioc_key": HtIocKey, "ht_ioc": HtIoc}
+           "ht_tcount": HtTcount, "ht_ioc_key": HtIocKey, "ht_ioc": HtIoc,
+           "ht_fail_key": HtFailKey, "ht_fail": HtFail}
 
 # Which calls get which kind (names as in tracer/linux/syscall_table.py).
 KIND_OF_NAME: Dict[str, int] = {
