@@ -1,17 +1,24 @@
-/* cuda_graph.bpf.c - uprobes on libcuda's CUDA graph calls. One source, two loaders
- * (ht_dialect.bpf.h): the CO-RE object loaded with libbpf, or BCC compiling it at attach.
+/* cuda_calls.bpf.c - uprobes on libcuda's driver entry points: CUDA graph capture and launch,
+ * kernel launches, copies, and the synchronizations and queries that say the GPU's work has
+ * completed. One source, two loaders (ht_dialect.bpf.h).
  *
- * Contract (the Python half is tracer/record/backends/ebpf/cuda_uprobes.py):
- *  - Three entry points, attached as uprobes to every libcuda symbol of their family that the
- *    library exports: on_begin (cuStreamBeginCapture, _v2, _ptsz, ToGraph), on_end
- *    (cuStreamEndCapture[_ptsz]), on_launch (cuGraphLaunch[_ptsz]). The CUDA runtime's
- *    cudaStreamBeginCapture / cudaStreamEndCapture / cudaGraphLaunch reach them.
+ * Contract (the Python half is tracer/record/backends/ebpf/cuda_uprobes.py, which attaches
+ * each entry point to every libcuda symbol of its family: the CUDA runtime reaches them
+ * through cuGetProcAddress, with their _v2/_ptsz/_ptds variants):
+ *  - on_begin / on_end / on_launch: cuStreamBeginCapture*, cuStreamEndCapture*, cuGraphLaunch*.
+ *  - on_kernel: cuLaunchKernel*, cuLaunchCooperativeKernel*; on_copy: cuMemcpy*.
+ *  - on_sync (uprobe) and on_sync_ret (uretprobe): cuCtxSynchronize*, cuStreamSynchronize*,
+ *    cuEventSynchronize: a sync entered and one that returned (with CUDA_SUCCESS or not).
+ *  - on_query_ret (uretprobe): cuStreamQuery*, cuEventQuery: "ready" when it returns
+ *    CUDA_SUCCESS (0), "not ready" otherwise (CUDA_ERROR_NOT_READY, 600).
  *  - Only calls of processes in "tgids" count (userspace fills it with the traced tree and keeps
  *    it up to date); other processes using the same libcuda pay one hash lookup per call.
- *  - "counts" holds, per thread (key tgid << 32 | tid), how many captures were begun and ended
- *    and graphs launched, and the CLOCK_MONOTONIC ns of the last begin and end.
+ *  - "counts" holds, per thread (key tgid << 32 | tid), struct cu_count below; times are
+ *    CLOCK_MONOTONIC ns. in_sync is the depth of syncs entered and not yet returned, and
+ *    sync_enter_ns the entry time of the outermost one: a sync entered and never returned is
+ *    a thread whose GPU work did not complete.
  *  - "streams" holds, per (tgid, stream), the last capture call on it: capturing = 1 after a
- *    begin, 0 after an end. The stream is the first argument of all three begin/end families
+ *    begin, 0 after an end. The stream is the first argument of the begin/end families
  *    (CUstream hStream). Nothing else of the caller's memory is read.
  */
 #include "ht_dialect.bpf.h"
@@ -21,33 +28,61 @@
 
 HT_LICENSE;
 
-#define CG_BEGIN 0
-#define CG_END 1
-#define CG_LAUNCH 2
+#define CU_BEGIN 0
+#define CU_END 1
+#define CU_LAUNCH 2
+#define CU_KERNEL 3
+#define CU_COPY 4
+#define CU_SYNC 5
+#define CU_SYNC_RET 6
+#define CU_QUERY_RET 7
 
-struct cg_count {
+struct cu_count {
     u64 begins;
     u64 ends;
     u64 launches;
     u64 last_begin_ns;
     u64 last_end_ns;
+    u64 kernels;
+    u64 copies;
+    u64 syncs;
+    u64 syncs_done;
+    u64 syncs_failed;
+    u64 queries_ready;
+    u64 queries_not_ready;
+    u64 in_sync;
+    u64 sync_enter_ns;
+    u64 last_sync_done_ns;
+    u64 last_ready_ns;
 };
 
-struct cg_stream_key {
+struct cu_stream_key {
     u32 tgid;
     u32 pad;
     u64 stream;
 };
 
-struct cg_stream {
+struct cu_stream {
     u32 tid;
     u32 capturing;
     u64 ts_ns;
 };
 
 HT_HASH(tgids, u32, u8, 65536);
-HT_HASH(counts, u64, struct cg_count, 65536);
-HT_HASH(streams, struct cg_stream_key, struct cg_stream, 16384);
+HT_HASH(counts, u64, struct cu_count, 65536);
+HT_HASH(streams, struct cu_stream_key, struct cu_stream, 16384);
+
+static __always_inline void on_capture(struct pt_regs *ctx, u32 tgid, u64 id, int begin, u64 now)
+{
+    struct cu_stream_key k = {};
+    k.tgid = tgid;
+    k.stream = PT_REGS_PARM1(ctx);
+    struct cu_stream s = {};
+    s.tid = (u32)id;
+    s.capturing = begin;
+    s.ts_ns = now;
+    bpf_map_update_elem(&streams, &k, &s, BPF_ANY);
+}
 
 static __always_inline int on_call(struct pt_regs *ctx, int what)
 {
@@ -55,38 +90,75 @@ static __always_inline int on_call(struct pt_regs *ctx, int what)
     u32 tgid = id >> 32;
     if (bpf_map_lookup_elem(&tgids, &tgid) == 0)
         return 0;
-    struct cg_count *c = bpf_map_lookup_elem(&counts, &id);
+    struct cu_count *c = bpf_map_lookup_elem(&counts, &id);
     if (c == 0) {
-        struct cg_count zero = {};
+        if (what == CU_SYNC_RET || what == CU_QUERY_RET)
+            return 0;         /* a sync entered before the probes: its return says nothing */
+        struct cu_count zero = {};
         bpf_map_update_elem(&counts, &id, &zero, BPF_NOEXIST);
         c = bpf_map_lookup_elem(&counts, &id);
         if (c == 0)
             return 0;
     }
     u64 now = bpf_ktime_get_ns();
-    if (what == CG_LAUNCH) {
+    long rc;
+    switch (what) {
+    case CU_LAUNCH:
         __sync_fetch_and_add(&c->launches, 1);
-        return 0;
-    }
-    if (what == CG_BEGIN) {
+        break;
+    case CU_KERNEL:
+        __sync_fetch_and_add(&c->kernels, 1);
+        break;
+    case CU_COPY:
+        __sync_fetch_and_add(&c->copies, 1);
+        break;
+    case CU_SYNC:
+        __sync_fetch_and_add(&c->syncs, 1);
+        if (c->in_sync == 0)
+            c->sync_enter_ns = now;
+        c->in_sync += 1;
+        break;
+    case CU_SYNC_RET:
+        if (c->in_sync == 0)
+            break;            /* entered before the probes were attached */
+        c->in_sync -= 1;
+        rc = PT_REGS_RC(ctx);
+        if ((int)rc == 0) {
+            __sync_fetch_and_add(&c->syncs_done, 1);
+            c->last_sync_done_ns = now;
+        } else {
+            __sync_fetch_and_add(&c->syncs_failed, 1);
+        }
+        break;
+    case CU_QUERY_RET:
+        rc = PT_REGS_RC(ctx);
+        if ((int)rc == 0) {
+            __sync_fetch_and_add(&c->queries_ready, 1);
+            c->last_ready_ns = now;
+        } else {
+            __sync_fetch_and_add(&c->queries_not_ready, 1);
+        }
+        break;
+    case CU_BEGIN:
         __sync_fetch_and_add(&c->begins, 1);
         c->last_begin_ns = now;
-    } else {
+        on_capture(ctx, tgid, id, 1, now);
+        break;
+    default:
         __sync_fetch_and_add(&c->ends, 1);
         c->last_end_ns = now;
+        on_capture(ctx, tgid, id, 0, now);
+        break;
     }
-    struct cg_stream_key k = {};
-    k.tgid = tgid;
-    k.stream = PT_REGS_PARM1(ctx);
-    struct cg_stream s = {};
-    s.tid = (u32)id;
-    s.capturing = what == CG_BEGIN;
-    s.ts_ns = now;
-    bpf_map_update_elem(&streams, &k, &s, BPF_ANY);
     return 0;
 }
 
 /* attached by the loader, to each symbol's file offset (libbpf) or name (BCC) */
-HT_UPROBE int on_begin(struct pt_regs *ctx) { return on_call(ctx, CG_BEGIN); }
-HT_UPROBE int on_end(struct pt_regs *ctx) { return on_call(ctx, CG_END); }
-HT_UPROBE int on_launch(struct pt_regs *ctx) { return on_call(ctx, CG_LAUNCH); }
+HT_UPROBE int on_begin(struct pt_regs *ctx) { return on_call(ctx, CU_BEGIN); }
+HT_UPROBE int on_end(struct pt_regs *ctx) { return on_call(ctx, CU_END); }
+HT_UPROBE int on_launch(struct pt_regs *ctx) { return on_call(ctx, CU_LAUNCH); }
+HT_UPROBE int on_kernel(struct pt_regs *ctx) { return on_call(ctx, CU_KERNEL); }
+HT_UPROBE int on_copy(struct pt_regs *ctx) { return on_call(ctx, CU_COPY); }
+HT_UPROBE int on_sync(struct pt_regs *ctx) { return on_call(ctx, CU_SYNC); }
+HT_URETPROBE int on_sync_ret(struct pt_regs *ctx) { return on_call(ctx, CU_SYNC_RET); }
+HT_URETPROBE int on_query_ret(struct pt_regs *ctx) { return on_call(ctx, CU_QUERY_RET); }

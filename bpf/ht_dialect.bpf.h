@@ -18,7 +18,8 @@
  *    against this machine's headers, maybe another kernel's): what CO-RE reads from
  *    task_struct comes from tracefs-format tracepoints and registers instead.
  * Map declarations: HT_ARRAY / HT_PERCPU_ARRAY (u32 keys), HT_HASH, HT_RINGBUF (pages);
- * HT_LICENSE once per program, HT_UPROBE before a uprobe's function.
+ * HT_LICENSE once per program, HT_UPROBE / HT_URETPROBE before a uprobe's / uretprobe's
+ * function.
  */
 #ifndef HT_DIALECT_BPF_H
 #define HT_DIALECT_BPF_H
@@ -33,6 +34,7 @@
 #define HT_SET(name) (HT_SET_##name)
 #define HT_LICENSE
 #define HT_UPROBE          /* BCC attaches any function by name */
+#define HT_URETPROBE
 #define BPF_ANY 0
 #define BPF_NOEXIST 1
 #define ht_regs_t struct ht_regs        /* declared in ht_regs.bpf.h: the ABI's layout */
@@ -77,6 +79,7 @@
 #define HT_SET(name) (ht_set_##name)
 #define HT_LICENSE char LICENSE[] SEC("license") = "GPL"
 #define HT_UPROBE SEC("uprobe")   /* attached by the loader to a file offset */
+#define HT_URETPROBE SEC("uretprobe")
 #define ht_regs_t struct pt_regs        /* a macro, not a typedef: CO-RE relocates the struct */
 /* Feature probes, resolved by libbpf against the running kernel's BTF at load: a branch on a
  * helper the kernel lacks is dead code, removed before the verifier would reject it. */

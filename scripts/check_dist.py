@@ -65,7 +65,7 @@ def build(out: str) -> tuple:
     if len(wheel) != 1 or len(sdist) != 1:
         raise Failed(f"build made {os.listdir(out)}")
     names = zipfile.ZipFile(wheel[0]).namelist()
-    for want in ("tracer/bpf/hangtrace.bpf.c", "tracer/bpf/cuda_graph.bpf.c",
+    for want in ("tracer/bpf/hangtrace.bpf.c", "tracer/bpf/cuda_calls.bpf.c",
                  "tracer/scenarios/sglang_like.py", "tracer/scenarios/lock_order_deadlock.c",
                  "tracer/scenarios/lib/fake_libcuda.c", "tracer/scenarios/__init__.py",
                  "tracer/data/known_hang_bugs.json"):

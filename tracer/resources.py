@@ -38,7 +38,7 @@ def _data_dir(package: str) -> Path:
 
 
 def bpf_dir() -> Path:
-    """The folder of the BPF C programs (hangtrace.bpf.c, its parts, cuda_graph.bpf.c), and of
+    """The folder of the BPF C programs (hangtrace.bpf.c, its parts, cuda_calls.bpf.c), and of
     their CO-RE objects (*.bpf.o) where the build made them."""
     return _data_dir("tracer.bpf")
 

@@ -14,7 +14,7 @@ PROGRAMS = sorted(p.name[:-len(".bpf.c")] for p in S.BPF_DIR.glob("*.bpf.c"))
 
 
 def test_the_programs_are_the_ones_the_loaders_know():
-    assert PROGRAMS == ["cuda_graph", "floor", "hangtrace"]
+    assert PROGRAMS == ["cuda_calls", "floor", "hangtrace"]
     for name in PROGRAMS:
         assert S.object_path(name) == S.BPF_DIR / f"{name}.bpf.o"
         assert S.source_path(name).exists()

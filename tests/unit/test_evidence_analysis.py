@@ -295,7 +295,7 @@ def test_mismatch_driver_and_known_bug_with_capture():
 
 
 def test_uprobe_counts_name_an_open_capture():
-    calls = xe.CudaGraphCalls(ts=10_005.0, pid=100, tid=101, since=10_000.0, begins=1,
+    calls = xe.CudaDriverCalls(ts=10_005.0, pid=100, tid=101, since=10_000.0, begins=1,
                               launches=0, open_streams=["0xcafe"])
     out = _evidence([calls], _procs(["a"]))
     assert [f.rule for f in out.findings] == ["in-graph-capture"]
@@ -318,7 +318,7 @@ def test_evidence_events_round_trip_through_a_trace(tmp_path):
               _health(),
               _libs(5, ("nccl", "2.21.5")),
               xe.CaptureSite(ts=3.0, pid=5, tid=6, how="capture-call", frame="f (g.py:1)"),
-              xe.CudaGraphCalls(ts=3.0, pid=5, tid=6, since=2.0, begins=1, open_streams=["0x1"]),
+              xe.CudaDriverCalls(ts=3.0, pid=5, tid=6, since=2.0, begins=1, open_streams=["0x1"]),
               xe.EvidenceNote(ts=3.0, what="gpu", why="no NVML"),
               ev.GpuSample(ts=2.5, gpu=0, util_pct=100, pids=[5], power_mw=90_000,
                            sm_clock_mhz=1980),

@@ -37,3 +37,51 @@ def test_only_a_gpu_the_process_uses_counts():
     assert gpu_work(_gpus(95, 688, pids=()), 42) is not None     # NVML lists no pid at all
     assert gpu_work(_gpus(95, 688, limit_w=0), 42) is None       # no limit: power says nothing
     assert gpu_work({}, 42) is None
+
+
+# ------------------------------------------------------ libcuda driver calls (uprobes)
+from tracer.analysis.progress.gpu import driver_stall, driver_work  # noqa: E402
+from tracer.events.evidence import CudaDriverCalls  # noqa: E402
+
+
+def _calls(**kw):
+    base = dict(ts=108.0, pid=42, tid=43, since=100.0, work_probed=True)
+    base.update(kw)
+    return CudaDriverCalls(**base)
+
+
+# The H200 recordings of fixtures/gpu/driver-calls-run/serving-ebpf.txt, in a window of 8 s.
+@pytest.mark.parametrize("name,kw,works", [
+    ("warm-up", dict(kernels=8178, syncs=4089, syncs_done=4089, last_sync_done=107.99),
+     "kernels launched 8178 (1022.2/s), syncs returned 4089 (511.1/s)"),
+    ("capture", dict(kernels=86852, launches=9924, syncs=4963, syncs_done=4963, begins=2482,
+                     ends=2481, last_sync_done=107.9, last_end=107.95),
+     "graphs launched 9924"),
+    ("a capture alone", dict(begins=3, ends=3, last_end=107.5), "CUDA graph captures ended 3"),
+    ("a sync entered in the window that never returned",
+     dict(kernels=800, syncs=101, syncs_done=100, last_sync_done=102.0, in_sync_since=102.0),
+     None),
+    ("completions long before the end", dict(kernels=800, syncs=100, syncs_done=100,
+                                             last_sync_done=103.0), None),
+    ("a poll that finds old work ready, nothing new submitted",
+     dict(queries_ready=8, last_ready=107.9), None),
+    ("queries that never find the work done",
+     dict(kernels=8, queries_not_ready=4000), None),
+    ("a trace from before the counts", dict(kernels=8, syncs_done=8, last_sync_done=107.9,
+                                            work_probed=False), None),
+    ("inside a sync at the very end (a step in progress)",
+     dict(kernels=1768, copies=221, syncs=221, syncs_done=220, last_sync_done=107.99,
+          in_sync_since=107.995), "copies 221"),
+])
+def test_gpu_work_completes_by_driver_calls(name, kw, works):
+    got = driver_work(_calls(**kw))
+    assert (got is None) if works is None else (works in got), (name, got)
+
+
+def test_a_sync_that_never_returns_is_said():
+    stall = driver_stall(_calls(kernels=800, syncs=101, syncs_done=100, last_sync_done=102.0,
+                                in_sync_since=102.0))
+    assert stall == ("in a CUDA sync since 6.0 s before the end, its last completion 6.0 s "
+                     "before the end")
+    assert driver_stall(_calls(kernels=8)) is None
+    assert driver_stall(_calls(in_sync_since=101.0, work_probed=False)) is None

@@ -85,12 +85,12 @@ def test_no_script_no_clang_or_a_failure_is_not_an_error(setup_py, tmp_path, mon
 
 def test_data_folders_are_found_in_the_checkout():
     bpf, scen = resources.bpf_dir(), resources.scenario_dir()
-    assert (bpf / "hangtrace.bpf.c").exists() and (bpf / "cuda_graph.bpf.c").exists()
+    assert (bpf / "hangtrace.bpf.c").exists() and (bpf / "cuda_calls.bpf.c").exists()
     assert (scen / "sglang_like.py").exists() and (scen / "build.py").exists()
     assert resources.is_checkout(bpf) and resources.is_checkout(scen)
     assert not resources.is_checkout(resources.PACKAGE_DIR / "scenarios")
     from tracer.record.backends.ebpf import layout, source
-    assert layout.HEADER.parent == bpf and source.source_path("cuda_graph").parent == bpf
+    assert layout.HEADER.parent == bpf and source.source_path("cuda_calls").parent == bpf
     assert source.object_path("hangtrace").parent == bpf
 
 

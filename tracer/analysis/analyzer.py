@@ -24,7 +24,7 @@ from ..tracefile.format import TraceReader
 from .accumulate.accumulator import Accumulator
 from .evidence.build import recording_evidence
 from .evidence.table import EVIDENCE_TYPES, EvidenceTable
-from ..events.evidence import LogLines, MemoryProgress
+from ..events.evidence import CudaDriverCalls, LogLines, MemoryProgress
 from .vocab.facts import STACK_EVENTS, WaitFacts
 from .vocab.waits import Wait, blocking_wait
 from .accumulate.gpu import GpuAccumulator
@@ -47,6 +47,7 @@ class Analyzer:
         self.ras: List[ev.NcclRasStatus] = []     # what NCCL's RAS service answered
         self.dumps: List[FlightRecorderDump] = []  # PyTorch Flight Recorder dumps read
         self.evidence = EvidenceTable()   # logs, ports, GPU health, versions (evidence.py)
+        self.driver_calls: List[CudaDriverCalls] = []   # libcuda uprobes: evidence and progress
         self.source = source
         # What goes elsewhere than the accumulator, by event class.
         self._route: Dict[type, Callable[[Any], None]] = {
@@ -57,6 +58,7 @@ class Analyzer:
         self._route.update({cls: self.evidence.feed for cls in EVIDENCE_TYPES})
         for cls in PROGRESS_TYPES:      # the progress stage's, kept per process by the accumulator
             del self._route[cls]
+        self._route[CudaDriverCalls] = self._feed_driver_calls   # evidence and progress both
         self.nodes = nodes                # merged traces: the nodes' names (nodes.py)
 
     def feed(self, event: ev.Event) -> None:
@@ -73,6 +75,10 @@ class Analyzer:
         self.stacks.feed(e)          # the frames, for the report
         self.facts.feed(e)           # who holds the GIL, for the wait-for graph
 
+    def _feed_driver_calls(self, e: CudaDriverCalls) -> None:
+        self.evidence.feed(e)
+        self.driver_calls.append(e)
+
     def _feed_gpu(self, e: ev.GpuSample) -> None:
         self.gpu.feed(e)
         self.evidence.feed_gpu(e)
@@ -87,6 +93,9 @@ class Analyzer:
                 extra_notes: Iterable[str],
                 unrecorded_nodes: Sequence[Tuple[str, str]]) -> Report:
         rec = self.acc.finish(end, truncated=truncated)
+        for e in self.driver_calls:               # the progress stage reads them per thread
+            if e.pid in rec.processes:
+                rec.processes[e.pid].driver_calls[e.tid] = e
         report = build_report(rec, source=self.source, trace_path=trace_path,
                               extra_notes=list(extra_notes), gpus=self.gpu.gpus,
                               stacks=self.stacks, facts=self.facts, ras=self.ras,

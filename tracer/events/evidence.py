@@ -22,7 +22,7 @@ from .. import events as _events
 from . import Event
 
 __all__ = ["ProcessVitals", "LogTargets", "LogLines", "MemoryProgress", "KernelLog", "GpuHealth", "LoadedLibs",
-           "CaptureSite", "CudaGraphCalls", "EvidenceNote", "EVIDENCE_TYPES"]
+           "CaptureSite", "CudaDriverCalls", "EvidenceNote", "EVIDENCE_TYPES"]
 
 
 class ProcessVitals(Event, tag="vit"):
@@ -112,11 +112,16 @@ class CaptureSite(Event, tag="cap"):
     detail: str = ""
 
 
-class CudaGraphCalls(Event, tag="cug"):
-    """libcuda graph calls of one thread counted by uprobes between ``since`` and ``ts``
-    (tracer/record/backends/ebpf/cuda_uprobes.py): stream captures begun and ended, graphs launched;
-    ``open_streams`` are streams (hex) whose last capture call was a begin (capturing at ``ts``,
-    when the begin was seen in the window)."""
+class CudaDriverCalls(Event, tag="cug"):
+    """libcuda driver calls of one thread counted by uprobes between ``since`` and ``ts``
+    (tracer/record/backends/ebpf/cuda_uprobes.py): stream captures begun and ended, graphs
+    launched; ``open_streams`` are streams (hex) whose last capture call was a begin (capturing
+    at ``ts``, when the begin was seen in the window). Kernels launched, copies made, syncs
+    entered and returned (``syncs_done`` with CUDA_SUCCESS, ``syncs_failed`` with an error),
+    stream and event queries answered ready or not; ``in_sync_since`` is when the thread entered
+    a sync that had not returned at ``ts`` (None when it was in none it was seen entering).
+    ``work_probed``: the kernel, copy, sync and query families were probed (False in traces
+    from before them, which read their counts as 0 and None)."""
     pid: int
     tid: int
     since: float = 0.0
@@ -126,6 +131,17 @@ class CudaGraphCalls(Event, tag="cug"):
     open_streams: List[str] = field(default_factory=list)
     last_begin: Optional[float] = None
     last_end: Optional[float] = None
+    kernels: int = 0
+    copies: int = 0
+    syncs: int = 0
+    syncs_done: int = 0
+    syncs_failed: int = 0
+    queries_ready: int = 0
+    queries_not_ready: int = 0
+    in_sync_since: Optional[float] = None
+    last_sync_done: Optional[float] = None
+    last_ready: Optional[float] = None
+    work_probed: bool = False
 
 
 class EvidenceNote(Event, tag="evn"):
@@ -171,6 +187,6 @@ class MemoryProgress(Event, tag="memp"):
 
 
 EVIDENCE_TYPES = (ProcessVitals, LogTargets, KernelLog, GpuHealth, LoadedLibs, CaptureSite,
-                  CudaGraphCalls, EvidenceNote, LogLines, MemoryProgress)
+                  CudaDriverCalls, EvidenceNote, LogLines, MemoryProgress)
 
 _events.register(*EVIDENCE_TYPES)

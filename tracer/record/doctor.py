@@ -73,7 +73,7 @@ def _libbpf() -> Dict[str, Any]:
         return _fact(False, str(exc), "apt install libbpf1 (or set $HANGTRACE_LIBBPF to a "
                      "libbpf.so.1)")
     from .backends.ebpf.source import object_path
-    missing = [n for n in ("hangtrace", "cuda_graph") if not object_path(n).exists()]
+    missing = [n for n in ("hangtrace", "cuda_calls") if not object_path(n).exists()]
     detail = f"libbpf {libbpf.version()} ({libbpf.path()})"
     if missing:
         return _fact(False, detail + "; not built: " + ", ".join(

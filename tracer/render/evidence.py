@@ -168,10 +168,17 @@ def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False,
         top.add(_t(f"host: {_lib_text(host)}"))
     calls = ev.get("graph_calls") or []
     if calls:
-        cn = top.add(_t("[bold]CUDA graph calls[/] [dim](uprobes on libcuda)[/]"))
+        cn = top.add(_t("[bold]CUDA driver calls[/] [dim](uprobes on libcuda)[/]"))
         for c in calls:
-            cn.add(_t(f"{escape(name(c['pid']))} tid {c['tid']}: {c['begins']} captures begun, "
-                      f"{c['ends']} ended, {c['launches']} graph launches"))
+            text = (f"{escape(name(c['pid']))} tid {c['tid']}: {c['begins']} captures begun, "
+                    f"{c['ends']} ended, {c['launches']} graph launches")
+            if "kernels" in c:
+                text += (f", {c['kernels']} kernels, {c['copies']} copies, {c['syncs']} syncs "
+                         f"({c['syncs_done']} returned), {c['queries_ready']} queries ready of "
+                         f"{c['queries_ready'] + c['queries_not_ready']}")
+                if c.get("in_sync_since") is not None:
+                    text += f", in a sync for {c['until'] - c['in_sync_since']:.1f} s at the end"
+            cn.add(_t(text))
     for m in ev.get("missing") or []:
         who = f" ({escape(name(m['pid']))})" if m.get("pid") else ""
         top.add(_t(f"[dim]not gathered: {escape(m['what'])}{who}: {escape(m['why'])}[/]"))

@@ -134,6 +134,7 @@ class ProcessStats:
     log_lines: Dict[int, Any] = field(default_factory=dict)   # fd -> LogLines (probes/log_lines)
     memory: Dict[str, Any] = field(default_factory=dict)      # phase -> MemoryProgress
     stack_samples: Dict[int, Any] = field(default_factory=dict)  # tid -> StackSamples
+    driver_calls: Dict[int, Any] = field(default_factory=dict)   # tid -> CudaDriverCalls
 
 
 # errnos that are an event loop's normal answers, not a call that failed

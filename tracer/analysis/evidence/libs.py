@@ -202,6 +202,12 @@ def capture_evidence(table: EvidenceTable, roles: Dict[int, str],
         calls.append({"pid": g.pid, "tid": g.tid, "begins": g.begins, "ends": g.ends,
                       "launches": g.launches, "open_streams": list(g.open_streams),
                       "since": g.since, "until": g.ts, "source": "uprobes on libcuda"})
+        if g.work_probed:
+            calls[-1].update(kernels=g.kernels, copies=g.copies, syncs=g.syncs,
+                             syncs_done=g.syncs_done, syncs_failed=g.syncs_failed,
+                             queries_ready=g.queries_ready,
+                             queries_not_ready=g.queries_not_ready,
+                             in_sync_since=g.in_sync_since)
         if g.open_streams:
             streams = ", ".join(g.open_streams)
             sites.append({"pid": g.pid, "tid": g.tid, "how": "uprobe", "frame": "",

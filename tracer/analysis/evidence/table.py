@@ -51,7 +51,7 @@ class EvidenceTable:
         self.kernel_log: Optional[xe.KernelLog] = None
         self.libs: Dict[int, xe.LoadedLibs] = {}
         self.capture: List[xe.CaptureSite] = []
-        self.graph_calls: List[xe.CudaGraphCalls] = []
+        self.graph_calls: List[xe.CudaDriverCalls] = []
         self.notes: List[xe.EvidenceNote] = []
         self.fed = 0       # evidence events seen (0: a trace made before they were recorded)
 
@@ -74,7 +74,7 @@ class EvidenceTable:
             self.libs[e.pid] = e                                        # type: ignore
         elif t is xe.CaptureSite:
             self.capture.append(e)                                      # type: ignore
-        elif t is xe.CudaGraphCalls:
+        elif t is xe.CudaDriverCalls:
             self.graph_calls.append(e)                                  # type: ignore
         elif t is xe.EvidenceNote:
             self.notes.append(e)                                        # type: ignore

@@ -2,19 +2,33 @@
 GPM's SM activity or by board power against the enforced limit, never by utilization.gpu (a
 spinning one-thread kernel reads 100% there; measured on the H200: reference/progress-signals).
 
-Contract: ``gpu_work(gpus, pid)`` -> a sentence when a GPU that process ``pid`` uses (NVML
-lists it among the GPU's compute pids; every GPU when NVML lists none) did real work over the
-recording: mean SM activity at least ``SM_ACTIVE_WORK_PCT`` where GPM was read, else mean
-power at least ``LOW_POWER_FRACTION`` of the power limit; else None (no readings, no limit,
-or a device near its idle draw: a kernel that never ends, or no work at all).
+Contract:
+- ``gpu_work(gpus, pid)`` -> a sentence when a GPU that process ``pid`` uses (NVML lists it
+  among the GPU's compute pids; every GPU when NVML lists none) did real work over the
+  recording: mean SM activity at least ``SM_ACTIVE_WORK_PCT`` where GPM was read, else mean
+  power at least ``LOW_POWER_FRACTION`` of the power limit; else None (no readings, no limit,
+  or a device near its idle draw: a kernel that never ends, or no work at all).
+- ``driver_work(e)`` -> a sentence when one thread's libcuda calls (a ``CudaDriverCalls``,
+  uprobes) show its GPU work completing: work submitted in the window (kernels, graphs,
+  copies) and completions seen (a sync returned with CUDA_SUCCESS, a query answered ready), the
+  last of them within ``RECENT_S`` (or a quarter of the window) of its end, and the thread not
+  inside a sync since longer than that; or CUDA graph captures ended in the window. Else None:
+  a sync that never returns, queries answered "not ready", only old completions, or a trace
+  from before these counts (``work_probed`` False). A poll
+  that finds long-finished work ready, without new work submitted, is a heartbeat, not work.
+- ``driver_stall(e)`` -> "in a CUDA sync since N s before the end, its last completion M s
+  earlier" for a thread inside a sync it was seen entering, else None.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import List, Mapping, Optional
 
+from ...events.evidence import CudaDriverCalls
 from ..accumulate.gpu import LOW_POWER_FRACTION, SM_ACTIVE_WORK_PCT, GpuStats
 
-__all__ = ["gpu_work"]
+__all__ = ["gpu_work", "driver_work", "driver_stall", "RECENT_S"]
+
+RECENT_S = 1.0
 
 
 def _works(g: GpuStats) -> Optional[str]:
@@ -40,3 +54,48 @@ def gpu_work(gpus: Mapping[int, GpuStats], pid: int) -> Optional[str]:
         if works:
             return f"GPU {g.gpu}, which it uses, does real work: {works}"
     return None
+
+
+def _rate(n: int, span: float) -> str:
+    return f"{n} ({n / span:.1f}/s)" if span > 0 else str(n)
+
+
+def _recent(e: CudaDriverCalls) -> float:
+    span = max(e.ts - e.since, 0.0)
+    return max(RECENT_S, span / 4)
+
+
+def driver_stall(e: Optional[CudaDriverCalls]) -> Optional[str]:
+    """The thread's unfinished sync (module doc), or None."""
+    if e is None or not e.work_probed or e.in_sync_since is None:
+        return None
+    last = max((t for t in (e.last_sync_done, e.last_ready) if t is not None), default=None)
+    ago = f", its last completion {e.ts - last:.1f} s before the end" if last else \
+        ", no completion seen in the window"
+    return f"in a CUDA sync since {e.ts - e.in_sync_since:.1f} s before the end{ago}"
+
+
+def driver_work(e: Optional[CudaDriverCalls]) -> Optional[str]:
+    """The evidence that one thread's GPU work completes (module doc), or None."""
+    if e is None or not e.work_probed:
+        return None
+    span, recent = max(e.ts - e.since, 0.0), _recent(e)
+    if e.in_sync_since is not None and e.ts - e.in_sync_since > recent:
+        return None
+    submitted, done = e.kernels + e.launches + e.copies, e.syncs_done + e.queries_ready
+    last = max((t for t in (e.last_sync_done, e.last_ready, e.last_end) if t is not None),
+               default=None)
+    if last is None or e.ts - last > recent:
+        return None
+    parts: List[str] = []
+    if submitted and done:
+        parts += [f"{label} {_rate(n, span)}" for label, n in (
+            ("kernels launched", e.kernels), ("graphs launched", e.launches),
+            ("copies", e.copies), ("syncs returned", e.syncs_done),
+            ("queries answered ready", e.queries_ready)) if n]
+    elif e.ends:
+        parts.append(f"CUDA graph captures ended {_rate(e.ends, span)}")
+    if not parts:
+        return None
+    return ("its GPU work completes (libcuda uprobes): " + ", ".join(parts)
+            + f"; the last {e.ts - last:.2f} s before the end")

@@ -5,15 +5,18 @@ Contract: ``still_signals(rec)`` -> one sentence for a recording made with the p
 probes (it holds ``MemoryProgress`` readings; older traces get None, so their reports stay
 as they were): the log files that grew and how many only repeated a heartbeat, the threads
 that faulted memory in, the Python threads sampled on a CPU and whether their code moved,
-each GPU's SM activity or power against its limit, and the signals missing (call results
-without a syscall tracer that records them, GPU readings without NVML, stack samples
-without py-spy). The pipeline adds it to the notes of a tree that is not progressing.
+each GPU's SM activity or power against its limit, the threads whose libcuda calls were
+counted (uprobes) and whether their GPU work completed or a sync never returned, and the
+signals missing (call results without strace or ebpf, which record them, GPU readings
+without NVML, libcuda calls without uprobes in a process holding the GPU). The pipeline adds it to the notes of a tree that is not progressing.
 """
 from __future__ import annotations
 
 from typing import List, Optional
 
 from ..accumulate.stats import Recording
+from ..accumulate.gpu import holds_gpu
+from .gpu import driver_stall, driver_work
 from .log_lines import judge_log
 from .memory import loading
 from .stacks import code_moves
@@ -55,17 +58,35 @@ def _gpus(rec: Recording) -> Optional[str]:
     return "; ".join(out) or None
 
 
+def _driver(rec: Recording) -> Optional[str]:
+    calls = [e for p in rec.processes.values() for e in p.driver_calls.values()
+             if e.work_probed]
+    if not calls:
+        return None
+    done = sum(1 for e in calls if driver_work(e))
+    stalls = [f"thread {e.tid} {s}" for e in calls if (s := driver_stall(e))]
+    return (f"libcuda calls ({len(calls)} thread(s) called the driver, {done} completed GPU "
+            "work" + (f"; {'; '.join(stalls[:3])}" if stalls else "") + ")")
+
+
+def _gpu_unprobed(rec: Recording) -> bool:
+    return "cuda-uprobes" not in rec.backends and any(
+        holds_gpu(p.info.fds) for p in rec.processes.values() if p.info is not None)
+
+
 def still_signals(rec: Recording) -> Optional[str]:
     """The sentence of the module doc, or None for a recording without progress readings."""
     if not any(p.memory for p in rec.processes.values()):
         return None
     parts: List[str] = [_logs(rec), _faults(rec)]
     missing: List[str] = []
-    stacks, gpus = _stacks(rec), _gpus(rec)
-    parts += [x for x in (stacks, gpus) if x]
-    if not rec.has_syscalls or "strace" not in rec.backends:
-        missing.append("call results (retries show only with strace or a log)")
+    stacks, gpus, driver = _stacks(rec), _gpus(rec), _driver(rec)
+    parts += [x for x in (stacks, gpus, driver) if x]
+    if not rec.has_syscalls or not {"strace", "ebpf"} & set(rec.backends):
+        missing.append("call results (retries show only with strace, ebpf or a log)")
     if rec.gpus and gpus is None:
         missing.append("GPU power limit and SM activity (NVML gave neither)")
+    if _gpu_unprobed(rec):
+        missing.append("libcuda calls (uprobes need --backend ebpf)")
     text = "progress signals looked at and found still: " + "; ".join(parts)
     return text + (f"; not in this recording: {', '.join(missing)}" if missing else "")

@@ -1,6 +1,9 @@
 """GPU waits as first-class evidence: a thread rule and the notes from NVML readings.
 
 Contract: pure functions of the accumulated recording (no I/O), like rules/thread.py.
+- ``rule_gpu_work_completes``: a thread whose own libcuda calls show its GPU work completing
+  (progress/gpu.driver_work: uprobes) progresses, whatever it looks like on the CPU; it goes
+  before ``rule_gpu_computes``.
 - ``rule_gpu_computes``: a busy host thread in a process holding the GPU while a GPU it uses
   does real work (progress/gpu.py) progresses; it goes before the spin- and yield-sync rules.
 - ``rule_gpu_yield_wait`` (``ThreadContext -> Optional[ThreadVerdict]``): a ``sched_yield`` loop
@@ -21,9 +24,20 @@ from typing import List, Mapping, Optional
 from ...linux.fdtarget import GPU_KINDS as GPU_FD_KINDS
 from ..accumulate.gpu import MOST, GpuStats, holds_gpu
 from ..vocab.nodes import real_id
-from ..progress.gpu import gpu_work
+from ..progress.gpu import driver_work, gpu_work
 from ..vocab.verdict import BUSY, PROGRESSING, SPIN_CPU, YIELD_MIN_RATE, ThreadVerdict
 from .context import ThreadContext
+
+
+def rule_gpu_work_completes(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """Kernels or copies submitted and syncs returning (or captures ending) in the window, by
+    uprobes on libcuda: the work this thread waits for completes, however it waits (a spin,
+    a yield or a blocking sync) and however silent it is."""
+    text = driver_work(c.proc.driver_calls.get(c.t.tid))
+    if text is None:
+        return None
+    return ThreadVerdict(PROGRESSING, "gpu-work-completes",
+                         [text] + ([c.cpu.describe(c.rec.window)] if c.cpu else []), cpu=c.cpu)
 
 
 def rule_gpu_computes(c: ThreadContext) -> Optional[ThreadVerdict]:

@@ -172,7 +172,7 @@ def _version_of(name: str, path: str, pid: int, mapped: Optional[str] = None,
     return {}
 
 
-def _mapped_files(text: str, pid: int, root: str) -> Dict[str, str]:
+def mapped_files(text: str, pid: int, root: str) -> Dict[str, str]:
     """{"dev:inode": /proc/PID/map_files/RANGE} of the first mapping of each file: the very
     file the process maps, whatever its path names now."""
     out: Dict[str, str] = {}
@@ -194,7 +194,7 @@ def libs_of(pid: int, root: str = "/proc", cache: Optional[Cache] = None
     cache = {} if cache is None else cache
     out: List[Dict[str, str]] = []
     names = set()
-    mapped = _mapped_files(text, pid, root)
+    mapped = mapped_files(text, pid, root)
     for path, key in parse_maps(text):
         name = identify(path)
         if name is None or name in names:

@@ -82,9 +82,10 @@ class BccProgram:
     def consume(self) -> None:
         self._bpf.ring_buffer_consume()
 
-    def attach_uprobe(self, program: str, binary: str, symbol: str, offset: int) -> None:
-        self._bpf.attach_uprobe(name=binary.encode(), sym=symbol.encode(),
-                                fn_name=program.encode())
+    def attach_uprobe(self, program: str, binary: str, symbol: str, offset: int,
+                      retprobe: bool = False) -> None:
+        attach = self._bpf.attach_uretprobe if retprobe else self._bpf.attach_uprobe
+        attach(name=binary.encode(), sym=symbol.encode(), fn_name=program.encode())
 
     def detach(self) -> None:
         with self._lock:

@@ -252,13 +252,14 @@ class CoreProgram:
         for rb, _ in self._rings:
             self._lib.ring_buffer__consume(rb)
 
-    def attach_uprobe(self, program: str, binary: str, symbol: str, offset: int) -> None:
+    def attach_uprobe(self, program: str, binary: str, symbol: str, offset: int,
+                      retprobe: bool = False) -> None:
         prog = B.check_ptr(self._lib.bpf_object__find_program_by_name(self._obj,
                                                                       program.encode()),
                            f"program {program}")
-        link = B.check_ptr(self._lib.bpf_program__attach_uprobe(prog, False, -1,
+        link = B.check_ptr(self._lib.bpf_program__attach_uprobe(prog, retprobe, -1,
                                                                 binary.encode(), offset),
-                           f"uprobe {binary}+{offset:#x}")
+                           f"{'uretprobe' if retprobe else 'uprobe'} {binary}+{offset:#x}")
         self._links.append(link)
 
     def detach(self) -> None:

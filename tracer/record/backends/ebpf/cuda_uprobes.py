@@ -1,80 +1,99 @@
-"""CUDA graph calls of the traced tree, counted by uprobes on libcuda (bpf/cuda_graph.bpf.c,
-loaded as the eBPF backend loads its program: the CO-RE object with libbpf, else BCC).
+"""libcuda driver calls of the traced tree, counted by uprobes (bpf/cuda_calls.bpf.c, loaded
+as the eBPF backend loads its program: the CO-RE object with libbpf, else BCC): CUDA graph
+captures and launches, kernel launches, copies, and the synchronizations and queries that say
+whether the GPU's work completed.
 
 Contract (on top of base.py):
 - ``CudaUprobeBackend(loader=None)``: as EbpfBackend's ``loader``.
 - ``check()`` returns None when a loader can load the uprobe program here (env.choose for
-  bpf/cuda_graph), else one line why not. Nothing is loaded to decide.
-- ``start(targets, emit)`` finds the libcuda each traced process maps (/proc/PID/maps, read
-  through /proc/PID/root so a container's library is probed), loads the program and attaches
-  on_begin / on_end / on_launch to the library's cuStreamBeginCapture*, cuStreamEndCapture*
-  and cuGraphLaunch* symbols (read from the file: linux/elfsyms.py; one probe per address,
-  aliases skipped; uprobes attach to the file's inode, for every process that maps it; the
-  program counts only the tgids in its "tgids" map, which a thread keeps equal to
-  ``targets`` every ``SYNC_S``). When no traced process maps libcuda at start, nothing is
-  loaded (a library loaded later is not probed).
-- ``stop()`` (idempotent) emits one ``CudaGraphCalls`` per thread that made such a call and
-  detaches every probe (closes the program). Times are converted from CLOCK_MONOTONIC to epoch.
+  bpf/cuda_calls), else one line why not. Nothing is loaded to decide.
+- ``start(targets, emit)`` finds the libcuda each traced process maps (/proc/PID/maps; the
+  file itself through /proc/PID/map_files, so a container's or an unlinked library is probed),
+  loads the program and attaches
+  each entry point of ``FAMILIES`` to every symbol of its family the library defines (read
+  from the file: linux/elfsyms.py; one probe per address and family, aliases skipped; the
+  sync and query families get a uretprobe too, which reads the CUresult). Uprobes attach to
+  the file's inode, for every process that maps it; the program counts only the tgids in its
+  "tgids" map, which a thread keeps equal to ``targets`` every ``SYNC_S``. When no traced
+  process maps libcuda at start, nothing is loaded (a library loaded later is not probed).
+- ``stop()`` (idempotent) emits one ``CudaDriverCalls`` per thread that made such a call (an
+  ``EvidenceNote`` "cuda-uprobes" saying so when none did) and detaches every probe (closes
+  the program). Times are converted from CLOCK_MONOTONIC to epoch.
 - A backend that saw nothing emits nothing else: the counts are evidence, never a verdict.
+- Cost: each probed call traps into the kernel once (twice with its uretprobe); the families
+  are the driver's entry points, not per-kernel work inside them.
 """
 from __future__ import annotations
 
 import ctypes as ct
-import os
 import re
 import threading
 import time
 from typing import Dict, List, Optional, Set, Tuple
 
-from ....events.evidence import CudaGraphCalls, EvidenceNote
+from ....events.evidence import CudaDriverCalls, EvidenceNote
 from ....linux.elfsyms import function_symbols
-from ...evidence.libs import identify, parse_maps
+from ...evidence.libs import identify, mapped_files, parse_maps
 from ..base import Backend, Emit, TargetSet
 from .env import ebpf_problem
 from .loader import Program
-from .programs import load_cuda_graph
+from .programs import load_cuda_calls
 
-__all__ = ["CudaUprobeBackend", "SYMBOLS", "libcuda_paths", "with_cuda_uprobes", "probe_sites"]
+__all__ = ["CudaUprobeBackend", "FAMILIES", "libcuda_paths", "with_cuda_uprobes", "probe_sites"]
 
-SYMBOLS = [("on_begin", r"^cuStreamBeginCapture(_v2)?(ToGraph)?(_ptsz)?$"),
-           ("on_end", r"^cuStreamEndCapture(_ptsz)?$"),
-           ("on_launch", r"^cuGraphLaunch(_ptsz)?$")]
+# (entry point of bpf/cuda_calls.bpf.c, the symbols it is attached to, as a uretprobe)
+FAMILIES: List[Tuple[str, str, bool]] = [
+    ("on_begin", r"^cuStreamBeginCapture(_v2)?(ToGraph)?(_ptsz)?$", False),
+    ("on_end", r"^cuStreamEndCapture(_ptsz)?$", False),
+    ("on_launch", r"^cuGraphLaunch(_ptsz)?$", False),
+    ("on_kernel", r"^cuLaunch(Cooperative)?Kernel(Ex)?(_ptsz)?$", False),
+    ("on_copy", r"^cuMemcpy[A-Za-z0-9]*(_v2)?(_ptds|_ptsz)?$", False),
+    ("on_sync", r"^(cuCtxSynchronize(_v2)?|cuStreamSynchronize(_ptsz)?|cuEventSynchronize)$",
+     False),
+    ("on_sync_ret", r"^(cuCtxSynchronize(_v2)?|cuStreamSynchronize(_ptsz)?|cuEventSynchronize)$",
+     True),
+    ("on_query_ret", r"^(cuStreamQuery(_ptsz)?|cuEventQuery)$", True),
+]
 SYNC_S = 0.5
 
 
-class CgCount(ct.Structure):
-    """struct cg_count of bpf/cuda_graph.bpf.c (value of "counts", key tgid << 32 | tid)."""
-    _fields_ = [("begins", ct.c_uint64), ("ends", ct.c_uint64), ("launches", ct.c_uint64),
-                ("last_begin_ns", ct.c_uint64), ("last_end_ns", ct.c_uint64)]
+class CuCount(ct.Structure):
+    """struct cu_count of bpf/cuda_calls.bpf.c (value of "counts", key tgid << 32 | tid)."""
+    _fields_ = [(n, ct.c_uint64) for n in (
+        "begins", "ends", "launches", "last_begin_ns", "last_end_ns", "kernels", "copies",
+        "syncs", "syncs_done", "syncs_failed", "queries_ready", "queries_not_ready", "in_sync",
+        "sync_enter_ns", "last_sync_done_ns", "last_ready_ns")]
 
 
-class CgStreamKey(ct.Structure):
-    """struct cg_stream_key."""
+class CuStreamKey(ct.Structure):
+    """struct cu_stream_key."""
     _fields_ = [("tgid", ct.c_uint32), ("pad", ct.c_uint32), ("stream", ct.c_uint64)]
 
 
-class CgStream(ct.Structure):
-    """struct cg_stream."""
+class CuStream(ct.Structure):
+    """struct cu_stream."""
     _fields_ = [("tid", ct.c_uint32), ("capturing", ct.c_uint32), ("ts_ns", ct.c_uint64)]
 
 
-def probe_sites(path: str) -> List[Tuple[str, str, int]]:
-    """(program, symbol, file offset) for every graph symbol ``path`` defines, one per
-    address (module doc)."""
+def probe_sites(path: str) -> List[Tuple[str, str, int, bool]]:
+    """(entry point, symbol, file offset, uretprobe) for every symbol of ``FAMILIES`` that
+    ``path`` defines, one per address and entry point (module doc)."""
     syms = function_symbols(path)
     out = []
-    for fn, regex in SYMBOLS:
+    for fn, regex, ret in FAMILIES:
         seen: Set[int] = set()
         for name in sorted(syms):
             addr, offset = syms[name]
             if re.match(regex, name) and addr not in seen:
                 seen.add(addr)
-                out.append((fn, name, offset))
+                out.append((fn, name, offset, ret))
     return out
 
 
 def libcuda_paths(pids: List[int], root: str = "/proc") -> Dict[str, str]:
-    """{"dev:inode": readable path} of every libcuda the processes map (one per file)."""
+    """{"dev:inode": /proc/PID/map_files/RANGE} of every libcuda the processes map (one per
+    file): the very file mapped, in a container's root or unlinked since (a driver upgraded
+    under a running job), never what a path names now."""
     out: Dict[str, str] = {}
     for pid in pids:
         try:
@@ -82,10 +101,10 @@ def libcuda_paths(pids: List[int], root: str = "/proc") -> Dict[str, str]:
                 text = f.read().decode("utf-8", "replace")
         except OSError:
             continue
+        mapped = mapped_files(text, pid, root)
         for path, key in parse_maps(text):
-            if key not in out and identify(path) == "libcuda":
-                via = f"{root}/{pid}/root{path}"
-                out[key] = via if os.path.exists(via) else path
+            if key not in out and key in mapped and identify(path) == "libcuda":
+                out[key] = mapped[key]
     return out
 
 
@@ -107,7 +126,7 @@ class CudaUprobeBackend(Backend):
         self.attached = 0
 
     def check(self) -> Optional[str]:
-        why = ebpf_problem(self.loaders, objects=("cuda_graph",))
+        why = ebpf_problem(self.loaders, objects=("cuda_calls",))
         return f"CUDA uprobes: {why}" if why else None
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
@@ -117,15 +136,15 @@ class CudaUprobeBackend(Backend):
         libs = libcuda_paths(targets.pids())
         if not libs:           # no CUDA in the tree: nothing to count, nothing missing
             return
-        self._prog, self.notes = load_cuda_graph(self.loaders)
+        self._prog, self.notes = load_cuda_calls(self.loaders)
         try:
             for path in libs.values():
-                for fn, sym, offset in probe_sites(path):
-                    self._prog.attach_uprobe(fn, path, sym, offset)
+                for fn, sym, offset, ret in probe_sites(path):
+                    self._prog.attach_uprobe(fn, path, sym, offset, retprobe=ret)
                     self.attached += 1
             if not self.attached:
                 emit(EvidenceNote(ts=self._since, what="cuda-uprobes",
-                                  why="libcuda exports none of the graph capture symbols"))
+                                  why="libcuda exports none of the driver entry points probed"))
             self._sync()
         except BaseException:
             self._cleanup()
@@ -155,25 +174,31 @@ class CudaUprobeBackend(Backend):
     def _epoch(self, mono_ns: int) -> Optional[float]:
         return round(mono_ns / 1e9 + self._mono_offset, 6) if mono_ns else None
 
-    def _final_events(self) -> List[CudaGraphCalls]:
+    def _final_events(self) -> List[CudaDriverCalls]:
         now = time.time()
         open_by_tid: Dict[int, List[str]] = {}
         assert self._prog is not None
         for kraw, vraw in self._prog.map("streams").items():
-            k, v = CgStreamKey.from_buffer_copy(kraw), CgStream.from_buffer_copy(vraw)
+            k, v = CuStreamKey.from_buffer_copy(kraw), CuStream.from_buffer_copy(vraw)
             if v.capturing:
                 open_by_tid.setdefault(int(v.tid), []).append(hex(int(k.stream)))
         out = []
         for kraw, vraw in self._prog.map("counts").items():
             key = ct.c_uint64.from_buffer_copy(kraw).value
             pid, tid = key >> 32, key & 0xFFFFFFFF
-            c = CgCount.from_buffer_copy(vraw)
-            out.append(CudaGraphCalls(
+            c = CuCount.from_buffer_copy(vraw)
+            out.append(CudaDriverCalls(
                 ts=now, pid=pid, tid=tid, since=self._since, begins=int(c.begins),
                 ends=int(c.ends), launches=int(c.launches),
                 open_streams=sorted(open_by_tid.get(tid, [])),
                 last_begin=self._epoch(int(c.last_begin_ns)),
-                last_end=self._epoch(int(c.last_end_ns))))
+                last_end=self._epoch(int(c.last_end_ns)), kernels=int(c.kernels),
+                copies=int(c.copies), syncs=int(c.syncs), syncs_done=int(c.syncs_done),
+                syncs_failed=int(c.syncs_failed), queries_ready=int(c.queries_ready),
+                queries_not_ready=int(c.queries_not_ready),
+                in_sync_since=self._epoch(int(c.sync_enter_ns)) if c.in_sync else None,
+                last_sync_done=self._epoch(int(c.last_sync_done_ns)),
+                last_ready=self._epoch(int(c.last_ready_ns)), work_probed=True))
         return out
 
     def _cleanup(self) -> None:
@@ -192,8 +217,14 @@ class CudaUprobeBackend(Backend):
         with self._lock:
             try:
                 if self._prog is not None and self._emit is not None:
-                    for e in self._final_events():
+                    events = self._final_events()
+                    for e in events:
                         self._emit(e)
+                    if not events and self.attached:
+                        self._emit(EvidenceNote(ts=time.time(), what="cuda-uprobes", why=(
+                            f"{self.attached} uprobes on libcuda counted no call of a traced "
+                            "thread: none launched, copied, captured or entered a sync in the "
+                            "window (a thread inside a sync since before it shows none)")))
             except Exception as exc:  # detaching must still happen
                 self.errors.append(f"cuda-uprobes: final read failed: {exc}")
             finally:

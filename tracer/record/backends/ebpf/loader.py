@@ -5,7 +5,8 @@ Contract:
 - ``Program``: what a loaded program gives its backend, whichever loader made it:
   ``map(name)`` -> ``MapView``; ``open_ring(name, on_record)`` (``on_record(data, size)``
   gets each ring buffer record's address, valid during the call); ``poll(ms)``,
-  ``consume()``; ``attach_uprobe(program, binary, symbol, file_offset)``; ``detach()``
+  ``consume()``; ``attach_uprobe(program, binary, symbol, file_offset, retprobe=False)``
+  (a uretprobe when ``retprobe``); ``detach()``
   (idempotent: nothing runs in the kernel after it; maps stay readable); ``close()`` (idempotent: detaches, frees every map and program fd);
   ``loader`` ("libbpf" or "bcc") and ``load_s`` (seconds to load and attach).
 - ``MapView``: keys and values as bytes in the C layout: ``items()`` (every entry, in
@@ -49,7 +50,8 @@ class Program(Protocol):
 
     def consume(self) -> None: ...
 
-    def attach_uprobe(self, program: str, binary: str, symbol: str, offset: int) -> None: ...
+    def attach_uprobe(self, program: str, binary: str, symbol: str, offset: int,
+                      retprobe: bool = False) -> None: ...
 
     def detach(self) -> None: ...
 

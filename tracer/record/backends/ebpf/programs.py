@@ -10,7 +10,7 @@ Contract:
   rejects) and BCC is allowed and can load, BCC loads it and ``notes`` says why.
   Raises ToolMissing (one line) when no loader can, OSError when the load failed.
 - ``load_hangtrace(loaders)``: load("hangtrace", loaders), attached.
-- ``load_cuda_graph(loaders)``: load("cuda_graph", loaders): its uprobes are attached by
+- ``load_cuda_calls(loaders)``: load("cuda_calls", loaders): its uprobes are attached by
   the caller (ebpf/cuda_uprobes.py).
 """
 from __future__ import annotations
@@ -24,12 +24,12 @@ from .env import CFLAGS, bcc_problem, choose, compile_flags, describe_loader, pi
 from .loader import Program, preferred
 from .source import bcc_text, object_path
 
-__all__ = ["load", "load_hangtrace", "load_cuda_graph", "describe_loader"]   # (env's)
+__all__ = ["load", "load_hangtrace", "load_cuda_calls", "describe_loader"]   # (env's)
 
 # Arrays indexed by pid: sized to the running kernel's pid_max at load.
 _PID_ARRAYS = {"hangtrace": ("procs", "blocked")}
 # Programs whose entry points the caller attaches (uprobes, to a file it chooses).
-_MANUAL = ("cuda_graph",)
+_MANUAL = ("cuda_calls",)
 
 
 def _libbpf(name: str) -> Program:
@@ -68,6 +68,6 @@ def load_hangtrace(loaders: Optional[Sequence[str]] = None) -> Tuple[Program, Li
     return load("hangtrace", loaders)
 
 
-def load_cuda_graph(loaders: Optional[Sequence[str]] = None) -> Tuple[Program, List[str]]:
-    return load("cuda_graph", loaders)
+def load_cuda_calls(loaders: Optional[Sequence[str]] = None) -> Tuple[Program, List[str]]:
+    return load("cuda_calls", loaders)
 
