@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Callable, List, Optional
 from ... import events as ev
 
 from ...linux.fdtarget import OUTPUT_KINDS, SOCKET_KINDS
-from ..vocab.verdict import _StrEnum
+from ..vocab.verdict import StrEnum
 from .traffic import keepalive
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,7 +57,7 @@ MAX_OUTPUT_TARGETS = 32     # output targets named per thread
 MAX_SOCKETS = 64            # socket fds followed per thread (and TCP sockets per process)
 
 
-class IoClass(_StrEnum):
+class IoClass(StrEnum):
     OUTPUT = "output"
     WAKEUP = "wake-up"
     EVENTFD = "eventfd"

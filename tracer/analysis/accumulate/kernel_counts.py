@@ -48,17 +48,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ...events.counts import FD_KEYS, ThreadCounts
 from ...linux.fdtarget import SOCKET_KINDS
 from .io_class import MAX_OUTPUT_TARGETS, MAX_SOCKETS, WAKEUP_MAX_BYTES, IoClass, read_class, \
     write_class
-from .stats import MAX_FAILURE_KINDS, NOT_FAILURES
+from .stats import MAX_FAILURE_KINDS, NOT_FAILURES, ThreadStats
 from .traffic import FdTraffic, from_counters
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .accumulator import ThreadStats
 
 __all__ = ["KernelFd", "KernelCounts", "contribution", "socket_traffic"]
 
@@ -174,7 +171,7 @@ class KernelCounts:
         self._last: Dict[Tuple[int, int], Contribution] = {}
         self._traffic: Dict[Tuple[int, int], List[KernelFd]] = {}
 
-    def feed(self, e: ThreadCounts, t: "ThreadStats",
+    def feed(self, e: ThreadCounts, t: ThreadStats,
              is_internal: Callable[[int, Optional[str]], bool]) -> None:
         key = (e.pid, e.tid)
         new = contribution(e, is_internal)

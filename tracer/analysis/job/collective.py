@@ -28,12 +28,12 @@ from ..vocab.nodes import crosses_nodes, real_id, same_node
 from .process_facts import ProcessFacts, exit_failed
 from .nccl_ras import RasStatus, lagging_ranks, missing_ranks
 from .flight_recorder import RecorderLag
-from ..vocab.verdict import BLOCKED, BUSY, EXITED, PROGRESSING, UNKNOWN, ThreadVerdict, _StrEnum
+from ..vocab.verdict import BLOCKED, BUSY, EXITED, PROGRESSING, UNKNOWN, ThreadVerdict, StrEnum
 
 _SOCKETS = ("tcp", "unix", "socket")
 
 
-class LagSource(_StrEnum):
+class LagSource(StrEnum):
     """What showed that a rank is behind (most to least direct)."""
     RAS = "NCCL RAS"             # the job's own counts (operations launched per rank)
     RECORDER = "Flight Recorder"  # PyTorch's per-rank collective log (flight_recorder.py)

@@ -18,7 +18,7 @@ from typing import List, Optional
 from .waits import CpuUse, Wait
 
 
-class _StrEnum(str, Enum):
+class StrEnum(str, Enum):
     """A ``str`` enum that prints, formats, hashes and serialises as its value."""
     __hash__ = str.__hash__
 
@@ -29,7 +29,7 @@ class _StrEnum(str, Enum):
         return format(str(self.value), spec)
 
 
-class Verdict(_StrEnum):
+class Verdict(StrEnum):
     PROGRESSING = "progressing"
     BUSY = "busy-waiting"
     BLOCKED = "blocked"
@@ -45,7 +45,7 @@ IDLE, EXITED, UNKNOWN = Verdict.IDLE, Verdict.EXITED, Verdict.UNKNOWN
 ACTIVE = frozenset({PROGRESSING, BUSY, IDLE, UNKNOWN})   # a thread that can still act
 
 
-class BlockKind(_StrEnum):
+class BlockKind(StrEnum):
     """What the waits of a blocked process lead to (process_rules, from the graph)."""
     GPU = "gpu"                  # a blocking-sync wait that the GPU will end
     COLLECTIVE = "collective"    # a collective that waits for other ranks
@@ -57,7 +57,7 @@ class BlockKind(_StrEnum):
     STOPPED = "stopped"          # stopped by a signal (SIGSTOP, job control)
 
 
-class NoteKind(_StrEnum):
+class NoteKind(StrEnum):
     GPU = "gpu"                          # NVML findings
     INPUT = "input"                      # what the log or the backends could not show
     STACKS = "stacks"                    # py-spy could not take stacks

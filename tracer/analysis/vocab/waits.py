@@ -27,7 +27,7 @@ from ...linux.restart import TIMED_RESTARTS, resumed_call
 from .nodes import real_id
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..accumulate.accumulator import Recording, ThreadStats
+    from ..accumulate.stats import Recording, ThreadStats
 
 # The calls a hung thread sits in (others seen in a sample are passing through).
 BLOCKING_CALLS = frozenset({

@@ -37,14 +37,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from ..vocab.verdict import _StrEnum
+from ..vocab.verdict import StrEnum
 from .fd_waits import WRITE_CALLS
 from .graph import Edge, Node, NodeKind, WaitGraph
 
 __all__ = ["EndKind", "End", "Step", "Chain", "Chains", "SEVERITY", "WAITER_ENDS"]
 
 
-class EndKind(_StrEnum):
+class EndKind(StrEnum):
     CYCLE = "cycle"
     DEAD = "dead"
     SPIN = "spin"

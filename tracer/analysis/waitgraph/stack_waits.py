@@ -10,26 +10,44 @@ other pids, whether it stays inside the process), or None:
 - a thread whose kernel stack is in NVIDIA's driver: an edge to the GPU (it waits inside the
   driver, for the GPU or the driver itself);
 - a vfork parent (in D state until its child execs or exits): edges to its children.
-The builder is build.py's ``_Builder`` (its ``edge``, ``thread``, ``process``, ``special``).
+The builder is anything shaped as ``GraphBuilder`` (build.py's ``_Builder``: its ``edge``,
+``thread``, ``process``, ``special``), so that this module does not import build.py back.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from ...linux.kstack import frame_function
 from ..vocab.nodes import real_id
 from ..vocab.waits import Wait
 from .graph import GPU, EdgeKind, NodeKind
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .build import _Builder
+__all__ = ["stack_wait", "Resolution", "GraphBuilder"]
 
-__all__ = ["stack_wait", "Resolution"]
+
+class GraphBuilder(Protocol):
+    """What stack_wait uses of the graph builder (build.py's _Builder)."""
+    inp: Any                   # build.GraphInput: the recording, the facts, the threads
+    g: Any                     # graph.WaitGraph being built
+    procs: Dict[int, Any]
+
+    def thread(self, pid: int, tid: int) -> str: ...
+
+    def process(self, pid: int, any_thread: bool = False) -> str: ...
+
+    def special(self, nid: str, kind: NodeKind, label: str, dead: bool = False,
+                dead_text: str = "") -> str: ...
+
+    def edge(self, src: str, dst: str, kind: EdgeKind, obj: str, text: str) -> None: ...
+
+    def plabel(self, pid: int) -> str: ...
+
+    def refs(self, pids: Sequence[int]) -> str: ...
 
 Resolution = Tuple[EdgeKind, str, List[int], bool]     # kind, what, other pids, inside
 
 
-def stack_wait(b: "_Builder", pid: int, tid: int, src: str, who: str,
+def stack_wait(b: GraphBuilder, pid: int, tid: int, src: str, who: str,
                w: Wait) -> Optional[Resolution]:
     facts = b.inp.facts.stacks
     holder = facts.gil_holder(pid)
