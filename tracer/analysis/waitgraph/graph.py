@@ -35,12 +35,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set
 
-from ..vocab.verdict import _StrEnum
+from ..vocab.verdict import StrEnum
 
 GPU, OUTSIDE = "gpu", "outside"
 
 
-class EdgeKind(_StrEnum):
+class EdgeKind(StrEnum):
     MUTEX = "mutex"            # a pthread mutex whose owner the probe read
     JOIN = "join"              # pthread_join: the joined thread, until it exits
     FUTEX = "futex"            # a futex whose holder is unknown (or its last waker)
@@ -54,7 +54,7 @@ class EdgeKind(_StrEnum):
     OUTSIDE = "outside"        # nothing in the tree can end it (or we cannot tell)
 
 
-class NodeKind(_StrEnum):
+class NodeKind(StrEnum):
     THREAD = "thread"
     PROCESS = "process"        # P<pid>
     ANY_THREAD = "any-thread"  # A<pid>
