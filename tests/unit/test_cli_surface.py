@@ -92,6 +92,27 @@ def test_dash_p_repeatable_and_comma_lists_in_snapshot():
             s.wait()
 
 
+@pytest.mark.parametrize("text,pids", [("7", [7]), ("7,8", [7, 8]), ("7 8", [7, 8]),
+                                       ("7, 8", [7, 8]), ("\t7\n8 ", [7, 8]),
+                                       ("7 8,9", [7, 8, 9])])
+def test_dash_p_takes_stracess_forms(text, pids):
+    """``-p "$(pidof x)"`` (blanks), commas, both: what strace's -p takes."""
+    from tracer.cli.options import PidList
+    assert PidList().convert(text, None, None) == pids
+
+
+def test_dash_p_whitespace_list_in_snapshot():
+    a, b = _sleeper(), _sleeper()
+    try:
+        p = hangtrace("snapshot", "-p", f"{a.pid} {b.pid}", "--json")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["roots"] == [a.pid, b.pid]
+    finally:
+        for s in (a, b):
+            s.kill()
+            s.wait()
+
+
 @pytest.mark.parametrize("cmd", [["attach"], ["snapshot"],
                                  ["watch", "--silent-for", "5", "--once"]])
 @pytest.mark.parametrize("bad", ["²", "12x", "1,,2", "-5", "99999999999", "1e3"])

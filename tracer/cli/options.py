@@ -3,7 +3,8 @@ printed there.
 
 Contract:
 - ``FiniteFloat(lo, hi)``: a float in [lo, hi]; NaN and infinity are refused.
-- ``PidList``: one ``-p/--pid`` value, a pid or a comma list (``-p 1,2 -p 3``); each an ASCII
+- ``PidList``: one ``-p/--pid`` value, a pid or a list of them separated by commas and/or
+  whitespace, as strace takes them (``-p 1,2 -p 3``, ``-p "$(pidof x)"``); each an ASCII
   decimal of at most 10 digits (``²`` or ``1e3`` is a usage error, never an exception later).
   ``pid_option(help)`` is the option, ``all_pids(positional, given)`` the pids of both forms in
   order, each once.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from typing import Iterable, List, NoReturn, Optional, Sequence
 
@@ -29,6 +31,9 @@ __all__ = ["FiniteFloat", "PidList", "pid_option", "all_pids", "report_console",
            "is_terminal"]
 
 _PID_DIGITS = 10                  # pid_max is at most 2**22; 10 digits bound int() anyway
+# strace's -p: one comma (with blanks around it, or not) or blanks (spaces, tabs, newlines);
+# "1,,2" is still a usage error (an empty pid between two commas)
+_PID_SEPARATORS = re.compile(r"\s*,\s*|\s+")
 
 
 class FiniteFloat(click.ParamType):
@@ -62,15 +67,16 @@ def parse_pid(text: str) -> Optional[int]:
 
 
 class PidList(click.ParamType):
-    """``PID`` or ``PID,PID,...`` (module doc). Shell completion offers the running processes'
+    """``PID``, ``PID,PID,...`` or ``"PID PID ..."`` (module doc). Shell completion offers the running processes'
     pids, with their names as the help zsh and fish show."""
     name = "pid"
 
     def shell_complete(self, ctx, param, incomplete):  # type: ignore[no-untyped-def]
         from click.shell_completion import CompletionItem
         from ..linux.processes import listing
-        done, _, last = incomplete.rpartition(",")
-        prefix = done + "," if done else ""
+        parts = _PID_SEPARATORS.split(incomplete)
+        last = parts[-1]
+        prefix = incomplete[:len(incomplete) - len(last)]
         return [CompletionItem(f"{prefix}{pid}", help=name) for pid, name in listing()
                 if str(pid).startswith(last)]
 
@@ -80,7 +86,7 @@ class PidList(click.ParamType):
         if isinstance(value, int) and not isinstance(value, bool):
             return [value]
         out: List[int] = []
-        for part in str(value).split(","):
+        for part in _PID_SEPARATORS.split(str(value).strip()):
             pid = parse_pid(part)
             if pid is None:
                 self.fail(f"{shown(part)} is not a pid (a positive decimal number)", param, ctx)

@@ -13,7 +13,7 @@ Contract:
   tiny map and program); it loads none of hangtrace's programs, changes nothing and never
   raises.
 - ``run_doctor(console)`` prints the facts as a table (``console`` is a rich Console or any
-  object with ``print``) and returns 0 when at least one syscall backend (ebpf or strace) can
+  object with ``print``; every line goes through render/markup.escape) and returns 0 when at least one syscall backend (ebpf or strace) can
   run, else 1.
 """
 from __future__ import annotations
@@ -182,25 +182,23 @@ def _loader_used() -> str:
 
 
 def run_doctor(console: Any) -> int:
+    from ..render.markup import escape
     facts = doctor_facts()
-    console.print(f"kernel {facts['kernel']}, running as "
-                  f"{'root' if facts['root'] else 'uid ' + str(os.geteuid())}")
+
+    def say(text: str) -> None:
+        console.print(escape(text))
+    say(f"kernel {facts['kernel']}, running as "
+        f"{'root' if facts['root'] else 'uid ' + str(os.geteuid())}")
     for key, f in facts.items():
         if not isinstance(f, dict) or "ok" not in f:
             continue
-        mark = "ok  " if f["ok"] else "MISS"
-        line = f"  {mark} {key:<17} {f['detail']}"
+        mark = "ok  " if f["ok"] else ("PERM" if f.get("denied") else "MISS")
+        say(f"  {mark} {key:<17} {f['detail']}")
         if f["fix"]:
-            line += f"\n       -> {f['fix']}"
-        console.print(line, markup=False) if _takes_markup(console) else console.print(line)
-    console.print("backends:")
+            say(f"       -> {f['fix']}")
+    say("backends:")
     for name, b in facts["backends"].items():
         how = f": {b['loader']}" if b.get("loader") else ""
-        console.print(f"  {name:<7} {'usable' + how if b['ok'] else 'unavailable: ' + b['why']}")
-    note = f"note: {facts['ebpf_cost']}"
-    console.print(note, markup=False) if _takes_markup(console) else console.print(note)
+        say(f"  {name:<7} {'usable' + how if b['ok'] else 'unavailable: ' + b['why']}")
+    say(f"note: {facts['ebpf_cost']}")
     return 0 if facts["backends"]["ebpf"]["ok"] or facts["backends"]["strace"]["ok"] else 1
-
-
-def _takes_markup(console: Any) -> bool:
-    return type(console).__module__.startswith("rich")
