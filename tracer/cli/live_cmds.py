@@ -54,10 +54,11 @@ def attach(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: 
            duration: float, backend: str, rate: float, output: Optional[str], as_json: bool,
            verbose: bool, force: bool, native: bool) -> None:
     """Record the process trees under PIDS, save the trace and print the verdict."""
-    from ..record.session import choose_backends, resolve_targets
+    from ..record.session import choose_backends, refuse_untraceable, resolve_targets
     from ..tracefile.format import default_trace_path
     roots = resolve_targets(all_pids(pids, pid_lists), name, force=force)
     backends, why = choose_backends(backend, rate)
+    refuse_untraceable(roots, backends)
     out = output or default_trace_path(roots)
     piped = out == "-"
     if piped and is_terminal(sys.stdout):
