@@ -1,7 +1,7 @@
 """``hangtrace doctor``: what this machine allows a tracer to do, and what to install.
 
 Contract:
-- ``doctor_facts()`` -> dict (JSON-ready, for tests and ``--json``; docs/doctor.schema.json):
+- ``doctor_facts()`` -> dict (JSON-ready, for tests and ``--json``; tracer/data/doctor.schema.json):
   ``format`` (``FORMAT``), ``version``, ``kernel``, ``root``, one entry per capability, each
   ``{"ok": bool, "detail": str, "fix": str}`` ("fix" empty when ok), plus "backends":
   which backends can run (ebpf, strace, proc) and why not. ``compiled_helpers`` says whether
