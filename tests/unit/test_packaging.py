@@ -141,3 +141,17 @@ def test_the_readme_lists_the_dependencies_pyproject_has():
         assert name in bullet, name
     for extra in meta["optional-dependencies"]:
         assert f"`{extra}`" in bullet, extra
+
+
+def test_the_pure_wheel_switch(monkeypatch):
+    """HANGTRACE_PURE=1 builds no extension (the py3-none-any wheel); unset or 0, the helpers."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_hangtrace_setup", ROOT / "setup.py")
+    setup_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_py)
+    for value, pure in (("1", True), ("0", False), ("", False)):
+        monkeypatch.setenv(setup_py.PURE_VAR, value)
+        assert setup_py.pure() is pure, value
+    monkeypatch.delenv(setup_py.PURE_VAR)
+    assert not setup_py.pure()
+    assert setup_py.fast_extension().name == "tracer.tracefile._fast"
