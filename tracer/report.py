@@ -2,8 +2,8 @@
 
 Contract: a ``Report`` holds verdicts, evidence, counters and notes; it never reads /proc or a
 trace. ``to_json()`` gives the documented ``hangtrace.report/1`` document (its JSON schema is
-docs/report.schema.json); ``exit_code`` maps the tree verdict to the command's exit status (README):
-0 progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited,
+tracer/data/report.schema.json); ``exit_code`` maps the tree verdict to the command's exit
+status (README): 0 progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited,
 6 blocked on something outside the traced tree that is still working (the GPU).
 """
 from __future__ import annotations

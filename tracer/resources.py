@@ -1,4 +1,5 @@
-"""Where hangtrace's data files are: the BPF C programs and the demo's scenario programs.
+"""Where hangtrace's data files are: the BPF C programs, the demo's scenario programs and the
+JSON schemas of ``--json``.
 
 Contract: the source checkout keeps them at the top (``bpf/``, ``fixtures/scenarios/``, as the
 product's layout has it); the build maps them into the package as ``tracer.bpf`` and
@@ -11,15 +12,28 @@ checkout run without installing, ``PYTHONPATH=.``) the folders beside the packag
 BCC and gcc need file paths). ``is_checkout(dir)`` tells a folder of the source tree from one
 inside the installed package (the C scenarios are built beside their sources in the first, in a
 cache directory in the second: record/demo.py).
+The schemas (draft 2020-12) ship in the package (tracer/data/NAME.schema.json, NAME one of
+``SCHEMAS``) with relative ``$id``s ("report.schema.json"), so that a ``$ref`` from one to
+another ("report.schema.json#/$defs/evidence") resolves beside it, offline. ``schema(name)`` is
+one as shipped; ``bundled_schema(name)`` is the same with every schema it refers to embedded
+under ``$defs`` (each keeping its ``$id``: draft 2020-12's bundling), one document that
+resolves with nothing else (``hangtrace schema NAME`` prints it). An unknown name is a
+KeyError.
 """
 from __future__ import annotations
 
 import importlib.resources
+import json
+import re
 from pathlib import Path
+from typing import Any, Dict
 
-__all__ = ["bpf_dir", "scenario_dir", "is_checkout", "PACKAGE_DIR"]
+__all__ = ["bpf_dir", "scenario_dir", "is_checkout", "PACKAGE_DIR", "SCHEMAS", "schema_path",
+           "schema", "bundled_schema"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+SCHEMAS = ("report", "snapshot", "doctor")
+_SCHEMA_REF = re.compile(r'"\$ref": "([a-z]+)\.schema\.json#')
 _CHECKOUT = {"tracer.bpf": "bpf", "tracer.scenarios": "fixtures/scenarios"}
 
 
@@ -51,3 +65,25 @@ def scenario_dir() -> Path:
 def is_checkout(path: Path) -> bool:
     """True for a data folder of the source tree (beside the package, not inside it)."""
     return PACKAGE_DIR not in Path(path).resolve().parents
+
+
+def schema_path(name: str) -> Path:
+    """The shipped schema file of ``name`` (module doc)."""
+    if name not in SCHEMAS:
+        raise KeyError(name)
+    return PACKAGE_DIR / "data" / f"{name}.schema.json"
+
+
+def schema(name: str) -> Dict[str, Any]:
+    """One schema as shipped (module doc)."""
+    return json.loads(schema_path(name).read_text())
+
+
+def bundled_schema(name: str) -> Dict[str, Any]:
+    """``name``'s schema with the schemas it refers to embedded under ``$defs`` (module doc)."""
+    doc = schema(name)
+    refers = sorted(set(_SCHEMA_REF.findall(schema_path(name).read_text())) - {name})
+    if refers:
+        doc["$defs"] = {**doc.get("$defs", {}), **{f"{r}.schema.json": schema(r)
+                                                    for r in refers}}
+    return doc

@@ -1,5 +1,6 @@
-"""The wheel and the sdist, each installed into a fresh venv outside the checkout, work on their
-own: scripts/check_dist.py builds them and runs --version, doctor (compiled helpers loaded),
+"""The manylinux wheel (auditwheel), the pure py3-none-any wheel and the sdist, each installed
+into a fresh venv outside the checkout, work on their own: scripts/check_dist.py builds them
+and runs --version, doctor (compiled helpers loaded),
 an import, the demo (a Python and a C scenario), attach -b ebpf on a live process, the man page,
 and an install with a compiler that fails (the pure path). It takes minutes and needs the
 package index: it runs in CI (CI=true) or with HANGTRACE_TEST_DIST=1, and is skipped otherwise
@@ -28,3 +29,7 @@ def test_the_wheel_and_the_sdist_work_installed():
     assert lines[-1] == "check_dist: ok"
     assert any("attach -b ebpf" in line for line in lines)
     assert any("pure Python" in line for line in lines)
+    assert any("manylinux_2_" in line and "cp3" in line for line in lines)     # auditwheel's
+    assert any(line.startswith("check_dist: installing the pure-wheel (hangtrace-")
+               and "-py3-none-any.whl" in line for line in lines)
+    assert any("pure-Python path" in line for line in lines)

@@ -1,6 +1,7 @@
-"""docs/report.schema.json: every --json report the CLI prints validates against it, and the
-schema is strict enough to catch a report that drifts from it (a missing field, a verdict it does
-not know, a field of the wrong type, a field it does not describe)."""
+"""The shipped report schema (tracer/data/report.schema.json): every --json report the CLI
+prints validates against it, and the schema is strict enough to catch a report that drifts from
+it (a missing field, a verdict it does not know, a field of the wrong type, a field it does not
+describe)."""
 from __future__ import annotations
 
 import copy

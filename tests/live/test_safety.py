@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Set
 
 import pytest
 
+from cli_run import one_line
 from tracer.record.backends.base import TargetSet
 from tracer.record.backends.strace_backend import StraceBackend
 from tracer.tracefile.format import TraceReader
@@ -301,25 +302,36 @@ def _as_nobody() -> None:
                                      pytest.param("strace", marks=pytest.mark.skipif(
                                          not HAVE_STRACE, reason="no strace"))])
 def test_an_unprivileged_user_on_a_root_process_gets_unknown(backend):
-    """As user nobody, a root process spinning part of the time: never "idle" (exit 0) nor
-    "busy" from threads nothing was seen of; unknown, exit 7, and the verdict says why."""
+    """As user nobody, a root process spinning part of the time beside one of its own: never
+    "idle" (exit 0) nor "busy" from threads nothing was seen of; unknown, exit 7, and the
+    verdict says why. Alone, the root process is refused: one line and exit 1, as strace does
+    (issue 34: it was recorded as nothing and exit 7, where the README's 1 means no
+    permission)."""
     spin = subprocess.Popen([sys.executable, "-c",
                              "import time\nwhile True:\n t = time.time()\n"
                              " while time.time() - t < 0.035: pass\n time.sleep(0.065)"])
+    own = subprocess.Popen(["sleep", "120"], preexec_fn=_as_nobody)
     out_dir = tempfile.mkdtemp(prefix="hangtrace-nobody-")
     os.chmod(out_dir, 0o777)
     try:
-        p = subprocess.run(HANGTRACE + ["attach", str(spin.pid), "-b", backend, "-d", "1.5",
-                                        "--json", "-o", os.path.join(out_dir, "t.htrace.gz")],
-                           capture_output=True, text=True, timeout=120, preexec_fn=_as_nobody,
-                           env={**os.environ, "HOME": out_dir})
+        def attach(*pids: int) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                HANGTRACE + ["attach", *map(str, pids), "-b", backend, "-d", "1.5", "--json",
+                             "-o", os.path.join(out_dir, "t.htrace.gz")],
+                capture_output=True, text=True, timeout=120, preexec_fn=_as_nobody,
+                env={**os.environ, "HOME": out_dir})
+        alone = attach(spin.pid)
+        assert alone.returncode == 1 and alone.stdout == "", alone.stderr
+        assert f"cannot trace pid {spin.pid}" in one_line(alone.stderr)
+        p = attach(spin.pid, own.pid)
         doc = json.loads(p.stdout)
         assert doc["verdict"] == "unknown" and p.returncode == 7, (doc["root_cause"], p.stderr)
         text = " ".join(doc["unobserved"])
         assert "permission denied" in text or "Operation not permitted" in text, text
     finally:
-        spin.kill()
-        spin.wait()
+        for proc in (spin, own):
+            proc.kill()
+            proc.wait()
         shutil.rmtree(out_dir, ignore_errors=True)
 
 

@@ -54,6 +54,63 @@ def test_bash_completion_completes_commands_options_and_choices():
             assert p.stdout.split() == want, (line, p.stdout)
 
 
+def _completions(args, incomplete):
+    """(type, value) of what click's completion API offers after ``args`` for ``incomplete``."""
+    from click.shell_completion import ShellComplete
+    comp = ShellComplete(commands.main, {}, "hangtrace", commands.COMPLETE_VAR)
+    return [(item.type, item.value) for item in comp.get_completions(args, incomplete)]
+
+
+@pytest.mark.parametrize("args", [["export"], ["merge"], ["merge", "a.htrace.gz"], ["analyze"],
+                                  ["import-strace"], ["attach", "-o"], ["attach", "--output"],
+                                  ["export", "t.gz", "-o"], ["merge", "t.gz", "-o"],
+                                  ["import-strace", "log", "-o"], ["demo", "-o"],
+                                  ["cluster", "--via", "ssh", "-o"],
+                                  ["analyze", "t", "--flight-recorder"]])
+def test_file_names_complete_where_a_file_is_named(args):
+    """The shell completes file names there (click's "file" completion), as after strace -o."""
+    assert _completions(args, "tr") == [("file", "tr")]
+
+
+@pytest.mark.parametrize("args", [["watch", "-p", "1", "-o"], ["watch", "--output-dir"],
+                                  ["cluster", "--via", "ssh", "--output-dir"]])
+def test_directory_names_complete_after_output_dirs(args):
+    assert _completions(args, "") == [("dir", "")]
+
+
+def test_formats_complete_after_dash_f():
+    from tracer.render.export import FORMATS
+    assert _completions(["export", "t.gz", "-f"], "") == [("plain", f) for f in FORMATS]
+    assert _completions(["export", "t.gz", "--format"], "perfetto-") == [("plain",
+                                                                          "perfetto-proto")]
+    assert _completions(["export", "t.gz", "-f"], "zzz") == []
+
+
+def test_scenarios_complete_after_demo():
+    from tracer.record.demo import scenario_names
+    names = scenario_names()
+    assert "sglang_like" in names and len(names) > 3
+    assert _completions(["demo"], "") == [("plain", n) for n in names]
+    assert _completions(["demo"], "sgl") == [("plain", "sglang_like")]
+
+
+def test_bash_completion_of_formats_through_the_script_protocol():
+    line = "hangtrace export T -f perfetto-"
+    p = _complete({"_HANGTRACE_COMPLETE": "bash_complete", "COMP_WORDS": line,
+                   "COMP_CWORD": "4"})
+    assert p.returncode == 0 and p.stdout.split() == ["plain,perfetto-proto"], p.stdout
+
+
+def test_demo_writes_its_trace_where_dash_o_says(tmp_path):
+    out = tmp_path / "demo.htrace.gz"
+    p = hangtrace("demo", "pipe_deadlock", "--backend", "proc", "-d", "1", "-o", str(out),
+                  "--json", timeout=180)
+    assert p.returncode not in (1, 2), p.stderr          # a verdict's status, whichever
+    assert out.stat().st_size > 0 and f"trace saved to {out}" in p.stderr
+    assert json.loads(p.stdout)["format"] == "hangtrace.report/1"
+    assert hangtrace("demo", "-o", "-").returncode == 2
+
+
 def test_pid_completion_offers_running_processes():
     me = os.getpid()
     line = f"hangtrace attach -p {str(me)[:-1]}"
@@ -88,6 +145,27 @@ def test_dash_p_repeatable_and_comma_lists_in_snapshot():
         report_schema.check(doc, "snapshot")
     finally:
         for s in (a, b, c):
+            s.kill()
+            s.wait()
+
+
+@pytest.mark.parametrize("text,pids", [("7", [7]), ("7,8", [7, 8]), ("7 8", [7, 8]),
+                                       ("7, 8", [7, 8]), ("\t7\n8 ", [7, 8]),
+                                       ("7 8,9", [7, 8, 9])])
+def test_dash_p_takes_stracess_forms(text, pids):
+    """``-p "$(pidof x)"`` (blanks), commas, both: what strace's -p takes."""
+    from tracer.cli.options import PidList
+    assert PidList().convert(text, None, None) == pids
+
+
+def test_dash_p_whitespace_list_in_snapshot():
+    a, b = _sleeper(), _sleeper()
+    try:
+        p = hangtrace("snapshot", "-p", f"{a.pid} {b.pid}", "--json")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["roots"] == [a.pid, b.pid]
+    finally:
+        for s in (a, b):
             s.kill()
             s.wait()
 

@@ -113,3 +113,43 @@ def test_py_spy_is_found_where_the_report_finds_it(tmp_path, monkeypatch):
     f = doctor_facts()["py_spy"]
     assert find_py_spy() is None and not f["ok"] and "not installed" in f["detail"]
     assert "hangtrace[stacks]" in f["fix"]
+
+
+MARKUP_LIKE = "pip install 'hangtrace[stacks]' [red]x[/] [bold]"
+
+
+def test_every_doctor_line_prints_markup_like_text_as_it_is(monkeypatch):
+    """``[stacks]`` in a fix was read by rich as a tag and dropped; every line goes through
+    render/markup.escape now, whatever the text."""
+    from tracer.record import doctor
+    facts = doctor_facts()
+    checks = [v for v in facts.values() if isinstance(v, dict) and "ok" in v]
+    for value in checks:
+        value.update(ok=False, detail=f"detail {MARKUP_LIKE}", fix=f"fix {MARKUP_LIKE}")
+    facts["ebpf_cost"] = f"cost {MARKUP_LIKE}"
+    for b in facts["backends"].values():
+        b.update(ok=False, why=f"why {MARKUP_LIKE}")
+    monkeypatch.setattr(doctor, "doctor_facts", lambda: facts)
+    buf = io.StringIO()
+    run_doctor(Console(file=buf, width=400))
+    lines = buf.getvalue().splitlines()
+    for what in ("detail", "fix", "cost", "why"):
+        n = sum(f"{what} {MARKUP_LIKE}" in line for line in lines)
+        assert n > 0, (what, lines)
+    assert sum(MARKUP_LIKE in line for line in lines) == 2 * len(checks) + 3 + 1
+
+
+def test_error_lines_print_markup_like_text_as_it_is(tmp_path):
+    """An error's line (here a missing file's name) keeps its brackets."""
+    from cli_run import hangtrace, one_line
+    missing = tmp_path / "[red]gone[/].htrace"
+    p = hangtrace("analyze", str(missing))
+    assert p.returncode == 1 and "[red]gone[/]" in one_line(p.stderr)
+
+
+def test_the_escape_helper_keeps_text_and_shows_control_characters():
+    from tracer.render.markup import escape, plain
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(escape("[stacks] a\nb [/]"))
+    assert buf.getvalue().strip() == "[stacks] a\\nb [/]"
+    assert plain("[b]x[/b]").plain == "[b]x[/b]"

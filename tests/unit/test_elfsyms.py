@@ -68,3 +68,18 @@ def test_bad_files_raise_one_value_error(tmp_path, data, why):
     p.write_bytes(data)
     with pytest.raises(ValueError, match=why):
         function_symbols(str(p))
+
+
+def test_the_same_symbols_as_pyelftools_reads(tmp_path):
+    """The hand-written reader (kept for its speed at attach: bench/elf_readers.py) gives what
+    pyelftools gives, on a library built here and on this machine's libc."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from elf_readers import pyelftools_function_symbols
+    libs = [_build(tmp_path, "libcuda.so.1"),
+            _build(tmp_path, "moved.so", "-Wl,--section-start=.text=0x400000")]
+    libs += [Path(p) for p in ("/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6")
+             if Path(p).exists()][:1]
+    for lib in libs:
+        mine = function_symbols(str(lib))
+        assert mine and mine == pyelftools_function_symbols(str(lib)), lib

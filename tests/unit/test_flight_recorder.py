@@ -205,6 +205,7 @@ def test_dumps_given_beside_a_trace_are_put_on_its_ranks_by_rank():
     assert "(Flight Recorder)" in report.root_cause["summary"]
     cli = subprocess.run([sys.executable, "-m", "tracer", "analyze", str(trace), "--fr",
                           str(SKIP), "--json"], capture_output=True, text=True, timeout=60)
+    report_schema.check(json.loads(cli.stdout))
     assert json.loads(cli.stdout)["root_cause"]["pid"] == 18419
     bad = subprocess.run([sys.executable, "-m", "tracer", "analyze", str(trace), "--fr",
                           str(SKIP / "nothing_here_")], capture_output=True, text=True,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import report_schema
 from tracer.cli import commands as cli
 from tracer import events as ev
 from tracer.analysis.analyzer import Analyzer, analyze_trace
@@ -40,6 +41,7 @@ def cli_run(*argv: str):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.run(list(argv))
+    report_schema.check_output(argv, out.getvalue())     # a --json document: its schema
     return code, out.getvalue(), err.getvalue()
 
 
@@ -92,6 +94,7 @@ def test_a_trace_can_be_read_from_a_pipe(tmp_path) -> None:
     with open(src, "rb") as f:
         p = subprocess.run(HANGTRACE + ["analyze", "/dev/stdin", "--json"], stdin=f,
                            capture_output=True, text=True, timeout=60)
+    report_schema.check(json.loads(p.stdout))
     assert json.loads(p.stdout)["verdict"] == analyze_trace(str(src)).verdict, p.stderr
 
 

@@ -1,5 +1,6 @@
-"""NVML reader and backend (tracer/gpu/nvml.py, tracer/record/backends/nvml_backend.py) with fakes; the
-real library is used only where one is installed (the GPU machine)."""
+"""NVML reader and backend (tracer/gpu/nvml.py through nvidia-ml-py, tracer/record/backends/
+nvml_backend.py) with fakes of the pynvml module (monkeypatched); the real library is used only
+where one is installed (the GPU machine), and here its absence must read "no NVIDIA driver"."""
 from __future__ import annotations
 
 import ctypes.util
@@ -38,9 +39,14 @@ def test_check_says_why_not():
     assert NvmlBackend(opener=lambda: fake).check() is None and fake.closed
 
 
-def test_open_nvml_without_the_library_raises_one_line():
-    with pytest.raises(NvmlError, match="no NVIDIA management library"):
-        open_nvml(("libdoes-not-exist-hangtrace.so.1",))
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="NVML is here")
+def test_open_nvml_without_the_library_says_no_nvidia_driver():
+    """The real nvidia-ml-py on a machine without the driver: one line, "no NVIDIA driver"."""
+    pytest.importorskip("pynvml")
+    with pytest.raises(NvmlError, match="^no NVIDIA driver") as info:
+        open_nvml()
+    assert "\n" not in str(info.value)
+    assert NvmlBackend().check().startswith("no NVIDIA driver")
 
 
 def test_backend_emits_gpu_samples_and_stops():
@@ -165,7 +171,7 @@ class FakePynvml:
         return 1980
 
 
-def test_pynvml_readings_are_the_ctypes_readers():
+def test_pynvml_readings():
     from tracer.gpu.nvml_py import open_pynvml
     fake = FakePynvml()
     nv = open_pynvml(fake)
@@ -187,18 +193,37 @@ def test_pynvml_without_a_gpu_is_one_line_and_shuts_down():
     assert fake.shut == 1
 
 
-def test_open_nvml_prefers_pynvml_and_falls_back_to_ctypes(monkeypatch):
+def test_open_nvml_reads_through_pynvml(monkeypatch):
     import sys
     fake = FakePynvml()
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    assert open_nvml().binding == "nvidia-ml-py"
+    nv = open_nvml()
+    assert nv.binding == "nvidia-ml-py" and nv.uuids == ["GPU-h0"]
+    nv.close()
+
+
+@pytest.mark.parametrize("code,words", [(12, "^no NVIDIA driver"), (9, "^no NVIDIA driver"),
+                                        (999, "^nvmlInit failed through nvidia-ml-py")])
+def test_open_nvml_refused_by_the_bindings_is_one_line(monkeypatch, code, words):
+    import sys
+    fake = FakePynvml()
 
     def refuse():
-        raise fake.NVMLError("Driver Not Loaded")
+        exc = fake.NVMLError("NVML Shared Library Not Found")
+        exc.value = code
+        raise exc
     fake.nvmlInit = refuse
-    import tracer.gpu.nvml as nvml
-    monkeypatch.setattr(nvml, "open_ctypes", lambda names=nvml.LIBRARY_NAMES: "ctypes reader")
-    assert open_nvml() == "ctypes reader"
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    with pytest.raises(NvmlError, match=words):
+        open_nvml()
+    assert NvmlBackend(opener=open_nvml).check().split(" ")[0] in ("no", "nvmlInit")
+
+
+def test_open_nvml_without_the_bindings_says_so(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "pynvml", None)        # import pynvml: ImportError
+    with pytest.raises(NvmlError, match="nvidia-ml-py cannot be imported"):
+        open_nvml()
 
 
 class FakePynvmlWithGpm(FakePynvml):

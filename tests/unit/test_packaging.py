@@ -125,6 +125,33 @@ def test_the_metadata():
     assert "psutil" in deps and "pyelftools" in deps and "click" in deps and "rich" in deps
     extras = meta["optional-dependencies"]
     assert any("py-spy" in x for x in extras["stacks"])
-    assert any("nvidia-ml-py" in x for x in extras["gpu"])
+    assert "nvidia-ml-py" in deps and "gpu" not in extras   # issue 34: a plain dependency
     assert any(x.startswith("perfetto") for x in extras["perfetto"])
     assert meta["scripts"]["hangtrace"] == "tracer.cli:entry"
+
+
+def test_the_readme_lists_the_dependencies_pyproject_has():
+    """README's "Dependencies" bullet names every dependency and extra of pyproject.toml."""
+    import re
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    readme = (ROOT / "README.md").read_text()
+    bullet = readme.split("- Dependencies", 1)[1].split("\n- ", 1)[0]
+    for dep in meta["dependencies"]:
+        name = re.split(r"[<>=!~\[ ]", dep, 1)[0]
+        assert name in bullet, name
+    for extra in meta["optional-dependencies"]:
+        assert f"`{extra}`" in bullet, extra
+
+
+def test_the_pure_wheel_switch(monkeypatch):
+    """HANGTRACE_PURE=1 builds no extension (the py3-none-any wheel); unset or 0, the helpers."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_hangtrace_setup", ROOT / "setup.py")
+    setup_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_py)
+    for value, pure in (("1", True), ("0", False), ("", False)):
+        monkeypatch.setenv(setup_py.PURE_VAR, value)
+        assert setup_py.pure() is pure, value
+    monkeypatch.delenv(setup_py.PURE_VAR)
+    assert not setup_py.pure()
+    assert setup_py.fast_extension().name == "tracer.tracefile._fast"

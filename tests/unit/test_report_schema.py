@@ -1,10 +1,12 @@
-"""docs/report.schema.json: every --json report the CLI prints validates against it, and the
-schema is strict enough to catch a report that drifts from it (a missing field, a verdict it does
-not know, a field of the wrong type, a field it does not describe)."""
+"""The shipped report schema (tracer/data/report.schema.json): every --json report the CLI
+prints validates against it, and the schema is strict enough to catch a report that drifts from
+it (a missing field, a verdict it does not know, a field of the wrong type, a field it does not
+describe)."""
 from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +87,47 @@ def test_schema_rejects_drift(break_it, where):
     break_it(bad)
     problems = report_schema.errors(bad)
     assert problems and any(p.startswith(where) for p in problems), problems
+
+
+@pytest.mark.parametrize("name", ["report", "snapshot", "doctor"])
+def test_hangtrace_schema_prints_a_schema_that_resolves_alone(name, tmp_path):
+    """``hangtrace schema NAME`` is one valid 2020-12 document with relative ids whose every
+    $ref resolves inside it (no registry, no network): a document that breaks what a $ref
+    points to is refused, which an unresolved $ref could not do."""
+    jsonschema = pytest.importorskip("jsonschema")
+    p = cli("schema", name)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["$id"] == f"{name}.schema.json"
+    cls = jsonschema.validators.validator_for(doc)
+    cls.check_schema(doc)
+    validator = cls(doc)
+    if name == "snapshot":
+        snap = json.loads(cli("snapshot", "-p", str(os.getpid()), "--json").stdout)
+        assert not list(validator.iter_errors(snap))
+        snap["evidence"] = {"libs": "not a list"}
+        assert list(validator.iter_errors(snap))     # through report.schema.json#/$defs/evidence
+    if name == "doctor":
+        facts = json.loads(cli("doctor", "--json").stdout)
+        assert not list(validator.iter_errors(facts))
+        facts["denied"] = "x"
+        assert list(validator.iter_errors(facts))
+    for ref in _refs(doc):
+        assert "://" not in ref, ref
+
+
+def _refs(node):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "$ref":
+                yield v
+            else:
+                yield from _refs(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _refs(v)
+
+
+def test_unknown_schema_name_is_a_usage_error():
+    p = cli("schema", "nope")
+    assert p.returncode == 2 and p.stderr.startswith("hangtrace: ")

@@ -10,6 +10,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
+import report_schema
 from tracer.cli import commands as cli
 from tracer import events as ev
 from tracer.cli.commands import main
@@ -140,6 +141,7 @@ def test_cli_import_and_analyze_a_set(tmp_path):
     r = CliRunner().invoke(main, ["analyze", "--json", str(d / "trace")])
     assert r.exit_code in (0, 3, 4, 5, 6), r.output
     assert '"pid": 13443' in r.output
+    report_schema.check_output(["--json"], r.stdout)
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = cli.run(["analyze", str(tmp_path / "nothing")])     # errors become one line

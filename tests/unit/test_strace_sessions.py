@@ -18,6 +18,7 @@ import os
 
 import pytest
 
+import report_schema
 from tracer.analysis.analyzer import analyze_trace
 from tracer.render.console import render_report, report_console
 from tracer.strace.convert import StraceConverter
@@ -200,6 +201,7 @@ def test_import_strace_cli_takes_pid(tmp_path):
                                     "--pid", "444", "--analyze", "--json"])
     assert run.exit_code == 0, run.output
     doc = json.loads(run.stdout[run.stdout.index("{"):])
+    report_schema.check(doc)
     assert (doc["root_cause"]["pid"], doc["root_cause"]["tid"]) == (444, 444)
     bad = CliRunner().invoke(main, ["import-strace", log, "--pid", "0"])
     assert bad.exit_code != 0

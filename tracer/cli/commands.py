@@ -104,6 +104,16 @@ def completion(shell: str) -> None:
     click.echo(cls(main, {}, "hangtrace", COMPLETE_VAR).source())
 
 
+@click.command(epilog=epilog("schema"))
+@click.argument("name", type=click.Choice(["report", "snapshot", "doctor"]))
+def schema(name: str) -> None:
+    """Print the JSON schema (draft 2020-12) of NAME's --json document: report (attach,
+    analyze, watch, merge, cluster), snapshot or doctor; one file that resolves offline."""
+    import json
+    from ..resources import bundled_schema
+    click.echo(json.dumps(bundled_schema(name), indent=1, ensure_ascii=False))
+
+
 def _quiet_stdout() -> None:
     """stdout as /dev/null from here on: the interpreter's final flush must not fail."""
     try:
@@ -195,7 +205,7 @@ def _add_commands() -> None:
     from .live_cmds import attach, demo, doctor, snapshot, watch
     from .nodes import cluster, merge
     for cmd in (attach, analyze, import_strace_cmd, snapshot, export, watch, doctor, demo,
-                merge, cluster, completion):     # this order: the synopsis's (cli/manpage.py)
+                merge, cluster, schema, completion):     # this order: the synopsis's (cli/manpage.py)
         main.add_command(cmd)
 
 

@@ -48,7 +48,7 @@ EXAMPLES: Dict[str, List[Example]] = {
     "snapshot": [
         ("hangtrace snapshot -p 4242", "threads, syscalls, wchan, fds and ports, right now"),
         ("hangtrace snapshot --name vllm --stacks", "with every Python thread's stack (py-spy)"),
-        ("hangtrace snapshot -p 4242 --json > snap.json", "as JSON (docs/snapshot.schema.json)"),
+        ("hangtrace snapshot -p 4242 --json > snap.json", "as JSON (its schema: hangtrace schema snapshot)"),
     ],
     "export": [
         ("hangtrace export t.htrace.gz -f perfetto -o t.json", "a timeline for ui.perfetto.dev"),
@@ -64,7 +64,11 @@ EXAMPLES: Dict[str, List[Example]] = {
     ],
     "doctor": [
         ("hangtrace doctor", "which backends can run here, and what to install"),
-        ("hangtrace doctor --json | jq .backends", "as JSON (docs/doctor.schema.json)"),
+        ("hangtrace doctor --json | jq .backends", "as JSON (its schema: hangtrace schema doctor)"),
+    ],
+    "schema": [
+        ("hangtrace schema report > report.schema.json", "the schema of every --json report"),
+        ("hangtrace schema snapshot | jq '.properties | keys'", "what a snapshot holds"),
     ],
     "demo": [
         ("hangtrace demo", "the SGLang-like scenario, attached for 5 s"),

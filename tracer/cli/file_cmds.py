@@ -17,16 +17,16 @@ import click
 from ..errors import NotATrace, OutputError, UsageError, shown
 from .examples import epilog
 from ..render.export import FORMATS
-from .options import emit, is_terminal
+from .options import FILE, complete_from, emit, is_terminal
 
 __all__ = ["analyze", "export", "import_strace_cmd"]
 
 
 @click.command(epilog=epilog("analyze"))
-@click.argument("trace", type=click.Path())
+@click.argument("trace", type=FILE)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
-@click.option("--flight-recorder", "--fr", "fr", multiple=True, metavar="PATH",
+@click.option("--flight-recorder", "--fr", "fr", multiple=True, metavar="PATH", type=FILE,
               help="PyTorch Flight Recorder dumps to read with the trace (a directory, a file "
               "prefix such as /tmp/nccl_trace_rank_, or a file).")
 def analyze(trace: str, as_json: bool, verbose: bool, fr: Tuple[str, ...]) -> None:
@@ -89,12 +89,13 @@ def _analyze_strace_log(path: str, why: Optional[NotATrace]):  # type: ignore[no
 
 
 @click.command(epilog=epilog("export"))
-@click.argument("trace")
+@click.argument("trace", type=FILE)
 @click.option("--format", "-f", "fmt", required=True, metavar="|".join(FORMATS),
+              shell_complete=complete_from(FORMATS),
               help="Output format: perfetto (Chrome trace event JSON), perfetto-proto "
               "(Perfetto's protobuf, for large traces), json (JSON lines), dot (the wait-for "
               "graph for Graphviz).")
-@click.option("--output", "-o", metavar="FILE", help="Write here instead of stdout.")
+@click.option("--output", "-o", type=FILE, metavar="FILE", help="Write here instead of stdout.")
 def export(trace: str, fmt: str, output: Optional[str]) -> None:
     """Write a saved trace in another tool's format (timelines, graphs, JSON lines)."""
     from ..render.export import export_to, is_binary
@@ -134,8 +135,8 @@ def _is_fifo(path: str) -> bool:
 
 
 @click.command("import-strace", epilog=epilog("import-strace"))
-@click.argument("log", type=click.Path())
-@click.option("--output", "-o", metavar="FILE", help="Trace file to write (default: LOG.htrace.gz).")
+@click.argument("log", type=FILE)
+@click.option("--output", "-o", type=FILE, metavar="FILE", help="Trace file to write (default: LOG.htrace.gz).")
 @click.option("--analyze", "then_analyze", is_flag=True, help="Print the verdict too.")
 @click.option("--json", "as_json", is_flag=True, help="With --analyze: the report as JSON.")
 @click.option("--pid", "pid", type=click.IntRange(1, 4194304), metavar="N",

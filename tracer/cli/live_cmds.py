@@ -17,8 +17,8 @@ import click
 
 from ..errors import OutputError, TargetGone, UsageError
 from .examples import epilog
-from .options import FiniteFloat, PidList, all_pids, emit, is_terminal, pid_option, pids_text, \
-    report_console
+from .options import FILE, DIR, FiniteFloat, PidList, all_pids, complete_scenario, emit, \
+    is_terminal, pid_option, pids_text, report_console
 
 __all__ = ["attach", "watch", "snapshot", "demo", "doctor"]
 
@@ -43,7 +43,7 @@ NATIVE_HELP = ("Also gather native (C/C++) frames and name the CUDA, NCCL and cu
               help="How to record: eBPF, strace (ptrace), /proc sampling, or the best here.")
 @click.option("--rate", default=10.0, show_default=True, type=FiniteFloat(0.5, 200),
               metavar="HZ", help="/proc samples per second.")
-@click.option("--output", "-o", metavar="FILE", help="Trace file (default: hangtrace-PID-TIME"
+@click.option("--output", "-o", type=FILE, metavar="FILE", help="Trace file (default: hangtrace-PID-TIME"
               ".htrace.gz); '-': gzip to standard output, the report to stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
@@ -54,10 +54,11 @@ def attach(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: 
            duration: float, backend: str, rate: float, output: Optional[str], as_json: bool,
            verbose: bool, force: bool, native: bool) -> None:
     """Record the process trees under PIDS, save the trace and print the verdict."""
-    from ..record.session import choose_backends, resolve_targets
+    from ..record.session import choose_backends, refuse_untraceable, resolve_targets
     from ..tracefile.format import default_trace_path
     roots = resolve_targets(all_pids(pids, pid_lists), name, force=force)
     backends, why = choose_backends(backend, rate)
+    refuse_untraceable(roots, backends)
     out = output or default_trace_path(roots)
     piped = out == "-"
     if piped and is_terminal(sys.stdout):
@@ -109,7 +110,7 @@ def record_with_view(roots: List[int], backends: list, duration: float, out: str
 @click.option("--duration", "-d", default=10.0, show_default=True, type=FiniteFloat(0.2),
               metavar="SECONDS", help="Seconds to record at each capture.")
 @click.option("--output-dir", "-o", "output_dir", default=".", show_default=True,
-              metavar="DIR", help="Where the traces and reports (.txt, .json) go.")
+              metavar="DIR", shell_complete=DIR.shell_complete, help="Where the traces and reports (.txt, .json) go.")
 @click.option("--once", is_flag=True, help="Exit after the first capture, with its verdict's "
               "exit status.")
 @click.option("--max-captures", default=0, show_default=True, type=click.IntRange(0),
@@ -190,14 +191,17 @@ def snapshot(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...],
 
 
 @click.command(epilog=epilog("demo"))
-@click.argument("scenario", default="sglang_like")
+@click.argument("scenario", default="sglang_like", shell_complete=complete_scenario)
 @click.option("--duration", "-d", default=5.0, show_default=True, type=FiniteFloat(0.2),
               metavar="SECONDS", help="Seconds to record the scenario.")
 @click.option("--backend", "-b", default="auto", show_default=True, type=BACKENDS,
               help="How to record it (as attach's --backend).")
+@click.option("--output", "-o", type=FILE, metavar="FILE",
+              help="Trace file (default: hangtrace-demo-SCENARIO.htrace.gz in $TMPDIR, or /tmp).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--list", "list_them", is_flag=True, help="List the bundled scenarios and exit.")
-def demo(scenario: str, duration: float, backend: str, as_json: bool, list_them: bool) -> None:
+def demo(scenario: str, duration: float, backend: str, output: Optional[str], as_json: bool,
+         list_them: bool) -> None:
     """Start a bundled hanging scenario (default: an SGLang-like tree that went silent),
     attach to it and print the verdict; the scenario is killed afterwards."""
     import tempfile
@@ -206,17 +210,20 @@ def demo(scenario: str, duration: float, backend: str, as_json: bool, list_them:
     if list_them:
         click.echo("\n".join(scenario_names()))
         sys.exit(0)
+    if output == "-":
+        raise UsageError("demo -o -: the report goes to standard output; give a file")
     backends, why = choose_backends(backend)
     sc = RunningScenario(scenario)
     try:
         from ..outputs import FreshName       # /tmp: a name others can predict
-        out = FreshName(os.path.join(tempfile.gettempdir(),
-                                     f"hangtrace-demo-{scenario}.htrace.gz"))
+        out = output or FreshName(os.path.join(tempfile.gettempdir(),
+                                               f"hangtrace-demo-{scenario}.htrace.gz"))
         done = record_with_view([sc.pid], backends, duration, out, as_json,  # type: ignore[list-item]
                                 f"scenario {scenario} running as pid {sc.pid}; attaching for "
                                 f"{duration:g} s with {why}")
     finally:
         sc.kill()
+    click.echo(f"hangtrace: trace saved to {done.trace_path}", err=True)
     emit(done.report, as_json)
 
 

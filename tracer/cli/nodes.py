@@ -17,7 +17,7 @@ import click
 
 from ..errors import UsageError
 from .examples import epilog
-from .options import PidList, all_pids, report_console
+from .options import DIR, FILE, PidList, all_pids, report_console
 
 
 def emit(report, as_json: bool, verbose: bool, output: Optional[str]) -> NoReturn:
@@ -34,9 +34,9 @@ def emit(report, as_json: bool, verbose: bool, output: Optional[str]) -> NoRetur
 
 
 @click.command(epilog=epilog("merge"))
-@click.argument("traces", nargs=-1, metavar="TRACE...")
+@click.argument("traces", nargs=-1, metavar="TRACE...", type=FILE)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
-@click.option("--output", "-o", metavar="FILE", help="Write the report here instead of stdout.")
+@click.option("--output", "-o", type=FILE, metavar="FILE", help="Write the report here instead of stdout.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
 def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose: bool) -> None:
     """Merge the traces of one job's nodes (one trace per node, recorded by attach) into one
@@ -72,7 +72,7 @@ def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose
 @click.option("--container", "-c", metavar="NAME", help="kubectl: the container to exec in.")
 @click.option("--remote-cmd", default="hangtrace", show_default=True, metavar="CMD",
               help="How hangtrace is run on the nodes (e.g. '/opt/venv/bin/hangtrace').")
-@click.option("--output-dir", metavar="DIR", help="Where the traces and each node's log go "
+@click.option("--output-dir", metavar="DIR", shell_complete=DIR.shell_complete, help="Where the traces and each node's log go "
               "(default: ./hangtrace-cluster-TIME; slurm and pdsh: a directory every node "
               "sees).")
 @click.option("--timeout", type=click.FloatRange(1), metavar="SECONDS", help="Seconds to wait for the nodes "
@@ -82,7 +82,7 @@ def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose
 @click.option("--dry-run", is_flag=True, help="Print the command line each launcher runs, and "
               "each node name a run would refuse (then exit 2).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
-@click.option("--output", "-o", metavar="FILE", help="Write the report here instead of stdout.")
+@click.option("--output", "-o", type=FILE, metavar="FILE", help="Write the report here instead of stdout.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
 def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name: Optional[str],
             duration: float, backend: str, rate: Optional[float], jobid: Optional[str],

@@ -3,10 +3,18 @@ printed there.
 
 Contract:
 - ``FiniteFloat(lo, hi)``: a float in [lo, hi]; NaN and infinity are refused.
-- ``PidList``: one ``-p/--pid`` value, a pid or a comma list (``-p 1,2 -p 3``); each an ASCII
+- ``PidList``: one ``-p/--pid`` value, a pid or a list of them separated by commas and/or
+  whitespace, as strace takes them (``-p 1,2 -p 3``, ``-p "$(pidof x)"``); each an ASCII
   decimal of at most 10 digits (``²`` or ``1e3`` is a usage error, never an exception later).
   ``pid_option(help)`` is the option, ``all_pids(positional, given)`` the pids of both forms in
   order, each once.
+- Completion (click's API: a parameter's ``shell_complete``): ``FILE`` is the ``type`` of a
+  parameter that names a file (click.Path, which makes no check here: hangtrace's own errors
+  say what is wrong with a path), ``DIR.shell_complete`` the completion of one that names a
+  directory (its type stays a string, so that its checks stay hangtrace's); ``complete_from(values)``
+  completes one of a fixed set of words (``export -f``'s formats) without making the option
+  a Choice (its message for a bad value stays hangtrace's); ``complete_scenario`` the bundled
+  scenarios of ``demo``.
 - ``report_console(err)``: the rich Console a report is printed on. On a terminal it wraps to
   the terminal's width; anywhere else (a pipe, a file) it never wraps a line, so that grep over a
   saved report finds whole lines.
@@ -17,8 +25,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
-from typing import Iterable, List, NoReturn, Optional, Sequence
+from typing import Any, Callable, Iterable, List, NoReturn, Optional, Sequence
 
 import click
 from rich.console import Console
@@ -26,9 +35,30 @@ from rich.console import Console
 from ..errors import shown
 
 __all__ = ["FiniteFloat", "PidList", "pid_option", "all_pids", "report_console", "emit",
-           "is_terminal"]
+           "is_terminal", "FILE", "DIR", "complete_from", "complete_scenario"]
 
 _PID_DIGITS = 10                  # pid_max is at most 2**22; 10 digits bound int() anyway
+# strace's -p: one comma (with blanks around it, or not) or blanks (spaces, tabs, newlines);
+# "1,,2" is still a usage error (an empty pid between two commas)
+_PID_SEPARATORS = re.compile(r"\s*,\s*|\s+")
+
+
+FILE = click.Path()                              # completes file names; checks nothing
+DIR = click.Path(file_okay=False, exists=False)   # completes directory names
+
+
+def complete_from(values: Sequence[str]) -> Callable[..., List[Any]]:
+    """A ``shell_complete`` offering the ``values`` that start with what was typed."""
+    def complete(ctx, param, incomplete):  # type: ignore[no-untyped-def]
+        from click.shell_completion import CompletionItem
+        return [CompletionItem(v) for v in values if v.startswith(incomplete)]
+    return complete
+
+
+def complete_scenario(ctx, param, incomplete):  # type: ignore[no-untyped-def]
+    """``demo``'s scenarios (record/demo.scenario_names) that start with what was typed."""
+    from ..record.demo import scenario_names
+    return complete_from(scenario_names())(ctx, param, incomplete)
 
 
 class FiniteFloat(click.ParamType):
@@ -62,15 +92,16 @@ def parse_pid(text: str) -> Optional[int]:
 
 
 class PidList(click.ParamType):
-    """``PID`` or ``PID,PID,...`` (module doc). Shell completion offers the running processes'
+    """``PID``, ``PID,PID,...`` or ``"PID PID ..."`` (module doc). Shell completion offers the running processes'
     pids, with their names as the help zsh and fish show."""
     name = "pid"
 
     def shell_complete(self, ctx, param, incomplete):  # type: ignore[no-untyped-def]
         from click.shell_completion import CompletionItem
         from ..linux.processes import listing
-        done, _, last = incomplete.rpartition(",")
-        prefix = done + "," if done else ""
+        parts = _PID_SEPARATORS.split(incomplete)
+        last = parts[-1]
+        prefix = incomplete[:len(incomplete) - len(last)]
         return [CompletionItem(f"{prefix}{pid}", help=name) for pid, name in listing()
                 if str(pid).startswith(last)]
 
@@ -80,7 +111,7 @@ class PidList(click.ParamType):
         if isinstance(value, int) and not isinstance(value, bool):
             return [value]
         out: List[int] = []
-        for part in str(value).split(","):
+        for part in _PID_SEPARATORS.split(str(value).strip()):
             pid = parse_pid(part)
             if pid is None:
                 self.fail(f"{shown(part)} is not a pid (a positive decimal number)", param, ctx)

@@ -1,4 +1,4 @@
-"""What both NVML readers share (nvml.py through ctypes, nvml_py.py through nvidia-ml-py):
+"""What the NVML modules share (nvml.py, nvml_py.py through nvidia-ml-py, nvml_health.py):
 the one error they raise, with a one-line message for the user, and nvml.h's constants."""
 from __future__ import annotations
 

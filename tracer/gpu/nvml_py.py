@@ -1,15 +1,15 @@
-"""Per-GPU readings through NVIDIA's own Python bindings (``nvidia-ml-py``, module ``pynvml``),
-which most GPU environments have installed.
+"""Per-GPU readings through NVIDIA's own Python bindings (``nvidia-ml-py``, module ``pynvml``,
+a dependency of hangtrace).
 
-Contract: ``open_pynvml(module)`` returns a ``PyNvml`` with the interface of nvml.py's ``Nvml``
-(``count``, ``uuids``, ``read(ts)``, ``health(ts, phase)``, ``close()``, ``binding``), or raises
-``NvmlError`` with one line (init failed, no GPU). The readings are the same: utilization,
+Contract: ``open_pynvml(module)`` returns a ``PyNvml`` (``count``, ``uuids``, ``read(ts)``,
+``health(ts, phase)``, ``close()``, ``binding``), or raises ``NvmlError`` with one line:
+``NO_DRIVER`` when NVML's library is missing or the driver is not loaded (a machine without a
+GPU), else init failed or no GPU. The readings are the same: utilization,
 memory used/total, compute pids, board power, its enforced limit and SM clock, each None (or
 []) where NVML refuses; on GPUs with GPM (Hopper and newer) the SM activity between two reads
 (``sm_active_pct``: NVML_GPM_METRIC_SM_UTIL over the interval; a device whose GPM calls fail
 once is read without it from then on). The slower health counters are read by nvml_health.py with the same calls, on the
-library the bindings loaded (``pynvml.nvmlLib``). nvml.py's ``open_nvml`` prefers this module
-when ``pynvml`` imports, and falls back to its own ctypes reader.
+library the bindings loaded (``pynvml.nvmlLib``). nvml.py's ``open_nvml`` is the way in.
 """
 from __future__ import annotations
 
@@ -18,9 +18,12 @@ from typing import Any, Callable, List, Optional
 from ..events import GpuSample
 from .nvml_common import NVML_CLOCK_SM, NvmlError
 
-__all__ = ["PyNvml", "open_pynvml", "BINDING"]
+__all__ = ["PyNvml", "open_pynvml", "BINDING", "NO_DRIVER"]
 
 BINDING = "nvidia-ml-py"
+NO_DRIVER = "no NVIDIA driver (NVIDIA's management library, libnvidia-ml.so.1, is not loaded)"
+# nvml.h: NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_LIBRARY_NOT_FOUND
+_NO_DRIVER_CODES = (9, 12)
 
 
 def _text(v: Any) -> str:
@@ -133,8 +136,9 @@ def open_pynvml(nv: Any) -> PyNvml:
     try:
         nv.nvmlInit()
     except nv.NVMLError as exc:
-        raise NvmlError(f"nvmlInit failed through nvidia-ml-py ({exc}: driver not loaded "
-                        "or no GPU)") from None
+        if getattr(exc, "value", None) in _NO_DRIVER_CODES:
+            raise NvmlError(f"{NO_DRIVER}: {exc}") from None
+        raise NvmlError(f"nvmlInit failed through nvidia-ml-py ({exc})") from None
     try:
         out = PyNvml(nv)
     except NvmlError:

@@ -8,6 +8,10 @@ Contract:
   process that simply exited.
 - Whether a pid given on the command line exists and is readable: linux/processes.py's
   ``pid_access`` (psutil), with these words.
+- ``may_trace(pid)``: whether this user may ptrace ``pid`` (what strace and the /proc backend's
+  syscall and stack files need), asked without attaching: opening /proc/PID/mem makes the
+  kernel's ptrace-attach access check and nothing else; True when it cannot tell (the process
+  went away: the recording says so itself).
 - ``is_kernel_thread(pid)``: PF_KTHREAD in /proc/PID/stat (kthreadd, kworkers).
 - ``ancestors(pid)``: the parent chain up to (and including) pid 1, nearest first;
   ``descends_from(pid, ancestor)``: whether ``ancestor`` is on ``pid``'s parent chain.
@@ -15,14 +19,26 @@ Contract:
 """
 from __future__ import annotations
 
+import os
 from typing import List, Optional
 
 from .procfs import DENIED, GONE, UNREADABLE, read_checked, read_stat
 
-__all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked",
+__all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked", "may_trace",
            "is_kernel_thread", "ancestors", "descends_from", "PF_KTHREAD"]
 
 PF_KTHREAD = 0x00200000      # include/linux/sched.h
+def may_trace(pid: int, root: str = "/proc") -> bool:
+    """Whether ptrace access to ``pid`` is allowed, checked without attaching (module doc)."""
+    try:
+        os.close(os.open(f"{root}/{pid}/mem", os.O_RDONLY))
+    except PermissionError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def is_kernel_thread(pid: int, root: str = "/proc") -> bool:
     st = read_stat(pid, root=root)
     return st is not None and bool(st.flags & PF_KTHREAD)

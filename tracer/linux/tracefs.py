@@ -5,6 +5,8 @@ Contract:
   holds trace events (an ``events/sched`` directory), or None. A directory alone proves
   nothing: a fresh sysfs (``ip netns exec`` mounts one; so do many containers) has an empty
   /sys/kernel/tracing mount point.
+- ``mounted_tracefs()``: the first of those where /proc/self/mounts shows a tracefs, readable
+  or not (doctor tells "not mounted" from "mounted, root's only").
 - ``ensure_tracefs(may_mount)`` returns ``(path, "")`` when tracefs is usable, mounting it
   at /sys/kernel/tracing first if it is missing and ``may_mount`` (root, or CAP_SYS_ADMIN),
   else ``(None, why)`` with one line saying why and what to run. The mount is made in the
@@ -20,7 +22,7 @@ import ctypes.util
 import os
 from typing import Optional, Sequence, Tuple
 
-__all__ = ["TRACEFS_DIRS", "find_tracefs", "ensure_tracefs", "mount"]
+__all__ = ["TRACEFS_DIRS", "find_tracefs", "mounted_tracefs", "ensure_tracefs", "mount"]
 
 TRACEFS_DIRS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
@@ -30,6 +32,19 @@ def find_tracefs(dirs: Sequence[str] = TRACEFS_DIRS) -> Optional[str]:
         if os.path.isdir(os.path.join(d, "events", "sched")):
             return d
     return None
+
+
+def mounted_tracefs(dirs: Sequence[str] = TRACEFS_DIRS, mounts: str = "/proc/self/mounts"
+                    ) -> Optional[str]:
+    """The first of ``dirs`` where /proc/self/mounts (readable by every user) has a tracefs,
+    whether or not this user may look inside it (tracefs is 0700 root), else None."""
+    try:
+        with open(mounts) as f:
+            points = {fields[1] for fields in (line.split() for line in f)
+                      if len(fields) > 2 and fields[2] == "tracefs"}
+    except OSError:
+        return None
+    return next((d for d in dirs if d in points), None)
 
 
 def mount(source: str, target: str, fstype: str) -> Optional[str]:

@@ -1,11 +1,14 @@
 """``hangtrace doctor``: what this machine allows a tracer to do, and what to install.
 
 Contract:
-- ``doctor_facts()`` -> dict (JSON-ready, for tests and ``--json``; docs/doctor.schema.json):
+- ``doctor_facts()`` -> dict (JSON-ready, for tests and ``--json``; tracer/data/doctor.schema.json):
   ``format`` (``FORMAT``), ``version``, ``kernel``, ``root``, one entry per capability, each
   ``{"ok": bool, "detail": str, "fix": str}`` ("fix" empty when ok), plus "backends":
   which backends can run (ebpf, strace, proc) and why not. ``compiled_helpers`` says whether
   the strace importer and trace reader run their compiled helpers or the pure-Python path;
+  "privilege" is one fact for the checks that failed for lack of privilege (their names in
+  "denied", each such fact's fix says what to run: root, or the capabilities), never a kernel
+  to rebuild for them: as ``nobody``, tracefs is mounted but 0700 root, not "not mounted".
   "ebpf_loader" says in one line which eBPF loader works here (libbpf with the CO-RE objects,
   else BCC) and why the other does not; "ebpf_cost" says what a syscall tracepoint costs every
   process on the machine (the figure bench/overhead.py measured on an untraced bystander). It
@@ -13,7 +16,7 @@ Contract:
   tiny map and program); it loads none of hangtrace's programs, changes nothing and never
   raises.
 - ``run_doctor(console)`` prints the facts as a table (``console`` is a rich Console or any
-  object with ``print``) and returns 0 when at least one syscall backend (ebpf or strace) can
+  object with ``print``; every line goes through render/markup.escape) and returns 0 when at least one syscall backend (ebpf or strace) can
   run, else 1.
 """
 from __future__ import annotations
@@ -32,8 +35,19 @@ _DEB_WORKAROUND = ("no linux-headers package for this kernel: apt install linux-
                    "(scripts/setup-ebpf.sh does it)")
 
 
+PRIVILEGE_FIX = ("run as root (sudo hangtrace ...), or with the capabilities CAP_BPF and "
+                 "CAP_PERFMON (eBPF) and CAP_SYS_PTRACE (strace, other users' /proc)")
+_TRACEFS_FIX = ("run as root: tracefs is mounted but only root may read it (mode 0700; "
+                "CAP_DAC_OVERRIDE also opens it)")
+
+
 def _fact(ok: bool, detail: str, fix: str = "") -> Dict[str, Any]:
     return {"ok": bool(ok), "detail": detail, "fix": "" if ok else fix}
+
+
+def _denied(detail: str, fix: str) -> Dict[str, Any]:
+    """A check that failed for lack of privilege (listed in the "privilege" fact)."""
+    return {**_fact(False, detail, fix), "_denied": True}
 
 
 def _read(path: str) -> str:
@@ -49,16 +63,19 @@ def _bpf_syscall() -> Dict[str, Any]:
     if not os.path.exists("/proc/sys/kernel/bpf_stats_enabled") and not unpriv:
         return _fact(False, "kernel built without CONFIG_BPF_SYSCALL",
                      "use a kernel with CONFIG_BPF_SYSCALL=y")
-    root = os.geteuid() == 0
-    detail = "bpf() available" + ("" if root else
-                                  f" (unprivileged_bpf_disabled={unpriv or '?'}; run as root)")
-    return _fact(root, detail, "run hangtrace as root (sudo) for eBPF")
+    if os.geteuid() == 0:
+        return _fact(True, "bpf() available")
+    return _denied(f"bpf() available (unprivileged_bpf_disabled={unpriv or '?'}; needs root "
+                   "or CAP_BPF)", PRIVILEGE_FIX)
 
 
 def _kmsg() -> Dict[str, Any]:
     """Whether the kernel log (NVRM Xid lines) can be read: opened, never read here."""
     try:
         os.close(os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK))
+    except PermissionError as exc:
+        return _denied(f"/dev/kmsg: {exc.strerror}",
+                       "run as root (or with CAP_SYSLOG when kernel.dmesg_restrict=1)")
     except OSError as exc:
         return _fact(False, f"/dev/kmsg: {exc.strerror}",
                      "run as root (or with CAP_SYSLOG when kernel.dmesg_restrict=1)")
@@ -103,7 +120,7 @@ def _ebpf_loader() -> Dict[str, Any]:
 
 
 def doctor_facts() -> Dict[str, Any]:
-    from .backends.ebpf.backend import TRACEFS_DIRS, ebpf_problem
+    from .backends.ebpf.backend import ebpf_problem
     from .backends.ebpf.env import TRACEPOINT_COST
     from .backends.strace_backend import ptrace_problem
     from .. import __version__
@@ -111,28 +128,17 @@ def doctor_facts() -> Dict[str, Any]:
     rel = os.uname().release
     facts: Dict[str, Any] = {"format": FORMAT, "version": __version__, "kernel": rel,
                              "root": os.geteuid() == 0}
-    tfs = next((d for d in TRACEFS_DIRS if os.path.isdir(os.path.join(d, "events"))), None)
     facts["bpf_syscall"] = _bpf_syscall()
     btf = os.path.exists("/sys/kernel/btf/vmlinux")
     facts["btf"] = _fact(btf, "/sys/kernel/btf/vmlinux" + (" present" if btf else " missing"),
                          "a kernel with CONFIG_DEBUG_INFO_BTF=y (the CO-RE loader needs it; "
                          "BCC does not)")
-    facts["tracefs"] = _fact(tfs is not None, tfs or "not mounted",
-                             "mount -t tracefs nodev /sys/kernel/tracing")
-    tp = [t for t in ("raw_syscalls/sys_enter", "sched/sched_switch", "sched/sched_process_fork")
-          if tfs and os.path.isdir(f"{tfs}/events/{t}")]
-    facts["tracepoints"] = _fact(len(tp) == 3, ", ".join(tp) or "none found",
-                                 "a kernel with CONFIG_FTRACE_SYSCALLS and sched tracepoints")
-    kp = bool(tfs) and os.path.exists(f"{tfs}/kprobe_events")
-    facts["kprobes"] = _fact(kp, "kprobe_events " + ("present" if kp else "absent"),
-                             "CONFIG_KPROBE_EVENTS (hangtrace does not need kprobes)")
-    up = bool(tfs) and os.path.exists(f"{tfs}/uprobe_events")
-    facts["uprobes"] = _fact(up, "uprobe_events " + ("present" if up else "absent"),
-                             "CONFIG_UPROBE_EVENTS")
+    facts.update(_tracefs_facts())
     scope = _read("/proc/sys/kernel/yama/ptrace_scope")
     why = ptrace_problem()
-    facts["ptrace"] = _fact(why is None, f"yama ptrace_scope={scope or 'none'}",
-                            why or "")
+    ptrace_detail = f"yama ptrace_scope={scope or 'none'}"
+    facts["ptrace"] = _fact(True, ptrace_detail) if why is None else \
+        _denied(ptrace_detail, why) if "needs root" in why else _fact(False, ptrace_detail, why)
     st = shutil.which("strace")
     facts["strace"] = _fact(bool(st), st or "not installed", "apt install strace")
     try:
@@ -164,6 +170,8 @@ def doctor_facts() -> Dict[str, Any]:
                                       "reinstall with a C compiler and Python's headers "
                                       "(apt install gcc python3-dev); the pure-Python path "
                                       "gives the same results, slower")
+    if not facts["ebpf_loader"]["ok"] and not facts["root"]:
+        facts["ebpf_loader"]["_denied"] = True
     ebpf_why = ebpf_problem()
     facts["backends"] = {
         "ebpf": {"ok": ebpf_why is None, "why": ebpf_why or "",
@@ -172,6 +180,41 @@ def doctor_facts() -> Dict[str, Any]:
                    "why": "" if st and why is None else (why or "strace not installed")},
         "proc": {"ok": os.path.isdir("/proc/self"), "why": ""},
     }
+    return _with_privilege(facts)
+
+
+def _tracefs_facts() -> Dict[str, Dict[str, Any]]:
+    """tracefs and what is read through it: missing, or there but root's only (module doc)."""
+    from ..linux.tracefs import TRACEFS_DIRS, mounted_tracefs
+    tfs = next((d for d in TRACEFS_DIRS if os.path.isdir(os.path.join(d, "events"))), None)
+    mounted = mounted_tracefs() if tfs is None else tfs
+    if tfs is None and mounted is not None and not os.access(mounted, os.R_OK | os.X_OK):
+        why = f"{mounted}: mounted, not readable by uid {os.geteuid()} (permission denied)"
+        return {"tracefs": _denied(why, _TRACEFS_FIX),
+                **{k: _denied(f"not readable without privilege ({mounted} is root's)",
+                              PRIVILEGE_FIX) for k in ("tracepoints", "kprobes", "uprobes")}}
+    out = {"tracefs": _fact(tfs is not None, tfs or "not mounted",
+                            "mount -t tracefs nodev /sys/kernel/tracing")}
+    tp = [t for t in ("raw_syscalls/sys_enter", "sched/sched_switch", "sched/sched_process_fork")
+          if tfs and os.path.isdir(f"{tfs}/events/{t}")]
+    out["tracepoints"] = _fact(len(tp) == 3, ", ".join(tp) or "none found",
+                               "a kernel with CONFIG_FTRACE_SYSCALLS and sched tracepoints")
+    kp = bool(tfs) and os.path.exists(f"{tfs}/kprobe_events")
+    out["kprobes"] = _fact(kp, "kprobe_events " + ("present" if kp else "absent"),
+                           "CONFIG_KPROBE_EVENTS (hangtrace does not need kprobes)")
+    up = bool(tfs) and os.path.exists(f"{tfs}/uprobe_events")
+    out["uprobes"] = _fact(up, "uprobe_events " + ("present" if up else "absent"),
+                           "CONFIG_UPROBE_EVENTS")
+    return out
+
+
+def _with_privilege(facts: Dict[str, Any]) -> Dict[str, Any]:
+    """The "privilege" fact and "denied" list from the checks marked denied (module doc)."""
+    denied = [k for k, f in facts.items() if isinstance(f, dict) and f.pop("_denied", False)]
+    facts["denied"] = denied
+    facts["privilege"] = _fact(not denied, "failed for lack of privilege: " + ", ".join(denied)
+                               if denied else "every check ran with the privilege it needs",
+                               PRIVILEGE_FIX)
     return facts
 
 
@@ -182,25 +225,23 @@ def _loader_used() -> str:
 
 
 def run_doctor(console: Any) -> int:
+    from ..render.markup import escape
     facts = doctor_facts()
-    console.print(f"kernel {facts['kernel']}, running as "
-                  f"{'root' if facts['root'] else 'uid ' + str(os.geteuid())}")
+
+    def say(text: str) -> None:
+        console.print(escape(text))
+    say(f"kernel {facts['kernel']}, running as "
+        f"{'root' if facts['root'] else 'uid ' + str(os.geteuid())}")
     for key, f in facts.items():
         if not isinstance(f, dict) or "ok" not in f:
             continue
-        mark = "ok  " if f["ok"] else "MISS"
-        line = f"  {mark} {key:<17} {f['detail']}"
+        mark = "ok  " if f["ok"] else ("PERM" if key in facts["denied"] else "MISS")
+        say(f"  {mark} {key:<17} {f['detail']}")
         if f["fix"]:
-            line += f"\n       -> {f['fix']}"
-        console.print(line, markup=False) if _takes_markup(console) else console.print(line)
-    console.print("backends:")
+            say(f"       -> {f['fix']}")
+    say("backends:")
     for name, b in facts["backends"].items():
         how = f": {b['loader']}" if b.get("loader") else ""
-        console.print(f"  {name:<7} {'usable' + how if b['ok'] else 'unavailable: ' + b['why']}")
-    note = f"note: {facts['ebpf_cost']}"
-    console.print(note, markup=False) if _takes_markup(console) else console.print(note)
+        say(f"  {name:<7} {'usable' + how if b['ok'] else 'unavailable: ' + b['why']}")
+    say(f"note: {facts['ebpf_cost']}")
     return 0 if facts["backends"]["ebpf"]["ok"] or facts["backends"]["strace"]["ok"] else 1
-
-
-def _takes_markup(console: Any) -> bool:
-    return type(console).__module__.startswith("rich")

@@ -6,6 +6,9 @@ Contract:
   auto|proc|strace|ebpf and says why in one line) raise errors.py's classes with one-line
   messages for bad input (missing pid, no permission, tool not installed, pid 1 or a kernel
   thread without --force).
+- ``refuse_untraceable(roots, backends)``: ``attach`` of processes none of which this user may
+  trace (linux/access.may_trace) with a ptrace-based backend is AccessDenied (exit 1, one line,
+  as strace), not a recording of nothing (exit 7); some traceable root is enough to record.
 - ``refuse_own_ancestors(pids)``: ``watch`` refuses a pid that is hangtrace's own ancestor
   (UsageError saying why): the watched tree leaves hangtrace's family out, so what would be
   watched is not that process at all (``watch $$`` from a shell). ``attach`` records an
@@ -112,6 +115,16 @@ class OwnFamily:
             return False
         chain = access.ancestors(pid)
         return self.me in chain and not any(r in chain for r in self.own_roots)
+
+
+def refuse_untraceable(roots: List[int], backends: List[Backend]) -> None:
+    """AccessDenied, as strace's one line, when no root may be traced by a ptrace-based
+    recording (strace, /proc sampling; eBPF needs no ptrace access); a tree of which some root
+    may be traced is recorded, the others said not observed."""
+    if any(b.name == "ebpf" for b in backends) or any(access.may_trace(p) for p in roots):
+        return
+    raise AccessDenied(f"cannot trace pid {roots[0]}: operation not permitted (another user's "
+                       "process: run as root, or with CAP_SYS_PTRACE)")
 
 
 def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], str]:

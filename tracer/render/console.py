@@ -15,7 +15,7 @@ import errno
 from typing import Any, Dict, List, Optional
 
 from rich.console import Console
-from rich.markup import escape
+from .markup import escape
 from rich.text import Text
 from rich.tree import Tree
 

@@ -12,7 +12,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from rich.console import Console
-from rich.markup import escape
+from .markup import escape
 from rich.text import Text
 from rich.tree import Tree
 

@@ -29,7 +29,7 @@ from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.markup import escape
+from .markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Dict, List, Tuple
 
 from rich.console import Console
-from rich.markup import escape
+from .markup import escape
 from rich.tree import Tree
 
 from ..snapshot_model import STATE_NAMES, ProcessSnapshot, Snapshot, ThreadSnapshot
@@ -34,7 +34,7 @@ _STATE_STYLE = {"R": "bold red", "D": "bold magenta", "Z": "bold yellow", "T": "
 
 def _clean(text: str) -> str:
     """Escaped for markup, with control characters (a newline in a comm) made visible."""
-    return escape("".join(c if c.isprintable() else repr(c)[1:-1] for c in text))
+    return escape(text)
 
 
 def _state(letter: str) -> str:

@@ -45,8 +45,9 @@ def _load() -> Tuple[Optional[ModuleType], str]:
     try:
         mod = importlib.import_module("tracer.tracefile._fast")
     except ImportError:
-        return None, ("pure Python (compiled helpers not built: no C compiler when it was "
-                      "installed; in a checkout: python scripts/build_fast.py)")
+        return None, ("pure Python (compiled helpers not built: the pure py3-none-any wheel, "
+                      "or no C compiler when it was installed; in a checkout: python "
+                      "scripts/build_fast.py)")
     try:
         want = source_hash(_PACKAGE) if source_files(_PACKAGE) else \
             getattr(mod, "SOURCE_HASH", "")      # an installed copy: no sources beside it
