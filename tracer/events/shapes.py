@@ -6,9 +6,10 @@ Contract:
   every event class (pids, counts, sizes, addresses, inodes), in lists and dict keys too.
   msgspec alone decodes an int of any size (a 5,000-digit ``cpu`` or ``wr`` field reached the
   rules).
-- ``Time``: epoch seconds from 1970 to the end of year 9999 (``TIME_MAX``): what the time
-  functions of the analysis and the renderers can turn into a date (``ts``, ``since``,
-  ``mtime``, ...). A duration or a timeout is a plain float (finite, any size).
+- ``Time``: epoch seconds from year 1 to year 9999 (``TIME_MIN`` .. ``TIME_MAX``, a day inside
+  either end so that every time zone's local date exists): what the time functions of the
+  analysis and the renderers can turn into a date (``ts``, ``since``, ``mtime``: a file's
+  mtime may be before 1970). A duration or a timeout is a plain float (finite, any size).
 - The nested values of evidence events have their shapes here, as TypedDicts (decoded into
   plain dicts, so their readers index them as before): a key the readers index is
   ``Required``, the others may be absent; every value typed and bounded like a field. A
@@ -20,16 +21,17 @@ from typing import Annotated, List, Literal, Optional, Required, Tuple, TypedDic
 
 from msgspec import Meta
 
-__all__ = ["Int", "Time", "INT64_MIN", "INT64_MAX", "TIME_MAX", "CaptureHow", "KlogLine",
+__all__ = ["Int", "Time", "INT64_MIN", "INT64_MAX", "TIME_MIN", "TIME_MAX", "CaptureHow", "KlogLine",
            "LogTarget", "LoadedLib", "FdCounts", "IoctlCounts", "MappedFile", "LogTemplate",
            "FrFrame", "FrEntry", "FrGroup", "FrStatus"]
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
-TIME_MAX = 253402300799.0          # 9999-12-31 23:59:59 UTC
+TIME_MIN = -62135510400.0          # 0001-01-02 00:00:00 UTC
+TIME_MAX = 253402214399.0          # 9999-12-30 23:59:59 UTC
 
 Int = Annotated[int, Meta(ge=INT64_MIN, le=INT64_MAX)]
-Time = Annotated[float, Meta(ge=0.0, le=TIME_MAX)]
+Time = Annotated[float, Meta(ge=TIME_MIN, le=TIME_MAX)]
 
 # events.evidence.CaptureSite.how: how a CUDA graph capture was seen
 CaptureHow = Literal["with-block", "capture-call", "runner"]
