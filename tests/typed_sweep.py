@@ -3,9 +3,9 @@ hostile value, one at a time, through ``hangtrace analyze``.
 
 The base is the smallest real trace of the corpus (fuzzing.corpus), re-written in the current
 format, with one real row of every registered tag added (the longest row of that tag in the
-corpus under ``MAX_TEMPLATE`` bytes: the one with the most to damage; a tag no trace holds gets a row made from its class's types), each moved to the
-base's target (``pid``, ``tid``) and into its window (``ts``), so that the analysis reads
-it. A mutant is that trace with one field of one added row replaced by one value of
+corpus under ``MAX_TEMPLATE`` bytes: the one with the most to damage; a tag no trace holds
+gets a row made from its class's types), each moved to the base's target (``pid``, ``tid``)
+and into its window (``ts``), so that the analysis reads it. A mutant is that trace with one field of one added row replaced by one value of
 ``TYPED_VALUES`` (huge, negative, NaN, 1e308, wrong types, deep nesting); "field" is every
 top-level field and, in a nested value (a list of dicts, a dict of lists), every leaf down to
 ``MAX_DEPTH`` (the first item of a list, every key of a dict; of a map by id, its first).
@@ -14,7 +14,8 @@ top-level field and, in a nested value (a list of dicts, a dict of lists), every
 codec refuses (tracefile/codec.py: the edge) is a skipped bad line, which leaves the analysis
 of the base trace: ``refused_at_the_edge(mutant)`` says so without running it, and
 ``run_sweep`` analyzes only the first such mutant of each tag (the others read the same
-events) besides every mutant the codec accepts, the JSON and the text report in turn.
+events) besides every mutant the codec accepts, the JSON and the text report in turn (alone,
+or ``batched``: one row per tag at once, for CI).
 """
 from __future__ import annotations
 
