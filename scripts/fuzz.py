@@ -2,12 +2,16 @@
 """The long fuzz runs (tests/fuzzing.py, tests/twins.py, tests/sanitized.py; CI runs a few
 hundred inputs of each in tests/unit/test_fuzz.py, test_twins_fuzz.py, test_sanitizers.py).
 
-Usage: python scripts/fuzz.py [--mode mutants|field|line|twins|sanitizers] [--seed N]
+Usage: python scripts/fuzz.py [--mode mutants|field|line|typed|fr|twins|sanitizers] [--seed N]
                               [--count N] [--minutes M] [--cpu-bound S] [--keep DIR]
 
 - mutants (default): damaged copies of the real logs and traces (bytes flipped, lines cut...);
 - field: one field of one real trace row made hostile (huge, NaN, Unicode digits, ...);
 - line: one hostile line in a real strace log (unbalanced brackets, quote floods, 300 KB);
+- typed: the typed sweep (tests/typed_sweep.py): every registered tag, every field, every
+  hostile value of TYPED_VALUES, each mutant the codec accepts analyzed alone (--seed and
+  --count do not apply: the sweep is exhaustive);
+- fr: the Flight Recorder inputs (tests/fr_inputs.py), each analyzed beside a real dump;
 - twins: random and mutated strace blocks read by the compiled helpers and the Python twins
   (split_line, the first pass's membership; every 10th block a whole import and analysis,
   the pure path in a child): any difference is a failure;
@@ -63,6 +67,37 @@ def _run_inputs(args: argparse.Namespace) -> int:
     print(f"{done} {args.mode} inputs (seed {args.seed}) in {wall:.0f} s: {failures} failures "
           f"(internal errors, hangs, bad exits, over {args.cpu_bound:g} s CPU); exit statuses "
           f"{dict(sorted(codes.items()))}; slowest {slowest[0]:.2f} s CPU ({slowest[1]})")
+    return 1 if failures else 0
+
+
+def _run_typed(args: argparse.Namespace) -> int:
+    import typed_sweep
+    t0 = time.monotonic()
+    r = typed_sweep.run_sweep(args.cpu_bound, log=sys.stdout)
+    print(f"{r['mutants']} typed mutants in {time.monotonic() - t0:.0f} s: {r['edge']} refused "
+          f"at the edge, {r['analyzed']} analyzed alone; {len(r['failures'])} failures; exit "
+          f"statuses {dict(sorted(r['codes'].items()))}; slowest {r['slowest'][0]:.2f} s CPU "
+          f"({r['slowest'][1][:100]})")
+    return 1 if r["failures"] else 0
+
+
+def _run_fr(args: argparse.Namespace) -> int:
+    import fr_inputs
+    t0 = time.monotonic()
+    codes: collections.Counter = collections.Counter()
+    failures = 0
+    slowest = (0.0, "")
+    for i, (what, data) in enumerate(fr_inputs.inputs()):
+        o = fr_inputs.run(data, text=i % 2 == 1, time_limit=max(60.0, 4 * args.cpu_bound))
+        codes[o.code] += 1
+        slowest = max(slowest, (o.cpu, what))
+        why = fuzzing.check(fuzzing.Mutant("fr", "fr", b"", []), o, args.cpu_bound)
+        if why:
+            failures += 1
+            print(f"FAIL {what[:200]}: {why}", flush=True)
+    print(f"{sum(codes.values())} Flight Recorder inputs in {time.monotonic() - t0:.0f} s: "
+          f"{failures} failures; exit statuses {dict(sorted(codes.items()))}; slowest "
+          f"{slowest[0]:.2f} s CPU ({slowest[1][:100]})")
     return 1 if failures else 0
 
 
@@ -125,7 +160,7 @@ def _run_sanitizers(args: argparse.Namespace) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", default="mutants",
-                    choices=sorted(GENERATORS) + ["twins", "sanitizers"])
+                    choices=sorted(GENERATORS) + ["typed", "fr", "twins", "sanitizers"])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=5000)
     ap.add_argument("--minutes", type=float, default=0.0, help="stop after this long (0: no limit)")
@@ -135,6 +170,10 @@ def main() -> int:
     args = ap.parse_args()
     if args.mode == "twins":
         return _run_twins(args)
+    if args.mode == "typed":
+        return _run_typed(args)
+    if args.mode == "fr":
+        return _run_fr(args)
     if args.mode == "sanitizers":
         return _run_sanitizers(args)
     return _run_inputs(args)

@@ -21,7 +21,8 @@ negative, NaN, infinite, Unicode digits, a lone surrogate, a wrong type, a megab
 ``line_mutants`` puts one hostile line into a real strace log (the shapes of
 bench/hostile_lines.py at up to 300 KB, a token of a real line replaced by a hostile number,
 unbalanced brackets, quote floods). ``Outcome.cpu`` is the CPU time an input took, which
-``check`` bounds (``cpu_limit``) besides the wall-clock hang guard.
+``check`` bounds (``cpu_limit``) besides the wall-clock hang guard. ``run_command(argv)`` runs
+any command the same way (tests/typed_sweep.py and tests/fr_inputs.py use it).
 """
 from __future__ import annotations
 
@@ -211,7 +212,6 @@ def _alarm(signum: int, frame: object) -> None:
 
 def run_mutant(m: Mutant, time_limit: float = 20.0) -> Outcome:
     """The command a user would run on this input, in this process (module doc)."""
-    from tracer.cli import commands as cli
     with tempfile.TemporaryDirectory(prefix="hangtrace-fuzz-") as tmp:
         path = os.path.join(tmp, "input" + (".htrace" if m.kind == "trace" else ".log"))
         with open(path, "wb") as f:
@@ -221,27 +221,35 @@ def run_mutant(m: Mutant, time_limit: float = 20.0) -> Outcome:
         else:
             argv = ["import-strace", path, "-o", os.path.join(tmp, "out.htrace.gz"),
                     "--analyze", "--json"]
-        out, err = io.StringIO(), io.StringIO()
-        old = signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, time_limit)
-        internal = hang = False
-        cpu0 = time.thread_time()
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                try:
-                    code = cli.run(argv)
-                except _Hang:
-                    raise
-                except Exception as exc:   # what cli.entry would call an internal error
-                    internal = True
-                    code = 1
-                    err.write(f"internal error: {type(exc).__name__}: {exc}\n")
-        except _Hang:
-            hang, code = True, -1
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
-        cpu = time.thread_time() - cpu0
+        return run_command(argv, time_limit)
+
+
+def run_command(argv: List[str], time_limit: float = 20.0) -> Outcome:
+    """``hangtrace ARGV`` in this process, as cli.entry would run it: its Outcome (an
+    exception that reaches the CLI's last line of defence is an internal error; over
+    ``time_limit`` seconds of wall-clock time, a hang)."""
+    from tracer.cli import commands as cli
+    out, err = io.StringIO(), io.StringIO()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, time_limit)
+    internal = hang = False
+    cpu0 = time.thread_time()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.run(argv)
+            except _Hang:
+                raise
+            except Exception as exc:   # what cli.entry would call an internal error
+                internal = True
+                code = 1
+                err.write(f"internal error: {type(exc).__name__}: {exc}\n")
+    except _Hang:
+        hang, code = True, -1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    cpu = time.thread_time() - cpu0
     return Outcome(code, err.getvalue(), internal, hang, cpu)
 
 

@@ -314,7 +314,7 @@ def test_evidence_events_round_trip_through_a_trace(tmp_path):
     events = [xe.ProcessVitals(ts=2.0, pid=5, start_time=1.0, rss_bytes=10, cpu_s=0.5,
                                num_threads=3, phase="start"),
               _log(5, "end", 3.0, 12, 2.5),
-              xe.KernelLog(ts=3.0, since=1.0, lines=[[2.0, "NVRM: Xid (PCI:0000:18:00): 13, x"]]),
+              xe.KernelLog(ts=3.0, since=1.0, lines=[(2.0, "NVRM: Xid (PCI:0000:18:00): 13, x")]),
               _health(),
               _libs(5, ("nccl", "2.21.5")),
               xe.CaptureSite(ts=3.0, pid=5, tid=6, how="capture-call", frame="f (g.py:1)"),

@@ -77,8 +77,8 @@ def test_scan_keeps_nvrm_lines_since_and_counts_overwritten():
     log = KernelLog(ts=wall)
     kmsg.scan_records(_reader(recs), log, since=wall - 100, wall=wall, mono_now=mono)
     assert log.scanned == 3
-    assert log.lines == [[wall - 10.0, "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off "
-                                       "the bus."]]
+    assert log.lines == [(wall - 10.0, "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off "
+                                       "the bus.")]
     assert "1 records were overwritten" in log.why
 
 

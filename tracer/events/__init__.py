@@ -12,6 +12,8 @@ Contract:
   and the order is written into the trace header, so a reader maps fields by name
   (tracefile/codec.py). The field types are what the reader checks a row against (in C, by
   msgspec), never at construction: making an event here costs what a slots dataclass costs.
+  They are bounded there (shapes.py): every int 64 bits, every time a date, every nested
+  value of its shape.
 
 fd kinds (``fd_kind``): file, dir, pipe, fifo, tcp, udp, unix, netlink, socket, eventfd, epoll,
 timerfd, signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, dev, null, None.
@@ -22,6 +24,8 @@ import re
 from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type
 
 from msgspec import Struct, field, to_builtins
+
+from .shapes import Int, Time
 
 # the event classes join as they are registered (``register``, at the end)
 __all__ = ["Event", "FdInfo", "EVENT_CLASSES", "register", "scrub_args", "STRING_LITERAL",
@@ -34,7 +38,7 @@ class Event(Struct, array_like=True, gc=False, forbid_unknown_fields=True):
     it is in no reference cycle and the cyclic collector need not visit millions of them.
     ``forbid_unknown_fields``: a row longer than its class is no row of it."""
     TAG: ClassVar[str] = "?"
-    ts: float
+    ts: Time
 
 
 # --------------------------------------------------------------------------- syscalls
@@ -46,14 +50,14 @@ class Syscall(Event, tag="sc"):
     ``err`` is the errno name (EAGAIN, ETIMEDOUT, ...) or None on success.
     ``fd``/``fd_kind``/``fd_target`` describe the first fd argument where there is one.
     """
-    pid: int
-    tid: int
+    pid: Int
+    tid: Int
     name: str
     args: str = ""
-    ret: Optional[int] = None
+    ret: Optional[Int] = None
     err: Optional[str] = None
     dur: Optional[float] = None
-    fd: Optional[int] = None
+    fd: Optional[Int] = None
     fd_kind: Optional[str] = None
     fd_target: Optional[str] = None
     ongoing: bool = False
@@ -65,8 +69,8 @@ class FutexCall(Syscall, tag="fx"):
     ``timeout`` is seconds for a relative timeout, -1.0 for an absolute one, None for none.
     """
     op: str = ""
-    addr: int = 0
-    val: Optional[int] = None
+    addr: Int = 0
+    val: Optional[Int] = None
     timeout: Optional[float] = None
     private: bool = False
 
@@ -78,30 +82,30 @@ class PollCall(Syscall, tag="pl"):
     known). ``timed_out`` is True when it returned 0.
     """
     timeout: Optional[float] = None
-    nfds: Optional[int] = None
+    nfds: Optional[Int] = None
     fd_kinds: Tuple[str, ...] = ()
     timed_out: bool = False
 
 
 class IoctlCall(Syscall, tag="io"):
     """ioctl(2) with its request number; ``request_name`` is a decoded name when one is known."""
-    request: int = 0
+    request: Int = 0
     request_name: Optional[str] = None
 
 
 class WriteCall(Syscall, tag="wr"):
     """write/writev/pwrite*/send*/sendmsg/sendmmsg/sendfile: bytes only, never contents."""
-    nbytes: int = 0
+    nbytes: Int = 0
 
 
 class ReadCall(Syscall, tag="rd"):
     """read/readv/pread*/recv*/recvmsg/recvfrom/accept*: bytes (or new fd) only."""
-    nbytes: int = 0
+    nbytes: Int = 0
 
 
 class WaitChild(Syscall, tag="wt"):
     """wait4/waitid/waitpid: ``child`` is the pid waited for (-1 any child)."""
-    child: int = -1
+    child: Int = -1
 
 
 # --------------------------------------------------------------------------- /proc samples
@@ -112,50 +116,50 @@ class ThreadSample(Event, tag="ts"):
     "NR arg0 ... arg5 sp pc". ``ticks_hz`` converts utime/stime to seconds. ``run_count`` is the
     number of times the thread ran (schedstat field 3) when known.
     """
-    pid: int
-    tid: int
+    pid: Int
+    tid: Int
     comm: str
     state: str
-    utime: int
-    stime: int
+    utime: Int
+    stime: Int
     wchan: str = ""
     syscall: str = ""
-    run_ns: Optional[int] = None
-    wait_ns: Optional[int] = None
-    run_count: Optional[int] = None
-    ticks_hz: int = 100
+    run_ns: Optional[Int] = None
+    wait_ns: Optional[Int] = None
+    run_count: Optional[Int] = None
+    ticks_hz: Int = 100
 
 
 class ThreadCpu(Event, tag="cpu"):
     """On-CPU time of one thread measured in the kernel (sched_switch) between ``since`` and
     ``ts``: the eBPF backend's CPU accounting, finer than /proc ticks."""
-    pid: int
-    tid: int
-    since: float
-    on_cpu_ns: int
-    switches: int = 0
+    pid: Int
+    tid: Int
+    since: Time
+    on_cpu_ns: Int
+    switches: Int = 0
 
 
 class ProcessIO(Event, tag="pio"):
     """/proc/PID/io counters (cumulative) at one instant."""
-    pid: int
-    rchar: int
-    wchar: int
-    syscr: int
-    syscw: int
-    read_bytes: int = 0
-    write_bytes: int = 0
+    pid: Int
+    rchar: Int
+    wchar: Int
+    syscr: Int
+    syscw: Int
+    read_bytes: Int = 0
+    write_bytes: Int = 0
 
 
 # --------------------------------------------------------------------------- process table
 class FdInfo(Struct, array_like=True, gc=False, forbid_unknown_fields=True):
     """One open fd: kind (see module doc), target text, access mode ("r", "w", "rw"), position."""
-    fd: int
+    fd: Int
     kind: Optional[str]
     target: str
     mode: str = ""
-    pos: Optional[int] = None
-    inode: Optional[int] = None
+    pos: Optional[Int] = None
+    inode: Optional[Int] = None
 
     def to_list(self) -> list:
         return [self.fd, self.kind, self.target, self.mode, self.pos, self.inode]
@@ -174,16 +178,16 @@ class ProcessInfo(Event, tag="pi"):
     "Process TID attached", one thread of a process that may have more): a wait for another
     thread of it may be ended by one the recording does not show.
     """
-    pid: int
-    ppid: int
+    pid: Int
+    ppid: Int
     comm: str = ""
     cmdline: List[str] = field(default_factory=list)
-    threads: Dict[int, str] = field(default_factory=dict)
+    threads: Dict[Int, str] = field(default_factory=dict)
     fds: List[FdInfo] = field(default_factory=list)
     listening: List[str] = field(default_factory=list)
     state: str = ""
-    exit_code: Optional[int] = None
-    start_time: Optional[float] = None
+    exit_code: Optional[Int] = None
+    start_time: Optional[Time] = None
     environ_rank: Optional[str] = None
     pid_unknown: bool = False
     threads_partial: bool = False
@@ -191,42 +195,42 @@ class ProcessInfo(Event, tag="pi"):
 
 class ThreadStart(Event, tag="tst"):
     """A new thread (clone with CLONE_THREAD) or a new process (fork/clone) seen by a backend."""
-    pid: int
-    tid: int
-    parent_tid: Optional[int] = None
+    pid: Int
+    tid: Int
+    parent_tid: Optional[Int] = None
     new_process: bool = False
 
 
 class ProcessExec(Event, tag="ex"):
-    pid: int
-    tid: int
+    pid: Int
+    tid: Int
     filename: str = ""
     argv: List[str] = field(default_factory=list)
 
 
 class ThreadExit(Event, tag="tx"):
-    pid: int
-    tid: int
+    pid: Int
+    tid: Int
 
 
 class ProcessExit(Event, tag="px"):
     """A process ended: ``status`` is the exit status, or None when ``signal`` killed it."""
-    pid: int
-    status: Optional[int] = None
+    pid: Int
+    status: Optional[Int] = None
     signal: Optional[str] = None
     core_dumped: bool = False
 
 
 class SignalDelivered(Event, tag="sig"):
-    pid: int
-    tid: int
+    pid: Int
+    tid: Int
     signal: str = ""
-    sender: Optional[int] = None
+    sender: Optional[Int] = None
 
 
 class Lost(Event, tag="lost"):
     """Events a backend could not record (overflow, unparsable lines): count and why."""
-    count: int
+    count: Int
     reason: str = ""
     sample: str = ""
 
@@ -235,7 +239,7 @@ class RecordingEnd(Event, tag="end"):
     """Last record of a complete trace; a trace without it was cut short (truncated)."""
     reason: str = ""
     duration: float = 0.0
-    events: int = 0
+    events: Int = 0
 
 
 # --------------------------------------------------------------------------- GPU (NVML)
@@ -247,15 +251,15 @@ class GpuSample(Event, tag="gpu"):
     and ``sm_active_pct`` (GPM's SM activity since the previous sample, Hopper and newer: the
     share of SMs busy, which a spinning one-thread kernel keeps near 1%) are None in traces
     made before they were recorded, or where NVML does not report them."""
-    gpu: int
+    gpu: Int
     uuid: str = ""
-    util_pct: Optional[int] = None
-    mem_used: Optional[int] = None
-    mem_total: Optional[int] = None
-    pids: List[int] = field(default_factory=list)
-    power_mw: Optional[int] = None
-    sm_clock_mhz: Optional[int] = None
-    power_limit_mw: Optional[int] = None
+    util_pct: Optional[Int] = None
+    mem_used: Optional[Int] = None
+    mem_total: Optional[Int] = None
+    pids: List[Int] = field(default_factory=list)
+    power_mw: Optional[Int] = None
+    sm_clock_mhz: Optional[Int] = None
+    power_limit_mw: Optional[Int] = None
     sm_active_pct: Optional[float] = None
 
 
@@ -268,8 +272,8 @@ class PyStack(Event, tag="pys"):
     OS thread id (py-spy's ``os_thread_id``). A stack that could not be taken has ``tid`` 0,
     no frames and ``error`` saying why (py-spy not installed, permission denied, ...).
     ``files`` are the frames' source paths as the target sees them (empty in older traces)."""
-    pid: int
-    tid: int
+    pid: Int
+    tid: Int
     thread_name: str = ""
     frames: List[str] = field(default_factory=list)
     active: Optional[bool] = None
@@ -291,8 +295,8 @@ class ObserveError(Event, tag="oerr"):
     source: str
     what: str
     why: str = ""
-    pid: Optional[int] = None
-    tid: Optional[int] = None
+    pid: Optional[Int] = None
+    tid: Optional[Int] = None
     denied: bool = False
 
 

@@ -6,11 +6,12 @@ Contract: ``ThreadCounts`` (tag ``cnt``) as its docstring says; ``FD_KEYS`` the 
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Dict, List
 
 from msgspec import field
 
 from . import Event, register
+from .shapes import FdCounts, Int, IoctlCounts, Time
 
 __all__ = ["ThreadCounts", "FD_KEYS"]
 
@@ -40,18 +41,18 @@ class ThreadCounts(Event, tag="cnt"):
       but for EAGAIN, EINTR, ETIMEDOUT, EINPROGRESS and ERESTART* (the kernel skips them);
       empty in traces from before it was counted.
     """
-    pid: int
-    tid: int
-    since: float
-    calls: Dict[str, int] = field(default_factory=dict)
-    streamed: Dict[str, int] = field(default_factory=dict)
+    pid: Int
+    tid: Int
+    since: Time
+    calls: Dict[str, Int] = field(default_factory=dict)
+    streamed: Dict[str, Int] = field(default_factory=dict)
     blocked_s: float = 0.0
-    per_fd: List[Dict[str, Any]] = field(default_factory=list)
-    futex: Dict[str, int] = field(default_factory=dict)
-    polls: Dict[str, int] = field(default_factory=dict)
-    ioctls: List[Dict[str, Any]] = field(default_factory=list)
-    accepts: int = 0
-    failures: Dict[str, int] = field(default_factory=dict)
+    per_fd: List[FdCounts] = field(default_factory=list)
+    futex: Dict[str, Int] = field(default_factory=dict)
+    polls: Dict[str, Int] = field(default_factory=dict)
+    ioctls: List[IoctlCounts] = field(default_factory=list)
+    accepts: Int = 0
+    failures: Dict[str, Int] = field(default_factory=dict)
 
 
 FD_KEYS = ("fd", "kind", "target", "writes", "wbytes", "wmin", "wmax", "wsmall", "wsbytes",

@@ -9,17 +9,20 @@ Contract:
 - Importing this module registers the classes in ``events.EVENT_CLASSES`` (the trace file maps
   fields by name through the header's schema, so old traces still read and new fields may be
   added later). tracefile/format.py imports it; nothing else needs to.
-- Nested values are plain JSON (lists, dicts of str/int/float/None), so rows round-trip as they
-  are.
+- Nested values are plain JSON (lists, dicts of str/int/float/None), of the shapes in
+  shapes.py, checked when read (a fixed-length record is a tuple: a row round-trips as it is
+  when it is made with one).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from msgspec import field
 
 from .. import events as _events
 from . import Event
+from .shapes import (CaptureHow, Int, KlogLine, LoadedLib, LogTarget, LogTemplate,
+                     MappedFile, Time)
 
 __all__ = ["ProcessVitals", "LogTargets", "LogLines", "MemoryProgress", "KernelLog", "GpuHealth", "LoadedLibs",
            "CaptureSite", "CudaDriverCalls", "EvidenceNote", "EVIDENCE_TYPES"]
@@ -29,11 +32,11 @@ class ProcessVitals(Event, tag="vit"):
     """/proc/PID/stat and status: when the process started, its resident memory and the CPU
     time of all its threads (exited ones included), in seconds. (Not "threads": events.py
     encodes a field of that name as a tid -> comm map.)"""
-    pid: int
-    start_time: Optional[float] = None
-    rss_bytes: Optional[int] = None
+    pid: Int
+    start_time: Optional[Time] = None
+    rss_bytes: Optional[Int] = None
     cpu_s: Optional[float] = None
-    num_threads: Optional[int] = None
+    num_threads: Optional[Int] = None
     phase: str = ""
 
 
@@ -43,20 +46,20 @@ class LogTargets(Event, tag="logs"):
     "path", "size" (bytes, files only), "mtime" (last modification: the last write for files,
     pipes and ttys), "why" (why size/mtime are missing)}. ``why`` (event level): the fd table
     could not be read."""
-    pid: int
-    targets: List[Dict[str, Any]] = field(default_factory=list)
+    pid: Int
+    targets: List[LogTarget] = field(default_factory=list)
     phase: str = ""
     why: str = ""
 
 
 class KernelLog(Event, tag="klog"):
     """Lines of the NVIDIA kernel driver (NVRM) from the kernel log since ``since``: each
-    [epoch ts, text]. ``scanned`` records were read; ``why`` says why the log could not be read
+    (epoch ts, text). ``scanned`` records were read; ``why`` says why the log could not be read
     (no /dev/kmsg, no permission) or was read only in part (the bound was reached)."""
     source: str = "/dev/kmsg"
-    since: Optional[float] = None
-    lines: List[List[Any]] = field(default_factory=list)
-    scanned: int = 0
+    since: Optional[Time] = None
+    lines: List[KlogLine] = field(default_factory=list)
+    scanned: Int = 0
     why: str = ""
 
 
@@ -65,26 +68,26 @@ class GpuHealth(Event, tag="gpuh"):
     ``throttle`` is NVML's clock-event (throttle) reason bitmask. ECC counts are volatile (since
     the driver loaded); retired pages (pre-Hopper) and remapped rows (Ampere and later) are
     lifetime counts. ``missing`` maps a field name to why NVML gave no value."""
-    gpu: int
+    gpu: Int
     uuid: str = ""
     name: str = ""
     pci_bus: str = ""
-    power_mw: Optional[int] = None
-    power_limit_mw: Optional[int] = None
-    sm_clock_mhz: Optional[int] = None
-    sm_clock_max_mhz: Optional[int] = None
-    throttle: Optional[int] = None
-    temperature_c: Optional[int] = None
-    ecc_corrected: Optional[int] = None
-    ecc_uncorrected: Optional[int] = None
-    retired_sbe: Optional[int] = None
-    retired_dbe: Optional[int] = None
+    power_mw: Optional[Int] = None
+    power_limit_mw: Optional[Int] = None
+    sm_clock_mhz: Optional[Int] = None
+    sm_clock_max_mhz: Optional[Int] = None
+    throttle: Optional[Int] = None
+    temperature_c: Optional[Int] = None
+    ecc_corrected: Optional[Int] = None
+    ecc_uncorrected: Optional[Int] = None
+    retired_sbe: Optional[Int] = None
+    retired_dbe: Optional[Int] = None
     retired_pending: Optional[bool] = None
-    remapped_corr: Optional[int] = None
-    remapped_unc: Optional[int] = None
+    remapped_corr: Optional[Int] = None
+    remapped_unc: Optional[Int] = None
     remap_pending: Optional[bool] = None
     remap_failed: Optional[bool] = None
-    pcie_replays: Optional[int] = None
+    pcie_replays: Optional[Int] = None
     missing: Dict[str, str] = field(default_factory=dict)
     phase: str = ""
 
@@ -94,8 +97,8 @@ class LoadedLibs(Event, tag="libs"):
     ("nccl", "libcuda", "cudart", "torch", ...), "version", "detail" (e.g. "+cuda12.4"), "path",
     "source" (where the version was read)}. ``pid`` 0 holds host facts (the NVIDIA kernel
     module). ``why``: the maps could not be read."""
-    pid: int
-    libs: List[Dict[str, Any]] = field(default_factory=list)
+    pid: Int
+    libs: List[LoadedLib] = field(default_factory=list)
     why: str = ""
 
 
@@ -105,9 +108,9 @@ class CaptureSite(Event, tag="cap"):
     source at that line), "capture-call" (a frame of torch's capture_begin/capture_end or the
     graph context manager's __enter__/__exit__), "runner" (a frame of a serving stack's CUDA
     graph runner). ``frame`` is "func (file:line)"; ``detail`` the source text that decided."""
-    pid: int
-    tid: int
-    how: str = ""
+    pid: Int
+    tid: Int
+    how: CaptureHow
     frame: str = ""
     detail: str = ""
 
@@ -122,25 +125,25 @@ class CudaDriverCalls(Event, tag="cug"):
     a sync that had not returned at ``ts`` (None when it was in none it was seen entering).
     ``work_probed``: the kernel, copy, sync and query families were probed (False in traces
     from before them, which read their counts as 0 and None)."""
-    pid: int
-    tid: int
-    since: float = 0.0
-    begins: int = 0
-    ends: int = 0
-    launches: int = 0
+    pid: Int
+    tid: Int
+    since: Time = 0.0
+    begins: Int = 0
+    ends: Int = 0
+    launches: Int = 0
     open_streams: List[str] = field(default_factory=list)
-    last_begin: Optional[float] = None
-    last_end: Optional[float] = None
-    kernels: int = 0
-    copies: int = 0
-    syncs: int = 0
-    syncs_done: int = 0
-    syncs_failed: int = 0
-    queries_ready: int = 0
-    queries_not_ready: int = 0
-    in_sync_since: Optional[float] = None
-    last_sync_done: Optional[float] = None
-    last_ready: Optional[float] = None
+    last_begin: Optional[Time] = None
+    last_end: Optional[Time] = None
+    kernels: Int = 0
+    copies: Int = 0
+    syncs: Int = 0
+    syncs_done: Int = 0
+    syncs_failed: Int = 0
+    queries_ready: Int = 0
+    queries_not_ready: Int = 0
+    in_sync_since: Optional[Time] = None
+    last_sync_done: Optional[Time] = None
+    last_ready: Optional[Time] = None
     work_probed: bool = False
 
 
@@ -149,7 +152,7 @@ class EvidenceNote(Event, tag="evn"):
     "capture-uprobes", ...; ``pid`` when it concerns one process."""
     what: str
     why: str = ""
-    pid: Optional[int] = None
+    pid: Optional[Int] = None
 
 
 class LogLines(Event, tag="logl"):
@@ -162,27 +165,27 @@ class LogLines(Event, tag="logl"):
     its value differed from the same shape's line before), "first" (the slot values of the
     shape's last line before the window, else of its first line in it), "last" (of its last
     line)}. ``why``: why nothing was read."""
-    pid: int
-    fd: int
+    pid: Int
+    fd: Int
     path: str = ""
-    appended: int = 0
-    read: int = 0
-    lines: int = 0
-    templates: List[Dict[str, Any]] = field(default_factory=list)
+    appended: Int = 0
+    read: Int = 0
+    lines: Int = 0
+    templates: List[LogTemplate] = field(default_factory=list)
     why: str = ""
 
 
 class MemoryProgress(Event, tag="memp"):
     """Memory a process brought in, at the start or the end of a window (``phase``): per
-    thread [minor, major] page faults so far (/proc/PID/task/TID/stat), the resident size and
+    thread (minor, major) page faults so far (/proc/PID/task/TID/stat), the resident size and
     bytes read from storage (/proc/PID/io read_bytes), and its largest file mappings, each
-    [path, resident bytes, file size] (/proc/PID/smaps summed per file)."""
-    pid: int
+    (path, resident bytes, file size) (/proc/PID/smaps summed per file)."""
+    pid: Int
     phase: str = ""
-    faults: Dict[int, List[int]] = field(default_factory=dict)
-    rss_bytes: Optional[int] = None
-    read_bytes: Optional[int] = None
-    files: List[List[Any]] = field(default_factory=list)
+    faults: Dict[Int, Tuple[Int, Int]] = field(default_factory=dict)
+    rss_bytes: Optional[Int] = None
+    read_bytes: Optional[Int] = None
+    files: List[MappedFile] = field(default_factory=list)
     why: str = ""
 
 

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional
 from msgspec import field
 
 from . import Event
+from .shapes import Int
 
 
 # --------------------------------------------------------------------------- end-of-recording probes
@@ -25,14 +26,14 @@ class FutexOwner(Event, tag="fxo"):
     FUTEX_PRIVATE_FLAG (possibly in memory shared between processes). ``waiters`` are the tids
     of ``pid`` seen waiting on it.
     """
-    pid: int
-    addr: int
-    word: Optional[int] = None
-    owner_tid: Optional[int] = None
+    pid: Int
+    addr: Int
+    word: Optional[Int] = None
+    owner_tid: Optional[Int] = None
     kind: str = "unknown"
-    owner_pid: Optional[int] = None
+    owner_pid: Optional[Int] = None
     shared: bool = False
-    waiters: List[int] = field(default_factory=list)
+    waiters: List[Int] = field(default_factory=list)
     why: str = ""
 
 
@@ -43,9 +44,9 @@ class SocketPeers(Event, tag="skp"):
     into strings: readers convert them back with int). ``outside`` maps a peer inode that no
     traced process holds to the pids (outside the tree) that hold it; a peer inode in neither
     belongs to a socket whose last holder closed it or exited."""
-    pid: int
-    peers: Dict[int, int] = field(default_factory=dict)
-    outside: Dict[int, List[int]] = field(default_factory=dict)
+    pid: Int
+    peers: Dict[Int, Int] = field(default_factory=dict)
+    outside: Dict[Int, List[Int]] = field(default_factory=dict)
 
 
 class NcclRasStatus(Event, tag="ras"):
@@ -53,9 +54,9 @@ class NcclRasStatus(Event, tag="ras"):
     (record/probes/nccl_ras.py): the raw answer in ``fmt`` ("json" or "text"), parsed by
     analysis/job/nccl_ras.py. ``pid`` listens on ``host:port``; ``error`` says why there is no
     answer (refused, timed out)."""
-    pid: int
+    pid: Int
     host: str = ""
-    port: int = 0
+    port: Int = 0
     fmt: str = "json"
     text: str = ""
     error: str = ""
@@ -65,13 +66,13 @@ class SocketCounters(Event, tag="skc"):
     """The kernel's own counters of one TCP socket of ``pid`` (inet_diag's tcp_info, read by the
     proc backend: linux/tcpdiag.py): bytes and data segments sent and received since the socket
     was created, whatever call moved them. None where the kernel does not keep the counter."""
-    pid: int
-    fd: int
+    pid: Int
+    fd: Int
     target: str = ""
-    bytes_sent: Optional[int] = None
-    bytes_received: Optional[int] = None
-    segs_out: Optional[int] = None
-    segs_in: Optional[int] = None
+    bytes_sent: Optional[Int] = None
+    bytes_received: Optional[Int] = None
+    segs_out: Optional[Int] = None
+    segs_in: Optional[Int] = None
 
 
 class FileLock(Event, tag="flk"):
@@ -80,19 +81,19 @@ class FileLock(Event, tag="flk"):
     ``inode`` of device ``dev`` ("fe:00"). ``kind`` FLOCK, POSIX or OFDLCK (an OFD lock shows pid
     -1), ``access`` READ or WRITE, ``lock_id`` the kernel's number that ties a waiter to the
     lock it waits for."""
-    pid: int
-    inode: int
+    pid: Int
+    inode: Int
     dev: str = ""
     kind: str = ""
     access: str = ""
     waiting: bool = False
-    lock_id: int = 0
+    lock_id: Int = 0
 
 
 class ServedConnections(Event, tag="srv"):
     """Connections ``pid`` took on a TCP ``port`` it listens on since the proc backend's last
     socket dump (linux/tcpdiag.accepted_since: accepted, or closed by the server's side): a
     server answering each request on a new connection, seen without a syscall backend."""
-    pid: int
-    port: int
-    count: int = 0
+    pid: Int
+    port: Int
+    count: Int = 0

@@ -11,11 +11,12 @@ Contract:
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import List, Optional
 
 from msgspec import field
 
 from . import Event, register
+from .shapes import FrEntry, FrGroup, FrStatus, Int, Time
 
 __all__ = ["KernelStack", "NativeStack", "PythonRuntime", "FlightRecorderDump", "StackSamples",
            "STACK_TYPES"]
@@ -27,8 +28,8 @@ class KernelStack(Event, tag="kst"):
     are the kernel's "function+0xoff/0xsize", innermost first; ``state`` the thread's state
     letter when it was read, ``wchan`` its wait channel. ``error``: why no frame was read
     (not root, the kernel hides stacks, the thread was running)."""
-    pid: int
-    tid: int
+    pid: Int
+    tid: Int
     state: str = ""
     wchan: str = ""
     reason: str = ""
@@ -43,8 +44,8 @@ class NativeStack(Event, tag="nst"):
     (``py-spy dump --native``: the process was paused while it read) or "stack-scan" (the
     thread's pc and the return addresses found on its stack, read from /proc/PID/mem without
     stopping it: candidates, not an unwind). ``error``: why none were gathered."""
-    pid: int
-    tid: int
+    pid: Int
+    tid: Int
     frames: List[str] = field(default_factory=list)
     libs: List[str] = field(default_factory=list)
     source: str = ""
@@ -56,9 +57,9 @@ class PythonRuntime(Event, tag="pyrt"):
     bytes, from the ELF symbol of ``binary`` (the python executable or libpython) and the load
     address in /proc/PID/maps. The main interpreter's GIL (its mutex and conditions) lies in
     it in CPython 3.9 to 3.14. ``error``: why it could not be found."""
-    pid: int
-    addr: int = 0
-    size: int = 0
+    pid: Int
+    addr: Int = 0
+    size: Int = 0
     binary: str = ""
     error: str = ""
 
@@ -78,16 +79,16 @@ class FlightRecorderDump(Event, tag="frd"):
     "filename", "line"}]), bounded (``dropped``: entries left out, the oldest). ``error``: why
     it could not be read (one line)."""
     path: str
-    rank: Optional[int] = None
-    pid: int = 0
-    mtime: Optional[float] = None
-    size: int = 0
+    rank: Optional[Int] = None
+    pid: Int = 0
+    mtime: Optional[Time] = None
+    size: Int = 0
     version: str = ""
     comm_lib_version: str = ""
-    pg_config: List[Dict[str, Any]] = field(default_factory=list)
-    pg_status: List[Dict[str, Any]] = field(default_factory=list)
-    entries: List[Dict[str, Any]] = field(default_factory=list)
-    dropped: int = 0
+    pg_config: List[FrGroup] = field(default_factory=list)
+    pg_status: List[FrStatus] = field(default_factory=list)
+    entries: List[FrEntry] = field(default_factory=list)
+    dropped: Int = 0
     error: str = ""
 
 
@@ -95,8 +96,8 @@ class StackSamples(Event, tag="pyss"):
     """Several Python stacks of one thread that was on a CPU at the end of a recording, taken
     ``span`` seconds apart in all (record/probes/stack_motion.py): ``samples`` are frame lists
     as PyStack's (innermost first, at most the innermost few), oldest first."""
-    pid: int
-    tid: int
+    pid: Int
+    tid: Int
     samples: List[List[str]] = field(default_factory=list)
     span: float = 0.0
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from .. import events as _events
 from . import Event
+from .shapes import Int
 
 __all__ = ["ThreadStopped"]
 
 
 class ThreadStopped(Event, tag="stop"):
-    pid: int
-    tid: int
+    pid: Int
+    tid: Int
     signal: str = ""
     source: str = ""
 

@@ -6,7 +6,8 @@ Contract:
   (what ``TORCH_NCCL_DUMP_ON_TIMEOUT`` and ``_dump_fr_trace()`` write) through the plain-data
   reader (fr_pickle.py), or the JSON form (``_dump_fr_trace_json()``); never raises: trouble
   is the event's ``error``, one line. What is kept is ``normalize``'s: the known keys, typed,
-  the newest ``MAX_ENTRIES`` entries and ``MAX_FRAMES`` frames each.
+  the newest ``MAX_ENTRIES`` entries and ``MAX_FRAMES`` frames each; numbers of 64 bits
+  (events/shapes.py: a larger one is None, as a missing one), texts cut to ``MAX_TEXT``.
 - ``rank_of(name, prefix)``: the rank a dump file's name carries (``<prefix><rank>``, as
   torch's DebugInfoWriter names them; fr_trace infers the prefix the same way).
 - ``find_dumps(path)``: a directory (its files that end in a number, under one common prefix),
@@ -24,6 +25,7 @@ import re
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..events.shapes import INT64_MAX, INT64_MIN
 from ..events.stacks import FlightRecorderDump
 from .fr_pickle import MAX_BYTES, UnsafePickle, load_plain
 
@@ -41,36 +43,47 @@ _BOOL_KEYS = ("retired", "is_p2p")
 _STATUS_KEYS = ("last_enqueued_collective", "last_started_collective",
                 "last_completed_collective")
 _RANK_SUFFIX = re.compile(r"^(?P<prefix>.*?)(?P<rank>\d+)$")
+_INT_TEXT = re.compile(r"-?[0-9]+")
 
 
 def rank_of(name: str, prefix: str = "") -> Optional[int]:
     base = os.path.basename(name)
     if prefix and base.startswith(os.path.basename(prefix)):
         rest = base[len(os.path.basename(prefix)):]
-        return int(rest) if rest.isdigit() else None
+        return _int(rest) if rest.isdigit() else None
     m = _RANK_SUFFIX.match(base)
-    return int(m.group("rank")) if m else None
+    return _int(m.group("rank")) if m else None
 
 
 def _int(v: Any) -> Optional[int]:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
+    """An int of 64 bits (events/shapes.Int), or the decimal text of one; else None (a
+    5,000-digit number is no sequence number: int() of its text would raise)."""
+    if type(v) is str and len(v) <= 24 and _INT_TEXT.fullmatch(v.strip()):
+        v = int(v)
+    if type(v) is int and INT64_MIN <= v <= INT64_MAX:
         return v
-    if isinstance(v, str) and re.fullmatch(r"-?\d+", v.strip()):
-        return int(v)
     return None
 
 
 def _text(v: Any) -> str:
-    return v[:MAX_TEXT] if isinstance(v, str) else ("" if v is None else str(v)[:MAX_TEXT])
+    """A text value cut to MAX_TEXT; a number as its text (a huge int: ""); "" for others."""
+    if type(v) is str:
+        return v[:MAX_TEXT]
+    if type(v) is int:
+        return str(v) if INT64_MIN <= v <= INT64_MAX else ""
+    return str(v)[:MAX_TEXT] if type(v) in (float, bool) else ""
 
 
 def _sizes(v: Any) -> List[List[int]]:
     if not isinstance(v, (list, tuple)):
         return []
-    return [[x for x in s if isinstance(x, int) and not isinstance(x, bool)]
+    return [[n for n in map(_int_value, s[:64]) if n is not None]
             for s in v[:64] if isinstance(s, (list, tuple))]
+
+
+def _int_value(v: Any) -> Optional[int]:
+    """An int of 64 bits, never its text (tensor sizes)."""
+    return v if type(v) is int and INT64_MIN <= v <= INT64_MAX else None
 
 
 def _entry(e: Dict[str, Any]) -> Dict[str, Any]:
@@ -108,7 +121,8 @@ def normalize(obj: Any, ev: FlightRecorderDump) -> FlightRecorderDump:
     status = obj.get("pg_status") if isinstance(obj.get("pg_status"), dict) else {}
     ev.pg_status = [dict({"pg_id": _text(k)}, **{s: _int(v.get(s)) for s in _STATUS_KEYS})
                     for k, v in list(status.items())[:1024] if isinstance(v, dict)]
-    entries = [e for e in obj.get("entries") or [] if isinstance(e, dict)]
+    entries = obj.get("entries") if isinstance(obj.get("entries"), list) else []
+    entries = [e for e in entries if isinstance(e, dict)]
     ev.dropped = max(0, len(entries) - MAX_ENTRIES)
     ev.entries = [_entry(e) for e in entries[-MAX_ENTRIES:]]
     return ev

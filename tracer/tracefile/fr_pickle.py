@@ -24,7 +24,7 @@ __all__ = ["load_plain", "UnsafePickle", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES"]
 
 MAX_BYTES = 256 << 20
 MAX_DEPTH = 64
-MAX_NODES = 20_000_000
+MAX_NODES = 1 << 20          # a dump of 2,048 entries of 20 frames: about 250,000
 _SCALARS = (str, bytes, int, float, bool, type(None))
 
 

@@ -25,6 +25,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ...events.shapes import INT64_MAX
+from ...linux.intparse import parse_uint
+
 __all__ = ["RasRank", "RasMissing", "RasComm", "RasStatus", "RasLag", "parse_ras",
            "lagging_ranks", "missing_ranks", "rank_of_pid"]
 
@@ -78,11 +81,13 @@ class RasLag:
 
 
 def _int(v: object) -> Optional[int]:
-    try:
-        n = int(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return n if n >= 0 else None
+    """A count, rank, pid or GPU of the answer: an int of 0 to 2**63-1 (or its decimal text,
+    or a float that is one), else None: the one bound on the answer's numbers."""
+    if type(v) is str:
+        return parse_uint(v.strip(), 19)
+    if type(v) is float and v.is_integer():
+        v = int(v)
+    return v if type(v) is int and 0 <= v <= INT64_MAX else None
 
 
 # --------------------------------------------------------------------------- JSON
@@ -100,6 +105,8 @@ def _loads_repaired(text: str) -> Optional[dict]:
             if not exc.msg.startswith("Expecting ',' delimiter"):
                 return None
             text = text[:exc.pos] + "," + text[exc.pos:]
+        except (ValueError, RecursionError):    # a number of over 4,300 digits, deep nesting
+            return None
     return None
 
 
@@ -133,14 +140,16 @@ def _from_json(doc: dict) -> RasStatus:
 
 
 # --------------------------------------------------------------------------- text
+_N = "([0-9]{1,18})"         # a number of the text form: ASCII digits, bounded (a longer run
+_D = "[0-9]{1,18}"            # leaves the line unread: int() of 5,000 digits raises)
 _VERSION = re.compile(r"^NCCL version (\S+)")
-_SECTION = re.compile(r"^#(\d+-\d+) \((\w+)\) ([A-Z,]+)")
+_SECTION = re.compile(rf"^#({_D}-{_D}) \((\w+)\) ([A-Z,]+)")
 _OP = re.compile(r"Communicator ranks have different (\w+) operation counts")
-_GROUP = re.compile(r"^\s*(\d+) ranks have (?:launched up to operation (\d+)|not launched any)")
-_RANK = re.compile(r"^\s*Rank (\d+)(?: has launched up to operation (\d+)| has not launched any "
-                   r"operations)? -- GPU (\d+)(?: \(NVML \d+\))? managed by process (\d+) on node "
-                   r"(\S+)")
-_PROCESS = re.compile(r"^\s*Process (\d+) on node (\S+) managing GPUs? (\d+)")
+_GROUP = re.compile(rf"^\s*{_N} ranks have (?:launched up to operation {_N}|not launched any)")
+_RANK = re.compile(rf"^\s*Rank {_N}(?: has launched up to operation {_N}| has not launched any "
+                   rf"operations)? -- GPU {_N}(?: \(NVML {_D}\))? managed by process {_N} "
+                   r"on node (\S+)")
+_PROCESS = re.compile(rf"^\s*Process {_N} on node (\S+) managing GPUs? {_N}")
 
 
 def _from_text(text: str) -> RasStatus:

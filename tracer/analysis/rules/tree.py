@@ -262,8 +262,9 @@ def _chain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
 
 def _plain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
                  dead: List[ProcessVerdict]) -> TreeVerdict:
-    pick = _pick(pvs, verdict)
-    assert pick is not None
+    # No process may have the verdict of a chain that ends outside every process (a thread
+    # whose rows name a pid the table does not hold): the most severe process is named.
+    pick = _pick(pvs, verdict) or min(pvs.values(), key=lambda pv: SEVERITY.index(pv.verdict))
     lines = pick.key_lines()
     lines = lines[:2] + [e for e in lines[2:] if e == "no output"]
     first = "; ".join(lines) or pick.rule

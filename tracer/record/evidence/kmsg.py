@@ -66,7 +66,7 @@ def scan_records(read: Callable[[], bytes], log: KernelLog, since: Optional[floa
                  max_seconds: float = MAX_SECONDS) -> None:
     """Read records with ``read()`` (one record per call, BlockingIOError at the end, OSError
     EPIPE for records overwritten before they were read) into ``log`` (module doc)."""
-    lines: List[List[object]] = []
+    lines: List[Tuple[float, str]] = []
     overwritten = 0
     deadline = time.monotonic() + max_seconds
     while True:
@@ -95,7 +95,7 @@ def scan_records(read: Callable[[], bytes], log: KernelLog, since: Optional[floa
         ts = wall - (mono_now - rec[0] / 1e6)
         if since is not None and ts < since:
             continue
-        lines.append([round(ts, 3), rec[1]])
+        lines.append((round(ts, 3), rec[1]))
     if overwritten and not log.why:
         log.why = f"{overwritten} records were overwritten while being read"
     log.lines = lines[-MAX_LINES:]

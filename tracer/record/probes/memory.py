@@ -46,7 +46,7 @@ def parse_smaps_files(text: str) -> Dict[str, Tuple[int, str]]:
     return out
 
 
-def _files(pid: int, root: str) -> List[List[object]]:
+def _files(pid: int, root: str) -> List[Tuple[str, int, int]]:
     data = procfs.read_bytes(f"{root}/{pid}/smaps") or b""
     found = []
     for path, (rss, rng) in parse_smaps_files(data[:MAX_SMAPS].decode("utf-8", "replace")
@@ -56,7 +56,7 @@ def _files(pid: int, root: str) -> List[List[object]]:
         except OSError:
             continue
         if size >= MIN_FILE:
-            found.append([path, rss, size])
+            found.append((path, rss, size))
     return sorted(found, key=lambda f: -f[2])[:MAX_FILES]  # type: ignore[operator]
 
 
@@ -65,7 +65,7 @@ def read_memory(pid: int, phase: str, root: str = "/proc") -> MemoryProgress:
     for tid in procfs.list_tids(pid, root):
         st = procfs.read_stat(pid, tid, root)
         if st is not None:
-            ev.faults[tid] = [st.minflt, st.majflt]
+            ev.faults[tid] = (st.minflt, st.majflt)
     if not ev.faults:
         ev.why = "gone" if not procfs.pid_exists(pid, root) else "thread stats not readable"
         return ev
