@@ -85,3 +85,26 @@ def test_a_sync_that_never_returns_is_said():
                      "before the end")
     assert driver_stall(_calls(kernels=8)) is None
     assert driver_stall(_calls(in_sync_since=101.0, work_probed=False)) is None
+
+
+# ------------------------------------------------------ per-process GPU memory (NVML)
+from tracer.analysis.progress.gpu import gpu_memory_grows  # noqa: E402
+
+
+def _mem(*readings, pid=42):
+    acc = GpuAccumulator()
+    for ts, mib in readings:
+        acc.feed(ev.GpuSample(ts=ts, gpu=0, pids=[pid], pid_mem={pid: mib << 20}))
+    return acc.gpus
+
+
+@pytest.mark.parametrize("readings,grows", [
+    ([(0.0, 1200), (3.0, 1800), (6.0, 2400)], "grew from 1200 to 2400 MiB (200 MiB/s, NVML)"),
+    ([(0.0, 1200), (6.0, 1208)], None),            # an allocator's churn
+    ([(0.0, 2400), (6.0, 1200)], None),            # memory freed
+    ([(0.0, 1200)], None),                         # one sample says nothing
+])
+def test_gpu_memory_that_grows(readings, grows):
+    got = gpu_memory_grows(_mem(*readings), 42)
+    assert (got is None) if grows is None else (grows in got)
+    assert gpu_memory_grows(_mem(*readings), 7) is None        # another process's

@@ -161,7 +161,8 @@ class FakePynvml:
         return type("M", (), {"used": 5 << 30, "total": 141 << 30, "free": 1})()
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
-        return [type("P", (), {"pid": 623})(), type("P", (), {"pid": 437})()]
+        return [type("P", (), {"pid": 623, "usedGpuMemory": 3 << 30})(),
+                type("P", (), {"pid": 437, "usedGpuMemory": None})()]   # hidden: no figure
 
     def nvmlDeviceGetPowerUsage(self, h):
         raise self.NVMLError("Not Supported")
@@ -180,6 +181,7 @@ def test_pynvml_readings():
     assert (s.ts, s.gpu, s.uuid, s.util_pct, s.mem_used, s.mem_total, s.pids) == \
         (12.5, 0, "GPU-h0", 97, 5 << 30, 141 << 30, [437, 623])
     assert s.power_mw is None and s.sm_clock_mhz == 1980     # refused: None, never a guess
+    assert s.pid_mem == {623: 3 << 30}
     nv.close()
     nv.close()
     assert fake.shut == 1

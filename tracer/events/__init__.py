@@ -250,7 +250,8 @@ class GpuSample(Event, tag="gpu"):
     ``power_mw`` (board power draw), ``sm_clock_mhz``, ``power_limit_mw`` (the enforced limit)
     and ``sm_active_pct`` (GPM's SM activity since the previous sample, Hopper and newer: the
     share of SMs busy, which a spinning one-thread kernel keeps near 1%) are None in traces
-    made before they were recorded, or where NVML does not report them."""
+    made before they were recorded, or where NVML does not report them. ``pid_mem``: the GPU
+    memory each compute process uses (bytes; empty where NVML hides it, as in containers)."""
     gpu: Int
     uuid: str = ""
     util_pct: Optional[Int] = None
@@ -261,6 +262,7 @@ class GpuSample(Event, tag="gpu"):
     sm_clock_mhz: Optional[Int] = None
     power_limit_mw: Optional[Int] = None
     sm_active_pct: Optional[float] = None
+    pid_mem: Dict[Int, Int] = field(default_factory=dict)
 
 
 

@@ -68,6 +68,9 @@ class PyNvml:
                 r.mem_used, r.mem_total = int(mem.used), int(mem.total)
             procs = self._get(lambda: nv.nvmlDeviceGetComputeRunningProcesses(h)) or []
             r.pids = sorted({int(p.pid) for p in procs})
+            r.pid_mem = {int(p.pid): int(p.usedGpuMemory) for p in procs
+                         if isinstance(getattr(p, "usedGpuMemory", None), int)
+                         and 0 <= p.usedGpuMemory < 1 << 62}
             power = self._get(lambda: nv.nvmlDeviceGetPowerUsage(h))
             r.power_mw = int(power) if power is not None else None
             clock = self._get(lambda: nv.nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM))

@@ -9,7 +9,7 @@ has the NVIDIA device files open. Rules over these readings are in rules/gpu.py.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Optional, Set
+from typing import Dict, Iterable, Optional, Set, Tuple
 
 from ... import events as ev
 from ...linux.fdtarget import GPU_KINDS as GPU_FD_KINDS
@@ -49,6 +49,9 @@ class GpuStats:
     power_limit_mw: Optional[int] = None
     sm_active_sum: float = 0.0
     sm_active_known: int = 0
+    # pid -> (ts, bytes) of the first and of the last sample that gave its GPU memory
+    pid_mem_first: Dict[int, Tuple[float, int]] = field(default_factory=dict)
+    pid_mem_last: Dict[int, Tuple[float, int]] = field(default_factory=dict)
 
     @property
     def mean_power_mw(self) -> Optional[float]:
@@ -103,6 +106,10 @@ class GpuAccumulator:
         limit = getattr(e, "power_limit_mw", None)
         if limit:
             g.power_limit_mw = limit
+        for pid, used in (getattr(e, "pid_mem", None) or {}).items():
+            if pid in g.pid_mem_first or len(g.pid_mem_first) < 1024:
+                g.pid_mem_first.setdefault(pid, (e.ts, used))
+                g.pid_mem_last[pid] = (e.ts, used)
         active = getattr(e, "sm_active_pct", None)
         if active is not None:
             g.sm_active_sum += active

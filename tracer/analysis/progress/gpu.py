@@ -16,6 +16,9 @@ Contract:
   a sync that never returns, queries answered "not ready", only old completions, or a trace
   from before these counts (``work_probed`` False). A poll
   that finds long-finished work ready, without new work submitted, is a heartbeat, not work.
+- ``gpu_memory_grows(gpus, pid)`` -> a sentence when the GPU memory NVML gives process ``pid``
+  grew by at least ``GPU_MEM_MIN_BYTES`` at ``GPU_MEM_MIN_RATE`` a second or more between its
+  first and last samples (weights copied to the GPU, a KV cache allocated), else None.
 - ``driver_stall(e)`` -> "in a CUDA sync since N s before the end, its last completion M s
   earlier" for a thread inside a sync it was seen entering, else None.
 """
@@ -26,9 +29,12 @@ from typing import List, Mapping, Optional
 from ...events.evidence import CudaDriverCalls
 from ..accumulate.gpu import LOW_POWER_FRACTION, SM_ACTIVE_WORK_PCT, GpuStats
 
-__all__ = ["gpu_work", "driver_work", "driver_stall", "RECENT_S"]
+__all__ = ["gpu_work", "driver_work", "driver_stall", "gpu_memory_grows", "RECENT_S",
+           "GPU_MEM_MIN_BYTES", "GPU_MEM_MIN_RATE"]
 
 RECENT_S = 1.0
+GPU_MEM_MIN_BYTES = 16 << 20      # an allocator's churn stays below
+GPU_MEM_MIN_RATE = 1 << 20        # bytes a second
 
 
 def _works(g: GpuStats) -> Optional[str]:
@@ -99,3 +105,16 @@ def driver_work(e: Optional[CudaDriverCalls]) -> Optional[str]:
         return None
     return ("its GPU work completes (libcuda uprobes): " + ", ".join(parts)
             + f"; the last {e.ts - last:.2f} s before the end")
+
+
+def gpu_memory_grows(gpus: Mapping[int, GpuStats], pid: int) -> Optional[str]:
+    """The evidence that process ``pid`` fills GPU memory (module doc), or None."""
+    for g in sorted(gpus.values(), key=lambda g: g.gpu):
+        first, last = g.pid_mem_first.get(pid), g.pid_mem_last.get(pid)
+        if first is None or last is None or last[0] <= first[0]:
+            continue
+        grew, span = last[1] - first[1], last[0] - first[0]
+        if grew >= GPU_MEM_MIN_BYTES and grew / span >= GPU_MEM_MIN_RATE:
+            return (f"its memory on GPU {g.gpu} grew from {first[1] / 2**20:.0f} to "
+                    f"{last[1] / 2**20:.0f} MiB ({grew / span / 2**20:.0f} MiB/s, NVML)")
+    return None

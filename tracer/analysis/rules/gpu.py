@@ -5,7 +5,8 @@ Contract: pure functions of the accumulated recording (no I/O), like rules/threa
   (progress/gpu.driver_work: uprobes) progresses, whatever it looks like on the CPU; it goes
   before ``rule_gpu_computes``.
 - ``rule_gpu_computes``: a busy host thread in a process holding the GPU while a GPU it uses
-  does real work (progress/gpu.py) progresses; it goes before the spin- and yield-sync rules.
+  does real work or whose GPU memory grows (progress/gpu.py) progresses; it goes before the
+  spin- and yield-sync rules.
 - ``rule_gpu_yield_wait`` (``ThreadContext -> Optional[ThreadVerdict]``): a ``sched_yield`` loop
   in a process holding /dev/nvidia* fds is a yield-sync wait on the GPU. It goes into
   ``rules.thread.THREAD_RULES`` right before ``rule_yield_loop``. The spin-sync rule is
@@ -24,7 +25,7 @@ from typing import List, Mapping, Optional
 from ...linux.fdtarget import GPU_KINDS as GPU_FD_KINDS
 from ..accumulate.gpu import MOST, GpuStats, holds_gpu
 from ..vocab.nodes import real_id
-from ..progress.gpu import driver_work, gpu_work
+from ..progress.gpu import driver_work, gpu_memory_grows, gpu_work
 from ..vocab.verdict import BUSY, PROGRESSING, SPIN_CPU, YIELD_MIN_RATE, ThreadVerdict
 from .context import ThreadContext
 
@@ -43,12 +44,13 @@ def rule_gpu_work_completes(c: ThreadContext) -> Optional[ThreadVerdict]:
 def rule_gpu_computes(c: ThreadContext) -> Optional[ThreadVerdict]:
     """A host thread busy on a CPU (spin- or yield-sync on the GPU, or a launch loop) with no
     output, in a process holding /dev/nvidia* fds, while a GPU it uses does real work
-    (progress/gpu.py: SM activity or power, never utilization): the work it waits for
-    advances, however silent the host is (a warm-up, a capture)."""
+    (progress/gpu.py: SM activity or power, never utilization) or its GPU memory grows
+    (weights copied in): the work it waits for advances, however silent the host is (a
+    warm-up, a capture, a load)."""
     busy = (c.cpu is not None and c.cpu.demand >= SPIN_CPU) or c.t.yields >= 20
     if not busy or c.t.output_bytes or c.t.accepts or not holds_gpu(c.fds):
         return None
-    work = gpu_work(c.rec.gpus, c.t.pid)
+    work = gpu_work(c.rec.gpus, c.t.pid) or gpu_memory_grows(c.rec.gpus, c.t.pid)
     if work is None:
         return None
     return ThreadVerdict(PROGRESSING, "gpu-computes",
