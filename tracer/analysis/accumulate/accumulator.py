@@ -18,10 +18,10 @@ from ...events.stacks import StackSamples
 from ...linux.fdtarget import FdTarget
 from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, internal_targets,
                        judge_output, read_class, write_class)
+from .fd_lifetimes import ENDS_FD, fd_ended, traffic_of
 from .kernel_counts import KernelCounts
 from .stats import (ProcessStats, Recording, TcpTrack, ThreadStats, count_failure,
                     count_poll)
-from .traffic import FdTraffic
 
 __all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
 
@@ -308,6 +308,8 @@ class Accumulator:
                 self._connect(t, e)
             elif name == "flock" or name == "fcntl":
                 self._lock(t, e)
+            elif name in ENDS_FD:
+                fd_ended(self._threads_by_pid.get(e.pid, ()), e)
         elif kind is _WRITE:
             self._write(t, e)  # type: ignore[arg-type]
         elif kind is _FUTEX:
@@ -323,6 +325,7 @@ class Accumulator:
         if e.name.startswith("accept"):
             if e.ret is not None and e.ret >= 0:
                 t.accepts += 1
+                t.connection_at, t.connection_ts = t.ncalls, e.ts
             return
         if not e.ret or e.ret <= 0:
             return
@@ -330,21 +333,13 @@ class Accumulator:
         if cls.is_wakeup:
             return
         if cls is _SOCKET and e.fd is not None:
-            tr = self._traffic(t, e)
+            tr = traffic_of(t, e)
             if tr is not None:
                 tr.receive(e.ret, e.ts)
         t.input_bytes += e.ret
+        t.input_at, t.input_ts = t.ncalls, e.ts
         if e.fd_kind == "file":
             t.file_reads += 1
-
-    @staticmethod
-    def _traffic(t: ThreadStats, e: ev.Syscall) -> Optional[FdTraffic]:
-        tr = t.sockets.get(e.fd)  # type: ignore[arg-type]
-        if tr is None:
-            if len(t.sockets) >= MAX_SOCKETS:
-                return None
-            tr = t.sockets[e.fd] = FdTraffic(e.fd, e.fd_target or "", e.fd_kind)  # type: ignore
-        return tr
 
     def _lock(self, t: ThreadStats, e: ev.Syscall) -> None:
         """File locks taken and released in the log (flock, fcntl F_SETLK*): who holds which
@@ -365,6 +360,7 @@ class Accumulator:
         a dead peer once a second that way); what it later sends counts as output anyway."""
         if e.err is None and e.ret == 0:
             t.connects += 1
+            t.connection_at, t.connection_ts = t.ncalls, e.ts
             if len(t.connect_targets) < MAX_OUTPUT_TARGETS:
                 t.connect_targets[e.fd_target or f"fd {e.fd}"] += 1
 
@@ -385,9 +381,10 @@ class Accumulator:
         elif cls is _DISCARDED:
             t.null_writes += 1
         elif cls is _SOCKET:
-            tr = self._traffic(t, e) if e.fd is not None else None
+            tr = traffic_of(t, e) if e.fd is not None else None
             if tr is not None:
                 tr.send(e.ts, n)
+                tr.calls_at_send = t.ncalls
             else:                       # a socket not followed (too many): count it as output
                 self._output(t, e, n)
 

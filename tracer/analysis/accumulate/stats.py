@@ -43,9 +43,13 @@ class ThreadStats:
     tail_since: float = 0.0                 # the start of the run's first call
     calls_at_output: int = 0                                 # ncalls at its last plain output
     output_stale: bool = False                               # finish(): output long ago only
+    output_at: int = 0                      # finish(): ncalls at its last output, socket too
     stopped_by: Optional[str] = None        # strace saw it stopped (SIGSTOP...), no SIGCONT since
     stopped_calls: int = 0                  # ncalls when it stopped (a later call: it ran again)
     sockets: Dict[int, FdTraffic] = field(default_factory=dict)  # fd -> its traffic
+    closed_sockets: List[FdTraffic] = field(default_factory=list)  # lifetimes that ended
+    connection_at: int = 0                  # ncalls at its last connection accepted or made
+    connection_ts: Optional[float] = None   # ... and when
     connects: int = 0                                        # connections made (ret 0/EINPROGRESS)
     connect_targets: Counter = field(default_factory=Counter)
     null_writes: int = 0                                     # to /dev/null: not output
@@ -59,6 +63,8 @@ class ThreadStats:
     eventfd_writes: int = 0
     wakeup_writes: int = 0                                  # small writes to internal fds
     input_bytes: int = 0                                    # reads from sockets/pipes/files
+    input_at: int = 0                       # ncalls at its last input read, and when
+    input_ts: Optional[float] = None
     accepts: int = 0
     file_reads: int = 0
     futex_waits: int = 0
