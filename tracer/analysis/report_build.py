@@ -22,6 +22,7 @@ from .job.ras import read_ras
 from .job.nccl_ras import rank_of_pid
 from .rules.observed import explain_unknown, qualify_tree, unobserved_lines
 from .rules.merged import qualify_for_unrecorded
+from .rules.view import VIEW_NOTE, view_lacks
 from .rules.partial import partial_hangs
 from .rules.pools import Pool, find_pools
 from .vocab.facts import WaitFacts
@@ -122,6 +123,9 @@ def input_notes(rec: Recording) -> List[Note]:
                      f"than 8 bytes; {small} small writes could be eventfd or wake-up writes")
     if caps.get("pids") is False:
         notes.append("the log has no pid column: all lines were taken as one thread")
+    lacks = view_lacks(caps)
+    if lacks:
+        notes.append(VIEW_NOTE.format("; ".join(lacks)))
     if rec.lost:
         notes.append(f"{rec.lost} events were lost or could not be parsed "
                      f"({'; '.join(rec.lost_reasons)}): evidence may be incomplete")

@@ -59,7 +59,7 @@ from .batch import BatchFeed
 from .lastcall import LastCalls
 from .decode import nv_request_name, parse_fd, split_args, to_event
 from .fdtable import fd_calls, poll_fds
-from .lines import INTERRUPTED, StraceLine, split_line
+from .lines import INTERRUPTED, StraceLine, glued_message as _glued_message, split_line
 from .procs import ProcessTable
 from .times import LogTimes
 
@@ -71,17 +71,6 @@ _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
 _ATTACHED = "strace: Process "
 _STOPPED_BY = "stopped by "
 _DETACHED = "<detached ...>"
-_CTRL_C_ATTACHED = "^CProcess "     # old strace: "...NULL^CProcess 3818 detached"
-
-
-def _glued_message(text: str) -> int:
-    """Where strace's own message begins inside a line it cut ("...SIGCHLDstrace: Process
-    4024 attached", "...NULL^CProcess 3818 detached"), or -1."""
-    k = text.find(_ATTACHED)
-    if k > 0:
-        return k
-    k = text.find(_CTRL_C_ATTACHED)
-    return k + 2 if k > 0 else -1
 
 
 def _continues_cut(text: str) -> bool:
