@@ -59,7 +59,8 @@ def _gpu_ioctls(t: ThreadStats) -> Dict[str, int]:
 def window_of(rec: Recording) -> Dict[str, Any]:
     """The recording's window. A log without times says so (``timed`` False: its duration is
     not 0 s but unknown), with the least it lasted where -T durations tell (``at_least``: the
-    most time one thread spent inside its calls)."""
+    most time one thread spent inside its calls; ``by_clock``: what the program's own
+    clock_gettime/gettimeofday results span, of ``clock``)."""
     out: Dict[str, Any] = {"start": rec.start, "end": rec.end,
                            "duration": round(rec.end - rec.start, 3)}
     if rec.capabilities.get("timestamps", True) is False:
@@ -67,6 +68,8 @@ def window_of(rec: Recording) -> Dict[str, Any]:
         if rec.capabilities.get("durations"):
             out["at_least"] = round(max((t.syscall_time for t in rec.threads.values()),
                                         default=0.0), 3)
+        if rec.program_clock is not None:      # the program's own clock readings span
+            out["by_clock"], out["clock"] = round(rec.program_clock[0], 3), rec.program_clock[1]
     return out
 
 

@@ -20,6 +20,7 @@ from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, inter
                        judge_output, read_class, write_class)
 from .fd_lifetimes import ENDS_FD, fd_ended, traffic_of
 from .kernel_counts import KernelCounts
+from .program_clock import CLOCK_CALLS, ProgramClock
 from .stats import (ProcessStats, Recording, TcpTrack, ThreadStats, count_failure,
                     count_poll)
 
@@ -67,6 +68,7 @@ class Accumulator:
         self.roots = list(roots or [])
         self._internal: Dict[int, set] = {}   # pid -> targets of fds internal to the process
         self._inodes: Dict[int, set] = {}     # pid -> inodes of its fds (cache)
+        self._clock = ProgramClock() if self.capabilities.get("timestamps") is False else None
         self.kernel = KernelCounts()          # eBPF ThreadCounts, merged (accumulate/kernel_counts.py)
         syscall = self._syscall
         self._dispatch = {
@@ -310,6 +312,8 @@ class Accumulator:
                 self._lock(t, e)
             elif name in ENDS_FD:
                 fd_ended(self._threads_by_pid.get(e.pid, ()), e)
+            elif self._clock is not None and name in CLOCK_CALLS:
+                self._clock.feed(name, e.args or "")
         elif kind is _WRITE:
             self._write(t, e)  # type: ignore[arg-type]
         elif kind is _FUTEX:
@@ -438,8 +442,8 @@ class Accumulator:
                          capabilities=self.capabilities, lost=self.lost,
                          lost_reasons=self.lost_reasons, truncated=truncated,
                          futex_wakers=self.futex_wakers, roots=self.roots,
-                         lock_holders=self.lock_holders,
-                         observe_errors=self.observe_errors)
+                         lock_holders=self.lock_holders, observe_errors=self.observe_errors,
+                         program_clock=self._clock.span() if self._clock else None)
 
 
 def _as_dict(info: ev.ProcessInfo) -> dict:

@@ -190,6 +190,8 @@ class Recording:
     observe_errors: Dict[tuple, ev.ObserveError] = field(default_factory=dict)
     # NVML's readings per GPU (accumulate/gpu.py), set by the pipeline before the thread rules
     gpus: Dict[int, Any] = field(default_factory=dict)
+    # a log without times: (seconds, clock) its program's own clock readings span
+    program_clock: Optional[Tuple[float, str]] = None
     # threads by pid, built at the first threads_of (again when threads were added since)
     _by_pid: Optional[Tuple[int, Dict[int, List[ThreadStats]]]] = field(
         default=None, repr=False, compare=False)
