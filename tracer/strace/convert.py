@@ -100,6 +100,7 @@ class StraceConverter(BatchFeed, LastCalls):
         self._pending: Dict[int, Tuple[float, str, str]] = {}   # tid -> (start ts, name, args)
         self._init_last_calls()
         self._kstacks = KStacks()                # strace -k frames (kstacks.py)
+        self._line: Optional[Tuple[int, str, int]] = None   # the last line: (tid, kind, no.)
         self._epoll: Dict[Tuple[int, int], List[str]] = {}      # (pid, epfd) -> fd kinds
         self._cut: Optional[str] = None          # a line strace cut with an attach message
         self._cut_by_detach = False              # ... with a detach message (strace's Ctrl-C)
@@ -195,7 +196,7 @@ class StraceConverter(BatchFeed, LastCalls):
         self.keep_fds()
         end = end_ts if end_ts is not None else (self.last_ts or 0.0)
         out += self._last_calls(end)
-        out += self._kstacks.native_stacks(self.cut_calls, self._tid_pid, end)
+        out += self._kstacks.native_stacks(self.cut_calls, self._tid_pid, end, self._entered)
         if self.unparsed:
             out.append(ev.Lost(end, self.unparsed, "unparsed strace lines", self.bad_sample))
         return out
@@ -229,7 +230,7 @@ class StraceConverter(BatchFeed, LastCalls):
         tid, ts, kind, name, args, ret, err, ret_text, dur, status, sig, core, si_pid, tod, nr = t
         self.lines += 1
         if kind == "info" and args.startswith(">"):     # strace -k: a frame of the line above
-            self._kstacks.frame(args)
+            self._kstacks.frame(args, self._line)
             return []
         if ts is None:
             ts = 0.0
@@ -262,7 +263,7 @@ class StraceConverter(BatchFeed, LastCalls):
         if dur is not None:
             self._has_dur = True
         out: List[ev.Event] = []
-        self._kstacks.line(tid, kind)
+        self._line = (tid, kind, self.lines)     # what strace -k frames below belong to
         pid = self._tid_pid.get(tid)
         if pid is None:
             pid = self._procs.discover(tid, ts, out)

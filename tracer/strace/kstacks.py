@@ -1,17 +1,17 @@
 """strace -k stack lines: the native stack of the call each thread is held in at the log's end.
 
-Contract: ``KStacks`` follows the lines the converter feeds:
-- ``line(tid, kind)`` for every line of a thread (call, entry, resumed half, signal, exit;
-  ``line(None, "")`` for lines made into events elsewhere, batch.py's compiled path): the
-  frames that come next are that line's (strace -k prints a call's stack after its line,
-  without a pid column); a signal's or an exit's frames belong to no call and are dropped;
-- ``frame(text)`` for each `` > LIB(FUNC+OFF) [ADDR]`` line (lines.py: kind 'info', args from
-  ``>``), at most ``MAX_FRAMES`` a stack;
-- ``native_stacks(cut_calls, tid_pid, ts)``: a ``NativeStack`` (source "strace -k") for every
-  thread whose last call the log ends in (convert.py ``cut_calls``) and whose frames followed
-  that call's own line (an interrupted call: its resumed half and its frames, then the
-  signal). Frames are "FUNC (LIB)" (the library's base name), "ADDR (LIB)" where strace named
-  no function; ``libs`` the library's path, as the stack probes write them
+Contract: ``KStacks`` keeps the frames that follow each thread's lines:
+- ``frame(text, line)`` for each `` > LIB(FUNC+OFF) [ADDR]`` line (lines.py: kind 'info', args
+  from ``>``), ``line`` the converter's last line before it as (tid, kind, its line number), or
+  None (a line made into an event elsewhere: batch.py's compiled path): frames after a call's
+  line (call, entry, resumed half) are that call's, at most ``MAX_FRAMES``; after a signal's
+  or an exit's line they belong to no call and are dropped;
+- ``native_stacks(cut_calls, tid_pid, ts, entered)``: a ``NativeStack`` (source "strace -k")
+  for every thread whose last call the log ends in (convert.py ``cut_calls``) and whose frames
+  followed that call's own line (``entered``: tid -> the line number its last call began at;
+  an interrupted call: its resumed half and its frames, then the signal's copy, dropped).
+  Frames are "FUNC (LIB)" (the library's base name), "ADDR (LIB)" where strace named no
+  function; ``libs`` the library's path, as the stack probes write them
   (vocab/stack_facts.py reads them alike).
 """
 from __future__ import annotations
@@ -41,36 +41,30 @@ def parse_frame(text: str) -> Optional[Tuple[str, str]]:
 
 
 class KStacks:
-    """The frames after each thread's last line (module doc)."""
+    """The frames after each thread's call lines (module doc)."""
 
     def __init__(self) -> None:
-        self._tid: Optional[int] = None          # whose line the next frames follow
-        self._stacks: Dict[int, List[Tuple[str, str]]] = {}
+        self._stacks: Dict[int, Tuple[int, List[Tuple[str, str]]]] = {}   # tid -> (line, frames)
 
-    def line(self, tid: Optional[int], kind: str) -> None:
-        if kind in _CALL_KINDS:
-            if self._stacks:
-                self._stacks.pop(tid, None)      # (a call's frames replace the one before)
-            self._tid = tid
-        else:
-            self._tid = None
-
-    def frame(self, text: str) -> None:
-        if self._tid is None:
+    def frame(self, text: str, line: Optional[Tuple[int, str, int]]) -> None:
+        if line is None or line[1] not in _CALL_KINDS:
             return
-        stack = self._stacks.setdefault(self._tid, [])
-        if len(stack) < MAX_FRAMES:
+        tid, _, at = line
+        stack = self._stacks.get(tid)
+        if stack is None or stack[0] != at:
+            stack = self._stacks[tid] = (at, [])
+        if len(stack[1]) < MAX_FRAMES:
             f = parse_frame(text)
             if f is not None:
-                stack.append(f)
+                stack[1].append(f)
 
     def native_stacks(self, cut_calls: List[Tuple[int, str, str]], tid_pid: Dict[int, int],
-                      ts: float) -> List[NativeStack]:
+                      ts: float, entered: Dict[int, int]) -> List[NativeStack]:
         out = []
         for tid, _, _ in cut_calls:
             stack = self._stacks.get(tid)
-            if stack:
+            if stack and stack[1] and stack[0] == entered.get(tid):
                 out.append(NativeStack(ts, tid_pid.get(tid, tid), tid,
-                                       [f for f, _ in stack], [lib for _, lib in stack],
+                                       [f for f, _ in stack[1]], [lib for _, lib in stack[1]],
                                        "strace -k"))
         return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import events as ev
@@ -224,3 +225,12 @@ def syscall_backends(backends: Sequence[str]) -> bool:
     """Whether a recording made with ``backends`` saw system calls (strace, an strace log,
     eBPF), not only /proc samples."""
     return any(b.startswith("strace") or b == "ebpf" for b in backends)
+
+
+@lru_cache(maxsize=4096)        # a blocked thread shows the same line in every sample
+def strip_sp_pc(text: str) -> str:
+    """/proc/.../syscall ends with the stack and instruction pointers, which change; drop them."""
+    parts = text.split()
+    if len(parts) >= 9:
+        return " ".join(parts[:7])
+    return text

@@ -28,7 +28,7 @@ from ..job.process_facts import exit_failed
 from ..vocab.waits import wait_from_call
 from .chain_text import chain_line, end_line
 from .process import ProcessVerdict
-from .view import unproven, view_lacks
+from .view import end_severity, unproven, view_lacks
 from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN,
                              BlockKind, Note, NoteKind, Verdict)
 from ..waitgraph.chain import SEVERITY as END_SEVERITY
@@ -123,14 +123,15 @@ def _spins(pvs: Mapping[int, ProcessVerdict], graph: WaitGraph) -> bool:
 
 
 def _worst_end(pvs: Mapping[int, ProcessVerdict], graph: WaitGraph, chains: Chains,
-               roots: Sequence[int]) -> Optional[Tuple[End, str]]:
+               roots: Sequence[int],
+               severity: Sequence[EndKind] = END_SEVERITY) -> Optional[Tuple[End, str]]:
     """(the worst end, the source whose chain shows it best): the end most chains share; the
     chain from the tree's root first, else the longest one."""
     ends = {src: chains.end(src) for src in _sources(pvs, graph)}
     if not ends:
         return None
-    worst = min(END_SEVERITY.index(e.kind) for e in ends.values())
-    hits = {src: e for src, e in ends.items() if END_SEVERITY.index(e.kind) == worst}
+    worst = min(severity.index(e.kind) for e in ends.values())
+    hits = {src: e for src, e in ends.items() if severity.index(e.kind) == worst}
     shared: Dict[str, int] = {}
     for e in hits.values():
         shared[e.node] = shared.get(e.node, 0) + 1
@@ -156,7 +157,7 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
     lacks = view_lacks(rec.capabilities)     # a partial view proves no deadlock (view.py)
     for pv in pvs.values():
         pv.verdict = unproven(pv.verdict, lacks)
-    found = _worst_end(pvs, graph, chains, rec.roots)
+    found = _worst_end(pvs, graph, chains, rec.roots, end_severity(rec.capabilities))
     verdict = unproven(END_VERDICT[found[0].kind] if found else UNKNOWN, lacks)
     if _spins(pvs, graph):
         # a rank that spin-waits for a peer busy-waits, whatever its chain ends in

@@ -42,10 +42,13 @@ static int worth_parsing(const char *s, Py_ssize_t p, Py_ssize_t e, int want_sel
 {
     /* strace's message anywhere: also where it cut a line (scan.py _line_at joins the two),
      * or old strace's glued after the echo of Ctrl-C ("...NULL^CProcess 15176 detached") */
-    if (e - p >= 16 && find_str(s, p, e, "strace: Process ", 16) >= 0)
-        return 1;
-    if (e - p >= 10 && find_str(s, p, e, "^CProcess ", 10) >= 0)
-        return 1;
+    Py_ssize_t m = e - p >= 10 ? find_str(s, p, e, "Process ", 8) : -1;
+    while (m >= 0) {                    /* one pass: each "Process " and what comes before it */
+        if ((m - p >= 8 && memcmp(s + m - 8, "strace: ", 8) == 0)
+                || (m - p >= 2 && s[m - 2] == '^' && s[m - 1] == 'C'))
+            return 1;
+        m = m + 8 < e ? find_str(s, m + 8, e, "Process ", 8) : -1;
+    }
     if (is_process_message(s, p, e))
         return 1;
     Py_ssize_t i = p;
