@@ -30,7 +30,8 @@ def test_import_h200_blocking(tmp_path, out_name):
     assert h["targets"] == [2312] and h["start"] == res.start == pytest.approx(1795951378.012864)
     assert h["options"]["log"] == "blocking_event.strace.gz"
     assert h["options"]["capabilities"] == {"timestamps": True, "durations": True,
-                                            "fd_paths": True, "pids": True}
+                                            "fd_paths": True, "pids": True,
+                                            "one_session": True, "all_threads": True}
     assert [p.pid for p in info.processes] == [2312] and len(info.processes[0].threads) == 18
     futex = [e for e in evs if isinstance(e, ev.FutexCall) and e.tid == 2312]
     assert len(futex) == 1 and futex[0].ongoing and futex[0].dur > 5

@@ -149,3 +149,47 @@ def test_field_logs_keep_each_threads_last_call(log: str, ongoing: dict, how: st
     assert any(how in n for n in res.notes), res.notes
     report = json.dumps(analyze_trace(out).notes)
     assert how in report                    # the report says the call was cut
+
+
+# ------------------------------------------------------------ strace -k stacks (issue 32 item 4)
+K_FRAMES = [   # real lines of futex_self_f_k_p_term_killed.log and of strace's man page
+    (" > /usr/lib/x86_64-linux-gnu/libc.so.6(__lll_lock_wait_private+0x7b) [0x8612b]",
+     ("__lll_lock_wait_private (libc.so.6)", "/usr/lib/x86_64-linux-gnu/libc.so.6")),
+    (" > /tmp/hl/futex_self(main+0xd1) [0x12d0]", ("main (futex_self)", "/tmp/hl/futex_self")),
+    (" > /tmp/hl/futex_self() [0x12d0]", ("0x12d0 (futex_self)", "/tmp/hl/futex_self")),
+    (" > unexpected_backtracing_error [0x7f3a1c2b]", None),
+]
+
+
+@pytest.mark.parametrize("text, frame", K_FRAMES)
+def test_k_frame_lines(text, frame):
+    from tracer.strace.kstacks import parse_frame
+    from tracer.strace.lines import split_line
+    t = split_line(text)
+    assert t is not None and t[2] == "info"
+    assert parse_frame(t[4]) == frame
+
+
+def test_k_stack_of_the_call_a_log_ends_in_is_the_thread_s_native_stack():
+    from tracer.events.stacks import NativeStack
+    log = FIELD / "futex_self_f_k_p_term_killed.log"
+    conv = StraceConverter()
+    evs = [e for text in log.read_text().splitlines() for e in conv.feed_text(text)]
+    evs += conv.finish()
+    stacks = [e for e in evs if isinstance(e, NativeStack)]
+    # the main thread's interrupted futex (its frames, not the SIGTERM line's copy); the
+    # poller's last poll is unfinished: strace prints no stack for it
+    assert [(s.tid, s.source) for s in stacks] == [(14967, "strace -k")]
+    assert stacks[0].frames[:2] == ["__lll_lock_wait_private (libc.so.6)",
+                                    "pthread_mutex_lock (libc.so.6)"]
+    assert len(stacks[0].frames) == len(stacks[0].libs) == 6
+
+
+def test_k_stack_makes_the_futex_wait_a_lock_wait(tmp_path):
+    from tracer.analysis.analyzer import analyze_trace
+    from tracer.strace.importer import import_strace
+    out = str(tmp_path / "t.htrace")
+    import_strace(str(FIELD / "futex_self_f_k_p_term_killed.log"), out)
+    r = analyze_trace(out)
+    assert (r.root_cause["pid"], r.root_cause["tid"]) == (14967, 14967)
+    assert "a lock wait (pthread_mutex_lock <- __lll_lock_wait_private)" in r.root_cause["summary"]

@@ -83,3 +83,49 @@ def test_a_log_without_times_says_so_never_0_s(tmp_path: Path) -> None:
     assert windows[1]["at_least"] == pytest.approx(3.0, abs=0.01)
     assert window_text(windows[1]).startswith("at least 3.0 s")
     assert window_text({"start": 0.0, "end": 2.5, "duration": 2.5}) == "2.5 s"
+
+
+# ---------------------------------------------- the program's own clock (issue 32 item 2)
+CLOCK_LINES = [   # real lines of clock_spin_p_stderr.log, and what strace prints otherwise
+    ("clock_gettime", "CLOCK_MONOTONIC, {tv_sec=7193, tv_nsec=926911244}",
+     ("CLOCK_MONOTONIC", 7193.926911244)),
+    ("gettimeofday", "{tv_sec=1796126342, tv_usec=418091}, NULL",
+     ("CLOCK_REALTIME", 1796126342.418091)),
+    ("clock_gettime", "CLOCK_REALTIME, 0x7ffd5e1c8a20", None),        # -e raw / not read
+    ("clock_gettime", "0x1 /* CLOCK_MONOTONIC */, {tv_sec=1, tv_nsec=2}", None),
+    ("clock_nanosleep", "CLOCK_MONOTONIC, 0, {tv_sec=1, tv_nsec=0}, NULL", None),
+]
+
+
+@pytest.mark.parametrize("name, args, reading", CLOCK_LINES)
+def test_clock_readings(name, args, reading):
+    from tracer.analysis.accumulate.program_clock import clock_reading
+    got = clock_reading(name, args)
+    assert got == (None if reading is None else (reading[0], pytest.approx(reading[1])))
+
+
+def test_the_span_is_of_the_clock_read_most_and_never_of_one_that_went_back():
+    from tracer.analysis.accumulate.program_clock import ProgramClock
+    c = ProgramClock()
+    for sec in (10, 11, 13):
+        c.feed("clock_gettime", f"CLOCK_MONOTONIC, {{tv_sec={sec}, tv_nsec=0}}")
+    c.feed("gettimeofday", "{tv_sec=1796126342, tv_usec=0}, NULL")
+    assert c.span() == (3.0, "CLOCK_MONOTONIC")
+    c.feed("clock_gettime", "CLOCK_MONOTONIC, {tv_sec=5, tv_nsec=0}")
+    assert c.span() is None
+    assert ProgramClock().span() is None
+
+
+def test_an_untimed_log_is_measured_by_the_program_s_own_clock(tmp_path):
+    from tracer.analysis.analyzer import analyze_trace
+    from tracer.render.console import window_text
+    from tracer.strace.importer import import_strace
+    out = str(tmp_path / "t.htrace")
+    import_strace(str(FIELD / "clock_spin_p_stderr.log"), out)
+    w = analyze_trace(out).window
+    # measured: its 2,242 CLOCK_MONOTONIC readings run from 7193.927 s to 7194.317 s
+    assert (w["timed"], w["clock"]) == (False, "CLOCK_MONOTONIC")
+    assert w["by_clock"] == pytest.approx(0.390, abs=0.001)
+    assert window_text(w).startswith("at least 0.4 s (the program's own CLOCK_MONOTONIC")
+    import_strace(str(FIELD / "spin_poll_f_killed.log"), out)     # reads no clock
+    assert "by_clock" not in analyze_trace(out).window

@@ -93,3 +93,60 @@ def test_a_helper_s_keepalives_do_not_make_a_spinning_rank_progress():
     assert helper.verdict != "progressing" and helper.helper and "keep-alive" in helper.helper
     assert any("keep-alive traffic, not output" in e for e in helper.evidence)
     assert r.verdict != "progressing"
+
+
+# ---------------------------------------------------------------- fd lifetimes (issue 32 item 3)
+def _close(pid, tid, fdn, ts):
+    return ev.Syscall(ts=ts, pid=pid, tid=tid, name="close", args=str(fdn), fd=fdn, ret=0,
+                      dur=1e-6)
+
+
+def _traffic_of(evs, **kw):
+    from tracer.analysis.accumulate.accumulator import Accumulator
+    acc = Accumulator(start=T0, backends=["strace"], processes=[info(10)], roots=[10])
+    for e in sorted(evs, key=lambda e: e.ts):
+        acc.feed(e)
+    return acc.threads[(10, 10)]
+
+
+def test_a_closed_fd_s_traffic_is_its_own_lifetime():
+    # fd 5: a bulk transfer on one connection, closed; the number reused by a second
+    # connection (the same text without -yy: "TCP:[?]") that only sends keep-alives
+    bulk = sends(10, 10, [3000, 1200, 4000, 2500], every=0.01, target="TCP:[?]")
+    beats = sends(10, 10, [8] * 6, every=0.5, target="TCP:[?]", t0=1.0)
+    t = _traffic_of(bulk + [_close(10, 10, 5, T0 + 0.5)] + beats)
+    assert [tr.calls for tr in t.closed_sockets] == [4]
+    assert t.sockets[5].calls == 6 and t.sockets[5].max_send == 8
+    assert keepalive(t.sockets[5], 5.0) and not keepalive(t.closed_sockets[0], 5.0)
+
+
+@pytest.mark.parametrize("between", [
+    pytest.param(lambda ts: [ev.Syscall(ts=ts, pid=10, tid=11, name="dup2", args="7, 5", fd=7,
+                                        ret=5, dur=1e-6)], id="dup2-onto-it"),
+    pytest.param(lambda ts: [_close(10, 11, 5, ts)], id="closed-by-another-thread"),
+    pytest.param(lambda ts: [], id="another-object-behind-the-number"),
+])
+def test_an_fd_number_reused_starts_a_new_lifetime(between):
+    first = sends(10, 10, [300, 220], every=0.01, target="TCP:[?]")
+    again = sends(10, 10, [40], t0=1.0, target="UNIX-STREAM:[?]", kind="unix")
+    t = _traffic_of(first + between(T0 + 0.5) + again)
+    assert [(tr.target, tr.calls) for tr in t.closed_sockets] == [("TCP:[?]", 2)]
+    assert (t.sockets[5].target, t.sockets[5].calls) == ("UNIX-STREAM:[?]", 1)
+
+
+def test_a_transfer_on_a_connection_long_closed_is_old_news():
+    # issue 32's fd_reuse: 40 KiB sent early, then 300 calls of keep-alives and poll timeouts
+    bulk = sends(10, 10, [1024 + 397 * i % 3072 for i in range(40)], every=0.002,
+                 target="TCP:[?]")
+    beats = sends(10, 10, [8] * 100, every=0.3, target="TCP:[?]", t0=0.5)
+    polls = [ev.PollCall(ts=T0 + 0.6 + 0.3 * i, pid=10, tid=10, name="poll", ret=0,
+                         dur=0.3, timeout=0.3, nfds=1) for i in range(200)]
+    evs = bulk + [_close(10, 10, 5, T0 + 0.2)] + beats + polls
+    r = run(evs, [info(10)], end=T0 + 31.0)
+    t = thread(r, 10, 10)
+    assert t.verdict != "progressing", (t.verdict, t.rule, t.evidence)
+    # the same transfer at the end of the window is output
+    late = sends(10, 10, [1024 + 397 * i % 3072 for i in range(40)], every=0.002,
+                 target="TCP:[?]", t0=30.5)
+    t = thread(run(beats + polls + late, [info(10)], end=T0 + 31.0), 10, 10)
+    assert (t.verdict, t.rule) == ("progressing", "wrote-output")

@@ -22,6 +22,7 @@ from .job.ras import read_ras
 from .job.nccl_ras import rank_of_pid
 from .rules.observed import explain_unknown, qualify_tree, unobserved_lines
 from .rules.merged import qualify_for_unrecorded
+from .rules.view import VIEW_NOTE, view_lacks
 from .rules.partial import partial_hangs
 from .rules.pools import Pool, find_pools
 from .vocab.facts import WaitFacts
@@ -58,7 +59,8 @@ def _gpu_ioctls(t: ThreadStats) -> Dict[str, int]:
 def window_of(rec: Recording) -> Dict[str, Any]:
     """The recording's window. A log without times says so (``timed`` False: its duration is
     not 0 s but unknown), with the least it lasted where -T durations tell (``at_least``: the
-    most time one thread spent inside its calls)."""
+    most time one thread spent inside its calls; ``by_clock``: what the program's own
+    clock_gettime/gettimeofday results span, of ``clock``)."""
     out: Dict[str, Any] = {"start": rec.start, "end": rec.end,
                            "duration": round(rec.end - rec.start, 3)}
     if rec.capabilities.get("timestamps", True) is False:
@@ -66,6 +68,8 @@ def window_of(rec: Recording) -> Dict[str, Any]:
         if rec.capabilities.get("durations"):
             out["at_least"] = round(max((t.syscall_time for t in rec.threads.values()),
                                         default=0.0), 3)
+        if rec.program_clock is not None:      # the program's own clock readings span
+            out["by_clock"], out["clock"] = round(rec.program_clock[0], 3), rec.program_clock[1]
     return out
 
 
@@ -122,6 +126,9 @@ def input_notes(rec: Recording) -> List[Note]:
                      f"than 8 bytes; {small} small writes could be eventfd or wake-up writes")
     if caps.get("pids") is False:
         notes.append("the log has no pid column: all lines were taken as one thread")
+    lacks = view_lacks(caps)
+    if lacks:
+        notes.append(VIEW_NOTE.format("; ".join(lacks)))
     if rec.lost:
         notes.append(f"{rec.lost} events were lost or could not be parsed "
                      f"({'; '.join(rec.lost_reasons)}): evidence may be incomplete")

@@ -43,7 +43,8 @@ class NativeStack(Event, tag="nst"):
     frame's mapped file ("" for a Python frame that py-spy interleaves). ``source``: "py-spy"
     (``py-spy dump --native``: the process was paused while it read) or "stack-scan" (the
     thread's pc and the return addresses found on its stack, read from /proc/PID/mem without
-    stopping it: candidates, not an unwind). ``error``: why none were gathered."""
+    stopping it: candidates, not an unwind) or "strace -k" (the stack strace printed after the
+    call an imported log ends in). ``error``: why none were gathered."""
     pid: Int
     tid: Int
     frames: List[str] = field(default_factory=list)

@@ -188,20 +188,33 @@ def escape_by_number(request: int) -> Optional[str]:
     return name if sizes is not None and size in sizes else None
 
 
+def uvm_by_number(request: int) -> Optional[str]:
+    """The UVM ioctl a request number is: UVM's plain numbers (``UVM_IOCTLS``), which no
+    ``_IOC`` type, direction or size marks; strace prints one it cannot name as
+    ``_IOC(_IOC_NONE, 0, nr, 0)``. Only asked for an fd never seen opened."""
+    return UVM_IOCTLS.get(request)
+
+
 def describe_ioctl(fd_kind: Optional[str], request: int, request_name: Optional[str] = None,
                    fd_target: Optional[str] = None) -> Optional[IoctlDesc]:
     """Decode one ioctl on an NVIDIA fd (module doc); None for other fds. On an fd of unknown
     kind (``None`` or "?": never seen opened) an NVIDIA escape is still known by its number
-    (``escape_by_number``), on ``UNSEEN_FD``.
+    (``escape_by_number``), and a UVM ioctl by its plain number when strace could not name it
+    (``uvm_by_number``), on ``UNSEEN_FD``.
 
     ``fd_target`` ("/dev/nvidia0") names the device when known; ``request_name`` is only used
     when it already is a decoded NVIDIA name (a re-decode returns the same answer).
     """
     if fd_kind not in NV_FD_KINDS:
-        if fd_kind not in (None, "", "?") or escape_by_number(request) is None:
+        if fd_kind not in (None, "", "?"):
             return None
+        name = escape_by_number(request)
+        if name is None:
+            uvm = uvm_by_number(request) if request_name is None else None
+            return None if uvm is None else IoctlDesc(
+                uvm, UNSEEN_FD, f"uvm ioctl {request} (/dev/nvidia-uvm's numbering): known by "
+                "its request number", nr=request, size=None)
         _, _, nr, size = ioc_fields(request)
-        name = escape_by_number(request) or ""
         return IoctlDesc(name, UNSEEN_FD, f"NV_ESC_{name} (nr 0x{nr:02x}), {size} B params: "
                          "known by its request number", nr=nr, size=size)
     device = fd_target if fd_target and fd_target.startswith("/dev/nvidia") else _DEVICES[fd_kind]

@@ -168,6 +168,10 @@ def window_text(window: Dict[str, Any]) -> str:
     """How long the recording lasted, in words: a log without times says so, never "0.0 s"."""
     if window.get("timed", True):
         return f"{window['duration']:.1f} s"
+    clock = window.get("by_clock")
+    if clock:
+        return f"at least {clock:.1f} s (the program's own {window.get('clock', 'clock')} " \
+               "readings; no times in the log)"
     least = window.get("at_least")
     return f"at least {least:.1f} s (-T durations; no times)" if least else "no times in the log"
 

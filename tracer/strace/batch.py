@@ -67,6 +67,7 @@ class BatchFeed:
                 i, k, last, has_dur = plain(texts, i, ctx, out)
                 if k:
                     self.lines += k
+                    self._line = None           # (strace -k frames: not theirs)
                     self.last_ts = last
                     if has_dur:
                         self._has_dur = True

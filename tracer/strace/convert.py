@@ -27,7 +27,9 @@ Contract:
   comes, ``finish`` makes it ``ongoing`` (the thread was blocked in it from its start to the
   signal: ``dur`` is the call's own). ``cut_calls`` (after ``finish``): ``(tid, name, how)``
   by tid of every call ``finish`` made ongoing, how "cut" (in flight when the log ends) or
-  "interrupted" (by a signal, nothing of the thread after it).
+  "interrupted" (by a signal, nothing of the thread after it). strace -k stack lines after a
+  call's line are its frames: ``finish`` gives a ``stacks.NativeStack`` for each such last call
+  (kstacks.py).
 - tid -> pid and process lifecycles: procs.py (``pid_of``, ``root_pid``, ``alone``: tids whose
   process the log does not show). A line without a pid column belongs to the only task strace
   still traces when there is exactly one (strace prints no column then), else to
@@ -56,10 +58,11 @@ from .. import events as ev
 from ..events.states import ThreadStopped
 from .args import exec_args as _exec_args, unescape as _unescape
 from .batch import BatchFeed
+from .kstacks import KStacks
 from .lastcall import LastCalls
 from .decode import nv_request_name, parse_fd, split_args, to_event
 from .fdtable import fd_calls, poll_fds
-from .lines import INTERRUPTED, StraceLine, split_line
+from .lines import INTERRUPTED, StraceLine, glued_message as _glued_message, split_line
 from .procs import ProcessTable
 from .times import LogTimes
 
@@ -71,17 +74,6 @@ _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
 _ATTACHED = "strace: Process "
 _STOPPED_BY = "stopped by "
 _DETACHED = "<detached ...>"
-_CTRL_C_ATTACHED = "^CProcess "     # old strace: "...NULL^CProcess 3818 detached"
-
-
-def _glued_message(text: str) -> int:
-    """Where strace's own message begins inside a line it cut ("...SIGCHLDstrace: Process
-    4024 attached", "...NULL^CProcess 3818 detached"), or -1."""
-    k = text.find(_ATTACHED)
-    if k > 0:
-        return k
-    k = text.find(_CTRL_C_ATTACHED)
-    return k + 2 if k > 0 else -1
 
 
 def _continues_cut(text: str) -> bool:
@@ -107,6 +99,8 @@ class StraceConverter(BatchFeed, LastCalls):
         self._times = LogTimes(base_date, relative_times)
         self._pending: Dict[int, Tuple[float, str, str]] = {}   # tid -> (start ts, name, args)
         self._init_last_calls()
+        self._kstacks = KStacks()                # strace -k frames (kstacks.py)
+        self._line: Optional[Tuple[int, str, int]] = None   # the last line: (tid, kind, no.)
         self._epoll: Dict[Tuple[int, int], List[str]] = {}      # (pid, epfd) -> fd kinds
         self._cut: Optional[str] = None          # a line strace cut with an attach message
         self._cut_by_detach = False              # ... with a detach message (strace's Ctrl-C)
@@ -202,6 +196,7 @@ class StraceConverter(BatchFeed, LastCalls):
         self.keep_fds()
         end = end_ts if end_ts is not None else (self.last_ts or 0.0)
         out += self._last_calls(end)
+        out += self._kstacks.native_stacks(self.cut_calls, self._tid_pid, end, self._entered)
         if self.unparsed:
             out.append(ev.Lost(end, self.unparsed, "unparsed strace lines", self.bad_sample))
         return out
@@ -234,6 +229,9 @@ class StraceConverter(BatchFeed, LastCalls):
     def _feed(self, t: tuple) -> List[ev.Event]:
         tid, ts, kind, name, args, ret, err, ret_text, dur, status, sig, core, si_pid, tod, nr = t
         self.lines += 1
+        if kind == "info" and args.startswith(">"):     # strace -k: a frame of the line above
+            self._kstacks.frame(args, self._line)
+            return []
         if ts is None:
             ts = 0.0
         else:
@@ -265,6 +263,7 @@ class StraceConverter(BatchFeed, LastCalls):
         if dur is not None:
             self._has_dur = True
         out: List[ev.Event] = []
+        self._line = (tid, kind, self.lines)     # what strace -k frames below belong to
         pid = self._tid_pid.get(tid)
         if pid is None:
             pid = self._procs.discover(tid, ts, out)

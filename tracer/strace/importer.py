@@ -186,11 +186,21 @@ def _header(name: str, conv: _Converted, facts: LogFacts, source_notes: List[str
     header = trace.make_header(
         backends=["strace-log"], source="import-strace", targets=roots, start=start,
         processes=processes,
-        options={"log": name, "capabilities": conv.capabilities,
+        options={"log": name, "capabilities": {**conv.capabilities,
+                                               **view_capabilities(facts, processes)},
                  "lines": conv.lines + conv.unparsed, "unparsed": conv.unparsed,
                  "log_truncated": conv.truncated, "machine_evidence": why, "notes": notes})
     header["machine"] = machine          # the log's, not this host's
     return header, end, machine, notes
+
+
+def view_capabilities(facts: LogFacts, processes: List[ev.ProcessInfo]) -> Dict[str, bool]:
+    """Whether the log is a whole view of what it traced (issue 32 item 5): ``one_session``
+    (not several strace sessions joined in one file: their states are of different times)
+    and ``all_threads`` (no process traced by one thread alone: strace -p TID without -f).
+    The analysis proves no deadlock from a view that lacks either."""
+    return {"one_session": facts.session_count() <= 1,
+            "all_threads": not any(p.threads_partial for p in processes)}
 
 
 def cut_call_notes(cut_calls: List[Tuple[int, str, str]]) -> List[str]:

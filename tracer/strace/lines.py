@@ -19,7 +19,9 @@ Contract:
   log whose strace was killed, or of a pasted ``strace -p`` session cut by Ctrl-C), is kind
   'cut' when NAME is shaped like a syscall name and ARGS neither closes the call (``)``) nor
   holds strace's own message glued to it (``^CProcess N detached``: the converter splits
-  those); anything else without a result is not understood, as before.
+  those); anything else without a result is not understood, as before. ``glued_message(text)``
+  is where such a message begins in a line (``strace: Process ...`` or, after the echo of
+  Ctrl-C, ``Process ...``), for the converter and the scan alike.
 
 The parse works from both ends of the line instead of with one big regular expression: the head
 (pid, timestamp, syscall name) is split on spaces, the tail (``<dur>``, `` = result``) is found
@@ -34,7 +36,7 @@ from typing import Callable, Optional
 
 from ..linux.intparse import is_digits, parse_c_int, parse_uint
 
-__all__ = ["StraceLine", "parse_line", "split_line", "py_split_line", "KINDS", "FIELDS",
+__all__ = ["StraceLine", "glued_message", "parse_line", "split_line", "py_split_line", "KINDS", "FIELDS",
            "INTERRUPTED"]
 
 KINDS = ("call", "unfinished", "resumed", "exited", "killed", "signal", "attached", "detached",
@@ -99,6 +101,16 @@ _SYSCALL_NAME = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 INTERRUPTED = "ERESTART"
 _STACK_FRAME = " > "       # strace -k: " > /usr/lib/x86_64-linux-gnu/libc.so.6(poll+0x4f) [0xfc26f]"
 _CTRL_C = "^C"            # the terminal's echo of Ctrl-C, glued to the line strace was writing
+
+
+def glued_message(text: str) -> int:
+    """Where strace's own message begins inside a line it cut ("...SIGCHLDstrace: Process
+    4024 attached", "...NULL^CProcess 3818 detached": old strace at a terminal), or -1."""
+    k = text.find("strace: Process ")
+    if k > 0:
+        return k
+    k = text.find(_CTRL_C + "Process ")
+    return k + 2 if k > 0 else -1
 
 
 def timestamp_shape(tok: str) -> int:

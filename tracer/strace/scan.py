@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..linux.intparse import parse_uint
-from .lines import parse_line
+from .lines import glued_message, parse_line
 from .times import relative_shape
 
 __all__ = ["LogScan", "LogFacts", "Membership"]
@@ -144,19 +144,7 @@ class LogFacts:
         out: Dict[int, int] = {}
         if not self.messages:
             return out
-        sessions: List[Tuple[List[int], Set[int], Optional[int]]] = []   # attached, detached, K
-        at: List[int] = []                      # messages before -> current session (-1 none)
-        for kind, tid, threads in self.messages:
-            at.append(len(sessions) - 1)
-            if kind == "attached" and tid not in self.children:
-                cur = sessions[-1] if sessions else None
-                if cur is None or (cur[1] and set(cur[0]) <= cur[1]):
-                    sessions.append(([tid], set(), threads))
-                elif tid not in cur[0]:
-                    cur[0].append(tid)
-            elif kind == "detached" and sessions:
-                sessions[-1][1].add(tid)
-        at.append(len(sessions) - 1)
+        sessions, at = self._session_groups()
         members: Dict[int, List[int]] = {}
         for text, before in self.first_seen.items():
             k = at[min(before, len(at) - 1)]
@@ -172,6 +160,30 @@ class LogFacts:
                 group.append(tid)
                 out[tid] = attached[0]
         return out
+
+    def session_count(self) -> int:
+        """How many strace sessions the log joins (``sessions``' rule: a new one begins at an
+        attach once every process attached in the one before has detached); 0 or 1 for one."""
+        return len(self._session_groups()[0])
+
+    def _session_groups(self) -> Tuple[List[Tuple[List[int], Set[int], Optional[int]]],
+                                       List[int]]:
+        """(sessions as (attached, detached, K of "with K threads"), the session current after
+        each number of messages, -1 for none)."""
+        sessions: List[Tuple[List[int], Set[int], Optional[int]]] = []
+        at: List[int] = []
+        for kind, tid, threads in self.messages:
+            at.append(len(sessions) - 1)
+            if kind == "attached" and tid not in self.children:
+                cur = sessions[-1] if sessions else None
+                if cur is None or (cur[1] and set(cur[0]) <= cur[1]):
+                    sessions.append(([tid], set(), threads))
+                elif tid not in cur[0]:
+                    cur[0].append(tid)
+            elif kind == "detached" and sessions:
+                sessions[-1][1].add(tid)
+        at.append(len(sessions) - 1)
+        return sessions, at
 
     def membership(self) -> Membership:
         origin = self.unknown_origin()
@@ -306,7 +318,7 @@ class LogScan:
             if block.find(b"Process ", i, end) < 0:      # a clone, getpid, ... line
                 continue
             text = block[i:end].decode("utf-8", "surrogateescape")
-            k = text.find(_ATTACHED)
+            k = glued_message(text)
             line = parse_line(text[k:] if k > 0 else text)
             if line is None or line.kind not in ("attached", "detached") or line.tid is None:
                 continue

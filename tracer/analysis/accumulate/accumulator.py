@@ -7,7 +7,6 @@ the recording window and returns a ``Recording``: everything the rules need, not
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ... import events as ev
@@ -18,10 +17,11 @@ from ...events.stacks import StackSamples
 from ...linux.fdtarget import FdTarget
 from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, internal_targets,
                        judge_output, read_class, write_class)
+from .fd_lifetimes import ENDS_FD, fd_ended, traffic_of
 from .kernel_counts import KernelCounts
+from .program_clock import CLOCK_CALLS, ProgramClock
 from .stats import (ProcessStats, Recording, TcpTrack, ThreadStats, count_failure,
-                    count_poll)
-from .traffic import FdTraffic
+                    count_poll, strip_sp_pc)
 
 __all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
 
@@ -32,17 +32,10 @@ _OUTPUT, _WAKEUP, _EVENTFD, _DISCARDED, _SOCKET, _UNKNOWN = (
 # The event classes _syscall tells apart, as module globals (one dict lookup, not two).
 _SYSCALL, _WRITE, _FUTEX, _POLL, _IOCTL, _READ = (ev.Syscall, ev.WriteCall, ev.FutexCall,
                                                   ev.PollCall, ev.IoctlCall, ev.ReadCall)
+_PLAIN_NAMES = frozenset({"nanosleep", "clock_nanosleep", "sched_yield", "connect", "flock",
+                          "fcntl"}) | ENDS_FD | CLOCK_CALLS      # the plain calls _syscall reads
 _SYSCALLS = frozenset({ev.Syscall, ev.FutexCall, ev.PollCall, ev.IoctlCall, ev.WriteCall,
                        ev.ReadCall, ev.WaitChild})     # what the dispatch sends to _syscall
-
-
-@lru_cache(maxsize=4096)        # a blocked thread shows the same line in every sample
-def _strip_sp_pc(text: str) -> str:
-    """/proc/.../syscall ends with the stack and instruction pointers, which change; drop them."""
-    parts = text.split()
-    if len(parts) >= 9:
-        return " ".join(parts[:7])
-    return text
 
 
 class Accumulator:
@@ -67,6 +60,8 @@ class Accumulator:
         self.roots = list(roots or [])
         self._internal: Dict[int, set] = {}   # pid -> targets of fds internal to the process
         self._inodes: Dict[int, set] = {}     # pid -> inodes of its fds (cache)
+        self._traffic_fds: Dict[int, set] = {}   # pid -> fds with traffic followed
+        self._clock = ProgramClock() if self.capabilities.get("timestamps") is False else None
         self.kernel = KernelCounts()          # eBPF ThreadCounts, merged (accumulate/kernel_counts.py)
         syscall = self._syscall
         self._dispatch = {
@@ -110,6 +105,10 @@ class Accumulator:
         if p is None:
             p = self.processes[pid] = ProcessStats(pid=pid)
         return p
+
+    def _followed(self, pid: int) -> set:
+        """The fds of ``pid`` whose traffic some thread follows (fd_lifetimes.py)."""
+        return self._traffic_fds.setdefault(pid, set())
 
     def _process_info(self, info: ev.ProcessInfo) -> None:
         p = self._process(info.pid)
@@ -300,7 +299,9 @@ class Accumulator:
             t.syscall_time += dur
         kind = type(e)
         if kind is _SYSCALL:
-            if name == "nanosleep" or name == "clock_nanosleep":
+            if name not in _PLAIN_NAMES:     # (most plain calls: one set lookup)
+                pass
+            elif name == "nanosleep" or name == "clock_nanosleep":
                 t.sleeps += 1
             elif name == "sched_yield":
                 t.yields += 1
@@ -308,6 +309,10 @@ class Accumulator:
                 self._connect(t, e)
             elif name == "flock" or name == "fcntl":
                 self._lock(t, e)
+            elif name in ENDS_FD:
+                fd_ended(self._threads_by_pid.get(e.pid, ()), e, self._followed(e.pid))
+            elif self._clock is not None and name in CLOCK_CALLS:
+                self._clock.feed(name, e.args or "")
         elif kind is _WRITE:
             self._write(t, e)  # type: ignore[arg-type]
         elif kind is _FUTEX:
@@ -323,6 +328,7 @@ class Accumulator:
         if e.name.startswith("accept"):
             if e.ret is not None and e.ret >= 0:
                 t.accepts += 1
+                t.connection_at, t.connection_ts = t.ncalls, e.ts
             return
         if not e.ret or e.ret <= 0:
             return
@@ -330,21 +336,13 @@ class Accumulator:
         if cls.is_wakeup:
             return
         if cls is _SOCKET and e.fd is not None:
-            tr = self._traffic(t, e)
+            tr = traffic_of(t, e, self._followed(e.pid))
             if tr is not None:
                 tr.receive(e.ret, e.ts)
         t.input_bytes += e.ret
+        t.input_at, t.input_ts = t.ncalls, e.ts
         if e.fd_kind == "file":
             t.file_reads += 1
-
-    @staticmethod
-    def _traffic(t: ThreadStats, e: ev.Syscall) -> Optional[FdTraffic]:
-        tr = t.sockets.get(e.fd)  # type: ignore[arg-type]
-        if tr is None:
-            if len(t.sockets) >= MAX_SOCKETS:
-                return None
-            tr = t.sockets[e.fd] = FdTraffic(e.fd, e.fd_target or "", e.fd_kind)  # type: ignore
-        return tr
 
     def _lock(self, t: ThreadStats, e: ev.Syscall) -> None:
         """File locks taken and released in the log (flock, fcntl F_SETLK*): who holds which
@@ -365,6 +363,7 @@ class Accumulator:
         a dead peer once a second that way); what it later sends counts as output anyway."""
         if e.err is None and e.ret == 0:
             t.connects += 1
+            t.connection_at, t.connection_ts = t.ncalls, e.ts
             if len(t.connect_targets) < MAX_OUTPUT_TARGETS:
                 t.connect_targets[e.fd_target or f"fd {e.fd}"] += 1
 
@@ -385,9 +384,10 @@ class Accumulator:
         elif cls is _DISCARDED:
             t.null_writes += 1
         elif cls is _SOCKET:
-            tr = self._traffic(t, e) if e.fd is not None else None
+            tr = traffic_of(t, e, self._followed(e.pid)) if e.fd is not None else None
             if tr is not None:
                 tr.send(e.ts, n)
+                tr.calls_at_send = t.ncalls
             else:                       # a socket not followed (too many): count it as output
                 self._output(t, e, n)
 
@@ -427,7 +427,7 @@ class Accumulator:
         t.last_sample = s
         t.states[s.state] += 1
         if len(t.sample_calls) < 64:
-            t.sample_calls[_strip_sp_pc(s.syscall)] += 1
+            t.sample_calls[strip_sp_pc(s.syscall)] += 1
 
     # ------------------------------------------------------------------ finish
     def finish(self, end: Optional[float] = None, *, truncated: bool = False) -> Recording:
@@ -441,8 +441,8 @@ class Accumulator:
                          capabilities=self.capabilities, lost=self.lost,
                          lost_reasons=self.lost_reasons, truncated=truncated,
                          futex_wakers=self.futex_wakers, roots=self.roots,
-                         lock_holders=self.lock_holders,
-                         observe_errors=self.observe_errors)
+                         lock_holders=self.lock_holders, observe_errors=self.observe_errors,
+                         program_clock=self._clock.span() if self._clock else None)
 
 
 def _as_dict(info: ev.ProcessInfo) -> dict:

@@ -34,7 +34,7 @@ Pure.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Callable, List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from ... import events as ev
 
@@ -44,9 +44,10 @@ from .traffic import keepalive
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stats import ThreadStats
+    from .traffic import FdTraffic
 
 __all__ = ["IoClass", "write_class", "read_class", "proc_output_bytes",
-           "proc_input_bytes", "judge_output", "fd_label", "internal_targets", "WAKEUP_MAX_BYTES", "CHANNEL_KINDS", "MAX_OUTPUT_TARGETS",
+           "proc_input_bytes", "judge_output", "output_at", "is_old_news", "fd_label", "internal_targets", "WAKEUP_MAX_BYTES", "CHANNEL_KINDS", "MAX_OUTPUT_TARGETS",
            "MAX_SOCKETS"]
 
 # Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
@@ -121,48 +122,83 @@ def fd_label(fd: Optional[int], target: Optional[str]) -> str:
 def judge_output(t: "ThreadStats", window: float, end: Optional[float] = None,
                  timestamps: bool = True) -> None:
     """The thread's output: plain writes plus socket traffic that is not a keep-alive
-    (traffic.keepalive), and whether it is old news (``output_is_stale``). Recomputed from the
-    accumulated state at every finish()."""
-    t.output_stale = output_is_stale(t, window, end, timestamps)
+    (traffic.keepalive), on the fds it holds and on the fd lifetimes that ended, and whether it
+    is old news (``output_is_stale``, over both). Recomputed from the accumulated state at
+    every finish()."""
     t.output_bytes, t.output_writes = t.plain_bytes, t.plain_writes
     t.output_targets = Counter(t.plain_targets)
     t.last_output_ts = t.plain_last_ts
     t.keepalives = []
-    for tr in t.sockets.values():
+    sent: List["FdTraffic"] = []
+    for tr in t.closed_sockets + list(t.sockets.values()):
         if tr.sends == 0:
             continue
         if keepalive(tr, window):
             t.keepalives.append(tr)
             continue
+        sent.append(tr)
         t.output_bytes += tr.sent
         t.output_writes += tr.calls
         t.output_targets[fd_label(tr.fd, tr.target)] += tr.sent
         if tr.last_send is not None and (t.last_output_ts is None
                                          or tr.last_send > t.last_output_ts):
             t.last_output_ts = tr.last_send
+    t.output_stale = output_is_stale(t, window, end, timestamps, sent)
+    t.output_at = output_at(t, sent) or t.calls_at_output
 
 
 STALE_CALLS_MIN = 200      # calls after the last output before it can be old news
 
 
+def output_at(t: "ThreadStats", sent: Sequence["FdTraffic"] = ()) -> Optional[int]:
+    """The thread's completed calls at its last output (plain, or ``sent`` on sockets); None
+    when a socket's place among the calls is unknown (the kernel's counts)."""
+    at = t.calls_at_output
+    for tr in sent:
+        if tr.calls_at_send is None:
+            return None
+        at = max(at, tr.calls_at_send)
+    return at
+
+
 def output_is_stale(t: "ThreadStats", window: float, end: Optional[float],
-                    timestamps: bool) -> bool:
-    """The thread's output all lies well before the end: what it does at the end of the window
-    (of a long log) is what it does now, and start-up log lines are not progress now. Stale
-    when, after its last output, it made at least ``STALE_CALLS_MIN`` calls and more than it
-    made up to that output, and (with times) the last output is older than 2 s, half the
-    window and three of its own intervals between outputs; a log without times decides by the
-    order of the calls alone."""
-    after = t.ncalls - t.calls_at_output
-    if t.plain_writes == 0 or after < STALE_CALLS_MIN or after <= t.calls_at_output:
+                    timestamps: bool, sent: Sequence["FdTraffic"] = ()) -> bool:
+    """The thread's output (plain writes, and ``sent``: the socket traffic that is output) all
+    lies well before the end: what it does at the end of the window (of a long log) is what it
+    does now, and start-up log lines or a transfer on a connection long closed are not
+    progress now. Stale when, after its last output, it made at least ``STALE_CALLS_MIN``
+    calls and more than it made up to that output, and (with times) the last output is older
+    than 2 s, half the window and three of its own intervals between outputs; a log without
+    times decides by the order of the calls alone. Traffic whose place among the calls is
+    unknown (the kernel's counts) is never old news."""
+    at = output_at(t, sent)
+    if at is None:
+        return False
+    writes = t.plain_writes + sum(tr.calls for tr in sent)
+    first, last = t.plain_first_ts, t.plain_last_ts
+    for tr in sent:
+        first = tr.first_send if first is None or (tr.first_send is not None
+                                                   and tr.first_send < first) else first
+        last = tr.last_send if last is None or (tr.last_send is not None
+                                                and tr.last_send > last) else last
+    if writes == 0:
+        return False
+    every = (last - first) / (writes - 1) if last is not None and first is not None \
+        and writes > 1 else 0.0
+    return is_old_news(t.ncalls, at, last, window, end, timestamps, every)
+
+
+def is_old_news(ncalls: int, at: int, last: Optional[float], window: float,
+                end: Optional[float], timestamps: bool, every: float = 0.0) -> bool:
+    """What a thread did at its call ``at`` (of ``ncalls``), last at time ``last``, lies well
+    before the end (``output_is_stale``'s rule, for output and for connections alike)."""
+    after = ncalls - at
+    if after < STALE_CALLS_MIN or after <= at:
         return False
     if not timestamps:
         return True
-    last, first = t.plain_last_ts, t.plain_first_ts
     if last is None or end is None:
         return False
-    every = (last - first) / (t.plain_writes - 1) if first is not None and t.plain_writes > 1 \
-        else 0.0
     return end - last > max(2.0, 0.5 * window, 3 * every)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import events as ev
@@ -43,9 +44,13 @@ class ThreadStats:
     tail_since: float = 0.0                 # the start of the run's first call
     calls_at_output: int = 0                                 # ncalls at its last plain output
     output_stale: bool = False                               # finish(): output long ago only
+    output_at: int = 0                      # finish(): ncalls at its last output, socket too
     stopped_by: Optional[str] = None        # strace saw it stopped (SIGSTOP...), no SIGCONT since
     stopped_calls: int = 0                  # ncalls when it stopped (a later call: it ran again)
     sockets: Dict[int, FdTraffic] = field(default_factory=dict)  # fd -> its traffic
+    closed_sockets: List[FdTraffic] = field(default_factory=list)  # lifetimes that ended
+    connection_at: int = 0                  # ncalls at its last connection accepted or made
+    connection_ts: Optional[float] = None   # ... and when
     connects: int = 0                                        # connections made (ret 0/EINPROGRESS)
     connect_targets: Counter = field(default_factory=Counter)
     null_writes: int = 0                                     # to /dev/null: not output
@@ -59,6 +64,8 @@ class ThreadStats:
     eventfd_writes: int = 0
     wakeup_writes: int = 0                                  # small writes to internal fds
     input_bytes: int = 0                                    # reads from sockets/pipes/files
+    input_at: int = 0                       # ncalls at its last input read, and when
+    input_ts: Optional[float] = None
     accepts: int = 0
     file_reads: int = 0
     futex_waits: int = 0
@@ -185,6 +192,8 @@ class Recording:
     observe_errors: Dict[tuple, ev.ObserveError] = field(default_factory=dict)
     # NVML's readings per GPU (accumulate/gpu.py), set by the pipeline before the thread rules
     gpus: Dict[int, Any] = field(default_factory=dict)
+    # a log without times: (seconds, clock) its program's own clock readings span
+    program_clock: Optional[Tuple[float, str]] = None
     # threads by pid, built at the first threads_of (again when threads were added since)
     _by_pid: Optional[Tuple[int, Dict[int, List[ThreadStats]]]] = field(
         default=None, repr=False, compare=False)
@@ -217,3 +226,12 @@ def syscall_backends(backends: Sequence[str]) -> bool:
     """Whether a recording made with ``backends`` saw system calls (strace, an strace log,
     eBPF), not only /proc samples."""
     return any(b.startswith("strace") or b == "ebpf" for b in backends)
+
+
+@lru_cache(maxsize=4096)        # a blocked thread shows the same line in every sample
+def strip_sp_pc(text: str) -> str:
+    """/proc/.../syscall ends with the stack and instruction pointers, which change; drop them."""
+    parts = text.split()
+    if len(parts) >= 9:
+        return " ".join(parts[:7])
+    return text

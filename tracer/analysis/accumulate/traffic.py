@@ -1,9 +1,11 @@
 """Traffic on one socket fd of one thread, and what tells a keep-alive from output.
 
 Contract:
-- ``FdTraffic`` accumulates, for one (thread, fd), the sends and receives a syscall backend saw:
-  calls, bytes, smallest and largest message, first and last send, and the spread of the
-  intervals between sends (Welford's running mean and variance). eBPF's in-kernel counts fill
+- ``FdTraffic`` accumulates, for one (thread, fd) over one lifetime of the fd (a close, a dup2
+  onto it or another object behind the number starts a new one: the accumulator's
+  ``_traffic``), the sends and receives a syscall backend saw: calls, bytes, smallest and
+  largest message, first and last send (and the thread's call count then), and the spread of
+  the intervals between sends (Welford's running mean and variance). eBPF's in-kernel counts fill
   the same fields except the intervals (kernel_counts.socket_traffic).
 - ``keepalive(tr, window)`` is a pure predicate: small messages of near-constant size at a
   steady, slow period (answered, if at all, by small messages too) are a heartbeat (NCCL's RAS
@@ -47,6 +49,7 @@ class FdTraffic:
     gap_mean: float = 0.0
     gap_m2: float = 0.0
     calls: int = 0                # send calls
+    calls_at_send: Optional[int] = None   # the thread's completed calls at its last send
     _burst: int = 0               # bytes of the message being sent
     _burst_start: Optional[float] = None
     _recv_burst: int = 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Set, Tuple
 
-from ..accumulate.io_class import proc_output_bytes
+from ..accumulate.io_class import is_old_news, proc_output_bytes
 from ..accumulate.stats import ProcessStats, ThreadStats
 from ..accumulate.traffic import FdTraffic, keepalive
 from ..accumulate.traffic import from_counters as counters_traffic
@@ -147,8 +147,21 @@ def rule_process_output(c: ThreadContext) -> Optional[ThreadVerdict]:
     return None
 
 
+def _old_news(c: ThreadContext, at: int, ts: Optional[float]) -> bool:
+    """What the thread did at its call ``at`` (connections, input) lies well before the end
+    and nothing it wrote since is news (io_class.is_old_news): a start-up's, not its doing
+    now."""
+    t, rec = c.t, c.rec
+    return (t.output_bytes == 0 or t.output_stale) and is_old_news(
+        t.ncalls, at, ts, rec.window, rec.end, rec.capabilities.get("timestamps", True))
+
+
+def _connections_are_old_news(c: ThreadContext) -> bool:
+    return _old_news(c, c.t.connection_at, c.t.connection_ts)
+
+
 def rule_served_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
-    if c.t.accepts <= 0:
+    if c.t.accepts <= 0 or _connections_are_old_news(c):
         return None
     return ThreadVerdict(PROGRESSING, "served-connections",
                          [f"accepted {c.t.accepts} connections"])
@@ -156,7 +169,7 @@ def rule_served_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 def rule_made_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
     t = c.t
-    if t.connects <= 0:
+    if t.connects <= 0 or _connections_are_old_news(c):
         return None
     where = ", ".join(k for k, _ in t.connect_targets.most_common(3))
     return ThreadVerdict(PROGRESSING, "made-connections",
@@ -187,7 +200,8 @@ def rule_code_moves(c: ThreadContext) -> Optional[ThreadVerdict]:
 def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:
     t = c.t
     work = [n for n in t.syscalls if n not in WAIT_NAMES]
-    if len(work) < 4 or (t.input_bytes == 0 and t.file_reads == 0):
+    if len(work) < 4 or (t.input_bytes == 0 and t.file_reads == 0) \
+            or _old_news(c, t.input_at, t.input_ts):
         return None
     if c.cpu is not None and c.cpu.fraction < 0.01:
         return None

@@ -50,8 +50,8 @@ def _no_output(c: ThreadContext) -> bool:
 def _stale_evidence(t: ThreadStats) -> List[str]:
     if not t.output_stale:
         return []
-    return [f"its output ({_bytes(t.plain_bytes)} in {t.plain_writes} writes) all came early: "
-            f"nothing in its last {t.ncalls - t.calls_at_output} calls"]
+    return [f"its output ({_bytes(t.output_bytes)} in {t.output_writes} writes) all came "
+            f"early: nothing in its last {t.ncalls - t.output_at} calls"]
 
 
 def _keepalive_evidence(t: ThreadStats) -> List[str]:

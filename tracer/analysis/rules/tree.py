@@ -12,7 +12,9 @@ the chain ends at (its pid and tid: the end most chains share, the one the tree'
 first), with the chain in one line; a deadlock's root cause ends with the graph's proof,
 naming tids, pids and objects. A rank that stopped joining a collective while its peers spin is
 the root cause of a busy-waiting tree (``collective-straggler``). A deadlock among some threads
-while the tree goes on is a note (``NoteKind.PARTIAL_DEADLOCK``), not the verdict.
+while the tree goes on is a note (``NoteKind.PARTIAL_DEADLOCK``), not the verdict. A view that
+lacks part of what it traced (view.py: sessions joined, a thread traced alone) proves no
+deadlock: such a verdict is blocked, and no partial deadlock is noted.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from ..job.process_facts import exit_failed
 from ..vocab.waits import wait_from_call
 from .chain_text import chain_line, end_line
 from .process import ProcessVerdict
+from .view import end_severity, unproven, view_lacks
 from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN,
                              BlockKind, Note, NoteKind, Verdict)
 from ..waitgraph.chain import SEVERITY as END_SEVERITY
@@ -120,14 +123,15 @@ def _spins(pvs: Mapping[int, ProcessVerdict], graph: WaitGraph) -> bool:
 
 
 def _worst_end(pvs: Mapping[int, ProcessVerdict], graph: WaitGraph, chains: Chains,
-               roots: Sequence[int]) -> Optional[Tuple[End, str]]:
+               roots: Sequence[int],
+               severity: Sequence[EndKind] = END_SEVERITY) -> Optional[Tuple[End, str]]:
     """(the worst end, the source whose chain shows it best): the end most chains share; the
     chain from the tree's root first, else the longest one."""
     ends = {src: chains.end(src) for src in _sources(pvs, graph)}
     if not ends:
         return None
-    worst = min(END_SEVERITY.index(e.kind) for e in ends.values())
-    hits = {src: e for src, e in ends.items() if END_SEVERITY.index(e.kind) == worst}
+    worst = min(severity.index(e.kind) for e in ends.values())
+    hits = {src: e for src, e in ends.items() if severity.index(e.kind) == worst}
     shared: Dict[str, int] = {}
     for e in hits.values():
         shared[e.node] = shared.get(e.node, 0) + 1
@@ -150,8 +154,11 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
         return TreeVerdict(UNKNOWN, "no-processes", RootCause(None, None, "nothing was recorded"))
     if all(pv.verdict == EXITED for pv in pvs.values()):
         return _gone_cause(pvs, rec)
-    found = _worst_end(pvs, graph, chains, rec.roots)
-    verdict = END_VERDICT[found[0].kind] if found else UNKNOWN
+    lacks = view_lacks(rec.capabilities)     # a partial view proves no deadlock (view.py)
+    for pv in pvs.values():
+        pv.verdict = unproven(pv.verdict, lacks)
+    found = _worst_end(pvs, graph, chains, rec.roots, end_severity(rec.capabilities))
+    verdict = unproven(END_VERDICT[found[0].kind] if found else UNKNOWN, lacks)
     if _spins(pvs, graph):
         # a rank that spin-waits for a peer busy-waits, whatever its chain ends in
         verdict = min(verdict, BUSY, key=SEVERITY.index)
@@ -179,7 +186,7 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
         tree = _chain_cause(pvs, verdict, dead, found, graph, chains)
     else:
         tree = _plain_cause(pvs, verdict, dead)
-    proof = graph.definite_cycle()
+    proof = graph.definite_cycle() if not lacks else None
     if proof is not None:
         graph.proof = proof
         tree.notes.append(Note(NoteKind.PARTIAL_DEADLOCK, "some threads are deadlocked although "

@@ -7,6 +7,8 @@ holds the GIL. Questions the rules and the wait-for graph ask:
 - ``driver_frames(pid, tid)``: the thread's kernel frames that are NVIDIA's driver
   (gpu/frames.py): a thread sleeping there waits inside the GPU driver, it is not idle;
 - ``gpu_call(pid, tid)``: the CUDA/NCCL/cuBLAS call its native frames are in;
+- ``lock_call(pid, tid)``: the lock its native frames wait in (``LOCK_FUNCTIONS``: glibc's
+  mutex, rwlock and low-level lock waits, ``pthread_mutex_lock <- __lll_lock_wait``), or None;
 - ``gil_holder(pid)``, ``is_gil(pid, addr)``: the GIL's holder, and whether a futex address is
   the GIL's (inside ``_PyRuntime``: the main interpreter's GIL mutex and conditions live there
   in CPython 3.9 to 3.14);
@@ -24,6 +26,14 @@ from ...gpu.frames import GpuCall, driver_frames, gpu_call
 from .nodes import real_id
 
 Key = Tuple[int, int]
+
+# glibc's lock waits (innermost first in a stack): the low-level lock, then the call the
+# program made; a futex wait inside them is a wait for a lock's holder.
+_LOW_LOCKS = ("__lll_lock_wait", "__lll_lock_wait_private", "__lll_robust_lock_wait")
+LOCK_FUNCTIONS = frozenset(_LOW_LOCKS + (
+    "pthread_mutex_lock", "__pthread_mutex_lock", "pthread_mutex_timedlock",
+    "__pthread_mutex_lock_full", "pthread_rwlock_rdlock", "pthread_rwlock_wrlock",
+    "__pthread_rwlock_rdlock", "__pthread_rwlock_wrlock", "pthread_spin_lock"))
 
 
 @dataclass
@@ -79,6 +89,14 @@ class StackFacts:
     def gpu_call(self, pid: int, tid: int) -> Optional[GpuCall]:
         n = self.native.get((pid, tid))
         return gpu_call(n.frames, n.libs) if n is not None else None
+
+    def lock_call(self, pid: int, tid: int) -> Optional[str]:
+        n = self.native.get((pid, tid))
+        names = [f.split(" (", 1)[0] for f in (n.frames[:8] if n is not None else ())]
+        locks = [f for f in names if f in LOCK_FUNCTIONS]
+        if not locks:
+            return None
+        return " <- ".join(dict.fromkeys(reversed(locks)))   # the program's call first
 
     def gil_holder(self, pid: int) -> Optional[GilHolder]:
         return self.holders.get(pid)

@@ -59,6 +59,7 @@ class Wait:
     whole_window: bool = True
     source: str = "traced call"
     request: str = ""            # an ioctl's request, decoded ("RM_CONTROL", "VT_WAITACTIVE")
+    gpu_ioctl: str = ""          # an NVIDIA driver ioctl, by fd kind or request number
     resumed: bool = False        # seen as restart_syscall: ``call`` is the call it resumes
 
     @property
@@ -178,6 +179,8 @@ def wait_from_call(call: ev.Syscall, fds: List[ev.FdInfo]) -> Wait:
         w.child = call.child
     elif isinstance(call, ev.IoctlCall):
         w.request = ioctl_request_text(call)
+        nv = describe_ioctl(call.fd_kind or "", call.request, call.request_name or None)
+        w.gpu_ioctl = str(nv) if nv is not None else ""
     elif call.name in ("nanosleep", "clock_nanosleep"):
         w.timeout = -1.0
     return w

@@ -195,6 +195,9 @@ class _Builder(FdWaits):
     def futex(self, pid: int, tid: int, src: str, who: str, w: Wait) -> ResolvedWait:
         addr = w.futex_addr or 0
         base = f"futex 0x{addr:x} without timeout"
+        lock = self.inp.facts.stacks.lock_call(pid, tid)
+        if lock:                       # its native stack (strace -k, py-spy, ...) says which
+            base += f", a lock wait ({lock}): its holder ends it"
         fo = self.inp.facts.owner(pid, w.futex_addr)
         if fo is not None and fo.owner_tid and fo.kind in ("mutex", "pi-mutex", "join"):
             return self.owned_futex(pid, tid, src, who, addr, base, fo)

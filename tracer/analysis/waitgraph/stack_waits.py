@@ -7,8 +7,10 @@ builder's graph and returns what build.py's ``ResolvedWait`` takes after the tid
 other pids, whether it stays inside the process), or None:
 - a futex wait on the GIL (an address inside ``_PyRuntime``) while py-spy saw another thread
   hold it: an edge to the holder thread (kind mutex, object "GIL"): only it can release it;
-- a thread whose kernel stack is in NVIDIA's driver: an edge to the GPU (it waits inside the
-  driver, for the GPU or the driver itself);
+- a thread whose kernel stack is in NVIDIA's driver, or blocked in an ioctl of NVIDIA's driver
+  (on an fd of /dev/nvidia*, or known by its request number on an fd never seen opened:
+  gpu/nvidia.describe_ioctl): an edge to the GPU (it waits inside the driver, for the GPU or
+  the driver itself);
 - a vfork parent (in D state until its child execs or exits): edges to its children.
 The builder is anything shaped as ``GraphBuilder`` (build.py's ``_Builder``: its ``edge``,
 ``thread``, ``process``, ``special``), so that this module does not import build.py back.
@@ -60,9 +62,10 @@ def stack_wait(b: GraphBuilder, pid: int, tid: int, src: str, who: str,
         return (EdgeKind.MUTEX, f"waits for the GIL held by thread {real_id(holder.tid)}",
                 [], True)
     driver = facts.driver_frames(pid, tid)
-    if driver:
-        funcs = " <- ".join(frame_function(f) for f in driver[:3])
-        what = f"waits inside the NVIDIA GPU driver ({funcs})"
+    if driver or w.gpu_ioctl:
+        how = " <- ".join(frame_function(f) for f in driver[:3]) if driver else \
+            f"ioctl {w.gpu_ioctl}"
+        what = f"waits inside the NVIDIA GPU driver ({how})"
         b.edge(src, b.special(GPU, NodeKind.GPU, "the GPU"), EdgeKind.GPU, "GPU driver",
                f"{who} {what}")
         return (EdgeKind.GPU, what, [], False)

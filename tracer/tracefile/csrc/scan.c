@@ -7,7 +7,8 @@
  * lines, the number of lines, and the offsets of the lines worth parsing: those whose call
  * (after the pid column, a timestamp, an strace -n number and "<... ") is clone, clone3, fork,
  * vfork, getpid, tgkill, and gettid and set_tid_address when want_self, and strace's
- * "[strace: ]Process N ..." messages. Every line parse_line reads as such a call or message
+ * "[strace: ]Process N ..." messages (glued in a line too: "strace: Process " or
+ * "^CProcess " anywhere in it). Every line parse_line reads as such a call or message
  * is among them. */
 static const char *const SCAN_NAMES[] = {"clone", "clone3", "fork", "vfork", "getpid", "gettid",
                                          "set_tid_address", "tgkill", NULL};
@@ -39,9 +40,15 @@ static int is_process_message(const char *s, Py_ssize_t i, Py_ssize_t e)
  * yes to more lines than parse_line reads as such, never to fewer. */
 static int worth_parsing(const char *s, Py_ssize_t p, Py_ssize_t e, int want_self)
 {
-    /* strace's message anywhere: also where it cut a line (scan.py _line_at joins the two) */
-    if (e - p >= 16 && find_str(s, p, e, "strace: Process ", 16) >= 0)
-        return 1;
+    /* strace's message anywhere: also where it cut a line (scan.py _line_at joins the two),
+     * or old strace's glued after the echo of Ctrl-C ("...NULL^CProcess 15176 detached") */
+    Py_ssize_t m = e - p >= 10 ? find_str(s, p, e, "Process ", 8) : -1;
+    while (m >= 0) {                    /* one pass: each "Process " and what comes before it */
+        if ((m - p >= 8 && memcmp(s + m - 8, "strace: ", 8) == 0)
+                || (m - p >= 2 && s[m - 2] == '^' && s[m - 1] == 'C'))
+            return 1;
+        m = m + 8 < e ? find_str(s, m + 8, e, "Process ", 8) : -1;
+    }
     if (is_process_message(s, p, e))
         return 1;
     Py_ssize_t i = p;

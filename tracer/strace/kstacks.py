@@ -1,0 +1,70 @@
+"""strace -k stack lines: the native stack of the call each thread is held in at the log's end.
+
+Contract: ``KStacks`` keeps the frames that follow each thread's lines:
+- ``frame(text, line)`` for each `` > LIB(FUNC+OFF) [ADDR]`` line (lines.py: kind 'info', args
+  from ``>``), ``line`` the converter's last line before it as (tid, kind, its line number), or
+  None (a line made into an event elsewhere: batch.py's compiled path): frames after a call's
+  line (call, entry, resumed half) are that call's, at most ``MAX_FRAMES``; after a signal's
+  or an exit's line they belong to no call and are dropped;
+- ``native_stacks(cut_calls, tid_pid, ts, entered)``: a ``NativeStack`` (source "strace -k")
+  for every thread whose last call the log ends in (convert.py ``cut_calls``) and whose frames
+  followed that call's own line (``entered``: tid -> the line number its last call began at;
+  an interrupted call: its resumed half and its frames, then the signal's copy, dropped).
+  Frames are "FUNC (LIB)" (the library's base name), "ADDR (LIB)" where strace named no
+  function; ``libs`` the library's path, as the stack probes write them
+  (vocab/stack_facts.py reads them alike).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from ..events.stacks import NativeStack
+
+__all__ = ["KStacks", "parse_frame", "MAX_FRAMES"]
+
+MAX_FRAMES = 64
+_CALL_KINDS = frozenset({"call", "unfinished", "cut", "resumed"})
+
+
+def parse_frame(text: str) -> Optional[Tuple[str, str]]:
+    """``> /lib/x86_64-linux-gnu/libc.so.6(__lll_lock_wait+0x2d) [0x8f0ad]`` ->
+    ("__lll_lock_wait (libc.so.6)", "/lib/x86_64-linux-gnu/libc.so.6"); None for a line
+    that is no frame (strace's "unexpected_backtracing_error" too)."""
+    body = text[1:].strip() if text.startswith(">") else ""
+    k, b = body.rfind("("), body.rfind(" [")
+    if k <= 0 or b < k or not body.endswith("]"):
+        return None
+    lib, inner, addr = body[:k], body[k + 1:body.rfind(")", k, b + 1)], body[b + 2:-1]
+    func = inner.split("+", 1)[0]
+    base = lib.rsplit("/", 1)[-1]
+    return f"{func or addr} ({base})", lib
+
+
+class KStacks:
+    """The frames after each thread's call lines (module doc)."""
+
+    def __init__(self) -> None:
+        self._stacks: Dict[int, Tuple[int, List[Tuple[str, str]]]] = {}   # tid -> (line, frames)
+
+    def frame(self, text: str, line: Optional[Tuple[int, str, int]]) -> None:
+        if line is None or line[1] not in _CALL_KINDS:
+            return
+        tid, _, at = line
+        stack = self._stacks.get(tid)
+        if stack is None or stack[0] != at:
+            stack = self._stacks[tid] = (at, [])
+        if len(stack[1]) < MAX_FRAMES:
+            f = parse_frame(text)
+            if f is not None:
+                stack[1].append(f)
+
+    def native_stacks(self, cut_calls: List[Tuple[int, str, str]], tid_pid: Dict[int, int],
+                      ts: float, entered: Dict[int, int]) -> List[NativeStack]:
+        out = []
+        for tid, _, _ in cut_calls:
+            stack = self._stacks.get(tid)
+            if stack and stack[1] and stack[0] == entered.get(tid):
+                out.append(NativeStack(ts, tid_pid.get(tid, tid), tid,
+                                       [f for f, _ in stack[1]], [lib for _, lib in stack[1]],
+                                       "strace -k"))
+        return out
