@@ -1,7 +1,7 @@
 """The commands for a job that runs on several nodes: ``merge`` and ``cluster`` (cli/commands.py
 adds them to ``hangtrace``).
 
-Contract: as cli.py's: bad input raises errors.py's classes, which cli._main turns into one
+Contract: as cli/commands.py's: bad input raises errors.py's classes, which cli._main turns into one
 line on stderr and an exit status; ``--json`` prints exactly one JSON document; the exit status
 is the merged report's (0 progressing or idle, 3 busy-waiting, 4 deadlocked, ...). ``-o FILE``
 writes the report (JSON with --json, else text) to FILE instead of stdout.

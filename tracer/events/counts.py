@@ -1,5 +1,5 @@
 """The kernel's per-thread counts (eBPF backend): one event class, registered with the trace
-format like every other (events.register), kept apart from events.py only for its size.
+format like every other (events.register), kept apart from events/__init__.py only for its size.
 
 Contract: ``ThreadCounts`` (tag ``cnt``) as its docstring says; ``FD_KEYS`` the keys of each
 ``per_fd`` dict. Backends emit it, the analyzer merges it (analysis/accumulate/kernel_counts.py).

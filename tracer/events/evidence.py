@@ -3,7 +3,7 @@ targets, kernel log lines of the NVIDIA driver, GPU health from NVML, library ve
 graph activity, and one-line notes on what could not be read.
 
 Contract:
-- Same rules as events.py: an event states what was read and where (``source``), never what it
+- Same rules as events/__init__.py: an event states what was read and where (``source``), never what it
   means; tracer/analysis/evidence*.py turns them into findings. Times are epoch seconds.
 - ``phase`` says when a reading was taken: "start" / "end" of a recording, or "snapshot".
 - Importing this module registers the classes in ``events.EVENT_CLASSES`` (the trace file maps
@@ -30,7 +30,7 @@ __all__ = ["ProcessVitals", "LogTargets", "LogLines", "MemoryProgress", "KernelL
 
 class ProcessVitals(Event, tag="vit"):
     """/proc/PID/stat and status: when the process started, its resident memory and the CPU
-    time of all its threads (exited ones included), in seconds. (Not "threads": events.py
+    time of all its threads (exited ones included), in seconds. (Not "threads": events/__init__.py
     encodes a field of that name as a tid -> comm map.)"""
     pid: Int
     start_time: Optional[Time] = None
@@ -42,7 +42,7 @@ class ProcessVitals(Event, tag="vit"):
 
 class LogTargets(Event, tag="logs"):
     """Where a process's output goes: fds 1 and 2 and the regular files it has open for writing
-    as logs. Each entry: {"fd", "role" ("stdout", "stderr", "log"), "kind" (events.py fd kind),
+    as logs. Each entry: {"fd", "role" ("stdout", "stderr", "log"), "kind" (events/__init__.py fd kind),
     "path", "size" (bytes, files only), "mtime" (last modification: the last write for files,
     pipes and ttys), "why" (why size/mtime are missing)}. ``why`` (event level): the fd table
     could not be read."""

@@ -1,7 +1,7 @@
 """Events that say a thread's run state where no /proc sample could (issue 22: a stopped
 target, job control or SIGSTOP, is a cause of a hang of its own).
 
-Contract: same rules as events.py (what was seen, never what it means). Importing this
+Contract: same rules as events/__init__.py (what was seen, never what it means). Importing this
 module registers the classes (tracefile/format.py imports it, and so does what makes them).
 - ``ThreadStopped``: the thread is in a group-stop (state T) since ``ts``, stopped by
   ``signal`` (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU): strace prints ``--- stopped by SIGSTOP

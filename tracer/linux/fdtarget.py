@@ -1,7 +1,7 @@
 """What an fd points to, parsed once: the one reader of fd target text.
 
 Contract (pure, memoised, never raises):
-- ``fd_kind(text)`` is the kind (events.py's list: file, dir, pipe, tcp, unix, eventfd, ...) of
+- ``fd_kind(text)`` is the kind (events/__init__.py's list: file, dir, pipe, tcp, unix, eventfd, ...) of
   a target as /proc/PID/fd links print it ("pipe:[12]", "socket:[34]", "anon_inode:[eventfd]"),
   as strace -y/-yy decorations print it ("TCP:[1.2.3.4:5->6.7.8.9:10]",
   "UNIX-STREAM:[12->13]", "/dev/nvidiactl<char 195:255>"), or as procfs_fds writes sockets

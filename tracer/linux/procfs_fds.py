@@ -1,7 +1,7 @@
 """Open files and sockets of a process, from /proc/PID/fd, fdinfo and /proc/PID/net.
 
 Contract:
-- ``classify_fd_target`` is fdtarget.fd_kind: readlink text -> fd kind (events.py's kinds).
+- ``classify_fd_target`` is fdtarget.fd_kind: readlink text -> fd kind (events/__init__.py's kinds).
 - ``read_fds`` returns the fd table with kinds refined from what /proc tells: sockets resolved
   to tcp/udp/unix/netlink through the socket tables of the process's OWN network namespace
   (/proc/PID/net/*, not /proc/net, which is the reader's), directories from O_DIRECTORY.

@@ -4,7 +4,7 @@ Contract (pure functions, bounded memo caches only):
 - ``parse_fd(text) -> (fd, kind, target)`` reads an fd argument as strace prints it, with or
   without -y/-yy decoration (``3</dev/nvidiactl<char 195:255>>``, ``16<anon_inode:[eventfd]>``,
   ``5<TCP:[127.0.0.1:8000->127.0.0.1:5000]>``, ``3</tmp/#12>(deleted)``, plain ``3``); kind is
-  one of events.py's fd kinds.
+  one of events/__init__.py's fd kinds.
 - ``first_arg`` / ``split_args`` cut argument text at top-level ", " without splitting inside
   structs, arrays, strings or fd decorations. Every scan is one pass over the text, whatever
   it holds (unclosed ``<`` or quotes, floods of escaped quotes): time linear in its length.

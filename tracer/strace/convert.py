@@ -1,4 +1,4 @@
-"""Stateful conversion of parsed strace lines (lines.py) into events.py events.
+"""Stateful conversion of parsed strace lines (lines.py) into events/__init__.py events.
 
 Contract:
 - ``StraceConverter(pid_of=None, base_date=None, root_pid=None, alone=None,

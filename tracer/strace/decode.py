@@ -1,4 +1,4 @@
-"""Turn one strace syscall (name, argument text, result) into a typed events.py object.
+"""Turn one strace syscall (name, argument text, result) into a typed events/__init__.py object.
 
 Contract (pure functions, no state besides bounded memo caches):
 - fd decorations and argument splitting live in args.py (re-exported here).
@@ -277,7 +277,7 @@ _scrub = _pick_scrub()
 
 def to_event(pid: int, tid: int, name: str, args: str, ret: Optional[int], err: Optional[str],
              dur: Optional[float], ts: float, ongoing: bool = False) -> ev.Syscall:
-    """The events.py object for one syscall; ``args`` is raw strace text (scrubbed here)."""
+    """The events/__init__.py object for one syscall; ``args`` is raw strace text (scrubbed here)."""
     sargs = _scrub(args) if '"' in args else args
     builder = _BUILDERS.get(name)
     try:

@@ -6,7 +6,7 @@ Contract:
   ignored here except for close, which frees the number whatever it returns: Linux closes the
   fd even when close reports EINTR). ``lookup(pid, fd)`` is ``(kind, target)`` or None for an
   fd not seen opened (inherited, or opened before the log began).
-- Kinds are events.py's; targets are written as the kernel names the object in /proc/PID/fd
+- Kinds are events/__init__.py's; targets are written as the kernel names the object in /proc/PID/fd
   and strace -yy, without what the log cannot show: a path as the call printed it (``...``
   kept where strace cut it), ``anon_inode:[eventfd]``, ``TCP:[?]`` (the inode is unknown:
   ``?``). Both ends of a pipe or socketpair created in the log share one target naming the

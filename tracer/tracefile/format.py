@@ -9,7 +9,7 @@ Layout (text, UTF-8, one JSON value per line, optionally gzip-compressed as a wh
              "schema": {tag: [field names]}, "node": {"hostname", "netns", "netns_name",
              "addrs"} (attach only: the node it ran on, linux/netns.py; merge.py reads it)}
     line 2.. one event per line: [TAG, value, value, ...] in the field order the header's
-             schema gives for TAG (events.py); the reader maps fields by name, so fields can be
+             schema gives for TAG (events/__init__.py); the reader maps fields by name, so fields can be
              added in a later v1 writer without breaking older files.
     last     ["end", ts, reason, duration, events]: a trace without it was cut short.
 

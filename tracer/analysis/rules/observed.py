@@ -1,6 +1,6 @@
 """What the recording could not observe, and the verdicts that forbids.
 
-A backend that could not look at a target says so with an ``ObserveError`` event (events.py),
+A backend that could not look at a target says so with an ``ObserveError`` event (events/__init__.py),
 saved in the trace like every other event: strace could not attach to a thread (ptrace refused,
 the thread was gone), /proc files of a process could not be read (another user's process
 without root). The accumulator keeps them by (pid, tid, what) in ``Recording.observe_errors``.

@@ -7,7 +7,7 @@ Contract: pure functions over one ``ThreadStats`` (plus its process's fd table),
   or child pid. /proc lines are decoded by linux/blocking.py, the same decoder snapshots use;
 - ``cpu_use``: the fraction of the window the thread was on CPU, measured (kernel sched_switch
   accounting or /proc ticks), otherwise inferred from strace timing (time outside syscalls).
-Timeouts follow events.py: None = no time limit, -1.0 = a limit of unknown length, else seconds.
+Timeouts follow events/__init__.py: None = no time limit, -1.0 = a limit of unknown length, else seconds.
 
 Kernel facts: /proc/PID/task/TID/syscall is "NR a0 a1 a2 a3 a4 a5 sp pc" while the thread is in a
 syscall, "running" on CPU, and "-1 sp pc" when blocked outside one. schedstat's third field counts

@@ -4,7 +4,7 @@ Contract:
 - ``check()`` returns None when the backend can run here, else one line saying why not
   (missing tool, no permission); it never raises and has no side effects.
 - ``start(targets, emit)`` begins recording the process trees in ``targets`` and returns quickly;
-  the backend calls ``emit(event)`` (thread-safe, from any thread) with events.py objects only.
+  the backend calls ``emit(event)`` (thread-safe, from any thread) with events/__init__.py objects only.
   Backends never classify: they report what happened.
 - A backend that sees a new process in the tree (fork/clone) calls ``targets.add(pid)`` so that
   other backends running beside it follow it too.

@@ -2,7 +2,7 @@
 
 Contract (see base.py): ``check()`` says whether strace can run here; ``start(targets, emit)``
 attaches ``strace -f -ttt -T -yy -s 0 -q`` to every pid of ``targets`` and returns; a reader
-thread parses strace's output as it streams (lines.py/convert.py) and calls ``emit``; processes
+thread parses strace's output as it streams (strace/lines.py, strace/convert.py) and calls ``emit``; processes
 the tracees fork are added to ``targets``. ``stop()`` makes strace detach (SIGINT; SIGKILL only
 as a last resort), joins the reader, emits the converter's final events (calls still blocked
 become ``ongoing``), then nothing more. It is idempotent. If strace exits by itself (every

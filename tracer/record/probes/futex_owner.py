@@ -3,7 +3,7 @@
 Contract:
 - ``decode_futex(raw, ...)`` is pure: the 24 bytes at a futex address, the wait's op/value and
   what is known of the waiter's process -> (kind, owner_tid, why). See ``FutexOwner`` in
-  events.py for the kinds.
+  events/__init__.py for the kinds.
 - ``futex_owner_probe(pids, analyzer)`` is an ``EndProbe``: for every thread of ``pids`` that sits
   in a futex wait (from /proc/PID/task/TID/syscall now, and from calls the syscall backends saw
   still running), it reads /proc/PID/mem at the futex address (read-only, pread: the target is

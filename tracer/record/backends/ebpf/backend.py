@@ -16,7 +16,7 @@ Contract (on top of base.py):
   reader thread. ``attach_s``: seconds from start() until the program counts, of which
   ``load_s`` loading and attaching; ``notes`` says which loader and those times. Processes
   forked later are followed in the kernel and added to ``targets``.
-- While recording the reader thread emits: streamed calls as events.py syscall objects
+- While recording the reader thread emits: streamed calls as events/__init__.py syscall objects
   (ebpf/convert.py), forks -> ``ThreadStart`` (+``ProcessInfo`` for a new process), execs ->
   ``ProcessExec``, thread exits -> ``ThreadExit``, the last thread of a process ->
   ``ProcessExit`` (status from the zombie's /proc stat, None when it was reaped first), and

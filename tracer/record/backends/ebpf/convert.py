@@ -1,5 +1,5 @@
 """Turn the eBPF program's records (ebpf_layout.HtEvent and in-flight thread state) into the
-same events.py objects the strace backend emits.
+same events/__init__.py objects the strace backend emits.
 
 Contract:
 - ``Clock`` maps the kernel's bpf_ktime_get_ns (CLOCK_MONOTONIC) to epoch seconds from one
@@ -120,7 +120,7 @@ class FdCache:
 
 
 def _timeout(flags: int, aux: int) -> Optional[float]:
-    """events.py convention: seconds when relative and known, -1.0 absolute/unknown, None none."""
+    """events/__init__.py convention: seconds when relative and known, -1.0 absolute/unknown, None none."""
     if flags & L.HT_F_NO_TIMEOUT:
         return None
     if flags & L.HT_F_TIMEOUT_ABS or (flags & L.HT_F_TIMEOUT and flags & L.HT_F_UNREADABLE):
@@ -159,7 +159,7 @@ def _fd_args(name: str, fd: int, a: Sequence[int]) -> str:
 
 
 class Converter:
-    """Builds events.py syscall objects (module doc)."""
+    """Builds events/__init__.py syscall objects (module doc)."""
 
     def __init__(self, fds: FdCache) -> None:
         self.fds = fds

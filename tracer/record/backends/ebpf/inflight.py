@@ -8,7 +8,7 @@ returns the kernel has not written the time left back into it, so it is the time
 was given), the first pollfd fds, an NVIDIA RM_CONTROL cmd / RM_ALLOC class. Nothing else of
 the target's memory is read.
 
-Contract: ``ongoing_call(conv, pid, tid, text, kinds, ts, dur, mem)`` -> an events.py syscall
+Contract: ``ongoing_call(conv, pid, tid, text, kinds, ts, dur, mem)`` -> an events/__init__.py syscall
 object with ``ongoing=True`` (ret None) for a /proc syscall line of a thread in a system call,
 or None (running, blocked outside a call, unparsable). ``mem(pid, addr, size)`` returns bytes
 or None; ``read_mem`` is the real one.
