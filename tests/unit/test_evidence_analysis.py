@@ -3,7 +3,6 @@ versions and known bugs, capture; and the evidence events through a trace file, 
 included. Pure: tables of inputs, no /proc."""
 from __future__ import annotations
 
-import ctypes
 from pathlib import Path
 
 import pytest
@@ -192,43 +191,43 @@ def test_xid_lines_become_findings_on_their_gpu():
 
 
 # --------------------------------------------------------------------------- NVML health (fake)
-class FakeLib:
-    """Functions with NVML's signatures writing through ctypes.byref like the real library."""
+class FakeNvmlError(Exception):
+    """pynvml.NVMLError: the return code in ``value``."""
+
+    def __init__(self, value):
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+
+class FakePynvml:
+    """pynvml's device calls as nvidia-ml-py has them: values returned, NVMLError on refusal
+    (Hopper refuses the retired-page calls: NOT_SUPPORTED, 3)."""
+    VALUES = {"nvmlDeviceGetPowerUsage": 96_512, "nvmlDeviceGetEnforcedPowerLimit": 700_000,
+              "nvmlDeviceGetClockInfo": 1980, "nvmlDeviceGetMaxClockInfo": 1980,
+              "nvmlDeviceGetCurrentClocksEventReasons": 0x1, "nvmlDeviceGetTemperature": 33,
+              "nvmlDeviceGetTotalEccErrors": 0, "nvmlDeviceGetPcieReplayCounter": 3,
+              "nvmlDeviceGetName": "NVIDIA H200", "nvmlDeviceGetRemappedRows": (0, 0, 0, 0),
+              "nvmlDeviceGetPciInfo_v3": type("Pci", (), {"domain": 0, "bus": 0x18,
+                                                         "device": 0})()}
 
     def __init__(self, missing=(), refuse=()):
-        self.missing, self.refuse = set(missing), dict(refuse)
+        self.missing = set(missing)
+        self.refuse = dict(refuse, nvmlDeviceGetRetiredPages=3,
+                           nvmlDeviceGetRetiredPagesPendingStatus=3)
 
     def __getattr__(self, name):
-        if name in self.missing or name.startswith("_"):
+        if name in self.missing or name.startswith("_") or not name.startswith("nvml"):
             raise AttributeError(name)
-        values = {"nvmlDeviceGetPowerUsage": 96_512, "nvmlDeviceGetEnforcedPowerLimit": 700_000,
-                  "nvmlDeviceGetClockInfo": 1980, "nvmlDeviceGetMaxClockInfo": 1980,
-                  "nvmlDeviceGetCurrentClocksEventReasons": 0x1, "nvmlDeviceGetTemperature": 33,
-                  "nvmlDeviceGetTotalEccErrors": 0, "nvmlDeviceGetPcieReplayCounter": 3}
 
         def fn(handle, *args):
             if name in self.refuse:
-                return self.refuse[name]
-            if name == "nvmlDeviceGetName":
-                args[0].value = b"NVIDIA H200"
-            elif name == "nvmlDeviceGetPciInfo_v3":
-                pci = args[0]._obj
-                pci.domain, pci.bus, pci.device = 0, 0x18, 0
-            elif name == "nvmlDeviceGetRemappedRows":
-                for a, v in zip(args, (0, 0, 0, 0)):
-                    a._obj.value = v
-            elif name == "nvmlDeviceGetRetiredPages":
-                return 3                                   # NOT_SUPPORTED (Hopper)
-            elif name == "nvmlDeviceGetRetiredPagesPendingStatus":
-                return 3
-            else:
-                args[-1]._obj.value = values[name]
-            return 0
+                raise FakeNvmlError(self.refuse[name])
+            return self.VALUES[name]
         return fn
 
 
-def test_read_health_with_a_fake_library():
-    h = read_health(FakeLib(), ctypes.c_void_p(1), 0, "GPU-x", 5.0, "end", lambda rc: f"e{rc}")
+def test_read_health_through_the_bindings():
+    h = read_health(FakePynvml(), object(), 0, "GPU-x", 5.0, "end")
     assert (h.name, h.pci_bus, h.power_mw, h.power_limit_mw) == ("NVIDIA H200", "0000:18:00",
                                                                  96_512, 700_000)
     assert (h.sm_clock_mhz, h.throttle, h.temperature_c, h.pcie_replays) == (1980, 1, 33, 3)
@@ -237,12 +236,14 @@ def test_read_health_with_a_fake_library():
 
 
 def test_read_health_degrades_per_field():
-    lib = FakeLib(missing={"nvmlDeviceGetCurrentClocksEventReasons",
-                           "nvmlDeviceGetCurrentClocksThrottleReasons"},
-                  refuse={"nvmlDeviceGetPcieReplayCounter": 4})
-    h = read_health(lib, ctypes.c_void_p(1), 0, "GPU-x", 5.0, "end", lambda rc: f"e{rc}")
+    nv = FakePynvml(missing={"nvmlDeviceGetCurrentClocksEventReasons",
+                             "nvmlDeviceGetCurrentClocksThrottleReasons"},
+                    refuse={"nvmlDeviceGetPcieReplayCounter": 4,
+                            "nvmlDeviceGetTemperature": 13})      # FUNCTION_NOT_FOUND
+    h = read_health(nv, object(), 0, "GPU-x", 5.0, "end")
     assert h.throttle is None and h.missing["throttle"] == "not in this NVML"
     assert h.pcie_replays is None and h.missing["pcie_replays"] == "no permission"
+    assert h.temperature_c is None and h.missing["temperature_c"] == "not in this NVML"
     assert h.power_mw == 96_512
 
 

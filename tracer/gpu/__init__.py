@@ -1,2 +1,2 @@
-"""NVIDIA GPUs: ioctl request decoding (nvidia) and NVML readings through ctypes (nvml).
+"""NVIDIA GPUs: ioctl request decoding (nvidia) and NVML readings through nvidia-ml-py (nvml).
 May import: tracer.events, tracer.linux."""

@@ -1,42 +1,37 @@
-"""GPU health counters through NVML (ctypes): power, clocks, throttle reasons, ECC, retired pages,
-remapped rows and the PCIe replay counter, read once per GPU at the start and end of a recording.
+"""GPU health counters through NVML (nvidia-ml-py's ``pynvml``): power, clocks, throttle reasons,
+ECC, retired pages, remapped rows and the PCIe replay counter, read once per GPU at the start
+and end of a recording.
 
 Contract:
-- ``read_health(lib, handle, index, uuid, ts, phase, error)`` returns one
-  ``evidence_events.GpuHealth``; it never raises: a value NVML refuses (not supported on this
-  GPU, no permission, a function missing from an old library) is None, and ``missing`` says why
-  in a few words ("not supported", "no permission", "not in this NVML").
+- ``read_health(nv, handle, index, uuid, ts, phase)`` returns one ``evidence.GpuHealth``
+  (``nv`` the pynvml module, ``handle`` its device handle); it never raises: a value NVML
+  refuses (not supported on this GPU, no permission, a function missing from an old library
+  or bindings) is None, and ``missing`` says why in a few words ("not supported", "no
+  permission", "not in this NVML", else NVML's own words).
 - ``THROTTLE_REASONS`` names the bits of nvmlClocksEventReasons (nvml.h, "Clocks Event
   Reasons"; the older name was "Clocks Throttle Reasons", same bits); ``throttle_names``
-  decodes a mask.
-
-ABI (nvml.h, driver 450 and later unless noted): nvmlDeviceGetName(dev, char*, uint),
-nvmlDeviceGetPciInfo_v3(dev, nvmlPciInfo_t*) {char busIdLegacy[16]; uint domain, bus, device,
-pciDeviceId, pciSubSystemId; char busId[32]}, nvmlDeviceGetPowerUsage(dev, uint* mW),
-nvmlDeviceGetEnforcedPowerLimit(dev, uint* mW), nvmlDeviceGetClockInfo /
-nvmlDeviceGetMaxClockInfo(dev, NVML_CLOCK_SM = 1, uint* MHz),
-nvmlDeviceGetCurrentClocksEventReasons (535+) or ...ThrottleReasons(dev, ull*),
-nvmlDeviceGetTemperature(dev, NVML_TEMPERATURE_GPU = 0, uint*),
-nvmlDeviceGetTotalEccErrors(dev, type 0 corrected / 1 uncorrected, counter 0 volatile, ull*),
-nvmlDeviceGetRetiredPages(dev, cause 0 multiple single-bit / 1 double-bit, uint* count, ull*
-addresses: NULL with count 0 asks for the count), nvmlDeviceGetRetiredPagesPendingStatus(dev,
-int*), nvmlDeviceGetRemappedRows(dev, uint* corr, uint* unc, uint* pending, uint* failed)
-(Ampere and later), nvmlDeviceGetPcieReplayCounter(dev, uint*).
+  decodes a mask. ``pci_bus_id`` formats a bus id as nvidia-smi does.
+The calls are nvml.h's through pynvml, which returns the values (NVMLError on a refusal):
+nvmlDeviceGetName, nvmlDeviceGetPciInfo_v3 (or nvmlDeviceGetPciInfo), nvmlDeviceGetPowerUsage,
+nvmlDeviceGetEnforcedPowerLimit, nvmlDeviceGetClockInfo / nvmlDeviceGetMaxClockInfo (SM),
+nvmlDeviceGetCurrentClocksEventReasons (535+) or ...ThrottleReasons, nvmlDeviceGetTemperature
+(GPU), nvmlDeviceGetTotalEccErrors (corrected 0 / uncorrected 1, volatile 0),
+nvmlDeviceGetRetiredPages (single-bit 0 / double-bit 1: a list of addresses),
+nvmlDeviceGetRetiredPagesPendingStatus, nvmlDeviceGetRemappedRows (Ampere and later: corrected,
+uncorrected, pending, failed), nvmlDeviceGetPcieReplayCounter.
 """
 from __future__ import annotations
 
-import ctypes
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ..events.evidence import GpuHealth
+from .nvml_common import NVML_CLOCK_SM
 
 __all__ = ["read_health", "THROTTLE_REASONS", "throttle_names", "pci_bus_id"]
 
-NVML_SUCCESS = 0
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NO_PERMISSION = 4
-NVML_ERROR_INSUFFICIENT_SIZE = 7
-from .nvml_common import NVML_CLOCK_SM  # noqa: E402
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_TEMPERATURE_GPU = 0
 
 THROTTLE_REASONS = {
@@ -57,13 +52,6 @@ def throttle_names(mask: Optional[int]) -> List[str]:
     return out
 
 
-class _PciInfo(ctypes.Structure):
-    _fields_ = [("busIdLegacy", ctypes.c_char * 16), ("domain", ctypes.c_uint),
-                ("bus", ctypes.c_uint), ("device", ctypes.c_uint),
-                ("pciDeviceId", ctypes.c_uint), ("pciSubSystemId", ctypes.c_uint),
-                ("busId", ctypes.c_char * 32)]
-
-
 def pci_bus_id(domain: int, bus: int, device: int) -> str:
     """The form the driver prints in Xid lines: "0000:18:00"."""
     return f"{domain:04x}:{bus:02x}:{device:02x}"
@@ -72,73 +60,71 @@ def pci_bus_id(domain: int, bus: int, device: int) -> str:
 class _Reader:
     """Calls one NVML function at a time and keeps why a value is missing."""
 
-    def __init__(self, lib: Any, handle: Any, error: Callable[[int], str]) -> None:
-        self.lib, self.h, self.error = lib, handle, error
+    def __init__(self, nv: Any, handle: Any) -> None:
+        self.nv, self.h = nv, handle
         self.missing: Dict[str, str] = {}
 
-    def call(self, key: str, names: tuple, *args: Any) -> bool:
+    def get(self, key: str, names: tuple, *args: Any) -> Any:
+        """The first of ``names`` that the bindings have, called; None when refused."""
         for name in names:
-            fn = getattr(self.lib, name, None)
+            fn = getattr(self.nv, name, None)
             if fn is None:
                 continue
             try:
-                rc = fn(self.h, *args)
-            except Exception as exc:   # a broken binding: never fail the recording for it
-                self.missing[key] = f"call failed: {exc}"
-                return False
-            if rc in (NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE):
-                return True
-            self.missing[key] = {NVML_ERROR_NOT_SUPPORTED: "not supported",
-                                 NVML_ERROR_NO_PERMISSION: "no permission"}.get(rc) \
-                or self.error(rc)
-            return False
+                return fn(self.h, *args)
+            except Exception as exc:   # NVMLError, or a broken binding: never fail for it
+                code = getattr(exc, "value", None)
+                if code == NVML_ERROR_FUNCTION_NOT_FOUND:
+                    continue
+                self.missing[key] = {NVML_ERROR_NOT_SUPPORTED: "not supported",
+                                     NVML_ERROR_NO_PERMISSION: "no permission"}.get(
+                    code) or (str(exc) or type(exc).__name__)[:80]
+                return None
         self.missing[key] = "not in this NVML"
-        return False
+        return None
 
-    def uint(self, key: str, names: tuple, *pre: Any) -> Optional[int]:
-        v = ctypes.c_uint(0)
-        return int(v.value) if self.call(key, names, *pre, ctypes.byref(v)) else None
-
-    def ull(self, key: str, names: tuple, *pre: Any) -> Optional[int]:
-        v = ctypes.c_ulonglong(0)
-        return int(v.value) if self.call(key, names, *pre, ctypes.byref(v)) else None
+    def int_(self, key: str, names: tuple, *args: Any) -> Optional[int]:
+        v = self.get(key, names, *args)
+        return int(v) if isinstance(v, int) and 0 <= v < 1 << 63 else None
 
 
-def read_health(lib: Any, handle: Any, index: int, uuid: str, ts: float, phase: str,
-                error: Callable[[int], str]) -> GpuHealth:
+def _text(v: Any) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+def read_health(nv: Any, handle: Any, index: int, uuid: str, ts: float,
+                phase: str) -> GpuHealth:
     """One GPU's health (module doc)."""
-    r = _Reader(lib, handle, error)
+    r = _Reader(nv, handle)
     g = GpuHealth(ts=ts, gpu=index, uuid=uuid, phase=phase)
-    name = ctypes.create_string_buffer(96)
-    if r.call("name", ("nvmlDeviceGetName",), name, ctypes.c_uint(96)):
-        g.name = name.value.decode(errors="replace")
-    pci = _PciInfo()
-    if r.call("pci_bus", ("nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2"),
-              ctypes.byref(pci)):
-        g.pci_bus = pci_bus_id(pci.domain, pci.bus, pci.device)
-    g.power_mw = r.uint("power_mw", ("nvmlDeviceGetPowerUsage",))
-    g.power_limit_mw = r.uint("power_limit_mw", ("nvmlDeviceGetEnforcedPowerLimit",))
-    g.sm_clock_mhz = r.uint("sm_clock_mhz", ("nvmlDeviceGetClockInfo",), NVML_CLOCK_SM)
-    g.sm_clock_max_mhz = r.uint("sm_clock_max_mhz", ("nvmlDeviceGetMaxClockInfo",),
+    name = r.get("name", ("nvmlDeviceGetName",))
+    if name is not None:
+        g.name = _text(name)[:96]
+    pci = r.get("pci_bus", ("nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo"))
+    if pci is not None:
+        g.pci_bus = pci_bus_id(int(pci.domain), int(pci.bus), int(pci.device))
+    g.power_mw = r.int_("power_mw", ("nvmlDeviceGetPowerUsage",))
+    g.power_limit_mw = r.int_("power_limit_mw", ("nvmlDeviceGetEnforcedPowerLimit",))
+    g.sm_clock_mhz = r.int_("sm_clock_mhz", ("nvmlDeviceGetClockInfo",), NVML_CLOCK_SM)
+    g.sm_clock_max_mhz = r.int_("sm_clock_max_mhz", ("nvmlDeviceGetMaxClockInfo",),
                                 NVML_CLOCK_SM)
-    g.throttle = r.ull("throttle", ("nvmlDeviceGetCurrentClocksEventReasons",
-                                    "nvmlDeviceGetCurrentClocksThrottleReasons"))
-    g.temperature_c = r.uint("temperature_c", ("nvmlDeviceGetTemperature",),
+    g.throttle = r.int_("throttle", ("nvmlDeviceGetCurrentClocksEventReasons",
+                                     "nvmlDeviceGetCurrentClocksThrottleReasons"))
+    g.temperature_c = r.int_("temperature_c", ("nvmlDeviceGetTemperature",),
                              NVML_TEMPERATURE_GPU)
-    g.ecc_corrected = r.ull("ecc_corrected", ("nvmlDeviceGetTotalEccErrors",), 0, 0)
-    g.ecc_uncorrected = r.ull("ecc_uncorrected", ("nvmlDeviceGetTotalEccErrors",), 1, 0)
+    g.ecc_corrected = r.int_("ecc_corrected", ("nvmlDeviceGetTotalEccErrors",), 0, 0)
+    g.ecc_uncorrected = r.int_("ecc_uncorrected", ("nvmlDeviceGetTotalEccErrors",), 1, 0)
     for key, cause in (("retired_sbe", 0), ("retired_dbe", 1)):
-        count = ctypes.c_uint(0)
-        if r.call(key, ("nvmlDeviceGetRetiredPages",), cause, ctypes.byref(count), None):
-            setattr(g, key, int(count.value))
-    pending = ctypes.c_int(0)
-    if r.call("retired_pending", ("nvmlDeviceGetRetiredPagesPendingStatus",),
-              ctypes.byref(pending)):
-        g.retired_pending = bool(pending.value)
-    rows = [ctypes.c_uint(0) for _ in range(4)]
-    if r.call("remapped_rows", ("nvmlDeviceGetRemappedRows",), *map(ctypes.byref, rows)):
-        g.remapped_corr, g.remapped_unc = int(rows[0].value), int(rows[1].value)
-        g.remap_pending, g.remap_failed = bool(rows[2].value), bool(rows[3].value)
-    g.pcie_replays = r.uint("pcie_replays", ("nvmlDeviceGetPcieReplayCounter",))
+        pages = r.get(key, ("nvmlDeviceGetRetiredPages",), cause)
+        if pages is not None:
+            setattr(g, key, len(pages))
+    pending = r.get("retired_pending", ("nvmlDeviceGetRetiredPagesPendingStatus",))
+    if pending is not None:
+        g.retired_pending = bool(pending)
+    rows = r.get("remapped_rows", ("nvmlDeviceGetRemappedRows",))
+    if rows is not None and len(rows) == 4:
+        g.remapped_corr, g.remapped_unc = int(rows[0]), int(rows[1])
+        g.remap_pending, g.remap_failed = bool(rows[2]), bool(rows[3])
+    g.pcie_replays = r.int_("pcie_replays", ("nvmlDeviceGetPcieReplayCounter",))
     g.missing = r.missing
     return g

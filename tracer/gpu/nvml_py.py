@@ -8,8 +8,8 @@ GPU), else init failed or no GPU. The readings are the same: utilization,
 memory used/total, compute pids, board power, its enforced limit and SM clock, each None (or
 []) where NVML refuses; on GPUs with GPM (Hopper and newer) the SM activity between two reads
 (``sm_active_pct``: NVML_GPM_METRIC_SM_UTIL over the interval; a device whose GPM calls fail
-once is read without it from then on). The slower health counters are read by nvml_health.py with the same calls, on the
-library the bindings loaded (``pynvml.nvmlLib``). nvml.py's ``open_nvml`` is the way in.
+once is read without it from then on). The slower health counters are read by nvml_health.py
+through the same bindings. nvml.py's ``open_nvml`` is the way in.
 """
 from __future__ import annotations
 
@@ -110,12 +110,9 @@ class PyNvml:
             return None
 
     def health(self, ts: float, phase: str = "") -> list:
-        """One ``GpuHealth`` per GPU (nvml_health.py, on the library pynvml loaded)."""
+        """One ``GpuHealth`` per GPU (nvml_health.py, through the same bindings)."""
         from .nvml_health import read_health
-        lib = getattr(self.nv, "nvmlLib", None)
-        if lib is None:
-            return []
-        return [read_health(lib, h, i, self.uuids[i], ts, phase, self._error)
+        return [read_health(self.nv, h, i, self.uuids[i], ts, phase)
                 for i, h in enumerate(self._handles)]
 
     def _error(self, rc: int) -> str:
