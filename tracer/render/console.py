@@ -3,7 +3,8 @@
 Contract: reads only the Report (never /proc, never the trace). Threads that did not decide a
 verdict (library helpers, parked pool threads) are folded into one line per process unless
 ``verbose``, and so are a process's children that exited without children of their own past
-the first ``FOLD_EXITED_AFTER`` (one line counts the others); everything else shows its
+the first ``FOLD_EXITED_AFTER`` (one line counts the others), and a process's exited threads
+past as many; everything else shows its
 verdict, the rule that fired and its evidence. A merged
 report (several nodes) shows one tree per node, and pids and tids as their node knows them
 (the report's ids are keys there: ``_Ids``). ``report_console(file, stderr)`` is the Console a
@@ -147,13 +148,21 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids) -> None
             who = ", ".join(ids.pid(q) for q in w["pids"])
             node.add(Text.from_markup(f"waits on {escape(who)} [dim]({escape(w['kind'])})[/]"))
     folded: List[ThreadReport] = []
+    gone = 0                # exited threads past the first FOLD_EXITED_AFTER (thread churn)
     for t in p.threads:
         if not verbose and (t.helper or t.parked) and len(p.threads) > 3:
             folded.append(t)
             continue
+        if not verbose and t.verdict == EXITED_VERDICT:
+            gone += 1
+            if gone > FOLD_EXITED_AFTER:
+                continue
         tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
         for e in t.evidence:
             tn.add(Text.from_markup(f"[dim]{escape(e)}[/]"))
+    if gone > FOLD_EXITED_AFTER:
+        node.add(Text.from_markup(f"[dim]+ {gone - FOLD_EXITED_AFTER} more threads that exited "
+                                  "during the recording (--verbose shows them)[/]"))
     if folded:
         helpers = sum(1 for t in folded if t.helper)
         parked = len(folded) - helpers

@@ -20,7 +20,8 @@ Contract (on top of base.py):
   (ebpf/convert.py), forks -> ``ThreadStart`` (+``ProcessInfo`` for a new process), execs ->
   ``ProcessExec``, thread exits -> ``ThreadExit``, the last thread of a process ->
   ``ProcessExit`` (status from the zombie's /proc stat, None when it was reaped first), and
-  about once a second a ``ThreadCounts`` per thread whose kernel counts changed. One poll
+  about once a second a ``ThreadCounts`` per thread whose kernel counts changed (less often
+  when reading the maps takes over a tenth of that: at most a tenth of the reader's time). One poll
   reads at most ``RECORDS_PER_POLL`` records (the rest stay in the ring for the next), so the
   reader sees ``stop()`` within one such batch however fast the tree forks.
 - ``stop()`` (idempotent, any thread, any exit path) detaches the programs, drains the ring
@@ -43,7 +44,7 @@ from ....linux.tracefs import TRACEFS_DIRS
 from . import layout as L
 from ..base import Backend, Emit, TargetSet
 from .convert import Clock, Converter, FdCache
-from .counts import CountEmitter, KernelSnapshot
+from .counts import CountEmitter, KernelSnapshot, SnapshotCancelled
 from .env import choose, describe_loader, ebpf_problem
 from .loader import MapView, Program
 from .programs import load_hangtrace
@@ -253,9 +254,13 @@ class EbpfBackend(Backend):
                 self._prog.poll(self.poll_ms)
                 if self._pending_exits:
                     self._resolve_exits()
-                if time.monotonic() >= self._next_counts:
-                    self._next_counts = time.monotonic() + COUNTS_EVERY_S
+                if time.monotonic() >= self._next_counts and not self._quit.is_set():
+                    took = time.monotonic()
                     self._emit_counts()
+                    took = time.monotonic() - took
+                    # a read of big maps (thread churn: 30,000 threads) is spaced out so
+                    # that it takes at most a tenth of the reader's time
+                    self._next_counts = time.monotonic() + max(COUNTS_EVERY_S, 9 * took)
             except Exception as e:  # noqa: BLE001
                 self.errors.append(f"ebpf: reader failed: {type(e).__name__}: {e}")
                 return
@@ -266,7 +271,10 @@ class EbpfBackend(Backend):
 
     def _emit_counts(self) -> None:
         assert self._counts is not None
-        snap = KernelSnapshot().read(self._maps())
+        try:     # stop() does not wait for it: the final snapshot supersedes it
+            snap = KernelSnapshot().read(self._maps(), cancelled=self._quit.is_set)
+        except SnapshotCancelled:
+            return
         emit = self._emit
         for e in self._counts.events(snap, time.time()):
             if emit is not None:
