@@ -114,6 +114,15 @@ class Attach:
         return "\n".join(line for _, line in self.lines)
 
 
+def _attached(storm: subprocess.Popen, backend: str, duration: int,
+              trace: Path) -> Tuple[Attach, float]:
+    """``attach -d duration`` of the storm started, and when it said it attaches."""
+    h = Attach([str(storm.pid), "-b", backend, "-d", str(duration), "-o", str(trace)])
+    began = h.when("attaching", timeout=120)
+    assert began is not None, h.text()
+    return h, began
+
+
 def _complete(trace: Path) -> str:
     """The reason the saved trace's end record gives (the trace read whole, not cut)."""
     r = TraceReader(str(trace))
@@ -122,37 +131,30 @@ def _complete(trace: Path) -> str:
     return r.info.end.reason
 
 
-def _alive_and_untouched(p: subprocess.Popen) -> None:
-    assert p.poll() is None
-    assert untouched_problems([p.pid]) == []
+def _ended(h: Attach, since: float, within: float, trace: Path, reason: str,
+           storm: subprocess.Popen) -> None:
+    """The trace saved within ``within`` s of ``since``, complete with ``reason``; the command
+    exited with a verdict's status; the storm still runs, neither stopped nor traced."""
+    saved = h.when("trace saved", timeout=within + 5)
+    rc = h.wait(timeout=EXIT_WITHIN_S)
+    assert saved is not None and saved - since < within, h.text()
+    assert rc in VERDICT_CODES, h.text()
+    assert _complete(trace) == reason
+    assert storm.poll() is None
+    assert untouched_problems([storm.pid]) == []
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_two_second_window_ends_on_time(storm, backend, tmp_path) -> None:
     trace = tmp_path / "t.htrace.gz"
-    h = Attach([str(storm.pid), "-b", backend, "-d", "2", "-o", str(trace)])
-    began = h.when("attaching", timeout=120)
-    assert began is not None, h.text()
-    saved = h.when("trace saved", timeout=SAVED_WITHIN_S + 5)
-    rc = h.wait(timeout=EXIT_WITHIN_S)
-    assert saved is not None and saved - began < SAVED_WITHIN_S, h.text()
-    assert rc in VERDICT_CODES, h.text()
-    assert _complete(trace) == "complete"
-    _alive_and_untouched(storm)
+    h, began = _attached(storm, backend, 2, trace)
+    _ended(h, began, SAVED_WITHIN_S, trace, "complete", storm)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_sigterm_ends_a_flooded_recording_promptly(storm, backend, tmp_path) -> None:
     trace = tmp_path / "t.htrace.gz"
-    h = Attach([str(storm.pid), "-b", backend, "-d", "60", "-o", str(trace)])
-    began = h.when("attaching", timeout=120)
-    assert began is not None, h.text()
+    h, _ = _attached(storm, backend, 60, trace)
     time.sleep(2.0)                    # the backends are flooded by now
     h.p.send_signal(signal.SIGTERM)
-    sent = time.monotonic()
-    saved = h.when("trace saved", timeout=SIGTERM_WITHIN_S + 5)
-    rc = h.wait(timeout=EXIT_WITHIN_S)
-    assert saved is not None and saved - sent < SIGTERM_WITHIN_S, h.text()
-    assert rc in VERDICT_CODES, h.text()
-    assert _complete(trace) == "interrupted"
-    _alive_and_untouched(storm)
+    _ended(h, time.monotonic(), SIGTERM_WITHIN_S, trace, "interrupted", storm)
