@@ -148,6 +148,15 @@ def _gpu_of(gpus: Dict[int, GpuStats]) -> Dict[int, int]:
     return {pid: gs[0] for pid, gs in seen.items() if len(gs) == 1}
 
 
+def _frames_by_pid(stacks: Optional[StackTable]) -> Dict[int, Dict[int, Any]]:
+    """{pid: {tid: Python frames}} of the stacks sampled (one pass: the pools' lookup per
+    process had scanned every sampled thread for each process)."""
+    out: Dict[int, Dict[int, Any]] = {}
+    for (pid, tid), f in (stacks.by_thread.items() if stacks else ()):
+        out.setdefault(pid, {})[tid] = f
+    return out
+
+
 def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional[str] = None,
                  extra_notes: Optional[List[str]] = None,
                  gpus: Optional[Dict[int, GpuStats]] = None,
@@ -165,10 +174,9 @@ def build_report(rec: Recording, *, source: str = "attach", trace_path: Optional
         tvs[pid] = {t.tid: judge_thread(t, rec, rec.processes[pid]) for t in rec.threads_of(pid)}
     facts = facts or WaitFacts()
     apply_stack_facts(tvs, rec, facts.stacks)    # issue 24: the GIL, the GPU driver, D state
+    frames = _frames_by_pid(stacks)
     for pid in sorted(rec.processes):
-        pools[pid] = find_pools(pid, tvs[pid], {tid: f for (p, tid), f in
-                                                 (stacks.by_thread.items() if stacks else ())
-                                                 if p == pid})
+        pools[pid] = find_pools(pid, tvs[pid], frames.get(pid, {}))
     job = read_ras(ras or [])
     if job.status is not None and nodes is not None:     # RAS speaks for every node
         job.status = localize_ras(job.status, nodes, rec.processes)

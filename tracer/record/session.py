@@ -21,7 +21,10 @@ Contract:
   replays a trace file. It ends at ``duration``, on Ctrl-C, SIGTERM or SIGHUP (``StopFlag``:
   the handler sets a flag the loop reads), or when every target is gone; in every case the
   backends are stopped (strace detached, no child left), the trace is closed with its end
-  record, and the report is built from what was recorded. The output file is created before
+  record, and the report is built from what was recorded. The queue is bounded and so is its
+  last drain (record/inbox.py: what was dropped or left is a ``Lost`` event); a signal that
+  comes once the window has closed (during that drain or the end probes) cuts both short: the
+  probes not yet run are skipped (said in the trace), the trace is saved. The output file is created before
   any backend attaches (an unwritable path fails without touching the target); trouble the
   backends met is saved in the trace as ``ObserveError`` events.
 """
@@ -41,6 +44,7 @@ from ..linux import access, processes, procfs
 from ..linux.netns import node_identity
 from ..analysis.analyzer import Analyzer
 from .backends.base import Backend, TargetSet
+from .inbox import Inbox
 from ..report import Report
 from ..tracefile.format import TraceWriter, create_output, make_header
 
@@ -225,10 +229,12 @@ class StopFlag:
 
     def __init__(self) -> None:
         self.signum: Optional[int] = None
+        self.count = 0                  # signals so far (one after the window cuts its end)
         self._old: dict = {}
 
     def _handler(self, signum: int, frame: object) -> None:
         self.signum = signum
+        self.count += 1
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -276,7 +282,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     infos = initial_process_infos(all_pids)
     infos = [i for i in infos if not targets.excluded(i.pid)]
     names = [b.name for b in backends]
-    q: "queue.Queue[ev.Event]" = queue.Queue()
+    q = Inbox()
     reason = "complete"
     stopped_by = ""                   # the signal that ended it early, if one did
     started: List[Backend] = []
@@ -288,6 +294,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                         "hangtrace's own output); its other descendants are")
         for pid in left_out]
     start_errors = _run_probes(start_probes, all_pids, None, pending.append, always=True)
+    left = 0                          # events still queued after the last drain
 
     def take(e: ev.Event) -> None:
         if writer is None or analyzer is None:
@@ -342,17 +349,19 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
         raise
     finally:
         try:
+            closed = stop.count           # signals until the window closed
             errors = start_errors + _stop_all(started)
-            while True:
-                try:
-                    take(q.get_nowait())
-                except queue.Empty:
-                    break
-            for info in _final_infos(targets.pids()):
+            left = q.drain(take, interrupted=lambda: stop.count > closed)
+            # the live ones only: after a fork storm, thousands of the pids seen have exited
+            alive = [p for p in targets.pids() if procfs.pid_exists(p)]
+            for info in _final_infos(alive):
                 take(info)
-            errors.extend(_run_probes(end_probes, targets.pids(), analyzer, take))
+            errors.extend(_run_probes(end_probes, alive, analyzer, take,
+                                      interrupted=lambda: stop.count > closed))
         finally:
             end = time.time()
+            for e in q.lost(end, left):
+                take(e)
             if writer is None:      # a backend failed to start: still leave a readable trace
                 start = end
                 writer = TraceWriter(output, make_header(
@@ -395,11 +404,18 @@ def _cpu_note(cpu: List[float], window: float) -> str:
 
 
 def _run_probes(probes: Sequence[EndProbe], pids: List[int], analyzer: Optional[Analyzer],
-                take: Callable[[ev.Event], None], always: bool = False) -> List[Tuple[str, str]]:
+                take: Callable[[ev.Event], None], always: bool = False,
+                interrupted: Callable[[], bool] = lambda: False) -> List[Tuple[str, str]]:
+    """Run ``probes`` in order, until ``interrupted()``: (probe, message) of trouble, and one
+    line naming the probes a signal left out."""
     errors: List[Tuple[str, str]] = []
     if analyzer is None and not always:
         return errors
-    for probe in probes:
+    for i, probe in enumerate(probes):
+        if interrupted():
+            names = ", ".join(getattr(p, "__name__", "probe") for p in probes[i:])
+            errors.append(("session", f"a signal ended the recording: {names} not run"))
+            break
         try:
             for e in probe(pids, analyzer):
                 take(e)

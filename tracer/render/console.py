@@ -2,7 +2,10 @@
 
 Contract: reads only the Report (never /proc, never the trace). Threads that did not decide a
 verdict (library helpers, parked pool threads) are folded into one line per process unless
-``verbose``; everything else shows its verdict, the rule that fired and its evidence. A merged
+``verbose``, and so are a process's children that exited without children of their own past
+the first ``FOLD_EXITED_AFTER`` (one line counts the others), and a process's exited threads
+past as many; everything else shows its
+verdict, the rule that fired and its evidence. A merged
 report (several nodes) shows one tree per node, and pids and tids as their node knows them
 (the report's ids are keys there: ``_Ids``). ``report_console(file, stderr)`` is the Console a
 report goes to: on a terminal it wraps to the terminal's width; anywhere else (a pipe, a file,
@@ -12,7 +15,7 @@ finds whole lines.
 from __future__ import annotations
 
 import errno
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from rich.console import Console
 from .markup import escape
@@ -24,6 +27,8 @@ from ..report import ProcessReport, Report, ThreadReport
 STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
 LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
 NO_WRAP_WIDTH = 1_000_000   # "never wrap": wider than any line a report has
+FOLD_EXITED_AFTER = 20  # exited childless children drawn per process; the rest are counted
+EXITED_VERDICT = "exited"
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
          "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
          "unknown": "dim"}
@@ -143,13 +148,21 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids) -> None
             who = ", ".join(ids.pid(q) for q in w["pids"])
             node.add(Text.from_markup(f"waits on {escape(who)} [dim]({escape(w['kind'])})[/]"))
     folded: List[ThreadReport] = []
+    gone = 0                # exited threads past the first FOLD_EXITED_AFTER (thread churn)
     for t in p.threads:
         if not verbose and (t.helper or t.parked) and len(p.threads) > 3:
             folded.append(t)
             continue
+        if not verbose and t.verdict == EXITED_VERDICT:
+            gone += 1
+            if gone > FOLD_EXITED_AFTER:
+                continue
         tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
         for e in t.evidence:
             tn.add(Text.from_markup(f"[dim]{escape(e)}[/]"))
+    if gone > FOLD_EXITED_AFTER:
+        node.add(Text.from_markup(f"[dim]+ {gone - FOLD_EXITED_AFTER} more threads that exited "
+                                  "during the recording (--verbose shows them)[/]"))
     if folded:
         helpers = sum(1 for t in folded if t.helper)
         parked = len(folded) - helpers
@@ -192,13 +205,34 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     for r in roots:
         if r.node is not None and r.node not in per_node:
             per_node[r.node] = tree.add(Text.from_markup(f"[bold]node {escape(r.node)}[/]"))
-        pending = [(per_node.get(r.node or "", tree), r)]
+        pending: List[Tuple[Tree, Union[ProcessReport, int]]] = [
+            (per_node.get(r.node or "", tree), r)]
         while pending:              # depth first, as a recursion would, without its limit
             parent, p = pending.pop()
+            if isinstance(p, int):  # the count of the exited children not shown, last
+                parent.add(Text.from_markup(f"[dim]+ {p} more processes that exited during "
+                                            "the recording, without children (--verbose "
+                                            "shows them)[/]"))
+                continue
             node = parent.add(_process_label(p))
             _add_process(node, p, verbose, ids)
-            pending.extend((node, c) for c in reversed(children.get(p.pid, ())))
+            shown, folded = _fold_exited(children.get(p.pid, []), children, verbose)
+            if folded:
+                pending.append((node, folded))
+            pending.extend((node, c) for c in reversed(shown))
     return tree
+
+
+def _fold_exited(kids: List[ProcessReport], children: Dict[int, List[ProcessReport]],
+                 verbose: bool) -> Tuple[List[ProcessReport], int]:
+    """The children to show and how many are left out: past the first ``FOLD_EXITED_AFTER``
+    that exited without children of their own, the others such are counted, not drawn (a fork
+    storm leaves thousands; drawing each took rich about 2 ms)."""
+    gone = [c for c in kids if c.verdict == EXITED_VERDICT and c.pid not in children]
+    if verbose or len(gone) <= FOLD_EXITED_AFTER:
+        return kids, 0
+    hidden = {id(c) for c in gone[FOLD_EXITED_AFTER:]}
+    return [c for c in kids if id(c) not in hidden], len(hidden)
 
 
 def render_report(report: Report, console: Optional[Console] = None, *,

@@ -20,7 +20,7 @@ verdicts.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from ...linux.fdtarget import FdTarget
 from ..accumulate.stats import Recording
@@ -72,9 +72,15 @@ def _index(cmdlines: Mapping[int, List[str]]) -> Dict[int, int]:
 
 
 def _connected(rec: Recording, pids: List[int]) -> List[int]:
+    """The ``pids`` one of whose endpoints another of them holds the other way round (an
+    index of endpoints by owner: 2,000 siblings cost 2,000 lookups, not 4 million checks)."""
     ends = {pid: _endpoints(rec, pid) for pid in pids}
+    owners: Dict[Any, Set[int]] = {}
+    for pid, es in ends.items():
+        for e in es:
+            owners.setdefault(e, set()).add(pid)
     return [pid for pid in pids
-            if any(q != pid and ends[q] & {(b, a) for a, b in ends[pid]} for q in pids)]
+            if any(owners.get((b, a), set()) - {pid} for a, b in ends[pid])]
 
 
 def mark_ranks(procs: Mapping[int, ProcessFacts], rec: Recording) -> None:

@@ -18,7 +18,9 @@ Contract (on top of backends/base.py):
   * a process that is gone -> ``ProcessExit(status=None)`` once (it was reaped: the status is
     lost); a zombie -> ``ProcessExit`` once with the wait status kept in stat field 52.
 - ``prepare()`` + ``tick()`` are public: one sampling round at a time, without the thread
-  (tests, cost measures).
+  (tests, cost measures). A round that has run over ``LONG_TICK_S`` when ``stop()`` comes
+  ends there (the processes not yet sampled keep their last round's samples): a 2,000-process
+  tree's round took seconds, and the end of the recording waited for it.
 """
 from __future__ import annotations
 
@@ -39,6 +41,8 @@ from ...linux.procfs_fds import SocketEntry, listening_sockets, read_fds_checked
 from .base import Backend, Emit, TargetSet
 
 __all__ = ["ProcBackend", "ParentCache", "initial_process_infos", "decode_wait_status"]
+
+LONG_TICK_S = 0.25
 
 
 def decode_wait_status(code: int) -> Tuple[Optional[int], Optional[str], bool]:
@@ -222,7 +226,10 @@ class ProcBackend(Backend):
             t0 = time.perf_counter()
             self._discover()
             sockets: Dict[str, Dict[int, SocketEntry]] = {}
-            for pid in self._targets.pids():
+            for i, pid in enumerate(self._targets.pids()):
+                if i % 64 == 63 and self._stop.is_set() \
+                        and time.perf_counter() - t0 > LONG_TICK_S:
+                    break   # stop() waits for no long round (2,000 processes: seconds)
                 self._sample_process(pid, sockets)
             if time.monotonic() >= self._next_sockets:
                 self._next_sockets = time.monotonic() + self.socket_interval

@@ -23,6 +23,7 @@ __all__ = ["memory_start_probe", "memory_end_probe", "read_memory", "parse_smaps
 MIN_FILE = 16 << 20
 MAX_FILES = 16
 MAX_SMAPS = 32 << 20
+_HEX = frozenset("0123456789abcdef")    # how a mapping's header line starts (its address)
 
 
 def parse_smaps_files(text: str) -> Dict[str, Tuple[int, str]]:
@@ -31,7 +32,9 @@ def parse_smaps_files(text: str) -> Dict[str, Tuple[int, str]]:
     out: Dict[str, Tuple[int, str]] = {}
     path = ""
     for line in text.splitlines():
-        head = line.split(None, 5)
+        # only a line that starts as an address can be a mapping's header ("Key: value"
+        # lines start upper-case): the others are not split (half of a 2,000-process probe)
+        head = line.split(None, 5) if line[:1] in _HEX else None
         if head and "-" in head[0] and not head[0].endswith(":"):
             path = head[5] if len(head) == 6 and head[5].startswith("/") else ""
             if path.endswith(" (deleted)"):

@@ -20,7 +20,10 @@ Contract (on top of base.py):
   (ebpf/convert.py), forks -> ``ThreadStart`` (+``ProcessInfo`` for a new process), execs ->
   ``ProcessExec``, thread exits -> ``ThreadExit``, the last thread of a process ->
   ``ProcessExit`` (status from the zombie's /proc stat, None when it was reaped first), and
-  about once a second a ``ThreadCounts`` per thread whose kernel counts changed.
+  about once a second a ``ThreadCounts`` per thread whose kernel counts changed (less often
+  when reading the maps takes over a tenth of that: at most a tenth of the reader's time). One poll
+  reads at most ``RECORDS_PER_POLL`` records (the rest stay in the ring for the next), so the
+  reader sees ``stop()`` within one such batch however fast the tree forks.
 - ``stop()`` (idempotent, any thread, any exit path) detaches the programs, drains the ring
   buffer, emits what ebpf/final.py gives (blocked calls, final ThreadCounts, ThreadCpu,
   ThreadSample, Lost), then closes the program (no map, program or link left). Nothing after.
@@ -41,7 +44,7 @@ from ....linux.tracefs import TRACEFS_DIRS
 from . import layout as L
 from ..base import Backend, Emit, TargetSet
 from .convert import Clock, Converter, FdCache
-from .counts import CountEmitter, KernelSnapshot
+from .counts import CountEmitter, KernelSnapshot, SnapshotCancelled
 from .env import choose, describe_loader, ebpf_problem
 from .loader import MapView, Program
 from .programs import load_hangtrace
@@ -50,6 +53,10 @@ from ..proc_backend import decode_wait_status
 __all__ = ["EbpfBackend", "ebpf_problem", "TRACEFS_DIRS"]
 
 _PENDING_EXIT_S = 1.0
+# The reader's bound on work per drain: one poll reads at most this many records, then the
+# loop looks at its stop flag and the clock again (a fork storm fills the ring buffer faster
+# than Python reads it: one unbounded poll never returned, and attach -d 2 ran past 60 s).
+RECORDS_PER_POLL = 2000
 COUNTS_EVERY_S = 1.0
 _MAPS = ("threads", "aggr", "fds", "tcounts", "ioctls", "fails", "cache", "counters")
 
@@ -92,6 +99,7 @@ class EbpfBackend(Backend):
         self._exited: Set[int] = set()
         self._counts: Optional[CountEmitter] = None
         self._next_counts = 0.0
+        self._budget = 0             # records the poll in progress may still read
 
     # ------------------------------------------------------------------ contract
     def check(self) -> Optional[str]:
@@ -131,13 +139,14 @@ class EbpfBackend(Backend):
             return
         try:
             self._quit.set()
+            self._budget = 0            # the reader's poll in progress ends at its next record
             reader, self._reader = self._reader, None
             if reader is not None and reader is not threading.current_thread():
                 reader.join(timeout=10)
             if self._prog is not None and self._emit is not None:
                 try:
                     self._prog.detach()     # no call is counted or streamed after this
-                    self._prog.consume()
+                    self._drain_rest(reader)
                     self._resolve_exits(final=True)
                     self._final_events()
                 except Exception as e:  # noqa: BLE001 - detaching must still happen
@@ -146,6 +155,19 @@ class EbpfBackend(Backend):
             self._cleanup()
             self._emit = None
             self._done.set()
+
+    def _drain_rest(self, reader: Optional[threading.Thread]) -> None:
+        """Read what the detached programs left in the ring buffer: at most what it holds
+        (nothing is added after the detach), and nothing while the reader thread is still in a
+        poll (one ring buffer, one reader)."""
+        assert self._prog is not None
+        if reader is not None and reader.is_alive():
+            self.errors.append("ebpf: the reader did not stop within 10 s: the ring buffer's "
+                               "last records were not read")
+            return
+        ring = L.HT_RINGBUF_PAGES * os.sysconf("SC_PAGE_SIZE")
+        self._budget = ring // ct.sizeof(L.HtEvent) + 1
+        self._prog.consume()
 
     # ------------------------------------------------------------------ setup
     def _setup(self, targets: TargetSet) -> None:
@@ -228,12 +250,17 @@ class EbpfBackend(Backend):
         while not self._quit.is_set():
             try:
                 assert self._prog is not None
+                self._budget = RECORDS_PER_POLL
                 self._prog.poll(self.poll_ms)
                 if self._pending_exits:
                     self._resolve_exits()
-                if time.monotonic() >= self._next_counts:
-                    self._next_counts = time.monotonic() + COUNTS_EVERY_S
+                if time.monotonic() >= self._next_counts and not self._quit.is_set():
+                    took = time.monotonic()
                     self._emit_counts()
+                    took = time.monotonic() - took
+                    # a read of big maps (thread churn: 30,000 threads) is spaced out so
+                    # that it takes at most a tenth of the reader's time
+                    self._next_counts = time.monotonic() + max(COUNTS_EVERY_S, 9 * took)
             except Exception as e:  # noqa: BLE001
                 self.errors.append(f"ebpf: reader failed: {type(e).__name__}: {e}")
                 return
@@ -244,13 +271,18 @@ class EbpfBackend(Backend):
 
     def _emit_counts(self) -> None:
         assert self._counts is not None
-        snap = KernelSnapshot().read(self._maps())
+        try:     # stop() does not wait for it: the final snapshot supersedes it
+            snap = KernelSnapshot().read(self._maps(), cancelled=self._quit.is_set)
+        except SnapshotCancelled:
+            return
         emit = self._emit
         for e in self._counts.events(snap, time.time()):
             if emit is not None:
                 emit(e)
 
-    def _on_record(self, data: int, size: int) -> None:
+    def _on_record(self, data: int, size: int) -> bool:
+        """Emit the record's event; True when this drain has read its share (loader.OnRecord)."""
+        self._budget -= 1
         try:
             if size < ct.sizeof(L.HtEvent):
                 raise ValueError(f"a {size}-byte record")
@@ -267,6 +299,7 @@ class EbpfBackend(Backend):
         except Exception as exc:  # noqa: BLE001 - a bad record must not stop the reader
             if len(self.errors) < 20:
                 self.errors.append(f"ebpf: event dropped: {type(exc).__name__}: {exc}")
+        return self._budget <= 0
 
     def _on_syscall(self, e: L.HtEvent) -> None:
         dur_ns = e.exit_ns - e.enter_ns

@@ -72,8 +72,8 @@ class BccProgram:
 
     def open_ring(self, name: str, on_record: OnRecord) -> None:
         def sample(ctx: Any, data: Any, size: int) -> int:
-            on_record(ct.cast(data, ct.c_void_p).value or 0, size)
-            return 0
+            # a negative answer ends libbpf's drain there (loader.OnRecord: True)
+            return -1 if on_record(ct.cast(data, ct.c_void_p).value or 0, size) else 0
         self._bpf[name.encode()].open_ring_buffer(sample)
 
     def poll(self, timeout_ms: int) -> None:

@@ -35,6 +35,7 @@ __all__ = ["CoreProgram", "LibbpfMap"]
 _BTF_KIND_STRUCT, _BTF_KIND_VAR, _BTF_KIND_DATASEC = 4, 14, 15
 _BPF_NOEXIST = 1
 _BATCH = 1024
+_ENOUGH = -1        # a sample callback's answer that ends ring_buffer__poll/consume
 
 
 class LibbpfMap:
@@ -132,6 +133,7 @@ class CoreProgram:
         self._obj: Optional[int] = None
         self._links: List[int] = []
         self._rings: List[Tuple[int, object]] = []
+        self._cut = False      # the last poll was ended by its callback (OnRecord: True)
         self._maps: Dict[str, LibbpfMap] = {}
         self._lock = threading.Lock()
         t0 = time.monotonic()
@@ -235,7 +237,9 @@ class CoreProgram:
 
     def open_ring(self, name: str, on_record: OnRecord) -> None:
         def sample(ctx: int, data: int, size: int) -> int:
-            on_record(data, size)
+            if on_record(data, size):
+                self._cut = True
+                return _ENOUGH         # libbpf stops the drain here (the rest stays queued)
             return 0
         cb = B.SAMPLE_FN(sample)
         rb = B.check_ptr(self._lib.ring_buffer__new(self.map(name).fd, cb, None, None),
@@ -244,8 +248,9 @@ class CoreProgram:
 
     def poll(self, timeout_ms: int) -> None:
         for rb, _ in self._rings:
+            self._cut = False
             rc = self._lib.ring_buffer__poll(rb, timeout_ms)
-            if rc < 0 and rc != -errno.EINTR:
+            if rc < 0 and rc != -errno.EINTR and not self._cut:
                 B.check(rc, "ring_buffer__poll")
 
     def consume(self) -> None:

@@ -5,6 +5,9 @@ Contract:
   then the hash maps ("aggr", "fds", "tcounts", "ioctls", "fails"), then the caches again; when a cache's
   ``seq`` changed in between (a flush moved counts from a cache to the maps while we read) it
   reads again (at most 4 times, then keeps the last picture: counts later come out right).
+  ``cancelled()`` (optional) is looked at every ``CHECK_ROWS`` rows: when True the read stops
+  and raises ``SnapshotCancelled`` (a recording that ends does not wait for a periodic read
+  of big maps: thread churn filled them with 65,536 rows, seconds of Python).
   A thread (a tid in a tgid: pid numbers are reused) is its map entries plus the cache of
   every CPU it owns; ``threads`` is keyed (tgid, tid). ``maps`` is a
   mapping name -> loader.MapView (either loader's; the hash maps read in batches).
@@ -20,14 +23,21 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from .... import events as ev
 from ....events.counts import ThreadCounts
 from . import layout as L
 from .loader import MapView
 
-__all__ = ["ThreadTotals", "KernelSnapshot", "CountEmitter", "CATEGORY_KEYS"]
+__all__ = ["ThreadTotals", "KernelSnapshot", "CountEmitter", "CATEGORY_KEYS",
+           "SnapshotCancelled"]
+
+CHECK_ROWS = 1024
+
+
+class SnapshotCancelled(Exception):
+    """A snapshot's ``cancelled()`` said stop (module doc)."""
 
 # ht_tcount.cat / ht_cache.cat index -> (ThreadCounts field, key); accepts is a plain int.
 CATEGORY_KEYS = {
@@ -88,6 +98,7 @@ class KernelSnapshot:
     def __init__(self) -> None:
         self.threads: Dict[Tuple[int, int], ThreadTotals] = {}
         self.retries = 0
+        self._cancelled: Callable[[], bool] = lambda: False
 
     def _t(self, tid: int, tgid: int) -> ThreadTotals:
         t = self.threads.get((tgid, tid))
@@ -99,7 +110,9 @@ class KernelSnapshot:
     def _caches(maps: Mapping[str, MapView]) -> List[L.HtCache]:
         return [L.HtCache.from_buffer_copy(v) for v in maps["cache"].percpu(_KEY0)]
 
-    def read(self, maps: Mapping[str, MapView]) -> "KernelSnapshot":
+    def read(self, maps: Mapping[str, MapView],
+             cancelled: Callable[[], bool] = lambda: False) -> "KernelSnapshot":
+        self._cancelled = cancelled
         for attempt in range(4):
             before = self._caches(maps)
             rows = {name: maps[name].items() for name in ("aggr", "fds", "tcounts", "ioctls")}
@@ -112,24 +125,30 @@ class KernelSnapshot:
                 return self
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _rows(self, rows: List[Tuple[bytes, bytes]]) -> Iterator[Tuple[bytes, bytes]]:
+        for i, row in enumerate(rows):
+            if i % CHECK_ROWS == 0 and self._cancelled():
+                raise SnapshotCancelled()
+            yield row
+
     def _fill(self, rows: Dict[str, List[Tuple[bytes, bytes]]], caches: List[L.HtCache]) -> None:
         self.threads = {}
-        for k, v in rows["aggr"]:
+        for k, v in self._rows(rows["aggr"]):
             key, agg = L.HtAggKey.from_buffer_copy(k), L.HtAgg.from_buffer_copy(v)
             self._t(key.tid, key.tgid).add_call(key.nr, agg.count, agg.streamed, agg.ns)
-        for k, v in rows["fds"]:
+        for k, v in self._rows(rows["fds"]):
             key, f = L.HtFdKey.from_buffer_copy(k), L.HtFd.from_buffer_copy(v)
             self._t(key.tid, key.tgid).add_fd(key.fd, _fd_fields(f))
-        for k, v in rows["tcounts"]:
+        for k, v in self._rows(rows["tcounts"]):
             key, tc = L.HtTkey.from_buffer_copy(k), L.HtTcount.from_buffer_copy(v)
             t = self._t(key.tid, key.tgid)
             for i in range(L.HT_NCATS):
                 t.cats[i] += tc.cat[i]
-        for k, v in rows["ioctls"]:
+        for k, v in self._rows(rows["ioctls"]):
             key, io = L.HtIocKey.from_buffer_copy(k), L.HtIoc.from_buffer_copy(v)
             t = self._t(key.tid, key.tgid)
             t.ioctls[(key.fd, key.request)] = t.ioctls.get((key.fd, key.request), 0) + io.count
-        for k, v in rows["fails"]:
+        for k, v in self._rows(rows["fails"]):
             key, fl = L.HtFailKey.from_buffer_copy(k), L.HtFail.from_buffer_copy(v)
             t = self._t(key.tid, key.tgid)
             t.fails[(key.nr, key.err)] = t.fails.get((key.nr, key.err), 0) + fl.count
@@ -169,12 +188,13 @@ class CountEmitter:
     def events(self, snap: KernelSnapshot, ts: float, every: bool = False) -> List[ThreadCounts]:
         out = []
         for key, t in sorted(snap.threads.items()):
-            state = (sorted((k, tuple(v)) for k, v in t.calls.items()),
-                     sorted((k, tuple(sorted(v.items()))) for k, v in t.fds.items()),
-                     tuple(t.cats), sorted(t.ioctls.items()), sorted(t.fails.items()))
-            if not every and self._last.get(key) == state:
-                continue
-            self._last[key] = state
+            if not every:       # (at stop, with every, no later call compares with it)
+                state = (sorted((k, tuple(v)) for k, v in t.calls.items()),
+                         sorted((k, tuple(sorted(v.items()))) for k, v in t.fds.items()),
+                         tuple(t.cats), sorted(t.ioctls.items()), sorted(t.fails.items()))
+                if self._last.get(key) == state:
+                    continue
+                self._last[key] = state
             out.append(self._event(key[0], key[1], t, ts))
         return out
 

@@ -4,9 +4,11 @@ runs here.
 Contract:
 - ``Program``: what a loaded program gives its backend, whichever loader made it:
   ``map(name)`` -> ``MapView``; ``open_ring(name, on_record)`` (``on_record(data, size)``
-  gets each ring buffer record's address, valid during the call); ``poll(ms)``,
-  ``consume()``; ``attach_uprobe(program, binary, symbol, file_offset, retprobe=False)``
-  (a uretprobe when ``retprobe``); ``detach()``
+  gets each ring buffer record's address, valid during the call; when it returns True the
+  poll or consume in progress ends there, the records after it left in the ring for the next:
+  the backend's bound on work per drain, a producer faster than the reader never holds it in
+  one poll); ``poll(ms)``, ``consume()``; ``attach_uprobe(program, binary, symbol,
+  file_offset, retprobe=False)`` (a uretprobe when ``retprobe``); ``detach()``
   (idempotent: nothing runs in the kernel after it; maps stay readable); ``close()`` (idempotent: detaches, frees every map and program fd);
   ``loader`` ("libbpf" or "bcc") and ``load_s`` (seconds to load and attach).
 - ``MapView``: keys and values as bytes in the C layout: ``items()`` (every entry, in
@@ -25,7 +27,7 @@ from typing import Callable, List, Optional, Protocol, Tuple
 __all__ = ["Program", "MapView", "LOADERS", "preferred", "OnRecord"]
 
 LOADERS = ("libbpf", "bcc")
-OnRecord = Callable[[int, int], None]
+OnRecord = Callable[[int, int], Optional[bool]]   # True: enough for this drain
 
 
 class MapView(Protocol):
