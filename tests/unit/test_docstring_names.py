@@ -19,7 +19,7 @@ EXTERNAL = {"asm-generic/unistd.h", "asm/unistd_64.h", "include/uapi/linux/netli
             "vllm/_version.py", "nv_escape.h", "nv-ioctl-numbers.h",
             "uvm_ioctl.h/uvm_linux_ioctl.h", "nvml.h", "linux/btf.h",
             # a traced program's own files, as examples of frames and paths
-            "x.py", "/a/b/x.py", "train.py", "queue.py", "threading.py"}
+            "x.py", "/a/b/x.py", "train.py", "queue.py", "threading.py", "serve.py"}
 # packages made only when the distribution is built (setup.py's package-dir)
 BUILT = {"tracer.scenarios", "tracer.bpf"}
 PLACEHOLDERS = {"bpf/NAME.bpf.c", ".bpf.h"}

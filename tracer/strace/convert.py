@@ -42,9 +42,11 @@ Contract:
   and target (NVIDIA ioctls are named, polls know their fd kinds); an fd not seen opened keeps
   kind and target None. ``capabilities["fd_paths"]`` says whether the log had -y decorations.
   ``keep_fds()`` (also done by ``finish``) puts each process's followed table in its
-  ProcessInfo.
+  ProcessInfo (and the program a command line before the log names).
 - ``processes`` (pid -> ProcessInfo), ``capabilities`` and ``names`` (the syscall names seen)
-  describe what the log held, for the trace header. Logs without timestamps give ts 0.0.
+  describe what the log held, for the trace header. Logs without timestamps give ts 0.0. A
+  strace command line before the first strace line (cmdline.py) names the first process when
+  the log holds no execve of it; it stays an unparsed line.
   Times: times.py (-t/-tt with a date and midnight roll-over, -ttt as they are, ``strace
   -r`` deltas, when ``relative_times``, summed in log order: the time since the first line).
 """
@@ -59,6 +61,7 @@ from ..events.states import ThreadStopped
 from .args import exec_args as _exec_args, unescape as _unescape
 from .batch import BatchFeed
 from .kstacks import KStacks
+from .cmdline import named_program
 from .lastcall import LastCalls
 from .decode import nv_request_name, parse_fd, split_args, to_event
 from .fdtable import fd_calls, poll_fds
@@ -110,6 +113,7 @@ class StraceConverter(BatchFeed, LastCalls):
         self.names: Set[str] = set()
         self.numbers: Dict[str, int] = {}        # strace -n: name -> number printed
         self.unparsed = 0
+        self.named_command: Optional[List[str]] = None   # a strace command line before the log
         self.bad_sample = ""
         self.lines = 0
         self.first_ts: Optional[float] = None
@@ -149,10 +153,13 @@ class StraceConverter(BatchFeed, LastCalls):
         return out
 
     def keep_fds(self) -> None:
-        """Without -y: each process's table lists the fds it was seen to open and keep."""
+        """The process table as the header takes it: without -y, each process's fds are the
+        ones it was seen to open and keep; the program a command line before the log names
+        (name_the_program)."""
         if not self._has_fd:
             for pid, info in self._procs.processes.items():
                 info.fds = self._fds.fds(pid)
+        self.name_the_program()
 
     def _close_detached_cut(self) -> List[ev.Event]:
         """A line cut by a detach message whose continuation never came: the call was in
@@ -202,6 +209,15 @@ class StraceConverter(BatchFeed, LastCalls):
         return out
 
     # ------------------------------------------------------------------ internals
+    def name_the_program(self) -> None:
+        """The command line pasted before the log names the first process it shows, when the
+        log itself does not (no execve of it: filtered out, or cut off)."""
+        argv = self.named_command
+        first = next(iter(self._procs.processes.values()), None)
+        if argv and first is not None and not first.cmdline:
+            first.cmdline = list(argv)
+            first.comm = first.comm or argv[0].rsplit("/", 1)[-1][:15]
+
     def _unparsed(self, text: str) -> List[ev.Event]:
         k = _glued_message(text)
         if k > 0:
@@ -219,6 +235,8 @@ class StraceConverter(BatchFeed, LastCalls):
             return []
         if text.strip():
             self._count_bad(text)
+            if not self.lines and self.named_command is None:
+                self.named_command = named_program(text)
         return []
 
     def _count_bad(self, text: str) -> None:
