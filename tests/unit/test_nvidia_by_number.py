@@ -86,3 +86,22 @@ def test_a_uvm_ioctl_that_never_returns_on_an_fd_never_opened_is_a_gpu_wait():
 def test_an_ioctl_strace_named_is_not_taken_for_uvm_s():
     r = _uvm_wait(0x1, "FIBMAP")          # 1 is UVM_RESERVE_VA too; strace named it
     assert "GPU" not in str(r.root_cause)
+
+
+def test_an_untimed_log_of_rm_control_polls_is_a_gpu_spin_wait(tmp_path):
+    """``strace -p`` of a process that polls the GPU, without times and without the open of
+    its fd: the end of the log is a run of RM_CONTROL escapes and nothing else; a run of
+    another ioctl that returns at once is not taken for one."""
+    from tracer.analysis.analyzer import analyze_trace
+    from tracer.strace.importer import import_strace
+    rm = "ioctl(5, _IOC(_IOC_READ|_IOC_WRITE, 0x46, 0x2a, 0x20), 0x7ffd1a2b3c40) = 0\n"
+    other = "ioctl(5, TCGETS, 0x7ffd1a2b3c40) = 0\n"
+    got = {}
+    for name, line in (("rm", rm), ("other", other)):
+        log = tmp_path / f"{name}.log"
+        log.write_text(line * 300)
+        import_strace(str(log), str(tmp_path / f"{name}.htrace"))
+        r = analyze_trace(str(tmp_path / f"{name}.htrace"))
+        got[name] = (str(r.verdict), r.rule)
+    assert got["rm"] == ("busy-waiting", "process-thread-gpu-spin-wait")
+    assert got["other"][0] != "busy-waiting" or "gpu" not in got["other"][1]

@@ -99,12 +99,17 @@ def rule_stopped(c: ThreadContext) -> Optional[ThreadVerdict]:
                          stopped=True)
 
 
+def _is_rm_control(kind: Optional[str], req: int) -> bool:
+    """An RM_CONTROL escape on an NVIDIA fd, or known by its number on an fd never seen
+    opened (kind "?" or None)."""
+    return (kind in ("nvidiactl", "nvidia") and (req & 0xFF) == NV_RM_CONTROL
+            and is_nv_escape(req)) or (kind in ("?", None)
+                                       and escape_by_number(req) == "RM_CONTROL")
+
+
 def _rm_controls(t: ThreadStats) -> int:
     """RM_CONTROL escapes on NVIDIA fds, or known by their number on fds never seen opened."""
-    return sum(n for (kind, req, _), n in t.ioctls.items()
-               if (kind in ("nvidiactl", "nvidia") and (req & 0xFF) == NV_RM_CONTROL
-                   and is_nv_escape(req))
-               or (kind == "?" and escape_by_number(req) == "RM_CONTROL"))
+    return sum(n for (kind, req, _), n in t.ioctls.items() if _is_rm_control(kind, req))
 
 
 def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -195,7 +200,9 @@ def rule_tail_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
     run = t.tail_run
     if run < TAIL_SPIN_MIN or t.calls_at_output > t.ncalls - run:
         return None
-    if not returns_at_once(t.last_call) or (c.wait is not None and c.wait.timeout != 0):
+    last = t.last_call
+    gpu_poll = isinstance(last, ev.IoctlCall) and _is_rm_control(last.fd_kind, last.request)
+    if not (returns_at_once(last) or gpu_poll) or (c.wait is not None and c.wait.timeout != 0):
         return None
     if rec.capabilities.get("timestamps", True) and rec.end - t.tail_since < 0.5 * rec.window:
         return None
@@ -207,6 +214,11 @@ def rule_tail_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
         if v is not None and v.verdict == BUSY:
             return v
     ret = "" if t.tail_ret is None else f" = {t.tail_ret}"
+    if gpu_poll:                   # an untimed log: the order says what the rate cannot
+        return ThreadVerdict(BUSY, "gpu-spin-wait", [
+            f"polls the GPU: its last {run} calls are RM_CONTROL ioctls{ret} on /dev/nvidiactl, "
+            "one after the other, and nothing else: a host that waits for GPU work that has "
+            "not finished", "no output since"], cpu=c.cpu, gpu_wait=True)
     before = [f"its output ({_bytes(t.plain_bytes)} in {t.plain_writes} writes) all came "
               "before that run"] if t.plain_writes else []
     return ThreadVerdict(BUSY, "tail-spin",
