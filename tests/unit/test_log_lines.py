@@ -83,3 +83,25 @@ def test_the_split_at_the_window_start():
     before, window = split_lines(b"d-1\nold-2\nspa", b"nning\nnew\npartial")
     assert before == ["old-2"] and window == ["spanning", "new", "partial"]
     assert split_lines(b"", b"a\nb\n") == ([], ["a", "b"])
+
+
+@pytest.mark.parametrize("data,binary", [
+    (b"[2025-03-18 09:14:05 TP0] Decode batch. #running-req: 0\n", False),
+    ("Loading shards: 38% \u2588\u2588\u2588\u2588 3/8\n".encode(), False),
+    (b"\x1b[32mINFO\x1b[0m ready\r\n\tindented\n", False),
+    (b"caf\xc3", False),                                # a character cut by the read's end
+    (bytes(range(256)) * 4, True),                      # an object file
+    (b"abc\0def\n", True),
+    (b"\xff\xfe\xfdnot utf-8 at all here\n", True),
+])
+def test_binary_files_are_not_logs(data, binary):
+    from tracer.record.probes.log_lines import is_binary
+    assert is_binary(data) is binary
+
+
+def test_a_binary_file_gets_no_templates():
+    from tracer.events.evidence import LogLines
+    from tracer.record.probes.log_lines import TemplateMemory, fill_lines
+    ev = fill_lines(LogLines(ts=1.0, pid=1, fd=3, path="/tmp/build-0.o"),
+                    bytes(range(256)) * 8, 2048, TemplateMemory())
+    assert ev.templates == [] and ev.why == "not a text log (binary data)" and ev.appended == 2048

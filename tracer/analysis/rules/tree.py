@@ -116,9 +116,12 @@ def _sources(pvs: Mapping[int, ProcessVerdict], graph: WaitGraph) -> List[str]:
             if pv.verdict != EXITED and pnode(pid) in graph.nodes]
 
 
-def _spins(pvs: Mapping[int, ProcessVerdict], graph: WaitGraph) -> bool:
-    """A deciding thread spin-waits (for a peer rank: it has edges of its own)."""
-    return any(n.activity == "spin" and graph.out(n.id) for pid, pv in pvs.items()
+def _spins(pvs: Mapping[int, ProcessVerdict], graph: WaitGraph, chains: Chains) -> bool:
+    """A deciding thread spin-waits (for a peer rank: it has edges of its own), for something
+    other than work that advances (a spinning reader of a process that progresses waits for
+    that work: waitgraph/spinners.py)."""
+    return any(n.activity == "spin" and graph.out(n.id)
+               and chains.end(n.id).kind != EndKind.PROGRESS for pid, pv in pvs.items()
                if pv.verdict != EXITED for n in graph.deciders(pid))
 
 
@@ -159,7 +162,7 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
         pv.verdict = unproven(pv.verdict, lacks)
     found = _worst_end(pvs, graph, chains, rec.roots, end_severity(rec.capabilities))
     verdict = unproven(END_VERDICT[found[0].kind] if found else UNKNOWN, lacks)
-    if _spins(pvs, graph):
+    if _spins(pvs, graph, chains):
         # a rank that spin-waits for a peer busy-waits, whatever its chain ends in
         verdict = min(verdict, BUSY, key=SEVERITY.index)
     if any(pv.verdict == DEADLOCKED for pv in pvs.values()) and verdict != DEADLOCKED:

@@ -26,6 +26,9 @@ How a wait resolves (edges are alternatives: the wait ends when any of them acts
   name pids and tids as their node knows them (``ProcessFacts.ref``, nodes.real_id).
 - A rank spin-waiting on its GPU in a collective while a peer stopped joining
   (collective.Straggler) waits for that peer.
+- A thread that spins (no wait, no progress: a reader polling a non-blocking pipe) in a
+  process holding a pipe's read end whose writers include a descendant process that makes
+  progress waits for that work (spinners.py): its chain goes on to that process.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ from ..job.stack_groups import collective_frame, python_sync_frame
 from ..vocab.verdict import ACTIVE, BLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN, ThreadVerdict
 from .fd_waits import FdWaits, ResolvedWait
 from .graph import GPU, OUTSIDE, Edge, EdgeKind, Node, NodeKind, WaitGraph, anode, pnode, tnode
+from .spinners import spinner_edges
 from .stack_waits import stack_wait
 from ..vocab.waits import LOCK_CALLS, Wait
 
@@ -161,6 +165,7 @@ class _Builder(FdWaits):
                     self.waits.setdefault(pid, []).append(r)
         for st in self.inp.stragglers:
             self.straggler_edges(st)
+        spinner_edges(self)
 
     def resolve(self, pid: int, tid: int, w: Wait) -> ResolvedWait:
         src = tnode(tid)

@@ -9,7 +9,9 @@ reduced to one ``LogLines`` event: lines turned into templates by ``line_templat
 masked as <N> and kept as values, times and dates as <T>, hex and UUIDs as <H>, IPv4
 addresses (with a port) as <A>), counted, and each
 slot's changes from the same template's line before. The text itself never goes into the
-trace, nor more than ``MAX_TEMPLATES`` templates of ``MAX_TEXT`` characters.
+trace, nor more than ``MAX_TEMPLATES`` templates of ``MAX_TEXT`` characters. A file whose
+new bytes are not text (``is_binary``: an object file a compiler appends to) gets no
+templates and ``why`` says so: its growth is output as any unread file's is.
 """
 from __future__ import annotations
 
@@ -159,6 +161,24 @@ def lines_of_file(pid: int, fd: int, path: str, since: int, now: float,
     return fill_lines(ev, got.data, got.size - since, TemplateMemory())
 
 
+_CONTROL = bytes(c for c in range(32) if c not in (9, 10, 13, 27))
+
+
+def is_binary(data: bytes) -> bool:
+    """Bytes no log is made of: a NUL, text that is not UTF-8, or more than 1 in 20 control
+    characters (tabs, newlines and ANSI escapes are text)."""
+    if not data:
+        return False
+    if b"\0" in data:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(data) - 4:     # (a character cut at the end of the read is text)
+            return True
+    return len(data) - len(data.translate(None, _CONTROL)) > len(data) // 20
+
+
 def fill_lines(ev: LogLines, data: bytes, appended: int, memory: TemplateMemory) -> LogLines:
     """``ev`` filled from ``data``, the file's last bytes, of which the last ``appended`` are
     the window's (at most READ_MAX of them are read; the rest of ``data`` is the context that
@@ -169,6 +189,9 @@ def fill_lines(ev: LogLines, data: bytes, appended: int, memory: TemplateMemory)
     ev.read = len(window)
     if appended > READ_MAX:
         before = b""                       # the window's own start was not read
+    if is_binary(window):                  # an object file, a database: bytes, not lines
+        ev.why = "not a text log (binary data)"
+        return ev
     old, new = split_lines(before, window)
     memory.remember(old)
     ev.lines = len(new)
