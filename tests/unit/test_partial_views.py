@@ -10,20 +10,14 @@ from tracer.analysis.rules.view import view_lacks
 from tracer.strace.importer import import_strace
 from tracer.analysis.analyzer import analyze_trace
 
-from test_rules import T0, fd, futex_block, info, run
+from test_rules import T0, futex_block, info, pipe_cycle, run
 from pathlib import Path
 
 FIELD = Path(__file__).resolve().parents[1] / "data" / "strace" / "field"
 
 
 def _pipe_cycle(caps):
-    a_fds = [fd(3, "pipe", "pipe:[1]", "r"), fd(4, "pipe", "pipe:[2]", "w")]
-    b_fds = [fd(3, "pipe", "pipe:[2]", "r"), fd(4, "pipe", "pipe:[1]", "w")]
-    evs = [ev.ReadCall(ts=T0 + 0.01, pid=50, tid=50, name="read", fd=3, fd_kind="pipe",
-                       fd_target="pipe:[1]", ongoing=True),
-           ev.ReadCall(ts=T0 + 0.01, pid=51, tid=51, name="read", fd=3, fd_kind="pipe",
-                       fd_target="pipe:[2]", ongoing=True)]
-    return run(evs, [info(50, fds=a_fds), info(51, ppid=50, fds=b_fds)], caps=caps)
+    return pipe_cycle(caps=caps)
 
 
 def _futexes(caps):

@@ -176,14 +176,19 @@ def test_futex_wait_with_a_running_thread_is_not_a_deadlock():
     assert r.process(40).verdict == "busy-waiting"
 
 
-def test_two_processes_reading_each_others_pipes_are_a_cycle():
+def pipe_cycle(**kw):
+    """Two processes, each blocked reading the pipe only the other writes (``kw``: run's)."""
     a_fds = [fd(3, "pipe", "pipe:[1]", "r"), fd(4, "pipe", "pipe:[2]", "w")]
     b_fds = [fd(3, "pipe", "pipe:[2]", "r"), fd(4, "pipe", "pipe:[1]", "w")]
     evs = [ev.ReadCall(ts=T0 + 0.01, pid=50, tid=50, name="read", fd=3, fd_kind="pipe",
                        fd_target="pipe:[1]", ongoing=True),
            ev.ReadCall(ts=T0 + 0.01, pid=51, tid=51, name="read", fd=3, fd_kind="pipe",
                        fd_target="pipe:[2]", ongoing=True)]
-    r = run(evs, [info(50, fds=a_fds), info(51, ppid=50, fds=b_fds)])
+    return run(evs, [info(50, fds=a_fds), info(51, ppid=50, fds=b_fds)], **kw)
+
+
+def test_two_processes_reading_each_others_pipes_are_a_cycle():
+    r = pipe_cycle()
     assert r.verdict == "deadlocked" and r.rule == "wait-cycle"
     assert {r.process(50).verdict, r.process(51).verdict} == {"deadlocked"}
     assert r.process(51).waits_on[0]["pids"] == [50]
