@@ -27,6 +27,13 @@ NAMES = sorted(n for n in CASES if not n.startswith("four_ranks"))
 CANNOT = {("pool_server", "proc"): "the client's connections are invisible to /proc sampling",
           **{("serving_tree-warmup-slow", b): "syncs that return are seen by uprobes on libcuda "
              "only (the eBPF backend)" for b in ("strace", "proc")},
+          **{(f"nccl_ranks-{s}", b): "which rank's sync waits for the other is in the libnccl "
+             "and libcuda calls only (uprobes, the eBPF backend)"
+             for s in ("kernel", "lock", "slow") for b in ("strace", "proc")},
+          ("nccl_ranks-dead", "proc"): "/proc sampling is no tracer the scenario can see: its "
+          "rank dies --hang-after (8 s) after READY, after this window",
+          ("nccl_ranks-dead", "strace"): "the stand-in libcuda's spin makes no RM_CONTROL ioctl: "
+          "not known to be a GPU wait",
           ("serving_tree-retry", "proc"): "calls' results are not in /proc samples: a retry loop "
           "cannot be told from a tick"}
 

@@ -25,7 +25,16 @@ RETRY_UNSEEN = ("a call's result (ECONNREFUSED) is not in /proc samples: the ret
 UPROBES_ONLY = ("a warm-up that spins in cuCtxSynchronize until its GPU work is done makes no "
                 "syscall and writes nothing: only uprobes on libcuda see its syncs return; "
                 "without them it looks like a spin (the verdict says so)")
+NCCL_UPROBES = ("which rank's sync waits for the other is in the libnccl and libcuda calls only "
+                "(uprobes, the eBPF backend): the stand-in libcuda's spin makes no syscall, so "
+                "both ranks look like CPU spins, and no NVML reading tells their GPUs apart")
+NO_RM_CONTROL = ("the stand-in libcuda spins without the real driver's RM_CONTROL ioctls: the "
+                 "surviving rank's spin is not known to be a GPU wait, so the dead rank is not "
+                 "taken for the peer it waits for")
 KNOWN_MISSES = {
+    **{f"nccl_ranks-{s}.{b}": NCCL_UPROBES for s in ("kernel", "lock") for b in ("strace", "proc")},
+    **{f"nccl_ranks-slow.{b}": UPROBES_ONLY for b in ("strace", "proc")},
+    "nccl_ranks-dead.strace": NO_RM_CONTROL,
     **{f"serving_tree-warmup-slow.{b}": UPROBES_ONLY for b in ("strace", "proc")},
     "pool_server.proc": "the client's connections are invisible to /proc sampling (each one "
                         "lives for a few ms between two samples): it shows as a thread that "

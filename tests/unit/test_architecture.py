@@ -43,7 +43,7 @@ ALLOWED: Dict[str, Set[str]] = {
 STAGES: Dict[str, Set[str]] = {
     "vocab": set(),
     "accumulate": {"vocab"},
-    "job": {"vocab", "accumulate"},
+    "job": {"vocab", "accumulate", "progress"},
     "waitgraph": {"vocab", "accumulate", "job"},
     "progress": {"vocab", "accumulate"},
     "rules": {"vocab", "accumulate", "job", "waitgraph", "progress"},

@@ -124,7 +124,11 @@ class CudaDriverCalls(Event, tag="cug"):
     stream and event queries answered ready or not; ``in_sync_since`` is when the thread entered
     a sync that had not returned at ``ts`` (None when it was in none it was seen entering).
     ``work_probed``: the kernel, copy, sync and query families were probed (False in traces
-    from before them, which read their counts as 0 and None)."""
+    from before them, which read their counts as 0 and None). NCCL (``nccl_probed``: its
+    process's libnccl was probed): ``collectives`` called, the ``last_collective``'s time,
+    ``last_op`` the last NCCL call ("AllReduce", "GroupEnd", "CommInitRank", ...),
+    ``in_nccl_since`` when it entered an NCCL call it is still in; ``last_own_work`` the last
+    kernel, graph or copy it launched outside NCCL (its own work, not a collective's)."""
     pid: Int
     tid: Int
     since: Time = 0.0
@@ -145,6 +149,12 @@ class CudaDriverCalls(Event, tag="cug"):
     last_sync_done: Optional[Time] = None
     last_ready: Optional[Time] = None
     work_probed: bool = False
+    nccl_probed: bool = False
+    collectives: Int = 0
+    last_collective: Optional[Time] = None
+    last_op: str = ""
+    in_nccl_since: Optional[Time] = None
+    last_own_work: Optional[Time] = None
 
 
 class EvidenceNote(Event, tag="evn"):

@@ -178,6 +178,11 @@ def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False,
                          f"{c['queries_ready'] + c['queries_not_ready']}")
                 if c.get("in_sync_since") is not None:
                     text += f", in a sync for {c['until'] - c['in_sync_since']:.1f} s at the end"
+            if "collectives" in c:
+                text += f"; NCCL: {c['collectives']} collectives"
+                text += f", last call {escape(c['last_op'])}" if c.get("last_op") else ""
+                if c.get("in_nccl_since") is not None:
+                    text += f", inside it for {c['until'] - c['in_nccl_since']:.1f} s at the end"
             cn.add(_t(text))
     for m in ev.get("missing") or []:
         who = f" ({escape(name(m['pid']))})" if m.get("pid") else ""

@@ -208,6 +208,9 @@ def capture_evidence(table: EvidenceTable, roles: Dict[int, str],
                              queries_ready=g.queries_ready,
                              queries_not_ready=g.queries_not_ready,
                              in_sync_since=g.in_sync_since)
+        if g.nccl_probed:
+            calls[-1].update(collectives=g.collectives, last_op=g.last_op,
+                             in_nccl_since=g.in_nccl_since)
         if g.open_streams:
             streams = ", ".join(g.open_streams)
             sites.append({"pid": g.pid, "tid": g.tid, "how": "uprobe", "frame": "",

@@ -15,12 +15,17 @@ Contract: pure functions of the recording, the thread verdicts and the NVML read
   idle in most samples. Without NVML readings nothing is concluded: the two pictures cannot be
   told apart from syscalls. The wait-for graph then makes the spinning ranks wait for the
   straggler, and the straggler's own futex wait a wait inside its process.
+  With libnccl's uprobes (progress/collectives.py) no NVML is needed: a rank whose GPU wait is
+  behind a collective it called waits for its sibling ranks; the straggler is the one whose
+  sync is behind its own work (a kernel that never ends), or the one that is in no collective
+  and not waiting for the GPU (blocked on a lock, elsewhere), not progressing either way.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Set
 
+from ...events.evidence import CudaDriverCalls
 from ...linux.fdtarget import FdTarget
 from ..accumulate.accumulator import Recording
 from ..accumulate.gpu import MOST, GpuStats
@@ -28,6 +33,7 @@ from ..vocab.nodes import crosses_nodes, real_id, same_node
 from .process_facts import ProcessFacts, exit_failed
 from .nccl_ras import RasStatus, lagging_ranks, missing_ranks
 from .flight_recorder import RecorderLag
+from ..progress.collectives import collective_wait, own_work_stall
 from ..vocab.verdict import BLOCKED, BUSY, EXITED, PROGRESSING, UNKNOWN, ThreadVerdict, StrEnum
 
 _SOCKETS = ("tcp", "unix", "socket")
@@ -38,6 +44,7 @@ class LagSource(StrEnum):
     RAS = "NCCL RAS"             # the job's own counts (operations launched per rank)
     RECORDER = "Flight Recorder"  # PyTorch's per-rank collective log (flight_recorder.py)
     EXIT = "exit"                # the rank died while its peers wait in a collective
+    NCCL = "libnccl uprobes"     # its peers' GPU waits are behind a collective, its own is not
     NVML = "NVML"                # its GPU idle while a peer spins on a busy GPU
     STACKS = "Python stacks"     # it is the one rank whose main thread is not in a collective
     THREADS = "thread sets"      # it is the one rank whose threads differ (job/ranks.py)
@@ -192,6 +199,45 @@ def _from_exits(rec: Recording, ranks: Sequence[int], procs: Mapping[int, Proces
     return out
 
 
+def _calls_of(rec: Recording, pid: int) -> List[CudaDriverCalls]:
+    p = rec.processes.get(pid)
+    return [] if p is None else [p.driver_calls[t] for t in sorted(p.driver_calls)]
+
+
+def _first(texts: Sequence[Optional[str]]) -> Optional[str]:
+    return next((t for t in texts if t), None)
+
+
+def _from_nccl_calls(rec: Recording, ranks: Sequence[int], procs: Mapping[int, ProcessFacts],
+                     state: Mapping[int, List[ThreadVerdict]], gpus: Mapping[int, GpuStats],
+                     peers: Mapping[int, List[int]]) -> List[Straggler]:
+    """libnccl uprobes (module doc): the sibling or connected rank the collective waits for."""
+    waits = {pid: w for pid in ranks
+             if (w := _first([collective_wait(e) for e in _calls_of(rec, pid)]))}
+    out: List[Straggler] = []
+    for pid in ranks:
+        vs = state.get(pid, [])
+        if pid in waits or not vs or any(v.verdict == PROGRESSING for v in vs):
+            continue
+        mine = [w for w in waits if procs[w].ppid == procs[pid].ppid
+                or w in peers.get(pid, []) or pid in peers.get(w, [])]
+        if not mine:
+            continue
+        calls = _calls_of(rec, pid)
+        stall = _first([own_work_stall(e) for e in calls])
+        if stall:
+            why = f"its own GPU work never completes: {stall}"
+        elif not any(v.gpu_wait for v in vs):
+            n = sum(e.collectives for e in calls)
+            why = (f"it is in no collective and not waiting for the GPU ({n} NCCL collectives "
+                   "called in the window), while its peers' GPU waits are behind one "
+                   "(libnccl uprobes)")
+        else:
+            continue
+        out.append(Straggler(pid, LagSource.NCCL, why, {w: _doing(w, state, gpus) for w in mine}))
+    return out
+
+
 def _from_nvml(ranks: Sequence[int], state: Mapping[int, List[ThreadVerdict]],
                gpus: Mapping[int, GpuStats], peers: Mapping[int, List[int]]) -> List[Straggler]:
     spinning = {pid: g for pid in _spinning(ranks, state)
@@ -222,8 +268,8 @@ def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
                     thread_suspects: Optional[Mapping[int, str]] = None,
                     recorder: Sequence[RecorderLag] = ()) -> List[Straggler]:
     """Ranks the others wait for in a collective (module doc), one per rank, the most direct
-    evidence first: NCCL RAS, the Flight Recorder, a rank that died, NVML, Python stacks,
-    thread sets."""
+    evidence first: NCCL RAS, the Flight Recorder, a rank that died, libnccl uprobes, NVML,
+    Python stacks, thread sets."""
     ranks = sorted(pid for pid, pf in procs.items() if pf.is_rank)
     state = {pid: _deciding(threads.get(pid, {})) for pid in procs}
     found: List[Straggler] = []
@@ -232,6 +278,7 @@ def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
     found += _from_recorder(recorder, procs, state, gpus)
     found += _from_exits(rec, ranks, procs, state, gpus)
     live = [pid for pid in ranks if procs[pid].gone is None]
+    found += _from_nccl_calls(rec, live, procs, state, gpus, peers)
     found += _from_nvml(live, state, gpus, peers)
     for source, odd in ((LagSource.STACKS, stack_suspects), (LagSource.THREADS, thread_suspects)):
         for pid, why in (odd or {}).items():

@@ -7,6 +7,11 @@ Contract: pure functions of the accumulated recording (no I/O), like rules/threa
 - ``rule_gpu_computes``: a busy host thread in a process holding the GPU while a GPU it uses
   does real work or whose GPU memory grows (progress/gpu.py) progresses; it goes before the
   spin- and yield-sync rules.
+- ``rule_gpu_sync_wait``: a busy host thread that its libcuda uprobes show inside a sync
+  that has not returned for longer than progress/gpu.RECENT_S (progress/gpu.driver_stall)
+  waits for the GPU (busy-waiting, ``gpu_wait``), with what it waits behind where libnccl's
+  uprobes say it (progress/collectives.py: a collective, or work of its own); it goes right
+  after ``rule_gpu_computes`` (a GPU that does real work makes it progress).
 - ``rule_gpu_yield_wait`` (``ThreadContext -> Optional[ThreadVerdict]``): a ``sched_yield`` loop
   in a process holding /dev/nvidia* fds is a yield-sync wait on the GPU. It goes into
   ``rules.thread.THREAD_RULES`` right before ``rule_yield_loop``. The spin-sync rule is
@@ -25,7 +30,8 @@ from typing import List, Mapping, Optional
 from ...linux.fdtarget import GPU_KINDS as GPU_FD_KINDS
 from ..accumulate.gpu import MOST, GpuStats, holds_gpu
 from ..vocab.nodes import real_id
-from ..progress.gpu import driver_work, gpu_memory_grows, gpu_work
+from ..progress.collectives import collective_wait, own_work_stall
+from ..progress.gpu import RECENT_S, driver_stall, driver_work, gpu_memory_grows, gpu_work
 from ..vocab.verdict import BUSY, PROGRESSING, SPIN_CPU, YIELD_MIN_RATE, ThreadVerdict
 from .context import ThreadContext
 
@@ -56,6 +62,22 @@ def rule_gpu_computes(c: ThreadContext) -> Optional[ThreadVerdict]:
     return ThreadVerdict(PROGRESSING, "gpu-computes",
                          [f"waits for the GPU while {work}"]
                          + ([c.cpu.describe(c.rec.window)] if c.cpu else []), cpu=c.cpu)
+
+
+def rule_gpu_sync_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """A busy thread inside a CUDA sync that does not return (uprobes; module doc)."""
+    busy = (c.cpu is not None and c.cpu.demand >= SPIN_CPU) or c.t.yields >= 20
+    calls = c.proc.driver_calls.get(c.t.tid)
+    stall = driver_stall(calls)
+    if not busy or calls is None or stall is None or calls.in_sync_since is None \
+            or calls.ts - calls.in_sync_since <= RECENT_S:
+        return None
+    behind = collective_wait(calls) or own_work_stall(calls)
+    ev_ = [f"{stall} (libcuda uprobes): the host spin-waits for GPU work that has not "
+           "finished"] + ([behind] if behind else [])
+    return ThreadVerdict(BUSY, "gpu-sync-wait", ev_ + ([c.cpu.describe(c.rec.window)]
+                                                       if c.cpu else []),
+                         cpu=c.cpu, gpu_wait=True)
 
 
 def rule_gpu_yield_wait(c: ThreadContext) -> Optional[ThreadVerdict]:

@@ -17,7 +17,8 @@ from ... import events as ev
 from ...gpu.nvidia import NV_ESCAPES, escape_by_number, is_nv_escape
 from ...linux.syscall_table import parse_proc_syscall
 from ..accumulate.accumulator import ProcessStats, Recording, ThreadStats
-from .gpu import rule_gpu_computes, rule_gpu_work_completes, rule_gpu_yield_wait
+from .gpu import (rule_gpu_computes, rule_gpu_sync_wait, rule_gpu_work_completes,
+                  rule_gpu_yield_wait)
 from .observed import rule_not_observed
 from ..job.roles import helper_kind
 from ..accumulate.io_class import STALE_CALLS_MIN
@@ -367,7 +368,7 @@ THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
     rule_exited, rule_stopped, rule_not_observed, rule_tail_spin, rule_wrote_output,
     rule_process_output, rule_served_connections, rule_made_connections, rule_varied_work,
     rule_loads_memory, rule_code_moves, rule_gpu_work_completes, rule_gpu_computes,
-    rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_call_spin,
+    rule_gpu_sync_wait, rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_call_spin,
     rule_waits_for_input, rule_retrying,
     rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,
 ]

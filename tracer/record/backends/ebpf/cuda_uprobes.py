@@ -7,12 +7,14 @@ Contract (on top of base.py):
 - ``CudaUprobeBackend(loader=None)``: as EbpfBackend's ``loader``.
 - ``check()`` returns None when a loader can load the uprobe program here (env.choose for
   bpf/cuda_calls), else one line why not. Nothing is loaded to decide.
-- ``start(targets, emit)`` finds the libcuda each traced process maps (/proc/PID/maps; the
-  file itself through /proc/PID/map_files, so a container's or an unlinked library is probed),
-  loads the program and attaches
-  each entry point of ``FAMILIES`` to every symbol of its family the library defines (read
+- ``start(targets, emit)`` finds the libcuda and libnccl each traced process maps
+  (/proc/PID/maps; the file itself through /proc/PID/map_files, so a container's or an
+  unlinked library is probed), loads the program and attaches each entry point of
+  ``FAMILIES`` (libcuda) and ``NCCL_FAMILIES`` (libnccl) to every symbol of its family the
+  library defines (read
   from the file: linux/elfsyms.py; one probe per address and family, aliases skipped; the
-  sync and query families get a uretprobe too, which reads the CUresult). Uprobes attach to
+  sync and query families get a uretprobe too, which reads the CUresult; every NCCL call
+  one, which ends the thread's time inside NCCL). Uprobes attach to
   the file's inode, for every process that maps it; the program counts only the tgids in its
   "tgids" map, which a thread keeps equal to ``targets`` every ``SYNC_S``. When no traced
   process maps libcuda at start, nothing is loaded (a library loaded later is not probed).
@@ -39,7 +41,8 @@ from .env import ebpf_problem
 from .loader import Program
 from .programs import load_cuda_calls
 
-__all__ = ["CudaUprobeBackend", "FAMILIES", "libcuda_paths", "with_cuda_uprobes", "probe_sites"]
+__all__ = ["CudaUprobeBackend", "FAMILIES", "NCCL_FAMILIES", "NCCL_OPS", "libcuda_paths",
+           "library_paths", "with_cuda_uprobes", "probe_sites"]
 
 # (entry point of bpf/cuda_calls.bpf.c, the symbols it is attached to, as a uretprobe)
 FAMILIES: List[Tuple[str, str, bool]] = [
@@ -54,6 +57,26 @@ FAMILIES: List[Tuple[str, str, bool]] = [
      True),
     ("on_query_ret", r"^(cuStreamQuery(_ptsz)?|cuEventQuery)$", True),
 ]
+# the NCCL_* numbers of bpf/cuda_calls.bpf.c, in order: the names CudaDriverCalls.last_op takes
+NCCL_OPS = ("AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "Send", "Recv",
+            "AlltoAll", "Gather", "Scatter", "GroupEnd", "CommInitRank")
+_NCCL_CALLS = r"^p?nccl(AllReduce|Bcast|Broadcast|Reduce|AllGather|ReduceScatter|Send|Recv|" \
+              r"AlltoAll|AllToAll|Gather|Scatter|GroupEnd|CommInitRank(Config|Scalable)?)$"
+NCCL_FAMILIES: List[Tuple[str, str, bool]] = [
+    ("on_nccl_allreduce", r"^p?ncclAllReduce$", False),
+    ("on_nccl_broadcast", r"^p?nccl(Bcast|Broadcast)$", False),
+    ("on_nccl_reduce", r"^p?ncclReduce$", False),
+    ("on_nccl_allgather", r"^p?ncclAllGather$", False),
+    ("on_nccl_reducescatter", r"^p?ncclReduceScatter$", False),
+    ("on_nccl_send", r"^p?ncclSend$", False),
+    ("on_nccl_recv", r"^p?ncclRecv$", False),
+    ("on_nccl_alltoall", r"^p?nccl(AlltoAll|AllToAll)$", False),
+    ("on_nccl_gather", r"^p?ncclGather$", False),
+    ("on_nccl_scatter", r"^p?ncclScatter$", False),
+    ("on_nccl_group", r"^p?ncclGroupEnd$", False),
+    ("on_nccl_init", r"^p?ncclCommInitRank(Config|Scalable)?$", False),
+    ("on_nccl_ret", _NCCL_CALLS, True),
+]
 SYNC_S = 0.5
 
 
@@ -62,7 +85,8 @@ class CuCount(ct.Structure):
     _fields_ = [(n, ct.c_uint64) for n in (
         "begins", "ends", "launches", "last_begin_ns", "last_end_ns", "kernels", "copies",
         "syncs", "syncs_done", "syncs_failed", "queries_ready", "queries_not_ready", "in_sync",
-        "sync_enter_ns", "last_sync_done_ns", "last_ready_ns")]
+        "sync_enter_ns", "last_sync_done_ns", "last_ready_ns", "collectives",
+        "last_collective_ns", "last_op", "in_nccl", "nccl_enter_ns", "last_own_work_ns")]
 
 
 class CuStreamKey(ct.Structure):
@@ -75,12 +99,13 @@ class CuStream(ct.Structure):
     _fields_ = [("tid", ct.c_uint32), ("capturing", ct.c_uint32), ("ts_ns", ct.c_uint64)]
 
 
-def probe_sites(path: str) -> List[Tuple[str, str, int, bool]]:
-    """(entry point, symbol, file offset, uretprobe) for every symbol of ``FAMILIES`` that
-    ``path`` defines, one per address and entry point (module doc)."""
+def probe_sites(path: str, families: Optional[List[Tuple[str, str, bool]]] = None
+                ) -> List[Tuple[str, str, int, bool]]:
+    """(entry point, symbol, file offset, uretprobe) for every symbol of ``families`` (default
+    ``FAMILIES``) that ``path`` defines, one per address and entry point (module doc)."""
     syms = function_symbols(path)
     out = []
-    for fn, regex, ret in FAMILIES:
+    for fn, regex, ret in FAMILIES if families is None else families:
         seen: Set[int] = set()
         for name in sorted(syms):
             addr, offset = syms[name]
@@ -90,11 +115,13 @@ def probe_sites(path: str) -> List[Tuple[str, str, int, bool]]:
     return out
 
 
-def libcuda_paths(pids: List[int], root: str = "/proc") -> Dict[str, str]:
-    """{"dev:inode": /proc/PID/map_files/RANGE} of every libcuda the processes map (one per
-    file): the very file mapped, in a container's root or unlinked since (a driver upgraded
-    under a running job), never what a path names now."""
-    out: Dict[str, str] = {}
+def library_paths(pids: List[int], names: Tuple[str, ...] = ("libcuda",), root: str = "/proc"
+                  ) -> Dict[str, Dict[str, Tuple[str, Set[int]]]]:
+    """{library name: {"dev:inode": (/proc/PID/map_files/RANGE, pids that map it)}} of every
+    library of ``names`` (evidence/libs.identify's) the processes map (one per file): the very
+    file mapped, in a container's root or unlinked since (a driver upgraded under a running
+    job), never what a path names now."""
+    out: Dict[str, Dict[str, Tuple[str, Set[int]]]] = {n: {} for n in names}
     for pid in pids:
         try:
             with open(f"{root}/{pid}/maps", "rb") as f:
@@ -103,9 +130,20 @@ def libcuda_paths(pids: List[int], root: str = "/proc") -> Dict[str, str]:
             continue
         mapped = mapped_files(text, pid, root)
         for path, key in parse_maps(text):
-            if key not in out and key in mapped and identify(path) == "libcuda":
-                out[key] = mapped[key]
+            name = identify(path)
+            if name in out and key in mapped:
+                out[name].setdefault(key, (mapped[key], set()))[1].add(pid)
     return out
+
+
+def libcuda_paths(pids: List[int], root: str = "/proc") -> Dict[str, str]:
+    """{"dev:inode": /proc/PID/map_files/RANGE} of every libcuda the processes map."""
+    return {k: v[0] for k, v in library_paths(pids, ("libcuda",), root)["libcuda"].items()}
+
+
+def _op_name(c: CuCount) -> str:
+    op = int(c.last_op)
+    return NCCL_OPS[op] if op < len(NCCL_OPS) else f"op {op}"
 
 
 class CudaUprobeBackend(Backend):
@@ -120,6 +158,7 @@ class CudaUprobeBackend(Backend):
         self._since = 0.0
         self._mono_offset = 0.0
         self._synced: Set[int] = set()
+        self._nccl_pids: Set[int] = set()      # processes whose libnccl is probed
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
@@ -133,15 +172,18 @@ class CudaUprobeBackend(Backend):
         self._emit, self._targets = emit, targets
         self._since = time.time()
         self._mono_offset = self._since - time.monotonic()
-        libs = libcuda_paths(targets.pids())
-        if not libs:           # no CUDA in the tree: nothing to count, nothing missing
+        libs = library_paths(targets.pids(), ("libcuda", "nccl"))
+        if not libs["libcuda"]:     # no CUDA in the tree: nothing to count, nothing missing
             return
         self._prog, self.notes = load_cuda_calls(self.loaders)
         try:
-            for path in libs.values():
-                for fn, sym, offset, ret in probe_sites(path):
-                    self._prog.attach_uprobe(fn, path, sym, offset, retprobe=ret)
-                    self.attached += 1
+            for name, families in (("libcuda", FAMILIES), ("nccl", NCCL_FAMILIES)):
+                for path, pids in libs[name].values():
+                    for fn, sym, offset, ret in probe_sites(path, families):
+                        self._prog.attach_uprobe(fn, path, sym, offset, retprobe=ret)
+                        self.attached += 1
+                        if name == "nccl":
+                            self._nccl_pids |= pids
             if not self.attached:
                 emit(EvidenceNote(ts=self._since, what="cuda-uprobes",
                                   why="libcuda exports none of the driver entry points probed"))
@@ -198,7 +240,13 @@ class CudaUprobeBackend(Backend):
                 queries_not_ready=int(c.queries_not_ready),
                 in_sync_since=self._epoch(int(c.sync_enter_ns)) if c.in_sync else None,
                 last_sync_done=self._epoch(int(c.last_sync_done_ns)),
-                last_ready=self._epoch(int(c.last_ready_ns)), work_probed=True))
+                last_ready=self._epoch(int(c.last_ready_ns)), work_probed=True,
+                nccl_probed=pid in self._nccl_pids or bool(c.nccl_enter_ns),
+                collectives=int(c.collectives),
+                last_collective=self._epoch(int(c.last_collective_ns)),
+                last_op=_op_name(c) if c.nccl_enter_ns else "",
+                in_nccl_since=self._epoch(int(c.nccl_enter_ns)) if c.in_nccl else None,
+                last_own_work=self._epoch(int(c.last_own_work_ns))))
         return out
 
     def _cleanup(self) -> None:
