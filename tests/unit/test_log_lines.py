@@ -105,3 +105,34 @@ def test_a_binary_file_gets_no_templates():
     ev = fill_lines(LogLines(ts=1.0, pid=1, fd=3, path="/tmp/build-0.o"),
                     bytes(range(256)) * 8, 2048, TemplateMemory())
     assert ev.templates == [] and ev.why == "not a text log (binary data)" and ev.appended == 2048
+
+
+TQDM = "Capturing batches (bs={bs} avail_mem=41.20 GB):  {pct}%|#####     | {n}/52 [00:{s:02d}<00:14,  2.10it/s]"
+
+
+@pytest.mark.parametrize("before,window,words", [
+    # a tqdm bar as SGLang's CUDA graph capture prints it: how much is left
+    ([TQDM.format(bs=160, pct=44, n=23, s=10)],
+     [TQDM.format(bs=160 - 8 * i, pct=46 + 2 * i, n=24 + i, s=11 + i) for i in range(8)],
+     "31 of 52 done, 21 left"),
+    (["Loading safetensors checkpoint shards: 2/8"],
+     ["Loading safetensors checkpoint shards: 3/8", "Loading safetensors checkpoint shards: 4/8"],
+     "moved 2 -> 4 in 'Loading safetensors checkpoint shards: <N>/<N>', 4 of 8 done, 4 left"),
+    # a ratio whose "total" moves too is no count against a total
+    (["hit ratio 10/20"], ["hit ratio 11/21", "hit ratio 12/22"], "moved 10 -> 12"),
+])
+def test_a_count_against_its_total_says_what_is_left(before, window, words):
+    news = judge_log(_lines(before, window))
+    assert news is not None and not news.heartbeat and words in news.text, news
+    if "ratio" in words or "ratio" in before[0]:
+        assert " left" not in news.text
+
+
+def test_a_progress_bar_redrawn_after_carriage_returns_is_lines():
+    before = b"Loading weights:  10%| 1/10\r"
+    window = b"Loading weights:  20%| 2/10\rLoading weights:  30%| 3/10\r"
+    head, lines = split_lines(b"x\n" + before, window)
+    assert head == ["Loading weights:  10%| 1/10"]
+    assert lines == ["Loading weights:  20%| 2/10", "Loading weights:  30%| 3/10"]
+    news = judge_log(_lines(head, lines))
+    assert "3 of 10 done, 7 left" in news.text

@@ -3,13 +3,15 @@
 Contract: ``judge_log(e)`` -> ``LogNews`` for one ``LogLines`` event (record/probes/log_lines.py
 made its templates), None when it has no line. The lines are news when a line of a shape not
 seen just before the window appears once, when some number in a repeated shape changed (a
-counter that advances, a throughput that is not constant), or when there are more shapes than
+counter that advances, a throughput that is not constant; one counted against its total,
+``<N>/<N>`` as tqdm and loaders print it, says how much is left), or when there are more shapes than
 the probe keeps; otherwise every line repeats a shape seen before with the same numbers, and
 it is a heartbeat: the process is alive, not progressing. ``news_by_fd(lines)``: fd -> LogNews of
 one process's LogLines that gained lines; ``heartbeat_fds(lines)``: those that are a heartbeat.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional
 
@@ -32,12 +34,30 @@ def _shown(template: str) -> str:
     return template if len(template) <= MAX_SHOWN else template[:MAX_SHOWN - 3] + "..."
 
 
+def _of_total(t: Dict[str, Any], i: int) -> str:
+    """", 31 of 52 done, 21 left" when <N> slot ``i`` is followed by "/<N>" whose value stays
+    and is not below it (a count against its total), else ""."""
+    text, first, last = t["text"], t.get("first") or [], t.get("last") or []
+    at = [m.start() for m in re.finditer("<N>", text)]
+    changes = t.get("changes") or []
+    if i + 1 >= min(len(at), len(first), len(last)) or \
+            text[at[i]:at[i + 1]] != "<N>/" or (i + 1 < len(changes) and changes[i + 1]):
+        return ""
+    done, total = last[i], last[i + 1]
+    if first[i + 1] != total or not 0 <= done <= total or total <= 0 or last[i] <= first[i]:
+        return ""
+    return f", {done:g} of {total:g} done, {total - done:g} left"
+
+
 def _moved(t: Dict[str, Any]) -> Optional[str]:
-    for i, n in enumerate(t.get("changes") or []):
-        if n:
+    """The first number that changed, one counted against its total first."""
+    changes = t.get("changes") or []
+    counted = [i for i, n in enumerate(changes) if n and _of_total(t, i)]
+    for i in counted + [i for i, n in enumerate(changes) if n and i not in counted]:
             first, last = t.get("first") or [], t.get("last") or []
             if i < len(first) and i < len(last):
-                return f"a number moved {first[i]:g} -> {last[i]:g} in '{_shown(t['text'])}'"
+                return (f"a number moved {first[i]:g} -> {last[i]:g} in '{_shown(t['text'])}'"
+                        + _of_total(t, i))
             return f"a number changed in '{_shown(t['text'])}'"
     return None
 

@@ -68,14 +68,18 @@ def line_template(line: str) -> Tuple[str, List[float]]:
     return _NUMBER.sub(number, line)[:MAX_TEXT], values
 
 
+_LINE_END = re.compile(rb"[\r\n]")
+
+
 def split_lines(before: bytes, window: bytes) -> Tuple[List[str], List[str]]:
     """The whole lines before the window and the lines in it (the line that spans the start
-    counts as the window's; a first line cut by the read's start is dropped)."""
-    head = before.split(b"\n")
+    counts as the window's; a first line cut by the read's start is dropped). A carriage return
+    ends a line too: a progress bar (tqdm) redraws itself after one, in a file as on a tty."""
+    head = _LINE_END.split(before)
     if before:
         head = head[1:]                    # cut by where the read began
     spanning = head.pop() if head else b""
-    lines = (spanning + window).split(b"\n")
+    lines = _LINE_END.split(spanning + window)
     if lines and not lines[-1]:
         lines.pop()
     text = [x.decode("utf-8", "replace") for x in head if x.strip()]
