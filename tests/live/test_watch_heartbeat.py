@@ -43,3 +43,33 @@ def test_slow_work_that_writes_nothing_is_never_captured(scenario, tmp_path, sha
             pytest.skip("py-spy is not installed: code that moves cannot be seen")
     sc = scenario("serving_tree", "--shape", shape, ready_timeout=60)
     assert_never_captured(sc.pid, tmp_path, silent_for=2.5, seconds=10.0)
+
+
+def _uprobes_or_skip() -> None:
+    from tracer.record.backends.ebpf.cuda_uprobes import CudaUprobeBackend
+    why = CudaUprobeBackend().check()
+    if why is not None:
+        pytest.skip(why)
+
+
+@pytest.mark.parametrize("name,args", [
+    ("serving_tree", ("--shape", "warmup-slow")),      # a warm-up: syncs that return
+    ("nccl_ranks", ("--shape", "slow")),               # a slow collective
+])
+def test_gpu_work_that_writes_nothing_is_never_captured(scenario, tmp_path, name, args):
+    """Work on (a stand-in for) the GPU writes nothing and its stacks stay on the sync's line:
+    libcuda's uprobes, counting for a moment before a capture, see its syncs return."""
+    _uprobes_or_skip()
+    sc = scenario(name, *args, ready_timeout=60)
+    assert_never_captured(sc.pid, tmp_path, silent_for=2.5, seconds=10.0)
+
+
+def test_a_sync_that_never_returns_is_captured(scenario, tmp_path):
+    _uprobes_or_skip()
+    sc = scenario("serving_tree", "--shape", "warmup-hang", ready_timeout=60)
+    p = subprocess.run(HANGTRACE + ["watch", str(sc.pid), "--silent-for", "2.5", "--once",
+                                    "--duration", "2", "--backend", "ebpf", "--interval",
+                                    "0.5", "--output-dir", str(tmp_path), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    doc = json.loads(p.stdout)
+    assert doc["verdict"] == "busy-waiting" and p.returncode == 3, p.stderr

@@ -80,8 +80,12 @@ def still_stacks(pids):
     return []
 
 
+def no_driver_calls(pids):
+    return [], "no process maps libcuda"
+
+
 def run(looks, tmp_path: Path, *, silent_for=3.0, max_captures=1, recorder=None,
-        stack_sampler=still_stacks):
+        stack_sampler=still_stacks, driver_sampler=no_driver_calls):
     rec = recorder or FakeRecorder()
     lines: List[str] = []
     caps: list = []
@@ -90,7 +94,7 @@ def run(looks, tmp_path: Path, *, silent_for=3.0, max_captures=1, recorder=None,
                                                      max_captures=max_captures,
                                                      interval=0.001, verbose=True),
                 say=lines.append, on_capture=caps.append, recorder=rec,
-                stack_sampler=stack_sampler)
+                stack_sampler=stack_sampler, driver_sampler=driver_sampler)
     code = w.run()
     return code, w, rec, lines
 
@@ -285,4 +289,27 @@ def test_code_that_moves_is_not_silence(tmp_path):
     assert any("silent, but not stuck" in line and "code moves" in line for line in lines)
     # and a tree whose stacks stay still is captured as before
     code, w, rec, lines = run(timeline([0, 100] + [0] * 12), tmp_path)
+    assert len(rec.calls) == 1
+
+
+def test_a_silent_tree_whose_gpu_work_completes_is_not_captured(tmp_path):
+    """A warm-up or a slow collective writes nothing and its stacks stay on the sync's line:
+    libcuda's uprobes, counting for a moment before a capture, see its syncs return."""
+    from tracer.events.evidence import CudaDriverCalls
+
+    def completing(pids):
+        return [CudaDriverCalls(ts=T0 + 1.5, pid=PID, tid=PID, since=T0, work_probed=True,
+                                kernels=400, syncs=80, syncs_done=80,
+                                last_sync_done=T0 + 1.45)], ""
+
+    code, w, rec, lines = run(timeline([0, 100] + [0] * 12), tmp_path,
+                              driver_sampler=completing)
+    assert code == 5 and rec.calls == []
+    assert any("silent, but not stuck" in line and "GPU work completes" in line
+               for line in lines)
+
+    def stalled(pids):           # in a sync since the look began: a kernel that never ends
+        return [CudaDriverCalls(ts=T0 + 1.5, pid=PID, tid=PID, since=T0, work_probed=True,
+                                syncs=1, in_sync_since=T0 + 0.01)], ""
+    code, w, rec, lines = run(timeline([0, 100] + [0] * 12), tmp_path, driver_sampler=stalled)
     assert len(rec.calls) == 1

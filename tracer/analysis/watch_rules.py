@@ -45,13 +45,13 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from .. import events as ev
-from ..events.evidence import LogLines
+from ..events.evidence import CudaDriverCalls, LogLines
 from ..linux.tcpdiag import TcpSock, accepted_since, on_listening_port
 from .accumulate.accumulator import ProcessStats
 from .accumulate.gpu import BUSY_UTIL, IDLE_UTIL, GpuAccumulator
 from .accumulate.io_class import proc_input_bytes
 from ..events.stacks import StackSamples
-from .progress.gpu import gpu_work
+from .progress.gpu import driver_work, gpu_work
 from .progress.stacks import code_moves
 from .progress.log_lines import heartbeat_fds
 from .progress.memory import LOAD_MIN_FAULT_RATE, LOAD_MIN_RATE
@@ -59,7 +59,8 @@ from .rules.output import process_output_bytes
 from .accumulate.traffic import from_counters as counters_traffic
 from .accumulate.traffic import keepalive
 
-__all__ = ["ProcessLook", "TreeLook", "Signal", "progress_signals", "stack_signals", "WORK_MIN_CPU",
+__all__ = ["ProcessLook", "TreeLook", "Signal", "progress_signals", "stack_signals",
+           "driver_signals", "WORK_MIN_CPU",
            "WORK_MIN_INPUT_RATE"]
 
 WORK_MIN_CPU = 0.01             # fraction of one core (as thread_rules.rule_varied_work)
@@ -289,4 +290,16 @@ def stack_signals(samples: List[StackSamples]) -> List[Signal]:
         text = code_moves(e)
         if text:
             out.append(Signal("stacks", e.pid, f"pid {e.pid} thread {e.tid}: {text}"))
+    return out
+
+
+def driver_signals(calls: List[CudaDriverCalls]) -> List[Signal]:
+    """A ``gpu`` signal per thread whose GPU work completed while libcuda's uprobes counted
+    for a moment (record/probes/driver_motion.py: what ``watch`` asks before it records):
+    the analyzer's own rule (progress/gpu.driver_work)."""
+    out = []
+    for e in calls:
+        text = driver_work(e)
+        if text:
+            out.append(Signal("gpu", e.pid, f"pid {e.pid} thread {e.tid}: {text}"))
     return out

@@ -11,8 +11,10 @@ Contract:
 - When the tree has shown no progress for ``options.silent_for`` seconds, it first takes a
   few Python stacks of the threads on a CPU (``stack_sampler``, default the stack-motion
   probe: about a second of py-spy, never stopping the target): when their code moves, the
-  silence starts again from now (work that writes nothing: a capture, a compile). Else it
-  records it as
+  silence starts again from now (work that writes nothing: a capture, a compile); and, where
+  the tree maps libcuda and the uprobes load, counts its driver calls for a moment
+  (``driver_sampler``, default probes/driver_motion.py): GPU work that completes (a warm-up,
+  a slow collective) starts it again too. Else it records it as
   ``attach`` does (``session.record`` with the best backends, the end-of-recording probes, for
   ``options.duration``) and writes DIR/hangtrace-PIDS-TIME.htrace.gz (the trace), .txt (the
   report as ``attach`` prints it) and .json (``hangtrace.report/1`` with ``watch`` set: when the
@@ -35,15 +37,17 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Deque, List, Optional
+from typing import TYPE_CHECKING, Callable, Deque, List, Optional, Tuple
 
-from ..analysis.watch_rules import Signal, TreeLook, progress_signals, stack_signals
+from ..analysis.watch_rules import (Signal, TreeLook, driver_signals, progress_signals,
+                                    stack_signals)
 from ..errors import OutputError
 from ..outputs import FreshName, create_fresh
 from ..report import Report
 from .watch_looks import TreeSampler
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..events.evidence import CudaDriverCalls
     from ..events.stacks import StackSamples
     from .session import Recorded
 
@@ -98,11 +102,13 @@ class Watcher:
                  say: Callable[[str], None] = lambda line: None,
                  on_capture: Optional[Callable[[Capture], None]] = None,
                  recorder: Optional[Callable[[List[int], str], "Recorded"]] = None,
-                 stack_sampler: Optional[Callable[[List[int]], List["StackSamples"]]] = None
-                 ) -> None:
+                 stack_sampler: Optional[Callable[[List[int]], List["StackSamples"]]] = None,
+                 driver_sampler: Optional[Callable[[List[int]], Tuple[
+                     List["CudaDriverCalls"], str]]] = None) -> None:
         self.sampler = sampler
         self.recorder = recorder          # (roots, trace path) -> Recorded; tests replace it
         self.stack_sampler = stack_sampler  # pids -> StackSamples; tests replace it
+        self.driver_sampler = driver_sampler  # pids -> (CudaDriverCalls, why); tests replace it
         self.opts = options
         self.say = say
         self.on_capture = on_capture
@@ -180,8 +186,9 @@ class Watcher:
                          f"{last[0].text})")
             if not armed or cur.ts - silent_since < opts.silent_for:
                 continue
-            moving = self.stack_motion(sorted(cur.processes))
-            if moving:                     # silent, but its code moves: work that writes nothing
+            moving = self.stack_motion(sorted(cur.processes)) \
+                or self.driver_motion(sorted(cur.processes))
+            if moving:          # silent, but its code moves or its GPU work completes
                 if opts.verbose:
                     self.say(f"silent, but not stuck: {moving[0].text}")
                 silent_since, last, quiet_said = cur.ts, moving, False
@@ -205,6 +212,19 @@ class Watcher:
             return stack_signals(self.stack_sampler(pids))
         except Exception as exc:          # a probe failing must not stop the watch
             self.say(f"stack samples failed: {exc}")
+            return []
+
+    def driver_motion(self, pids: List[int]) -> List[Signal]:
+        """Threads whose GPU work completes (analysis.watch_rules.driver_signals), from libcuda's
+        uprobes counting for a moment; none where no process maps libcuda or they cannot load."""
+        if self.driver_sampler is None:
+            from .probes.driver_motion import driver_motion_probe
+            self.driver_sampler = driver_motion_probe
+        try:
+            calls, _why = self.driver_sampler(pids)
+            return driver_signals(calls)
+        except Exception as exc:          # a probe failing must not stop the watch
+            self.say(f"driver calls not counted: {exc}")
             return []
 
     # ------------------------------------------------------------------ a capture
