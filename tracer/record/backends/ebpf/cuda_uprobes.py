@@ -20,7 +20,10 @@ Contract (on top of base.py):
   process maps libcuda at start, nothing is loaded (a library loaded later is not probed).
 - ``stop()`` (idempotent) emits one ``CudaDriverCalls`` per thread that made such a call (an
   ``EvidenceNote`` "cuda-uprobes" saying so when none did) and detaches every probe (closes
-  the program). Times are converted from CLOCK_MONOTONIC to epoch.
+  the program) in a thread of its own: the kernel waits a grace period as it unregisters each
+  uprobe (about 0.1 s each here; a serving tree's took 18 s on the H200), and the recording's other
+  backends must not run on meanwhile. The interpreter joins that thread before it exits;
+  ``detached(timeout)`` waits for it. Times are converted from CLOCK_MONOTONIC to epoch.
 - A backend that saw nothing emits nothing else: the counts are evidence, never a verdict.
 - Cost: each probed call traps into the kernel once (twice with its uretprobe); the families
   are the driver's entry points, not per-kernel work inside them.
@@ -159,6 +162,7 @@ class CudaUprobeBackend(Backend):
         self._mono_offset = 0.0
         self._synced: Set[int] = set()
         self._nccl_pids: Set[int] = set()      # processes whose libnccl is probed
+        self._closing: Optional[threading.Thread] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
@@ -249,13 +253,31 @@ class CudaUprobeBackend(Backend):
                 last_own_work=self._epoch(int(c.last_own_work_ns))))
         return out
 
-    def _cleanup(self) -> None:
+    def _cleanup(self, wait: bool = True) -> None:
+        """Detach every probe and close the program; with ``wait`` False in a thread of its
+        own (module doc: the kernel waits a grace period per uprobe), which the interpreter
+        joins before it exits (``detached(timeout)`` waits for it)."""
         prog, self._prog = self._prog, None
-        if prog is not None:
+        if prog is None:
+            return
+
+        def close() -> None:
             try:
                 prog.close()
             except Exception as exc:
                 self.errors.append(f"cuda-uprobes: detach failed: {exc}")
+        if wait:
+            close()
+            return
+        self._closing = threading.Thread(target=close, name="hangtrace-uprobe-detach")
+        self._closing.start()
+
+    def detached(self, timeout: Optional[float] = None) -> bool:
+        """Whether every probe is detached, waiting up to ``timeout`` seconds for it."""
+        t = self._closing
+        if t is not None:
+            t.join(timeout)
+        return self._prog is None and (t is None or not t.is_alive())
 
     def stop(self) -> None:
         self._stop.set()
@@ -276,7 +298,7 @@ class CudaUprobeBackend(Backend):
             except Exception as exc:  # detaching must still happen
                 self.errors.append(f"cuda-uprobes: final read failed: {exc}")
             finally:
-                self._cleanup()
+                self._cleanup(wait=False)
                 self._emit = None
 
 
