@@ -46,7 +46,8 @@ STAGES: Dict[str, Set[str]] = {
     "job": {"vocab", "accumulate"},
     "waitgraph": {"vocab", "accumulate", "job"},
     "progress": {"vocab", "accumulate"},
-    "rules": {"vocab", "accumulate", "job", "waitgraph", "progress"},
+    "threads": {"vocab", "accumulate", "job", "progress", "verdicts"},
+    "verdicts": {"vocab", "accumulate", "job", "waitgraph", "progress", "threads"},
     "evidence": {"vocab", "accumulate"},
 }
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tracer import events as ev
-from tracer.analysis.rules.view import view_lacks
+from tracer.analysis.verdicts.view import view_lacks
 from tracer.strace.importer import import_strace
 from tracer.analysis.analyzer import analyze_trace
 

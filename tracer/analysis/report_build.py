@@ -20,27 +20,27 @@ from .accumulate.accumulator import Recording, ThreadStats
 from .job.collective import collective_peers, find_stragglers
 from .job.ras import read_ras
 from .job.nccl_ras import rank_of_pid
-from .rules.observed import explain_unknown, qualify_tree, unobserved_lines
-from .rules.merged import qualify_for_unrecorded
-from .rules.view import VIEW_NOTE, view_lacks
-from .rules.partial import partial_hangs
-from .rules.pools import Pool, find_pools
+from .threads.observed import explain_unknown, qualify_tree, unobserved_lines
+from .verdicts.merged import qualify_for_unrecorded
+from .verdicts.view import VIEW_NOTE, view_lacks
+from .verdicts.partial import partial_hangs
+from .threads.pools import Pool, find_pools
 from .vocab.facts import WaitFacts
 from .accumulate.gpu import GpuStats
-from .rules.gpu import gpu_findings
+from .threads.gpu import gpu_findings
 from .vocab.nodes import NodeMap, locate, locate_partial, locate_wait, real_id
 from .job.ras import localize_ras
 from .waitgraph.build import GraphInput, build_wait_graph
 from .waitgraph.chain import Chains
 from .job.process_facts import process_facts
 from .job.ranks import mark_ranks, thread_set_suspects
-from .rules.process import ProcessVerdict, judge_process
+from .verdicts.process import ProcessVerdict, judge_process
 from .job.stack_groups import group_ranks, suspects
 from .job.flight_recorder import recorder_for
 from .accumulate.stacks import StackTable
-from .rules.thread import current_call_text, judge_thread
-from .rules.tree import judge_tree
-from .rules.stacks import apply_stack_facts
+from .threads.thread import current_call_text, judge_thread
+from .verdicts.tree import judge_tree
+from .threads.stacks import apply_stack_facts
 from .vocab.verdict import EXITED, IDLE, PROGRESSING, Note, NoteKind, ThreadVerdict
 from .progress.still import still_signals
 

@@ -9,7 +9,7 @@ yet. Rules, the analyzer's own where it has one:
   position advanced, however small the writes (PYTHONUNBUFFERED prints a line per write),
   unless its new lines are a heartbeat (progress/log_lines.py ``heartbeat_fds``: the analyzer's
   own judgement);
-  else bytes written beyond wake-up writes, by ``rules.output.process_output_bytes`` (the
+  else bytes written beyond wake-up writes, by ``threads.output.process_output_bytes`` (the
   analyzer's /proc rule: /proc/PID/io wchar beyond 8 bytes per write call, so eventfd pokes and
   self-pipe wake-ups are not output): pipes, ttys, write(2) on sockets.
 - ``sent``: bytes a peer acknowledged on a TCP socket of the tree (tcp_info; send(2) is not in
@@ -55,7 +55,7 @@ from .progress.gpu import gpu_work
 from .progress.stacks import code_moves
 from .progress.log_lines import heartbeat_fds
 from .progress.memory import LOAD_MIN_FAULT_RATE, LOAD_MIN_RATE
-from .rules.output import process_output_bytes
+from .threads.output import process_output_bytes
 from .accumulate.traffic import from_counters as counters_traffic
 from .accumulate.traffic import keepalive
 
@@ -119,7 +119,7 @@ def _same(a: ProcessLook, b: ProcessLook) -> bool:
 
 def advanced_files(a: ProcessLook, b: ProcessLook) -> Dict[str, int]:
     """{path: bytes} of the files whose position advanced between the looks on the same fd: output
-    however small its writes (the analyzer's fd-position rule, rules/output.py), unless their
+    however small its writes (the analyzer's fd-position rule, threads/output.py), unless their
     new lines are a heartbeat."""
     out: Dict[str, int] = {}
     beats = heartbeat_fds(b.lines.values())

@@ -1,6 +1,6 @@
 """GPU waits as first-class evidence: a thread rule and the notes from NVML readings.
 
-Contract: pure functions of the accumulated recording (no I/O), like rules/thread.py.
+Contract: pure functions of the accumulated recording (no I/O), like threads/thread.py.
 - ``rule_gpu_work_completes``: a thread whose own libcuda calls show its GPU work completing
   (progress/gpu.driver_work: uprobes) progresses, whatever it looks like on the CPU; it goes
   before ``rule_gpu_computes``.
@@ -9,8 +9,8 @@ Contract: pure functions of the accumulated recording (no I/O), like rules/threa
   spin- and yield-sync rules.
 - ``rule_gpu_yield_wait`` (``ThreadContext -> Optional[ThreadVerdict]``): a ``sched_yield`` loop
   in a process holding /dev/nvidia* fds is a yield-sync wait on the GPU. It goes into
-  ``rules.thread.THREAD_RULES`` right before ``rule_yield_loop``. The spin-sync rule is
-  ``rules.thread.rule_gpu_spin_wait`` (state R plus a ~1 Hz RM_CONTROL on /dev/nvidiactl); the
+  ``threads.thread.THREAD_RULES`` right before ``rule_yield_loop``. The spin-sync rule is
+  ``threads.thread.rule_gpu_spin_wait`` (state R plus a ~1 Hz RM_CONTROL on /dev/nvidiactl); the
   blocking-sync wait is an edge of the wait-for graph (waitgraph/build.py: a futex wait in a
   process whose libcuda event thread runs leads to the GPU).
 - ``gpu_findings`` turns the per-GPU statistics (accumulate/gpu.py) and the process verdicts

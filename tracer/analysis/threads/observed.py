@@ -33,8 +33,8 @@ from ..vocab.verdict import IDLE, PROGRESSING, UNKNOWN, ThreadVerdict
 from .context import ThreadContext
 
 if TYPE_CHECKING:  # pragma: no cover (thread_rules imports this module; those import it)
-    from .process import ProcessVerdict
-    from .tree import TreeVerdict
+    from ..verdicts.process import ProcessVerdict
+    from ..verdicts.tree import TreeVerdict
 
 RULE = "not-observed"
 PROCESS_RULE = "thread-" + RULE      # as process rules that a thread's verdict decides
@@ -81,7 +81,7 @@ def rule_not_observed(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 def explain_unknown(pvs: Dict[int, "ProcessVerdict"]) -> None:
     """Give unknown processes whose threads were not observed that reason (module doc)."""
-    from .process import Finding   # process_rules imports thread_rules, which imports us
+    from ..verdicts.process import Finding   # process_rules imports thread_rules, which imports us
     for pv in pvs.values():
         if pv.verdict != UNKNOWN:
             continue

@@ -34,7 +34,7 @@ from .output import (_bytes, heartbeat_output, rule_code_moves, rule_loads_memor
 
 # A thread in a periodic loop with nothing to show ticks: it shows its process is alive, not that
 # it progresses (a watchdog, a heartbeat, an idle event loop); it decides its process only when
-# nothing else does (rules/process.py), and a chain of waits never ends at it otherwise.
+# nothing else does (verdicts/process.py), and a chain of waits never ends at it otherwise.
 TICKING_RULE = "periodic-wakeups"
 NV_RM_CONTROL = next(nr for nr, name in NV_ESCAPES.items() if name == "RM_CONTROL")
 
@@ -339,7 +339,7 @@ def rule_blocked(c: ThreadContext) -> Optional[ThreadVerdict]:
     how = "throughout the recording" if w.whole_window else \
         f"since {max(0.0, (w.since or c.rec.start) - c.rec.start):.1f} s into it"
     # A thread blocked all along is the first suspect: only pools of identical waits are folded
-    # (rules/pools.py, once every thread of the process is judged).
+    # (threads/pools.py, once every thread of the process is judged).
     return ThreadVerdict(BLOCKED, "blocked-without-timeout",
                          [f"blocked in {w.describe()} {how} ({w.source})"], wait=w, cpu=c.cpu)
 
