@@ -26,7 +26,8 @@ from .evidence.build import recording_evidence
 from .evidence.table import EVIDENCE_TYPES, EvidenceTable
 from ..events.evidence import CudaDriverCalls, LogLines, MemoryProgress
 from .vocab.facts import STACK_EVENTS, WaitFacts
-from .vocab.waits import Wait, blocking_wait
+from .threads.state import blocking_wait
+from .vocab.waits import Wait
 from .accumulate.gpu import GpuAccumulator
 from .vocab.nodes import NodeMap
 from .report_build import build_report
@@ -120,7 +121,7 @@ class Analyzer:
 
     def stuck_waits(self, pids: Iterable[int]) -> List[Tuple[int, int, Wait]]:
         """(pid, tid, wait) of the threads of ``pids`` blocked in one call for the whole window
-        so far (vocab/waits.blocking_wait): the kernel-stack probe picks among them."""
+        so far (threads/state.blocking_wait): the kernel-stack probe picks among them."""
         want = set(pids)
         rec = self.acc.finish()
         out: List[Tuple[int, int, Wait]] = []

@@ -1,14 +1,12 @@
 """The analysis pipeline that turns an accumulated recording into a ``Report``.
 
-Contract: ``build_report(rec, ...)`` is pure and runs, in this order:
-1. thread rules for every thread (thread_rules.judge_thread);
-2. per-process facts (roles, labels, exits) and, for ranks, their connected peers;
-3. the collective stragglers (collective.find_stragglers: NVML plus thread verdicts);
-4. the wait-for graph, built and settled once (waitgraph/build.py): the one model of who waits on
-   whom and who is stuck;
-5. process rules and tree rules, which read the graph and never resolve waits themselves;
-   (merged traces, ``nodes``: the same pipeline over keys, nodes.py; NCCL RAS put on keys);
-6. the report: verdicts, evidence, counters, the graph as JSON, typed notes rendered as text.
+Contract: ``build_report(rec, ...)`` is pure and runs the stages (analysis/__init__.py numbers
+them) in this order: 4 threads (threads.thread.judge_thread for every thread); 3 job (roles,
+labels, exits, a rank's connected peers, and the collective stragglers, which take NVML and the
+thread verdicts); 5 waitgraph, built and settled once: the one model of who waits on whom and
+who is stuck; 6 verdicts of processes and the tree, which read the graph and never resolve waits
+themselves (merged traces, ``nodes``: the same pipeline over keys); 7 evidence; then the report:
+verdicts, counters, the graph as JSON, typed notes rendered as text.
 """
 from __future__ import annotations
 
@@ -20,7 +18,8 @@ from .accumulate.accumulator import Recording, ThreadStats
 from .job.collective import collective_peers, find_stragglers
 from .job.ras import read_ras
 from .job.nccl_ras import rank_of_pid
-from .threads.observed import explain_unknown, qualify_tree, unobserved_lines
+from .threads.observed import unobserved_lines
+from .verdicts.observed import explain_unknown, qualify_tree
 from .verdicts.merged import qualify_for_unrecorded
 from .verdicts.view import VIEW_NOTE, view_lacks
 from .verdicts.partial import partial_hangs

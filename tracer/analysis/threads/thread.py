@@ -23,7 +23,8 @@ from ..job.roles import helper_kind
 from ..accumulate.io_class import STALE_CALLS_MIN
 from ..accumulate.traffic import describe as describe_traffic
 from ..progress.retries import retrying
-from ..vocab.waits import blocking_wait, cpu_use, wait_from_proc
+from ..vocab.waits import wait_from_proc
+from .state import blocking_wait, cpu_use
 from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
                              SPIN_CPU, UNKNOWN, YIELD_MIN_RATE, ThreadVerdict)
 from .context import ThreadContext
