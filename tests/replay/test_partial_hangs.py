@@ -1,4 +1,4 @@
-"""Partial hangs (analysis/partial.py) on recorded traces: a section of the report, never the
+"""Partial hangs (analysis/verdicts/partial.py) on recorded traces: a section of the report, never the
 verdict. The live case (a mutex held by a stuck thread) is in live/test_attach_verdicts.py (partial_hang)."""
 from pathlib import Path
 

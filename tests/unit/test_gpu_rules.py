@@ -1,4 +1,4 @@
-"""GPU wait rules and NVML findings (tracer/analysis/gpu_rules.py) on small synthetic inputs;
+"""GPU wait rules and NVML findings (tracer/analysis/threads/gpu.py) on small synthetic inputs;
 the real H200 recordings are replayed by replay/test_expected_reports.py (fixtures/expected/gpu-*.json)."""
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ class Analyzer:
         self.facts = WaitFacts()      # what the end-of-recording probes found (wait graph)
         self.ras: List[ev.NcclRasStatus] = []     # what NCCL's RAS service answered
         self.dumps: List[FlightRecorderDump] = []  # PyTorch Flight Recorder dumps read
-        self.evidence = EvidenceTable()   # logs, ports, GPU health, versions (evidence.py)
+        self.evidence = EvidenceTable()   # logs, ports, GPU health, versions (evidence/)
         self.driver_calls: List[CudaDriverCalls] = []   # libcuda uprobes: evidence and progress
         self.source = source
         # What goes elsewhere than the accumulator, by event class.

@@ -37,6 +37,7 @@ from .verdicts.process import ProcessVerdict, judge_process
 from .job.stack_groups import group_ranks, suspects
 from .job.flight_recorder import recorder_for
 from .accumulate.stacks import StackTable
+from .accumulate.io_class import WAKEUP_MAX_BYTES
 from .threads.thread import current_call_text, judge_thread
 from .verdicts.tree import judge_tree
 from .threads.stacks import apply_stack_facts
@@ -122,7 +123,7 @@ def input_notes(rec: Recording) -> List[Note]:
     if caps.get("fd_paths") is False:
         small = sum(t.unjudged_writes for t in rec.threads.values())
         notes.append("the log has no fd paths (-y): output was judged only from writes larger "
-                     f"than 8 bytes; {small} small writes could be eventfd or wake-up writes")
+                     f"than {WAKEUP_MAX_BYTES} bytes; {small} small writes could be eventfd or wake-up writes")
     if caps.get("pids") is False:
         notes.append("the log has no pid column: all lines were taken as one thread")
     lacks = view_lacks(caps)

@@ -29,10 +29,10 @@ yet. Rules, the analyzer's own where it has one:
   analyzer's ``loads-memory``, a loader bringing weights in through mmap.
 - ``gpu``: a GPU the tree uses does real work by ``progress.gpu.gpu_work`` (GPM's SM activity,
   else board power against its limit: the analyzer's ``gpu-computes``); or, where NVML gives
-  neither, its utilization strictly between ``gpu_rules.IDLE_UTIL`` and
-  ``gpu_rules.BUSY_UTIL``, or swinging from one side to the other between the looks: kernels
+  neither, its utilization strictly between ``accumulate.gpu.IDLE_UTIL`` and
+  ``accumulate.gpu.BUSY_UTIL``, or swinging from one side to the other between the looks: kernels
   that start and finish. A GPU pinned "busy" near its idle power is a kernel that does not
-  finish (``gpu_rules.gpu_findings`` says the same), a GPU idle is no work: neither is progress.
+  finish (``threads.gpu.gpu_findings`` says the same), a GPU idle is no work: neither is progress.
 ``stack_signals(samples)``: the ``StackSamples`` taken before a capture (several Python stacks
 of the threads on a CPU, record/probes/stack_motion.py) -> a ``stacks`` signal for each thread
 whose code moves by ``progress.stacks.code_moves`` (the analyzer's ``code-moves``: a capture
@@ -62,7 +62,7 @@ from .accumulate.traffic import keepalive
 __all__ = ["ProcessLook", "TreeLook", "Signal", "progress_signals", "stack_signals", "WORK_MIN_CPU",
            "WORK_MIN_INPUT_RATE"]
 
-WORK_MIN_CPU = 0.01             # fraction of one core (as thread_rules.rule_varied_work)
+WORK_MIN_CPU = 0.01             # fraction of one core (as threads.output.rule_varied_work)
 WORK_MIN_INPUT_RATE = 256 << 10  # bytes a second of input beyond wake-up reads
 
 

@@ -20,7 +20,7 @@ from ..accumulate.accumulator import ProcessStats, Recording, ThreadStats
 from .gpu import rule_gpu_computes, rule_gpu_work_completes, rule_gpu_yield_wait
 from .observed import rule_not_observed
 from ..job.roles import helper_kind
-from ..accumulate.io_class import STALE_CALLS_MIN
+from ..accumulate.io_class import STALE_CALLS_MIN, WAKEUP_MAX_BYTES
 from ..accumulate.traffic import describe as describe_traffic
 from ..progress.retries import retrying
 from ..vocab.waits import wait_from_proc
@@ -325,7 +325,8 @@ def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
                             + describe_traffic(beats[0]))
     a, b = c.proc.first_io, c.proc.last_io
     if not c.rec.has_syscalls and a is not None and b is not None and b.syscw > a.syscw:
-        evidence.append(f"the process made {b.syscw - a.syscw} write calls of at most 8 bytes "
+        evidence.append(f"the process made {b.syscw - a.syscw} write calls of at most "
+                        f"{WAKEUP_MAX_BYTES} bytes "
                         "each (eventfd or wake-up sized, /proc io)")
     evidence.append("no output")
     return ThreadVerdict(BUSY, TICKING_RULE, evidence, cpu=c.cpu)

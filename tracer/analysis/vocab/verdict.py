@@ -46,7 +46,7 @@ ACTIVE = frozenset({PROGRESSING, BUSY, IDLE, UNKNOWN})   # a thread that can sti
 
 
 class BlockKind(StrEnum):
-    """What the waits of a blocked process lead to (process_rules, from the graph)."""
+    """What the waits of a blocked process lead to (verdicts/process.py, from the graph)."""
     GPU = "gpu"                  # a blocking-sync wait that the GPU will end
     COLLECTIVE = "collective"    # a collective that waits for other ranks
     PEERS = "peers"              # other traced processes that can still act
