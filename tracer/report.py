@@ -104,7 +104,7 @@ class Report:
     watch: Optional[Dict[str, Any]] = None
     # threads stuck all window on one object while the tree goes on (analysis/verdicts/partial.py)
     partial_hangs: List[Dict[str, Any]] = field(default_factory=list)
-    # Set by ``hangtrace merge``/``cluster`` (analysis/merged.py): one entry per node, {"name",
+    # Set by ``hangtrace merge``/``cluster`` (load/merged.py): one entry per node, {"name",
     # "hostname", "netns", "trace", "key_offset", "clock_offset", "clock", "window", "error"};
     # None for a single trace.
     nodes: Optional[List[Dict[str, Any]]] = None

@@ -16,7 +16,7 @@ from typing import Dict
 
 import pytest
 
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.strace.importer import import_strace
 
 REPO = Path(__file__).resolve().parent.parent.parent

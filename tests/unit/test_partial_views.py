@@ -8,7 +8,7 @@ import pytest
 from tracer import events as ev
 from tracer.analysis.verdicts.view import view_lacks
 from tracer.strace.importer import import_strace
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 
 from test_rules import T0, futex_block, info, pipe_cycle, run
 from pathlib import Path

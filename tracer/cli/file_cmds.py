@@ -33,7 +33,8 @@ def analyze(trace: str, as_json: bool, verbose: bool, fr: Tuple[str, ...]) -> No
     """Analyze a saved trace (or a raw strace log, or the files of strace -ff -o PREFIX: the
     directory or PREFIX, or a directory of PyTorch Flight Recorder dumps) and print the
     verdict."""
-    from ..analysis.analyzer import analyze_dumps, analyze_trace
+    from ..analysis.analyzer import analyze_dumps
+    from ..load.trace import analyze_trace
     from ..render.progress import FileProgress
     from ..tracefile.fr_dump import find_dumps, read_dumps
     if os.path.isdir(trace) and find_dumps(trace) and not fr:
@@ -66,7 +67,7 @@ def _maybe_ff_set(path: str) -> bool:
 def _analyze_strace_log(path: str, why: Optional[NotATrace]):  # type: ignore[no-untyped-def]
     """``analyze`` on a raw strace log: import it to a temporary trace first."""
     import tempfile
-    from ..analysis.analyzer import analyze_trace
+    from ..load.trace import analyze_trace
     from ..render.progress import FileProgress
     from ..strace.importer import ImportError_, import_strace
     with tempfile.TemporaryDirectory() as tmp:
@@ -155,7 +156,7 @@ def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_js
                + (f" ({result.unparsed} lines not understood)" if result.unparsed else "")
                + (" (log was cut short)" if result.truncated else ""), err=True)
     if then_analyze:
-        from ..analysis.analyzer import analyze_trace
+        from ..load.trace import analyze_trace
         with FileProgress(out, "analyzing") as bar:
             report = analyze_trace(out, progress=bar.update)
         emit(report, as_json)

@@ -44,7 +44,7 @@ def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose
     are aligned from send/receive pairs, and the verdict names the node, rank and pid."""
     if not traces:
         raise UsageError("give at least one trace (one per node)")
-    from ..analysis.merged import analyze_merged
+    from ..load.merged import analyze_merged
     emit(analyze_merged(list(traces)), as_json, verbose, output)
 
 
@@ -139,7 +139,7 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
         from ..errors import BackendFailed
         raise BackendFailed("no node could be recorded: " + "; ".join(
             f"{r.node}: {r.error}" for r in results))
-    from ..analysis.merged import analyze_merged
+    from ..load.merged import analyze_merged
     report = analyze_merged([r.trace for r in good],  # type: ignore[misc]
                             failed=[(r.node, r.error or "") for r in results if not r.trace])
     report.notes += [f"node {r.node}: {r.warning}" for r in good if r.warning]

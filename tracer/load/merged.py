@@ -19,8 +19,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from ..linux.fdtarget import FdTarget
 from ..report import Report
 from ..tracefile.nodes.merge import NodeTrace, estimate_clocks, merged_events, open_nodes
-from .analyzer import Analyzer
-from .vocab.nodes import NodeMap
+from ..analysis.analyzer import Analyzer
+from ..analysis.vocab.nodes import NodeMap
 
 __all__ = ["analyze_merged"]
 
