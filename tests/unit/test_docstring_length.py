@@ -15,7 +15,7 @@ MAX_DOCSTRING_LINES = 12
 # path under tracer/ -> lines of its module docstring when the bound came (to shrink, not grow)
 LONGER: Dict[str, int] = {
     "analysis/accumulate/fd_lifetimes.py": 15, "analysis/accumulate/io_class.py": 32,
-    "analysis/accumulate/kernel_counts.py": 45, "analysis/accumulate/program_clock.py": 14,
+    "analysis/accumulate/program_clock.py": 14,
     "analysis/accumulate/traffic.py": 19, "analysis/evidence/build.py": 15,
     "analysis/evidence/gpu.py": 16, "analysis/evidence/libs.py": 17,
     "analysis/evidence/ports.py": 13, "analysis/job/collective.py": 17,
