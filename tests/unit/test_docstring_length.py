@@ -27,7 +27,7 @@ LONGER: Dict[str, int] = {
     "analysis/verdicts/process.py": 29, "analysis/verdicts/tree.py": 17,
     "analysis/verdicts/view.py": 17, "analysis/vocab/nodes.py": 17,
     "analysis/vocab/stack_facts.py": 16, "analysis/waitgraph/build.py": 31,
-    "analysis/waitgraph/graph.py": 31,
+    
     "analysis/waitgraph/stack_waits.py": 16, "cli/commands.py": 21,
     "cli/options.py": 22, "errors.py": 13, "events/__init__.py": 19, "events/evidence.py": 14,
     "events/shapes.py": 16, "gpu/frames.py": 13, "gpu/nvidia.py": 20, "gpu/nvml_health.py": 21,
