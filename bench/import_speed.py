@@ -74,7 +74,7 @@ def real_log(path: str, n_lines: int) -> None:
 # --------------------------------------------------------------------------- children
 def _child(kind: str, args: List[str]) -> None:
     # The modules are imported before the clock starts: the work is measured, not start-up.
-    from tracer.analysis.analyzer import analyze_trace
+    from tracer.load.trace import analyze_trace
     from tracer.strace.importer import import_strace
     c0, t0 = time.process_time(), time.perf_counter()
     if kind == "regex":

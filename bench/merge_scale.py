@@ -35,7 +35,7 @@ from typing import List
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from tracer import events as ev  # noqa: E402
-from tracer.analysis.merged import analyze_merged  # noqa: E402
+from tracer.load.merged import analyze_merged  # noqa: E402
 from tracer.tracefile.format import TraceWriter, make_header  # noqa: E402
 from tracer.tracefile.nodes.merge import ID_STRIDE  # noqa: E402
 

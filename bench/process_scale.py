@@ -102,7 +102,7 @@ def write_storm(path: str, n: int) -> str:
 def analyze_once(path: str, render: bool = True) -> Tuple[float, float, float, str]:
     """Wall and CPU seconds of ``analyze_trace(path)``, wall seconds of rendering its console
     report (0 when not ``render``), and the verdict."""
-    from tracer.analysis.analyzer import analyze_trace
+    from tracer.load.trace import analyze_trace
     from tracer.render.console import render_report, report_console
     t, c = time.perf_counter(), time.process_time()
     report = analyze_trace(path)

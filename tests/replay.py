@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List
 
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.strace.importer import import_strace
 from tracer.report import Report
 

@@ -149,7 +149,7 @@ def membership(block: bytes, scan_block: Optional[Callable] = None) -> Dict[str,
 
 def outcome(block: bytes) -> Dict[str, object]:
     """The import and analysis of ``block`` as a log (module doc)."""
-    from tracer.analysis.analyzer import analyze_trace
+    from tracer.load.trace import analyze_trace
     from tracer.errors import HangtraceError
     from tracer.strace.importer import import_strace
     with tempfile.TemporaryDirectory(prefix="hangtrace-twins-") as tmp:

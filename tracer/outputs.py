@@ -2,44 +2,13 @@
 others can predict (``/tmp/x.htrace.gz``, the default trace name, watch's files), so nothing
 is ever written through a link or into a file that is already there.
 
-Contract:
-- A file is always created new: ``O_CREAT|O_EXCL|O_NOFOLLOW``, mode 0600 whatever the umask
-  (outputs hold command lines, paths and host names). An existing regular file at the output
-  path is replaced only by renaming a new file over it (never truncated: a hard link planted
-  there keeps its content); what rename replaces is the directory entry, never what a link
-  points to.
-- ``check_target(path)`` says what is at an output path first: nothing or a regular file is
-  fine (True when one is there); a symbolic link, a directory, a FIFO, a device or a socket
-  raises ``OutputError`` with one line saying what is there and that it is not written.
-- ``replacing(path)``: an output written whole (export -o, merge -o, watch's reports). The
-  block writes a temporary file beside ``path`` (same directory, so the rename is atomic);
-  when it ends without an error the file is renamed over ``path``, otherwise it is removed:
-  a command that fails (a bad input, a full disk) leaves ``path`` as it was. Write errors
-  raise ``OutputError`` (one line).
-- ``open_streamed(path)``: an output written as it goes (a trace while it records, a node's
-  trace coming back from a launcher). The new file is renamed into place at once, before
-  anything is written, so that a recording killed by SIGKILL is still at ``path``, readable
-  up to where it stopped.
-- ``create_fresh(path)``: names hangtrace makes up (``FreshName``: the default trace name
-  in the working directory, watch's files). It never replaces anything: ``a.htrace.gz``
-  taken, it creates ``a-2.htrace.gz``, ``a-3...``. ``open_streamed`` of a ``FreshName`` does
-  the same. The file object's ``name`` is the path it got.
-- ``fresh_directory(path)``: a directory name hangtrace made up (cluster's default output
-  directory): a new directory, 0700, at ``path`` or ``path-2``, ...
-- ``output_directory(path)``: a directory the user named for outputs (watch's and cluster's
-  ``--output-dir``): made when missing; a symbolic link there is refused with one line, as a
-  link at an output file is (the files would land in whatever it points to), and so is
-  anything that is not a directory or a directory this user may not write into.
-- ``scratch_beside(path)``: a temporary file beside an output, for work on the way to it.
-- ``guarded_stdout(stream)``: standard output as every command writes its report there
-  (click's echo, rich's console, a binary export through ``.buffer``): the same stream, whose
-  write and flush errors are one line, ``StdoutFailed`` ("standard output: cannot write: No
-  space left on device"), for ENOSPC, EIO and every other error but two that the command line
-  has its own rule for: EPIPE (the reader went away: quietly, 141) and EBADF (stdout closed:
-  dropped). The CLI installs it once, for every command.
-- Text is written as UTF-8 with errors="replace": a lone surrogate (a comm read from /proc
-  with undecodable bytes) cannot fail a write.
-- This module imports only errors.py: every layer may create its files here.
+Contract: a file is always created new (``O_CREAT|O_EXCL|O_NOFOLLOW``, mode 0600 whatever the
+umask: outputs hold command lines, paths and host names); an existing regular file at an output
+path is replaced only by renaming a new file over it, never truncated (a hard link planted
+there keeps its content). Each way out has one function: ``check_target``, ``replacing``,
+``open_streamed``, ``create_fresh``, ``fresh_directory``, ``output_directory``,
+``scratch_beside``, ``guarded_stdout`` (their docstrings say how). Text is written as UTF-8
+with errors="replace". This module imports only errors.py: every layer may create files here.
 """
 from __future__ import annotations
 
@@ -58,7 +27,7 @@ __all__ = ["MODE", "FreshName", "check_target", "open_streamed", "create_fresh",
            "guarded_stdout", "STDOUT_NAME"]
 
 STDOUT_NAME = "standard output"
-_STDOUT_OWN_RULES = (errno.EPIPE, errno.EBADF)   # the command line's rules (module doc)
+_STDOUT_OWN_RULES = (errno.EPIPE, errno.EBADF)   # the command line's rules (guarded_stdout)
 
 MODE = 0o600
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -67,7 +36,7 @@ _MOST_FRESH_TRIES = 1000
 
 class FreshName(str):
     """An output name hangtrace made up (not the user's): ``open_streamed`` never replaces a
-    file there but takes the next free name (module doc)."""
+    file there but takes the next free name (create_fresh)."""
 
 
 def _what(mode: int) -> str:
@@ -85,8 +54,9 @@ def _what(mode: int) -> str:
 
 
 def check_target(path: str) -> bool:
-    """True when a regular file is at ``path``, False when nothing is; OutputError for
-    anything else (module doc)."""
+    """What is at an output path, looked at first: True when a regular file is at ``path``,
+    False when nothing is; a symbolic link, a directory, a FIFO, a device or a socket raises
+    ``OutputError`` with one line saying what is there and that it is not written."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -137,8 +107,10 @@ def _binary(fd: int, path: str) -> IO[bytes]:
 
 
 def create_fresh(path: str, text: bool = False, what: str = "") -> IO:
-    """A new file at ``path`` or, when that name is taken, at the first free ``STEM-N.EXT``
-    (module doc); the file object's ``name`` is where it is. ``text``: a text file (UTF-8,
+    """For names hangtrace makes up (``FreshName``: the default trace name in the working
+    directory, watch's files): a new file at ``path`` or, when that name is taken, at the first
+    free ``STEM-N.EXT`` (``a-2.htrace.gz``, ``a-3...``); it never replaces anything. The file
+    object's ``name`` is where it is. ``text``: a text file (UTF-8,
     errors="replace") whose write errors are OutputError."""
     directory, base = os.path.split(path)
     stem, ext = _split_ext(base)
@@ -168,9 +140,11 @@ def _split_ext(base: str) -> Tuple[str, str]:
 
 
 def open_streamed(path: str, what: str = "") -> IO[bytes]:
-    """A new file that is at ``path`` from the start (module doc); OutputError when it
-    cannot be (``what`` it was for is said: "the trace"). A ``FreshName`` goes to
-    ``create_fresh``."""
+    """An output written as it goes (a trace while it records, a node's trace coming back from
+    a launcher): the new file is renamed into place at once, before anything is written, so
+    that a recording killed by SIGKILL is still at ``path``, readable up to where it stopped.
+    OutputError when it cannot be (``what`` it was for is said: "the trace"). A ``FreshName``
+    goes to ``create_fresh``."""
     if isinstance(path, FreshName):
         return create_fresh(path, what=what)
     check_target(path)
@@ -236,14 +210,14 @@ def guarded(f: IO, path: str) -> IO:
 
 
 def _stdout_error(e: OSError) -> OSError | StdoutFailed:
-    """What a failed write to standard output raises (module doc)."""
+    """What a failed write to standard output raises (guarded_stdout)."""
     if e.errno in _STDOUT_OWN_RULES:
         return e
     return StdoutFailed(f"{STDOUT_NAME}: cannot write: {e.strerror or e}")
 
 
 class _GuardedStdout:
-    """A standard output stream whose write errors are ``_stdout_error``'s (module doc);
+    """A standard output stream whose write errors are ``_stdout_error``'s (guarded_stdout);
     everything else is the stream's own."""
 
     def __init__(self, inner: IO) -> None:
@@ -281,8 +255,12 @@ class _GuardedStdout:
 
 
 def guarded_stdout(stream: IO) -> IO:
-    """``stream`` (sys.stdout) with its write errors one line (module doc); a stream that
-    already is guarded is returned as it is."""
+    """Standard output as every command writes its report there (click's echo, rich's
+    console, a binary export through ``.buffer``): the same ``stream``, whose write and flush
+    errors are one line, ``StdoutFailed`` ("standard output: cannot write: No space left on
+    device"), for ENOSPC, EIO and every error but two the command line has its own rule for:
+    EPIPE (the reader went away: quietly, 141) and EBADF (stdout closed: dropped). The CLI
+    installs it once, for every command; a stream already guarded is returned as it is."""
     if isinstance(stream, _GuardedStdout):
         return stream                # type: ignore[return-value]
     return _GuardedStdout(stream)  # type: ignore[return-value]
@@ -290,8 +268,10 @@ def guarded_stdout(stream: IO) -> IO:
 
 @contextlib.contextmanager
 def replacing(path: str, text: bool = True) -> Iterator[IO]:
-    """The temporary file of an output written whole; renamed over ``path`` on success,
-    removed otherwise (module doc)."""
+    """An output written whole (export -o, merge -o, watch's reports): the block writes a
+    temporary file beside ``path`` (same directory, so the rename is atomic), renamed over
+    ``path`` when the block ends without an error, removed otherwise: a command that fails (a
+    bad input, a full disk) leaves ``path`` as it was. Write errors raise ``OutputError``."""
     check_target(path)
     try:
         fd, tmp = _temp_beside(path)
@@ -340,8 +320,10 @@ def fresh_directory(path: str) -> str:
 
 
 def output_directory(path: str) -> str:
-    """``path`` as a directory to write outputs into, made when missing (module doc);
-    OutputError (one line) for a link, something else than a directory, or no write access."""
+    """``path``, a directory the user named for outputs (watch's and cluster's
+    ``--output-dir``), made when missing; OutputError (one line) for a symbolic link there (the
+    files would land in whatever it points to), something else than a directory, or one this
+    user may not write into."""
     entry = path.rstrip("/") or "/"      # "LINK/" would be looked up through the link
     try:
         st = os.lstat(entry)

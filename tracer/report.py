@@ -96,15 +96,15 @@ class Report:
     rank_stacks: List[Dict[str, Any]] = field(default_factory=list)
     # logs, ports, GPU health, versions, CUDA graph capture (tracer/analysis/evidence/build.py)
     evidence: Optional[Dict[str, Any]] = None
-    # What the backends could not observe, one line each (tracer/analysis/rules/observed.py): the
+    # What the backends could not observe, one line each (tracer/analysis/threads/observed.py): the
     # verdict line shows them, since the verdict rests on the rest.
     unobserved: List[str] = field(default_factory=list)
     # Set by ``hangtrace watch`` (tracer/record/watch.py): {"silent_since", "recorded_from",
     # "silent_for", "last_progress", "summary"}; None for every other report.
     watch: Optional[Dict[str, Any]] = None
-    # threads stuck all window on one object while the tree goes on (analysis/rules/partial.py)
+    # threads stuck all window on one object while the tree goes on (analysis/verdicts/partial.py)
     partial_hangs: List[Dict[str, Any]] = field(default_factory=list)
-    # Set by ``hangtrace merge``/``cluster`` (analysis/merged.py): one entry per node, {"name",
+    # Set by ``hangtrace merge``/``cluster`` (load/merged.py): one entry per node, {"name",
     # "hostname", "netns", "trace", "key_offset", "clock_offset", "clock", "window", "error"};
     # None for a single trace.
     nodes: Optional[List[Dict[str, Any]]] = None

@@ -48,6 +48,6 @@ def test_rank_2_is_the_root_cause(scenario, tmp_path, backend: str, fault: str,
     if fault != "kill":
         assert live["root_cause"]["tid"] == pid_tid(sc.facts["stuck"])[1]
         assert "(same stack); rank 2" in live["root_cause"]["summary"]
-    from tracer.analysis.analyzer import analyze_trace
+    from tracer.load.trace import analyze_trace
     replay = analyze_trace(str(out))
     assert (replay.verdict, replay.root_cause["pid"]) == (live["verdict"], rank2)

@@ -16,7 +16,7 @@ from typing import Dict
 
 import pytest
 
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.strace.importer import import_strace
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -25,7 +25,7 @@ JUDGED = [p for p in sorted(FIELD.glob("*.truth.json"))
           if json.loads(p.read_text()).get("verdict") is not None]
 
 # log file name -> why the analyzer still gets it wrong (issue 32 emptied it: the pasted
-# sessions are each their own view, rules/view.py)
+# sessions are each their own view, verdicts/view.py)
 KNOWN_MISSES: Dict[str, str] = {}
 
 

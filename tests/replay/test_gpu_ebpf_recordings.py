@@ -27,7 +27,7 @@ import pytest
 
 from tracer import events as ev
 from tracer.events.counts import ThreadCounts
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.gpu.nvidia import describe_ioctl
 from tracer.tracefile.format import TraceReader
 

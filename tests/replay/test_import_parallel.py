@@ -17,7 +17,7 @@ import pytest
 
 from tracer.strace import parallel as import_parallel
 from tracer.tracefile import format as trace
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.strace.parallel import classify
 from tracer.strace.ff import SingleLog
 from tracer.strace.importer import ImportError_, import_strace

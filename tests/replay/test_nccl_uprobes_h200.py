@@ -5,7 +5,7 @@ kernel is named as such."""
 from __future__ import annotations
 
 from scenarios import REPO
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.events.evidence import CudaDriverCalls
 from tracer.tracefile.format import TraceReader
 

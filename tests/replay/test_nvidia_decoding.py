@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.strace.importer import import_strace
 from tracer.gpu.nvidia import (describe_ioctl, ioc_fields, nv_request_name, rm_class_name,
                            rm_control_name)

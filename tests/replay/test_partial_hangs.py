@@ -1,8 +1,8 @@
-"""Partial hangs (analysis/partial.py) on recorded traces: a section of the report, never the
+"""Partial hangs (analysis/verdicts/partial.py) on recorded traces: a section of the report, never the
 verdict. The live case (a mutex held by a stuck thread) is in live/test_attach_verdicts.py (partial_hang)."""
 from pathlib import Path
 
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 

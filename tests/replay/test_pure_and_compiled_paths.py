@@ -134,7 +134,7 @@ def test_stale_module_is_refused(monkeypatch, tmp_path):
 _RUN = """
 import json, sys
 from tracer.strace.importer import import_strace
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.tracefile.fastpath import status
 res = import_strace(sys.argv[1], sys.argv[2])
 rep = analyze_trace(sys.argv[2]).to_json()

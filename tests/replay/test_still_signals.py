@@ -4,7 +4,7 @@ with the progress probes; a progressing one does not, and older traces keep thei
 from __future__ import annotations
 
 from scenarios import REPO
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 
 HEAD = "progress signals looked at and found still: "
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from scenarios import REPO
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from truth_check import cause_named, verdict_ok
 
 TRUTH = sorted((REPO / "fixtures" / "truth").glob("*.json")) + sorted(

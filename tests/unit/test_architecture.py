@@ -27,28 +27,21 @@ ALLOWED: Dict[str, Set[str]] = {
     "tracefile": {"events", "errors", "linux", "gpu"},
     "strace": {"events", "errors", "linux", "gpu", "tracefile"},
     "analysis": {"events", "errors", "report", "linux", "gpu", "tracefile"},
-    "render": {"events", "errors", "report", "snapshot_model", "analysis", "tracefile", "linux",
-               "gpu"},
+    "load": {"events", "errors", "report", "linux", "gpu", "tracefile", "analysis"},
+    "render": {"events", "errors", "report", "snapshot_model", "analysis", "load", "tracefile",
+               "linux", "gpu"},
     "record": {"events", "errors", "report", "snapshot_model", "linux", "gpu", "tracefile",
-               "strace", "analysis", "render", "resources"},
+               "strace", "analysis", "load", "render", "resources"},
     "cli": {"events", "errors", "report", "snapshot_model", "linux", "gpu", "tracefile",
-            "strace", "analysis", "render", "record", "resources"},
+            "strace", "analysis", "load", "render", "record", "resources"},
     "__main__": {"cli"},
     "__init__": set(),
 }
 
-# The stages inside analysis/ (ARCHITECTURE.md): sub-package -> the sub-packages it may import.
-# The modules at analysis/'s top (the analyzer, the pipeline, merge, watch's rules) may import
-# every stage; no stage imports them.
-STAGES: Dict[str, Set[str]] = {
-    "vocab": set(),
-    "accumulate": {"vocab"},
-    "job": {"vocab", "accumulate", "progress"},
-    "waitgraph": {"vocab", "accumulate", "job"},
-    "progress": {"vocab", "accumulate"},
-    "rules": {"vocab", "accumulate", "job", "waitgraph", "progress"},
-    "evidence": {"vocab", "accumulate"},
-}
+# The stages inside analysis/, numbered once (analysis/__init__.py; ARCHITECTURE.md mirrors
+# them): a stage imports only the stages before it. The modules at analysis/'s top (the
+# analyzer, the pipeline, merge, watch's rules) may import every stage; no stage imports them.
+from tracer.analysis import STAGES  # noqa: E402
 
 
 def _module_name(path: Path) -> str:
@@ -67,7 +60,7 @@ def _package_of(mod: str) -> str:
 def _stage_of(mod: str) -> str:
     """The analysis stage of a module ("" for analysis's top modules and other packages)."""
     parts = mod.split(".")
-    if len(parts) > 3 and parts[1] == "analysis" or (
+    if len(parts) > 3 and parts[1] == "analysis" and parts[2] in STAGES or (
             len(parts) == 3 and parts[1] == "analysis" and parts[2] in STAGES):
         return parts[2]
     return ""
@@ -127,24 +120,45 @@ def test_packages_import_only_what_the_layout_allows():
     assert not bad, "\n".join(bad)
 
 
-def test_analysis_stages_import_only_the_stages_below():
+def test_analysis_stages_import_only_the_stages_before_them():
+    """A stage never imports a later stage, nor analysis's top, not even for a type."""
     bad = []
     for mod, path in _all_modules().items():
-        if _package_of(mod) != "analysis":
-            continue
         stage = _stage_of(mod)
-        for dep in _imports(path):
+        if _package_of(mod) != "analysis" or not stage:
+            continue
+        for dep in _imports(path, typing_too=True):
             if _package_of(dep) != "analysis" or dep == "tracer.analysis":
                 continue
             dstage = _stage_of(dep)
-            if stage and (not dstage or (dstage != stage and dstage not in STAGES[stage])):
+            if not dstage or STAGES.index(dstage) > STAGES.index(stage):
                 bad.append(f"{mod} ({stage}) imports {dep} ({dstage or 'top'})")
     assert not bad, "\n".join(bad)
 
 
+def test_stages_are_numbered_once():
+    """Each stage folder's docstring opens with its number in analysis/__init__.py, and
+    ARCHITECTURE.md's table lists the same folders under the same numbers."""
+    import re
+    folders = {p.name for p in (PKG / "analysis").iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(STAGES)
+    for n, stage in enumerate(STAGES):
+        doc = ast.get_docstring(ast.parse((PKG / "analysis" / stage / "__init__.py").read_text()))
+        assert doc and doc.startswith(f"Stage {n}"), f"{stage}/__init__.py: {doc!r:.40}"
+    arch = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    rows = re.findall(r"^\| `(\w+)/` \| (\d+) \|.*\| ([^|]*) \|$", arch, re.M)
+    assert [r[:2] for r in rows] == [(s, str(n)) for n, s in enumerate(STAGES)], rows
+    for stage, _, may in rows:       # the table's "may import": earlier stages, and no more
+        allowed = set() if may.startswith("nothing") else set(may.split(", "))
+        assert allowed <= set(STAGES[:STAGES.index(stage)]), (stage, may)
+        used = {_stage_of(d) for p in (PKG / "analysis" / stage).glob("*.py")
+                for d in _imports(p, typing_too=True) if _package_of(d) == "analysis"}
+        assert used - {stage, ""} <= allowed, (stage, sorted(used - {stage, ""} - allowed))
+
+
 def test_every_analysis_module_is_in_a_stage_or_at_the_top():
     top = {"tracer.analysis", "tracer.analysis.analyzer", "tracer.analysis.report_build",
-           "tracer.analysis.merged", "tracer.analysis.watch_rules"}
+           "tracer.analysis.watch_rules"}
     stray = [m for m in _all_modules() if _package_of(m) == "analysis" and not _stage_of(m)
              and m not in top]
     assert not stray, f"analysis modules outside the stage folders: {stray}"

@@ -292,8 +292,8 @@ def _boom(*a, **k):
 
 @pytest.mark.parametrize("how", ["flag", "env", "neither"])
 def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch, capsys, how):
-    import tracer.analysis.analyzer as analyzer
-    monkeypatch.setattr(analyzer, "analyze_trace", _boom)
+    import tracer.load.trace as load_trace
+    monkeypatch.setattr(load_trace, "analyze_trace", _boom)
     monkeypatch.setattr(commands, "_debug", {"on": False})
     args = ["hangtrace"] + (["--debug"] if how == "flag" else []) + ["analyze", str(TRACE)]
     monkeypatch.setattr(sys, "argv", args)

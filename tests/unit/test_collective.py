@@ -1,4 +1,4 @@
-"""NCCL stragglers (tracer/analysis/collective.py): the rank whose GPU is idle while a connected
+"""NCCL stragglers (tracer/analysis/job/collective.py): the rank whose GPU is idle while a connected
 rank spins on a busy GPU in the collective is the root cause; with one shared busy GPU (the gloo
 picture, fixtures/expected/gpu-ranks.json) nothing is concluded. The real two-GPU recording is
 replayed by replay/test_expected_reports.py (fixtures/expected/gpu-nccl.json)."""

@@ -9,7 +9,7 @@ import pytest
 
 from tracer import events as ev
 from tracer.events import evidence as xe
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.analysis.evidence.build import EvidenceTable, ProcFacts, build_evidence
 from tracer.analysis.evidence.gpu import parse_xid
 from tracer.analysis.evidence.libs import bug_matches, fd_conditions, load_known_bugs, version_key

@@ -16,7 +16,7 @@ from typing import Any, Dict
 import pytest
 
 from tracer import events as ev
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.render.export import FORMATS, exporter
 from tracer.render.export.jsonl import event_dict
 from tracer.render.export.rates import GPU_PID

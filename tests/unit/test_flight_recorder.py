@@ -189,7 +189,7 @@ def test_analyze_dir_of_dumps_alone():
 def test_dumps_given_beside_a_trace_are_put_on_its_ranks_by_rank():
     """The skip recording less the dumps the probe saved, plus the dumps read from their
     directory (pid 0: no environment says whose they are): the ranks' RANK places them."""
-    from tracer.analysis.analyzer import analyzer_for
+    from tracer.load.trace import analyzer_for
     from tracer.events.stacks import FlightRecorderDump
     from tracer.tracefile.format import TraceReader
     trace = SKIP.parents[1] / "traces" / "fr_skip.cpu.htrace.gz"

@@ -1,4 +1,4 @@
-"""GPU wait rules and NVML findings (tracer/analysis/gpu_rules.py) on small synthetic inputs;
+"""GPU wait rules and NVML findings (tracer/analysis/threads/gpu.py) on small synthetic inputs;
 the real H200 recordings are replayed by replay/test_expected_reports.py (fixtures/expected/gpu-*.json)."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from tracer import events as ev
 from tracer.analysis.accumulate.accumulator import Accumulator
 from tracer.analysis.job.collective import collective_peers
 from tracer.analysis.accumulate.gpu import GpuAccumulator
-from tracer.analysis.rules.gpu import gpu_findings, rule_gpu_yield_wait
-from tracer.analysis.rules.thread import ThreadContext
+from tracer.analysis.threads.gpu import gpu_findings, rule_gpu_yield_wait
+from tracer.analysis.threads.thread import ThreadContext
 
 T0 = 1000.0
 NV_FDS = [ev.FdInfo(3, "nvidiactl", "/dev/nvidiactl"), ev.FdInfo(4, "nvidia", "/dev/nvidia0")]

@@ -23,7 +23,8 @@ import pytest
 import report_schema
 from tracer.cli import commands as cli
 from tracer import events as ev
-from tracer.analysis.analyzer import Analyzer, analyze_trace
+from tracer.analysis.analyzer import Analyzer
+from tracer.load.trace import analyze_trace
 from tracer.errors import CorruptTrace, NotATrace
 from tracer.record.session import StopFlag
 from tracer.report import EXIT_CODES

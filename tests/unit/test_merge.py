@@ -12,7 +12,7 @@ import pytest
 
 import report_schema
 from tracer import events as ev
-from tracer.analysis.merged import analyze_merged
+from tracer.load.merged import analyze_merged
 from tracer.tracefile.format import TraceWriter, make_header
 from tracer.tracefile.nodes.merge import ID_STRIDE, open_nodes
 from cli_run import hangtrace as cli  # noqa: E402  (tests/cli_run.py)
@@ -113,7 +113,7 @@ def test_pid_bearing_fields_carry_the_node_and_its_pid(tmp_path):
 
 
 def test_a_single_trace_has_the_node_fields_null(tmp_path):
-    from tracer.analysis.analyzer import analyze_trace
+    from tracer.load.trace import analyze_trace
     a, _ = two_nodes(tmp_path)
     doc = analyze_trace(a).to_json()
     report_schema.check(doc)
@@ -155,7 +155,7 @@ def test_console_names_node_and_pid_not_keys(tmp_path):
 
 
 def test_a_single_trace_merges_to_what_analyze_says(tmp_path):
-    from tracer.analysis.analyzer import analyze_trace
+    from tracer.load.trace import analyze_trace
     _, b = two_nodes(tmp_path)
     m, one = analyze_merged([b]), analyze_trace(b)
     assert (m.verdict, m.rule, m.root_cause["summary"].replace("node b, ", "")) == \

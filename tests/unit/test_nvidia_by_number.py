@@ -92,7 +92,7 @@ def test_an_untimed_log_of_rm_control_polls_is_a_gpu_spin_wait(tmp_path):
     """``strace -p`` of a process that polls the GPU, without times and without the open of
     its fd: the end of the log is a run of RM_CONTROL escapes and nothing else; a run of
     another ioctl that returns at once is not taken for one."""
-    from tracer.analysis.analyzer import analyze_trace
+    from tracer.load.trace import analyze_trace
     from tracer.strace.importer import import_strace
     rm = "ioctl(5, _IOC(_IOC_READ|_IOC_WRITE, 0x46, 0x2a, 0x20), 0x7ffd1a2b3c40) = 0\n"
     other = "ioctl(5, TCGETS, 0x7ffd1a2b3c40) = 0\n"

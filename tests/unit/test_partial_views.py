@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tracer import events as ev
-from tracer.analysis.rules.view import view_lacks
+from tracer.analysis.verdicts.view import view_lacks
 from tracer.strace.importer import import_strace
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 
 from test_rules import T0, futex_block, info, pipe_cycle, run
 from pathlib import Path

@@ -15,7 +15,7 @@ import pytest
 from cli_run import hangtrace, one_line
 from perfetto_check import check_chrome_json, check_track_events
 from tracer import events as ev
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.render.export import exporter
 from tracer.render.export.rates import BUCKET_S, GPU_PID, OUTPUT, SYSCALLS, WRITTEN
 from tracer.render.export.timeline import TREE_TID, VERDICT_TID_BASE

@@ -34,7 +34,8 @@ def test_a_proc_sample_in_restart_syscall_is_the_poll_it_resumes() -> None:
 
 
 def test_a_resumed_sleep_has_a_time_limit() -> None:
-    from tracer.analysis.vocab.waits import _resume, wait_from_call
+    from tracer.analysis.threads.state import _resume
+    from tracer.analysis.vocab.waits import wait_from_call
     call = ev.Syscall(ts=1.0, pid=5, tid=6, name="restart_syscall",
                       args="<... resuming interrupted clock_nanosleep ...>", ret=None,
                       err=None, dur=None, fd=None, fd_kind=None, fd_target=None, ongoing=True)

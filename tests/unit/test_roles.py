@@ -1,4 +1,4 @@
-"""Roles of serving-stack processes and library helper threads (tracer/analysis/roles.py)."""
+"""Roles of serving-stack processes and library helper threads (tracer/analysis/job/roles.py)."""
 from __future__ import annotations
 
 import pytest

@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from process_scale import T0, write_storm  # noqa: E402
 
 from tracer import events as ev  # noqa: E402
-from tracer.analysis.analyzer import analyze_trace  # noqa: E402
+from tracer.load.trace import analyze_trace  # noqa: E402
 from tracer.tracefile.format import TraceWriter, make_header  # noqa: E402
 from tracer.render.console import process_tree  # noqa: E402
 

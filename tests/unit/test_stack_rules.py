@@ -1,11 +1,11 @@
-"""What the stacks change in thread verdicts (analysis/rules/stacks.py), as pure functions:
+"""What the stacks change in thread verdicts (analysis/threads/stacks.py), as pure functions:
 GIL waiters, a thread in the GPU driver, uninterruptible sleep, evidence lines."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 from tracer import events as ev
-from tracer.analysis.rules.stacks import apply_stack_facts, kernel_line
+from tracer.analysis.threads.stacks import apply_stack_facts, kernel_line
 from tracer.analysis.vocab.stack_facts import StackFacts
 from tracer.analysis.vocab.verdict import BLOCKED, BUSY, IDLE, PROGRESSING, ThreadVerdict
 from tracer.analysis.vocab.waits import Wait

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from tracer import events as ev
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.tracefile.format import TraceReader
 from tracer.strace.arch import X86_ONLY, log_machine
 from tracer.strace.lines import parse_line

@@ -15,7 +15,7 @@ from typing import List
 import pytest
 
 from tracer import events as ev
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.strace.convert import StraceConverter
 from tracer.strace.importer import import_strace
 from tracer.strace.lines import py_split_line, split_line
@@ -186,7 +186,7 @@ def test_k_stack_of_the_call_a_log_ends_in_is_the_thread_s_native_stack():
 
 
 def test_k_stack_makes_the_futex_wait_a_lock_wait(tmp_path):
-    from tracer.analysis.analyzer import analyze_trace
+    from tracer.load.trace import analyze_trace
     from tracer.strace.importer import import_strace
     out = str(tmp_path / "t.htrace")
     import_strace(str(FIELD / "futex_self_f_k_p_term_killed.log"), out)

@@ -6,7 +6,7 @@ import json
 import os
 
 from tracer import events as ev
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.render.console import render_report
 from tracer.tracefile.format import TraceReader
 from tracer.strace.ff import SingleLog

@@ -19,7 +19,7 @@ import os
 import pytest
 
 import report_schema
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.render.console import render_report, report_console
 from tracer.strace.convert import StraceConverter
 from tracer.strace.importer import import_strace

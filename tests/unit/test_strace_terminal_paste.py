@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.strace.importer import import_strace
 
 FIELD = Path(__file__).resolve().parents[1] / "data" / "strace" / "field"

@@ -11,7 +11,7 @@ import pytest
 
 import report_schema
 
-from tracer.analysis.analyzer import analyze_trace
+from tracer.load.trace import analyze_trace
 from tracer.strace.importer import import_strace
 from tracer.strace.scan import LogScan
 from tracer.strace.times import LogTimes, relative_shape
@@ -117,7 +117,7 @@ def test_the_span_is_of_the_clock_read_most_and_never_of_one_that_went_back():
 
 
 def test_an_untimed_log_is_measured_by_the_program_s_own_clock(tmp_path):
-    from tracer.analysis.analyzer import analyze_trace
+    from tracer.load.trace import analyze_trace
     from tracer.render.console import window_text
     from tracer.strace.importer import import_strace
     out = str(tmp_path / "t.htrace")

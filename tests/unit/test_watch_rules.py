@@ -1,4 +1,4 @@
-"""The progress predicates of hangtrace watch (tracer/analysis/progress.py): tables of looks."""
+"""The progress predicates of hangtrace watch (tracer/analysis/watch_rules.py): tables of looks."""
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,6 @@
 """The analyzer: events in, ``Report`` out.
 
-Contract: ``Analyzer`` is fed events one at a time (``feed``), from a trace file (``analyze_trace``)
+Contract: ``Analyzer`` is fed events one at a time (``feed``), from a trace file (load/trace.py)
 or from the live recording's queue (record/session.py): the same code for replay and live.
 ``report()`` runs the pipeline of report_build.py (thread rules, the wait-for graph, process and
 tree rules) over what was accumulated. Memory is bounded by threads, not events. What other
@@ -20,13 +20,13 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 from .. import events as ev
 from ..events.stacks import FlightRecorderDump
 from ..report import Report
-from ..tracefile.format import TraceReader
 from .accumulate.accumulator import Accumulator
 from .evidence.build import recording_evidence
 from .evidence.table import EVIDENCE_TYPES, EvidenceTable
 from ..events.evidence import CudaDriverCalls, LogLines, MemoryProgress
 from .vocab.facts import STACK_EVENTS, WaitFacts
-from .vocab.waits import Wait, blocking_wait
+from .threads.state import blocking_wait
+from .vocab.waits import Wait
 from .accumulate.gpu import GpuAccumulator
 from .vocab.nodes import NodeMap
 from .report_build import build_report
@@ -46,7 +46,7 @@ class Analyzer:
         self.facts = WaitFacts()      # what the end-of-recording probes found (wait graph)
         self.ras: List[ev.NcclRasStatus] = []     # what NCCL's RAS service answered
         self.dumps: List[FlightRecorderDump] = []  # PyTorch Flight Recorder dumps read
-        self.evidence = EvidenceTable()   # logs, ports, GPU health, versions (evidence.py)
+        self.evidence = EvidenceTable()   # logs, ports, GPU health, versions (evidence/)
         self.driver_calls: List[CudaDriverCalls] = []   # libcuda uprobes: evidence and progress
         self.source = source
         # What goes elsewhere than the accumulator, by event class.
@@ -120,7 +120,7 @@ class Analyzer:
 
     def stuck_waits(self, pids: Iterable[int]) -> List[Tuple[int, int, Wait]]:
         """(pid, tid, wait) of the threads of ``pids`` blocked in one call for the whole window
-        so far (vocab/waits.blocking_wait): the kernel-stack probe picks among them."""
+        so far (threads/state.blocking_wait): the kernel-stack probe picks among them."""
         want = set(pids)
         rec = self.acc.finish()
         out: List[Tuple[int, int, Wait]] = []
@@ -164,42 +164,6 @@ _FACTS = (ev.FutexOwner, ev.SocketPeers, ev.FileLock)
 PROGRESS_TYPES = (LogLines, MemoryProgress)
 
 
-def analyzer_for(reader: TraceReader) -> Analyzer:
-    """An Analyzer set up from a trace's header (start, backends, capabilities, processes)."""
-    h = reader.info.header
-    opts = h.get("options") or {}
-    return Analyzer(start=h.get("start"), backends=h.get("backends"),
-                    capabilities=opts.get("capabilities"), processes=reader.info.processes,
-                    roots=h.get("targets"), source=h.get("source", "attach"))
-
-
-def analyze_trace(path: str, extra: Iterable[ev.Event] = (),
-                  progress: Optional[Callable[[int], None]] = None) -> Report:
-    """Read a trace file (streaming) and analyze it, with ``extra`` events after the trace's
-    (Flight Recorder dumps given beside it). Raises errors.BadInput (CorruptTrace, NotATrace)
-    on bad files. ``progress(offset)``: the reader's progress callback."""
-    reader = TraceReader(path, progress)
-    an = analyzer_for(reader)
-    with collector_paused():
-        an.feed_all(reader.events())
-    for e in extra:
-        an.feed(e)
-    info = reader.info
-    end = info.end.ts if info.end is not None else None
-    return an.report(end=end, trace_path=path, truncated=info.truncated,
-                     extra_notes=trace_notes(info))
-
-
-def trace_notes(info: Any) -> List[str]:
-    """The notes a trace brings to its report (a TraceReader's ``info`` once read): the
-    recording's errors and notes from the header, and corrupt lines skipped."""
-    opts = info.header.get("options") or {}
-    notes = list(opts.get("errors", [])) + list(opts.get("notes", []))
-    if info.bad_lines:
-        notes.append(f"{info.bad_lines} corrupt lines in the trace were skipped")
-    return notes
-
-
 def analyze_dumps(dumps: Sequence[FlightRecorderDump], where: str) -> Report:
     """A report of Flight Recorder dumps alone (``hangtrace analyze DIR``, as fr_trace): no
     process was observed, so the verdict is ``unknown``; the root cause is the first finding
@@ -228,5 +192,4 @@ def analyze_dumps(dumps: Sequence[FlightRecorderDump], where: str) -> Report:
                   flight_recorder=rec.to_json())
 
 
-__all__ = ["Analyzer", "analyze_trace", "analyze_dumps", "analyzer_for", "build_report",
-           "trace_notes"]
+__all__ = ["Analyzer", "analyze_dumps", "build_report", "collector_paused"]

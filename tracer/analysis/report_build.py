@@ -1,14 +1,12 @@
 """The analysis pipeline that turns an accumulated recording into a ``Report``.
 
-Contract: ``build_report(rec, ...)`` is pure and runs, in this order:
-1. thread rules for every thread (thread_rules.judge_thread);
-2. per-process facts (roles, labels, exits) and, for ranks, their connected peers;
-3. the collective stragglers (collective.find_stragglers: NVML plus thread verdicts);
-4. the wait-for graph, built and settled once (waitgraph/build.py): the one model of who waits on
-   whom and who is stuck;
-5. process rules and tree rules, which read the graph and never resolve waits themselves;
-   (merged traces, ``nodes``: the same pipeline over keys, nodes.py; NCCL RAS put on keys);
-6. the report: verdicts, evidence, counters, the graph as JSON, typed notes rendered as text.
+Contract: ``build_report(rec, ...)`` is pure and runs the stages (analysis/__init__.py numbers
+them) in this order: 4 threads (threads.thread.judge_thread for every thread); 3 job (roles,
+labels, exits, a rank's connected peers, and the collective stragglers, which take NVML and the
+thread verdicts); 5 waitgraph, built and settled once: the one model of who waits on whom and
+who is stuck; 6 verdicts of processes and the tree, which read the graph and never resolve waits
+themselves (merged traces, ``nodes``: the same pipeline over keys); 7 evidence; then the report:
+verdicts, counters, the graph as JSON, typed notes rendered as text.
 """
 from __future__ import annotations
 
@@ -20,27 +18,29 @@ from .accumulate.accumulator import Recording, ThreadStats
 from .job.collective import collective_peers, find_stragglers
 from .job.ras import read_ras
 from .job.nccl_ras import rank_of_pid
-from .rules.observed import explain_unknown, qualify_tree, unobserved_lines
-from .rules.merged import qualify_for_unrecorded
-from .rules.view import VIEW_NOTE, view_lacks
-from .rules.partial import partial_hangs
-from .rules.pools import Pool, find_pools
+from .threads.observed import unobserved_lines
+from .verdicts.observed import explain_unknown, qualify_tree
+from .verdicts.merged import qualify_for_unrecorded
+from .verdicts.view import VIEW_NOTE, view_lacks
+from .verdicts.partial import partial_hangs
+from .threads.pools import Pool, find_pools
 from .vocab.facts import WaitFacts
 from .accumulate.gpu import GpuStats
-from .rules.gpu import gpu_findings
+from .threads.gpu import gpu_findings
 from .vocab.nodes import NodeMap, locate, locate_partial, locate_wait, real_id
 from .job.ras import localize_ras
 from .waitgraph.build import GraphInput, build_wait_graph
 from .waitgraph.chain import Chains
 from .job.process_facts import process_facts
 from .job.ranks import mark_ranks, thread_set_suspects
-from .rules.process import ProcessVerdict, judge_process
+from .verdicts.process import ProcessVerdict, judge_process
 from .job.stack_groups import group_ranks, suspects
 from .job.flight_recorder import recorder_for
 from .accumulate.stacks import StackTable
-from .rules.thread import current_call_text, judge_thread
-from .rules.tree import judge_tree
-from .rules.stacks import apply_stack_facts
+from .accumulate.io_class import WAKEUP_MAX_BYTES
+from .threads.thread import current_call_text, judge_thread
+from .verdicts.tree import judge_tree
+from .threads.stacks import apply_stack_facts
 from .vocab.verdict import EXITED, IDLE, PROGRESSING, Note, NoteKind, ThreadVerdict
 from .progress.still import still_signals
 
@@ -123,7 +123,7 @@ def input_notes(rec: Recording) -> List[Note]:
     if caps.get("fd_paths") is False:
         small = sum(t.unjudged_writes for t in rec.threads.values())
         notes.append("the log has no fd paths (-y): output was judged only from writes larger "
-                     f"than 8 bytes; {small} small writes could be eventfd or wake-up writes")
+                     f"than {WAKEUP_MAX_BYTES} bytes; {small} small writes could be eventfd or wake-up writes")
     if caps.get("pids") is False:
         notes.append("the log has no pid column: all lines were taken as one thread")
     lacks = view_lacks(caps)

@@ -1,43 +1,12 @@
-"""Progress between two cheap looks at a watched tree: the predicates of ``hangtrace watch``.
+"""The predicates of ``hangtrace watch``: progress between two cheap looks at a watched tree.
 
 Contract: pure functions of two ``TreeLook``s (what /proc, sock_diag and NVML showed of the tree
 at two instants; tracer/record/watch_looks.py takes them). ``progress_signals(a, b)`` returns the
 signs of progress between them, each with its kind, pid and a sentence a person would cite; an
 empty list is silence. A process that is new in ``b``, or whose pid was reused, has no deltas
-yet. Rules, the analyzer's own where it has one:
-- ``output``: a regular file the process writes (stdout or stderr sent to a file, a log) whose
-  position advanced, however small the writes (PYTHONUNBUFFERED prints a line per write),
-  unless its new lines are a heartbeat (progress/log_lines.py ``heartbeat_fds``: the analyzer's
-  own judgement);
-  else bytes written beyond wake-up writes, by ``rules.output.process_output_bytes`` (the
-  analyzer's /proc rule: /proc/PID/io wchar beyond 8 bytes per write call, so eventfd pokes and
-  self-pipe wake-ups are not output): pipes, ttys, write(2) on sockets.
-- ``sent``: bytes a peer acknowledged on a TCP socket of the tree (tcp_info; send(2) is not in
-  wchar), unless the socket only chattered: small messages at a slow period, judged by
-  ``traffic.keepalive``, the analyzer's own rule (heartbeats, keep-alive and ping frames).
-- ``accepted``: a connection that is new since the last look on a port the tree listens on and
-  that the tree took out of the accept queue (a file refers to it), or closed from its side
-  (TIME_WAIT): the analyzer's ``served-connections``. A connection accepted and closed by
-  the client between two looks, with nothing sent, leaves no trace in the kernel's tables:
-  such a server shows its progress by what it sends or logs.
-- ``work``: the process ran (CPU at least ``WORK_MIN_CPU`` of a core) while reading input beyond
-  wake-up reads at ``WORK_MIN_INPUT_RATE`` or more (rchar beyond 8 bytes per read call, or reads
-  from storage): /proc's counterpart of the analyzer's ``varied-work`` (a thread that reads input
-  and runs varied syscalls). A spin, a poll loop and eventfd wake-ups read no input.
-- ``memory``: the process faulted pages in (``progress.memory.LOAD_MIN_FAULT_RATE`` a second or
-  more) while memory came in at ``LOAD_MIN_RATE`` (reads from storage, resident growth): the
-  analyzer's ``loads-memory``, a loader bringing weights in through mmap.
-- ``gpu``: a GPU the tree uses does real work by ``progress.gpu.gpu_work`` (GPM's SM activity,
-  else board power against its limit: the analyzer's ``gpu-computes``); or, where NVML gives
-  neither, its utilization strictly between ``gpu_rules.IDLE_UTIL`` and
-  ``gpu_rules.BUSY_UTIL``, or swinging from one side to the other between the looks: kernels
-  that start and finish. A GPU pinned "busy" near its idle power is a kernel that does not
-  finish (``gpu_rules.gpu_findings`` says the same), a GPU idle is no work: neither is progress.
-``stack_signals(samples)``: the ``StackSamples`` taken before a capture (several Python stacks
-of the threads on a CPU, record/probes/stack_motion.py) -> a ``stacks`` signal for each thread
-whose code moves by ``progress.stacks.code_moves`` (the analyzer's ``code-moves``: a capture
-walking model layers, a compile); the watcher asks for them only once silence has lasted
-long enough to capture, since they cost a second of py-spy.
+yet. Each kind is one rule, the analyzer's own where it has one: ``output``, ``sent``,
+``accepted``, ``work``, ``memory``, ``gpu`` (each function's docstring says what counts).
+``stack_signals(samples)``: a ``stacks`` signal for each thread whose Python code moves.
 """
 from __future__ import annotations
 
@@ -55,7 +24,7 @@ from .progress.gpu import driver_work, gpu_work
 from .progress.stacks import code_moves
 from .progress.log_lines import heartbeat_fds
 from .progress.memory import LOAD_MIN_FAULT_RATE, LOAD_MIN_RATE
-from .rules.output import process_output_bytes
+from .threads.output import process_output_bytes
 from .accumulate.traffic import from_counters as counters_traffic
 from .accumulate.traffic import keepalive
 
@@ -63,7 +32,7 @@ __all__ = ["ProcessLook", "TreeLook", "Signal", "progress_signals", "stack_signa
            "driver_signals", "WORK_MIN_CPU",
            "WORK_MIN_INPUT_RATE"]
 
-WORK_MIN_CPU = 0.01             # fraction of one core (as thread_rules.rule_varied_work)
+WORK_MIN_CPU = 0.01             # fraction of one core (as threads.output.rule_varied_work)
 WORK_MIN_INPUT_RATE = 256 << 10  # bytes a second of input beyond wake-up reads
 
 
@@ -120,7 +89,7 @@ def _same(a: ProcessLook, b: ProcessLook) -> bool:
 
 def advanced_files(a: ProcessLook, b: ProcessLook) -> Dict[str, int]:
     """{path: bytes} of the files whose position advanced between the looks on the same fd: output
-    however small its writes (the analyzer's fd-position rule, rules/output.py), unless their
+    however small its writes (the analyzer's fd-position rule, threads/output.py), unless their
     new lines are a heartbeat."""
     out: Dict[str, int] = {}
     beats = heartbeat_fds(b.lines.values())
@@ -139,6 +108,13 @@ def _heartbeat_bytes(a: ProcessLook, b: ProcessLook) -> int:
 
 
 def _output(a: ProcessLook, b: ProcessLook) -> Optional[Signal]:
+    """``output``: a regular file the process writes (stdout or stderr sent to a file, a log)
+    whose position advanced, however small the writes (PYTHONUNBUFFERED prints a line per write),
+    unless its new lines are a heartbeat (progress/log_lines.py ``heartbeat_fds``: the
+    analyzer's own judgement); else bytes written beyond wake-up writes, by
+    ``threads.output.process_output_bytes`` (the analyzer's /proc rule: /proc/PID/io wchar
+    beyond 8 bytes per write call, so eventfd pokes and self-pipe wake-ups are not output):
+    pipes, ttys, write(2) on sockets."""
     files = advanced_files(a, b)
     if files:
         path, n = max(files.items(), key=lambda kv: kv[1])
@@ -156,6 +132,11 @@ def _output(a: ProcessLook, b: ProcessLook) -> Optional[Signal]:
 
 
 def _work(a: ProcessLook, b: ProcessLook, dt: float) -> Optional[Signal]:
+    """``work``: the process ran (CPU at least ``WORK_MIN_CPU`` of a core) while reading input
+    beyond wake-up reads at ``WORK_MIN_INPUT_RATE`` or more (rchar beyond 8 bytes per read call,
+    or reads from storage): /proc's counterpart of the analyzer's ``varied-work`` (a thread that
+    reads input and runs varied syscalls). A spin, a poll loop and eventfd wake-ups read no
+    input."""
     cpu = (b.cpu_ticks - a.cpu_ticks) / max(b.ticks_hz, 1) / dt
     if cpu < WORK_MIN_CPU or a.io is None or b.io is None:
         return None
@@ -169,6 +150,9 @@ def _work(a: ProcessLook, b: ProcessLook, dt: float) -> Optional[Signal]:
 
 
 def _memory(a: ProcessLook, b: ProcessLook, dt: float) -> Optional[Signal]:
+    """``memory``: the process faulted pages in (``progress.memory.LOAD_MIN_FAULT_RATE`` a second
+    or more) while memory came in at ``LOAD_MIN_RATE`` (reads from storage, resident growth):
+    the analyzer's ``loads-memory``, a loader bringing weights in through mmap."""
     faults = b.faults - a.faults
     if faults < LOAD_MIN_FAULT_RATE * dt:
         return None
@@ -195,6 +179,9 @@ def _tree_sockets(look: TreeLook) -> List[TcpSock]:
 
 
 def _sent(a: TreeLook, b: TreeLook, dt: float) -> List[Signal]:
+    """``sent``: bytes a peer acknowledged on a TCP socket of the tree (tcp_info; send(2) is not in
+    wchar), unless the socket only chattered: small messages at a slow period, judged by
+    ``traffic.keepalive``, the analyzer's own rule (heartbeats, keep-alive and ping frames)."""
     if a.sockets is None or b.sockets is None:
         return []
     out: List[Signal] = []
@@ -222,6 +209,11 @@ def _sent(a: TreeLook, b: TreeLook, dt: float) -> List[Signal]:
 
 
 def _accepted(a: TreeLook, b: TreeLook) -> List[Signal]:
+    """``accepted``: a connection that is new since the last look on a port the tree listens on and
+    that the tree took out of the accept queue (a file refers to it), or closed from its side
+    (TIME_WAIT): the analyzer's ``served-connections``. A connection accepted and closed by the
+    client between two looks, with nothing sent, leaves no trace in the kernel's tables: such a
+    server shows its progress by what it sends or logs."""
     if a.sockets is None or b.sockets is None or not b.listening:
         return []
     ports = accepted_since(a.sockets, b.sockets, b.listening)
@@ -242,6 +234,13 @@ def _gpu_works(b: TreeLook) -> Optional[Signal]:
 
 
 def _gpu(a: TreeLook, b: TreeLook) -> List[Signal]:
+    """``gpu``: a GPU the tree uses does real work by ``progress.gpu.gpu_work`` (GPM's SM activity,
+    else board power against its limit: the analyzer's ``gpu-computes``); or, where NVML gives
+    neither, its utilization strictly between ``accumulate.gpu.IDLE_UTIL`` and
+    ``accumulate.gpu.BUSY_UTIL``, or swinging from one side to the other between the looks:
+    kernels that start and finish. A GPU pinned "busy" near its idle power is a kernel that does
+    not finish (``threads.gpu.gpu_findings`` says the same), a GPU idle is no work: neither is
+    progress."""
     works = _gpu_works(b)
     if works is not None:
         return [works]
@@ -267,7 +266,8 @@ def _gpu(a: TreeLook, b: TreeLook) -> List[Signal]:
 
 
 def progress_signals(a: TreeLook, b: TreeLook) -> List[Signal]:
-    """Signs of progress between look ``a`` and the later look ``b`` (module doc)."""
+    """Signs of progress between look ``a`` and the later look ``b`` (module doc; each
+    kind's rule is its function's docstring)."""
     dt = max(b.ts - a.ts, 1e-3)
     out: List[Signal] = []
     for pid, pb in sorted(b.processes.items()):
@@ -284,7 +284,11 @@ def progress_signals(a: TreeLook, b: TreeLook) -> List[Signal]:
 
 
 def stack_signals(samples: List[StackSamples]) -> List[Signal]:
-    """A ``stacks`` signal per thread whose Python code moves (module doc)."""
+    """A ``stacks`` signal for each thread whose code moves by ``progress.stacks.code_moves``
+    (the analyzer's ``code-moves``: a capture walking model layers, a compile), from the
+    ``StackSamples`` taken before a capture (several Python stacks of the threads on a CPU,
+    record/probes/stack_motion.py); the watcher asks for them only once silence has lasted long
+    enough to capture, since they cost a second of py-spy."""
     out = []
     for e in samples:
         text = code_moves(e)

@@ -13,7 +13,8 @@ command writes its report through one standard output, outputs.guarded_stdout: a
 cannot be written (``> /dev/full``, an I/O error) is one line, "hangtrace: standard output:
 cannot write: ...", and status 1, after whatever the command saved (attach's trace) was saved;
 the rest of what would go there is dropped.
-Commands raise errors.py's classes; ``_main`` turns an error into its line and exit status
+A command returns its status (a report's verdict, through options.show) and raises
+errors.py's classes; ``_main`` turns an error into its line and exit status
 (errors.exit_code), for the console script and for tests alike. The console script goes
 through click's own ``main`` (``standalone_mode=False``), so that shell completion
 (``_HANGTRACE_COMPLETE=bash_source|zsh_source|fish_source hangtrace``, or ``hangtrace

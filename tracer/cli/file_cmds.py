@@ -17,7 +17,7 @@ import click
 from ..errors import NotATrace, OutputError, UsageError, shown
 from .examples import epilog
 from ..render.export import FORMATS
-from .options import FILE, complete_from, emit, is_terminal
+from .options import FILE, complete_from, is_terminal, show
 
 __all__ = ["analyze", "export", "import_strace_cmd"]
 
@@ -29,44 +29,34 @@ __all__ = ["analyze", "export", "import_strace_cmd"]
 @click.option("--flight-recorder", "--fr", "fr", multiple=True, metavar="PATH", type=FILE,
               help="PyTorch Flight Recorder dumps to read with the trace (a directory, a file "
               "prefix such as /tmp/nccl_trace_rank_, or a file).")
-def analyze(trace: str, as_json: bool, verbose: bool, fr: Tuple[str, ...]) -> None:
+def analyze(trace: str, as_json: bool, verbose: bool, fr: Tuple[str, ...]) -> int:
     """Analyze a saved trace (or a raw strace log, or the files of strace -ff -o PREFIX: the
     directory or PREFIX, or a directory of PyTorch Flight Recorder dumps) and print the
     verdict."""
-    from ..analysis.analyzer import analyze_dumps, analyze_trace
+    from ..analysis.analyzer import analyze_dumps
+    from ..load.inputs import InputKind, open_input
+    from ..load.trace import analyze_trace
     from ..render.progress import FileProgress
-    from ..tracefile.fr_dump import find_dumps, read_dumps
-    if os.path.isdir(trace) and find_dumps(trace) and not fr:
-        emit(analyze_dumps(read_dumps(trace), trace), as_json, verbose)
+    from ..tracefile.fr_dump import read_dumps
     dumps = [d for path in fr for d in read_dumps(path)]
     if fr and not dumps:
         raise UsageError(f"--flight-recorder {', '.join(fr)}: no dump found there")
-    if _maybe_ff_set(trace):
-        emit(_analyze_strace_log(trace, None), as_json, verbose)
-    try:
+    given = open_input(trace, dumps=not fr)
+    if given.kind is InputKind.FR_DUMPS:
+        report = analyze_dumps(read_dumps(trace), trace)
+    elif given.kind is InputKind.TRACE:
         with FileProgress(trace, "analyzing") as bar:
             report = analyze_trace(trace, dumps, progress=bar.update)
-    except NotATrace as exc:
-        report = _analyze_strace_log(trace, exc)
-    emit(report, as_json, verbose)
+    else:
+        report = _analyze_strace_log(trace, given.why)
+    return show(report, as_json, verbose)
 
 
-def _maybe_ff_set(path: str) -> bool:
-    """A directory, or a name no file has (strace -ff -o PREFIX writes PREFIX.TID files):
-    the importer's -ff reader decides. Another stat error (permission denied) is the reader's
-    to report."""
-    try:
-        return stat.S_ISDIR(os.stat(path).st_mode)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-
-
-def _analyze_strace_log(path: str, why: Optional[NotATrace]):  # type: ignore[no-untyped-def]
-    """``analyze`` on a raw strace log: import it to a temporary trace first."""
+def _analyze_strace_log(path: str, why: Optional[str]):  # type: ignore[no-untyped-def]
+    """``analyze`` on a raw strace log or -ff files: import to a temporary trace first. ``why``:
+    why a log file is no trace, said when the importer cannot read it either."""
     import tempfile
-    from ..analysis.analyzer import analyze_trace
+    from ..load.trace import analyze_trace
     from ..render.progress import FileProgress
     from ..strace.importer import ImportError_, import_strace
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,11 +65,11 @@ def _analyze_strace_log(path: str, why: Optional[NotATrace]):  # type: ignore[no
             with FileProgress(path, "importing", passes=2) as bar:
                 result = import_strace(path, out, progress=bar.update)
         except ImportError_:
-            if why is None:          # not a trace either way: the importer's reason
+            if why is None:          # -ff files: the importer's reason
                 raise
-            raise why from None
+            raise NotATrace(why) from None
         if result.events == 0:
-            raise why or ImportError_(f"{path}: no strace events in it")
+            raise NotATrace(why) if why else ImportError_(f"{path}: no strace events in it")
         click.echo(f"hangtrace: {path} is an strace log; imported {result.events} events",
                    err=True)
         with FileProgress(out, "analyzing") as bar:
@@ -96,7 +86,7 @@ def _analyze_strace_log(path: str, why: Optional[NotATrace]):  # type: ignore[no
               "(Perfetto's protobuf, for large traces), json (JSON lines), dot (the wait-for "
               "graph for Graphviz).")
 @click.option("--output", "-o", type=FILE, metavar="FILE", help="Write here instead of stdout.")
-def export(trace: str, fmt: str, output: Optional[str]) -> None:
+def export(trace: str, fmt: str, output: Optional[str]) -> int:
     """Write a saved trace in another tool's format (timelines, graphs, JSON lines)."""
     from ..render.export import export_to, is_binary
     from ..render.progress import FileProgress
@@ -125,6 +115,7 @@ def export(trace: str, fmt: str, output: Optional[str]) -> None:
         raise
     except OSError as exc:
         raise OutputError(f"{output or 'stdout'}: {exc.strerror or exc}") from None
+    return 0
 
 
 def _is_fifo(path: str) -> bool:
@@ -143,7 +134,7 @@ def _is_fifo(path: str) -> bool:
               help="The N of strace -p N: whose lines those without a pid column are, when the "
               "log does not name it (else they are one thread of unknown process).")
 def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool,
-                      pid: Optional[int]) -> None:
+                      pid: Optional[int]) -> int:
     """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip; or the
     files of strace -ff -o PREFIX, as their directory or PREFIX) to a trace."""
     from ..render.progress import FileProgress
@@ -155,10 +146,11 @@ def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_js
                + (f" ({result.unparsed} lines not understood)" if result.unparsed else "")
                + (" (log was cut short)" if result.truncated else ""), err=True)
     if then_analyze:
-        from ..analysis.analyzer import analyze_trace
+        from ..load.trace import analyze_trace
         with FileProgress(out, "analyzing") as bar:
             report = analyze_trace(out, progress=bar.update)
-        emit(report, as_json)
+        return show(report, as_json)
+    return 0
 
 
 def _default_import_path(log: str) -> str:

@@ -17,7 +17,7 @@ import click
 
 from ..errors import OutputError, TargetGone, UsageError
 from .examples import epilog
-from .options import FILE, DIR, FiniteFloat, PidList, all_pids, complete_scenario, emit, \
+from .options import FILE, DIR, FiniteFloat, PidList, all_pids, complete_scenario, show, \
     is_terminal, pid_option, pids_text, report_console
 
 __all__ = ["attach", "watch", "snapshot", "demo", "doctor"]
@@ -52,7 +52,7 @@ NATIVE_HELP = ("Also gather native (C/C++) frames and name the CUDA, NCCL and cu
 @click.option("--native", is_flag=True, help=NATIVE_HELP)
 def attach(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: Optional[str],
            duration: float, backend: str, rate: float, output: Optional[str], as_json: bool,
-           verbose: bool, force: bool, native: bool) -> None:
+           verbose: bool, force: bool, native: bool) -> int:
     """Record the process trees under PIDS, save the trace and print the verdict."""
     from ..record.session import choose_backends, refuse_untraceable, resolve_targets
     from ..tracefile.format import default_trace_path
@@ -69,7 +69,7 @@ def attach(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: 
                             native=native)
     click.echo("hangtrace: trace written to standard output" if piped else
                f"hangtrace: trace saved to {done.trace_path}", err=True)
-    emit(done.report, as_json, verbose, err=piped)
+    return show(done.report, as_json, verbose, err=piped)
 
 
 def record_with_view(roots: List[int], backends: list, duration: float, out: str,
@@ -125,7 +125,7 @@ def record_with_view(roots: List[int], backends: list, duration: float, out: str
               "it makes progress again.")
 def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: Optional[str],
           silent_for: float, duration: float, output_dir: str, once: bool, max_captures: int,
-          interval: float, backend: str, as_json: bool, verbose: bool) -> None:
+          interval: float, backend: str, as_json: bool, verbose: bool) -> int:
     """Watch the process trees under PIDS cheaply (/proc, socket and GPU counters; nothing is
     attached, nothing is stopped) and record them when they make no progress for
     --silent-for seconds: the trace and its report go into --output-dir."""
@@ -150,7 +150,7 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
     def say(line: str) -> None:
         click.echo(f"hangtrace: {line}", err=True)
 
-    def show(cap) -> None:  # type: ignore[no-untyped-def]
+    def print_capture(cap) -> None:  # type: ignore[no-untyped-def]
         if as_json:
             doc = cap.report.to_json()
             click.echo(json.dumps(doc, indent=2) if once else json.dumps(doc))
@@ -164,7 +164,7 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
         + f"; a {duration:g} s recording after {silent_for:g} s without progress, into "
         f"{output_dir}; a look every {interval:g} s")
     sampler = TreeSampler(roots, name)
-    sys.exit(Watcher(sampler, opts, say=say, on_capture=show).run())
+    return Watcher(sampler, opts, say=say, on_capture=print_capture).run()
 
 
 @click.command(epilog=epilog("snapshot"))
@@ -201,7 +201,7 @@ def snapshot(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...],
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--list", "list_them", is_flag=True, help="List the bundled scenarios and exit.")
 def demo(scenario: str, duration: float, backend: str, output: Optional[str], as_json: bool,
-         list_them: bool) -> None:
+         list_them: bool) -> int:
     """Start a bundled hanging scenario (default: an SGLang-like tree that went silent),
     attach to it and print the verdict; the scenario is killed afterwards."""
     import tempfile
@@ -209,7 +209,7 @@ def demo(scenario: str, duration: float, backend: str, output: Optional[str], as
     from ..record.session import choose_backends
     if list_them:
         click.echo("\n".join(scenario_names()))
-        sys.exit(0)
+        return 0
     if output == "-":
         raise UsageError("demo -o -: the report goes to standard output; give a file")
     backends, why = choose_backends(backend)
@@ -224,16 +224,16 @@ def demo(scenario: str, duration: float, backend: str, output: Optional[str], as
     finally:
         sc.kill()
     click.echo(f"hangtrace: trace saved to {done.trace_path}", err=True)
-    emit(done.report, as_json)
+    return show(done.report, as_json)
 
 
 @click.command(epilog=epilog("doctor"))
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as one JSON document.")
-def doctor(as_json: bool) -> None:
+def doctor(as_json: bool) -> int:
     """What this machine allows (BPF, BTF, tracepoints, kprobes, uprobes, ptrace, strace, BCC,
     headers, the compiled helpers) and what to install where something is missing."""
     from ..record.doctor import doctor_facts, run_doctor
     if as_json:
         click.echo(json.dumps(doctor_facts(), indent=2))
-        sys.exit(0)
-    sys.exit(run_doctor(report_console()))
+        return 0
+    return run_doctor(report_console())

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
-from typing import NoReturn, Optional, Tuple
+from typing import Optional, Tuple
 
 import click
 
@@ -20,7 +19,7 @@ from .examples import epilog
 from .options import DIR, FILE, PidList, all_pids, report_console
 
 
-def emit(report, as_json: bool, verbose: bool, output: Optional[str]) -> NoReturn:
+def _show(report, as_json: bool, verbose: bool, output: Optional[str]) -> int:
     from ..outputs import replacing
     from ..render.console import render_report
     with (replacing(output) if output else contextlib.nullcontext()) as out:
@@ -30,7 +29,7 @@ def emit(report, as_json: bool, verbose: bool, output: Optional[str]) -> NoRetur
             render_report(report, report_console(file=out), verbose=verbose)
     if output:
         click.echo(f"hangtrace: report written to {output}", err=True)
-    sys.exit(report.exit_code)
+    return int(report.exit_code)
 
 
 @click.command(epilog=epilog("merge"))
@@ -38,14 +37,14 @@ def emit(report, as_json: bool, verbose: bool, output: Optional[str]) -> NoRetur
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--output", "-o", type=FILE, metavar="FILE", help="Write the report here instead of stdout.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
-def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose: bool) -> None:
+def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose: bool) -> int:
     """Merge the traces of one job's nodes (one trace per node, recorded by attach) into one
     report: processes are told apart by node, waits between nodes are followed over TCP, clocks
     are aligned from send/receive pairs, and the verdict names the node, rank and pid."""
     if not traces:
         raise UsageError("give at least one trace (one per node)")
-    from ..analysis.merged import analyze_merged
-    emit(analyze_merged(list(traces)), as_json, verbose, output)
+    from ..load.merged import analyze_merged
+    return _show(analyze_merged(list(traces)), as_json, verbose, output)
 
 
 @click.command(epilog=epilog("cluster"))
@@ -89,7 +88,7 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
             selector: Optional[str], namespace: Optional[str], container: Optional[str],
             remote_cmd: str, output_dir: Optional[str], timeout: Optional[float],
             fanout: int, dry_run: bool, as_json: bool, output: Optional[str],
-            verbose: bool) -> None:
+            verbose: bool) -> int:
     """Record a job on all its NODES at once through the cluster's own launcher (each node
     runs hangtrace attach), collect the traces and print one merged report. A node that
     fails is reported as such; the others are merged."""
@@ -125,7 +124,7 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
     if dry_run:
         for line in cl.dry_run_lines(runs):
             click.echo(line)
-        sys.exit(2 if refused else 0)
+        return 2 if refused else 0
     from ..outputs import output_directory
     output_directory(outdir)             # a link there is refused, as for watch
     click.echo(f"hangtrace: recording {len(node_list) or 'the'} nodes through {via} for "
@@ -139,8 +138,8 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
         from ..errors import BackendFailed
         raise BackendFailed("no node could be recorded: " + "; ".join(
             f"{r.node}: {r.error}" for r in results))
-    from ..analysis.merged import analyze_merged
+    from ..load.merged import analyze_merged
     report = analyze_merged([r.trace for r in good],  # type: ignore[misc]
                             failed=[(r.node, r.error or "") for r in results if not r.trace])
     report.notes += [f"node {r.node}: {r.warning}" for r in good if r.warning]
-    emit(report, as_json, verbose, output)
+    return _show(report, as_json, verbose, output)

@@ -18,23 +18,22 @@ Contract:
 - ``report_console(err)``: the rich Console a report is printed on. On a terminal it wraps to
   the terminal's width; anywhere else (a pipe, a file) it never wraps a line, so that grep over a
   saved report finds whole lines.
-- ``emit(report, as_json, verbose, err)``: print a report (JSON: one document) and exit with its
-  verdict's status.
+- ``show(report, as_json, verbose, err)``: print a report (JSON: one document) and return its
+  verdict's status, for the command to return (cli/commands.py makes it the exit status).
 """
 from __future__ import annotations
 
 import json
 import math
 import re
-import sys
-from typing import Any, Callable, Iterable, List, NoReturn, Optional, Sequence
+from typing import Any, Callable, Iterable, List, Optional, Sequence
 
 import click
 from rich.console import Console
 
 from ..errors import shown
 
-__all__ = ["FiniteFloat", "PidList", "pid_option", "all_pids", "report_console", "emit",
+__all__ = ["FiniteFloat", "PidList", "pid_option", "all_pids", "report_console", "show",
            "is_terminal", "FILE", "DIR", "complete_from", "complete_scenario"]
 
 _PID_DIGITS = 10                  # pid_max is at most 2**22; 10 digits bound int() anyway
@@ -148,14 +147,14 @@ def report_console(err: bool = False, file=None) -> Console:  # type: ignore[no-
     return console_for(file=file, stderr=err)
 
 
-def emit(report, as_json: bool, verbose: bool = False,  # type: ignore[no-untyped-def]
-         err: bool = False) -> NoReturn:
+def show(report, as_json: bool, verbose: bool = False,  # type: ignore[no-untyped-def]
+         err: bool = False) -> int:
     from ..render.console import render_report
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2), err=err)
     else:
         render_report(report, report_console(err), verbose=verbose)
-    sys.exit(report.exit_code)
+    return int(report.exit_code)
 
 
 def pids_text(pids: Sequence[int]) -> str:

@@ -289,7 +289,7 @@ class PyStack(Event, tag="pys"):
 # --------------------------------------------------------------------------- what was not seen
 class ObserveError(Event, tag="oerr"):
     """Something a backend could not observe, saved so that ``analyze`` of the trace knows what
-    the live report knew (tracer/analysis/rules/observed.py). ``source``: the backend; ``what``:
+    the live report knew (tracer/analysis/threads/observed.py). ``source``: the backend; ``what``:
     "attach" (thread ``tid`` of ``pid``, or the whole process when ``tid`` is None), "syscall",
     "io", "fd", "stat" (those /proc files of ``pid``), "excluded" (never traced: hangtrace's
     own ancestor), "backend" (its own trouble; no pid); ``denied``: a permission refusal

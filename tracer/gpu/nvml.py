@@ -9,7 +9,7 @@ Contract:
   bindings' own words (init failed, no GPU), or that nvidia-ml-py cannot be imported. ``module``
   replaces the imported ``pynvml`` (tests).
 - ``Nvml`` is the reader's type (nvml_py.PyNvml), ``NVML_CLOCK_SM`` nvml.h's constant.
-- Nothing here classifies; the analysis of readings is tracer/analysis/rules/gpu.py.
+- Nothing here classifies; the analysis of readings is tracer/analysis/threads/gpu.py.
 """
 from __future__ import annotations
 

@@ -11,10 +11,8 @@ Contract:
 - When the tree has shown no progress for ``options.silent_for`` seconds, it first takes a
   few Python stacks of the threads on a CPU (``stack_sampler``, default the stack-motion
   probe: about a second of py-spy, never stopping the target): when their code moves, the
-  silence starts again from now (work that writes nothing: a capture, a compile); and, where
-  the tree maps libcuda and the uprobes load, counts its driver calls for a moment
-  (``driver_sampler``, default probes/driver_motion.py): GPU work that completes (a warm-up,
-  a slow collective) starts it again too. Else it records it as
+  silence starts again from now (work that writes nothing: a capture, a compile), as GPU work
+  that completes does (``driver_motion``). Else it records it as
   ``attach`` does (``session.record`` with the best backends, the end-of-recording probes, for
   ``options.duration``) and writes DIR/hangtrace-PIDS-TIME.htrace.gz (the trace), .txt (the
   report as ``attach`` prints it) and .json (``hangtrace.report/1`` with ``watch`` set: when the

@@ -38,7 +38,7 @@ import stat
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type, Union
 
 from .. import events as ev
 from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register)
@@ -286,6 +286,44 @@ def _finite(value: Any) -> Optional[float]:
     return ts if math.isfinite(ts) else None
 
 
+def _header_or_reason(stream: IO[bytes], path: str) -> Union[Dict[str, Any], str]:
+    """The first line of ``stream`` as a trace's header (a dict with the magic, not yet
+    validated), or why the file is no trace at all (``NotATrace``'s line). A file that
+    starts as a trace but is cut or broken in its first line raises ``CorruptTrace``."""
+    try:
+        first = stream.readline(MAX_LINE_CHARS)
+    except BROKEN:
+        raise CorruptTrace(f"{path}: corrupt trace: cut short inside its header") from None
+    if not first:
+        return f"{path}: empty file, not a hangtrace trace"
+    if len(first) >= MAX_LINE_CHARS and not first.endswith(b"\n"):
+        raise CorruptTrace(f"{path}: corrupt trace: line 1 is longer than "
+                           f"{MAX_LINE_CHARS >> 20} MiB")
+    try:
+        header = json.loads(first.decode("utf-8", "surrogateescape"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        if MAGIC.encode() in first[:200] and not first.endswith(b"\n"):
+            raise CorruptTrace(f"{path}: corrupt trace: cut short inside its header") from None
+        return f"{path}: not a hangtrace trace (no header)"
+    if not isinstance(header, dict) or header.get("magic") != MAGIC:
+        return f"{path}: not a hangtrace trace (bad magic)"
+    return header
+
+
+def not_a_trace(path: str) -> Optional[str]:
+    """Why the regular file ``path`` is no trace at all, or None when it is one (or starts as
+    one): its first line, read through the reader's own opener and header check. A file that
+    cannot be opened raises BadInput, one broken in its header CorruptTrace, as the reader
+    would."""
+    raw, stream = open_input(path, BadInput, pipes=False)
+    try:
+        header = _header_or_reason(stream, path)
+    finally:
+        stream.close()
+        raw.close()
+    return header if isinstance(header, str) else None
+
+
 def open_trace(path: str) -> "TraceReader":
     return TraceReader(path)
 
@@ -306,24 +344,9 @@ class TraceReader:
             raise
 
     def _read_header(self, path: str) -> None:
-        try:
-            first = self._stream.readline(MAX_LINE_CHARS)
-        except BROKEN:
-            raise CorruptTrace(f"{path}: corrupt trace: cut short inside its header") from None
-        if not first:
-            raise NotATrace(f"{path}: empty file, not a hangtrace trace")
-        if len(first) >= MAX_LINE_CHARS and not first.endswith(b"\n"):
-            raise CorruptTrace(f"{path}: corrupt trace: line 1 is longer than "
-                               f"{MAX_LINE_CHARS >> 20} MiB")
-        try:
-            header = json.loads(first.decode("utf-8", "surrogateescape"))
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            if MAGIC.encode() in first[:200] and not first.endswith(b"\n"):
-                raise CorruptTrace(f"{path}: corrupt trace: cut short inside its header") \
-                    from None
-            raise NotATrace(f"{path}: not a hangtrace trace (no header)") from None
-        if not isinstance(header, dict) or header.get("magic") != MAGIC:
-            raise NotATrace(f"{path}: not a hangtrace trace (bad magic)")
+        header = _header_or_reason(self._stream, path)
+        if isinstance(header, str):
+            raise NotATrace(header)
         version = header.get("version")
         if type(version) is int and version != VERSION:
             raise CorruptTrace(f"{path}: trace format version {shown(version)} is not supported "

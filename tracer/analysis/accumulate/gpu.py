@@ -4,7 +4,7 @@ Contract: ``GpuAccumulator.feed`` takes ``events.GpuSample`` and keeps ``GpuStat
 (memory bounded by GPUs and pids): samples, how many were busy (``BUSY_UTIL``) or idle
 (``IDLE_UTIL``), mean utilization, memory, the compute pids, mean power against the limit and
 GPM's SM activity (the power fractions every rule of GPU work uses are here). ``holds_gpu(fds)``: the process
-has the NVIDIA device files open. Rules over these readings are in rules/gpu.py.
+has the NVIDIA device files open. Rules over these readings are in threads/gpu.py.
 """
 from __future__ import annotations
 

@@ -1,48 +1,14 @@
 """Merge the kernel's counts (``events.ThreadCounts``, eBPF backend) into the accumulator's
-per-thread statistics, without double counting the calls that were also streamed.
-
-Contract:
+per-thread statistics, without double counting the calls that were also streamed. Contract:
 - ``KernelCounts.feed(e, t, is_internal)`` applies to ``t`` (accumulate.ThreadStats) what
   ``e`` adds to what the same thread's previous ThreadCounts said: a ThreadCounts is
   cumulative and replaces the one before, so only the difference is added (negative if a
   read of the kernel maps came out lower than the one before). The calls also streamed one
   by one are left out by the backend (``calls - streamed``; writes and reads are never
   streamed), so the streamed events and this merge add up to the kernel's totals.
-- The mapping onto ThreadStats (``contribution``), one line each:
-    calls - streamed, by name    -> syscalls[name]; nanosleep/clock_nanosleep also -> sleeps,
-                                    sched_yield also -> yields
-    blocked_s                    -> syscall_time
-    futex waits / waits_timeout / timeouts / wakes -> futex_waits / futex_waits_timeout /
-                                    futex_timeouts / futex_wakes
-    polls calls / timeouts / infinite -> polls / poll_timeouts / poll_infinite
-    ioctls (fd kind, request)    -> ioctls[(kind or "?", request, "")]
-    accepts                      -> accepts
-    failures ("name:ERRNO")      -> failures[(name, ERRNO)], but NOT_FAILURES (stats.py), at
-                                    most MAX_FAILURE_KINDS kinds a thread
-    per_fd, per fd (KernelFd)    -> what Accumulator._write/_read decide call by call:
-      every fd:                     wbytes -> written_bytes (all bytes written or sent); its
-                                    small writes (at most io_class.WAKEUP_MAX_BYTES: the
-                                    kernel counts them apart) and its larger ones are each
-                                    classed by io_class.write_class, as the accumulator classes
-                                    a single call:
-      eventfd:                      writes -> eventfd_writes (reads: nothing)
-      kind unknown (fd closed):     writes of > 8 bytes -> plain output; the small ones ->
-                                    unjudged_writes
-      a pipe/unix/socket/fifo with both ends in the process: small writes -> wakeup_writes,
-                                    larger ones -> plain output; reads -> nothing
-      /dev/null:                    writes -> null_writes (not output)
-      a socket (tcp, udp, unix, socket): ThreadStats.sockets[fd], the traffic.FdTraffic that
-                                    finish() judges (keep-alive or output), set from the
-                                    latest counts (they are cumulative): sends = writes,
-                                    receives = reads, each at its average size (a message
-                                    sent in pieces is several writes), first and last send.
-                                    The kernel keeps no intervals: the keep-alive rule then
-                                    decides on sizes and rate alone.
-      other fdtarget.OUTPUT_KINDS:  writes -> plain output (plain_bytes, plain_writes,
-                                    plain_targets["fd N (target)"], plain_last_ts)
-      reads (not eventfd, not internal) -> input_bytes; on a "file" -> file_reads too
-- ``traffic(pid, tid)``: the latest per-fd numbers of a thread as ``KernelFd``.
-Pure: no I/O.
+- ``contribution(e, is_internal)``: what ``e`` adds to each ThreadStats field (the mapping,
+  one line each, in its docstring); ``traffic(pid, tid)``: a thread's latest per-fd numbers as
+  ``KernelFd``. Pure: no I/O.
 """
 from __future__ import annotations
 
@@ -99,7 +65,40 @@ Contribution = Dict[str, Any]   # ThreadStats field -> number, Counter, or a tim
 
 def contribution(e: ThreadCounts,
                  is_internal: Callable[[int, Optional[str]], bool]) -> Contribution:
-    """What ``e`` adds to a ThreadStats, field by field (module doc)."""
+    """What ``e`` adds to a ThreadStats, field by field, one line each:
+    calls - streamed, by name    -> syscalls[name]; nanosleep/clock_nanosleep also -> sleeps,
+                                    sched_yield also -> yields
+    blocked_s                    -> syscall_time
+    futex waits / waits_timeout / timeouts / wakes -> futex_waits / futex_waits_timeout /
+                                    futex_timeouts / futex_wakes
+    polls calls / timeouts / infinite -> polls / poll_timeouts / poll_infinite
+    ioctls (fd kind, request)    -> ioctls[(kind or "?", request, "")]
+    accepts                      -> accepts
+    failures ("name:ERRNO")      -> failures[(name, ERRNO)], but NOT_FAILURES (stats.py), at
+                                    most MAX_FAILURE_KINDS kinds a thread
+    per_fd, per fd (KernelFd)    -> what Accumulator._write/_read decide call by call:
+      every fd:                     wbytes -> written_bytes (all bytes written or sent); its
+                                    small writes (at most io_class.WAKEUP_MAX_BYTES: the
+                                    kernel counts them apart) and its larger ones are each
+                                    classed by io_class.write_class, as the accumulator classes
+                                    a single call:
+      eventfd:                      writes -> eventfd_writes (reads: nothing)
+      kind unknown (fd closed):     writes of more than WAKEUP_MAX_BYTES -> plain output;
+                                    the small ones -> unjudged_writes
+      a pipe/unix/socket/fifo with both ends in the process: small writes -> wakeup_writes,
+                                    larger ones -> plain output; reads -> nothing
+      /dev/null:                    writes -> null_writes (not output)
+      a socket (tcp, udp, unix, socket): ThreadStats.sockets[fd], the traffic.FdTraffic that
+                                    finish() judges (keep-alive or output), set from the
+                                    latest counts (they are cumulative): sends = writes,
+                                    receives = reads, each at its average size (a message
+                                    sent in pieces is several writes), first and last send.
+                                    The kernel keeps no intervals: the keep-alive rule then
+                                    decides on sizes and rate alone.
+      other fdtarget.OUTPUT_KINDS:  writes -> plain output (plain_bytes, plain_writes,
+                                    plain_targets["fd N (target)"], plain_last_ts)
+      reads (not eventfd, not internal) -> input_bytes; on a "file" -> file_reads too
+    """
     c: Contribution = {"syscalls": Counter(), "plain_targets": Counter(), "ioctls": Counter(),
                        "failures": Counter()}
 

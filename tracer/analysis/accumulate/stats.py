@@ -194,7 +194,7 @@ class Recording:
     # file locks the log showed taken and not released: file -> (pid, tid) (imports: no /proc)
     lock_holders: Dict[str, Tuple[int, int]] = field(default_factory=dict)
     roots: List[int] = field(default_factory=list)
-    # What backends could not observe, by (pid, tid, what): analysis/rules/observed.py reads it.
+    # What backends could not observe, by (pid, tid, what): analysis/threads/observed.py reads it.
     observe_errors: Dict[tuple, ev.ObserveError] = field(default_factory=dict)
     # NVML's readings per GPU (accumulate/gpu.py), set by the pipeline before the thread rules
     gpus: Dict[int, Any] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""GPU health and NVIDIA kernel log lines as evidence (pure; part of evidence.py).
+"""GPU health and NVIDIA kernel log lines as evidence (pure; evidence/build.py gathers them).
 
 Contract:
 - ``gpu_evidence(table, tree_pids, window)`` -> (gpus, kernel_log, findings). ``gpus``: one dict

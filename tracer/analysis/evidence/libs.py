@@ -1,5 +1,5 @@
-"""Loaded library versions, known hang bugs and CUDA graph capture as evidence (pure; part of
-evidence.py).
+"""Loaded library versions, known hang bugs and CUDA graph capture as evidence (pure;
+evidence/build.py gathers them).
 
 Contract:
 - ``lib_evidence(table, roles, capture)`` -> (libs by pid, host facts, findings, missing):

@@ -1,5 +1,5 @@
 """The evidence events of one recording or snapshot, kept by kind, and the ``Finding`` type
-(evidence.py's input and output types, shared by evidence/gpu.py and evidence/libs.py).
+(evidence/build.py's input and output types, shared by evidence/gpu.py and evidence/libs.py).
 
 Contract: ``EvidenceTable.feed`` takes the evidence events (events/evidence.py) and
 ``feed_gpu`` the ``GpuSample`` readings; memory is bounded by processes and GPUs (at most

@@ -12,13 +12,9 @@ Contract: pure functions of the recording, the thread verdicts and the NVML read
   in a Python-level wait, idle, or busy on something else). So, between connected ranks:
   spinning rank = a deciding thread in a GPU wait (thread_rules) and nothing progressing, its GPU
   busy in most NVML samples; straggler = a rank neither progressing nor in a GPU wait, its GPU
-  idle in most samples. Without NVML readings nothing is concluded: the two pictures cannot be
-  told apart from syscalls. The wait-for graph then makes the spinning ranks wait for the
+  idle in most samples. Without NVML readings (or libnccl's uprobes: ``_from_nccl_calls``)
+  nothing is concluded: the two pictures cannot be told apart from syscalls. The wait-for graph then makes the spinning ranks wait for the
   straggler, and the straggler's own futex wait a wait inside its process.
-  With libnccl's uprobes (progress/collectives.py) no NVML is needed: a rank whose GPU wait is
-  behind a collective it called waits for its sibling ranks; the straggler is the one whose
-  sync is behind its own work (a kernel that never ends), or the one that is in no collective
-  and not waiting for the GPU (blocked on a lock, elsewhere), not progressing either way.
 """
 from __future__ import annotations
 
@@ -211,7 +207,10 @@ def _first(texts: Sequence[Optional[str]]) -> Optional[str]:
 def _from_nccl_calls(rec: Recording, ranks: Sequence[int], procs: Mapping[int, ProcessFacts],
                      state: Mapping[int, List[ThreadVerdict]], gpus: Mapping[int, GpuStats],
                      peers: Mapping[int, List[int]]) -> List[Straggler]:
-    """libnccl uprobes (module doc): the sibling or connected rank the collective waits for."""
+    """libnccl uprobes (progress/collectives.py): a rank whose GPU wait is behind a collective it
+    called waits for its sibling (or connected) ranks; the straggler is the one whose sync is
+    behind its own work (a kernel that never ends), or the one in no collective and not
+    waiting for the GPU (blocked on a lock, elsewhere), not progressing either way."""
     waits = {pid: w for pid in ranks
              if (w := _first([collective_wait(e) for e in _calls_of(rec, pid)]))}
     out: List[Straggler] = []

@@ -2,17 +2,9 @@
 collective, whose work needs the other ranks, or work it launched itself.
 
 Contract (pure, on one ``CudaDriverCalls``; None when the calls cannot say, e.g. libnccl was
-not probed, or the thread was seen in no sync):
-- ``collective_wait(e)`` -> a sentence when the thread waits on the GPU (inside a sync for
-  longer than ``RECENT_S``, or polling queries that answer "not ready") behind a collective
-  it called after its last completed sync or ready query, or when it is inside an NCCL call
-  since longer than that (a blocking group end, a communicator init waiting for its peers):
-  its work completes only when the other ranks join.
-- ``own_work_stall(e)`` -> a sentence when the thread is inside a sync since longer than
-  ``RECENT_S`` behind work it launched itself (kernels, graphs or copies outside NCCL) after
-  its last completion, with no collective called since: a kernel of its own never finishes,
-  whatever the other ranks do.
-The two never both hold for one thread.
+not probed, or the thread was seen in no sync): ``collective_wait(e)`` and
+``own_work_stall(e)``, each a sentence when it holds (their docstrings say when); the two
+never both hold for one thread.
 """
 from __future__ import annotations
 
@@ -41,7 +33,11 @@ def _polls_unready(e: CudaDriverCalls) -> bool:
 
 
 def collective_wait(e: Optional[CudaDriverCalls]) -> Optional[str]:
-    """The thread's GPU wait behind a collective (module doc), or None."""
+    """A sentence when the thread waits on the GPU (inside a sync for longer than
+    ``RECENT_S``, or polling queries that answer "not ready") behind a collective it called
+    after its last completed sync or ready query, or when it is inside an NCCL call since
+    longer than that (a blocking group end, a communicator init waiting for its peers): its
+    work completes only when the other ranks join. Else None."""
     if e is None or not e.nccl_probed:
         return None
     if e.in_nccl_since is not None and e.ts - e.in_nccl_since > RECENT_S:
@@ -63,7 +59,10 @@ def collective_wait(e: Optional[CudaDriverCalls]) -> Optional[str]:
 
 
 def own_work_stall(e: Optional[CudaDriverCalls]) -> Optional[str]:
-    """The thread's sync behind work of its own that never completes (module doc), or None."""
+    """A sentence when the thread is inside a sync since longer than ``RECENT_S`` behind work
+    it launched itself (kernels, graphs or copies outside NCCL) after its last completion,
+    with no collective called since: a kernel of its own never finishes, whatever the other
+    ranks do. Else None."""
     if e is None or not e.nccl_probed or not _in_sync(e) or collective_wait(e):
         return None
     done = _last_completion(e)

@@ -6,7 +6,7 @@ and serialises as its value, "busy-waiting"); ``BlockKind`` says what a blocked 
 on (the process rules derive it from the wait-for graph; the tree rules read it, never a rule
 name); ``Note`` is a report note with a typed ``kind``. ``ThreadVerdict`` is what a thread rule
 returns (verdict, the rule that fired, its evidence, and typed facts: the wait, CPU use, whether
-the thread waits for the GPU; rules/context.py holds what it is given). Every stage imports
+the thread waits for the GPU; threads/context.py holds what it is given). Every stage imports
 these from here.
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ ACTIVE = frozenset({PROGRESSING, BUSY, IDLE, UNKNOWN})   # a thread that can sti
 
 
 class BlockKind(StrEnum):
-    """What the waits of a blocked process lead to (process_rules, from the graph)."""
+    """What the waits of a blocked process lead to (verdicts/process.py, from the graph)."""
     GPU = "gpu"                  # a blocking-sync wait that the GPU will end
     COLLECTIVE = "collective"    # a collective that waits for other ranks
     PEERS = "peers"              # other traced processes that can still act
@@ -90,7 +90,7 @@ class ThreadVerdict:
     wait: Optional[Wait] = None
     cpu: Optional[CpuUse] = None
     helper: Optional[str] = None
-    parked: bool = False         # one of a pool of identical waits (rules/pools.py)
+    parked: bool = False         # one of a pool of identical waits (threads/pools.py)
     gpu_wait: bool = False       # it waits for the GPU (spin-sync or yield-sync)
     ticks: bool = False          # a periodic loop with nothing to show (watchdog, heartbeat)
     stopped: bool = False        # stopped by a signal (state T): it runs nothing until SIGCONT

@@ -1,22 +1,17 @@
-"""What a thread is blocked in at the end of the recording, and how much it was on CPU.
-
-Contract: pure functions over one ``ThreadStats`` (plus its process's fd table), giving
-- ``blocking_wait``: the call the thread sits in at the end, as a typed ``Wait`` (from an strace
-  or eBPF call still unfinished, or from /proc samples that show the same call throughout
-  without the thread running): its time limit, fd and typed fd target, futex address and op,
-  or child pid. /proc lines are decoded by linux/blocking.py, the same decoder snapshots use;
-- ``cpu_use``: the fraction of the window the thread was on CPU, measured (kernel sched_switch
-  accounting or /proc ticks), otherwise inferred from strace timing (time outside syscalls).
-Timeouts follow events/__init__.py: None = no time limit, -1.0 = a limit of unknown length, else seconds.
+"""What a blocked thread waits in, as a typed ``Wait`` (its time limit, fd and typed fd target,
+futex address and op, or child pid) decoded from an strace or eBPF call (``wait_from_call``) or a
+/proc syscall line (``wait_from_proc``, through linux/blocking.py, the decoder snapshots use), and
+how much a thread was on CPU (``CpuUse``). Which call a thread sits in at the end, and its CPU use,
+are read from its statistics in threads/state.py. Timeouts follow events/__init__.py: None = no
+time limit, -1.0 = a limit of unknown length, else seconds.
 
 Kernel facts: /proc/PID/task/TID/syscall is "NR a0 a1 a2 a3 a4 a5 sp pc" while the thread is in a
-syscall, "running" on CPU, and "-1 sp pc" when blocked outside one. schedstat's third field counts
-the times the thread was scheduled in: unchanged between two samples means it never woke.
+syscall, "running" on CPU, and "-1 sp pc" when blocked outside one.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import List, Optional, TYPE_CHECKING
+from typing import List, Optional
 
 from ... import events as ev
 from ...gpu.nvidia import describe_ioctl
@@ -25,9 +20,6 @@ from ...linux.fdtarget import FdTarget
 from ...linux.syscall_table import parse_proc_syscall
 from ...linux.restart import TIMED_RESTARTS, resumed_call
 from .nodes import real_id
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..accumulate.stats import Recording, ThreadStats
 
 # The calls a hung thread sits in (others seen in a sample are passing through).
 BLOCKING_CALLS = frozenset({
@@ -186,46 +178,6 @@ def wait_from_call(call: ev.Syscall, fds: List[ev.FdInfo]) -> Wait:
     return w
 
 
-def _resume(w: Wait, strace_args: str, wchan: str) -> None:
-    """A wait seen as restart_syscall becomes the call it resumes (linux/restart.py); a sleep or
-    futex resumed this way had a time limit, whose length is not known."""
-    call = resumed_call(strace_args, wchan)
-    if not call:
-        return
-    w.call, w.resumed = call, True
-    if call in TIMED_RESTARTS:
-        w.timeout = -1.0
-
-
-def blocking_wait(t: "ThreadStats", rec: "Recording", fds: List[ev.FdInfo]) -> Optional[Wait]:
-    """The call ``t`` is blocked in at the end of the recording, if any (module doc)."""
-    if t.exited_at is not None:
-        return None
-    if t.ongoing is not None:
-        w = wait_from_call(t.ongoing, fds)
-        if w.call == "restart_syscall":
-            _resume(w, t.ongoing.args or "", t.last_sample.wchan if t.last_sample else "")
-        # Blocked "throughout" when the call began near the start of what we saw of it.
-        w.whole_window = (t.ongoing.ts - rec.start) <= 0.25 * rec.window \
-            and t.total_syscalls <= 2
-        return w
-    s = t.last_sample
-    if s is None or s.state not in ("S", "D", "I"):
-        return None
-    w = wait_from_proc(s.syscall, fds, s.wchan)
-    if w is None:
-        return None
-    first = t.first_sample
-    same_call = len(t.sample_calls) == 1
-    never_ran = (first is not None and first.run_count is not None and s.run_count is not None
-                 and s.run_count == first.run_count)
-    w.whole_window = same_call and (never_ran or first is None or first.run_count is None)
-    if rec.has_syscalls and t.total_syscalls > 0 and not w.whole_window:
-        # strace saw the thread complete calls: a single sample is no proof of a long block.
-        return None
-    return w
-
-
 @dataclass
 class CpuUse:
     fraction: float
@@ -249,38 +201,3 @@ class CpuUse:
             return text
         return (f"outside syscalls {self.fraction:.0%} of {window:.1f} s "
                 "(on CPU or runnable, from strace timing)")
-
-
-def _runnable(t: "ThreadStats") -> Optional[float]:
-    """From /proc samples: the fraction of the time between the first and last sample that the
-    thread was on a CPU or waiting in a run queue for one (schedstat run + wait)."""
-    a, b = t.first_sample, t.last_sample
-    if a is None or b is None or b.ts <= a.ts or None in (a.run_ns, a.wait_ns, b.run_ns,
-                                                         b.wait_ns):
-        return None
-    wanted = (b.run_ns + b.wait_ns) - (a.run_ns + a.wait_ns)  # type: ignore[operator]
-    return min(1.0, max(0.0, wanted / 1e9 / (b.ts - a.ts)))
-
-
-def cpu_use(t: "ThreadStats", rec: "Recording") -> Optional[CpuUse]:
-    if t.cpu is not None and t.cpu.ts > t.cpu.since:
-        secs = t.cpu.on_cpu_ns / 1e9
-        return CpuUse(min(1.0, secs / (t.cpu.ts - t.cpu.since)), secs, "samples", _runnable(t))
-    a, b = t.first_sample, t.last_sample
-    if a is not None and b is not None and b.ts > a.ts:
-        secs = ((b.utime + b.stime) - (a.utime + a.stime)) / float(b.ticks_hz or 100)
-        span = b.ts - a.ts
-        return CpuUse(min(1.0, max(0.0, secs / span)), secs, "samples", _runnable(t))
-    if not rec.has_syscalls or not rec.capabilities.get("durations", True) \
-            or not rec.capabilities.get("timestamps", True) or not t.durations_known:
-        return None
-    begin = max(rec.start, t.started_at or rec.start)
-    end = t.exited_at if t.exited_at is not None else rec.end
-    span = end - begin
-    if span <= 0.5:
-        return None
-    blocked = 0.0
-    if t.ongoing is not None:
-        blocked = max(0.0, end - max(t.ongoing.ts, begin))
-    outside = span - min(span, t.syscall_time + blocked)
-    return CpuUse(max(0.0, outside / span), outside, "strace")

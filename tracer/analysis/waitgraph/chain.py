@@ -3,34 +3,9 @@
 Contract: ``Chains(graph)`` over a settled ``WaitGraph`` (graph.py). ``end(nid)`` is where the
 waits starting at node ``nid`` end, as an ``End`` (its kind, the node it ends at, and the node
 before it); ``walk(nid)`` is the same chain step by step (``Chain``: the edges and the hops into
-a thread of a process, then the end). Pure; memoized per node.
-
-How a chain goes on (the root cause is where it stops, never merely a thread that ticks):
-- a thread that does not wait ends it: it makes progress (``PROGRESS``), spins on the CPU or the
-  GPU (``SPIN``), ticks in a loop with nothing to show (``TICK``: only reached in a process that
-  does nothing else), is stopped by a signal (``STOPPED``), waits for input (``IDLE``) or was not observed (``UNKNOWN``); a thread or
-  process that is gone ends it as ``DEAD``, the GPU as ``GPU`` (a blocking wait its kernel ends),
-  the outside world as ``OUTSIDE`` (``WRITE_STUCK`` when the thread waits to write: a full pipe
-  or socket whose reader the recording does not show, a consumer that stopped reading);
-- a waiting thread goes on along one of its edges (they are alternatives): among those that lead
-  to something that can still act (``graph.live``), the one that ends worst (a spin before
-  progress: the launcher that reads its schedulers' pipe is held up by the one that spins);
-  when none can act, the one that ends worst (dead ends and cycles first);
-- a process (``P``) goes on into the deciding thread that acts for it: when it can act, one of
-  its live deciding threads whose chain ends in ``PROGRESS`` (a runner that waits for a compiler
-  that writes its object file; a main thread that logs while helper threads spin), else the
-  worst-ending of them; otherwise the worst-ending of its deciding threads, one already on
-  the chain first (closing a ``CYCLE``);
-- "another thread of the process" (``A``: a futex nobody is recorded to hold) goes on into a
-  thread of it that works or waits on something that can act, else into one that waits on
-  something of its own (another process, the GPU: the queue's producer, blocked itself), never
-  into a library helper or a parked pool thread (nobody's producer); when only threads that
-  tick or idle are left, the chain ends there: ``UNKNOWN_WAKER`` (``before`` is the waiting
-  thread: what would wake it cannot be told, and nothing in the process is at work); when no
-  thread of the process can act at all, as a ``CYCLE`` (the process is closed on itself).
-Severity (worst first) is ``SEVERITY``: a cycle or a dead end, a spin, ticking, a stopped
-thread, a write that cannot go out, a wait on an
-unknown waker, progress, a wait the GPU ends (work that runs), idle, outside, unknown.
+a thread of a process, then the end). Pure; memoized per node. The root cause is where a chain
+stops, never merely a thread that ticks: ``Chains._own_end`` says where a chain ends,
+``Chains._next`` how it goes on; ``SEVERITY`` ranks the ends, worst first.
 """
 from __future__ import annotations
 
@@ -59,6 +34,9 @@ class EndKind(StrEnum):
     UNKNOWN = "unknown"
 
 
+# Worst first: a cycle or a dead end, a spin, ticking, a stopped thread, a write that cannot go
+# out, a wait on an unknown waker, progress, a wait the GPU ends (work that runs), idle,
+# outside, unknown.
 SEVERITY = [EndKind.CYCLE, EndKind.DEAD, EndKind.SPIN, EndKind.TICK, EndKind.STOPPED,
             EndKind.WRITE_STUCK, EndKind.UNKNOWN_WAKER,
             EndKind.PROGRESS, EndKind.GPU, EndKind.IDLE, EndKind.OUTSIDE, EndKind.UNKNOWN]
@@ -137,7 +115,15 @@ class Chains:
         return e
 
     def _own_end(self, nid: str, node: Node, before: Optional[str]) -> Optional[End]:
-        """The end at ``node`` itself, or None when the chain goes on from it."""
+        """The end at ``node`` itself, or None when the chain goes on from it:
+        - a thread that does not wait ends it: it makes progress (``PROGRESS``), spins on the CPU
+          or the GPU (``SPIN``), ticks in a loop with nothing to show (``TICK``: only reached in a
+          process that does nothing else), is stopped by a signal (``STOPPED``), waits for input
+          (``IDLE``) or was not observed (``UNKNOWN``); a thread or process that is gone ends it as
+          ``DEAD``, the GPU as ``GPU`` (a blocking wait its kernel ends), the outside world as
+          ``OUTSIDE`` (``WRITE_STUCK`` when the thread waits to write: a full pipe or socket whose
+          reader the recording does not show, a consumer that stopped reading);
+        """
         if node.dead:
             return End(EndKind.DEAD, nid, before)
         if node.kind == NodeKind.GPU:
@@ -151,7 +137,25 @@ class Chains:
 
     def _next(self, nid: str, path: Tuple[str, ...]) -> Tuple[Optional[Step], object]:
         """(the step taken from ``nid``, the node it leads to) or (None, End). ``path`` ends
-        with ``nid``."""
+        with ``nid``. How a chain goes on from a node that does not end it:
+        - a waiting thread goes on along one of its edges (they are alternatives): among those that
+          lead to something that can still act (``graph.live``), the one that ends worst (a spin
+          before progress: the launcher that reads its schedulers' pipe is held up by the one that
+          spins); when none can act, the one that ends worst (dead ends and cycles first);
+        - a process (``P``) goes on into the deciding thread that acts for it: when it can act, one
+          of its live deciding threads whose chain ends in ``PROGRESS`` (a runner that waits for a
+          compiler that writes its object file; a main thread that logs while helper threads spin),
+          else the worst-ending of them; otherwise the worst-ending of its deciding threads, one
+          already on the chain first (closing a ``CYCLE``);
+        - "another thread of the process" (``A``: a futex nobody is recorded to hold) goes on into
+          a thread of it that works or waits on something that can act, else into one that waits on
+          something of its own (another process, the GPU: the queue's producer, blocked itself),
+          never into a library helper or a parked pool thread (nobody's producer); when only
+          threads that tick or idle are left, the chain ends there: ``UNKNOWN_WAKER`` (``before``
+          is the waiting thread: what would wake it cannot be told, and nothing in the process is
+          at work); when no thread of the process can act at all, as a ``CYCLE`` (the process is
+          closed on itself).
+        """
         node = self.g.nodes[nid]
         before = path[-2] if len(path) > 1 else None
         own = self._own_end(nid, node, before)

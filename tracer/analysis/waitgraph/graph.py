@@ -1,34 +1,13 @@
 """The wait-for graph: the one model that decides who is stuck, and the proof of a deadlock.
 
-Contract:
-- Nodes: one per thread (``T<tid>``); per process two: ``P<pid>``, the process as other
-  processes see it (it can act when one of the threads that decide its verdict can: a pipe's
-  writer, a child that wait4 waits to exit, a peer rank), and ``A<pid>``, any thread of it (a
-  futex with no recorded holder, a pipe or eventfd only the process itself holds: any of its
-  threads, library helpers included, could end the wait); plus the GPU, the outside world and
-  things that are gone (``G<...>``). Nodes join through ``add_node``, which keeps an index of
-  thread nodes by pid: ``threads_of(pid)`` costs that process's threads, not the graph's.
-- Edges (``Edge``, kind from ``EdgeKind``) run from a waiting thread to what could end its
-  wait: alternatives, the wait ends when any of them acts. waitgraph/build.py makes them.
-- ``settle()`` is a least fixpoint of two strengths. ``live``: a thread that does not wait and
-  has not exited (progressing, busy, ticking, idle, unknown); a waiting thread with an edge to a
-  live node other than an ``A`` node; ``P<pid>`` when one of its deciding threads is live, where a
-  process that has threads at work or waiting is decided by those, not by its ticking or idle
-  threads (a watchdog shows a process is alive, not that it can write your pipe), and a process
-  of ticking or idle threads only by them (the loop is its work); ``A<pid>`` when any of its
-  threads is, or always when only some of the process's threads were traced (``untraced``:
-  ``strace -p TID`` without -f; a thread outside the recording may end the wait); the GPU and
-  the outside always are. ``weak``: a waiting thread whose wait can end
-  only if a thread of unknown identity acts (an edge to a live ``A`` node: a futex with no
-  recorded holder while other threads of the process run), or that waits on a weak node; a
-  ``P`` node whose deciding threads are weak at best. What is neither, among the waiting
-  threads, is ``stuck``: nothing running can ever end their waits.
-- ``prove(start_tids)`` walks from a stuck thread along edges to the first node seen twice
-  (``cycle``), to something dead (``dead-end``: an exited or killed process, a zombie, a thread
-  that no longer exists), or around a process whose every thread waits on locks with no recorded
-  holder (``closed``). ``definite_cycle()`` finds a cycle of waits whose holders are all known
-  (mutex owners, pthread_join): a deadlock even while other threads of the process still run.
-- ``to_json()`` is the report's ``wait_graph``: {"nodes", "edges", "cycle", "proof"}.
+Contract: ``WaitGraph`` holds nodes (a thread ``T<tid>``; per process ``P<pid>``, the process as
+others see it, and ``A<pid>``, any thread of it; the GPU, the outside world, things gone,
+``G<...>``) and edges (``Edge``, kind from ``EdgeKind``) from a waiting thread to what could end
+its wait: alternatives, the wait ends when any of them acts (waitgraph/build.py makes them).
+``settle()`` decides who can still act (``live``, ``weak``) and who is ``stuck``; ``prove()``
+and ``definite_cycle()`` give the proof of a deadlock; ``to_json()`` is the report's
+``wait_graph``: {"nodes", "edges", "cycle", "proof"}. The class's and the methods' docstrings
+say how.
 """
 from __future__ import annotations
 
@@ -122,6 +101,13 @@ _PROCESS_KINDS = (NodeKind.PROCESS, NodeKind.ANY_THREAD)
 
 @dataclass
 class WaitGraph:
+    """Nodes: one per thread (``T<tid>``); per process two: ``P<pid>``, the process as other
+    processes see it (it can act when one of the threads that decide its verdict can: a pipe's
+    writer, a child that wait4 waits to exit, a peer rank), and ``A<pid>``, any thread of it (a
+    futex with no recorded holder, a pipe or eventfd only the process itself holds: any of its
+    threads, library helpers included, could end the wait); plus the GPU, the outside world and
+    things that are gone (``G<...>``). Nodes join through ``add_node``, which keeps an index of
+    thread nodes by pid: ``threads_of(pid)`` costs that process's threads, not the graph's."""
     nodes: Dict[str, Node] = field(default_factory=dict)
     edges: List[Edge] = field(default_factory=list)
     live: Set[str] = field(default_factory=set)
@@ -181,7 +167,20 @@ class WaitGraph:
 
     # ------------------------------------------------------------------ fixpoint
     def settle(self) -> None:
-        """Compute ``live`` and ``weak`` (module doc): least fixpoints, so cycles stay stuck."""
+        """Compute ``live`` and ``weak``: least fixpoints (so cycles stay stuck), of two strengths.
+        ``live``: a thread that does not wait and has not exited (progressing, busy, ticking,
+        idle, unknown); a waiting thread with an edge to a live node other than an ``A`` node;
+        ``P<pid>`` when one of its deciding threads is live, where a process that has threads at
+        work or waiting is decided by those, not by its ticking or idle threads (a watchdog
+        shows a process is alive, not that it can write your pipe), and a process of ticking or
+        idle threads only by them (the loop is its work); ``A<pid>`` when any of its threads is,
+        or always when only some of the process's threads were traced (``untraced``: ``strace -p
+        TID`` without -f; a thread outside the recording may end the wait); the GPU and the
+        outside always are. ``weak``: a waiting thread whose wait can end only if a thread of
+        unknown identity acts (an edge to a live ``A`` node: a futex with no recorded holder
+        while other threads of the process run), or that waits on a weak node; a ``P`` node
+        whose deciding threads are weak at best. What is neither, among the waiting threads, is
+        ``stuck``: nothing running can ever end their waits."""
         threads = {pid: self.threads_of(pid) for pid in self._threads}
         deciders = {pid: _deciders(ts, self._out) for pid, ts in threads.items()}
         live = {nid for nid, n in self.nodes.items() if not n.dead and (
@@ -226,8 +225,11 @@ class WaitGraph:
 
     # ------------------------------------------------------------------ proofs
     def prove(self, start_tids: Iterable[int] = ()) -> Optional[Proof]:
-        """A proof starting at the first stuck thread among ``start_tids`` (else any stuck
-        deciding thread); also stored in ``proof``."""
+        """A proof starting at the first stuck thread among ``start_tids`` (else any stuck deciding
+        thread; also stored in ``proof``): it walks from a stuck thread along edges to the first
+        node seen twice (``cycle``), to something dead (``dead-end``: an exited or killed
+        process, a zombie, a thread that no longer exists), or around a process whose every
+        thread waits on locks with no recorded holder (``closed``)."""
         stuck = self.stuck
         if not stuck:
             return None
@@ -238,7 +240,8 @@ class WaitGraph:
         return self.proof
 
     def definite_cycle(self) -> Optional[Proof]:
-        """A cycle made only of waits whose holder is known (module doc)."""
+        """A cycle of waits whose holders are all known (mutex owners, pthread_join): a deadlock
+        even while other threads of the process still run."""
         for s in self.stuck:
             p = self.walk(s)
             if p.kind == "cycle" and all(e.kind in (EdgeKind.MUTEX, EdgeKind.JOIN)

@@ -6,7 +6,7 @@ Contract (on top of backends/base.py):
 - ``start()`` opens NVML and starts one daemon thread that emits a ``GpuSample`` per GPU every
   ``1 / rate_hz`` seconds (the first at once). It never touches the target processes: NVML
   reads the driver. Readings of every GPU are emitted, not only those the targets use: the
-  analysis (tracer/analysis/rules/gpu.py) matches ``pids`` with the traced processes.
+  analysis (tracer/analysis/threads/gpu.py) matches ``pids`` with the traced processes.
 - Where the NVML object has ``health(ts, phase)`` (tracer/gpu/nvml.py), one ``GpuHealth`` per
   GPU is emitted at start (phase "start") and in ``stop()`` before NVML is shut down ("end").
 - ``stop()`` is idempotent and returns when the thread has ended and NVML is shut down.

@@ -5,7 +5,7 @@ Contract (on top of backends/base.py):
   root on one's own processes; what cannot be read is skipped, and a file that exists but may
   not be read (syscall, io, fd of another user's process) gives one ``ObserveError`` per
   process and kind, saved in the trace (a thread whose current syscall cannot be read is not
-  judged: analysis/rules/observed.py); other trouble goes to ``errors``.
+  judged: analysis/threads/observed.py); other trouble goes to ``errors``.
 - One daemon thread samples at ``rate_hz``. Each tick:
   * descendants of every target are looked for; a new one is added to ``targets`` and gets a
     ``ProcessInfo`` and a ``ThreadStart(new_process=True)``. The targets and their descendants
@@ -245,7 +245,7 @@ class ProcBackend(Backend):
 
     def _unreadable(self, pid: int, what: str, path: str, consequence: str) -> None:
         """Once per (pid, what): an ObserveError saying why ``path`` could not be read, unless
-        the process or thread was simply gone (analysis/rules/observed.py reads these)."""
+        the process or thread was simply gone (analysis/threads/observed.py reads these)."""
         key = f"{what}{pid}"
         if key in self._reported or self._emit is None:
             return

@@ -280,7 +280,7 @@ class StraceBackend(Backend):
             attach = parse_attach_error(msg)
             emit = self._emit
             if attach is not None and emit is not None:
-                # Saved in the trace: the thread was never observed (analysis/rules/observed.py).
+                # Saved in the trace: the thread was never observed (analysis/threads/observed.py).
                 tid, why, denied = attach
                 pid = self._pid_of(tid) or tid
                 emit(ev.ObserveError(ts=time.time(), source="strace", what="attach", why=why,

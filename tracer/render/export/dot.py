@@ -65,7 +65,7 @@ def render_dot(graph: Dict[str, Any], title: str = "") -> str:
 
 
 def export(trace_path: str, out: TextIO, progress: Optional[Callable[[int], None]] = None) -> int:
-    from ...analysis.analyzer import analyze_trace
+    from ...load.trace import analyze_trace
     report = analyze_trace(trace_path, progress=progress)
     graph = report.wait_graph or {}
     proof = (graph.get("proof") or {}).get("text", "")

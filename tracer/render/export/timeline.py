@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Set, Tuple
 from ... import events as ev
 from ...analysis.accumulate.io_class import IoClass, write_class
 from ...analysis.accumulate.stats import syscall_backends
-from ...analysis.analyzer import analyzer_for, trace_notes
+from ...load.trace import analyzer_for, trace_notes
 from ...gpu.nvidia import describe_ioctl
 from ...report import Report
 from ...tracefile.format import TraceReader, trace_end

@@ -361,5 +361,5 @@ def merged_events(nodes: List[NodeTrace]) -> Iterator[ev.Event]:
     share no thread, process, socket, pipe or futex (the analysis scopes them: nodes.py), so
     no state the analyzer keeps depends on the order between nodes; interleaving a million
     events by time would cost a second for nothing. What spans nodes is ordered by the
-    caller (analysis/merged.py: NCCL RAS answers)."""
+    caller (load/merged.py: NCCL RAS answers)."""
     return itertools.chain.from_iterable(node_stream(n) for n in nodes)

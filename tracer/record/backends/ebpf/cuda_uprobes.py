@@ -11,22 +11,14 @@ Contract (on top of base.py):
   (/proc/PID/maps; the file itself through /proc/PID/map_files, so a container's or an
   unlinked library is probed), loads the program and attaches each entry point of
   ``FAMILIES`` (libcuda) and ``NCCL_FAMILIES`` (libnccl) to every symbol of its family the
-  library defines (read
-  from the file: linux/elfsyms.py; one probe per address and family, aliases skipped; the
-  sync and query families get a uretprobe too, which reads the CUresult; every NCCL call
-  one, which ends the thread's time inside NCCL). Uprobes attach to
-  the file's inode, for every process that maps it; the program counts only the tgids in its
-  "tgids" map, which a thread keeps equal to ``targets`` every ``SYNC_S``. When no traced
-  process maps libcuda at start, nothing is loaded (a library loaded later is not probed).
+  library defines (``probe_sites``); the program counts only the tgids in its "tgids" map,
+  kept equal to ``targets`` every ``SYNC_S``. When no traced process maps libcuda at start,
+  nothing is loaded (a library loaded later is not probed).
 - ``stop()`` (idempotent) emits one ``CudaDriverCalls`` per thread that made such a call (an
   ``EvidenceNote`` "cuda-uprobes" saying so when none did) and detaches every probe (closes
-  the program) in a thread of its own: the kernel waits a grace period as it unregisters each
-  uprobe (about 0.1 s each here; a serving tree's took 18 s on the H200), and the recording's other
-  backends must not run on meanwhile. The interpreter joins that thread before it exits;
-  ``detached(timeout)`` waits for it. Times are converted from CLOCK_MONOTONIC to epoch.
-- A backend that saw nothing emits nothing else: the counts are evidence, never a verdict.
-- Cost: each probed call traps into the kernel once (twice with its uretprobe); the families
-  are the driver's entry points, not per-kernel work inside them.
+  the program) in a thread of its own (``_cleanup``). Times are converted to epoch.
+- The counts are evidence, never a verdict. Cost: each probed call traps into the kernel
+  once (twice with its uretprobe).
 """
 from __future__ import annotations
 
@@ -105,7 +97,10 @@ class CuStream(ct.Structure):
 def probe_sites(path: str, families: Optional[List[Tuple[str, str, bool]]] = None
                 ) -> List[Tuple[str, str, int, bool]]:
     """(entry point, symbol, file offset, uretprobe) for every symbol of ``families`` (default
-    ``FAMILIES``) that ``path`` defines, one per address and entry point (module doc)."""
+    ``FAMILIES``) that ``path`` defines (read from the file: linux/elfsyms.py), one per address
+    and entry point, aliases skipped. The sync and query families get a uretprobe too, which
+    reads the CUresult; every NCCL call one, which ends the thread's time inside NCCL. Uprobes
+    attach to the file's inode, for every process that maps it."""
     syms = function_symbols(path)
     out = []
     for fn, regex, ret in FAMILIES if families is None else families:
@@ -254,9 +249,11 @@ class CudaUprobeBackend(Backend):
         return out
 
     def _cleanup(self, wait: bool = True) -> None:
-        """Detach every probe and close the program; with ``wait`` False in a thread of its
-        own (module doc: the kernel waits a grace period per uprobe), which the interpreter
-        joins before it exits (``detached(timeout)`` waits for it)."""
+        """Detach every probe and close the program; with ``wait`` False (``stop``) in a thread
+        of its own, which the interpreter joins before it exits (``detached(timeout)`` waits
+        for it): the kernel waits a grace period as it unregisters each uprobe (about 0.1 s
+        each here, one after another; a serving tree's took 18 s on the H200), and the
+        recording's other backends must not run on meanwhile."""
         prog, self._prog = self._prog, None
         if prog is None:
             return

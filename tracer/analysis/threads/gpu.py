@@ -1,21 +1,16 @@
 """GPU waits as first-class evidence: a thread rule and the notes from NVML readings.
 
-Contract: pure functions of the accumulated recording (no I/O), like rules/thread.py.
+Contract: pure functions of the accumulated recording (no I/O), like threads/thread.py.
 - ``rule_gpu_work_completes``: a thread whose own libcuda calls show its GPU work completing
   (progress/gpu.driver_work: uprobes) progresses, whatever it looks like on the CPU; it goes
   before ``rule_gpu_computes``.
 - ``rule_gpu_computes``: a busy host thread in a process holding the GPU while a GPU it uses
   does real work or whose GPU memory grows (progress/gpu.py) progresses; it goes before the
   spin- and yield-sync rules.
-- ``rule_gpu_sync_wait``: a busy host thread that its libcuda uprobes show inside a sync
-  that has not returned for longer than progress/gpu.RECENT_S (progress/gpu.driver_stall)
-  waits for the GPU (busy-waiting, ``gpu_wait``), with what it waits behind where libnccl's
-  uprobes say it (progress/collectives.py: a collective, or work of its own); it goes right
-  after ``rule_gpu_computes`` (a GPU that does real work makes it progress).
-- ``rule_gpu_yield_wait`` (``ThreadContext -> Optional[ThreadVerdict]``): a ``sched_yield`` loop
-  in a process holding /dev/nvidia* fds is a yield-sync wait on the GPU. It goes into
-  ``rules.thread.THREAD_RULES`` right before ``rule_yield_loop``. The spin-sync rule is
-  ``rules.thread.rule_gpu_spin_wait`` (state R plus a ~1 Hz RM_CONTROL on /dev/nvidiactl); the
+- ``rule_gpu_sync_wait``: a busy thread inside a sync that does not return (uprobes).
+- ``rule_gpu_yield_wait``: a ``sched_yield`` loop in a process holding /dev/nvidia* fds is a
+  yield-sync wait on the GPU, right before ``rule_yield_loop`` in ``THREAD_RULES``. The spin-sync rule is
+  ``threads.thread.rule_gpu_spin_wait`` (state R plus a ~1 Hz RM_CONTROL on /dev/nvidiactl); the
   blocking-sync wait is an edge of the wait-for graph (waitgraph/build.py: a futex wait in a
   process whose libcuda event thread runs leads to the GPU).
 - ``gpu_findings`` turns the per-GPU statistics (accumulate/gpu.py) and the process verdicts
@@ -65,7 +60,11 @@ def rule_gpu_computes(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 
 def rule_gpu_sync_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
-    """A busy thread inside a CUDA sync that does not return (uprobes; module doc)."""
+    """A busy host thread that its libcuda uprobes show inside a sync that has not returned for
+    longer than progress/gpu.RECENT_S (progress/gpu.driver_stall) waits for the GPU
+    (busy-waiting, ``gpu_wait``), with what it waits behind where libnccl's uprobes say it
+    (progress/collectives.py: a collective, or work of its own). It goes right after
+    ``rule_gpu_computes`` (a GPU that does real work makes it progress)."""
     busy = (c.cpu is not None and c.cpu.demand >= SPIN_CPU) or c.t.yields >= 20
     calls = c.proc.driver_calls.get(c.t.tid)
     stall = driver_stall(calls)

@@ -9,7 +9,7 @@ the node ("node b, rank 1 (pid 4242)"). The window runs from the moment every no
 recording (the latest start; the earliest when the traces do not overlap) to the last end.
 ``failed`` nodes (``hangtrace cluster``: the launcher could not record them) are listed in the
 report's ``nodes`` with their error and said in a note, and a job judged fine without them is
-``unknown`` (rules/merged.py): the others are merged all the same.
+``unknown`` (verdicts/merged.py): the others are merged all the same.
 Unreadable traces raise errors.BadInput (one line).
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from ..linux.fdtarget import FdTarget
 from ..report import Report
 from ..tracefile.nodes.merge import NodeTrace, estimate_clocks, merged_events, open_nodes
-from .analyzer import Analyzer
-from .vocab.nodes import NodeMap
+from ..analysis.analyzer import Analyzer
+from ..analysis.vocab.nodes import NodeMap
 
 __all__ = ["analyze_merged"]
 

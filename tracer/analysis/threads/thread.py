@@ -21,10 +21,11 @@ from .gpu import (rule_gpu_computes, rule_gpu_sync_wait, rule_gpu_work_completes
                   rule_gpu_yield_wait)
 from .observed import rule_not_observed
 from ..job.roles import helper_kind
-from ..accumulate.io_class import STALE_CALLS_MIN
+from ..accumulate.io_class import STALE_CALLS_MIN, WAKEUP_MAX_BYTES
 from ..accumulate.traffic import describe as describe_traffic
 from ..progress.retries import retrying
-from ..vocab.waits import blocking_wait, cpu_use, wait_from_proc
+from ..vocab.waits import wait_from_proc
+from .state import blocking_wait, cpu_use
 from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
                              SPIN_CPU, UNKNOWN, YIELD_MIN_RATE, ThreadVerdict)
 from .context import ThreadContext
@@ -35,7 +36,7 @@ from .output import (_bytes, heartbeat_output, rule_code_moves, rule_loads_memor
 
 # A thread in a periodic loop with nothing to show ticks: it shows its process is alive, not that
 # it progresses (a watchdog, a heartbeat, an idle event loop); it decides its process only when
-# nothing else does (rules/process.py), and a chain of waits never ends at it otherwise.
+# nothing else does (verdicts/process.py), and a chain of waits never ends at it otherwise.
 TICKING_RULE = "periodic-wakeups"
 NV_RM_CONTROL = next(nr for nr, name in NV_ESCAPES.items() if name == "RM_CONTROL")
 
@@ -325,7 +326,8 @@ def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
                             + describe_traffic(beats[0]))
     a, b = c.proc.first_io, c.proc.last_io
     if not c.rec.has_syscalls and a is not None and b is not None and b.syscw > a.syscw:
-        evidence.append(f"the process made {b.syscw - a.syscw} write calls of at most 8 bytes "
+        evidence.append(f"the process made {b.syscw - a.syscw} write calls of at most "
+                        f"{WAKEUP_MAX_BYTES} bytes "
                         "each (eventfd or wake-up sized, /proc io)")
     evidence.append("no output")
     return ThreadVerdict(BUSY, TICKING_RULE, evidence, cpu=c.cpu)
@@ -340,7 +342,7 @@ def rule_blocked(c: ThreadContext) -> Optional[ThreadVerdict]:
     how = "throughout the recording" if w.whole_window else \
         f"since {max(0.0, (w.since or c.rec.start) - c.rec.start):.1f} s into it"
     # A thread blocked all along is the first suspect: only pools of identical waits are folded
-    # (rules/pools.py, once every thread of the process is judged).
+    # (threads/pools.py, once every thread of the process is judged).
     return ThreadVerdict(BLOCKED, "blocked-without-timeout",
                          [f"blocked in {w.describe()} {how} ({w.source})"], wait=w, cpu=c.cpu)
 

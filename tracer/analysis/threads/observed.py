@@ -1,4 +1,5 @@
-"""What the recording could not observe, and the verdicts that forbids.
+"""What the recording could not observe, and the thread verdict that forbids (the process and
+tree verdicts it forbids: verdicts/observed.py).
 
 A backend that could not look at a target says so with an ``ObserveError`` event (events/__init__.py),
 saved in the trace like every other event: strace could not attach to a thread (ptrace refused,
@@ -12,29 +13,19 @@ Contract (pure functions):
   its states) as evidence. Silence from a thread nobody watched is no evidence: without this
   rule it would look idle (no calls) or busy (strace timing counts a thread with no calls as
   100% outside syscalls).
-- ``explain_unknown(pvs)``: a process that is ``unknown`` because none of its threads could be
-  observed carries their reason as its rule and evidence (not "nothing recorded").
-- ``qualify_tree(tree, pvs)``: a tree verdict that only says the tree is fine (progressing,
-  idle) while a process of it could not be observed becomes ``unknown``: the unseen part may be
-  the hung one. Busy-waiting, blocked, deadlocked and exited verdicts stand (they rest on what
-  was seen).
 - ``unobserved_lines(rec)``: one line per kind of trouble ("strace could not attach to 3
   threads of pid 2: ptrace(PTRACE_SEIZE): Operation not permitted"), for the report's verdict
   line (Report.unobserved).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ... import events as ev
 from ..accumulate.accumulator import Recording
 from ..vocab.nodes import real_id
 from ..vocab.verdict import IDLE, PROGRESSING, UNKNOWN, ThreadVerdict
 from .context import ThreadContext
-
-if TYPE_CHECKING:  # pragma: no cover (thread_rules imports this module; those import it)
-    from .process import ProcessVerdict
-    from .tree import TreeVerdict
 
 RULE = "not-observed"
 PROCESS_RULE = "thread-" + RULE      # as process rules that a thread's verdict decides
@@ -77,41 +68,6 @@ def rule_not_observed(c: ThreadContext) -> Optional[ThreadVerdict]:
     evidence.append("its calls were never seen, so it cannot be judged")
     return ThreadVerdict(UNKNOWN, RULE, evidence,
                          cpu=c.cpu if c.cpu is not None and c.cpu.source == "samples" else None)
-
-
-def explain_unknown(pvs: Dict[int, "ProcessVerdict"]) -> None:
-    """Give unknown processes whose threads were not observed that reason (module doc)."""
-    from .process import Finding   # process_rules imports thread_rules, which imports us
-    for pv in pvs.values():
-        if pv.verdict != UNKNOWN:
-            continue
-        unseen = sorted(tid for tid, v in pv.threads.items() if v.rule == RULE)
-        if not unseen:
-            continue
-        key = pv.pid if pv.pid in unseen else unseen[0]
-        pv.key_tid, pv.rule = key, PROCESS_RULE
-        pv.findings = [Finding(key, e) for e in pv.threads[key].evidence]
-        if len(unseen) > 1:
-            pv.findings.append(Finding(None, f"{len(unseen)} threads could not be observed"))
-
-
-def qualify_tree(tree: "TreeVerdict", pvs: Dict[int, "ProcessVerdict"]) -> None:
-    """Turn a reassuring tree verdict into ``unknown`` when part of the tree was unseen."""
-    if tree.verdict not in (PROGRESSING, IDLE):
-        return
-    unseen = [pv for pv in pvs.values() if pv.verdict == UNKNOWN and pv.rule == PROCESS_RULE]
-    if not unseen:
-        return
-    pv = unseen[0]
-    what = "makes progress" if tree.verdict == PROGRESSING else "is idle"
-    first = "; ".join(e.split(": ", 1)[-1] for e in pv.evidence[:1])
-    tree.verdict, tree.rule = UNKNOWN, RULE
-    rc = tree.root_cause
-    rc.pid, rc.tid = pv.pid, pv.key_tid
-    rc.summary = (f"{pv.label} could not be observed ({first}); the rest of the tree {what}, "
-                  "which says nothing about it")
-    if len(unseen) > 1:
-        rc.summary += f" ({len(unseen)} processes could not be observed)"
 
 
 def unobserved_lines(rec: Recording) -> List[str]:

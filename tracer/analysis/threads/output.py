@@ -1,7 +1,7 @@
 """Thread rules about what a thread has to show: output written, output of its process seen
 through /proc and the kernel's counters, connections served or made, varied work.
 
-Contract: as rules/thread.py (pure functions of a ``ThreadContext``, each verdict naming its
+Contract: as threads/thread.py (pure functions of a ``ThreadContext``, each verdict naming its
 rule and evidence; THREAD_RULES there orders them). ``process_output_bytes`` is the /proc rule
 of output (io_class.proc_output_bytes less the TCP bytes the sockets' own counters judge, plus
 files whose position advanced), shared with watch's rules; ``socket_traffic`` judges a

@@ -1,0 +1,96 @@
+"""What a thread is blocked in at the end of the recording, and how much it was on CPU: the
+facts every thread rule is given (context.ThreadContext). Pure functions over one
+``ThreadStats`` (plus its process's fd table):
+- ``blocking_wait``: the call the thread sits in at the end, as a typed ``Wait`` (vocab/waits.py),
+  from an strace or eBPF call still unfinished, or from /proc samples that show the same call
+  throughout without the thread running;
+- ``cpu_use``: the fraction of the window the thread was on CPU, measured (kernel sched_switch
+  accounting or /proc ticks), otherwise inferred from strace timing (time outside syscalls).
+schedstat's third field counts the times the thread was scheduled in: unchanged between two
+samples means it never woke.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ... import events as ev
+from ...linux.restart import TIMED_RESTARTS, resumed_call
+from ..accumulate.stats import Recording, ThreadStats
+from ..vocab.waits import CpuUse, Wait, wait_from_call, wait_from_proc
+
+__all__ = ["blocking_wait", "cpu_use"]
+
+
+def _resume(w: Wait, strace_args: str, wchan: str) -> None:
+    """A wait seen as restart_syscall becomes the call it resumes (linux/restart.py); a sleep or
+    futex resumed this way had a time limit, whose length is not known."""
+    call = resumed_call(strace_args, wchan)
+    if not call:
+        return
+    w.call, w.resumed = call, True
+    if call in TIMED_RESTARTS:
+        w.timeout = -1.0
+
+
+def blocking_wait(t: ThreadStats, rec: Recording, fds: List[ev.FdInfo]) -> Optional[Wait]:
+    """The call ``t`` is blocked in at the end of the recording, if any (module doc)."""
+    if t.exited_at is not None:
+        return None
+    if t.ongoing is not None:
+        w = wait_from_call(t.ongoing, fds)
+        if w.call == "restart_syscall":
+            _resume(w, t.ongoing.args or "", t.last_sample.wchan if t.last_sample else "")
+        # Blocked "throughout" when the call began near the start of what we saw of it.
+        w.whole_window = (t.ongoing.ts - rec.start) <= 0.25 * rec.window \
+            and t.total_syscalls <= 2
+        return w
+    s = t.last_sample
+    if s is None or s.state not in ("S", "D", "I"):
+        return None
+    w = wait_from_proc(s.syscall, fds, s.wchan)
+    if w is None:
+        return None
+    first = t.first_sample
+    same_call = len(t.sample_calls) == 1
+    never_ran = (first is not None and first.run_count is not None and s.run_count is not None
+                 and s.run_count == first.run_count)
+    w.whole_window = same_call and (never_ran or first is None or first.run_count is None)
+    if rec.has_syscalls and t.total_syscalls > 0 and not w.whole_window:
+        # strace saw the thread complete calls: a single sample is no proof of a long block.
+        return None
+    return w
+
+
+def _runnable(t: ThreadStats) -> Optional[float]:
+    """From /proc samples: the fraction of the time between the first and last sample that the
+    thread was on a CPU or waiting in a run queue for one (schedstat run + wait)."""
+    a, b = t.first_sample, t.last_sample
+    if a is None or b is None or b.ts <= a.ts or None in (a.run_ns, a.wait_ns, b.run_ns,
+                                                         b.wait_ns):
+        return None
+    wanted = (b.run_ns + b.wait_ns) - (a.run_ns + a.wait_ns)  # type: ignore[operator]
+    return min(1.0, max(0.0, wanted / 1e9 / (b.ts - a.ts)))
+
+
+def cpu_use(t: ThreadStats, rec: Recording) -> Optional[CpuUse]:
+    if t.cpu is not None and t.cpu.ts > t.cpu.since:
+        secs = t.cpu.on_cpu_ns / 1e9
+        return CpuUse(min(1.0, secs / (t.cpu.ts - t.cpu.since)), secs, "samples", _runnable(t))
+    a, b = t.first_sample, t.last_sample
+    if a is not None and b is not None and b.ts > a.ts:
+        secs = ((b.utime + b.stime) - (a.utime + a.stime)) / float(b.ticks_hz or 100)
+        span = b.ts - a.ts
+        return CpuUse(min(1.0, max(0.0, secs / span)), secs, "samples", _runnable(t))
+    if not rec.has_syscalls or not rec.capabilities.get("durations", True) \
+            or not rec.capabilities.get("timestamps", True) or not t.durations_known:
+        return None
+    begin = max(rec.start, t.started_at or rec.start)
+    end = t.exited_at if t.exited_at is not None else rec.end
+    span = end - begin
+    if span <= 0.5:
+        return None
+    blocked = 0.0
+    if t.ongoing is not None:
+        blocked = max(0.0, end - max(t.ongoing.ts, begin))
+    outside = span - min(span, t.syscall_time + blocked)
+    return CpuUse(max(0.0, outside / span), outside, "strace")

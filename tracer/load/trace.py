@@ -1,0 +1,51 @@
+"""A trace file read into the analyzer: the one place where a trace's header sets an
+``Analyzer`` up (``analyzer_for``) and its events are fed to it (``analyze_trace``), for
+``analyze``, ``import-strace --analyze``, the exports and the tests alike; ``trace_notes``: the
+notes a trace brings to its report. Bad files raise errors.BadInput (CorruptTrace, NotATrace).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, List, Optional
+
+from .. import events as ev
+from ..analysis.analyzer import Analyzer, collector_paused
+from ..report import Report
+from ..tracefile.format import TraceReader
+
+__all__ = ["analyze_trace", "analyzer_for", "trace_notes"]
+
+
+def analyzer_for(reader: TraceReader) -> Analyzer:
+    """An Analyzer set up from a trace's header (start, backends, capabilities, processes)."""
+    h = reader.info.header
+    opts = h.get("options") or {}
+    return Analyzer(start=h.get("start"), backends=h.get("backends"),
+                    capabilities=opts.get("capabilities"), processes=reader.info.processes,
+                    roots=h.get("targets"), source=h.get("source", "attach"))
+
+
+def analyze_trace(path: str, extra: Iterable[ev.Event] = (),
+                  progress: Optional[Callable[[int], None]] = None) -> Report:
+    """Read a trace file (streaming) and analyze it, with ``extra`` events after the trace's
+    (Flight Recorder dumps given beside it). Raises errors.BadInput (CorruptTrace, NotATrace)
+    on bad files. ``progress(offset)``: the reader's progress callback."""
+    reader = TraceReader(path, progress)
+    an = analyzer_for(reader)
+    with collector_paused():
+        an.feed_all(reader.events())
+    for e in extra:
+        an.feed(e)
+    info = reader.info
+    end = info.end.ts if info.end is not None else None
+    return an.report(end=end, trace_path=path, truncated=info.truncated,
+                     extra_notes=trace_notes(info))
+
+
+def trace_notes(info: Any) -> List[str]:
+    """The notes a trace brings to its report (a TraceReader's ``info`` once read): the
+    recording's errors and notes from the header, and corrupt lines skipped."""
+    opts = info.header.get("options") or {}
+    notes = list(opts.get("errors", [])) + list(opts.get("notes", []))
+    if info.bad_lines:
+        notes.append(f"{info.bad_lines} corrupt lines in the trace were skipped")
+    return notes
