@@ -27,12 +27,14 @@ import json
 import math
 import re
 import sys
-from typing import Any, Callable, Iterable, List, NoReturn, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, NoReturn, Optional, Sequence
 
 import click
-from rich.console import Console
 
 from ..errors import shown
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console       # rich loads when a report is shown (30 ms)
 
 __all__ = ["FiniteFloat", "PidList", "pid_option", "all_pids", "report_console", "emit",
            "is_terminal", "FILE", "DIR", "complete_from", "complete_scenario"]
