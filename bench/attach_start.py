@@ -8,7 +8,8 @@ Each repetition starts a target (``sleep 60``), then runs ``python -m tracer att
 -d 1 -b BACKEND -o OUT.htrace.gz`` and polls OUT every millisecond: the time from the
 command's start to OUT's first byte (the trace's header, written once every backend is in
 place: the window opens then) is the attach start. The process's own interpreter start-up is
-in it (as it is for a user). ``--version`` and ``doctor`` are timed to their exit. ``--tree``
+in it (as it is for a user), with the .pyc files written by a first, untimed run of each
+command (``PYTHONDONTWRITEBYTECODE`` is dropped: an install has its .pyc). ``--version`` and ``doctor`` are timed to their exit. ``--tree``
 names checkouts to time side by side in one run (their package first on the path, alternating
 repetition by repetition); the default is this checkout. Printed: per tree and command the
 median, min and max of R repetitions, in seconds.
@@ -29,6 +30,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _env(tree: str) -> Dict[str, str]:
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)      # an install has its .pyc files: so do we
     env["PYTHONPATH"] = tree + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
@@ -77,6 +79,9 @@ def main() -> None:
     trees = [os.path.abspath(t) for t in a.tree] or [HERE]
     times: Dict[str, List[float]] = {}
     with tempfile.TemporaryDirectory() as out_dir:
+        for tree in trees:                        # warm-up: compiles the .pyc files
+            attach_start(tree, a.backends[0], out_dir)
+            command_time(tree, ["doctor"])
         for _ in range(a.reps):
             for tree in trees:
                 for backend in a.backends:
