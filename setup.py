@@ -1,10 +1,10 @@
 """The build steps pyproject.toml cannot say (the metadata is all in pyproject.toml).
 
 Contract:
-- ``fast_extension()``: the optional C extension ``tracer.tracefile._fast`` (the compiled
+- ``fast_extension()``: the optional C extension ``tracer.strace._fast`` (the compiled
   helpers of the strace importer and the trace reader), built from every ``tracer/*/csrc/*.c``
   (a glob: the sources may live in several packages' csrc folders) with
-  ``-DSOURCE_HASH`` set to tracefile/fastpath.py's hash of those sources, so that a module
+  ``-DSOURCE_HASH`` set to strace/fastpath.py's hash of those sources, so that a module
   built from other sources is ignored at run time. ``optional=True``: without a compiler or
   Python's headers the build goes on and hangtrace runs its pure-Python twins.
   scripts/build_fast.py builds the same extension into the source tree.
@@ -48,7 +48,7 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FAST_MODULE = "tracer.tracefile._fast"
+FAST_MODULE = "tracer.strace._fast"
 PURE_VAR = "HANGTRACE_PURE"
 # Data folders at the top of the tree, mapped into the package (tracer/resources.py).
 MAPPED = {"tracer.bpf": "bpf", "tracer.scenarios": "fixtures/scenarios"}
@@ -75,7 +75,7 @@ def _load(name: str, path: str) -> ModuleType:
 
 def fast_extension() -> Extension:
     """The compiled helpers as an optional extension (module doc)."""
-    fastpath = _load("_hangtrace_fastpath", "tracer/tracefile/fastpath.py")
+    fastpath = _load("_hangtrace_fastpath", "tracer/strace/fastpath.py")
     package = os.path.join(HERE, "tracer")
     files: List[str] = [os.path.relpath(p, HERE) for p in fastpath.source_files(package)]
     return Extension(

@@ -98,7 +98,7 @@ def main() -> int:
     a = ap.parse_args()
     if a.pure:
         os.environ["HANGTRACE_PURE"] = "1"
-    from tracer.tracefile.fastpath import status
+    from tracer.strace.fastpath import status
     sizes: List[int] = [int(x) for x in a.sizes.split(",")]
     print(f"path: {status()}; load average {os.getloadavg()[0]:.1f}")
     print(f"{'shape':22s} " + " ".join(f"{s:>10d} B" for s in sizes) + "   growth/size")

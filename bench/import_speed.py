@@ -94,7 +94,7 @@ def _child(kind: str, args: List[str]) -> None:
     out = {"cpu": time.process_time() - c0, "wall": time.perf_counter() - t0, "n": n,
            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if kind != "regex":
-        from tracer.tracefile.fastpath import status
+        from tracer.strace.fastpath import status
         out["path"] = status()
     print(json.dumps(out))
 

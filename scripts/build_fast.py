@@ -5,9 +5,9 @@ Usage: python scripts/build_fast.py [--out DIR] [--quiet]
 The install builds them (``pip install .`` or ``-e .``: setup.py's optional extension). This
 script builds the same extension (setup.py's ``fast_extension()``: the same sources, flags and
 source hash) with setuptools' build_ext, for after an edit of the C: into
-tracer/tracefile/ (in place) or into DIR/tracer/tracefile/. The module carries the hash of the
+tracer/strace/ (in place) or into DIR/tracer/strace/. The module carries the hash of the
 sources it was built from; hangtrace ignores a module built from another version
-(tracer/tracefile/fastpath.py). Exit status 0 when built, 1 when it could not be: hangtrace
+(tracer/strace/fastpath.py). Exit status 0 when built, 1 when it could not be: hangtrace
 then runs its pure-Python path, which gives the same results, only slower.
 """
 from __future__ import annotations

@@ -84,7 +84,7 @@ def check_wheel(wheel: str, compiled: bool) -> None:
                  "tracer/data/snapshot.schema.json", "tracer/data/doctor.schema.json"):
         if want not in names:
             raise Failed(f"{os.path.basename(wheel)} has no {want}")
-    has_fast = any(n.startswith("tracer/tracefile/_fast") and n.endswith(".so") for n in names)
+    has_fast = any(n.startswith("tracer/strace/_fast") and n.endswith(".so") for n in names)
     if has_fast != compiled:
         raise Failed(f"{os.path.basename(wheel)}: compiled helpers "
                      f"{'missing' if compiled else 'present'}")
@@ -114,7 +114,7 @@ def build(out: str) -> tuple:
     check_wheel(wheel, compiled=True)
     check_wheel(pure, compiled=False)
     listing = run(["tar", "tzf", sdist]).stdout
-    for want in ("tracer/tracefile/csrc/module.c", "setup.py", "bpf/hangtrace.bpf.c",
+    for want in ("tracer/strace/csrc/module.c", "setup.py", "bpf/hangtrace.bpf.c",
                  "LICENSE", "docs/hangtrace.1"):
         if f"/{want}" not in listing:
             raise Failed(f"the sdist has no {want}")
@@ -146,7 +146,7 @@ def check_copy(where: str, work: str, skip_ebpf: bool, compiled: bool = True) ->
     if facts["compiled_helpers"]["ok"] != compiled:
         raise Failed(f"compiled helpers {'not ' if compiled else ''}used: "
                      f"{facts['compiled_helpers']['detail']}")
-    where_from = run([f"{where}/bin/python", "-c", "import tracer, tracer.tracefile.fastpath as f;"
+    where_from = run([f"{where}/bin/python", "-c", "import tracer, tracer.strace.fastpath as f;"
                       "print(tracer.__file__); print((f.compiled() or tracer).__file__)"],
                      cwd=work, env=env).stdout.split()
     if not all(p.startswith(where) for p in where_from):

@@ -104,7 +104,7 @@ def _run_fr(args: argparse.Namespace) -> int:
 def _run_twins(args: argparse.Namespace) -> int:
     import twins
     from tracer.strace.scan import py_scan_block
-    from tracer.tracefile.fastpath import compiled, status
+    from tracer.strace.fastpath import compiled, status
     fast = compiled()
     if fast is None:
         print(f"twins: nothing to compare: {status()}")

@@ -46,7 +46,7 @@ fi
 # The compiled helpers of the strace importer: the install built them with this
 # machine's C compiler where it could; without them hangtrace runs its pure-Python path (same
 # results, slower). scripts/build_fast.py rebuilds them after an edit of the C.
-.venv/bin/python -c 'from tracer.tracefile import fastpath; import sys
+.venv/bin/python -c 'from tracer.strace import fastpath; import sys
 sys.exit(fastpath.compiled() is None)' \
     || echo "setup: compiled helpers not built; the pure-Python path is used" >&2
 # The eBPF backend's CO-RE objects (bpf/*.bpf.o, loaded with libbpf); without them it uses BCC.

@@ -1,7 +1,7 @@
 """The compiled helpers built with AddressSanitizer and UndefinedBehaviorSanitizer, and one
 bounded fuzz pass through them (issue 22 item 6).
 
-- ``build(out_dir)`` compiles tracer/tracefile/csrc/*.c with ``gcc -fsanitize=address,undefined
+- ``build(out_dir)`` compiles tracer/strace/csrc/*.c with ``gcc -fsanitize=address,undefined
   -fno-sanitize-recover=undefined`` (the sources and their hash as setup.py takes
   them) into ``out_dir``; returns the module's path, or raises ``Unavailable`` with the reason
   (no gcc, no Python.h, no sanitizer runtime).
@@ -52,7 +52,7 @@ def build(out_dir: str) -> str:
     include = sysconfig.get_paths()["include"]
     if not os.path.exists(os.path.join(include, "Python.h")):
         raise Unavailable(f"no Python.h in {include} (python3-dev)")
-    from tracer.tracefile import fastpath          # the sources and hash setup.py builds from
+    from tracer.strace import fastpath          # the sources and hash setup.py builds from
     package = str(REPO / "tracer")
     files = fastpath.source_files(package)
     target = os.path.join(out_dir, "_fast" + sysconfig.get_config_var("EXT_SUFFIX"))
@@ -68,10 +68,10 @@ def build(out_dir: str) -> str:
 
 _CHILD = r'''
 import importlib.util, sys
-spec = importlib.util.spec_from_file_location("tracer.tracefile._fast", sys.argv[1])
+spec = importlib.util.spec_from_file_location("tracer.strace._fast", sys.argv[1])
 mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-sys.modules["tracer.tracefile._fast"] = mod
-from tracer.tracefile.fastpath import compiled
+sys.modules["tracer.strace._fast"] = mod
+from tracer.strace.fastpath import compiled
 assert compiled() is mod, "the sanitized module is not the one in use"
 import fuzzing, twins
 sys.path.insert(0, "bench")

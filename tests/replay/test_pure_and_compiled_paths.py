@@ -1,4 +1,4 @@
-"""The compiled helpers of the strace importer (tracer/tracefile/csrc/) give exactly what their
+"""The compiled helpers of the strace importer (tracer/strace/csrc/) give exactly what their
 pure-Python twins give, on real logs and on odd text; and a whole import + analysis gives the
 same trace and report either way (HANGTRACE_PURE=1 in a subprocess). The trace rows have one
 codec (msgspec, tests/unit/test_trace_codec.py). Where the module is not built
@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from tracer import events as ev
-from tracer.tracefile import fastpath
+from tracer.strace import fastpath
 from tracer.strace.args import py_first_arg
 from tracer.strace.lines import py_split_line
 from tracer.strace.scan import py_scan_block
@@ -42,7 +42,7 @@ def fast(tmp_path_factory):
             path = build.build(str(tmp_path_factory.mktemp("fast")), quiet=True)
         except RuntimeError as e:
             pytest.skip(f"compiled helpers cannot be built here: {e}")
-        spec = importlib.util.spec_from_file_location("tracer.tracefile._fast", path)
+        spec = importlib.util.spec_from_file_location("tracer.strace._fast", path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)  # type: ignore[union-attr]
     mod.set_fallback("split_line", py_split_line)
@@ -118,11 +118,11 @@ def test_scan_block(fast):
 
 
 def test_stale_module_is_refused(monkeypatch, tmp_path):
-    (tmp_path / "tracefile" / "csrc").mkdir(parents=True)
-    (tmp_path / "tracefile" / "csrc" / "module.c").write_text("/* another version */\n")
+    (tmp_path / "strace" / "csrc").mkdir(parents=True)
+    (tmp_path / "strace" / "csrc" / "module.c").write_text("/* another version */\n")
     monkeypatch.setattr(fastpath, "_PACKAGE", str(tmp_path))
     monkeypatch.setattr(fastpath, "_state", {})
-    if importlib.util.find_spec("tracer.tracefile._fast") is None:
+    if importlib.util.find_spec("tracer.strace._fast") is None:
         assert fastpath.compiled() is None and "not built" in fastpath.status()
     else:
         assert fastpath.compiled() is None and "another version" in fastpath.status()
@@ -135,7 +135,7 @@ _RUN = """
 import json, sys
 from tracer.strace.importer import import_strace
 from tracer.load.trace import analyze_trace
-from tracer.tracefile.fastpath import status
+from tracer.strace.fastpath import status
 res = import_strace(sys.argv[1], sys.argv[2])
 rep = analyze_trace(sys.argv[2]).to_json()
 rep.pop("trace", None)

@@ -14,7 +14,7 @@ MAX_DOCSTRING_LINES = 12
 
 # path under tracer/ -> lines of its module docstring when the bound came (to shrink, not grow)
 LONGER: Dict[str, int] = {
-    "analysis/accumulate/fd_lifetimes.py": 15, "analysis/accumulate/io_class.py": 32,
+    "analysis/accumulate/fd_lifetimes.py": 15, "analysis/accumulate/io_class.py": 32, "strace/fastpath.py": 14,
     "analysis/accumulate/program_clock.py": 14,
     "analysis/accumulate/traffic.py": 19, "analysis/evidence/build.py": 15,
     "analysis/evidence/gpu.py": 16, "analysis/evidence/libs.py": 17,
@@ -60,7 +60,7 @@ LONGER: Dict[str, int] = {
     "strace/fdtable.py": 24, "strace/ff.py": 17, "strace/importer.py": 29,
     "strace/kstacks.py": 15, "strace/lastcall.py": 18, "strace/lines.py": 29, "strace/log.py": 28,
     "strace/parallel.py": 45, "strace/procs.py": 18, "strace/scan.py": 35,
-    "tracefile/codec.py": 27, "tracefile/fastpath.py": 14, "tracefile/format.py": 26,
+    "tracefile/codec.py": 27, "tracefile/format.py": 26,
     "tracefile/fr_dump.py": 18, "tracefile/fr_pickle.py": 15, "tracefile/nodes/clock.py": 29,
     "tracefile/nodes/merge.py": 19,
 }

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tracer import resources
-from tracer.tracefile import fastpath
+from tracer.strace import fastpath
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ def test_the_extension_is_every_csrc_file_with_fastpaths_hash(setup_py):
     assert files and all("/csrc/" in f for f in files)
     rel = sorted(os.path.relpath(f, ROOT) for f in files)
     assert sorted(ext.sources + ext.depends) == rel
-    assert ext.optional is True and ext.name == "tracer.tracefile._fast"
+    assert ext.optional is True and ext.name == "tracer.strace._fast"
     assert dict(ext.define_macros)["SOURCE_HASH"] == f'"{fastpath.source_hash(str(ROOT / "tracer"))}"'
     assert all(d.endswith("csrc") for d in ext.include_dirs)
 
@@ -154,4 +154,4 @@ def test_the_pure_wheel_switch(monkeypatch):
         assert setup_py.pure() is pure, value
     monkeypatch.delenv(setup_py.PURE_VAR)
     assert not setup_py.pure()
-    assert setup_py.fast_extension().name == "tracer.tracefile._fast"
+    assert setup_py.fast_extension().name == "tracer.strace._fast"

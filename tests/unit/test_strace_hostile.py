@@ -21,7 +21,7 @@ from tracer.events import scrub_args
 from tracer.strace.args import decoration_end, exec_args, first_arg, py_first_arg, split_args
 from tracer.strace.importer import import_strace
 from tracer.tracefile.blocks import MAX_LINE_CHARS, LineTooLong, byte_blocks
-from tracer.tracefile.fastpath import compiled
+from tracer.strace.fastpath import compiled
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))

@@ -15,7 +15,7 @@ import pytest
 
 import twins
 from tracer.strace.scan import py_scan_block
-from tracer.tracefile.fastpath import compiled, status
+from tracer.strace.fastpath import compiled, status
 
 SEED = 20261201
 FAST = compiled()

@@ -79,12 +79,12 @@ def record_with_view(roots: List[int], backends: list, duration: float, out: str
     the report goes to a terminal. ``announce`` is said once the targets and the output path
     were found good, just before attaching: above the live view when there is one (never
     inside it), else on stderr."""
-    from rich.console import Console
     from ..record.probes import attach_probes
     from ..record.session import record
     probes, starts = attach_probes(native=native)
     try:
         if not as_json and is_terminal(sys.stdout):
+            from rich.console import Console      # not before a plain recording's first byte
             from ..render.live import LiveView
             with LiveView(Console(), duration, roots) as view:
                 return record(roots, backends, duration=duration, output=out,

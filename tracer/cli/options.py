@@ -26,12 +26,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable, Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Sequence
 
 import click
-from rich.console import Console
 
 from ..errors import shown
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console       # rich loads when a report is shown (30 ms)
 
 __all__ = ["FiniteFloat", "PidList", "pid_option", "all_pids", "report_console", "show",
            "is_terminal", "FILE", "DIR", "complete_from", "complete_scenario"]

@@ -2,7 +2,9 @@
 format like every other (events.register), kept apart from events/__init__.py only for its size.
 
 Contract: ``ThreadCounts`` (tag ``cnt``) as its docstring says; ``FD_KEYS`` the keys of each
-``per_fd`` dict. Backends emit it, the analyzer merges it (analysis/accumulate/kernel_counts.py).
+``per_fd`` dict; ``WAKEUP_MAX_BYTES`` the size of a small (wake-up sized) write, which its
+``wsmall`` field counts, the kernel's HT_SMALL_WRITE and the analyzer's wake-up rule
+(analysis/accumulate/io_class.py) alike. Backends emit it, the analyzer merges it (analysis/accumulate/kernel_counts.py).
 """
 from __future__ import annotations
 
@@ -13,7 +15,11 @@ from msgspec import field
 from . import Event, register
 from .shapes import FdCounts, Int, IoctlCounts, Time
 
-__all__ = ["ThreadCounts", "FD_KEYS"]
+__all__ = ["ThreadCounts", "FD_KEYS", "WAKEUP_MAX_BYTES"]
+
+# Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
+# libzmq/libuv write 8 bytes to an eventfd, asyncio and signal wakeup fds write 1 byte.
+WAKEUP_MAX_BYTES = 8
 
 
 class ThreadCounts(Event, tag="cnt"):
@@ -30,7 +36,7 @@ class ThreadCounts(Event, tag="cnt"):
       (see ``FD_KEYS``): ``fd``, ``kind``/``target`` (events.FdInfo's, resolved from /proc
       when the counts were read; None/"" when the fd was already closed), ``writes`` (calls
       that returned >= 0), ``wbytes``, ``wmin``/``wmax`` (sizes), ``wsmall``/``wsbytes``
-      (writes of at most 8 bytes: wake-up sized, and their bytes), ``reads`` (calls that
+      (writes of at most ``WAKEUP_MAX_BYTES``, 8: wake-up sized, and their bytes), ``reads`` (calls that
       returned data), ``rbytes``, ``first``/``last`` (epoch seconds of the first and last of
       them, at most one scheduler tick early).
     - ``futex`` (keys: waits, waits_timeout, timeouts, wakes), ``polls`` (keys: calls,

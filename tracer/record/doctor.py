@@ -124,7 +124,7 @@ def doctor_facts() -> Dict[str, Any]:
     from .backends.ebpf.env import TRACEPOINT_COST
     from .backends.strace_backend import ptrace_problem
     from .. import __version__
-    from ..tracefile import fastpath
+    from ..strace import fastpath
     rel = os.uname().release
     facts: Dict[str, Any] = {"format": FORMAT, "version": __version__, "kernel": rel,
                              "root": os.geteuid() == 0}

@@ -36,17 +36,19 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
 from .. import events as ev
 from ..errors import AccessDenied, HangtraceError, TargetGone, ToolMissing, UsageError, shown
 from ..linux import access, processes, procfs
 from ..linux.netns import node_identity
-from ..analysis.analyzer import Analyzer
 from .backends.base import Backend, TargetSet
 from .inbox import Inbox
-from ..report import Report
 from ..tracefile.format import TraceWriter, create_output, make_header
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analysis.analyzer import Analyzer
+    from ..report import Report
 
 
 # Bad input or environment: errors.py's classes (the CLI maps them to exit statuses).
@@ -143,13 +145,13 @@ def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], st
     if name not in ("auto", "strace", "ebpf"):
         raise UsageError(f"unknown backend {shown(name)} (auto, proc, strace, ebpf)")
     from .backends.ebpf.backend import EbpfBackend
-    from .backends.strace_backend import StraceBackend
     ebpf_why = EbpfBackend().check() if name in ("auto", "ebpf") else None
     if name == "ebpf":
         if ebpf_why:
             raise ToolMissing(f"ebpf backend unavailable: {ebpf_why}")
         ebpf = EbpfBackend()
         return _with_nvml([ebpf, proc], f"ebpf+proc ({ebpf.describe()}; /proc for states)")
+    from .backends.strace_backend import StraceBackend     # the strace importer: 60 ms
     strace = StraceBackend()
     strace_why = strace.check()
     if name == "strace":
@@ -211,7 +213,7 @@ def _final_infos(pids: List[int]) -> List[ev.ProcessInfo]:
 # What may run at the end of a recording, after the backends detached and while the target is
 # still in the state it was recorded in: it reads what it needs (memory, stacks) and returns
 # events for the trace. ``probe(pids, analyzer)``; a probe that fails is reported, not fatal.
-EndProbe = Callable[[List[int], Analyzer], List[ev.Event]]
+EndProbe = Callable[[List[int], "Analyzer"], List[ev.Event]]
 
 
 # What ends a recording early, keeping everything (the trace closed with its end record, the
@@ -320,6 +322,9 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                              processes=infos, options={"duration": duration},
                              roles=_roles(infos, roots), node=node_identity())
         writer = TraceWriter(output, header, raw=raw)
+        # The analysis rules load after the trace's first byte (0.2 s of imports); the
+        # backends' events wait in the inbox meanwhile.
+        from ..analysis.analyzer import Analyzer
         analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
         for e in pending:
             take(e)
@@ -368,6 +373,7 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                     backends=names, source="attach", targets=roots, start=start,
                     processes=infos, options={"duration": duration},
                     node=node_identity()), raw=raw)
+                from ..analysis.analyzer import Analyzer
                 analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
                 for e in pending:
                     take(e)

@@ -124,8 +124,8 @@ def py_first_arg(args: str) -> str:
 
 
 def _pick_first_arg() -> Callable[[str], str]:
-    """py_first_arg, or its compiled twin (tracefile/fastpath.py)."""
-    from ..tracefile.fastpath import compiled
+    """py_first_arg, or its compiled twin (strace/fastpath.py)."""
+    from .fastpath import compiled
     fast = compiled()
     if fast is None:
         return py_first_arg

@@ -29,7 +29,7 @@ _C_CLASSES = (ev.Syscall, ev.WriteCall, ev.ReadCall, ev.IoctlCall)
 
 
 def _pick_calls() -> Optional[Callable]:
-    from ..tracefile.fastpath import compiled
+    from .fastpath import compiled
     fast = compiled()
     return None if fast is None else fast.convert_calls
 

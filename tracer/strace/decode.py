@@ -263,8 +263,8 @@ NV_NAMES = _NV_NAMES                      # the memo of NVIDIA request names
 DIR_CALLS = _DIR_CALLS
 
 def _pick_scrub() -> Callable[[str], str]:
-    """events.scrub_args, or its compiled twin (tracefile/fastpath.py)."""
-    from ..tracefile.fastpath import compiled
+    """events.scrub_args, or its compiled twin (strace/fastpath.py)."""
+    from .fastpath import compiled
     fast = compiled()
     if fast is None:
         return ev.scrub_args

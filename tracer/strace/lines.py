@@ -10,7 +10,7 @@ Contract:
   ``-y`` / ``-yy`` fd decorations (kept verbatim in ``args``: decode.py reads them).
 - Argument text is returned raw (string literals included); scrubbing happens in decode.py.
 - ``split_line(text)`` is the same parse as a plain tuple in ``StraceLine`` field order (the
-  converter's hot path); when the compiled helper (tracer/tracefile/fastpath.py) is built it
+  converter's hot path); when the compiled helper (tracer/strace/fastpath.py) is built it
   does the common shapes (complete, unfinished and resumed calls) and hands every other line to
   the Python parse below, with identical results (tests compare the two on real logs).
 - ``strace -n`` syscall numbers (``[ 257] openat(...)``) are read into ``nr``; ``strace -k``
@@ -361,7 +361,7 @@ def _parse_info(rest: str, tid: Optional[int], ts: Optional[float],
 
 
 def _pick() -> "Callable[[str], Optional[Fields]]":
-    from ..tracefile.fastpath import compiled
+    from .fastpath import compiled
     fast = compiled()
     if fast is None:
         return py_split_line

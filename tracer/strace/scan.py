@@ -88,7 +88,7 @@ def py_scan_block(block: bytes, counts: Counter,
 
 
 def _pick_scan():
-    from ..tracefile.fastpath import compiled
+    from .fastpath import compiled
     fast = compiled()
     return py_scan_block if fast is None else fast.scan_block
 

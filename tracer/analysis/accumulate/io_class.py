@@ -28,7 +28,7 @@ call totals), watch (``proc_input_bytes``) and the timeline export.
 - ``internal_targets(fds)``: the pipes and FIFOs a process holds on two fds (both ends: a
   self-pipe), which the accumulator's ``internal`` answers with.
 - Limits of what is followed per thread: ``MAX_OUTPUT_TARGETS`` targets named, ``MAX_SOCKETS``
-  socket fds. bpf/hangtrace.h's HT_SMALL_WRITE is ``WAKEUP_MAX_BYTES`` (a test checks it).
+  socket fds. ``WAKEUP_MAX_BYTES``: events.counts' (HT_SMALL_WRITE, a test checks it).
 Pure.
 """
 from __future__ import annotations
@@ -37,6 +37,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from ... import events as ev
+from ...events.counts import WAKEUP_MAX_BYTES
 
 from ...linux.fdtarget import OUTPUT_KINDS, SOCKET_KINDS
 from ..vocab.verdict import StrEnum
@@ -50,9 +51,6 @@ __all__ = ["IoClass", "write_class", "read_class", "proc_output_bytes",
            "proc_input_bytes", "judge_output", "output_at", "is_old_news", "fd_label", "internal_targets", "WAKEUP_MAX_BYTES", "CHANNEL_KINDS", "MAX_OUTPUT_TARGETS",
            "MAX_SOCKETS"]
 
-# Writes of at most this many bytes to an eventfd, a self-pipe or a socketpair are wake-ups:
-# libzmq/libuv write 8 bytes to an eventfd, asyncio and signal wakeup fds write 1 byte.
-WAKEUP_MAX_BYTES = 8
 CHANNEL_KINDS = frozenset({"pipe", "unix", "socket", "fifo"})   # what can be a wake-up channel
 MAX_OUTPUT_TARGETS = 32     # output targets named per thread
 MAX_SOCKETS = 64            # socket fds followed per thread (and TCP sockets per process)

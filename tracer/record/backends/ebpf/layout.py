@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes as ct
 from typing import Dict, Mapping, Tuple
 
-from ....analysis.accumulate.io_class import WAKEUP_MAX_BYTES
+from ....events.counts import WAKEUP_MAX_BYTES
 from ....linux.futex import COMMANDS, WAIT_COMMANDS, WAKE_COMMANDS
 from .source import BPF_DIR
 
@@ -77,7 +77,7 @@ HT_FD_SLOTS = 8
 HT_RINGBUF_PAGES = 256
 HT_RATE_WINDOW_NS = 100000000
 HT_RATE_MAX = 25
-HT_SMALL_WRITE = WAKEUP_MAX_BYTES   # the analyzer's wake-up rule (analysis/accumulate/io_class.py)
+HT_SMALL_WRITE = WAKEUP_MAX_BYTES   # ThreadCounts' wsmall size (events/counts.py)
 HT_CLONE_THREAD = 65536
 HT_NV_IOC_TYPE = 70
 HT_NV_RM_CONTROL = 42

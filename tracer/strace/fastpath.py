@@ -1,4 +1,4 @@
-"""The optional compiled helpers of the strace importer (tracer/tracefile/csrc/, module
+"""The optional compiled helpers of the strace importer (tracer/strace/csrc/, module
 ``_fast``: line parser, first pass, complete calls made events) and how to get them. Trace
 rows are not theirs: codec.py (msgspec) reads and writes them.
 
@@ -43,7 +43,7 @@ def _load() -> Tuple[Optional[ModuleType], str]:
     if os.environ.get("HANGTRACE_PURE", "") not in ("", "0"):
         return None, "pure Python (HANGTRACE_PURE is set)"
     try:
-        mod = importlib.import_module("tracer.tracefile._fast")
+        mod = importlib.import_module("tracer.strace._fast")
     except ImportError:
         return None, ("pure Python (compiled helpers not built: the pure py3-none-any wheel, "
                       "or no C compiler when it was installed; in a checkout: python "

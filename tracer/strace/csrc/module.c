@@ -1,4 +1,4 @@
-/* Compiled twins of hangtrace's hottest pure-Python functions (tracer/tracefile/fastpath.py).
+/* Compiled twins of hangtrace's hottest pure-Python functions (tracer/strace/fastpath.py).
  *
  * Each function gives exactly what its Python twin gives, or says it cannot (UNHANDLED, None)
  * and the caller runs the Python twin: tests compare both on real logs and traces.
