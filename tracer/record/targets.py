@@ -71,8 +71,8 @@ class TargetSet:
             if self.discovered:
                 return self.initial_infos()
             self.discovered, self._root = True, root
-        roots = [p for p in self.roots if not self.excluded(p)]
-        for pid in sorted(set(roots) | set(procfs.descendants(roots, root))):
+        # an excluded root's tree is walked too: its other descendants are recorded
+        for pid in sorted(set(self.roots) | set(procfs.descendants(self.roots, root))):
             if self.excluded(pid):
                 continue
             self.add(pid)
