@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tracer import events as ev
 from tracer.record.inbox import CHECK_EVERY, Inbox
-from tracer.record.session import _run_probes
+from tracer.record.probe_run import run_probes
 
 
 def _event(i: int) -> ev.Event:
@@ -62,7 +62,36 @@ def test_a_signal_after_the_window_skips_the_end_probes_not_yet_run() -> None:
         return []
     second.__name__ = "py-spy stacks"
     taken: list = []
-    errors = _run_probes([first, second], [1], object(), taken.append,
-                         interrupted=lambda: bool(signals))
+    errors, cut = run_probes([first, second], [1], object(), taken.append, budget_s=60,
+                             interrupted=lambda: bool(signals))
     assert ran == ["first"] and len(taken) == 1
     assert errors == [("session", "a signal ended the recording: py-spy stacks not run")]
+    assert cut == ["py-spy stacks"]
+
+
+def _slow(name: str, ran: list, clock: list, takes: float):
+    def probe(pids, analyzer):
+        ran.append(name)
+        clock[0] += takes
+        return []
+    probe.__name__ = name
+    return probe
+
+
+def test_probes_past_their_budget_are_named_and_their_end_twins_cut(monkeypatch) -> None:
+    from tracer.record import probe_run
+    clock = [0.0]
+    monkeypatch.setattr(probe_run.time, "monotonic", lambda: clock[0])
+    ran: list = []
+    starts = [_slow("evidence (start)", ran, clock, 1.5), _slow("memory (start)", ran, clock, 1)]
+    errors, cut = run_probes(starts, [1, 2], None, lambda e: None, budget_s=1.0,
+                             phase="start")
+    assert ran == ["evidence (start)"] and cut == ["memory (start)"]
+    assert errors == [("session", "the start probes' 1 s were spent (2 processes): "
+                       "memory (start) not run")]
+    ends = [_slow("kernel stacks", ran, clock, 0.1), _slow("memory (end)", ran, clock, 0.1),
+            _slow("evidence (end)", ran, clock, 0.1)]
+    errors, cut = run_probes(ends, [1, 2], object(), lambda e: None, budget_s=1.0,
+                             cut_before={"memory (start)"})
+    assert ran[1:] == ["kernel stacks", "evidence (end)"] and cut == ["memory (end)"]
+    assert errors == [("session", "memory (end) not run: memory (start) was not")]

@@ -24,7 +24,9 @@ Contract:
   record, and the report is built from what was recorded. The queue is bounded and so is its
   last drain (record/inbox.py: what was dropped or left is a ``Lost`` event); a signal that
   comes once the window has closed (during that drain or the end probes) cuts both short: the
-  probes not yet run are skipped (said in the trace), the trace is saved. The output file is created before
+  probes not yet run are skipped (said in the trace), the trace is saved. The start and end
+  probes run under a time budget each (record/probe_run.py): those a big tree left no time
+  for are named in the trace and the report. The output file is created before
   any backend attaches (an unwritable path fails without touching the target); trouble the
   backends met is saved in the trace as ``ObserveError`` events.
 """
@@ -44,6 +46,7 @@ from ..linux import access, processes, procfs
 from ..linux.netns import node_identity
 from .backends.base import Backend, TargetSet
 from .inbox import Inbox
+from .probe_run import END_PROBES_S, START_PROBES_S, run_probes
 from ..tracefile.format import TraceWriter, create_output, make_header
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -250,17 +253,18 @@ class StopFlag:
         self._old.clear()
 
 
-def plan_targets(roots: List[int], family: Callable[[int], bool]) -> Tuple[List[int], List[int]]:
-    """(pids to record, roots left out): the roots and their descendants, less hangtrace's own
-    family (``OwnFamily``). Raises UsageError when nothing is left."""
-    everyone = sorted(set(roots) | set(procfs.descendants(roots)))
-    pids = [p for p in everyone if not family(p)]
-    left_out = [r for r in roots if family(r)]
-    if not pids:
+def plan_targets(roots: List[int], family: Callable[[int], bool]) -> Tuple[TargetSet, List[int]]:
+    """(the targets, roots left out): the roots and their descendants found once
+    (``TargetSet.discover``), less hangtrace's own family (``OwnFamily``). Raises UsageError
+    when nothing is left."""
+    targets = TargetSet(roots, exclude=family)
+    targets.discover()
+    left_out = [r for r in roots if targets.excluded(r)]
+    if not targets.pids():
         raise UsageError(f"nothing to record: pid {', '.join(map(str, left_out))} is hangtrace "
                          "itself or its ancestor (tracing it would trace hangtrace's output) "
                          "and has no other descendants")
-    return pids, left_out
+    return targets, left_out
 
 
 def record(roots: List[int], backends: List[Backend], *, duration: float, output: str,
@@ -272,17 +276,12 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     this thread (a live view asks the analyzer for a provisional report there); ``on_attach()``
     runs once the targets and the output are known good, just before the backends attach.
     ``start_probes`` run once before the backends start (their analyzer argument is None)."""
-    from .backends.proc_backend import initial_process_infos
-    family = OwnFamily(roots)
-    all_pids, left_out = plan_targets(roots, family)
+    targets, left_out = plan_targets(roots, OwnFamily(roots))
+    all_pids = targets.pids()
+    infos = targets.initial_infos()
     raw = create_output(output)       # an unwritable path fails here, before any attach
     if isinstance(raw.name, str):     # a made-up name (FreshName) may have become NAME-2
         output = raw.name
-    targets = TargetSet(roots, exclude=family)
-    for pid in all_pids:
-        targets.add(pid)
-    infos = initial_process_infos(all_pids)
-    infos = [i for i in infos if not targets.excluded(i.pid)]
     names = [b.name for b in backends]
     q = Inbox()
     reason = "complete"
@@ -295,7 +294,8 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
                         why="hangtrace's own ancestor: never traced (it would trace "
                         "hangtrace's own output); its other descendants are")
         for pid in left_out]
-    start_errors = _run_probes(start_probes, all_pids, None, pending.append, always=True)
+    start_errors, cut = run_probes(start_probes, all_pids, None, pending.append,
+                                   budget_s=START_PROBES_S, phase="start")
     left = 0                          # events still queued after the last drain
 
     def take(e: ev.Event) -> None:
@@ -361,8 +361,10 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
             alive = [p for p in targets.pids() if procfs.pid_exists(p)]
             for info in _final_infos(alive):
                 take(info)
-            errors.extend(_run_probes(end_probes, alive, analyzer, take,
-                                      interrupted=lambda: stop.count > closed))
+            if analyzer is not None:
+                errors.extend(run_probes(end_probes, alive, analyzer, take,
+                                         budget_s=END_PROBES_S, cut_before=set(cut),
+                                         interrupted=lambda: stop.count > closed)[0])
         finally:
             end = time.time()
             for e in q.lost(end, left):
@@ -407,27 +409,6 @@ def _cpu_note(cpu: List[float], window: float) -> str:
     pct = 100.0 * during / window if window > 0 else 0.0
     return (f"hangtrace's own CPU: {during:.2f} s while recording {window:.1f} s "
             f"({pct:.0f}% of one CPU), {cpu[1] - cpu[0]:.2f} s to attach")
-
-
-def _run_probes(probes: Sequence[EndProbe], pids: List[int], analyzer: Optional[Analyzer],
-                take: Callable[[ev.Event], None], always: bool = False,
-                interrupted: Callable[[], bool] = lambda: False) -> List[Tuple[str, str]]:
-    """Run ``probes`` in order, until ``interrupted()``: (probe, message) of trouble, and one
-    line naming the probes a signal left out."""
-    errors: List[Tuple[str, str]] = []
-    if analyzer is None and not always:
-        return errors
-    for i, probe in enumerate(probes):
-        if interrupted():
-            names = ", ".join(getattr(p, "__name__", "probe") for p in probes[i:])
-            errors.append(("session", f"a signal ended the recording: {names} not run"))
-            break
-        try:
-            for e in probe(pids, analyzer):
-                take(e)
-        except Exception as exc:  # a probe is extra evidence; never lose the recording for it
-            errors.append((getattr(probe, "__name__", "probe"), str(exc)))
-    return errors
 
 
 def _stop_all(backends: List[Backend]) -> List[Tuple[str, str]]:

@@ -8,9 +8,9 @@ Contract (on top of backends/base.py):
   judged: analysis/threads/observed.py); other trouble goes to ``errors``.
 - One daemon thread samples at ``rate_hz``. Each tick:
   * descendants of every target are looked for; a new one is added to ``targets`` and gets a
-    ``ProcessInfo`` and a ``ThreadStart(new_process=True)``. The targets and their descendants
-    at ``start`` are assumed to be in the trace header (``initial_process_infos``): they are
-    added to ``targets`` silently.
+    ``ProcessInfo`` and a ``ThreadStart(new_process=True)``. What ``targets.discover()``
+    found (record/targets.py; the trace header's processes) is tracked silently, from the
+    infos it read.
   * every thread of every live target -> ``ThreadSample``; a thread that appeared ->
     ``ThreadStart``; one that disappeared -> ``ThreadExit``; every process -> ``ProcessIO``.
   * every ``info_interval`` seconds the fd table is re-read and a fresh ``ProcessInfo`` emitted
@@ -25,11 +25,10 @@ Contract (on top of backends/base.py):
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from ...linux import access, procfs
 from ...linux.fdtarget import FdTarget
@@ -39,37 +38,11 @@ from ...events import (ObserveError, ProcessExit, ProcessInfo, ServedConnections
                        ThreadStart)
 from ...linux.procfs_fds import SocketEntry, listening_sockets, read_fds_checked, socket_table
 from .base import Backend, Emit, TargetSet
+from ..targets import decode_wait_status, initial_process_infos
 
 __all__ = ["ProcBackend", "ParentCache", "initial_process_infos", "decode_wait_status"]
 
 LONG_TICK_S = 0.25
-
-
-def decode_wait_status(code: int) -> Tuple[Optional[int], Optional[str], bool]:
-    """(exit status, signal name, core dumped) from a wait(2) status word.
-
-    A normal exit keeps its status in bits 8-15 with the low 7 bits zero; a death by signal keeps
-    the signal number in the low 7 bits and 0x80 when a core was dumped.
-    """
-    sig = code & 0x7F
-    if sig == 0:
-        return (code >> 8) & 0xFF, None, False
-    try:
-        name = signal.Signals(sig).name
-    except ValueError:
-        name = f"SIG{sig}"
-    return None, name, bool(code & 0x80)
-
-
-def initial_process_infos(pids: Iterable[int], root: str = "/proc") -> List[ProcessInfo]:
-    """ProcessInfo of every pid in ``pids`` and all of their descendants, sorted by pid."""
-    pids = list(pids)
-    out = []
-    for pid in sorted(set(pids) | set(procfs.descendants(pids, root))):
-        info = procfs.read_process_info(pid, root)
-        if info is not None:
-            out.append(info)
-    return out
 
 
 def _info_signature(info: ProcessInfo) -> tuple:
@@ -178,14 +151,11 @@ class ProcBackend(Backend):
         """Everything ``start`` does but the thread: then call ``tick()`` by hand."""
         self._targets, self._emit = targets, emit
         self._stop.clear()
-        # The trace header (initial_process_infos) covers the targets and their descendants as
-        # they are now: track them all silently; only later arrivals are announced.
-        roots = targets.pids()
-        for pid in roots + procfs.descendants(roots, self.root):
-            if targets.excluded(pid):
-                continue
-            targets.add(pid)
-            info = procfs.read_process_info(pid, self.root)
+        # The trace header (the TargetSet's discovery) covers the targets and their
+        # descendants as they were then: track them all silently; later arrivals are announced.
+        targets.discover(self.root)
+        for pid in targets.pids():
+            info = targets.infos.get(pid)
             tids = set(info.threads) if info else set(procfs.list_tids(pid, self.root))
             self._tracked[pid] = _Tracked(tids, _info_signature(info) if info else None,
                                           time.time() + self.info_interval, tcp=_tcp_fds(info))

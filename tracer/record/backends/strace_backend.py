@@ -127,6 +127,7 @@ class StraceBackend(Backend):
         if self._proc is not None:
             raise RuntimeError("StraceBackend.start called twice")
         path = self._strace or shutil.which("strace") or "strace"
+        targets.discover()              # once per recording (record/targets.py)
         pids = targets.pids()
         if not pids:
             raise ValueError("no target pids")

@@ -48,7 +48,7 @@ from .counts import CountEmitter, KernelSnapshot, SnapshotCancelled
 from .env import choose, describe_loader, ebpf_problem
 from .loader import MapView, Program
 from .programs import load_hangtrace
-from ..proc_backend import decode_wait_status
+from ...targets import decode_wait_status
 
 __all__ = ["EbpfBackend", "ebpf_problem", "TRACEFS_DIRS"]
 
@@ -180,20 +180,20 @@ class EbpfBackend(Backend):
         self._counts = CountEmitter(since=self._start_ts, epoch=self._clock.epoch,
                                     name=syscall_name, fd_info=self._fd_info)
         seen: Set[int] = set()
-        # Twice: a process forked between the first scan and the fill is only in the second
-        # (after the fill, the fork tracepoint catches every new child); the second reads
-        # the stat of the processes that appeared since the first only.
-        tree: Dict[int, List[int]] = {}
-        listed: Set[int] = set()
-        for _ in range(2):
-            for pid in procfs.list_pids():
-                st = procfs.read_stat(pid) if pid not in listed else None
-                listed.add(pid)
-                if st is not None:
-                    tree.setdefault(st.ppid, []).append(pid)
+        # Twice: first what the TargetSet's discovery found (record/targets.py), then one walk
+        # of /proc for a process forked between that walk and the fill (after the fill, the
+        # fork tracepoint catches every new child).
+        targets.discover()
+        for walk in range(2):
             pids = targets.pids()
-            pids = sorted(p for p in set(pids) | set(procfs.descendants(pids, tree=tree))
-                          if not targets.excluded(p))
+            if walk:
+                tree: Dict[int, List[int]] = {}
+                for pid in procfs.list_pids():
+                    st = procfs.read_stat(pid)
+                    if st is not None:
+                        tree.setdefault(st.ppid, []).append(pid)
+                pids = sorted(p for p in set(pids) | set(procfs.descendants(pids, tree=tree))
+                              if not targets.excluded(p))
             for pid in pids:
                 if pid not in seen:
                     targets.add(pid)

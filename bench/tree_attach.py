@@ -1,0 +1,113 @@
+"""Benchmark: how long ``hangtrace attach -d D`` of a live tree of many processes takes, from
+the command's start to "attaching" (the start: targets, header, start probes, the backends'
+attach) and from "attaching" to "trace saved" (the window, the last drain, the end probes)
+(issue 35 item 3: a 2,000-process tree with ``-d 3`` records for at most 3.3 s).
+
+Usage: python bench/tree_attach.py [--procs 2000] [--duration 3] [--backends strace,proc,ebpf]
+                                   [--runs 1]
+
+The tree: one Python process forks ``--procs`` children in a tree of fan-out 8 (each child
+forks its share, then sleeps in ``pause()``), started once and recorded by each backend in
+turn; it is killed (its process group) at the end. Printed per run: seconds to "attaching",
+seconds from it to "trace saved", seconds to the command's exit, and its exit status.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import List, Optional, Tuple
+
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+HANGTRACE = [sys.executable, "-m", "tracer"]
+
+TREE = r'''
+import os, signal, sys
+FANOUT = 8
+def grow(n):
+    """Fork n processes below this one: up to FANOUT children, each growing its share."""
+    kids = min(FANOUT, n)
+    share, extra = divmod(n - kids, kids) if kids else (0, 0)
+    for k in range(kids):
+        if os.fork() == 0:
+            grow(share + (1 if k < extra else 0))
+            signal.pause()
+            os._exit(0)
+n = int(sys.argv[1])
+grow(n)
+print("READY", flush=True)
+signal.pause()
+'''
+
+
+def start_tree(n: int) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", TREE, str(n)], stdout=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "READY"
+    deadline = time.monotonic() + 120       # the grandchildren fork after READY
+    while tree_size(p.pid) < n + 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return p
+
+
+def tree_size(pid: int) -> int:
+    out = subprocess.run(["ps", "-o", "pid=", "-g", str(os.getpgid(pid))],
+                         capture_output=True, text=True).stdout
+    return len(out.split())
+
+
+def attach_once(pid: int, backend: str, duration: float,
+                out: str) -> Tuple[Optional[float], Optional[float], float, int]:
+    """(s to "attaching", s from it to "trace saved", s to exit, exit status)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(HANGTRACE + ["attach", str(pid), "-b", backend, "-d", str(duration),
+                                      "-o", out, "--json"], cwd=REPO,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen: List[Tuple[float, str]] = []
+
+    def read() -> None:
+        assert p.stderr is not None
+        for line in p.stderr:
+            seen.append((time.monotonic(), line))
+    r = threading.Thread(target=read, daemon=True)
+    r.start()
+    rc = p.wait()
+    total = time.monotonic() - t0
+    r.join(timeout=5)
+
+    def when(what: str) -> Optional[float]:
+        return next((t for t, line in seen if what in line), None)
+    att, saved = when("attaching"), when("trace saved")
+    return (att - t0 if att else None, saved - att if att and saved else None, total, rc)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--procs", type=int, default=2000)
+    ap.add_argument("--duration", type=float, default=3.0)
+    ap.add_argument("--backends", default="strace,proc,ebpf")
+    ap.add_argument("--runs", type=int, default=1)
+    ns = ap.parse_args()
+    tree = start_tree(ns.procs)
+    d = tempfile.mkdtemp(prefix="hangtrace-tree-bench-")
+    try:
+        print(f"tree of {tree_size(tree.pid)} processes (root {tree.pid})", flush=True)
+        for backend in ns.backends.split(","):
+            for i in range(ns.runs):
+                att, saved, total, rc = attach_once(tree.pid, backend, ns.duration,
+                                                    os.path.join(d, f"{backend}-{i}.htrace.gz"))
+                fmt = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
+                print(f"{backend}: attaching after {fmt(att)} s, trace saved {fmt(saved)} s "
+                      f"after it, exit after {total:.2f} s (status {rc})", flush=True)
+    finally:
+        os.killpg(tree.pid, signal.SIGKILL)
+        tree.wait()
+
+
+if __name__ == "__main__":
+    main()

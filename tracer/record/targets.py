@@ -1,0 +1,117 @@
+"""The processes a recording follows, found once and shared by every backend, and the
+/proc services every backend needs (no backend borrows them from another).
+
+Contract:
+- ``TargetSet(roots, exclude)``: the pids being recorded (thread-safe). ``discover()`` walks
+  the roots' trees once (linux/procfs.descendants over one listing of /proc) and reads each
+  process's ``ProcessInfo`` once: the trace header's processes and every backend's starting
+  point (the proc backend tracks them silently, eBPF marks them); it is idempotent, so a
+  backend started alone (tests, benchmarks) calls it itself. Births and deaths that
+  backends see afterwards update the set (``add``, ``discard``).
+- ``initial_process_infos(pids)``: ProcessInfo of ``pids`` and all their descendants.
+- ``decode_wait_status(code)``: (exit status, signal name, core dumped) of a wait(2) status.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
+
+from ..events import ProcessInfo
+from ..linux import procfs
+
+__all__ = ["TargetSet", "initial_process_infos", "decode_wait_status"]
+
+
+def decode_wait_status(code: int) -> Tuple[Optional[int], Optional[str], bool]:
+    """(exit status, signal name, core dumped) from a wait(2) status word.
+
+    A normal exit keeps its status in bits 8-15 with the low 7 bits zero; a death by signal keeps
+    the signal number in the low 7 bits and 0x80 when a core was dumped.
+    """
+    sig = code & 0x7F
+    if sig == 0:
+        return (code >> 8) & 0xFF, None, False
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"SIG{sig}"
+    return None, name, bool(code & 0x80)
+
+
+def initial_process_infos(pids: Iterable[int], root: str = "/proc") -> List[ProcessInfo]:
+    """ProcessInfo of every pid in ``pids`` and all of their descendants, sorted by pid."""
+    return TargetSet(list(pids)).discover(root)
+
+
+class TargetSet:
+    """The pids being recorded (thread-safe); roots are what the user asked for.
+
+    ``exclude(pid)`` (optional) names processes that must never be recorded, whoever finds
+    them (hangtrace itself, its children and its ancestors: session.py): ``add`` refuses them
+    and ``excluded`` says so; the answer is cached per pid. ``discover()`` (module doc) adds
+    the roots' descendants and reads their ``ProcessInfo`` once: ``infos``.
+    """
+
+    def __init__(self, roots: Iterable[int],
+                 exclude: Optional[Callable[[int], bool]] = None) -> None:
+        self._exclude = exclude
+        self._verdicts: Dict[int, bool] = {}
+        self.roots: List[int] = list(roots)
+        self._pids: Set[int] = {p for p in self.roots if not self.excluded(p)}
+        self._lock = threading.Lock()
+        self.infos: Dict[int, ProcessInfo] = {}
+        self.discovered = False
+        self._root = "/proc"
+
+    def discover(self, root: str = "/proc") -> List[ProcessInfo]:
+        """Walk the roots' trees once (module doc): every descendant not excluded is added and
+        its ProcessInfo read; the infos sorted by pid. A second call returns the first's."""
+        with self._lock:
+            if self.discovered:
+                return self.initial_infos()
+            self.discovered, self._root = True, root
+        # an excluded root's tree is walked too: its other descendants are recorded
+        for pid in sorted(set(self.roots) | set(procfs.descendants(self.roots, root))):
+            if self.excluded(pid):
+                continue
+            self.add(pid)
+            info = procfs.read_process_info(pid, root)
+            if info is not None:
+                self.infos[pid] = info
+        return self.initial_infos()
+
+    def initial_infos(self) -> List[ProcessInfo]:
+        """The ProcessInfo ``discover`` read, sorted by pid (the trace header's processes)."""
+        return [self.infos[p] for p in sorted(self.infos)]
+
+    def excluded(self, pid: int) -> bool:
+        """True for a pid that must never be recorded (class doc)."""
+        if self._exclude is None:
+            return False
+        known = self._verdicts.get(pid)
+        if known is None:
+            known = self._verdicts[pid] = bool(self._exclude(pid))
+        return known
+
+    def add(self, pid: int) -> bool:
+        """Add a pid; True when it was new (False too for an excluded pid)."""
+        if self.excluded(pid):
+            return False
+        with self._lock:
+            if pid in self._pids:
+                return False
+            self._pids.add(pid)
+            return True
+
+    def discard(self, pid: int) -> None:
+        with self._lock:
+            self._pids.discard(pid)
+
+    def pids(self) -> List[int]:
+        with self._lock:
+            return sorted(self._pids)
+
+    def __contains__(self, pid: int) -> bool:
+        with self._lock:
+            return pid in self._pids
