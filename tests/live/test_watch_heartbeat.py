@@ -17,14 +17,21 @@ pytestmark = [pytest.mark.live, pytest.mark.slow]
 HANGTRACE = [sys.executable, "-m", "tracer"]
 
 
-def test_a_stats_line_that_says_nothing_new_is_silence(scenario, tmp_path):
-    sc = scenario("serving_tree", "--shape", "stats-hang", ready_timeout=40)
-    p = subprocess.run(HANGTRACE + ["watch", str(sc.pid), "--silent-for", "2.5", "--once",
-                                    "--duration", "1.5", "--backend", "proc", "--interval",
-                                    "0.5", "--output-dir", str(tmp_path), "--json"],
+def watch_once(pid: int, out, backend: str, duration: str) -> dict:
+    """``hangtrace watch --once`` of ``pid`` after 2.5 s of silence: its capture's report,
+    checked to be busy-waiting (exit status 3)."""
+    p = subprocess.run(HANGTRACE + ["watch", str(pid), "--silent-for", "2.5", "--once",
+                                    "--duration", duration, "--backend", backend, "--interval",
+                                    "0.5", "--output-dir", str(out), "--json"],
                        capture_output=True, text=True, timeout=120)
     doc = json.loads(p.stdout)
     assert doc["verdict"] == "busy-waiting" and p.returncode == 3, p.stderr
+    return doc
+
+
+def test_a_stats_line_that_says_nothing_new_is_silence(scenario, tmp_path):
+    sc = scenario("serving_tree", "--shape", "stats-hang", ready_timeout=40)
+    doc = watch_once(sc.pid, tmp_path, "proc", "1.5")
     assert doc["watch"]["recorded_from"] - doc["watch"]["silent_since"] >= 2.5
 
 
@@ -67,9 +74,4 @@ def test_gpu_work_that_writes_nothing_is_never_captured(scenario, tmp_path, name
 def test_a_sync_that_never_returns_is_captured(scenario, tmp_path):
     _uprobes_or_skip()
     sc = scenario("serving_tree", "--shape", "warmup-hang", ready_timeout=60)
-    p = subprocess.run(HANGTRACE + ["watch", str(sc.pid), "--silent-for", "2.5", "--once",
-                                    "--duration", "2", "--backend", "ebpf", "--interval",
-                                    "0.5", "--output-dir", str(tmp_path), "--json"],
-                       capture_output=True, text=True, timeout=120)
-    doc = json.loads(p.stdout)
-    assert doc["verdict"] == "busy-waiting" and p.returncode == 3, p.stderr
+    watch_once(sc.pid, tmp_path, "ebpf", "2")

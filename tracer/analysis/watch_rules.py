@@ -11,7 +11,7 @@ yet. Each kind is one rule, the analyzer's own where it has one: ``output``, ``s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from .. import events as ev
 from ..events.evidence import CudaDriverCalls, LogLines
@@ -289,21 +289,19 @@ def stack_signals(samples: List[StackSamples]) -> List[Signal]:
     ``StackSamples`` taken before a capture (several Python stacks of the threads on a CPU,
     record/probes/stack_motion.py); the watcher asks for them only once silence has lasted long
     enough to capture, since they cost a second of py-spy."""
-    out = []
-    for e in samples:
-        text = code_moves(e)
-        if text:
-            out.append(Signal("stacks", e.pid, f"pid {e.pid} thread {e.tid}: {text}"))
-    return out
+    return _per_thread("stacks", samples, code_moves)
+
+
+def _per_thread(kind: str, facts: Sequence[Any], judge: Callable[[Any], Optional[str]]
+                ) -> List[Signal]:
+    """A ``kind`` signal for each per-thread fact (``pid``, ``tid``) that ``judge`` finds
+    progress in, with its sentence."""
+    return [Signal(kind, e.pid, f"pid {e.pid} thread {e.tid}: {text}") for e in facts
+            if (text := judge(e))]
 
 
 def driver_signals(calls: List[CudaDriverCalls]) -> List[Signal]:
     """A ``gpu`` signal per thread whose GPU work completed while libcuda's uprobes counted
     for a moment (record/probes/driver_motion.py: what ``watch`` asks before it records):
     the analyzer's own rule (progress/gpu.driver_work)."""
-    out = []
-    for e in calls:
-        text = driver_work(e)
-        if text:
-            out.append(Signal("gpu", e.pid, f"pid {e.pid} thread {e.tid}: {text}"))
-    return out
+    return _per_thread("gpu", calls, driver_work)
