@@ -11,21 +11,13 @@ from __future__ import annotations
 from typing import Optional
 
 from ...events.evidence import CudaDriverCalls
-from .gpu import RECENT_S
+from .gpu import RECENT_S, last_completion, stalled_sync
 
 __all__ = ["collective_wait", "own_work_stall"]
 
 
-def _last_completion(e: CudaDriverCalls) -> Optional[float]:
-    return max((t for t in (e.last_sync_done, e.last_ready) if t is not None), default=None)
-
-
 def _after(t: Optional[float], than: Optional[float]) -> bool:
     return t is not None and (than is None or t > than)
-
-
-def _in_sync(e: CudaDriverCalls) -> bool:
-    return e.in_sync_since is not None and e.ts - e.in_sync_since > RECENT_S
 
 
 def _polls_unready(e: CudaDriverCalls) -> bool:
@@ -44,13 +36,13 @@ def collective_wait(e: Optional[CudaDriverCalls]) -> Optional[str]:
         return (f"inside nccl{e.last_op or ''} since {e.ts - e.in_nccl_since:.1f} s before "
                 "the end (libnccl uprobes): an NCCL call that returns when the other ranks "
                 "join")
-    if not (_in_sync(e) or _polls_unready(e)):
+    if not (stalled_sync(e) or _polls_unready(e)):
         return None
-    if not _after(e.last_collective, _last_completion(e)):
+    if not _after(e.last_collective, last_completion(e)):
         return None
     assert e.last_collective is not None
     how = (f"in a CUDA sync since {e.ts - e.in_sync_since:.1f} s before the end"
-           if _in_sync(e) and e.in_sync_since is not None
+           if stalled_sync(e) and e.in_sync_since is not None
            else f"polls the GPU ({e.queries_not_ready} queries answered not ready)")
     return (f"{how}, behind nccl{e.last_op or 'AllReduce'} called "
             f"{e.ts - e.last_collective:.1f} s before the end, after its last completed sync "
@@ -63,9 +55,9 @@ def own_work_stall(e: Optional[CudaDriverCalls]) -> Optional[str]:
     it launched itself (kernels, graphs or copies outside NCCL) after its last completion,
     with no collective called since: a kernel of its own never finishes, whatever the other
     ranks do. Else None."""
-    if e is None or not e.nccl_probed or not _in_sync(e) or collective_wait(e):
+    if e is None or not e.nccl_probed or not stalled_sync(e) or collective_wait(e):
         return None
-    done = _last_completion(e)
+    done = last_completion(e)
     if not _after(e.last_own_work, done) or _after(e.last_collective, done):
         return None
     assert e.in_sync_since is not None and e.last_own_work is not None

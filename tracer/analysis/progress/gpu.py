@@ -30,6 +30,7 @@ from ...events.evidence import CudaDriverCalls
 from ..accumulate.gpu import LOW_POWER_FRACTION, SM_ACTIVE_WORK_PCT, GpuStats
 
 __all__ = ["gpu_work", "driver_work", "driver_stall", "gpu_memory_grows", "RECENT_S",
+           "last_completion", "stalled_sync",
            "GPU_MEM_MIN_BYTES", "GPU_MEM_MIN_RATE"]
 
 RECENT_S = 1.0
@@ -71,11 +72,22 @@ def _recent(e: CudaDriverCalls) -> float:
     return max(RECENT_S, span / 4)
 
 
+def last_completion(e: CudaDriverCalls) -> Optional[float]:
+    """When the thread last saw its GPU work complete: a sync returned, a query ready."""
+    return max((t for t in (e.last_sync_done, e.last_ready) if t is not None), default=None)
+
+
+def stalled_sync(e: Optional[CudaDriverCalls]) -> bool:
+    """The thread is inside a sync it was seen entering, for longer than ``RECENT_S``."""
+    return e is not None and e.work_probed and e.in_sync_since is not None \
+        and e.ts - e.in_sync_since > RECENT_S
+
+
 def driver_stall(e: Optional[CudaDriverCalls]) -> Optional[str]:
     """The thread's unfinished sync (module doc), or None."""
     if e is None or not e.work_probed or e.in_sync_since is None:
         return None
-    last = max((t for t in (e.last_sync_done, e.last_ready) if t is not None), default=None)
+    last = last_completion(e)
     ago = f", its last completion {e.ts - last:.1f} s before the end" if last else \
         ", no completion seen in the window"
     return f"in a CUDA sync since {e.ts - e.in_sync_since:.1f} s before the end{ago}"

@@ -26,7 +26,8 @@ from ...linux.fdtarget import GPU_KINDS as GPU_FD_KINDS
 from ..accumulate.gpu import MOST, GpuStats, holds_gpu
 from ..vocab.nodes import real_id
 from ..progress.collectives import collective_wait, own_work_stall
-from ..progress.gpu import RECENT_S, driver_stall, driver_work, gpu_memory_grows, gpu_work
+from ..progress.gpu import (driver_stall, driver_work, gpu_memory_grows, gpu_work,
+                            stalled_sync)
 from ..vocab.verdict import BUSY, PROGRESSING, SPIN_CPU, YIELD_MIN_RATE, ThreadVerdict
 from .context import ThreadContext
 
@@ -42,14 +43,18 @@ def rule_gpu_work_completes(c: ThreadContext) -> Optional[ThreadVerdict]:
                          [text] + ([c.cpu.describe(c.rec.window)] if c.cpu else []), cpu=c.cpu)
 
 
+def _busy_host(c: ThreadContext) -> bool:
+    """On a CPU (a spin) or yielding (a yield loop): a host thread that waits actively."""
+    return (c.cpu is not None and c.cpu.demand >= SPIN_CPU) or c.t.yields >= 20
+
+
 def rule_gpu_computes(c: ThreadContext) -> Optional[ThreadVerdict]:
     """A host thread busy on a CPU (spin- or yield-sync on the GPU, or a launch loop) with no
     output, in a process holding /dev/nvidia* fds, while a GPU it uses does real work
     (progress/gpu.py: SM activity or power, never utilization) or its GPU memory grows
     (weights copied in): the work it waits for advances, however silent the host is (a
     warm-up, a capture, a load)."""
-    busy = (c.cpu is not None and c.cpu.demand >= SPIN_CPU) or c.t.yields >= 20
-    if not busy or c.t.output_bytes or c.t.accepts or not holds_gpu(c.fds):
+    if not _busy_host(c) or c.t.output_bytes or c.t.accepts or not holds_gpu(c.fds):
         return None
     work = gpu_work(c.rec.gpus, c.t.pid) or gpu_memory_grows(c.rec.gpus, c.t.pid)
     if work is None:
@@ -65,11 +70,9 @@ def rule_gpu_sync_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
     (busy-waiting, ``gpu_wait``), with what it waits behind where libnccl's uprobes say it
     (progress/collectives.py: a collective, or work of its own). It goes right after
     ``rule_gpu_computes`` (a GPU that does real work makes it progress)."""
-    busy = (c.cpu is not None and c.cpu.demand >= SPIN_CPU) or c.t.yields >= 20
     calls = c.proc.driver_calls.get(c.t.tid)
     stall = driver_stall(calls)
-    if not busy or calls is None or stall is None or calls.in_sync_since is None \
-            or calls.ts - calls.in_sync_since <= RECENT_S:
+    if not _busy_host(c) or not stalled_sync(calls) or stall is None:
         return None
     behind = collective_wait(calls) or own_work_stall(calls)
     ev_ = [f"{stall} (libcuda uprobes): the host spin-waits for GPU work that has not "

@@ -17,7 +17,7 @@ from typing import List, Optional, Tuple
 
 from ...events.evidence import CudaDriverCalls
 from ..backends.base import TargetSet
-from ..backends.ebpf.cuda_uprobes import CudaUprobeBackend, libcuda_paths
+from ..backends.ebpf.cuda_uprobes import CudaUprobeBackend
 
 __all__ = ["driver_motion_probe", "LOOK_S"]
 
@@ -28,8 +28,6 @@ def driver_motion_probe(pids: List[int], seconds: float = LOOK_S,
                         stop: Optional[threading.Event] = None
                         ) -> Tuple[List[CudaDriverCalls], str]:
     """(driver calls counted over ``seconds``, why none could be counted) (module doc)."""
-    if not libcuda_paths(pids):
-        return [], "no process maps libcuda"
     backend = CudaUprobeBackend()
     why = backend.check()
     if why is not None:
@@ -40,7 +38,9 @@ def driver_motion_probe(pids: List[int], seconds: float = LOOK_S,
         if isinstance(e, CudaDriverCalls):
             got.append(e)
     try:
-        backend.start(TargetSet(pids), keep)
+        backend.start(TargetSet(pids), keep)     # reads the maps once; loads only for libcuda
+        if not backend.loaded:
+            return [], "no process maps libcuda"
         (stop or threading.Event()).wait(seconds)
     finally:
         backend.stop()

@@ -36,8 +36,8 @@ from .env import ebpf_problem
 from .loader import Program
 from .programs import load_cuda_calls
 
-__all__ = ["CudaUprobeBackend", "FAMILIES", "NCCL_FAMILIES", "NCCL_OPS", "libcuda_paths",
-           "library_paths", "with_cuda_uprobes", "probe_sites"]
+__all__ = ["CudaUprobeBackend", "FAMILIES", "NCCL_FAMILIES", "NCCL_OPS", "library_paths",
+           "with_cuda_uprobes", "probe_sites"]
 
 # (entry point of bpf/cuda_calls.bpf.c, the symbols it is attached to, as a uretprobe)
 FAMILIES: List[Tuple[str, str, bool]] = [
@@ -132,11 +132,6 @@ def library_paths(pids: List[int], names: Tuple[str, ...] = ("libcuda",), root: 
             if name in out and key in mapped:
                 out[name].setdefault(key, (mapped[key], set()))[1].add(pid)
     return out
-
-
-def libcuda_paths(pids: List[int], root: str = "/proc") -> Dict[str, str]:
-    """{"dev:inode": /proc/PID/map_files/RANGE} of every libcuda the processes map."""
-    return {k: v[0] for k, v in library_paths(pids, ("libcuda",), root)["libcuda"].items()}
 
 
 def _op_name(c: CuCount) -> str:
@@ -268,6 +263,11 @@ class CudaUprobeBackend(Backend):
             return
         self._closing = threading.Thread(target=close, name="hangtrace-uprobe-detach")
         self._closing.start()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether ``start`` loaded the program (a traced process maps libcuda)."""
+        return self._prog is not None
 
     def detached(self, timeout: Optional[float] = None) -> bool:
         """Whether every probe is detached, waiting up to ``timeout`` seconds for it."""
