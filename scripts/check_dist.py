@@ -81,7 +81,8 @@ def check_wheel(wheel: str, compiled: bool) -> None:
                  "tracer/scenarios/sglang_like.py", "tracer/scenarios/lock_order_deadlock.c",
                  "tracer/scenarios/lib/fake_libcuda.c", "tracer/scenarios/__init__.py",
                  "tracer/data/known_hang_bugs.json", "tracer/data/report.schema.json",
-                 "tracer/data/snapshot.schema.json", "tracer/data/doctor.schema.json"):
+                 "tracer/data/snapshot.schema.json", "tracer/data/doctor.schema.json",
+                 "tracer/data/syscalls-x86_64.txt", "tracer/data/syscalls-aarch64.txt"):
         if want not in names:
             raise Failed(f"{os.path.basename(wheel)} has no {want}")
     has_fast = any(n.startswith("tracer/strace/_fast") and n.endswith(".so") for n in names)

@@ -35,7 +35,7 @@ LONGER: Dict[str, int] = {
     "linux/fdtarget.py": 16, "linux/futex.py": 13, "linux/intparse.py": 17, "linux/kstack.py": 13,
     "linux/netns.py": 17, "linux/processes.py": 23, "linux/procfs.py": 18,
     "linux/procfs_fds.py": 16, "linux/restart.py": 13, "linux/sockdiag.py": 23,
-    "linux/syscall_table.py": 14, "linux/target_files.py": 18, "linux/tcpdiag.py": 29,
+    "linux/target_files.py": 18, "linux/tcpdiag.py": 29,
     "linux/tracefs.py": 16, "load/merged.py": 13, "record/backends/base.py": 18,
     "record/backends/ebpf/backend.py": 30, "record/backends/ebpf/convert.py": 14,
     "record/backends/ebpf/core_loader.py": 20, "record/backends/ebpf/counts.py": 20,
