@@ -49,6 +49,16 @@ def test_live_report_says_what_the_truth_says(name: str, backend: str, tmp_path:
         time.sleep(SETTLE_S)
         report = attach(sc.pid, backend, DURATION, trace)
         truth = truth_of(case, backend, sc.pid, sc.extra, sc.facts, report, trace)
-    summary = report["root_cause"]["summary"][:400]
-    assert verdict_ok(truth, report["verdict"]), (report["verdict"], report["rule"], summary)
-    assert cause_named(truth, report["root_cause"]), (truth["root_cause"], summary)
+    said = (report["verdict"], report["rule"], report["root_cause"]["summary"][:400],
+            states(report))
+    assert verdict_ok(truth, report["verdict"]), said
+    assert cause_named(truth, report["root_cause"]), (truth["root_cause"], *said)
+
+
+def states(report: dict) -> str:
+    """Each process's and thread's verdict and rule, for a failure's message: what CI prints
+    is all there is of a run that went wrong there."""
+    return "; ".join(
+        f"{p['pid']} {p['verdict']} {p['rule']} ["
+        + ", ".join(f"{t['tid']} {t['verdict']} {t['rule']}" for t in p.get("threads", []))
+        + "]" for p in report.get("processes", []))
