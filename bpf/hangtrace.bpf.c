@@ -223,8 +223,8 @@ static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
     if (!k || !current_target(k, regs, &tid, &tgid))
         return 0;
     struct ht_call c;
-    if (read_nr(regs, &c) != 0)
-        return 0;
+    if (read_nr(regs, &c) != 0 || c.nr < 0)   /* -1: no call of the program's (a uretprobe's */
+        return 0;                              /* return trap, a call a tracer skipped)      */
     u32 kv = kind_of(c.nr);
     u32 kind = kv & HT_KIND_MASK;
     u32 s = (kv >> HT_SLOT_SHIFT) & (HT_SLOTS - 1);

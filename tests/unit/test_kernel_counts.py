@@ -81,6 +81,9 @@ FD_CASES = [
          first=1.0, last=9.0), [], dict(output_writes=900, output_bytes=54000)),
     # reads of a file are input and file reads
     (_fd(8, "file", "/data/x", reads=4, rbytes=4096), [], dict(input_bytes=4096, file_reads=4)),
+    # with a time: the input is dated by the fd's last call, its place among the calls unknown
+    (_fd(8, "file", "/proc/1/status", reads=3, rbytes=1400, first=1.5, last=2.5), [],
+     dict(input_bytes=1400, input_ts=2.5, input_at=None)),
 ]
 
 
@@ -195,3 +198,15 @@ def test_failed_calls_are_the_threads_failures():
     assert dict(t.failures) == {("connect", "ECONNREFUSED"): 6}
     t_old, _ = _feed(_counts(calls={"connect": 4}))       # a trace from before the field
     assert not t_old.failures
+
+
+@pytest.mark.parametrize("last,old", [(2.5, True), (8.5, False)])
+def test_input_the_kernel_counted_is_old_news_by_its_time_alone(last, old):
+    """The counts say when a thread last read, not after which call: a read 7.5 s before the
+    end of a 9 s window is old news, one 1.5 s before it is not (io_class.is_old_news)."""
+    from tracer.analysis.accumulate.io_class import is_old_news
+    t, _ = _feed(_counts(calls={"read": 3}, per_fd=[_fd(8, "file", "/x", reads=3, rbytes=300,
+                                                        first=1.5, last=last)]))
+    assert t.input_at is None and t.input_ts == last
+    assert is_old_news(t.ncalls, t.input_at, t.input_ts, 9.0, 10.0, True) is old
+    assert is_old_news(t.ncalls, t.input_at, t.input_ts, 9.0, 10.0, False) is False

@@ -186,15 +186,18 @@ def output_is_stale(t: "ThreadStats", window: float, end: Optional[float],
     return is_old_news(t.ncalls, at, last, window, end, timestamps, every)
 
 
-def is_old_news(ncalls: int, at: int, last: Optional[float], window: float,
+def is_old_news(ncalls: int, at: Optional[int], last: Optional[float], window: float,
                 end: Optional[float], timestamps: bool, every: float = 0.0) -> bool:
     """What a thread did at its call ``at`` (of ``ncalls``), last at time ``last``, lies well
-    before the end (``output_is_stale``'s rule, for output and for connections alike)."""
-    after = ncalls - at
-    if after < STALE_CALLS_MIN or after <= at:
-        return False
+    before the end (``output_is_stale``'s rule, for output and for connections alike). An
+    ``at`` of None is a place among the calls that is unknown (the kernel's counts say when,
+    not after which call): the time alone decides."""
+    if at is not None:
+        after = ncalls - at
+        if after < STALE_CALLS_MIN or after <= at:
+            return False
     if not timestamps:
-        return True
+        return at is not None
     if last is None or end is None:
         return False
     return end - last > max(2.0, 0.5 * window, 3 * every)

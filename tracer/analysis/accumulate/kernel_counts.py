@@ -97,7 +97,9 @@ def contribution(e: ThreadCounts,
                                     decides on sizes and rate alone.
       other fdtarget.OUTPUT_KINDS:  writes -> plain output (plain_bytes, plain_writes,
                                     plain_targets["fd N (target)"], plain_last_ts)
-      reads (not eventfd, not internal) -> input_bytes; on a "file" -> file_reads too
+      reads (not eventfd, not internal) -> input_bytes; on a "file" -> file_reads too; the
+                                    latest fd's last call -> input_ts (its place among the
+                                    calls unknown: input_at None)
     """
     c: Contribution = {"syscalls": Counter(), "plain_targets": Counter(), "ioctls": Counter(),
                        "failures": Counter()}
@@ -150,6 +152,8 @@ def _fd(c: Contribution, f: KernelFd, internal: bool, add: Callable[[str, float]
         add("input_bytes", f.rbytes)
         if f.kind == "file":
             add("file_reads", f.reads)
+        if f.last is not None and (c.get("input_last_ts") or 0) < f.last:
+            c["input_last_ts"] = f.last     # the fd's last call, read or write: no earlier
 
 
 def _output(c: Contribution, f: KernelFd, writes: int, nbytes: int,
@@ -187,6 +191,9 @@ class KernelCounts:
             if name == "plain_last_ts":
                 if a is not None and (t.plain_last_ts is None or a > t.plain_last_ts):
                     t.plain_last_ts = a
+            elif name == "input_last_ts":
+                if a is not None and (t.input_ts is None or a > t.input_ts):
+                    t.input_at, t.input_ts = None, a
             elif isinstance(a if a is not None else b, Counter):
                 _apply_counter(getattr(t, name), a or Counter(), b or Counter(),
                                limit=_LIMITS.get(name, 0))

@@ -70,8 +70,8 @@ class ThreadStats:
     eventfd_writes: int = 0
     wakeup_writes: int = 0                                  # small writes to internal fds
     input_bytes: int = 0                                    # reads from sockets/pipes/files
-    input_at: int = 0                       # ncalls at its last input read, and when
-    input_ts: Optional[float] = None
+    input_at: Optional[int] = 0             # ncalls at its last input read (None: the place is
+    input_ts: Optional[float] = None        # unknown, kernel counts), and when
     accepts: int = 0
     file_reads: int = 0
     futex_waits: int = 0

@@ -16,6 +16,7 @@ from ..accumulate.io_class import is_old_news, proc_output_bytes
 from ..accumulate.stats import ProcessStats, ThreadStats
 from ..accumulate.traffic import FdTraffic, keepalive
 from ..accumulate.traffic import from_counters as counters_traffic
+from ..progress.gpu import stalled_sync
 from ..progress.log_lines import heartbeat_fds, news_by_fd
 from ..progress.memory import loading
 from ..progress.stacks import code_moves
@@ -147,7 +148,13 @@ def rule_process_output(c: ThreadContext) -> Optional[ThreadVerdict]:
     return None
 
 
-def _old_news(c: ThreadContext, at: int, ts: Optional[float]) -> bool:
+def _stalled_since_input(c: ThreadContext) -> bool:
+    calls = c.proc.driver_calls.get(c.t.tid)
+    return stalled_sync(calls) and calls is not None and calls.in_sync_since is not None \
+        and c.t.input_ts is not None and c.t.input_ts <= calls.in_sync_since
+
+
+def _old_news(c: ThreadContext, at: Optional[int], ts: Optional[float]) -> bool:
     """What the thread did at its call ``at`` (connections, input) lies well before the end
     and nothing it wrote since is news (io_class.is_old_news): a start-up's, not its doing
     now."""
@@ -198,10 +205,13 @@ def rule_code_moves(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 
 def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """A thread that reads input and runs varied syscalls works, unless its input is old news
+    or it has been inside a GPU sync since after its last input (progress/gpu.stalled_sync):
+    what it read was before the wait it is in now."""
     t = c.t
     work = [n for n in t.syscalls if n not in WAIT_NAMES]
     if len(work) < 4 or (t.input_bytes == 0 and t.file_reads == 0) \
-            or _old_news(c, t.input_at, t.input_ts):
+            or _old_news(c, t.input_at, t.input_ts) or _stalled_since_input(c):
         return None
     if c.cpu is not None and c.cpu.fraction < 0.01:
         return None
