@@ -1,11 +1,8 @@
 """System call numbers -> names, and decoding of /proc/PID/task/TID/syscall.
 
 Contract:
-- ``X86_64`` and ``AARCH64`` are complete number -> name tables. They were generated once from
-  the kernel UAPI headers of this machine (x86_64: asm/unistd_64.h; aarch64: the generic table
-  asm-generic/unistd.h with the __ARCH_WANT_* switches arm64 sets) and extended by hand with the
-  calls added after those 6.1 headers (451..469: numbers >= 424 are the same on every
-  architecture). ``syscall_name`` never raises: unknown numbers read "syscall_<nr>".
+- ``X86_64`` and ``AARCH64`` are complete number -> name tables (how they were made: beside
+  them). ``syscall_name`` never raises: unknown numbers read "syscall_<nr>".
 - ``parse_proc_syscall`` decodes one line of /proc/.../syscall (see proc(5)): "running",
   "-1 SP PC" (blocked, but not inside a system call: a page fault, a stop) or
   "NR A0 A1 A2 A3 A4 A5 SP PC" (all hex but NR). Returns None for empty or garbled text
@@ -184,7 +181,11 @@ _TABLES: Dict[str, Dict[int, str]] = {
 
 
 def syscall_table(machine: Optional[str] = None) -> Dict[int, str]:
-    """The table for ``machine`` (platform.machine() spelling); this host's when None."""
+    """The table for ``machine`` (platform.machine() spelling); this host's when None. ``X86_64``
+    and ``AARCH64`` were generated once from the kernel UAPI headers of this machine (x86_64:
+    asm/unistd_64.h; aarch64: the generic table asm-generic/unistd.h with the __ARCH_WANT_*
+    switches arm64 sets) and extended by hand with the calls added after those 6.1 headers
+    (451..469: numbers >= 424 are the same on every architecture)."""
     return _TABLES.get((machine or platform.machine()).lower(), X86_64)
 
 
