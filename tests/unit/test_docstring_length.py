@@ -33,16 +33,12 @@ LONGER: Dict[str, int] = {
     "record/probes/log_lines.py": 14, "record/probes/nccl_ras.py": 15,
     "record/probes/stack_motion.py": 13, "record/probes/stackscan.py": 18,
     "record/pystacks.py": 22, "record/session.py": 31, "record/snapshot.py": 13,
-    "record/watch.py": 27, "record/watch_looks.py": 24, "render/console.py": 13,
-    "render/export/__init__.py": 14, "render/export/perfetto.py": 13,
-    "render/export/perfetto_proto.py": 21, "render/export/rates.py": 23,
-    "render/export/timeline.py": 29, "render/export/window.py": 17, "render/live.py": 21,
-    "render/progress.py": 20, "strace/arch.py": 21, "strace/convert.py": 51,
-    "strace/fdtable.py": 24, "strace/ff.py": 17, "strace/importer.py": 29, "strace/kstacks.py": 15,
-    "strace/lastcall.py": 18, "strace/lines.py": 29, "strace/log.py": 28, "strace/parallel.py": 45,
-    "strace/procs.py": 18, "strace/scan.py": 35, "tracefile/codec.py": 27,
-    "tracefile/format.py": 26, "tracefile/fr_dump.py": 18, "tracefile/fr_pickle.py": 15,
-    "tracefile/nodes/clock.py": 29, "tracefile/nodes/merge.py": 19,
+    "record/watch.py": 27, "record/watch_looks.py": 24, "strace/arch.py": 21,
+    "strace/convert.py": 51, "strace/fdtable.py": 24, "strace/ff.py": 17, "strace/importer.py": 29,
+    "strace/kstacks.py": 15, "strace/lastcall.py": 18, "strace/lines.py": 29, "strace/log.py": 28,
+    "strace/parallel.py": 45, "strace/procs.py": 18, "strace/scan.py": 35,
+    "tracefile/codec.py": 27, "tracefile/format.py": 26, "tracefile/fr_dump.py": 18,
+    "tracefile/fr_pickle.py": 15, "tracefile/nodes/clock.py": 29, "tracefile/nodes/merge.py": 19,
 }
 
 
