@@ -89,8 +89,8 @@ _CTRL_C = "^C"            # the terminal's echo of Ctrl-C, glued to the line str
 def glued_message(text: str) -> int:
     """Where strace's own message begins inside a line it cut ("...SIGCHLDstrace: Process
     4024 attached", "...NULL^CProcess 3818 detached": old strace at a terminal), or -1.
-    The message is ``strace: Process ...`` or, after the echo of Ctrl-C, ``Process ...``; the converter and
-    the scan alike find it here."""
+    The message is ``strace: Process ...`` or, after the echo of Ctrl-C, ``Process ...``; the
+    converter and the scan alike find it here."""
     k = text.find("strace: Process ")
     if k > 0:
         return k
