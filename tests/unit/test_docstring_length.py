@@ -33,9 +33,7 @@ LONGER: Dict[str, int] = {
     "record/probes/log_lines.py": 14, "record/probes/nccl_ras.py": 15,
     "record/probes/stack_motion.py": 13, "record/probes/stackscan.py": 18,
     "record/pystacks.py": 22, "record/session.py": 31, "record/snapshot.py": 13,
-    "record/watch.py": 27, "record/watch_looks.py": 24, "tracefile/codec.py": 27,
-    "tracefile/format.py": 26, "tracefile/fr_dump.py": 18, "tracefile/fr_pickle.py": 15,
-    "tracefile/nodes/clock.py": 29, "tracefile/nodes/merge.py": 19,
+    "record/watch.py": 27, "record/watch_looks.py": 24, "tracefile/format.py": 26,
 }
 
 
