@@ -1,5 +1,5 @@
 """Trace rows to events and back, through msgspec: a row ``[TAG, field, ...]`` is decoded straight
-into its event (events/: array-like, tagged msgspec Structs), each field checked in C (``RowCodec``).
+into its event (events/: array-like tagged msgspec Structs), each field checked in C (``RowCodec``).
 
 Contract:
 - ``RowCodec(schema)`` decodes the rows a trace header's ``schema`` describes ({tag: [field
