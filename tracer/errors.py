@@ -7,9 +7,7 @@ Contract:
   prefix). Code that raises picks the class for what happened; it never picks an exit status.
 - A value shown in a message goes through ``shown()``: its repr, cut to 80 characters.
 - ``exit_code(exc)`` maps an error to the command's exit status; the CLI calls it and nothing
-  else decides. Verdict statuses (0 progressing/idle, 3 busy-waiting, 4 deadlocked, 5 exited,
-  6 blocked, 7 unknown) live beside the verdicts in report.py; errors are 1, usage 2, and an
-  interrupt before a recording could start is 130 (128 + SIGINT, as shells report it).
+  else decides (the statuses: its docstring).
 - This module imports nothing from the package: every layer may raise these.
 """
 from __future__ import annotations
@@ -85,7 +83,10 @@ def shown(value: object) -> str:
 
 
 def exit_code(exc: BaseException) -> int:
-    """The exit status for an error that ends a command (module doc)."""
+    """The exit status for an error that ends a command (module doc). Verdict statuses (0
+    progressing/idle, 3 busy-waiting, 4 deadlocked, 5 exited, 6 blocked, 7 unknown) live beside the
+    verdicts in report.py; errors are 1, usage 2, and an interrupt before a recording could start
+    is 130 (128 + SIGINT, as shells report it)."""
     if isinstance(exc, UsageError):
         return EXIT_USAGE
     if isinstance(exc, KeyboardInterrupt):

@@ -1,22 +1,13 @@
 """Where hangtrace's data files are: the BPF C programs, the demo's scenario programs and the
 JSON schemas of ``--json``.
 
-Contract: the source checkout keeps them at the top (``bpf/``, ``fixtures/scenarios/``, as the
-product's layout has it); the build maps them into the package as ``tracer.bpf`` and
-``tracer.scenarios`` (setup.py's package-dir; the scenarios' ``__init__.py`` is written by the
-build: the source folder has none), so a wheel carries them. Both are found through
-``importlib.resources``: in an installed copy, and for ``tracer.bpf`` in a checkout with an
-editable install too; where the package cannot be imported (the scenarios in a checkout, whose
-folder has no ``__init__.py`` so that py-spy and tracebacks name a scenario by its file, or a
-checkout run without installing, ``PYTHONPATH=.``) the folders beside the package are used. Each function returns a real directory (hangtrace is never run from a zip:
-BCC and gcc need file paths). ``is_checkout(dir)`` tells a folder of the source tree from one
-inside the installed package (the C scenarios are built beside their sources in the first, in a
-cache directory in the second: record/demo.py).
-The schemas (draft 2020-12) ship in the package (tracer/data/NAME.schema.json, NAME one of
-``SCHEMAS``) with relative ``$id``s ("report.schema.json"), so that a ``$ref`` from one to
-another ("report.schema.json#/$defs/evidence") resolves beside it, offline. ``schema(name)`` is
-one as shipped; ``bundled_schema(name)`` is the same with every schema it refers to embedded
-under ``$defs`` (each keeping its ``$id``: draft 2020-12's bundling), one document that
+Contract: the source checkout keeps them at the top (``bpf/``, ``fixtures/scenarios/``); the
+build maps them into the package as ``tracer.bpf`` and ``tracer.scenarios`` (setup.py's
+package-dir), so a wheel carries them. ``bpf_dir()`` and ``scenario_dir()`` return a real
+directory, found as ``_data_dir`` says (hangtrace is never run from a zip: BCC and gcc need
+file paths). ``is_checkout(dir)`` tells a folder of the source tree from one inside the
+installed package. The schemas (draft 2020-12, tracer/data/NAME.schema.json, NAME one of
+``SCHEMAS``): ``schema(name)`` is one as shipped, ``bundled_schema(name)`` one document that
 resolves with nothing else (``hangtrace schema NAME`` prints it). An unknown name is a
 KeyError.
 """
@@ -38,6 +29,12 @@ _CHECKOUT = {"tracer.bpf": "bpf", "tracer.scenarios": "fixtures/scenarios"}
 
 
 def _data_dir(package: str) -> Path:
+    """The folder of ``package``'s data. The scenarios' ``__init__.py`` is written by the build:
+    the source folder has none. Both packages are found through ``importlib.resources``: in an
+    installed copy, and for ``tracer.bpf`` in a checkout with an editable install too; where the
+    package cannot be imported (the scenarios in a checkout, whose folder has no ``__init__.py`` so
+    that py-spy and tracebacks name a scenario by its file, or a checkout run without installing,
+    ``PYTHONPATH=.``) the folders beside the package are used."""
     try:
         found = importlib.resources.files(package)
     except ModuleNotFoundError:          # a checkout run without installing
@@ -63,12 +60,16 @@ def scenario_dir() -> Path:
 
 
 def is_checkout(path: Path) -> bool:
-    """True for a data folder of the source tree (beside the package, not inside it)."""
+    """True for a data folder of the source tree (beside the package, not inside it).
+    The C scenarios are built beside their sources in the first, in a cache directory in the
+    second: record/demo.py."""
     return PACKAGE_DIR not in Path(path).resolve().parents
 
 
 def schema_path(name: str) -> Path:
-    """The shipped schema file of ``name`` (module doc)."""
+    """The shipped schema file of ``name``. The schemas ship in the package with relative ``$id``s
+    ("report.schema.json"), so that a ``$ref`` from one to another
+    ("report.schema.json#/$defs/evidence") resolves beside it, offline."""
     if name not in SCHEMAS:
         raise KeyError(name)
     return PACKAGE_DIR / "data" / f"{name}.schema.json"
@@ -80,7 +81,8 @@ def schema(name: str) -> Dict[str, Any]:
 
 
 def bundled_schema(name: str) -> Dict[str, Any]:
-    """``name``'s schema with the schemas it refers to embedded under ``$defs`` (module doc)."""
+    """``name``'s schema with every schema it refers to embedded under ``$defs`` (each keeping its
+    ``$id``: draft 2020-12's bundling), one document that resolves with nothing else."""
     doc = schema(name)
     refers = sorted(set(_SCHEMA_REF.findall(schema_path(name).read_text())) - {name})
     if refers:

@@ -4,21 +4,12 @@ exit status.
 Contract: every command prints one clear line on stderr and exits non-zero on bad input (a
 missing pid, no permission, a tool that is not installed, a corrupt trace), never a traceback
 (``--debug`` or ``HANGTRACE_DEBUG=1`` adds the traceback of an internal error, for a bug
-report). ``--json`` prints exactly one JSON document on stdout. Exit status (README): 0
-progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5 exited, 6 blocked on the
-GPU, 7 unknown (not everything could be observed or judged), 130 interrupted before a recording
-began, 141 when the reader of stdout went away (``| head``: quietly, as a program killed by
-SIGPIPE). A closed stdout is as /dev/null: what would go there is dropped quietly. Every
-command writes its report through one standard output, outputs.guarded_stdout: a stdout that
-cannot be written (``> /dev/full``, an I/O error) is one line, "hangtrace: standard output:
-cannot write: ...", and status 1, after whatever the command saved (attach's trace) was saved;
-the rest of what would go there is dropped.
-A command returns its status (a report's verdict, through options.show) and raises
-errors.py's classes; ``_main`` turns an error into its line and exit status
-(errors.exit_code), for the console script and for tests alike. The console script goes
-through click's own ``main`` (``standalone_mode=False``), so that shell completion
-(``_HANGTRACE_COMPLETE=bash_source|zsh_source|fish_source hangtrace``, or ``hangtrace
-completion SHELL``) works. Bare ``hangtrace`` prints its help and exits 0.
+report). ``--json`` prints exactly one JSON document on stdout. Exit statuses: README and
+``main``'s help; how stdout's troubles end: ``_ended``. A command returns its status (a
+report's verdict, through options.show) and raises errors.py's classes; ``_main`` turns an
+error into its line and exit status (errors.exit_code), for the console script and for tests
+alike. The console script goes through click's own ``main`` (``standalone_mode=False``), so
+that shell completion works (``entry``). Bare ``hangtrace`` prints its help and exits 0.
 """
 from __future__ import annotations
 
@@ -155,7 +146,15 @@ def _command_status(args: List[str]) -> int:
 
 def _ended(args: List[str]) -> int:
     """Run one command; every way it can end becomes an exit status here (module doc). The
-    report is flushed here, so that a stdout that fails at the end fails as the command."""
+    report is flushed here, so that a stdout that fails at the end fails as the command.
+    Exit status (README): 0 progressing or idle, 1 error, 2 usage, 3 busy-waiting, 4 deadlocked, 5
+    exited, 6 blocked on the GPU, 7 unknown (not everything could be observed or judged), 130
+    interrupted before a recording began, 141 when the reader of stdout went away (``| head``:
+    quietly, as a program killed by SIGPIPE). A closed stdout is as /dev/null: what would go there
+    is dropped quietly. Every command writes its report through one standard output,
+    outputs.guarded_stdout: a stdout that cannot be written (``> /dev/full``, an I/O error) is one
+    line, "hangtrace: standard output: cannot write: ...", and status 1, after whatever the command
+    saved (attach's trace) was saved; the rest of what would go there is dropped."""
     try:
         code = _command_status(args)
         sys.stdout.flush()
@@ -188,7 +187,9 @@ def run(argv: Optional[List[str]] = None) -> int:
 
 
 def entry() -> None:
-    """Console-script entry: no traceback reaches the user unless asked for (module doc)."""
+    """Console-script entry: no traceback reaches the user unless asked for (module doc).
+    Shell completion: ``_HANGTRACE_COMPLETE=bash_source|zsh_source|fish_source hangtrace``, or
+    ``hangtrace completion SHELL``."""
     _debug["on"] = os.environ.get("HANGTRACE_DEBUG", "") not in ("", "0")
     try:
         code = _main(None)

@@ -3,21 +3,11 @@ printed there.
 
 Contract:
 - ``FiniteFloat(lo, hi)``: a float in [lo, hi]; NaN and infinity are refused.
-- ``PidList``: one ``-p/--pid`` value, a pid or a list of them separated by commas and/or
-  whitespace, as strace takes them (``-p 1,2 -p 3``, ``-p "$(pidof x)"``); each an ASCII
-  decimal of at most 10 digits (``²`` or ``1e3`` is a usage error, never an exception later).
+- ``PidList``: one ``-p/--pid`` value, a pid or a list of them, as strace takes them;
   ``pid_option(help)`` is the option, ``all_pids(positional, given)`` the pids of both forms in
   order, each once.
-- Completion (click's API: a parameter's ``shell_complete``): ``FILE`` is the ``type`` of a
-  parameter that names a file (click.Path, which makes no check here: hangtrace's own errors
-  say what is wrong with a path), ``DIR.shell_complete`` the completion of one that names a
-  directory (its type stays a string, so that its checks stay hangtrace's); ``complete_from(values)``
-  completes one of a fixed set of words (``export -f``'s formats) without making the option
-  a Choice (its message for a bad value stays hangtrace's); ``complete_scenario`` the bundled
-  scenarios of ``demo``.
-- ``report_console(err)``: the rich Console a report is printed on. On a terminal it wraps to
-  the terminal's width; anywhere else (a pipe, a file) it never wraps a line, so that grep over a
-  saved report finds whole lines.
+- Completion (click's ``shell_complete``): ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``.
+- ``report_console(err)``: the rich Console a report is printed on (wrapped on a terminal only).
 - ``show(report, as_json, verbose, err)``: print a report (JSON: one document) and return its
   verdict's status, for the command to return (cli/commands.py makes it the exit status).
 """
@@ -49,7 +39,13 @@ DIR = click.Path(file_okay=False, exists=False)   # completes directory names
 
 
 def complete_from(values: Sequence[str]) -> Callable[..., List[Any]]:
-    """A ``shell_complete`` offering the ``values`` that start with what was typed."""
+    """A ``shell_complete`` offering the ``values`` that start with what was typed.
+    Without making the option a Choice (its message for a bad value stays hangtrace's): ``export
+    -f``'s formats. The others: ``FILE`` is the ``type`` of a parameter that names a file
+    (click.Path, which makes no check here: hangtrace's own errors say what is wrong with a path),
+    ``DIR.shell_complete`` the completion of one that names a directory (its type stays a string,
+    so that its checks stay hangtrace's), ``complete_scenario`` the bundled scenarios of
+    ``demo``."""
     def complete(ctx, param, incomplete):  # type: ignore[no-untyped-def]
         from click.shell_completion import CompletionItem
         return [CompletionItem(v) for v in values if v.startswith(incomplete)]
@@ -94,7 +90,9 @@ def parse_pid(text: str) -> Optional[int]:
 
 class PidList(click.ParamType):
     """``PID``, ``PID,PID,...`` or ``"PID PID ..."`` (module doc). Shell completion offers the running processes'
-    pids, with their names as the help zsh and fish show."""
+    pids, with their names as the help zsh and fish show.
+    Separated by commas and/or whitespace (``-p 1,2 -p 3``, ``-p "$(pidof x)"``); each an ASCII
+    decimal of at most 10 digits (``²`` or ``1e3`` is a usage error, never an exception later)."""
     name = "pid"
 
     def shell_complete(self, ctx, param, incomplete):  # type: ignore[no-untyped-def]
@@ -144,7 +142,9 @@ def is_terminal(stream) -> bool:  # type: ignore[no-untyped-def]
 
 
 def report_console(err: bool = False, file=None) -> Console:  # type: ignore[no-untyped-def]
-    """The Console a report goes to (render/console.py's rule)."""
+    """The Console a report goes to (render/console.py's rule).
+    On a terminal it wraps to the terminal's width; anywhere else (a pipe, a file) it never wraps a
+    line, so that grep over a saved report finds whole lines."""
     from ..render.console import report_console as console_for
     return console_for(file=file, stderr=err)
 

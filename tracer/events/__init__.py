@@ -7,16 +7,9 @@ Contract:
   are seconds. ``None`` means "not known" (a log without -T has no durations), never zero.
 - No buffer contents: a write is a byte count, ``args`` is argument text with string and
   buffer literals removed (see ``scrub_args``).
-- Each class is a msgspec Struct, array-like and tagged with its short ``TAG`` (``register``
-  sets ``TAG`` from the class's ``tag``): its trace row is ``[TAG, field, ...]`` in field order,
-  and the order is written into the trace header, so a reader maps fields by name
-  (tracefile/codec.py). The field types are what the reader checks a row against (in C, by
-  msgspec), never at construction: making an event here costs what a slots dataclass costs.
-  They are bounded there (shapes.py): every int 64 bits, every time a date, every nested
-  value of its shape.
-
-fd kinds (``fd_kind``): file, dir, pipe, fifo, tcp, udp, unix, netlink, socket, eventfd, epoll,
-timerfd, signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, dev, null, None.
+- Each class is a msgspec Struct, array-like and tagged with its short ``TAG``; its trace row
+  is ``[TAG, field, ...]`` in field order, its field types bounded (shapes.py) and checked by
+  the reader, never at construction (``register``). fd kinds: ``FdInfo``.
 """
 from __future__ import annotations
 
@@ -153,7 +146,9 @@ class ProcessIO(Event, tag="pio"):
 
 # --------------------------------------------------------------------------- process table
 class FdInfo(Struct, array_like=True, gc=False, forbid_unknown_fields=True):
-    """One open fd: kind (see module doc), target text, access mode ("r", "w", "rw"), position."""
+    """One open fd: kind, target text, access mode ("r", "w", "rw"), position. The fd kinds
+    (``fd_kind``): file, dir, pipe, fifo, tcp, udp, unix, netlink, socket, eventfd, epoll, timerfd,
+    signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, dev, null, None."""
     fd: Int
     kind: Optional[str]
     target: str
@@ -316,7 +311,12 @@ def field_names(cls: Type[Any]) -> List[str]:
 
 
 def register(*classes: Type[Event]) -> None:
-    """Make event classes known to the trace format (their TAG and field names)."""
+    """Make event classes known to the trace format (their TAG and field names). ``register`` sets
+    ``TAG`` from the class's ``tag``; a row is ``[TAG, field, ...]`` in field order, and the order
+    is written into the trace header, so a reader maps fields by name (tracefile/codec.py). The
+    field types are what the reader checks a row against (in C, by msgspec), never at construction:
+    making an event here costs what a slots dataclass costs. They are bounded there (shapes.py):
+    every int 64 bits, every time a date, every nested value of its shape."""
     for cls in classes:
         cls.TAG = cls.__struct_config__.tag
         EVENT_CLASSES[cls.TAG] = cls

@@ -9,9 +9,7 @@ Contract:
 - Importing this module registers the classes in ``events.EVENT_CLASSES`` (the trace file maps
   fields by name through the header's schema, so old traces still read and new fields may be
   added later). tracefile/format.py imports it; nothing else needs to.
-- Nested values are plain JSON (lists, dicts of str/int/float/None), of the shapes in
-  shapes.py, checked when read (a fixed-length record is a tuple: a row round-trips as it is
-  when it is made with one).
+- Nested values are plain JSON, of the shapes in shapes.py, checked when read.
 """
 from __future__ import annotations
 

@@ -4,16 +4,12 @@ trace codec decodes rows straight into the event classes and msgspec checks thes
 Contract:
 - ``Int``: an integer of 64 bits, signed (``INT64_MIN`` .. ``INT64_MAX``): every int field of
   every event class (pids, counts, sizes, addresses, inodes), in lists and dict keys too.
-  msgspec alone decodes an int of any size (a 5,000-digit ``cpu`` or ``wr`` field reached the
-  rules).
-- ``Time``: epoch seconds from year 1 to year 9999 (``TIME_MIN`` .. ``TIME_MAX``, a day inside
-  either end so that every time zone's local date exists): what the time functions of the
-  analysis and the renderers can turn into a date (``ts``, ``since``, ``mtime``: a file's
-  mtime may be before 1970). A duration or a timeout is a plain float (finite, any size).
+- ``Time``: epoch seconds from year 1 to year 9999 (``TIME_MIN`` .. ``TIME_MAX``), what the
+  analysis and the renderers can turn into a date; a duration or a timeout is a plain float.
 - The nested values of evidence events have their shapes here, as TypedDicts (decoded into
   plain dicts, so their readers index them as before): a key the readers index is
-  ``Required``, the others may be absent; every value typed and bounded like a field. A
-  dict of another shape makes the row a bad line, as any field of a wrong type does.
+  ``Required``, the others may be absent; every value typed and bounded like a field. A dict
+  of another shape makes the row a bad line, as any field of a wrong type does.
 """
 from __future__ import annotations
 
@@ -29,6 +25,10 @@ INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 TIME_MIN = -62135510400.0          # 0001-01-02 00:00:00 UTC
 TIME_MAX = 253402214399.0          # 9999-12-30 23:59:59 UTC
+# A day inside either end, so that every time zone's local date exists. Time is what ``ts``,
+# ``since``, ``mtime`` hold (a file's mtime may be before 1970). Int: msgspec alone decodes
+# an int of any size (a 5,000-digit ``cpu`` or ``wr`` field reached the rules). A duration
+# or a timeout is a plain float (finite, any size).
 
 Int = Annotated[int, Meta(ge=INT64_MIN, le=INT64_MAX)]
 Time = Annotated[float, Meta(ge=TIME_MIN, le=TIME_MAX)]
@@ -36,6 +36,8 @@ Time = Annotated[float, Meta(ge=TIME_MIN, le=TIME_MAX)]
 # events.evidence.CaptureSite.how: how a CUDA graph capture was seen
 CaptureHow = Literal["with-block", "capture-call", "runner"]
 
+# Nested values are plain JSON (lists, dicts of str/int/float/None); a fixed-length record is
+# a tuple: a row round-trips as it is when it is made with one.
 # events.evidence.KernelLog.lines: [epoch ts, text]
 KlogLine = Tuple[Time, str]
 

@@ -3,10 +3,7 @@ CUDA, NCCL, cuBLAS and friends in a native (user-space) stack.
 
 Contract (pure, tables of real names):
 - ``driver_frames(frames)``: the kernel frames (linux/kstack.py's "func+0x1a/0x2b0 [module]")
-  that are NVIDIA's driver: a frame of the nvidia, nvidia_uvm, nvidia_modeset, nvidia_drm or
-  nvidia_peermem module, or a function named as open-gpu-kernel-modules names them (``nv_``,
-  ``nvidia_``, ``uvm_``, ``os_``, ``rm_``, ``_nv0``...). A thread sleeping in one waits inside
-  the GPU driver (not idle).
+  that are NVIDIA's driver. A thread sleeping in one waits inside the GPU driver (not idle).
 - ``gpu_call(frames, libs)``: the innermost native frame of a GPU library, as a ``GpuCall``:
   the API function when the frame names one (``cuStreamSynchronize``, ``ncclAllReduce``,
   ``cublasGemmEx``), else the library alone ("inside libcuda.so.1"). ``libs`` are the frames'
@@ -53,7 +50,10 @@ def _function(frame: str) -> str:
 
 
 def driver_frames(frames: Sequence[str]) -> List[str]:
-    """The frames of ``frames`` that are NVIDIA's kernel driver (module doc)."""
+    """The frames of ``frames`` that are NVIDIA's kernel driver: a frame of the nvidia, nvidia_uvm,
+    nvidia_modeset, nvidia_drm or nvidia_peermem module, or a function named as
+    open-gpu-kernel-modules names them (``nv_``, ``nvidia_``, ``uvm_``, ``os_``, ``rm_``,
+    ``_nv0``...)."""
     out = []
     for f in frames:
         m = _MODULE.search(f)

@@ -6,18 +6,9 @@ the escape number and parameter size) or None when the fd is not an NVIDIA one o
 not an NVIDIA request; ``nv_request_name`` is the short form the strace decoder stores in
 ``IoctlCall.request_name``. ``rm_control_name``/``rm_class_name`` name RM control commands and
 allocation classes when a backend can read the parameters (eBPF), ``None`` when unknown.
-
 Encodings (NVIDIA/open-gpu-kernel-modules, checked against nv_escape.h, nv-ioctl-numbers.h,
-uvm_ioctl.h/uvm_linux_ioctl.h and ctrl/ctrl2080/*.h; see ../shared/reference):
-- /dev/nvidiactl and /dev/nvidiaN: ``_IOWR('F' = 0x46, nr, sizeof(params))``: nr = req & 0xff,
-  type = (req >> 8) & 0xff, size = (req >> 16) & 0x3fff, dir = req >> 30. strace prints it as
-  ``_IOC(_IOC_READ|_IOC_WRITE, 0x46, 0x2a, 0x20)``. Struct layouts change between drivers, so the
-  size is reported from the request, never assumed.
-- /dev/nvidia-uvm: plain integers (``UVM_IOCTL_BASE(i) = i``), printed by strace as
-  ``_IOC(_IOC_NONE, 0, 0x21, 0)``; UVM_INITIALIZE is 0x30000001 (``_IOC(_IOC_NONE, 0, 0x1,
-  0x3000)``).
-- RM control command = class << 16 | category << 8 | index (0x20800102: class 0x2080, category
-  0x01, GPU_GET_INFO_V2).
+uvm_ioctl.h/uvm_linux_ioctl.h and ctrl/ctrl2080/*.h; see ../shared/reference): the docstrings
+of ``escape_by_number``, ``uvm_by_number`` and ``rm_control_name``.
 """
 from __future__ import annotations
 
@@ -177,7 +168,11 @@ UNSEEN_FD = "an fd not seen opened"
 
 def escape_by_number(request: int) -> Optional[str]:
     """The NVIDIA escape a request number is, when type ('F'), direction (read and write) and
-    parameter size all match one (``ESCAPE_SIZES``), else None."""
+    parameter size all match one (``ESCAPE_SIZES``), else None.
+    /dev/nvidiactl and /dev/nvidiaN: ``_IOWR('F' = 0x46, nr, sizeof(params))``: nr = req & 0xff,
+    type = (req >> 8) & 0xff, size = (req >> 16) & 0x3fff, dir = req >> 30. strace prints it as
+    ``_IOC(_IOC_READ|_IOC_WRITE, 0x46, 0x2a, 0x20)``. Struct layouts change between drivers, so the
+    size is reported from the request, never assumed."""
     direction, typ, nr, size = ioc_fields(request)
     name = NV_ESCAPES.get(nr)
     if typ != NV_IOCTL_MAGIC or direction != 3 or name is None:
@@ -191,7 +186,10 @@ def escape_by_number(request: int) -> Optional[str]:
 def uvm_by_number(request: int) -> Optional[str]:
     """The UVM ioctl a request number is: UVM's plain numbers (``UVM_IOCTLS``), which no
     ``_IOC`` type, direction or size marks; strace prints one it cannot name as
-    ``_IOC(_IOC_NONE, 0, nr, 0)``. Only asked for an fd never seen opened."""
+    ``_IOC(_IOC_NONE, 0, nr, 0)``. Only asked for an fd never seen opened.
+    /dev/nvidia-uvm: plain integers (``UVM_IOCTL_BASE(i) = i``), printed by strace as
+    ``_IOC(_IOC_NONE, 0, 0x21, 0)``; UVM_INITIALIZE is 0x30000001 (``_IOC(_IOC_NONE, 0, 0x1,
+    0x3000)``)."""
     return UVM_IOCTLS.get(request)
 
 
@@ -246,7 +244,9 @@ def nv_request_name(fd_kind: Optional[str], request: int,
 
 
 def rm_control_name(cmd: int) -> str:
-    """Name an RM control command (module doc): the known name, else class/category/index."""
+    """Name an RM control command (module doc): the known name, else class/category/index.
+    An RM control command = class << 16 | category << 8 | index (0x20800102: class 0x2080, category
+    0x01, GPU_GET_INFO_V2)."""
     known = RM_CONTROLS.get(cmd)
     if known:
         return known

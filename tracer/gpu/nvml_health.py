@@ -5,20 +5,10 @@ and end of a recording.
 Contract:
 - ``read_health(nv, handle, index, uuid, ts, phase)`` returns one ``evidence.GpuHealth``
   (``nv`` the pynvml module, ``handle`` its device handle); it never raises: a value NVML
-  refuses (not supported on this GPU, no permission, a function missing from an old library
-  or bindings) is None, and ``missing`` says why in a few words ("not supported", "no
-  permission", "not in this NVML", else NVML's own words).
+  refuses is None, and ``missing`` says why in a few words (the calls: its docstring).
 - ``THROTTLE_REASONS`` names the bits of nvmlClocksEventReasons (nvml.h, "Clocks Event
   Reasons"; the older name was "Clocks Throttle Reasons", same bits); ``throttle_names``
   decodes a mask. ``pci_bus_id`` formats a bus id as nvidia-smi does.
-The calls are nvml.h's through pynvml, which returns the values (NVMLError on a refusal):
-nvmlDeviceGetName, nvmlDeviceGetPciInfo_v3 (or nvmlDeviceGetPciInfo), nvmlDeviceGetPowerUsage,
-nvmlDeviceGetEnforcedPowerLimit, nvmlDeviceGetClockInfo / nvmlDeviceGetMaxClockInfo (SM),
-nvmlDeviceGetCurrentClocksEventReasons (535+) or ...ThrottleReasons, nvmlDeviceGetTemperature
-(GPU), nvmlDeviceGetTotalEccErrors (corrected 0 / uncorrected 1, volatile 0),
-nvmlDeviceGetRetiredPages (single-bit 0 / double-bit 1: a list of addresses),
-nvmlDeviceGetRetiredPagesPendingStatus, nvmlDeviceGetRemappedRows (Ampere and later: corrected,
-uncorrected, pending, failed), nvmlDeviceGetPcieReplayCounter.
 """
 from __future__ import annotations
 
@@ -94,7 +84,17 @@ def _text(v: Any) -> str:
 
 def read_health(nv: Any, handle: Any, index: int, uuid: str, ts: float,
                 phase: str) -> GpuHealth:
-    """One GPU's health (module doc)."""
+    """One GPU's health (module doc). A value NVML refuses (not supported on this GPU, no
+    permission, a function missing from an old library or bindings) is None, and ``missing`` says
+    why: "not supported", "no permission", "not in this NVML", else NVML's own words. The calls are
+    nvml.h's through pynvml, which returns the values (NVMLError on a refusal): nvmlDeviceGetName,
+    nvmlDeviceGetPciInfo_v3 (or nvmlDeviceGetPciInfo), nvmlDeviceGetPowerUsage,
+    nvmlDeviceGetEnforcedPowerLimit, nvmlDeviceGetClockInfo / nvmlDeviceGetMaxClockInfo (SM),
+    nvmlDeviceGetCurrentClocksEventReasons (535+) or ...ThrottleReasons, nvmlDeviceGetTemperature
+    (GPU), nvmlDeviceGetTotalEccErrors (corrected 0 / uncorrected 1, volatile 0),
+    nvmlDeviceGetRetiredPages (single-bit 0 / double-bit 1: a list of addresses),
+    nvmlDeviceGetRetiredPagesPendingStatus, nvmlDeviceGetRemappedRows (Ampere and later: corrected,
+    uncorrected, pending, failed), nvmlDeviceGetPcieReplayCounter."""
     r = _Reader(nv, handle)
     g = GpuHealth(ts=ts, gpu=index, uuid=uuid, phase=phase)
     name = r.get("name", ("nvmlDeviceGetName",))

@@ -1,21 +1,14 @@
 """Why a /proc file could not be read, and hangtrace's own place in the process tree.
 
-Contract:
+Contract (every function takes ``root``, default "/proc", like procfs):
 - ``read_checked(path)`` (procfs's, re-exported): ``(data, None)`` or ``(None, GONE | DENIED |
-  UNREADABLE)``. GONE: the process or thread no longer exists (ENOENT, ESRCH); DENIED: it exists
-  and this user may not read the file (EACCES, EPERM: another user's process, ptrace access
-  rules); UNREADABLE: anything else (EIO...). So a message never says "permission denied" for a
-  process that simply exited.
+  UNREADABLE)``, so a message never says "permission denied" for a process that simply exited.
 - Whether a pid given on the command line exists and is readable: linux/processes.py's
   ``pid_access`` (psutil), with these words.
-- ``may_trace(pid)``: whether this user may ptrace ``pid`` (what strace and the /proc backend's
-  syscall and stack files need), asked without attaching: opening /proc/PID/mem makes the
-  kernel's ptrace-attach access check and nothing else; True when it cannot tell (the process
-  went away: the recording says so itself).
+- ``may_trace(pid)``: whether this user may ptrace ``pid``, asked without attaching.
 - ``is_kernel_thread(pid)``: PF_KTHREAD in /proc/PID/stat (kthreadd, kworkers).
 - ``ancestors(pid)``: the parent chain up to (and including) pid 1, nearest first;
   ``descends_from(pid, ancestor)``: whether ``ancestor`` is on ``pid``'s parent chain.
-- Every function takes ``root`` (default "/proc"), like procfs.
 """
 from __future__ import annotations
 
@@ -29,7 +22,13 @@ __all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked", "may_trace",
 
 PF_KTHREAD = 0x00200000      # include/linux/sched.h
 def may_trace(pid: int, root: str = "/proc") -> bool:
-    """Whether ptrace access to ``pid`` is allowed, checked without attaching (module doc)."""
+    """Whether ptrace access to ``pid`` is allowed (what strace and the /proc backend's syscall and
+    stack files need), checked without attaching: opening /proc/PID/mem makes the kernel's
+    ptrace-attach access check and nothing else; True when it cannot tell (the process went away:
+    the recording says so itself). In ``read_checked``'s words: GONE is a process or thread that no
+    longer exists (ENOENT, ESRCH); DENIED one that exists while this user may not read the file
+    (EACCES, EPERM: another user's process, ptrace access rules); UNREADABLE anything else
+    (EIO...)."""
     try:
         os.close(os.open(f"{root}/{pid}/mem", os.O_RDONLY))
     except PermissionError:

@@ -3,17 +3,11 @@
 Contract (pure, reads nothing):
 - ``decode_blocking(cs, fds)`` turns a decoded /proc/PID/task/TID/syscall line
   (``syscall_table.CurrentSyscall``: the six raw registers) into a ``BlockedCall``: the call
-  rendered like strace ("futex(0x7f19275f7060, WAIT_BITSET|PRIVATE)", "read(3<pipe:[123]>)"),
-  what it waits on ("futex 0x7f..", "fd 3 pipe:[123]", "child 1234", "any child", "timer"),
-  whether it has a time limit, and the typed parts the analysis needs: the fd, the futex address
-  and op, the child waited for. Snapshots print it; the analyzer builds its waits from it.
+  rendered like strace, what it waits on, whether it has a time limit, and the typed parts the
+  analysis needs (the fd, the futex address and op, the child waited for). Snapshots print it;
+  the analyzer builds its waits from it.
 - ``fds`` is the process's fd table (a list of FdInfo or a dict fd -> FdInfo) so that fd
   arguments read like strace -y output; calls not known here render as name(a0, a1, a2).
-Kernel facts: a timeout passed by pointer (struct timespec/timeval) lives in the target's memory,
-so only "some time limit" is known, and a NULL pointer means none; int timeouts (poll,
-epoll_wait) are milliseconds, negative = none; wait4's pid is a pid_t (32 bits: 0xffffffff is
--1, any child) and WNOHANG (1) makes it return at once; waitid's idtype is P_ALL 0, P_PID 1,
-P_PGID 2, P_PIDFD 3.
 """
 from __future__ import annotations
 
@@ -152,7 +146,14 @@ def _wait_child(name: str, a: Tuple[int, ...]) -> BlockedCall:
 
 
 def decode_blocking(cs: Optional[CurrentSyscall], fds: FdTable = None) -> Optional[BlockedCall]:
-    """What ``cs`` waits on (module doc); None when the thread is not in a system call."""
+    """What ``cs`` waits on; None when the thread is not in a system call. The call reads like
+    strace ("futex(0x7f19275f7060, WAIT_BITSET|PRIVATE)", "read(3<pipe:[123]>)"), what it waits on
+    like "futex 0x7f..", "fd 3 pipe:[123]", "child 1234", "any child", "timer". Kernel facts: a
+    timeout passed by pointer (struct timespec/timeval) lives in the target's memory, so only "some
+    time limit" is known, and a NULL pointer means none; int timeouts (poll, epoll_wait) are
+    milliseconds, negative = none; wait4's pid is a pid_t (32 bits: 0xffffffff is -1, any child)
+    and WNOHANG (1) makes it return at once; waitid's idtype is P_ALL 0, P_PID 1, P_PGID 2, P_PIDFD
+    3."""
     if cs is None or cs.kind != "syscall" or cs.name is None:
         return None
     name, a = cs.name, tuple(cs.args) + (0,) * (6 - len(cs.args))

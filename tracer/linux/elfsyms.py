@@ -2,16 +2,11 @@
 
 Contract: ``function_symbols(path)`` -> {name: (address, file offset)} for every defined
 STT_FUNC / STT_GNU_IFUNC symbol of .dynsym and .symtab (ELF64 little-endian: x86_64 and
-aarch64); the offset is the address's place in the file (its section's sh_offset + the
-distance from sh_addr), what the kernel's uprobe API takes. A name listed twice keeps its
+aarch64); the offset is what the kernel's uprobe API takes. A name listed twice keeps its
 first (.dynsym) entry; two names may share an address (aliases: the caller deduplicates).
 Raises ValueError for a file that is not such an ELF, OSError when it cannot be read.
-Pure: reads the file, nothing else (no pyelftools, no libelf).
-Why a second ELF reader beside pyelftools (versions, frame names): this one runs at attach, on
-libcuda, in the time before the probes are on. bench/elf_readers.py reads the same symbols both
-ways (same result): libLLVM-15.so.1 (112 MiB, 36,687 functions) 0.20 s here against 2.9-3.3 s
-with pyelftools, libc.so.6 0.006 s against 0.10 s (15-18x, 2-core VM, 2026-12-02).
-tests/unit/test_elfsyms.py checks that both agree on real libraries.
+Pure: reads the file, nothing else (no pyelftools, no libelf); why a second ELF reader beside
+pyelftools: ``function_symbols``'s docstring.
 """
 from __future__ import annotations
 
@@ -38,7 +33,13 @@ def _sections(data: bytes) -> List[Tuple[int, ...]]:
 
 
 def function_symbols(path: str) -> Dict[str, Tuple[int, int]]:
-    """{name: (address, file offset)} of the functions ``path`` defines (module doc)."""
+    """{name: (address, file offset)} of the functions ``path`` defines (module doc). The offset is
+    the address's place in the file: its section's sh_offset + the distance from sh_addr. Why a
+    second ELF reader beside pyelftools (versions, frame names): this one runs at attach, on
+    libcuda, in the time before the probes are on. bench/elf_readers.py reads the same symbols both
+    ways (same result): libLLVM-15.so.1 (112 MiB, 36,687 functions) 0.20 s here against 2.9-3.3 s
+    with pyelftools, libc.so.6 0.006 s against 0.10 s (15-18x, 2-core VM, 2026-12-02).
+    tests/unit/test_elfsyms.py checks that both agree on real libraries."""
     with open(path, "rb") as f:
         data = f.read()
     sections = _sections(data)

@@ -1,19 +1,13 @@
 """What an fd points to, parsed once: the one reader of fd target text.
 
 Contract (pure, memoised, never raises):
-- ``fd_kind(text)`` is the kind (events/__init__.py's list: file, dir, pipe, tcp, unix, eventfd, ...) of
-  a target as /proc/PID/fd links print it ("pipe:[12]", "socket:[34]", "anon_inode:[eventfd]"),
-  as strace -y/-yy decorations print it ("TCP:[1.2.3.4:5->6.7.8.9:10]",
-  "UNIX-STREAM:[12->13]", "/dev/nvidiactl<char 195:255>"), or as procfs_fds writes sockets
-  and eventfds ("TCPv6:[[::]:8000]", "UNIX-STREAM:[12,/tmp/x.sock]", "eventfd:[3]").
+- ``fd_kind(text)`` is the kind (events/__init__.py's list: file, dir, pipe, tcp, unix,
+  eventfd, ...) of a target as /proc/PID/fd links, strace -y/-yy decorations or procfs_fds
+  write it.
 - ``FdTarget.parse(text)`` gives the typed target: kind, inode, the local and remote ends of
   an inet socket, the peer inode of a connected unix socket, a path, an eventfd id.
   ``reversed()`` is the target the other end of a connection shows (TCP:[b->a] for
   TCP:[a->b]); ``endpoints()`` the pair of addresses, IPv4-mapped IPv6 written as IPv4.
-Kernel facts: pipes, sockets and pidfds carry their inode in brackets; an eventfd's link text is
-the same for all ("anon_inode:[eventfd]"), so only fdinfo's eventfd-id names the object
-(procfs_fds). strace -yy prints a connected unix socket as "UNIX-STREAM:[ino->peer_ino]" and a
-bound one as "UNIX-STREAM:[ino,"path"]"; /proc/net/unix gives "UNIX-STREAM:[ino,path]".
 """
 from __future__ import annotations
 
@@ -73,7 +67,11 @@ _CACHED_TEXT_MAX = 4096
 
 
 def fd_kind(text: str) -> Optional[str]:
-    """The kind of an fd from its target text (module doc); None for empty text."""
+    """The kind of an fd from its target text; None for empty text. The text as /proc/PID/fd links
+    print it ("pipe:[12]", "socket:[34]", "anon_inode:[eventfd]"), as strace -y/-yy decorations
+    print it ("TCP:[1.2.3.4:5->6.7.8.9:10]", "UNIX-STREAM:[12->13]", "/dev/nvidiactl<char
+    195:255>"), or as procfs_fds writes sockets and eventfds ("TCPv6:[[::]:8000]",
+    "UNIX-STREAM:[12,/tmp/x.sock]", "eventfd:[3]")."""
     return _fd_kind(text) if len(text) <= _CACHED_TEXT_MAX else _fd_kind.__wrapped__(text)
 
 
@@ -116,7 +114,11 @@ def _norm_addr(addr: str) -> str:
 
 @dataclass(frozen=True)
 class FdTarget:
-    """A parsed fd target (module doc). ``text`` is the text it was parsed from."""
+    """A parsed fd target (module doc). ``text`` is the text it was parsed from. Kernel facts:
+    pipes, sockets and pidfds carry their inode in brackets; an eventfd's link text is the same for
+    all ("anon_inode:[eventfd]"), so only fdinfo's eventfd-id names the object (procfs_fds). strace
+    -yy prints a connected unix socket as "UNIX-STREAM:[ino->peer_ino]" and a bound one as
+    "UNIX-STREAM:[ino,"path"]"; /proc/net/unix gives "UNIX-STREAM:[ino,path]"."""
     text: str
     kind: Optional[str]
     inode: Optional[int] = None

@@ -3,9 +3,8 @@
 Contract (pure, never raises):
 - ``decode_op(word)`` -> ``FutexOp`` for the raw op argument (a register read from /proc, a BPF
   record): the command without FUTEX_PRIVATE_FLAG / FUTEX_CLOCK_REALTIME, and those flags.
-- ``parse_op_text(text)`` -> ``FutexOp`` for strace's rendering: symbolic
-  ("FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME"), raw (-X raw: "0x89") or verbose
-  ("0x89 /* FUTEX_WAIT_BITSET_PRIVATE */").
+- ``parse_op_text(text)`` -> ``FutexOp`` for strace's rendering: symbolic, raw (-X raw) or
+  verbose.
 - ``FutexOp.is_wait`` / ``is_wake``: whether a thread sleeps in it / wakes others with it;
   ``timeout_is_absolute``: for the waits that take a timeout, whether the kernel reads an
   absolute deadline (every one but FUTEX_WAIT, whose timeout is relative: futex(2)).
@@ -69,7 +68,9 @@ def decode_op(word: int) -> FutexOp:
 
 def parse_op_text(text: str) -> FutexOp:
     """strace's op text (module doc); an unreadable text gives the op named as printed (its
-    first 120 characters: no op text is longer, and a cut line could make it a megabyte)."""
+    first 120 characters: no op text is longer, and a cut line could make it a megabyte).
+    Renderings: symbolic ("FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME"), raw (-X raw: "0x89")
+    or verbose ("0x89 /* FUTEX_WAIT_BITSET_PRIVATE */")."""
     return _parse_op_text(text[:120])
 
 

@@ -1,14 +1,11 @@
 """The kernel stack of a sleeping thread: /proc/PID/task/TID/stack, read and parsed.
 
 Contract:
-- ``parse_stack(text)`` is pure: the file's lines ("[<0>] futex_wait_queue+0x60/0x90", the
-  address in brackets hidden as 0 unless kptr_restrict allows it) -> frames
-  "futex_wait_queue+0x60/0x90", innermost first. Lines it does not recognise are kept as
-  they are, stripped.
+- ``parse_stack(text)`` is pure: the file's lines ("[<0>] futex_wait_queue+0x60/0x90") ->
+  frames "futex_wait_queue+0x60/0x90", innermost first. Lines it does not recognise are kept
+  as they are, stripped.
 - ``read_stack(pid, tid, root)`` -> (frames, error): error is one line saying why there are
-  no frames: not root (the file is mode 0400 and needs CAP_SYS_ADMIN on the target), a kernel
-  without it (CONFIG_STACKTRACE off), the thread gone, an empty answer (a running thread has
-  no saved stack; some kernels hide it), or addresses without symbol names.
+  no frames.
 - ``frame_function(frame)`` is "futex_wait_queue" for "futex_wait_queue+0x60/0x90".
 Reading the file never stops or signals the thread: the kernel walks its saved stack.
 """
@@ -29,7 +26,8 @@ NOT_ROOT = ("reading kernel stacks needs root (CAP_SYS_ADMIN): /proc/PID/task/TI
 
 
 def parse_stack(text: str) -> List[str]:
-    """Frames of one /proc/PID/task/TID/stack content (module doc)."""
+    """Frames of one /proc/PID/task/TID/stack content (module doc).
+    The address in brackets is hidden as 0 unless kptr_restrict allows it."""
     out: List[str] = []
     for line in text.splitlines():
         line = line.strip()
@@ -53,7 +51,10 @@ def _named(frames: List[str]) -> bool:
 
 
 def read_stack(pid: int, tid: int, root: str = "/proc") -> Tuple[List[str], str]:
-    """(frames, "") or ([], why) for one thread (module doc)."""
+    """(frames, "") or ([], why) for one thread (module doc).
+    Why no frames: not root (the file is mode 0400 and needs CAP_SYS_ADMIN on the target), a kernel
+    without it (CONFIG_STACKTRACE off), the thread gone, an empty answer (a running thread has no
+    saved stack; some kernels hide it), or addresses without symbol names."""
     path = f"{root}/{pid}/task/{tid}/stack"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

@@ -2,19 +2,13 @@
 
 Contract (readers take an injectable ``root`` like procfs.py; parsers are pure and never raise):
 - ``node_identity()`` -> {"hostname", "netns", "netns_name", "addrs"}: what ``attach`` writes
-  into a trace's header so that ``merge`` can tell nodes apart (two containers or network
-  namespaces of one machine share a host name, not a network namespace) and match the hosts
-  NCCL RAS names (it names a rank's node by the address it bound, not by name).
+  into a trace's header so that ``merge`` can tell nodes apart and match the hosts NCCL RAS
+  names.
 - ``netns_inode(root)``: the inode of /proc/self/ns/net (None where it cannot be read);
-  ``netns_name(inode, run)``: the name ``ip netns`` gave that namespace (a bind mount of it
-  under /run/netns), "" for none.
-- ``parse_fib_trie(text)``: the IPv4 addresses of this namespace's interfaces from
-  /proc/net/fib_trie (the "/32 host LOCAL" leaves); ``parse_if_inet6(text)``: the global IPv6
-  addresses from /proc/net/if_inet6. Loopback and link-local addresses name no node and are
-  left out.
-Kernel facts: /proc/net is /proc/self/net, the reader's own network namespace; an unprivileged
-reader sees fib_trie too. A namespace's inode is the same through every path to it
-(/proc/PID/ns/net, the /run/netns bind mount), so ``stat`` matches them.
+  ``netns_name(inode, run)``: the name ``ip netns`` gave that namespace, "" for none.
+- ``parse_fib_trie(text)``: the IPv4 addresses of this namespace's interfaces;
+  ``parse_if_inet6(text)``: the global IPv6 addresses. Loopback and link-local addresses name
+  no node and are left out.
 """
 from __future__ import annotations
 
@@ -34,7 +28,9 @@ def _read(path: str) -> str:
 
 
 def parse_fib_trie(text: str) -> List[str]:
-    """IPv4 addresses of local interfaces, in the order first seen, without 127.0.0.0/8."""
+    """IPv4 addresses of local interfaces, in the order first seen, without 127.0.0.0/8.
+    They are the "/32 host LOCAL" leaves of /proc/net/fib_trie. Kernel facts: /proc/net is
+    /proc/self/net, the reader's own network namespace; an unprivileged reader sees fib_trie too."""
     out: List[str] = []
     last = ""
     for line in text.splitlines():
@@ -66,6 +62,9 @@ def parse_if_inet6(text: str) -> List[str]:
 
 
 def netns_inode(root: str = "/proc") -> Optional[int]:
+    """The inode of /proc/self/ns/net, None where it cannot be read. A namespace's inode is the
+    same through every path to it (/proc/PID/ns/net, the /run/netns bind mount), so ``stat``
+    matches them."""
     try:
         return os.stat(f"{root}/self/ns/net").st_ino
     except OSError:
@@ -73,7 +72,8 @@ def netns_inode(root: str = "/proc") -> Optional[int]:
 
 
 def netns_name(inode: Optional[int], run: str = "/run/netns") -> str:
-    """The ``ip netns`` name of the namespace with this inode, "" when it has none."""
+    """The ``ip netns`` name of the namespace with this inode, "" when it has none.
+    The name is a bind mount of the namespace under /run/netns."""
     if inode is None:
         return ""
     try:
@@ -90,7 +90,9 @@ def netns_name(inode: Optional[int], run: str = "/run/netns") -> str:
 
 
 def node_identity(root: str = "/proc", run: str = "/run/netns") -> Dict[str, Any]:
-    """This node as a trace header records it (module doc)."""
+    """This node as a trace header records it (module doc).
+    Two containers or network namespaces of one machine share a host name, not a network namespace;
+    NCCL RAS names a rank's node by the address it bound, not by name."""
     inode = netns_inode(root)
     return {"hostname": socket.gethostname(), "netns": inode,
             "netns_name": netns_name(inode, run),

@@ -2,25 +2,14 @@
 mapped to gone / denied in one place.
 
 Contract:
-- ``name_matches(pattern, comm, argv)``: the one matching rule of ``--name``: a substring of,
-  or (with ``*?[``) an fnmatch glob over the comm, the whole command line, argv[0] and its base
-  name. Both are needed: comm is cut at 15 bytes, and a title set with setproctitle
-  ("sglang::scheduler_TP1") appears only in the command line.
-- ``find_by_name(pattern, root="/proc")``: the pids that match, sorted, never the calling
-  process (whose own command line holds the pattern). On the live /proc the processes and their
-  names and command lines come from psutil (``process_iter``, which skips processes that exit
-  meanwhile); under another ``root`` (a recorded /proc tree in the tests) from procfs's readers.
+- ``name_matches(pattern, comm, argv)``: the one matching rule of ``--name``.
+- ``find_by_name(pattern, root="/proc")``: the pids that match, sorted, never the caller.
 - ``select_by_name(pattern, force=False, root="/proc")``: (the pids ``--name`` selects, what
-  was left out and why, one phrase each): hangtrace's own ancestors never (a shell wrapper's
-  command line holds the pattern too), pid 1 and kernel threads only with ``force`` (as a pid
-  given by number).
-- ``ancestors_of_me()``: this process's parent chain (psutil), nearest first.
-- ``listing()``: (pid, name) of every process psutil sees, for shell completion of pids.
-- ``access_of(exc)``: GONE for psutil.NoSuchProcess (a zombie too), DENIED for
-  psutil.AccessDenied, else UNREADABLE: the same words as linux/access.py's readers;
-  ``pid_access(pid)``: None when psutil can read the process's status, else those words.
-The per-sample readers (per-thread syscall, wchan, schedstat, fdinfo, fd links, environ and
-cmdline in ProcessInfo records) stay hand-written in procfs.py: docs/ARCHITECTURE.md says why.
+  was left out and why, one phrase each).
+- ``ancestors_of_me()``: this process's parent chain (psutil), nearest first; ``listing()``:
+  (pid, name) of every process psutil sees, for shell completion of pids.
+- ``access_of(exc)``: GONE, DENIED or UNREADABLE for a psutil error; ``pid_access(pid)``: None
+  when psutil can read the process's status, else those words.
 """
 from __future__ import annotations
 
@@ -40,7 +29,12 @@ _GLOB_CHARS = frozenset("*?[")
 
 
 def name_matches(pattern: str, comm: str, argv: Sequence[str]) -> bool:
-    """Whether a process of this comm and argv matches ``--name pattern`` (module doc)."""
+    """Whether a process of this comm and argv matches ``--name pattern`` (module doc).
+    A substring of, or (with ``*?[``) an fnmatch glob over the comm, the whole command line,
+    argv[0] and its base name. Both are needed: comm is cut at 15 bytes, and a title set with
+    setproctitle ("sglang::scheduler_TP1") appears only in the command line. The per-sample readers
+    (per-thread syscall, wchan, schedstat, fdinfo, fd links, environ and cmdline in ProcessInfo
+    records) stay hand-written in procfs.py: docs/ARCHITECTURE.md says why."""
     texts = [comm, " ".join(argv), argv[0], os.path.basename(argv[0])] if argv else [comm]
     if _GLOB_CHARS & set(pattern):
         return any(fnmatch.fnmatchcase(t, pattern) for t in texts)
@@ -48,7 +42,9 @@ def name_matches(pattern: str, comm: str, argv: Sequence[str]) -> bool:
 
 
 def access_of(exc: BaseException) -> str:
-    """GONE, DENIED or UNREADABLE for an error psutil raised (module doc)."""
+    """GONE, DENIED or UNREADABLE for an error psutil raised (module doc).
+    GONE for psutil.NoSuchProcess (a zombie too), DENIED for psutil.AccessDenied, else UNREADABLE:
+    the same words as linux/access.py's readers."""
     if isinstance(exc, psutil.NoSuchProcess):      # ZombieProcess is one
         return GONE
     if isinstance(exc, psutil.AccessDenied):
@@ -69,7 +65,11 @@ def pid_access(pid: int) -> Optional[str]:
 
 
 def find_by_name(pattern: str, root: str = "/proc") -> List[int]:
-    """Pids whose comm or command line matches ``pattern`` (module doc)."""
+    """Pids whose comm or command line matches ``pattern`` (module doc).
+    Never the calling process (whose own command line holds the pattern). On the live /proc the
+    processes and their names and command lines come from psutil (``process_iter``, which skips
+    processes that exit meanwhile); under another ``root`` (a recorded /proc tree in the tests)
+    from procfs's readers."""
     if os.path.realpath(root) != "/proc":
         return sorted(pid for pid in list_pids(root)
                       if name_matches(pattern, read_comm(pid, root=root) or "",
@@ -87,7 +87,9 @@ def find_by_name(pattern: str, root: str = "/proc") -> List[int]:
 
 def select_by_name(pattern: str, *, force: bool = False,
                    root: str = "/proc") -> Tuple[List[int], List[str]]:
-    """What ``--name pattern`` records, and what it leaves out (module doc)."""
+    """What ``--name pattern`` records, and what it leaves out (module doc).
+    Hangtrace's own ancestors never (a shell wrapper's command line holds the pattern too), pid 1
+    and kernel threads only with ``force`` (as a pid given by number)."""
     mine = set(ancestors_of_me()) if os.path.realpath(root) == "/proc" else set()
     found: List[int] = []
     ancestors: List[int] = []

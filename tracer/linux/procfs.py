@@ -3,19 +3,13 @@
 Contract:
 - Every function takes ``root`` (default "/proc") so tests can point it at a captured tree.
 - ``read_checked(path)`` is ``read_bytes`` that says why it failed: ``(data, None)`` or
-  ``(None, GONE | DENIED | UNREADABLE)`` (ENOENT/ESRCH; EACCES/EPERM; anything else), so a
-  message never says "permission denied" for a process that simply exited (access.py).
+  ``(None, GONE | DENIED | UNREADABLE)``, so a message never says "permission denied" for a
+  process that simply exited (access.py).
 - Nothing here raises for the ordinary life of processes: a process or thread that vanishes
-  between listing and reading (ENOENT, ESRCH), or a file we may not read (EACCES: another
-  user's process, or Yama ptrace_scope for /proc/PID/syscall), gives None / an empty value /
-  is skipped, and the caller gets whatever could be read. Where the caller must tell "gone"
-  from "denied" (a message to the user, a verdict that could not be reached), access.py says
-  which (``read_checked``; processes.py's ``pid_access`` for a pid given by the user).
-- Files are read with os.open/os.read, not the io stack: a sampler reads several files for each
-  of hundreds of threads ten times a second, and the buffered-file overhead dominates otherwise.
-- Names are never trusted: comm may hold spaces, parentheses, newlines and non-UTF-8 bytes
-  (prctl(PR_SET_NAME) accepts any 15 bytes), so /proc/PID/stat is split at the LAST ')'.
-  Bytes that are not UTF-8 are decoded with replacement characters.
+  between listing and reading, or a file we may not read, gives None / an empty value / is
+  skipped, and the caller gets whatever could be read (``read_bytes`` says why).
+- Names are never trusted (``parse_stat``); bytes that are not UTF-8 are decoded with
+  replacement characters.
 """
 from __future__ import annotations
 
@@ -54,7 +48,8 @@ def _why(e: OSError) -> str:
 
 
 def read_checked(path: str) -> Tuple[Optional[bytes], Optional[str]]:
-    """Whole content of a /proc file, or None and why not (module doc)."""
+    """Whole content of a /proc file, or None and why not: GONE for ENOENT/ESRCH, DENIED for
+    EACCES/EPERM, UNREADABLE for anything else (access.py's words)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as e:
@@ -74,7 +69,14 @@ def read_checked(path: str) -> Tuple[Optional[bytes], Optional[str]]:
 
 
 def read_bytes(path: str) -> Optional[bytes]:
-    """Whole content of a /proc file, or None when it cannot be read (gone, denied, EIO...)."""
+    """Whole content of a /proc file, or None when it cannot be read (gone, denied, EIO...).
+    A process or thread that vanishes between listing and reading (ENOENT, ESRCH), or a file we may
+    not read (EACCES: another user's process, or Yama ptrace_scope for /proc/PID/syscall), gives
+    None. Where the caller must tell "gone" from "denied" (a message to the user, a verdict that
+    could not be reached), access.py says which (``read_checked``; processes.py's ``pid_access``
+    for a pid given by the user). Files are read with os.open/os.read, not the io stack: a sampler
+    reads several files for each of hundreds of threads ten times a second, and the buffered-file
+    overhead dominates otherwise."""
     return read_checked(path)[0]
 
 
@@ -116,7 +118,9 @@ class Stat:
 
 
 def parse_stat(data: bytes) -> Optional[Stat]:
-    """Parse the content of a stat file; None when it is not one."""
+    """Parse the content of a stat file; None when it is not one.
+    Names are never trusted: comm may hold spaces, parentheses, newlines and non-UTF-8 bytes
+    (prctl(PR_SET_NAME) accepts any 15 bytes), so the file is split at the LAST ')'."""
     lpar, rpar = data.find(b"("), data.rfind(b")")
     if lpar < 0 or rpar < lpar:
         return None

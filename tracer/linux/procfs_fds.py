@@ -3,14 +3,9 @@
 Contract:
 - ``classify_fd_target`` is fdtarget.fd_kind: readlink text -> fd kind (events/__init__.py's kinds).
 - ``read_fds`` returns the fd table with kinds refined from what /proc tells: sockets resolved
-  to tcp/udp/unix/netlink through the socket tables of the process's OWN network namespace
-  (/proc/PID/net/*, not /proc/net, which is the reader's), directories from O_DIRECTORY.
-  Socket targets are written like strace -yy: "TCP:[127.0.0.1:5000->127.0.0.1:8000]",
-  "TCPv6:[[::]:8000]", "UNIX-STREAM:[123,/tmp/x.sock]".
-- An eventfd's link reads "anon_inode:[eventfd]" for every eventfd (one anon inode for all), so
-  its target is "eventfd:[ID]" when fdinfo has an "eventfd-id:" line (seen on 6.18): the id
-  names the eventfd object, shared by every fd (of any process) that refers to it. Without that
-  line the target stays "anon_inode:[eventfd]". The kind is "eventfd" either way.
+  to tcp/udp/unix/netlink through the socket tables of the process's OWN network namespace,
+  directories from O_DIRECTORY; socket targets written like strace -yy; an eventfd named by
+  its id where fdinfo gives one (``read_fds_checked``).
 - Nothing here stat()s an fd's target: stat on a file of a dead NFS server blocks forever, and a
   hang tracer must not hang. A named FIFO therefore reads as kind "file".
 - Like procfs.py: vanished fds are skipped, unreadable tables give what could be read.
@@ -191,7 +186,13 @@ def read_fds_checked(pid: int, root: str = "/proc",
 
     ``sockets`` is a socket_table of the process's namespace; it is read here, once, when the
     process has a socket and none is given.
-    """
+    Sockets are resolved through /proc/PID/net/*, not /proc/net, which is the reader's, and written
+    like strace -yy: "TCP:[127.0.0.1:5000->127.0.0.1:8000]", "TCPv6:[[::]:8000]",
+    "UNIX-STREAM:[123,/tmp/x.sock]". An eventfd's link reads "anon_inode:[eventfd]" for every
+    eventfd (one anon inode for all), so its target is "eventfd:[ID]" when fdinfo has an
+    "eventfd-id:" line (seen on 6.18): the id names the eventfd object, shared by every fd (of any
+    process) that refers to it. Without that line the target stays "anon_inode:[eventfd]". The kind
+    is "eventfd" either way."""
     fd_dir = f"{root}/{pid}/fd"
     try:
         names = os.listdir(fd_dir)

@@ -6,11 +6,7 @@ Contract: ``resumed_call(strace_args, wchan)`` is the name of the call a thread 
 clock_nanosleep), a futex wait with a time limit, poll/ppoll and select with their remaining
 time. An attach (strace, a signal) interrupts them and the thread resumes there, so a thread
 that waited in ``poll`` before the attach shows ``restart_syscall`` all along after it.
-
-Sources, best first: the kernel's wait channel (``/proc/TID/wchan``: where the thread sleeps
-now; ``poll_schedule_timeout`` is a poll, ``do_nanosleep`` a sleep, ``futex_*`` a futex), then
-strace's own text, ``<... resuming interrupted NAME ...>`` (strace names the last call it saw
-the thread enter, which for a thread it has just attached to may be another one).
+Sources, best first: the kernel's wait channel, then strace's own text (``resumed_call``).
 """
 from __future__ import annotations
 
@@ -45,7 +41,11 @@ def _from_wchan(wchan: str) -> str:
 
 
 def resumed_call(strace_args: str, wchan: str = "") -> str:
-    """The call ``restart_syscall`` resumes (module doc), or ""."""
+    """The call ``restart_syscall`` resumes (module doc), or "". Sources, best first: the kernel's
+    wait channel (``/proc/TID/wchan``: where the thread sleeps now; ``poll_schedule_timeout`` is a
+    poll, ``do_nanosleep`` a sleep, ``futex_*`` a futex), then strace's own text, ``<... resuming
+    interrupted NAME ...>`` (strace names the last call it saw the thread enter, which for a thread
+    it has just attached to may be another one)."""
     call = _from_wchan(wchan or "")
     if call:
         return call

@@ -3,24 +3,13 @@
 Contract:
 - ``build_unix_request(seq)`` gives the bytes of one dump request; ``parse_unix_diag(data)`` is
   pure: the bytes of one or more netlink messages -> (sockets, done). It never raises on short
-  or odd input: what cannot be parsed is skipped.
+  or odd input: what cannot be parsed is skipped (the kernel's layout: its docstring).
 - ``unix_sockets()`` opens a NETLINK_SOCK_DIAG socket, dumps every unix socket of the reader's
   network namespace with its peer and returns ``{inode: UnixSock}``; None where the kernel
   refuses (no CONFIG_UNIX_DIAG, no permission): callers fall back to what strace printed.
 - ``unix_peers(inodes)`` narrows that to ``{inode: peer_inode}`` for the inodes asked about.
-
-Why netlink: /proc/net/unix lists inodes but not who is connected to whom; only the kernel's
-sock_diag interface (UDIAG_SHOW_PEER) says which inode is at the other end of a connected or
-socketpair() socket. It reads kernel tables only and never touches the target.
-
-Kernel layout (include/uapi/linux/netlink.h, sock_diag.h, unix_diag.h), all host-endian:
-  struct nlmsghdr      { u32 len; u16 type; u16 flags; u32 seq; u32 pid; }          16 bytes
-  struct unix_diag_req { u8 family; u8 protocol; u16 pad; u32 states; u32 ino;
-                         u32 show; u32 cookie[2]; }                                  24 bytes
-  struct unix_diag_msg { u8 family; u8 type; u8 state; u8 pad; u32 ino; u32 cookie[2]; } 16
-  followed by attributes  struct nlattr { u16 len; u16 type; } + payload, 4-byte aligned:
-  UNIX_DIAG_NAME (0) the bound path (abstract names start with NUL), UNIX_DIAG_PEER (2) u32
-  peer inode. The reply is a multipart dump ended by NLMSG_DONE; NLMSG_ERROR carries -errno.
+Why netlink: /proc/net/unix lists inodes but not who is connected to whom; only sock_diag
+(UDIAG_SHOW_PEER) says which inode is at the other end. It reads kernel tables only.
 """
 from __future__ import annotations
 
@@ -130,7 +119,16 @@ def done(data: bytes) -> bool:
 def parse_unix_diag(data: bytes) -> Tuple[List[UnixSock], bool]:
     """Sockets in one buffer of netlink messages, and whether the dump ended in it (pure).
 
-    Raises ``SockDiagError`` for an NLMSG_ERROR with a non-zero errno (the dump was refused)."""
+    Raises ``SockDiagError`` for an NLMSG_ERROR with a non-zero errno (the dump was refused).
+
+    Kernel layout (include/uapi/linux/netlink.h, sock_diag.h, unix_diag.h), all host-endian:
+      struct nlmsghdr      { u32 len; u16 type; u16 flags; u32 seq; u32 pid; }          16 bytes
+      struct unix_diag_req { u8 family; u8 protocol; u16 pad; u32 states; u32 ino;
+                             u32 show; u32 cookie[2]; }                                  24 bytes
+      struct unix_diag_msg { u8 family; u8 type; u8 state; u8 pad; u32 ino; u32 cookie[2]; } 16
+      followed by attributes  struct nlattr { u16 len; u16 type; } + payload, 4-byte aligned:
+      UNIX_DIAG_NAME (0) the bound path (abstract names start with NUL), UNIX_DIAG_PEER (2) u32
+      peer inode. The reply is a multipart dump ended by NLMSG_DONE; NLMSG_ERROR carries -errno."""
     out: List[UnixSock] = []
     for body, end in messages(data, _UNIX_MSG.size):
         fam, stype, state, _pad, ino, _c0, _c1 = _UNIX_MSG.unpack_from(data, body)
@@ -166,7 +164,10 @@ def dump_raw(timeout: float = 2.0) -> List[bytes]:
 
 
 def unix_sockets(timeout: float = 2.0) -> Optional[Dict[int, UnixSock]]:
-    """Every unix socket of this network namespace by inode, or None where netlink refuses."""
+    """Every unix socket of this network namespace by inode, or None where netlink refuses.
+    Why netlink: /proc/net/unix lists inodes but not who is connected to whom; only the kernel's
+    sock_diag interface (UDIAG_SHOW_PEER) says which inode is at the other end of a connected or
+    socketpair() socket. It reads kernel tables only and never touches the target."""
     try:
         bufs = dump_raw(timeout)
     except OSError:

@@ -2,16 +2,10 @@
 
 Contract: ``read_target_file(pid, path, max_bytes=, seconds=, owned=)`` and
 ``list_target_dir(pid, path, seconds=)`` read a file or a folder that ``pid`` names (a dump
-prefix in its environment, a source file in its stack) as that process would see it:
-- the path is resolved inside the process's own root (openat2 with ``RESOLVE_IN_ROOT`` from
-  /proc/PID/root: a chrooted or containerized target's absolute links stay in its root), with
-  no magic links and no link as the last component (``O_NOFOLLOW``), opened ``O_NONBLOCK``
-  (a FIFO or a device never blocks the open); where openat2 is missing, no link at all;
-- the open and the read run in a thread of their own with the target's file-system
-  credentials (fsuid, fsgid, groups: per thread on Linux), so root reads only what the target
-  itself may read; that thread is given ``seconds`` in all (open included);
-- only a regular file is accepted, not on FUSE, and with ``owned`` (files the target writes)
-  only one owned by the target's real or effective uid; at most ``max_bytes`` are read.
+prefix in its environment, a source file in its stack) as that process would see it: resolved
+inside the process's own root with no magic links and no link as the last component
+(``_open_in_root``), opened and read in a thread with the target's file-system credentials and
+``seconds`` in all (``_as_target``), a regular file only (``read_target_file``).
 ``read_held_file(pid, fd, tail=)`` reads the last ``tail`` bytes of a file the process holds
 open (/proc/PID/fd/FD: the very file, whatever its path names now), with the same thread,
 credentials, time bound and file checks (no owner check: the process opened it itself).
@@ -130,7 +124,11 @@ class _OpenHow(ctypes.Structure):
 
 
 def _open_in_root(root_fd: int, path: str, flags: int) -> int:
-    """``path`` opened below ``root_fd`` as the module doc says."""
+    """``path`` opened below ``root_fd``: resolved inside the process's own root (openat2 with
+    ``RESOLVE_IN_ROOT`` from /proc/PID/root: a chrooted or containerized target's absolute links
+    stay in its root), with no magic links and no link as the last component (``O_NOFOLLOW``),
+    opened ``O_NONBLOCK`` by the callers (a FIFO or a device never blocks the open); where openat2
+    is missing, no link at all (``_open_without_links``)."""
     rel = path.lstrip("/") or "."
     how = _OpenHow(flags, 0, _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
     try:
@@ -168,7 +166,10 @@ def _is_fuse(fd: int) -> bool:
 
 def _as_target(pid: int, creds: Optional[Creds], seconds: float, work: Callable[[int], T],
                root: str) -> T:
-    """``work(root_fd)`` in a thread of its own with ``pid``'s credentials, bounded in time."""
+    """``work(root_fd)`` in a thread of its own with ``pid``'s credentials, bounded in time.
+    The open and the read run in that thread with the target's file-system credentials (fsuid,
+    fsgid, groups: per thread on Linux), so root reads only what the target itself may read; the
+    thread is given ``seconds`` in all (open included)."""
     if creds is None:
         raise TargetFileRefused(f"the credentials of pid {pid} are not readable")
     try:
@@ -212,7 +213,9 @@ def _os_reason(exc: OSError) -> str:
 
 def read_target_file(pid: int, path: str, *, max_bytes: int, seconds: float = 2.0,
                      owned: bool = True, root: str = "/proc") -> TargetFile:
-    """The content of ``path`` as ``pid`` names it (module doc)."""
+    """The content of ``path`` as ``pid`` names it (module doc).
+    Only a regular file is accepted, not on FUSE, and with ``owned`` (files the target writes) only
+    one owned by the target's real or effective uid; at most ``max_bytes`` are read."""
     creds = target_creds(pid, root)
 
     def work(root_fd: int) -> TargetFile:

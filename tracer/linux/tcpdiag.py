@@ -4,29 +4,12 @@ Contract:
 - ``build_tcp_request(family, seq)`` gives the bytes of one dump request; ``parse_tcp_diag(data)``
   is pure: the bytes of one or more netlink messages -> (sockets, done). It never raises on
   short or odd input (what cannot be parsed is skipped), only ``SockDiagError`` when the kernel
-  refused the dump.
+  refused the dump. The kernel's layout: ``parse_tcp_diag``'s docstring.
 - ``tcp_sockets()`` dumps every TCP socket (IPv4 and IPv6, every state) of the reader's network
   namespace and returns ``{cookie: TcpSock}``; None where the kernel refuses (no
   CONFIG_INET_DIAG, no permission). It reads kernel tables only and never touches a process.
-
-Why: /proc/PID/io counts bytes passed to write(2), but not to send(2)/sendmsg(2) (the kernel
-adds to wchar in vfs_write, not in sock_sendmsg), and Python servers send with send(). The
-kernel's per-socket counters (struct tcp_info) count every byte: ``bytes_acked`` (delivered to
-the peer and acknowledged, plus one for the SYN) and ``data_segs_out`` (segments that carried
-data; keep-alive probes carry none).
-
-Kernel layout (include/uapi/linux/inet_diag.h, tcp.h), host-endian except ports and addresses:
-  struct inet_diag_req_v2 { u8 family; u8 protocol; u8 ext; u8 pad; u32 states;
-                            struct inet_diag_sockid id; }                            56 bytes
-  struct inet_diag_sockid { be16 sport; be16 dport; be32 src[4]; be32 dst[4]; u32 if;
-                            u32 cookie[2]; }                                         48 bytes
-  struct inet_diag_msg    { u8 family; u8 state; u8 timer; u8 retrans; sockid;
-                            u32 expires; u32 rqueue; u32 wqueue; u32 uid; u32 inode; } 72
-  followed by attributes; INET_DIAG_INFO (2), asked for with ext bit 1 << (2 - 1), holds
-  struct tcp_info: tcpi_bytes_acked u64 at offset 120, tcpi_bytes_received u64 at 128,
-  tcpi_data_segs_out u32 at 156 (Linux >= 4.6; a shorter struct leaves these None).
-  inode is 0 for a socket no file refers to: a connection still in a listener's accept queue,
-  or a TIME_WAIT leftover.
+Why: /proc/PID/io counts bytes passed to write(2), not to send(2)/sendmsg(2), and Python
+servers send with send(); the kernel's per-socket counters count every byte (``tcp_sockets``).
 """
 from __future__ import annotations
 
@@ -96,7 +79,20 @@ def _u32(b: bytes, off: int) -> Optional[int]:
 
 
 def parse_tcp_diag(data: bytes) -> Tuple[List[TcpSock], bool]:
-    """Sockets in one buffer of netlink messages, and whether the dump ended in it (pure)."""
+    """Sockets in one buffer of netlink messages, and whether the dump ended in it (pure).
+
+    Kernel layout (include/uapi/linux/inet_diag.h, tcp.h), host-endian except ports and addresses:
+      struct inet_diag_req_v2 { u8 family; u8 protocol; u8 ext; u8 pad; u32 states;
+                                struct inet_diag_sockid id; }                            56 bytes
+      struct inet_diag_sockid { be16 sport; be16 dport; be32 src[4]; be32 dst[4]; u32 if;
+                                u32 cookie[2]; }                                         48 bytes
+      struct inet_diag_msg    { u8 family; u8 state; u8 timer; u8 retrans; sockid;
+                                u32 expires; u32 rqueue; u32 wqueue; u32 uid; u32 inode; } 72
+      followed by attributes; INET_DIAG_INFO (2), asked for with ext bit 1 << (2 - 1), holds
+      struct tcp_info: tcpi_bytes_acked u64 at offset 120, tcpi_bytes_received u64 at 128,
+      tcpi_data_segs_out u32 at 156 (Linux >= 4.6; a shorter struct leaves these None).
+      inode is 0 for a socket no file refers to: a connection still in a listener's accept queue,
+      or a TIME_WAIT leftover."""
     out: List[TcpSock] = []
     for body, end in messages(data, _MSG_SIZE):
         fam, state, _timer, _retrans = _MSG_HEAD.unpack_from(data, body)
@@ -124,7 +120,12 @@ def _dump(family: int, timeout: float) -> List[bytes]:
 
 
 def tcp_sockets(timeout: float = 2.0) -> Optional[Dict[int, TcpSock]]:
-    """Every TCP socket of this network namespace by cookie, or None where netlink refuses."""
+    """Every TCP socket of this network namespace by cookie, or None where netlink refuses.
+    Why: /proc/PID/io counts bytes passed to write(2), but not to send(2)/sendmsg(2) (the kernel
+    adds to wchar in vfs_write, not in sock_sendmsg), and Python servers send with send(). The
+    kernel's per-socket counters (struct tcp_info) count every byte: ``bytes_acked`` (delivered to
+    the peer and acknowledged, plus one for the SYN) and ``data_segs_out`` (segments that carried
+    data; keep-alive probes carry none)."""
     out: Dict[int, TcpSock] = {}
     try:
         for family in (socket.AF_INET, socket.AF_INET6):

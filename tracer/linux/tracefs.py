@@ -2,16 +2,12 @@
 
 Contract:
 - ``find_tracefs()`` returns the first of /sys/kernel/tracing, /sys/kernel/debug/tracing that
-  holds trace events (an ``events/sched`` directory), or None. A directory alone proves
-  nothing: a fresh sysfs (``ip netns exec`` mounts one; so do many containers) has an empty
-  /sys/kernel/tracing mount point.
+  holds trace events (an ``events/sched`` directory), or None.
 - ``mounted_tracefs()``: the first of those where /proc/self/mounts shows a tracefs, readable
   or not (doctor tells "not mounted" from "mounted, root's only").
 - ``ensure_tracefs(may_mount)`` returns ``(path, "")`` when tracefs is usable, mounting it
   at /sys/kernel/tracing first if it is missing and ``may_mount`` (root, or CAP_SYS_ADMIN),
-  else ``(None, why)`` with one line saying why and what to run. The mount is made in the
-  caller's mount namespace (under ``ip netns exec``, only that command's view) and left
-  there, as distributions mount it at boot.
+  else ``(None, why)`` with one line saying why and what to run.
 Kernel facts: tracefs has been its own filesystem since 4.1 ("mount -t tracefs nodev
 /sys/kernel/tracing"); mounting debugfs also makes it appear at /sys/kernel/debug/tracing.
 """
@@ -28,6 +24,9 @@ TRACEFS_DIRS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
 
 def find_tracefs(dirs: Sequence[str] = TRACEFS_DIRS) -> Optional[str]:
+    """The first of ``dirs`` that holds trace events (an ``events/sched`` directory), or None. A
+    directory alone proves nothing: a fresh sysfs (``ip netns exec`` mounts one; so do many
+    containers) has an empty /sys/kernel/tracing mount point."""
     for d in dirs:
         if os.path.isdir(os.path.join(d, "events", "sched")):
             return d
@@ -56,6 +55,10 @@ def mount(source: str, target: str, fstype: str) -> Optional[str]:
 
 
 def ensure_tracefs(may_mount: bool, dirs: Sequence[str] = TRACEFS_DIRS) -> Tuple[Optional[str], str]:
+    """``(path, "")`` when tracefs is usable, mounting it first if it is missing and ``may_mount``,
+    else ``(None, why)`` (module doc). The mount is made in the caller's mount namespace (under
+    ``ip netns exec``, only that command's view) and left there, as distributions mount it at
+    boot."""
     found = find_tracefs(dirs)
     if found is not None:
         return found, ""

@@ -2,15 +2,12 @@
 
 Contract: reads only the Report (never /proc, never the trace). Threads that did not decide a
 verdict (library helpers, parked pool threads) are folded into one line per process unless
-``verbose``, and so are a process's children that exited without children of their own past
-the first ``FOLD_EXITED_AFTER`` (one line counts the others), and a process's exited threads
-past as many; everything else shows its
-verdict, the rule that fired and its evidence. A merged
-report (several nodes) shows one tree per node, and pids and tids as their node knows them
-(the report's ids are keys there: ``_Ids``). ``report_console(file, stderr)`` is the Console a
-report goes to: on a terminal it wraps to the terminal's width; anywhere else (a pipe, a file,
-watch's REPORT.txt) it never wraps a line and has no colours, so that grep over saved reports
-finds whole lines.
+``verbose``, and so are exited children and threads past the first ``FOLD_EXITED_AFTER``
+(``_fold_exited``); everything else shows its verdict, the rule that fired and its evidence.
+A merged report (several nodes) shows one tree per node, and pids and tids as their node knows
+them (the report's ids are keys there: ``_Ids``). ``report_console(file, stderr)`` is the
+Console a report goes to: wrapped to a terminal's width, else never wrapped and without
+colours, so that grep over saved reports finds whole lines.
 """
 from __future__ import annotations
 
@@ -44,7 +41,9 @@ class _ReportConsole(Console):
 
 
 def report_console(file: Any = None, stderr: bool = False) -> Console:
-    """The Console a report is printed on (module doc)."""
+    """The Console a report is printed on: on a terminal it wraps to the terminal's width; anywhere
+    else (a pipe, a file, watch's REPORT.txt) it never wraps a line and has no colours, so that
+    grep over saved reports finds whole lines."""
     import sys
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     try:
@@ -227,7 +226,10 @@ def _fold_exited(kids: List[ProcessReport], children: Dict[int, List[ProcessRepo
                  verbose: bool) -> Tuple[List[ProcessReport], int]:
     """The children to show and how many are left out: past the first ``FOLD_EXITED_AFTER``
     that exited without children of their own, the others such are counted, not drawn (a fork
-    storm leaves thousands; drawing each took rich about 2 ms)."""
+    storm leaves thousands; drawing each took rich about 2 ms).
+    A process's children that exited without children of their own are folded past the first
+    ``FOLD_EXITED_AFTER`` (one line counts the others), and a process's exited threads past as
+    many."""
     gone = [c for c in kids if c.verdict == EXITED_VERDICT and c.pid not in children]
     if verbose or len(gone) <= FOLD_EXITED_AFTER:
         return kids, 0

@@ -5,18 +5,9 @@ Contract:
   its ``on_tick(elapsed_s, analyzer)`` is session.record's on_tick (it runs in the recording
   thread, about 4 times a second). Everything it shows comes from ``analyzer.report()`` (the
   same provisional report replay builds, never a second set of rules); it never reads /proc,
-  the trace or the analyzer's internals.
-- Shown: the provisional tree verdict and root cause, a progress bar of the recording window,
-  and the process tree with each process's and each deciding thread's state and verdict, the
-  rates over about the last 2 s (syscalls/s, eventfd writes/s, futex waits/s, GPU ioctls/s,
-  bytes written/s), CPU% over the window, and the time since it last wrote output. It fits
-  80 columns with every column title whole (short titles, explained in the view's last line;
-  the name column takes what is left and is cut with an ellipsis).
-- Cost: the display is redrawn at most every ``refresh_s`` (0.5 s); ``report()`` runs at most
-  every max(refresh_s, 10 x its last cost), so that the view takes at most about a tenth of the
-  recording thread even when a report is slow (many threads). ``stats`` says what it cost.
-- Rows: at most ``max_threads`` threads per process are listed (those that decide its verdict
-  first); the others (library helpers, parked pool threads) are folded into one row.
+  the trace or the analyzer's internals. What it shows, in 80 columns: ``LiveView``.
+- Cost: redrawn at most every ``refresh_s``, ``report()`` throttled to about a tenth of the
+  recording thread (``LiveView.on_tick``); ``stats`` says what it cost.
 - Ctrl-C is not handled here: the KeyboardInterrupt raised in the recording thread ends the
   recording (session.py) and the caller prints the final report after the view is closed.
 """
@@ -66,6 +57,14 @@ Key = Tuple[int, int]     # (pid, tid)
 
 
 class LiveView:
+    """Shown: the provisional tree verdict and root cause, a progress bar of the recording window,
+    and the process tree with each process's and each deciding thread's state and verdict, the
+    rates over about the last 2 s (syscalls/s, eventfd writes/s, futex waits/s, GPU ioctls/s, bytes
+    written/s), CPU% over the window, and the time since it last wrote output. It fits 80 columns
+    with every column title whole (short titles, explained in the view's last line; the name column
+    takes what is left and is cut with an ellipsis). Rows: at most ``max_threads`` threads per
+    process are listed (those that decide its verdict first); the others (library helpers, parked
+    pool threads) are folded into one row."""
     def __init__(self, console: Console, duration: float, roots: Sequence[int], *,
                  refresh_s: float = 0.5, max_threads: int = 8) -> None:
         self.console = console
@@ -100,7 +99,10 @@ class LiveView:
 
     # ------------------------------------------------------------------ ticking
     def on_tick(self, elapsed: float, analyzer: Any) -> None:
-        """session.record's on_tick: refresh the report (throttled) and redraw (throttled)."""
+        """session.record's on_tick: refresh the report (throttled) and redraw (throttled).
+        The display is redrawn at most every ``refresh_s`` (0.5 s); ``report()`` runs at most every
+        max(refresh_s, 10 x its last cost), so that the view takes at most about a tenth of the
+        recording thread even when a report is slow (many threads)."""
         now = time.monotonic()
         self._elapsed = elapsed
         if now < self._next_draw:

@@ -2,20 +2,12 @@
 
 Contract:
 - ``FileProgress(path, label, passes=1)`` is a context manager whose ``update(offset)`` is the
-  callback the work calls as it reads: the trace reader (tracefile/format.TraceReader), the
-  strace log reader (strace/log.LogFile) and the sharded importer's workers (through
-  strace/parallel.py) call it with the offset they reached in the file as stored (compressed
-  bytes for a .gz) after each block. Nothing here looks at other processes or at /proc:
-  renderers never read /proc.
-- When stderr is a terminal it draws a rich bar on stderr (label, bar, bytes done of the
-  total, rate, ETA) from ``update``, in the caller's thread, at most every ``interval`` seconds
-  and only once the work has taken ``delay`` seconds (``HANGTRACE_PROGRESS_DELAY`` overrides
-  the default 0.5 s); on exit it draws the last frame (where the work ended) and clears it. When stderr is not a terminal ``update`` does
-  nothing. It never raises into the work it watches.
-- ``passes``: how many times the work reads the whole file (the strace importer: a first scan,
-  then the conversion). An offset lower than the one before begins a new pass once the last
-  pass read at least ``PASS_MIN_BYTES`` or half the file; the total is ``passes`` times the
-  file's size and the bar never goes beyond it, nor back.
+  callback the work calls as it reads, with the offset reached in the file as stored. Nothing
+  here looks at other processes or at /proc: renderers never read /proc.
+- When stderr is a terminal it draws a rich bar on stderr (when and how: ``FileProgress``),
+  else ``update`` does nothing. It never raises into the work it watches.
+- ``passes``: how many times the work reads the whole file (``PassCounter``); the bar never
+  goes beyond ``passes`` times the file's size, nor back.
 - ``clock`` (time.monotonic by default) and ``console`` are for tests: drawing depends on
   them only, never on a thread's timing.
 """
@@ -37,7 +29,10 @@ Progress = Callable[[int], None]          # the callback: the offset reached in 
 
 
 class PassCounter:
-    """Offsets reported over time into bytes done over ``passes`` passes (module doc)."""
+    """Offsets reported over time into bytes done over ``passes`` passes (the strace importer: a
+    first scan, then the conversion). An offset lower than the one before begins a new pass once
+    the last pass read at least ``PASS_MIN_BYTES`` or half the file; the total is ``passes`` times
+    the file's size and the count never goes beyond it, nor back."""
 
     def __init__(self, size: int, passes: int) -> None:
         self.size, self.passes = max(size, 1), max(passes, 1)
@@ -64,7 +59,14 @@ def _delay() -> float:
 
 
 class FileProgress:
-    """Progress of reading ``path`` (module doc)."""
+    """Progress of reading ``path`` (module doc). The callers of ``update``: the trace reader
+    (tracefile/format.TraceReader), the strace log reader (strace/log.LogFile) and the sharded
+    importer's workers (through strace/parallel.py), with the offset they reached in the file as
+    stored (compressed bytes for a .gz) after each block. On a terminal it draws the bar (label,
+    bar, bytes done of the total, rate, ETA) from ``update``, in the caller's thread, at most every
+    ``interval`` seconds and only once the work has taken ``delay`` seconds
+    (``HANGTRACE_PROGRESS_DELAY`` overrides the default 0.5 s); on exit it draws the last frame
+    (where the work ended) and clears it."""
 
     def __init__(self, path: str, label: str, *, passes: int = 1,
                  delay: Optional[float] = None, interval: float = 0.1,

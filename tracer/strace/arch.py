@@ -4,21 +4,9 @@ Contract: ``log_machine(names, numbers, triplets) -> (machine, why)``; ``names``
 syscall names the log shows, ``numbers`` name -> number where strace -n printed them,
 ``triplets`` the multiarch directories ("aarch64-linux-gnu") the log's paths name. ``machine`` is
 "x86_64", "aarch64" or "unknown"; ``why`` says what decided it, in words, for the trace header.
-
-The rule, and why it is careful:
-1. strace prints the tracee's own syscall names. aarch64 has only the generic table
-   (asm-generic/unistd.h): none of x86_64's legacy calls (open, stat, poll, access, pipe,
-   dup2, epoll_wait, arch_prctl, ...) exists there. So one legacy name proves x86_64.
-2. The converse does not hold: ``openat`` without ``open`` proves nothing (glibc on x86_64
-   opens with openat too; newfstatat is x86_64's stat as well), nor do ppoll, pipe2, dup3 or
-   epoll_pwait (x86_64 programs call them directly). A log can only prove aarch64 by numbers:
-   with strace -n, a name printed with its aarch64 number (openat = 56, not 257).
-3. Short of proof, the log's own libraries are evidence: a process that opens files under the
-   ``aarch64-linux-gnu`` multiarch directory (Debian, Ubuntu) and never makes an x86_64-only
-   call is taken as aarch64, and ``why`` says it was inferred. Otherwise "unknown". Nothing
-   else depends on the answer being right: the calls the fd tables follow on aarch64 are a
-   subset of x86_64's (fdtable.fd_calls), and an unknown log follows the union. Numbers >= 424
-   are the same on every architecture and prove nothing.
+The rule, and why it is careful: ``log_machine``'s docstring. Nothing else depends on the answer
+being right: the calls the fd tables follow on aarch64 are a subset of x86_64's
+(fdtable.fd_calls), and an unknown log follows the union.
 """
 from __future__ import annotations
 
@@ -37,7 +25,17 @@ _BY_NAME = {"x86_64": {n: nr for nr, n in X86_64.items()},
 
 def log_machine(names: Iterable[str], numbers: Dict[str, int],
                 triplets: Iterable[str] = ()) -> Tuple[str, str]:
-    """(machine, why) by the rule in the module doc."""
+    """(machine, why) by this rule. 1. strace prints the tracee's own syscall names. aarch64 has
+    only the generic table (asm-generic/unistd.h): none of x86_64's legacy calls (open, stat, poll,
+    access, pipe, dup2, epoll_wait, arch_prctl, ...) exists there. So one legacy name proves
+    x86_64. 2. The converse does not hold: ``openat`` without ``open`` proves nothing (glibc on
+    x86_64 opens with openat too; newfstatat is x86_64's stat as well), nor do ppoll, pipe2, dup3
+    or epoll_pwait (x86_64 programs call them directly). A log can only prove aarch64 by numbers:
+    with strace -n, a name printed with its aarch64 number (openat = 56, not 257). Numbers >= 424
+    are the same on every architecture and prove nothing. 3. Short of proof, the log's own
+    libraries are evidence: a process that opens files under the ``aarch64-linux-gnu`` multiarch
+    directory (Debian, Ubuntu) and never makes an x86_64-only call is taken as aarch64, and ``why``
+    says it was inferred. Otherwise "unknown"."""
     votes = {"x86_64": [], "aarch64": []}           # type: Dict[str, list]
     for name, nr in sorted(numbers.items()):
         if nr >= _COMMON_FROM:

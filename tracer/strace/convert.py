@@ -2,53 +2,14 @@
 
 Contract:
 - ``StraceConverter(pid_of=None, base_date=None, root_pid=None, alone=None,
-  unprefixed_tid=None, machine=None, relative_times=False)``; feed lines in log order with ``feed_text(text)`` (or
-  ``feed(StraceLine)``); each call returns the events that line completes. ``finish(end_ts)``
-  returns the rest: every call still unfinished becomes an event with ``ongoing=True``,
-  ``ret=None`` and ``dur = end_ts - start`` (the thread is still blocked in it: key evidence),
-  plus one ``Lost`` when lines were unparsed.
-- Pairs ``<unfinished ...>`` / ``<... resumed>`` per tid: the event has the start timestamp, the
-  merged argument text and the -T duration of the resumed half (else the difference of the two
-  timestamps). A line that strace cut with its own "strace: Process N attached/detached"
-  message (stderr logs) is joined with the continuation on the next line, and the message is
-  fed after it as its own line ("...NULLstrace: Process 3812 detached" + " <detached ...>": the
-  call is unfinished, 3812 detached; a log that ends after the cut keeps the call unfinished).
-  Old strace and terminals glue the message after the echo of Ctrl-C ("...NULL^CProcess 3818
-  detached", no "strace: "): the same; a cut line whose next line is neither its ``<detached
-  ...>`` continuation nor another detach message is closed as detached there (pasted sessions
-  go on with the next one). ``--- stopped by SIGSTOP ---`` (a thread in a group-stop, strace's
-  view of state T) is a ``states.ThreadStopped``.
-- The last call of each thread is its state (the held calls: lastcall.py). A call's entry alone (lines.py kind 'cut': the
-  log ends in the middle of its line) is pending like an ``<unfinished ...>`` half; a cut
-  entry followed by any line of its tid but a signal was not strace's and counts as an
-  unparsed line. A call ended by ``= ? ERESTARTSYS`` (ERESTARTNOHAND, ERESTART_RESTARTBLOCK,
-  ERESTARTNOINTR: a signal interrupted it; clones, execs and exit_group excepted) is held:
-  the tid's next line other than a signal releases it as the complete call it is; when none
-  comes, ``finish`` makes it ``ongoing`` (the thread was blocked in it from its start to the
-  signal: ``dur`` is the call's own). ``cut_calls`` (after ``finish``): ``(tid, name, how)``
-  by tid of every call ``finish`` made ongoing, how "cut" (in flight when the log ends) or
-  "interrupted" (by a signal, nothing of the thread after it). strace -k stack lines after a
-  call's line are its frames: ``finish`` gives a ``stacks.NativeStack`` for each such last call
-  (kstacks.py).
-- tid -> pid and process lifecycles: procs.py (``pid_of``, ``root_pid``, ``alone``: tids whose
-  process the log does not show). A line without a pid column belongs to the only task strace
-  still traces when there is exactly one (strace prints no column then), else to
-  ``unprefixed_tid`` (the first traced process, as the importer's first pass found it; the only
-  task also counts in a log without a pid column once an attach message was seen: a pasted
-  log's later ``strace -p Q`` session is Q's), else to
-  tid 0 (a log with no pid column at all: ``capabilities["pids"]`` is False).
-- Without -y decorations, fds are followed through the calls that open, copy and close them
-  (fdtable.py, per process, the set of calls of ``machine``): an fd seen opened gets its kind
-  and target (NVIDIA ioctls are named, polls know their fd kinds); an fd not seen opened keeps
-  kind and target None. ``capabilities["fd_paths"]`` says whether the log had -y decorations.
-  ``keep_fds()`` (also done by ``finish``) puts each process's followed table in its
-  ProcessInfo (and the program a command line before the log names).
-- ``processes`` (pid -> ProcessInfo), ``capabilities`` and ``names`` (the syscall names seen)
-  describe what the log held, for the trace header. Logs without timestamps give ts 0.0. A
-  strace command line before the first strace line (cmdline.py) names the first process when
-  the log holds no execve of it; it stays an unparsed line.
-  Times: times.py (-t/-tt with a date and midnight roll-over, -ttt as they are, ``strace
-  -r`` deltas, when ``relative_times``, summed in log order: the time since the first line).
+  unprefixed_tid=None, machine=None, relative_times=False)``; feed lines in log order with
+  ``feed_text(text)`` (or ``feed(StraceLine)``); each call returns the events that line
+  completes. ``finish(end_ts)`` returns the rest: every call still unfinished becomes an event
+  with ``ongoing=True``, ``ret=None`` and ``dur = end_ts - start`` (the thread is still blocked
+  in it: key evidence), plus one ``Lost`` when lines were unparsed.
+- ``processes``, ``capabilities``, ``names``: what the log held, for the trace header;
+  ``cut_calls`` the calls it ends in. How halves pair, cut lines join, last calls are held,
+  pids found and fds followed: docs/ARCHITECTURE.md's "The strace importer".
 """
 from __future__ import annotations
 

@@ -8,10 +8,8 @@ Contract:
   pure-Python twins, which are the reference (tests compare both on real logs).
   ``HANGTRACE_PURE=1`` in the environment forces the pure-Python path.
 - ``status()`` says in words which path is in use and why (bench/, doctor).
-- ``source_files(package_dir)`` lists the C sources and headers of every ``csrc/`` folder
-  under the package (tracer/), ``source_hash(package_dir)`` hashes them: setup.py compiles
-  those files with that hash (the install builds the module; scripts/build_fast.py rebuilds it
-  in the source tree); nothing requires the module.
+- ``source_files(package_dir)``, ``source_hash(package_dir)``: what setup.py compiles, and
+  the hash it gives the module; nothing requires the module.
 """
 from __future__ import annotations
 
@@ -67,7 +65,9 @@ def source_files(package_dir: str) -> List[str]:
 
 
 def source_hash(package_dir: str) -> str:
-    """The sha1 of ``source_files(package_dir)`` (relative path, NUL, content, for each)."""
+    """The sha1 of ``source_files(package_dir)`` (relative path, NUL, content, for each).
+    setup.py compiles ``source_files`` with that hash (the install builds the module;
+    scripts/build_fast.py rebuilds it in the source tree)."""
     h = hashlib.sha1()
     for path in source_files(package_dir):
         with open(path, "rb") as f:

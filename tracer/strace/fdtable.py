@@ -5,23 +5,11 @@ Contract:
   call named in ``FD_CALLS`` returned ``ret`` (the caller passes only those; errors are
   ignored here except for close, which frees the number whatever it returns: Linux closes the
   fd even when close reports EINTR). ``lookup(pid, fd)`` is ``(kind, target)`` or None for an
-  fd not seen opened (inherited, or opened before the log began).
-- Kinds are events/__init__.py's; targets are written as the kernel names the object in /proc/PID/fd
-  and strace -yy, without what the log cannot show: a path as the call printed it (``...``
-  kept where strace cut it), ``anon_inode:[eventfd]``, ``TCP:[?]`` (the inode is unknown:
-  ``?``). Both ends of a pipe or socketpair created in the log share one target naming the
-  pair by its order in the log, ``pipe:[log#3]``: two fds of a process with the same target
-  are a pipe to itself (a wake-up pipe), as with /proc's inode numbers. fdtarget.py reads them
-  like any other target. ``fds(pid)`` is a process's table as events.FdInfo rows.
-- Threads share their process's table; ``fork(parent, child, shared)`` copies it (fork, vfork,
-  clone without CLONE_FILES) or shares it (CLONE_FILES); ``exec(pid)`` drops close-on-exec fds;
-  ``exit(pid)`` forgets the table.
-- ``fd_calls(machine)`` is the set of calls that change a table on that architecture: aarch64
-  has only the generic calls (openat, pipe2, dup3, eventfd2, epoll_create1, ...), x86_64 also
-  the legacy ones (open, creat, pipe, dup2, eventfd, epoll_create, inotify_init, signalfd); for
-  an unknown architecture both (the aarch64 set is a subset of the x86_64 one).
-Kernel facts: dup/dup2 clear FD_CLOEXEC on the new fd, dup3(O_CLOEXEC) and F_DUPFD_CLOEXEC set
-it; dup2/dup3 onto an open fd close it first; accept returns a socket of the listener's family.
+  fd not seen opened (inherited, or opened before the log began); ``fds(pid)`` the table as
+  events.FdInfo rows. How targets are written: ``FdTables``.
+- Threads share their process's table; ``fork(parent, child, shared)`` copies or shares it,
+  ``exec(pid)`` drops close-on-exec fds, ``exit(pid)`` forgets the table.
+- ``fd_calls(machine)`` is the set of calls that change a table on that architecture.
 """
 from __future__ import annotations
 
@@ -66,7 +54,10 @@ _FDS = re.compile(r"(?<![0-9])[0-9]{1,10}(?![0-9])")
 
 
 def fd_calls(machine: Optional[str]) -> FrozenSet[str]:
-    """The calls that change fd tables on ``machine`` (module doc)."""
+    """The calls that change fd tables on ``machine``: aarch64 has only the generic calls (openat,
+    pipe2, dup3, eventfd2, epoll_create1, ...), x86_64 also the legacy ones (open, creat, pipe,
+    dup2, eventfd, epoll_create, inotify_init, signalfd); for an unknown architecture both (the
+    aarch64 set is a subset of the x86_64 one)."""
     return _GENERIC if machine == "aarch64" else FD_CALLS
 
 
@@ -121,7 +112,16 @@ def poll_fds(name: str, args: str) -> Tuple[int, ...]:
 
 
 class FdTables:
-    """Process -> fd table (module doc)."""
+    """Process -> fd table (module doc). Kinds are events/__init__.py's; targets are written as the
+    kernel names the object in /proc/PID/fd and strace -yy, without what the log cannot show: a
+    path as the call printed it (``...`` kept where strace cut it), ``anon_inode:[eventfd]``,
+    ``TCP:[?]`` (the inode is unknown: ``?``). Both ends of a pipe or socketpair created in the log
+    share one target naming the pair by its order in the log, ``pipe:[log#3]``: two fds of a
+    process with the same target are a pipe to itself (a wake-up pipe), as with /proc's inode
+    numbers. fdtarget.py reads them like any other target. ``fork`` copies the table for fork,
+    vfork and clone without CLONE_FILES and shares it for CLONE_FILES. Kernel facts: dup/dup2 clear
+    FD_CLOEXEC on the new fd, dup3(O_CLOEXEC) and F_DUPFD_CLOEXEC set it; dup2/dup3 onto an open fd
+    close it first; accept returns a socket of the listener's family."""
 
     def __init__(self) -> None:
         self._tables: Dict[int, Dict[int, Entry]] = {}

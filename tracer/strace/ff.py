@@ -6,15 +6,10 @@ Contract:
   ``mtime()``, ``truncated``, ``name``, ``single_file`` and ``close()``. Raises ImportError_
   with a one-line message for a missing path or an unusable set of files.
 - A path that is a file is one log. A directory, or a prefix that is no file but has
-  PREFIX.TID files next to it, is an ``-ff`` set: every file named PREFIX.TID (or
-  PREFIX.TID.gz) in it, one tid per file, no pid column in the lines. A directory holding
-  several prefixes is refused (the message names them: give one as PREFIX).
-- An ``-ff`` set reads as one log in time order: each line gets its file's tid as the pid
-  column ("TID TIMESTAMP call..."), and the files are merged by timestamp (heap merge, each
-  file opened from its first line to its last only, so memory and open files grow with the
-  threads alive at once, never with the log). -t/-tt times of day that run past midnight
-  count on into the next day. Files without timestamps cannot be ordered in time: they are
-  read whole, by ascending tid (a parent before the children it cloned), and a note says so.
+  PREFIX.TID files next to it, is an ``-ff`` set (``ff_files``). A directory holding several
+  prefixes is refused (the message names them: give one as PREFIX).
+- An ``-ff`` set reads as one log in time order, merged by timestamp, in memory that grows
+  with the threads alive at once, never with the log (``FFLogs``).
 """
 from __future__ import annotations
 
@@ -72,7 +67,9 @@ class SingleLog:
 
 
 def ff_files(path: str) -> Tuple[str, List[Tuple[int, str]]]:
-    """(prefix, [(tid, file)]) of the -ff set at ``path`` (module doc); raises ImportError_."""
+    """(prefix, [(tid, file)]) of the -ff set at ``path`` (module doc); raises ImportError_.
+    The set is every file named PREFIX.TID (or PREFIX.TID.gz) in it, one tid per file, no pid
+    column in the lines."""
     if os.path.isdir(path):
         groups: dict = {}
         for entry in sorted(os.listdir(path)):
@@ -151,7 +148,12 @@ class _FFFile:
 
 
 class FFLogs:
-    """The files of one ``strace -ff -o PREFIX`` run as one log (module doc)."""
+    """The files of one ``strace -ff -o PREFIX`` run as one log: each line gets its file's tid as
+    the pid column ("TID TIMESTAMP call..."), and the files are merged by timestamp (heap merge,
+    each file opened from its first line to its last only, so memory and open files grow with the
+    threads alive at once, never with the log). -t/-tt times of day that run past midnight count on
+    into the next day. Files without timestamps cannot be ordered in time: they are read whole, by
+    ascending tid (a parent before the children it cloned), and a note says so."""
     single_file = False
 
     def __init__(self, prefix: str, files: List[Tuple[int, str]]) -> None:

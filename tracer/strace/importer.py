@@ -2,28 +2,11 @@
 
 Contract:
 - ``import_strace(log_path, out_path, *, compress=None, workers=None, progress=None,
-  pid=None) -> ImportResult``. ``pid``: the N of ``strace -p N`` (import-strace --pid), the
-  task of the lines without a pid column when the log does not name it; without it such a log
-  has one thread of unknown identity (tid 0, ``pid_unknown``), and a note says to give it.
-  ``progress(offset)`` is called as the log is read (both passes, and the workers' through
-  strace/parallel.py), with the offset reached in the file as stored.
-  ``log_path`` is one log file, or the output of ``strace -ff -o PREFIX``: the directory that
-  holds the PREFIX.TID files or PREFIX itself (strace/ff.py merges them in time order, tids
-  from the file names). ``compress`` None means "gzip when out_path ends in .gz"
-  (TraceWriter's rule). ``workers``: None converts in this process; a number >= 2 shards a
-  single log over that many worker processes (strace/parallel.py) - the same rows in the same
-  order (never a -r log: its deltas are summed line by line). Sharding is off by default:
-  every worker reads the whole log, which on a busy two-core machine costs more than it saves
-  (bench/import_speed.py measures both).
+  pid=None) -> ImportResult`` (the arguments: its docstring).
 - Any strace output format is accepted (see strace/lines.py); what the log lacked (timestamps,
   durations, fd paths, pids) is recorded in the header options and in the result, with the
   architecture the log shows (strace/arch.py) and what the log could not tell (notes).
-- Memory stays bounded whatever the log size: a first pass (strace/scan.py) reads the log in
-  blocks for what must be known before converting (which process each tid belongs to, the
-  time format); the second streams events to a temporary file next to the output
-  (gzip-compressed on the way for a .gz trace); the final file is the header, which lists
-  every process, then that file's rows, then the end record, renamed over ``out_path`` once
-  whole (outputs.replacing: a link there is refused, a failed import leaves it as it was).
+- Memory stays bounded whatever the log size (two passes, rows streamed: ``import_strace``).
 - A gzip log cut short imports up to where it breaks (``ImportResult.truncated``).
 - Trouble with the input (missing, unreadable, binary, not strace) raises ``ImportError_``
   with a one-line message for the CLI; no temporary file or worker process outlives the call.
@@ -105,7 +88,24 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
                   workers: Optional[int] = None,
                   progress: Optional[Callable[[int], None]] = None,
                   pid: Optional[int] = None) -> ImportResult:
-    """Convert the strace log at ``log_path`` into a trace file at ``out_path`` (module doc)."""
+    """Convert the strace log at ``log_path`` into a trace file at ``out_path`` (module doc).
+    ``pid``: the N of ``strace -p N`` (import-strace --pid), the task of the lines without a pid
+    column when the log does not name it; without it such a log has one thread of unknown identity
+    (tid 0, ``pid_unknown``), and a note says to give it. ``progress(offset)`` is called as the log
+    is read (both passes, and the workers' through strace/parallel.py), with the offset reached in
+    the file as stored. ``log_path`` is one log file, or the output of ``strace -ff -o PREFIX``:
+    the directory that holds the PREFIX.TID files or PREFIX itself (strace/ff.py merges them in
+    time order, tids from the file names). ``compress`` None means "gzip when out_path ends in .gz"
+    (TraceWriter's rule). ``workers``: None converts in this process; a number >= 2 shards a single
+    log over that many worker processes (strace/parallel.py) - the same rows in the same order
+    (never a -r log: its deltas are summed line by line). Sharding is off by default: every worker
+    reads the whole log, which on a busy two-core machine costs more than it saves
+    (bench/import_speed.py measures both). Memory: a first pass (strace/scan.py) reads the log in
+    blocks for what must be known before converting (which process each tid belongs to, the time
+    format); the second streams events to a temporary file next to the output (gzip-compressed on
+    the way for a .gz trace); the final file is the header, which lists every process, then that
+    file's rows, then the end record, renamed over ``out_path`` once whole (outputs.replacing: a
+    link there is refused, a failed import leaves it as it was)."""
     check_target(out_path)               # a link or a special file there: refused at once
     source = open_source(log_path, progress)
     source.sniff()

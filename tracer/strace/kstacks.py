@@ -2,17 +2,13 @@
 
 Contract: ``KStacks`` keeps the frames that follow each thread's lines:
 - ``frame(text, line)`` for each `` > LIB(FUNC+OFF) [ADDR]`` line (lines.py: kind 'info', args
-  from ``>``), ``line`` the converter's last line before it as (tid, kind, its line number), or
-  None (a line made into an event elsewhere: batch.py's compiled path): frames after a call's
-  line (call, entry, resumed half) are that call's, at most ``MAX_FRAMES``; after a signal's
-  or an exit's line they belong to no call and are dropped;
+  from ``>``): frames after a call's line are that call's, at most ``MAX_FRAMES``; after a
+  signal's or an exit's line they belong to no call and are dropped;
 - ``native_stacks(cut_calls, tid_pid, ts, entered)``: a ``NativeStack`` (source "strace -k")
   for every thread whose last call the log ends in (convert.py ``cut_calls``) and whose frames
-  followed that call's own line (``entered``: tid -> the line number its last call began at;
-  an interrupted call: its resumed half and its frames, then the signal's copy, dropped).
-  Frames are "FUNC (LIB)" (the library's base name), "ADDR (LIB)" where strace named no
-  function; ``libs`` the library's path, as the stack probes write them
-  (vocab/stack_facts.py reads them alike).
+  followed that call's own line. Frames are "FUNC (LIB)" (the library's base name), "ADDR
+  (LIB)" where strace named no function; ``libs`` the library's path, as the stack probes
+  write them (vocab/stack_facts.py reads them alike).
 """
 from __future__ import annotations
 
@@ -41,7 +37,11 @@ def parse_frame(text: str) -> Optional[Tuple[str, str]]:
 
 
 class KStacks:
-    """The frames after each thread's call lines (module doc)."""
+    """The frames after each thread's call lines (module doc). ``frame``'s ``line`` is the
+    converter's last line before it as (tid, kind, its line number), or None (a line made into an
+    event elsewhere: batch.py's compiled path); a call's line is its call, entry or resumed half.
+    ``native_stacks``'s ``entered`` is tid -> the line number its last call began at; an
+    interrupted call: its resumed half and its frames, then the signal's copy, dropped."""
 
     def __init__(self) -> None:
         self._stacks: Dict[int, Tuple[int, List[Tuple[str, str]]]] = {}   # tid -> (line, frames)

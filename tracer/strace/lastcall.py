@@ -5,17 +5,10 @@ Contract: ``LastCalls`` is a mixin of ``convert.StraceConverter`` (it reads the 
 ``_pending``, ``lines``, ``_has_ts``, ``_tid_pid`` and ``unfinished_tid``, which convert.py owns
 and documents; its own state is set up by ``_init_last_calls``):
 - a 'cut' entry (lines.py: the call's line ends there) is pending like an ``<unfinished ...>``
-  half and listed in ``_cut_entries``; ``_drop_cut(tid)``: a line of the tid came after it, so
-  it was not strace's (strace writes an entry alone only as the end of a thread's output): it
-  leaves ``_pending`` and counts as an unparsed line;
-- ``_hold(...)`` keeps a call a signal interrupted (``= ? ERESTART...``) in ``_interrupted``;
-  ``_release_interrupted(tid, out)`` hands it to the converter's ``_complete`` as the complete
-  call it was, once the tid's next line (not a signal) shows the thread went on;
-- ``_last_calls(end)`` (at ``finish``): every pending and held call as an ``ongoing`` event, in
-  the order of their starts (ties: the order their lines came in), ``dur`` the time to ``end``
-  for a pending call, the call's own for an interrupted one (it ends at the signal), None in a
-  log without timestamps; ``cut_calls`` lists them by tid as ``(tid, name, how)``, how "cut"
-  (in flight when the log ends) or "interrupted" (by a signal, nothing of the thread after).
+  half and listed in ``_cut_entries``; ``_drop_cut(tid)`` drops one that was not strace's;
+- ``_hold(...)`` keeps a call a signal interrupted until ``_release_interrupted(tid, out)``;
+- ``_last_calls(end)`` (at ``finish``): every pending and held call as an ``ongoing`` event;
+  ``cut_calls`` lists them by tid as ``(tid, name, how)``, how "cut" or "interrupted".
 """
 from __future__ import annotations
 
@@ -39,7 +32,9 @@ class LastCalls:
         self.cut_calls: List[Tuple[int, str, str]] = []   # (tid, name, how), from finish()
 
     def _drop_cut(self, tid: int) -> None:
-        """The tid's pending 'cut' entry was not strace's (module doc)."""
+        """The tid's pending 'cut' entry was not strace's: a line of the tid came after it (strace
+        writes an entry alone only as the end of a thread's output): it leaves ``_pending`` and
+        counts as an unparsed line."""
         self._cut_entries.discard(tid)
         _, name, args = self._pending.pop(tid)  # type: ignore[attr-defined]
         self.lines -= 1  # type: ignore[attr-defined]
@@ -47,7 +42,8 @@ class LastCalls:
 
     def _hold(self, pid: int, tid: int, name: str, args: str, err: str,
               ret_text: Optional[str], start: float, end: float, dur: Optional[float]) -> None:
-        """A call a signal interrupted: kept until the tid's next line."""
+        """A call a signal interrupted (``= ? ERESTART...``): kept in ``_interrupted`` until the
+        tid's next line."""
         if dur is None and self._has_ts:  # type: ignore[attr-defined]
             dur = max(0.0, end - start)
         self._interrupted[tid] = (start, pid, name, args, err, ret_text, dur, end)
@@ -55,13 +51,18 @@ class LastCalls:
         self.unfinished_tid = tid
 
     def _release_interrupted(self, tid: int, out: List[ev.Event]) -> None:
-        """The held call of ``tid`` as the complete call it was."""
+        """The held call of ``tid`` as the complete call it was, handed to the converter's
+        ``_complete`` once the tid's next line (not a signal) shows the thread went on."""
         start, pid, name, args, err, ret_text, dur, end = self._interrupted.pop(tid)
         self._complete(pid, tid, name, args, None, err, ret_text,  # type: ignore[attr-defined]
                        start, end, dur, out, False)
 
     def _last_calls(self, end: float) -> List[ev.Event]:
-        """Every pending and held call as an ongoing event (module doc)."""
+        """Every pending and held call as an ongoing event, in the order of their starts (ties: the
+        order their lines came in), ``dur`` the time to ``end`` for a pending call, the call's own
+        for an interrupted one (it ends at the signal), None in a log without timestamps. In
+        ``cut_calls`` how is "cut" (in flight when the log ends) or "interrupted" (by a signal,
+        nothing of the thread after)."""
         has_ts = self._has_ts  # type: ignore[attr-defined]
         last: List[Tuple[float, int, int, str, str, Optional[float], str]] = []
         pending: Dict[int, Tuple[float, str, str]] = self._pending  # type: ignore[attr-defined]

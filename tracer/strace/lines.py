@@ -2,31 +2,14 @@
 
 Contract:
 - ``parse_line(text)`` is pure and never raises: it returns a ``StraceLine`` or ``None`` when the
-  line is not strace output we understand (the caller counts those).
-- Every common output shape is accepted: with or without a pid column (``1234  `` from ``-f -o``,
-  ``[pid  1234] `` when strace writes to stderr, or none), with ``-t`` / ``-tt`` (time of day:
-  ``ts`` is seconds since midnight and ``time_of_day`` is True so the converter can add a date),
-  ``-ttt`` (epoch seconds) or no timestamp, with or without ``-T`` (``dur``), with or without
-  ``-y`` / ``-yy`` fd decorations (kept verbatim in ``args``: decode.py reads them).
+  line is not strace output we understand (the caller counts those). Every common output shape
+  is accepted (``parse_line``'s docstring).
 - Argument text is returned raw (string literals included); scrubbing happens in decode.py.
 - ``split_line(text)`` is the same parse as a plain tuple in ``StraceLine`` field order (the
   converter's hot path); when the compiled helper (tracer/strace/fastpath.py) is built it
   does the common shapes (complete, unfinished and resumed calls) and hands every other line to
-  the Python parse below, with identical results (tests compare the two on real logs).
-- ``strace -n`` syscall numbers (``[ 257] openat(...)``) are read into ``nr``; ``strace -k``
-  stack frames (`` > /lib/libc.so.6(poll+0x4f) [0xfc26f]``) are 'info' lines (no tid).
-- A line that is only a call's entry, ``NAME(ARGS`` with no `` = `` result (the last line of a
-  log whose strace was killed, or of a pasted ``strace -p`` session cut by Ctrl-C), is kind
-  'cut' when NAME is shaped like a syscall name and ARGS neither closes the call (``)``) nor
-  holds strace's own message glued to it (``^CProcess N detached``: the converter splits
-  those); anything else without a result is not understood, as before. ``glued_message(text)``
-  is where such a message begins in a line (``strace: Process ...`` or, after the echo of
-  Ctrl-C, ``Process ...``), for the converter and the scan alike.
-
-The parse works from both ends of the line instead of with one big regular expression: the head
-(pid, timestamp, syscall name) is split on spaces, the tail (``<dur>``, `` = result``) is found
-with ``rfind``; arguments are whatever lies between. That is both fast (1M lines in a few
-seconds) and robust against arguments that contain parentheses, quotes, ``=`` and ``<...>``.
+  the Python parse, with identical results (tests compare the two on real logs).
+- A call's entry alone is kind 'cut' (``_cut_entry``); ``glued_message(text)``: where strace's glued message begins.
 """
 from __future__ import annotations
 
@@ -105,7 +88,9 @@ _CTRL_C = "^C"            # the terminal's echo of Ctrl-C, glued to the line str
 
 def glued_message(text: str) -> int:
     """Where strace's own message begins inside a line it cut ("...SIGCHLDstrace: Process
-    4024 attached", "...NULL^CProcess 3818 detached": old strace at a terminal), or -1."""
+    4024 attached", "...NULL^CProcess 3818 detached": old strace at a terminal), or -1.
+    The message is ``strace: Process ...`` or, after the echo of Ctrl-C, ``Process ...``; the
+    converter and the scan alike find it here."""
     k = text.find("strace: Process ")
     if k > 0:
         return k
@@ -133,13 +118,24 @@ def parse_result(tok: str) -> Optional[int]:
 
 
 def parse_line(text: str) -> Optional[StraceLine]:
-    """Parse one line (a trailing newline is fine); None when it is not understood."""
+    """Parse one line (a trailing newline is fine); None when it is not understood.
+    Every common output shape is accepted: with or without a pid column (``1234 `` from ``-f -o``,
+    ``[pid 1234] `` when strace writes to stderr, or none), with ``-t`` / ``-tt`` (time of day:
+    ``ts`` is seconds since midnight and ``time_of_day`` is True so the converter can add a date),
+    ``-ttt`` (epoch seconds) or no timestamp, with or without ``-T`` (``dur``), with or without
+    ``-y`` / ``-yy`` fd decorations (kept verbatim in ``args``: decode.py reads them). ``strace
+    -n`` syscall numbers (``[ 257] openat(...)``) are read into ``nr``; ``strace -k`` stack frames
+    (`` > /lib/libc.so.6(poll+0x4f) [0xfc26f]``) are 'info' lines (no tid)."""
     t = split_line(text)
     return None if t is None else StraceLine(*t)
 
 
 def py_split_line(text: str) -> Optional[Fields]:
-    """The parse, in Python: StraceLine's fields as a tuple, or None."""
+    """The parse, in Python: StraceLine's fields as a tuple, or None.
+    The parse works from both ends of the line instead of with one big regular expression: the head
+    (pid, timestamp, syscall name) is split on spaces, the tail (``<dur>``, `` = result``) is found
+    with ``rfind``; arguments are whatever lies between. That is both fast (1M lines in a few
+    seconds) and robust against arguments that contain parentheses, quotes, ``=`` and ``<...>``."""
     s = text.rstrip("\r\n")
     if not s:
         return None
@@ -292,7 +288,11 @@ def _parse_result(body: str, tid: Optional[int], ts: Optional[float], tod: bool,
 
 def _cut_entry(body: str, tid: Optional[int], ts: Optional[float], tod: bool, name: str,
                nr: Optional[int]) -> Optional[Fields]:
-    """A call's entry and nothing after it (module doc), or None."""
+    """A call's entry and nothing after it, or None: ``NAME(ARGS`` with no `` = `` result (the last
+    line of a log whose strace was killed, or of a pasted ``strace -p`` session cut by Ctrl-C) is
+    kind 'cut' when NAME is shaped like a syscall name and ARGS neither closes the call (``)``) nor
+    holds strace's own message glued to it (``^CProcess N detached``: the converter splits those);
+    anything else without a result is not understood, as before."""
     if body.endswith(_CTRL_C):
         body = body[:-2]
     if not _SYSCALL_NAME.fullmatch(name) or body.endswith(")") or body.endswith("...>") \

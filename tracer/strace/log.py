@@ -1,31 +1,15 @@
 """Reading strace logs from disk: one file (plain or gzip, told by content) as lines or blocks.
 
 Contract:
-- ``LogFile(path, progress=None)`` opens a log (``progress(offset)``: called after each block
-  with the offset reached in the file as stored, render/progress.py's callback); ``text_lines()`` yields decoded lines (newline kept; bulk UTF-8
-  decoding in C, undecodable bytes survive as surrogates), ``line_batches()`` lists of lines
-  (newline dropped) a block at a time, ``blocks(size)`` blocks of whole lines (bytes),
-  ``head(n)`` the first bytes. Every read is bounded: lines are split at "\\n" only, and a
-  line over tracefile/blocks.py's MAX_LINE_CHARS (64 MiB, the trace reader's bound) is an
-  ImportError_. A gzip stream cut short ends the iteration and sets ``truncated``.
-  ``close()`` is idempotent.
-- ``ImportError_`` is the importer's one-line error for the user (missing file, binary data, not
-  strace); opening trouble raises it here already.
-- A line that holds a NUL is never parsed: ``blocks()`` (which every reader of a log goes
-  through: both passes, the -ff reader, the sharded workers) gives it marked
-  (``NUL_LINE_MARK``, its NULs written \\0), so the importer counts it as a line not
-  understood and shows it as such. Other control bytes are the parser's: strace escapes them
-  all, so a line that holds one raw is not a line strace wrote and does not parse.
-- ``sniff(path)`` reads at most ``SNIFF_BYTES`` (the first MiB) and refuses a log only when
-  most of that is not text: a line holding a NUL or a control byte strace never prints raw is
-  a binary line, and the log is refused ("binary data") when its binary lines' bytes, NULs
-  not counted, are not fewer than its text lines' bytes (a log of nothing but NULs too). So a
-  NUL or a binary run inside a text log, and the NULs a crash leaves at its end, are lines
-  the importer counts as not understood, never a refusal. Then it refuses a log where no line
-  ends in that MiB, and one where nothing in the first ``SNIFF_LINES`` lines parses.
-
-This module sits below both the sequential importer (strace/importer.py) and the sharded one
-(strace/parallel.py), so neither imports the other for it.
+- ``LogFile(path, progress=None)`` opens a log (``progress(offset)``: render/progress.py's
+  callback); ``text_lines()``, ``line_batches()``, ``blocks(size)`` and ``head(n)`` read it.
+  Every read is bounded: a line over tracefile/blocks.py's MAX_LINE_CHARS is an ImportError_. A
+  gzip stream cut short ends the iteration and sets ``truncated``. ``close()`` is idempotent.
+- ``ImportError_``: the importer's one-line error (missing file, binary data, not strace).
+- A line that holds a NUL is never parsed (``LogFile.blocks``); other control bytes are the
+  parser's: strace escapes them all, so a line that holds one raw does not parse.
+- ``sniff(path)`` refuses a log only when most of its first MiB is not text (its docstring).
+Below both importers (strace/importer.py, strace/parallel.py): neither imports the other for it.
 """
 from __future__ import annotations
 
@@ -43,11 +27,18 @@ _BROKEN = trace.BROKEN
 
 
 class ImportError_(BadInput):
-    """The log cannot be imported; the message is one line for the user (errors.py)."""
+    """The log cannot be imported; the message is one line for the user (errors.py). Opening
+    trouble raises it here already (``LogFile``)."""
 
 
 class LogFile:
-    """A plain or gzip strace log; iteration stops (and says so) where a gzip breaks."""
+    """A plain or gzip strace log; iteration stops (and says so) where a gzip breaks.
+    ``progress(offset)`` is called after each block with the offset reached in the file as stored.
+    ``text_lines()`` yields decoded lines (newline kept; bulk UTF-8 decoding in C, undecodable
+    bytes survive as surrogates), ``line_batches()`` lists of lines (newline dropped) a block at a
+    time, ``blocks(size)`` blocks of whole lines (bytes), ``head(n)`` the first bytes. Lines are
+    split at "\\n" only, and a line over MAX_LINE_CHARS (64 MiB, the trace reader's bound) is an
+    ImportError_."""
 
     def __init__(self, path: str, progress: Optional[Callable[[int], None]] = None) -> None:
         self.path = path
@@ -99,7 +90,10 @@ class LogFile:
 
     def blocks(self, size: int = 4 << 20) -> Iterator[bytes]:
         """The log in blocks of whole lines (the last one may lack its newline); a line that
-        holds a NUL comes out as ``_unparsable`` makes it (module doc)."""
+        holds a NUL comes out as ``_unparsable`` makes it (module doc).
+        A line that holds a NUL: ``blocks()`` (which every reader of a log goes through: both
+        passes, the -ff reader, the sharded workers) gives it marked (``NUL_LINE_MARK``, its NULs
+        written \\0), so the importer counts it as a line not understood and shows it as such."""
         try:
             for block in trace.byte_blocks(self._stream, size, on_block=self._on_block):
                 yield block if b"\0" not in block else _nul_lines_unparsable(block)
@@ -158,7 +152,14 @@ _CONTROL_BYTES = bytes(c for c in range(32) if c not in b"\t\n\r\x0b\x0c\x1b") +
 def sniff(path: str) -> None:
     """Refuse a log that is mostly not text, or where nothing looks like strace output, from
     its first ``SNIFF_BYTES`` (module doc; bounded: a 1 GB file without a newline is refused
-    at once)."""
+    at once).
+    It reads at most ``SNIFF_BYTES`` (the first MiB) and refuses a log only when most of that is
+    not text: a line holding a NUL or a control byte strace never prints raw is a binary line, and
+    the log is refused ("binary data") when its binary lines' bytes, NULs not counted, are not
+    fewer than its text lines' bytes (a log of nothing but NULs too). So a NUL or a binary run
+    inside a text log, and the NULs a crash leaves at its end, are lines the importer counts as not
+    understood, never a refusal. Then it refuses a log where no line ends in that MiB, and one
+    where nothing in the first ``SNIFF_LINES`` lines parses."""
     with LogFile(path) as log:
         head = log.head(SNIFF_BYTES)
         truncated = log.truncated

@@ -2,47 +2,14 @@
 the sequential importer's, byte for byte.
 
 Contract:
-- ``plan_shards(...) -> Optional[Plan]`` decides whether to shard (None: stay sequential);
-  ``convert_sharded(log_path, plan, write) -> ShardedResult`` converts the log exactly as
-  importer._convert + StraceConverter.finish do and hands the encoded rows to ``write``
-  (whole rows, in the sequential order); the result carries what the header needs (process
-  table, capabilities, first/last ts, line counts) and the rows include the single Lost row.
-- Every worker reads the whole log and classifies each line (``classify``, cheap string tests):
-    * global: the line may change state shared between threads: clone/clone3/fork/vfork,
-      execve/execveat, exit_group, epoll_ctl, prctl (complete, ``<unfinished ...>`` or
-      ``<... resumed>``) - tid -> pid, in-flight clones, the process table (comm, cmdline,
-      thread names), epoll fd kinds -, ``+++ exited/killed/superseded +++`` (live threads,
-      exit_group, ProcessExit), ``Process N attached`` and odd tid columns (they parse as
-      another tid). Fed to every worker; events kept by the tid's owner.
-    * stateful: a half of a call (``<unfinished ...>``, ``<detached ...>``, ``<... resumed>``):
-      pairing is the tid's own state (``_pending``). Fed to the tid's owner only
-      (``Plan.assign``: longest-first over the first pass's line counts; lines without a tid
-      column are tid 0, key "").
-    * stateless: everything else (complete calls, signals, messages, garbage): converting it
-      reads shared state only, so any worker can: the least loaded so far takes it (load =
-      event-making lines owned; every worker computes the same choice from the same lines).
-    * plus, in every worker, every line of a tid until the converter knows the tid: its first
-      parsed line registers it (``_discover``: root pid, thread order of the process table, and
-      attribution to an in-flight clone, which pops that clone for everyone).
-  So each worker holds the sequential converter's shared state and, for the tids it owns,
-  its per-tid state: the events of its lines are the sequential events. The tests may say yes
-  too often (a wasted feed), never too rarely. Lines fed only for state have their events
-  discarded and the line counters (lines, unparsed, first/last ts) restored.
-- Order: per batch of ``BATCH_LINES`` lines (cut at the same line in every worker) a worker
-  sends one slot per line, NUL-separated: the rows of the lines it owns, "" for the others;
-  the parent concatenates the workers' slots line by line: the sequential order. ``finish``
-  rows (calls still in flight, ``ongoing``) are kept by the tid's owner and merged by (start,
-  line of the entry half): the sequential converter's stable sort by start over insertion
-  order. The parent makes the one Lost row (all unparsed lines, the first bad sample).
-- Not sharded: -t/-tt logs (midnight roll-over detection would need every line's time of day
-  in every worker), nor -r logs (their deltas are summed line by line: the importer keeps
-  them sequential). The importer shards only when asked to (``workers`` >= 2).
-- Lines that change state shared by the threads of a process include the calls that change
-  its fd table (strace/fdtable.py: open, close, dup, ...): global too.
-- Memory is bounded: one batch per worker in flight (a worker blocks on its pipe until the
-  parent takes the batch), state per tid. Workers are child processes (fork where no other
-  thread runs, else spawn); they create no files and ignore SIGINT; on every exit path the
-  parent terminates and joins them.
+- ``plan_shards(...) -> Optional[Plan]`` decides whether to shard (None: stay sequential;
+  never -t/-tt nor -r logs); ``convert_sharded(log_path, plan, write) -> ShardedResult``
+  converts the log exactly as importer._convert + StraceConverter.finish do and hands the
+  encoded rows to ``write`` (whole rows, in the sequential order); the result carries what the
+  header needs (process table, capabilities, first/last ts, line counts) and the rows include
+  the single Lost row. The importer shards only when asked to (``workers`` >= 2).
+- How lines are routed (global, stateful, stateless), ordered and merged, and what bounds
+  memory: docs/ARCHITECTURE.md's "The strace importer".
 """
 from __future__ import annotations
 

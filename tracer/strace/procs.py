@@ -1,21 +1,15 @@
 """The process table an strace log implies: tid -> pid, process lifecycles, fd tables.
 
 Contract (used by convert.py, one table per converter):
-- ``discover(tid, ts, out)`` places a tid seen for the first time: the child of an in-flight
-  clone (strace -f may print the child's first line before the parent's clone returns), else
-  ``pid_of(tid)`` (the live backend reads /proc; the importer passes what the log's first pass
-  proved, strace/scan.py), else ``root_pid``, else the first tid seen. A tid in ``alone`` is one
-  whose process the log does not show: it is kept apart as its own group (pid = its tid) and
-  its ProcessInfo says ``pid_unknown`` - never folded into another process by a guess.
+- ``discover(tid, ts, out)`` places a tid seen for the first time (its docstring says how); a
+  tid in ``alone`` is kept apart as its own group (pid = its tid), never folded into another
+  process by a guess.
 - ``new_child``/``exec``/``exit`` apply clone/fork/vfork results, a successful execve and the
-  ``+++ exited/killed +++`` markers, appending ThreadStart, ProcessInfo, ProcessExec,
-  ThreadExit and ProcessExit events to ``out``; ``fds`` (fdtable.py) follows the same forks,
-  execs and exits.
+  ``+++ exited/killed +++`` markers, appending ThreadStart, ProcessInfo, ProcessExec, ThreadExit
+  and ProcessExit events to ``out``; ``fds`` (fdtable.py) follows the same forks, execs, exits.
 - ``attached(tid)``: strace's "Process P attached" of a task no clone made: P is traced from
-  here on; its process is ``threads_partial`` (ProcessInfo) while P is its one thread: strace
-  -p P without -f traces that thread only ("with N threads" messages attach them all).
-- ``only_alive()`` is the one tid still traced when exactly one is (strace prints no pid column
-  while it traces a single task), else None.
+  here on, its process ``threads_partial`` while P is its one thread. ``only_alive()`` is the
+  one tid still traced when exactly one is (strace prints no pid column then), else None.
 """
 from __future__ import annotations
 
@@ -44,7 +38,9 @@ class ProcessTable:
 
     def attached(self, tid: int, ts: float, out: List[ev.Event]) -> None:
         """strace's "Process P attached": P is traced from here on (a later session of a pasted
-        log starts so), as a thread of the process its membership names."""
+        log starts so), as a thread of the process its membership names.
+        Its process is ``threads_partial`` (ProcessInfo) while P is its one thread: strace -p P
+        without -f traces that thread only ("with N threads" messages attach them all)."""
         if tid in self._exited:
             return
         if tid in self.tid_pid:
@@ -83,7 +79,11 @@ class ProcessTable:
         return info
 
     def discover(self, tid: int, ts: float, out: List[ev.Event]) -> int:
-        """First sight of a tid (module doc); returns its pid."""
+        """First sight of a tid; returns its pid: the child of an in-flight clone (strace -f may
+        print the child's first line before the parent's clone returns), else ``pid_of(tid)`` (the
+        live backend reads /proc; the importer passes what the log's first pass proved,
+        strace/scan.py), else ``root_pid``, else the first tid seen. A tid in ``alone`` is one
+        whose process the log does not show: its ProcessInfo says ``pid_unknown``."""
         if self.pending_clones:
             # Attribute the tid to the most recent in-flight clone; its own result will then
             # name this tid and be skipped.

@@ -7,32 +7,9 @@ Contract:
   that name a clone/fork result, getpid/gettid/set_tid_address/tgkill or an attach message
   are parsed. Memory is bounded by the number of tids.
 - The log's time format, from its first syscall line: ``first_tod`` (-t/-tt), ``relative_ts``
-  (strace -r deltas, times.relative_shape: the converter sums them, the import stays in one
-  process).
-- ``LogFacts.membership()`` decides, from evidence in the log only, which process each tid of
-  unknown origin (one that no clone/fork in the log created: a thread that existed when strace
-  attached, or the first traced process) belongs to:
-    * evidence: ``getpid() = P`` or ``tgkill(P, T, ...)`` put T in process P; ``strace: Process
-      P attached [with N threads]`` (a ``-p P`` target, stderr logs) and the P of any evidence
-      name processes;
-    * the log shows at most one such process: every unknown-origin tid belongs to it (to the
-      smallest unknown-origin tid when none is named: ``strace -f -p PID`` attaches the threads
-      of one process and the leader's tid is its pid) - a note says so when the log shows
-      nothing either way;
-    * it shows several (``strace -p A -p B``): a tid with evidence goes to its process, a named
-      process is its own leader, and every other tid is ``alone``: its process is unknown and
-      is reported as such, never guessed.
-  Lines without a pid column (strace -f writing to stderr prints none while it traces one task)
-  belong to the first traced process: its tid is what set_tid_address/gettid/getpid returned on
-  such lines before any prefixed line, else the one unknown-origin tid, else the one process
-  attached, else ``given_pid`` (import-strace --pid N: the N of strace -p N), else unknown
-  (tid 0, reported as a thread the log does not name, never as pid 0).
-- Sessions (``LogFacts.sessions``): strace's attach/detach messages in log order, with the
-  number of messages before each tid column's first line. A session opened by ``Process P
-  attached with K threads`` (strace -f -p P: the threads it found have no clone records) owns
-  the unknown-origin tids first seen in it, at most K with P; a new session starts at the attach
-  of a process no clone made once every process attached in the one before has detached (two
-  pasted runs). A message strace wrote into a line it cut counts after that line's pid column.
+  (strace -r deltas, times.relative_shape: the converter sums them in one process).
+- ``LogFacts.membership()``: which process each tid of unknown origin belongs to, from
+  evidence in the log only (docs/ARCHITECTURE.md's "The strace importer"); ``LogFacts.sessions``.
 """
 from __future__ import annotations
 
@@ -140,7 +117,14 @@ class LogFacts:
         with K threads`` (strace -f -p P, no clone records for the threads it found) owns the
         tids first seen in it, at most K of them with P; a new session begins at an attach
         (of a process no clone in the log made) once every process attached in the one before
-        has detached (pasted logs of several runs)."""
+        has detached (pasted logs of several runs).
+        Sessions are strace's attach/detach messages in log order, with the number of messages
+        before each tid column's first line. A session opened by ``Process P attached with K
+        threads`` (strace -f -p P: the threads it found have no clone records) owns the
+        unknown-origin tids first seen in it, at most K with P; a new session starts at the attach
+        of a process no clone made once every process attached in the one before has detached (two
+        pasted runs). A message strace wrote into a line it cut counts after that line's pid
+        column."""
         out: Dict[int, int] = {}
         if not self.messages:
             return out

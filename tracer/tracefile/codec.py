@@ -1,30 +1,15 @@
-"""Trace rows to events and back, through msgspec: the event classes (events/) are msgspec
-Structs, array-like and tagged, so a row ``[TAG, field, ...]`` is decoded straight into its
-event, each field checked in C against its declared type (ints are ints, never bools; floats
-are finite; strings, lists, tuples and dicts hold what the class says, dict keys of an
-``int`` map are decimal text).
+"""Trace rows to events and back, through msgspec: a row ``[TAG, field, ...]`` is decoded straight
+into its event (events/: array-like tagged msgspec Structs), each field checked in C (``RowCodec``).
 
 Contract:
 - ``RowCodec(schema)`` decodes the rows a trace header's ``schema`` describes ({tag: [field
-  names]}). ``block(data)`` reads a block of whole lines (bytes): (its rows, whether it was
-  read line by line). Rows whose tag has the writer's own field order (nearly every row) are
-  decoded in one call per block; a block where that fails (a bad line, an end record, a line
-  of a tag the schema does not know) is read line by line, each line its event or ``BAD``.
-  Read at once, JSON's whitespace is taken as it comes: a blank line is no row (nor a bad
-  one), and a row a newline cuts in two whose halves are JSON together is one row. A tag written with another field order (an older or newer writer) is decoded by
-  name: the fields the current class knows are checked as it declares them, the others are
-  ignored, a field it requires and the row lacks makes the row BAD.
-- ``line(data)`` reads one line; ``row(value)`` checks one row already parsed as JSON (the
-  header's processes). A line msgspec cannot read (a lone surrogate written as ``\\udc80``,
-  bytes that are not UTF-8) is read by Python's json, refusing what msgspec refuses (NaN,
-  infinities, numbers out of range), and checked by the same types: both accept the same rows.
+  names]}): ``block(data)`` a block of whole lines (bytes) -> (its rows, whether it was read line
+  by line); ``line(data)`` one line; ``row(value)`` one row already parsed as JSON (the
+  header's processes). A row that cannot be read is ``BAD``: no decoding failure escapes as
+  an exception (``RecursionError`` from deep nesting too).
 - ``encode_row(event)`` and ``encode_rows(events)`` give the row text (bytes, one line each,
   newline included); ``header_line(header)`` and ``end_line(start, events, reason, ts)`` the
-  first and the last line of a trace (the one place the writer and the importer take them). A string msgspec cannot write as UTF-8 (a lone surrogate: bytes of a log
-  that were not UTF-8, decoded with surrogateescape) makes that row plain-ASCII JSON with
-  escapes, which the reader gives back as it was.
-- No decoding failure escapes as an exception: a row that cannot be read is ``BAD``
-  (``RecursionError`` from deep nesting too).
+  first and the last line of a trace (the one place the writer and the importer take them).
 """
 from __future__ import annotations
 
@@ -48,7 +33,10 @@ _ASCII_JSON = json.JSONEncoder(separators=(",", ":")).encode       # \uXXXX esca
 
 
 def encode_row(e: ev.Event) -> bytes:
-    """One event as its trace line (newline included)."""
+    """One event as its trace line (newline included).
+    A string msgspec cannot write as UTF-8 (a lone surrogate: bytes of a log that were not UTF-8,
+    decoded with surrogateescape) makes that row plain-ASCII JSON with escapes, which the reader
+    gives back as it was."""
     try:
         return _ENCODER.encode(e) + b"\n"
     except UnicodeEncodeError:          # a lone surrogate: written escaped, read back as is
@@ -126,7 +114,19 @@ def _decoder(members: List[type]) -> Optional[Any]:
 
 
 class RowCodec:
-    """The decoder of one trace's rows (module doc)."""
+    """The decoder of one trace's rows (module doc). Each field is checked in C against its
+    declared type: ints are ints, never bools; floats are finite; strings, lists, tuples and dicts
+    hold what the class says, dict keys of an ``int`` map are decimal text. Rows whose tag has the
+    writer's own field order (nearly every row) are decoded in one call per block; a block where
+    that fails (a bad line, an end record, a line of a tag the schema does not know) is read line
+    by line, each line its event or ``BAD``. Read at once, JSON's whitespace is taken as it comes:
+    a blank line is no row (nor a bad one), and a row a newline cuts in two whose halves are JSON
+    together is one row. A tag written with another field order (an older or newer writer) is
+    decoded by name: the fields the current class knows are checked as it declares them, the others
+    are ignored, a field it requires and the row lacks makes the row BAD. A line msgspec cannot
+    read (a lone surrogate written as ``\\udc80``, bytes that are not UTF-8) is read by Python's
+    json, refusing what msgspec refuses (NaN, infinities, numbers out of range), and checked by the
+    same types: both accept the same rows."""
 
     def __init__(self, schema: Dict[str, List[str]]) -> None:
         members: List[type] = []

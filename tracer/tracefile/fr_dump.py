@@ -2,20 +2,14 @@
 
 Contract:
 - ``read_dump(path, rank, pid)`` reads one file of the user's (``dump_from_bytes`` parses one a
-  traced process named, read by linux/target_files.py) (at most ``fr_pickle.MAX_BYTES``): a pickle
-  (what ``TORCH_NCCL_DUMP_ON_TIMEOUT`` and ``_dump_fr_trace()`` write) through the plain-data
-  reader (fr_pickle.py), or the JSON form (``_dump_fr_trace_json()``); never raises: trouble
-  is the event's ``error``, one line. What is kept is ``normalize``'s: the known keys, typed,
-  the newest ``MAX_ENTRIES`` entries and ``MAX_FRAMES`` frames each; numbers of 64 bits
-  (events/shapes.py: a larger one is None, as a missing one), texts cut to ``MAX_TEXT``.
+  traced process named, read by linux/target_files.py) (at most ``fr_pickle.MAX_BYTES``): a
+  pickle through the plain-data reader (fr_pickle.py), or the JSON form; never raises: trouble
+  is the event's ``error``, one line. What is kept is ``normalize``'s.
 - ``rank_of(name, prefix)``: the rank a dump file's name carries (``<prefix><rank>``, as
   torch's DebugInfoWriter names them; fr_trace infers the prefix the same way).
 - ``find_dumps(path)``: a directory (its files that end in a number, under one common prefix),
   a prefix ("/tmp/nccl_trace_rank_": the files that start with it) or one file -> [(path,
   rank)]. ``read_dumps(path)`` reads them all (``hangtrace analyze DIR``).
-Facts (torch 2.13, FlightRecorderDetail.hpp): keys version, pg_config {name: {name, desc,
-ranks "[0, 1]"}}, comm_lib_version, pg_status {pg_id: {last_enqueued_collective,
-last_started_collective, last_completed_collective}} (strings in the JSON form), entries.
 """
 from __future__ import annotations
 
@@ -105,7 +99,12 @@ def _entry(e: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def normalize(obj: Any, ev: FlightRecorderDump) -> FlightRecorderDump:
-    """Fill ``ev`` from a dump's top-level dict (module doc)."""
+    """Fill ``ev`` from a dump's top-level dict: the known keys, typed, the newest ``MAX_ENTRIES``
+    entries and ``MAX_FRAMES`` frames each; numbers of 64 bits (events/shapes.py: a larger one is
+    None, as a missing one), texts cut to ``MAX_TEXT``. Facts (torch 2.13,
+    FlightRecorderDetail.hpp): keys version, pg_config {name: {name, desc, ranks "[0, 1]"}},
+    comm_lib_version, pg_status {pg_id: {last_enqueued_collective, last_started_collective,
+    last_completed_collective}} (strings in the JSON form), entries."""
     if not isinstance(obj, dict):
         ev.error = f"not a Flight Recorder dump (a {type(obj).__name__}, not a dict)"
         return ev
@@ -147,7 +146,9 @@ def read_dump(path: str, rank: Optional[int] = None, pid: int = 0,
 
 
 def dump_from_bytes(data: bytes, ev: FlightRecorderDump) -> FlightRecorderDump:
-    """Fill ``ev`` from a dump file's content (``read_dump`` once the file is read)."""
+    """Fill ``ev`` from a dump file's content (``read_dump`` once the file is read).
+    The pickle is what ``TORCH_NCCL_DUMP_ON_TIMEOUT`` and ``_dump_fr_trace()`` write; the JSON form
+    ``_dump_fr_trace_json()``'s."""
     try:
         if data[:1] in (b"{", b"[") or data[:3] == b"\xef\xbb\xbf":
             obj = json.loads(data.decode("utf-8-sig"))

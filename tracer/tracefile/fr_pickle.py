@@ -2,15 +2,7 @@
 
 Contract: ``load_plain(data)`` -> the object a pickle describes, built from dicts, lists,
 tuples, str, bytes, int, float, bool and None only; anything else raises ``UnsafePickle`` with
-one line saying why, and nothing of the pickle ever runs:
-- ``find_class`` refuses every global (so REDUCE, NEWOBJ, INST, OBJ, BUILD of a class and the
-  copyreg extension codes, which all go through it, cannot name a callable), and
-  ``persistent_load`` refuses persistent ids;
-- the input is bounded (``MAX_BYTES``) before anything is parsed; a length field larger than
-  the data left is the unpickler's own "truncated" error (it never allocates the length);
-- the result is walked once (iteratively, no recursion) to check every value's type, with a
-  bound on depth (``MAX_DEPTH``) and on the values visited (``MAX_NODES``, which also stops a
-  pickle whose memo references make a small file a huge tree).
+one line saying why, and nothing of the pickle ever runs (how: ``load_plain``'s docstring).
 torch's C++ pickler writes dumps with EMPTY_DICT/SETITEMS, EMPTY_LIST/APPENDS, TUPLE2 and
 scalars (torch/csrc/distributed/c10d/FlightRecorderDetail.hpp, ``pickle_str``): no globals.
 """
@@ -66,7 +58,15 @@ def _check(obj: Any) -> None:
 
 
 def load_plain(data: bytes) -> Any:
-    """The plain object of pickle ``data`` (module doc); UnsafePickle otherwise."""
+    """The plain object of pickle ``data`` (module doc); UnsafePickle otherwise.
+    ``find_class`` refuses every global (so REDUCE, NEWOBJ, INST, OBJ, BUILD of a class and the
+    copyreg extension codes, which all go through it, cannot name a callable), and
+    ``persistent_load`` refuses persistent ids; the input is bounded (``MAX_BYTES``) before
+    anything is parsed; a length field larger than the data left is the unpickler's own "truncated"
+    error (it never allocates the length); the result is walked once (iteratively, no recursion) to
+    check every value's type, with a bound on depth (``MAX_DEPTH``) and on the values visited
+    (``MAX_NODES``, which also stops a pickle whose memo references make a small file a huge
+    tree)."""
     if len(data) > MAX_BYTES:
         raise UnsafePickle(f"{len(data)} bytes: larger than the {MAX_BYTES >> 20} MiB bound")
     try:

@@ -3,13 +3,10 @@
 Contract:
 - ``EvidenceTable`` is fed the evidence events (events/evidence.py) and the ``GpuSample`` power
   readings of a recording or a snapshot; memory is bounded by processes and GPUs.
-- ``build_evidence(table, procs, window=None, now=None)`` is pure: with ``procs`` (one
-  ``ProcFacts`` per process of the tree: pid, parent, role label, argv, listening sockets,
-  start time) it returns an ``Evidence``: per-process vitals and log targets, ports, GPU health
-  and kernel log lines (evidence/gpu.py), library versions and CUDA graph capture
-  (evidence/libs.py), the ``findings`` that follow from them, and ``missing``: one line per
-  datum that could not be gathered, with why. ``window`` is (start, end) of a recording; a
-  snapshot has none and uses ``now``.
+- ``build_evidence(table, procs, window=None, now=None)`` is pure: with one ``ProcFacts`` per
+  process of the tree it returns an ``Evidence``: vitals, log targets, ports, GPU health,
+  kernel log lines, library versions, CUDA graph capture, the ``findings`` that follow and
+  ``missing`` (one line per datum that could not be gathered, with why).
 - Each finding carries its rule, a severity ("warn": points at the cause of a hang or a broken
   machine; "info": context), the pids concerned and the source it rests on.
 - Rules here read events only, never /proc, and never the text of other findings.
@@ -170,7 +167,12 @@ def human_duration(s: float) -> str:
 def build_evidence(table: EvidenceTable, procs: Sequence[ProcFacts],
                    window: Optional[Tuple[float, float]] = None,
                    now: Optional[float] = None) -> Evidence:
-    """Evidence and findings (module doc)."""
+    """Evidence and findings (module doc). ``procs``: one ``ProcFacts`` per process of the tree
+    (pid, parent, role label, argv, listening sockets, start time). The ``Evidence`` holds
+    per-process vitals and log targets, ports, GPU health and kernel log lines (evidence/gpu.py),
+    library versions and CUDA graph capture (evidence/libs.py), the ``findings`` that follow from
+    them, and ``missing``. ``window`` is (start, end) of a recording; a snapshot has none and uses
+    ``now``."""
     ref = window[1] if window else (now if now is not None else 0.0)
     out = Evidence(ref_ts=ref, window=window, recorded=table.fed > 0)
     out.processes = _process_entries(table, procs, window, ref)

@@ -6,13 +6,8 @@ Contract:
   mean utilization, power and SM clock over the recording's samples (or the health reading),
   the power limit, throttle reasons, ECC, retired pages, remapped rows and PCIe replays (and
   how many replays happened between the start and end readings).
-- Findings: "gpu-busy-low-power" (utilization at or above ``BUSY_UTIL`` while drawing less than
-  ``LOW_POWER_FRACTION`` of the power limit: a resident kernel that barely computes, i.e. one
-  that waits: a collective waiting for a peer, a spin on a flag), "gpu-busy-computing" (busy
-  at ``COMPUTE_POWER_FRACTION`` or more of the limit), "gpu-throttled" (hardware or thermal
-  slowdown), "gpu-ecc" (uncorrected ECC errors, a pending or failed row remap or page
-  retirement), "gpu-pcie-replays" (the replay counter moved during the window), "xid" (one per
-  Xid code seen in the kernel log, with its meaning where known, ``XID_MEANINGS``).
+- Findings: "gpu-busy-low-power", "gpu-busy-computing", "gpu-throttled", "gpu-ecc",
+  "gpu-pcie-replays", "xid" (what each means: ``_findings``).
 - ``parse_xid(text)`` is pure: "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, ..." -> (bus, code, rest).
 """
 from __future__ import annotations
@@ -91,6 +86,14 @@ def _gpu_entry(gpu: int, table: EvidenceTable) -> Dict[str, Any]:
 
 
 def _findings(e: Dict[str, Any]) -> List[Finding]:
+    """The findings of one GPU: "gpu-busy-low-power" (utilization at or above ``BUSY_UTIL`` while
+    drawing less than ``LOW_POWER_FRACTION`` of the power limit: a resident kernel that barely
+    computes, i.e. one that waits: a collective waiting for a peer, a spin on a flag),
+    "gpu-busy-computing" (busy at ``COMPUTE_POWER_FRACTION`` or more of the limit), "gpu-throttled"
+    (hardware or thermal slowdown), "gpu-ecc" (uncorrected ECC errors, a pending or failed row
+    remap or page retirement), "gpu-pcie-replays" (the replay counter moved during the window),
+    "xid" (one per Xid code seen in the kernel log, with its meaning where known,
+    ``XID_MEANINGS``)."""
     out: List[Finding] = []
     g = f"GPU {e['gpu']}"
     pids = list(e.get("pids") or [])

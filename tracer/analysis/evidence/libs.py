@@ -3,17 +3,11 @@ evidence/build.py gathers them).
 
 Contract:
 - ``lib_evidence(table, roles, capture)`` -> (libs by pid, host facts, findings, missing):
-  "version-mismatch" when processes of the tree load different versions of one library (ranks
-  built from different environments), "driver-mismatch" when libcuda's version differs from
-  the NVIDIA kernel module's, "known-bug" when a loaded version matches an entry of
-  tracer/data/known_hang_bugs.json (each with its public references) and every condition it
-  lists under "when" holds in a process that loads it: "capture" (inside CUDA graph capture or
-  a capture phase), "multi-node" (a TCP connection to another host), "rdma" (an RDMA device
-  open); ``conditions`` maps the last two to the pids where they hold (``tree_conditions``).
+  "version-mismatch", "driver-mismatch" and "known-bug" (tracer/data/known_hang_bugs.json,
+  each with its public references, under the conditions it lists: its docstring).
 - ``capture_evidence(table, roles, window)`` -> (capture sites, uprobe counts, findings):
-  "in-graph-capture" for a thread inside a capture (a capture call or a ``with
-  torch.cuda.graph`` body on its Python stack, or a capture begun without end seen by the libcuda
-  uprobes), "in-capture-phase" for one in a runner's capture loop (warm-up runs included).
+  "in-graph-capture" for a thread inside a capture, "in-capture-phase" for one in a runner's
+  capture loop (warm-up runs included).
 - ``version_key("2.21.5")`` -> (2, 21, 5): the numeric dotted prefix, for comparisons.
 """
 from __future__ import annotations
@@ -79,7 +73,14 @@ def lib_evidence(table: EvidenceTable, roles: Dict[int, str],
                  conditions: Optional[Mapping[str, Iterable[int]]] = None
                  ) -> Tuple[Dict[int, List[Dict[str, Any]]], List[Dict[str, Any]],
                             List[Finding], List[Dict[str, Any]]]:
-    """(libs by pid, host facts, findings, missing) (module doc)."""
+    """(libs by pid, host facts, findings, missing): "version-mismatch" when processes of the tree
+    load different versions of one library (ranks built from different environments),
+    "driver-mismatch" when libcuda's version differs from the NVIDIA kernel module's, "known-bug"
+    when a loaded version matches an entry of tracer/data/known_hang_bugs.json (each with its
+    public references) and every condition it lists under "when" holds in a process that loads it:
+    "capture" (inside CUDA graph capture or a capture phase), "multi-node" (a TCP connection to
+    another host), "rdma" (an RDMA device open); ``conditions`` maps the last two to the pids where
+    they hold (``tree_conditions``)."""
     by_pid = {pid: list(e.libs) for pid, e in table.libs.items() if pid != 0}
     host = list(table.libs[0].libs) if 0 in table.libs else []
     missing = []
@@ -184,7 +185,9 @@ def capture_evidence(table: EvidenceTable, roles: Dict[int, str],
                      window: Optional[Tuple[float, float]]
                      ) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]], List[Finding]]:
     """(capture sites, uprobe counts, findings) (module doc): one finding per thread, naming
-    every source that saw it."""
+    every source that saw it.
+    "in-graph-capture": a capture call or a ``with torch.cuda.graph`` body on the thread's Python
+    stack, or a capture begun without end seen by the libcuda uprobes."""
     sites: List[Dict[str, Any]] = []
     seen: Dict[Tuple[int, int], List[Tuple[bool, str, str]]] = {}   # (inside, text, source)
     for c in table.capture:

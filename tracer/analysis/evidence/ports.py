@@ -1,13 +1,10 @@
 """Ports a command line names, and which of them nothing in the tree listens on (pure).
 
 Contract:
-- ``ports_asked(argv)`` -> ``PortAsk`` per port an argv names: ``--port 8000`` / ``--port=8000``
-  and any other ``--*port`` / ``--*_port`` option (``--http-port``, ``--nccl-port``,
-  ``--master-port``), and ``host:port`` values (``--host 0.0.0.0 --port 8000`` pairs the host;
-  ``--dist-init-addr 10.0.0.1:5000``, ``tcp://127.0.0.1:29500``; a bare argument only when it is
-  a URL or its host an IP address or localhost). ``serves`` is True for the
-  options that ask the process itself to listen (``SERVE_OPTIONS``, ``--bind``/``--listen``
-  values); rendezvous ports (NCCL, torch.distributed master) are listened on by one rank only.
+- ``ports_asked(argv)`` -> ``PortAsk`` per port an argv names (``--port 8000``, any other
+  ``--*port`` option, ``host:port`` values). ``serves`` is True for the options that ask the
+  process itself to listen (``SERVE_OPTIONS``, ``--bind``/``--listen`` values); rendezvous
+  ports (NCCL, torch.distributed master) are listened on by one rank only.
 - ``check_ports(procs)`` -> (listening [(pid, socket text)], asks): each distinct port asked
   in the tree with whether any process of the tree listens on it (any address). A port on a
   host that is not local (not loopback, any-address or localhost) is a peer's: ``local`` False.
@@ -72,7 +69,11 @@ def _split_opts(argv: Sequence[str]) -> List[Tuple[str, str]]:
 
 
 def ports_asked(argv: Sequence[str]) -> List[PortAsk]:
-    """Ports named by one command line (module doc)."""
+    """Ports named by one command line: ``--port 8000`` / ``--port=8000`` and any other ``--*port``
+    / ``--*_port`` option (``--http-port``, ``--nccl-port``, ``--master-port``), and ``host:port``
+    values (``--host 0.0.0.0 --port 8000`` pairs the host; ``--dist-init-addr 10.0.0.1:5000``,
+    ``tcp://127.0.0.1:29500``; a bare argument only when it is a URL or its host an IP address or
+    localhost)."""
     pairs = _split_opts(argv[1:] if argv else [])
     host = next((v for o, v in pairs if o == "--host"), "")
     out: List[PortAsk] = []

@@ -5,15 +5,9 @@ Contract: pure functions of the recording, the thread verdicts and the NVML read
   TCP/unix sockets (gloo pairs, TCPStore, NCCL bootstrap): a rank blocked in a futex while
   connected to peer ranks waits in a collective for them (waitgraph/build.py). Ranks of other
   nodes (merged traces) only through TCP between nodes (nodes.py).
-- ``find_stragglers(rec, procs, threads, gpus)``: with NCCL a collective runs as a GPU kernel:
-  a rank that entered it while a peer did not has its kernel spin on the GPU and its host thread
-  spin-waits (or yield-waits) in the stream synchronize behind it. The peer that never arrived
-  shows the opposite picture: its GPU is idle and its host is not waiting for the GPU (blocked
-  in a Python-level wait, idle, or busy on something else). So, between connected ranks:
-  spinning rank = a deciding thread in a GPU wait (thread_rules) and nothing progressing, its GPU
-  busy in most NVML samples; straggler = a rank neither progressing nor in a GPU wait, its GPU
-  idle in most samples. Without NVML readings (or libnccl's uprobes: ``_from_nccl_calls``)
-  nothing is concluded: the two pictures cannot be told apart from syscalls. The wait-for graph then makes the spinning ranks wait for the
+- ``find_stragglers(rec, procs, threads, gpus)``: the ranks the others wait for, one per rank,
+  each with how it is known (``Straggler``; the two pictures of a rank behind and of one
+  waiting: its docstring). The wait-for graph then makes the spinning ranks wait for the
   straggler, and the straggler's own futex wait a wait inside its process.
 """
 from __future__ import annotations
@@ -268,7 +262,16 @@ def find_stragglers(rec: Recording, procs: Mapping[int, ProcessFacts],
                     recorder: Sequence[RecorderLag] = ()) -> List[Straggler]:
     """Ranks the others wait for in a collective (module doc), one per rank, the most direct
     evidence first: NCCL RAS, the Flight Recorder, a rank that died, libnccl uprobes, NVML,
-    Python stacks, thread sets."""
+    Python stacks, thread sets.
+    With NCCL a collective runs as a GPU kernel: a rank that entered it while a peer did not has
+    its kernel spin on the GPU and its host thread spin-waits (or yield-waits) in the stream
+    synchronize behind it. The peer that never arrived shows the opposite picture: its GPU is idle
+    and its host is not waiting for the GPU (blocked in a Python-level wait, idle, or busy on
+    something else). So, between connected ranks: spinning rank = a deciding thread in a GPU wait
+    (thread_rules) and nothing progressing, its GPU busy in most NVML samples; straggler = a rank
+    neither progressing nor in a GPU wait, its GPU idle in most samples. Without NVML readings (or
+    libnccl's uprobes: ``_from_nccl_calls``) nothing is concluded: the two pictures cannot be told
+    apart from syscalls."""
     ranks = sorted(pid for pid, pf in procs.items() if pf.is_rank)
     state = {pid: _deciding(threads.get(pid, {})) for pid in procs}
     found: List[Straggler] = []

@@ -2,14 +2,8 @@
 
 Contract: ``read_recorder(dumps, window_start)`` takes the ``FlightRecorderDump`` events of a
 recording (or of a directory alone) and returns a ``Recorder``: per process group, each rank's
-last enqueued, started and completed collective (``pg_status``, else the entries' own sequence
-numbers and states), and the findings, most telling first:
-- **behind**: a rank whose last enqueued collective is below the others' did not enter the
-  next one; the ranks that did wait in it (their entry there is not completed);
-- **mismatch**: the same sequence number is another operation, other sizes or dtypes on two
-  ranks (the first such collective, as fr_trace reports the first divergence);
-- **missing**: a rank the group lists (``pg_config`` ranks) wrote no dump: when every rank that
-  did waits in the same collective, the missing one is the suspect.
+last enqueued, started and completed collective, and the findings, most telling first:
+"behind", "mismatch", "missing" (each: ``read_recorder``'s docstring).
 ``lags(recorder, pid_of_rank)`` turns "behind" and "missing" findings into ``RecorderLag``
 facts (the rank's pid, why, the operation, the pids that wait for it and in what), which
 collective.find_stragglers takes as its source after NCCL RAS. ``notes`` say what could not be
@@ -150,6 +144,14 @@ def _members(dumps: Sequence[FlightRecorderDump], group: str, desc: str) -> List
 
 def read_recorder(dumps: Sequence[FlightRecorderDump],
                   window_start: Optional[float] = None) -> Recorder:
+    """The ``Recorder`` of these dumps (module doc). Each rank's last enqueued, started and
+    completed collective comes from ``pg_status``, else the entries' own sequence numbers and
+    states. The findings, most telling first: **behind**: a rank whose last enqueued collective is
+    below the others' did not enter the next one; the ranks that did wait in it (their entry there
+    is not completed); **mismatch**: the same sequence number is another operation, other sizes or
+    dtypes on two ranks (the first such collective, as fr_trace reports the first divergence);
+    **missing**: a rank the group lists (``pg_config`` ranks) wrote no dump: when every rank that
+    did waits in the same collective, the missing one is the suspect."""
     rec = Recorder(dumps=list(dumps))
     for d in dumps:
         if d.error:

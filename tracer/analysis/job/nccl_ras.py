@@ -4,19 +4,11 @@ Contract (pure, never raises):
 - ``parse_ras(text, fmt)`` -> ``RasStatus`` or None: the communicators, each rank's pid, GPU and
   collective operation counts (per kind: AllReduce, AllGather, ...), its status and async error,
   and the ranks missing from the answer (with their pid and whether RAS considers them dead).
-  JSON is read first (NCCL 2.28's ``SET FORMAT json``; a missing comma, which some versions
-  emit, is repaired); text (every version's default) is read line by line, with what it prints:
-  the mismatching operation counts, the missing and dead processes.
+  JSON or text, as NCCL prints them (the formats: its docstring).
 - ``lagging_ranks(status)``: per communicator and operation, the ranks that launched fewer
   operations than the others (``RasLag``: who is behind, its count, who is ahead and how far);
   ``missing_ranks(status)``: ranks that did not answer (``dead`` when RAS gave up on them).
 - ``rank_of_pid(status)``: {pid: (rank, cuda device)} for naming processes "rank 1 (GPU 1)".
-Format: NVIDIA/nccl src/ras/client_support.cc (2.28.9): JSON fields ``communicators[].ranks[]``
-{rank, host, pid, cuda_dev, nvml_dev, status{init_state, async_error, ...}, collective_counts{}}
-and ``missing_ranks[]`` {rank, host, pid, cuda_dev, nvml_dev, status{unresponsive,
-considered_dead}}; text lines "Rank 1 has launched up to operation 6 -- GPU 1 managed by process
-623 on node 10.0.0.1", "Communicator ranks have different AllReduce operation counts",
-"#0-0 (hash) INCOMPLETE", "DEAD" with "Process 623 on node ... managing GPU 1".
 """
 from __future__ import annotations
 
@@ -201,7 +193,16 @@ def _from_text(text: str) -> RasStatus:
 
 
 def parse_ras(text: str, fmt: str = "json") -> Optional[RasStatus]:
-    """The typed answer (module doc); None when ``text`` holds nothing recognisable."""
+    """The typed answer (module doc); None when ``text`` holds nothing recognisable.
+    JSON is read first (NCCL 2.28's ``SET FORMAT json``; a missing comma, which some versions emit,
+    is repaired); text (every version's default) is read line by line, with what it prints: the
+    mismatching operation counts, the missing and dead processes. Format: NVIDIA/nccl
+    src/ras/client_support.cc (2.28.9): JSON fields ``communicators[].ranks[]`` {rank, host, pid,
+    cuda_dev, nvml_dev, status{init_state, async_error, ...}, collective_counts{}} and
+    ``missing_ranks[]`` {rank, host, pid, cuda_dev, nvml_dev, status{unresponsive,
+    considered_dead}}; text lines "Rank 1 has launched up to operation 6 -- GPU 1 managed by
+    process 623 on node 10.0.0.1", "Communicator ranks have different AllReduce operation counts",
+    "#0-0 (hash) INCOMPLETE", "DEAD" with "Process 623 on node ... managing GPU 1"."""
     if not text.strip():
         return None
     if fmt == "json" or text.lstrip().startswith("{"):

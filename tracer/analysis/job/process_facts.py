@@ -5,15 +5,10 @@ Contract (pure functions of the recording; no verdicts):
 - ``exit_text(p)``: "exited with status 3" / "killed by SIGKILL (zombie, not reaped)" / None
   while the process runs; ``exit_failed`` tells a failure from a clean exit.
 - ``process_facts(rec)`` -> {pid: ProcessFacts}: role (roles.role_of), label ("scheduler TP1
-  (pid 42)"), ppid, comm, cmdline, ``gone`` (exit_text) and ``children``. In merged traces
-  (``nodes``) each process also has its node: "node b, rank 1 (pid 4242)" (pids are keys
-  there, nodes.py; labels and ``ref`` show the pid the node knows).
+  (pid 42)"), ppid, comm, cmdline, ``gone`` (exit_text) and ``children``; in merged traces
+  each process also has its node (``ProcessFacts.label``).
 - ``FdIndex(rec)``: for each fd target text, the live processes holding it and in which modes,
   and each socket inode's holders: one pass over the fd tables instead of one per question.
-  Holders are looked up on the asker's node, but for connections between nodes
-  (nodes.target_scope); inodes are node-scoped (nodes.scoped_inode).
-Kernel facts: a zombie's /proc/PID/stat still carries its wait status (exit_code: signal in the
-low 7 bits, status in bits 8-15), readable until the parent reaps it.
 """
 from __future__ import annotations
 
@@ -30,7 +25,9 @@ SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7:
 
 
 def exit_text(p: ProcessStats) -> Optional[str]:
-    """'exited with status 3' / 'killed by SIGKILL' / None when the process is alive."""
+    """'exited with status 3' / 'killed by SIGKILL' / None when the process is alive.
+    Kernel facts: a zombie's /proc/PID/stat still carries its wait status (exit_code: signal in the
+    low 7 bits, status in bits 8-15), readable until the parent reaps it."""
     if p.exited is not None:
         if p.exited.signal:
             return f"killed by {p.exited.signal}" + (" (core dumped)" if p.exited.core_dumped
@@ -97,7 +94,9 @@ class ProcessFacts:
     @property
     def label(self) -> str:
         """"rank 1 (pid 623, GPU 1)" ("node b, rank 1 (pid 623, GPU 1)" in merged traces): how
-        sentences name the process."""
+        sentences name the process.
+        In merged traces (``nodes``) pids are keys (nodes.py); labels and ``ref`` show the pid the
+        node knows."""
         if self.pid_unknown and real_id(self.pid) == 0:
             return UNNAMED_THREAD
         if self.pid_unknown:
@@ -144,7 +143,9 @@ def process_facts(rec: Recording, ranks: Optional[Dict[int, Tuple[int, Optional[
 
 
 class FdIndex:
-    """Who holds what (module doc); only processes that still run are holders."""
+    """Who holds what (module doc); only processes that still run are holders.
+    Holders are looked up on the asker's node, but for connections between nodes
+    (nodes.target_scope); inodes are node-scoped (nodes.scoped_inode)."""
 
     def __init__(self, rec: Recording, facts: Dict[int, ProcessFacts]) -> None:
         self.by_target: Dict[Tuple[Optional[int], str], List[Tuple[int, str]]] = {}

@@ -3,19 +3,12 @@
 Contract: pure functions of the per-process facts, the recording's fd tables and the thread
 verdicts.
 - ``mark_ranks(procs, rec)`` sets ``ProcessFacts.ranked`` on the processes that are ranks of one
-  job although nothing says so in their environment: siblings (one parent) titled with the same
-  pattern and a TP index (``…_TP0``, ``…_TP1``: a spawned tokenizer or detokenizer shares the
-  command line but not the title), and siblings with the same command line, or the same up
-  to one integer argument (``--rank 2``: a Python launcher passes each rank its index), connected
-  to each other by a socket (a gloo or NCCL group, a TCPStore). Two at least. Where that integer
-  numbers the set 0..n-1 it is their rank (``rank 2``); where the ranks so numbered lack one
-  index and one sibling of theirs died (a zombie has no command line), the dead one is that
-  rank.
+  job although nothing says so in their environment (titled siblings with a TP index, or
+  siblings of one command line connected by a socket: its docstring), and their rank where an
+  integer argument numbers them, a dead one included.
 - ``thread_set_suspects(ranks, verdicts)`` compares the ranks the way STAT compares MPI tasks,
-  by their threads: each rank's deciding threads as a multiset of what they do (the call they
-  wait in and on what kind of fd, spinning, ticking, progressing). With three ranks or more the
-  odd one out is the one whose set differs from all the others', which share one; with two, a
-  rank that lacks a thread the other has, while that thread waits (for it). Returns {pid: why}.
+  by their threads (each rank's deciding threads as a multiset of what they do) and returns
+  {pid: why} for the odd one out.
 """
 from __future__ import annotations
 
@@ -84,6 +77,14 @@ def _connected(rec: Recording, pids: List[int]) -> List[int]:
 
 
 def mark_ranks(procs: Mapping[int, ProcessFacts], rec: Recording) -> None:
+    """Set ``ProcessFacts.ranked`` (module doc) on: siblings (one parent) titled with the same
+    pattern and a TP index (``…_TP0``, ``…_TP1``: a spawned tokenizer or detokenizer shares the
+    command line but not the title), and siblings with the same command line, or the same up to one
+    integer argument (``--rank 2``: a Python launcher passes each rank its index), connected to
+    each other by a socket (a gloo or NCCL group, a TCPStore). Two at least. Where that integer
+    numbers the set 0..n-1 it is their rank (``rank 2``); where the ranks so numbered lack one
+    index and one sibling of theirs died (a zombie has no command line), the dead one is that
+    rank."""
     titled: Dict[Tuple[int, str], List[int]] = {}
     same: Dict[Tuple[int, Tuple[str, ...]], List[int]] = {}
     for pid, pf in procs.items():
@@ -150,7 +151,11 @@ def _signature(tvs: Mapping[int, ThreadVerdict]) -> Counter:
 def thread_set_suspects(ranks: Mapping[int, str],
                         verdicts: Mapping[int, Mapping[int, ThreadVerdict]]) -> Dict[int, str]:
     """{pid: why} for the odd rank out (module doc); ``ranks`` maps a rank's pid to its
-    label."""
+    label.
+    What a thread does: the call it waits in and on what kind of fd, spinning, ticking,
+    progressing. With three ranks or more the odd one out is the one whose set differs from all the
+    others', which share one; with two, a rank that lacks a thread the other has, while that thread
+    waits (for it)."""
     sigs = {pid: _signature(verdicts.get(pid, {})) for pid in ranks}
     if len(sigs) < 2:
         return {}

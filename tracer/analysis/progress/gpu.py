@@ -2,25 +2,13 @@
 GPM's SM activity or by board power against the enforced limit, never by utilization.gpu (a
 spinning one-thread kernel reads 100% there; measured on the H200: reference/progress-signals).
 
-Contract:
-- ``gpu_work(gpus, pid)`` -> a sentence when a GPU that process ``pid`` uses (NVML lists it
-  among the GPU's compute pids; every GPU when NVML lists none) did real work over the
-  recording: mean SM activity at least ``SM_ACTIVE_WORK_PCT`` where GPM was read, else mean
-  power at least ``LOW_POWER_FRACTION`` of the power limit; else None (no readings, no limit,
-  or a device near its idle draw: a kernel that never ends, or no work at all).
-- ``driver_work(e)`` -> a sentence when one thread's libcuda calls (a ``CudaDriverCalls``,
-  uprobes) show its GPU work completing: work submitted in the window (kernels, graphs,
-  copies) and completions seen (a sync returned with CUDA_SUCCESS, a query answered ready), the
-  last of them within ``RECENT_S`` (or a quarter of the window) of its end, and the thread not
-  inside a sync since longer than that; or CUDA graph captures ended in the window. Else None:
-  a sync that never returns, queries answered "not ready", only old completions, or a trace
-  from before these counts (``work_probed`` False). A poll
-  that finds long-finished work ready, without new work submitted, is a heartbeat, not work.
-- ``gpu_memory_grows(gpus, pid)`` -> a sentence when the GPU memory NVML gives process ``pid``
-  grew by at least ``GPU_MEM_MIN_BYTES`` at ``GPU_MEM_MIN_RATE`` a second or more between its
-  first and last samples (weights copied to the GPU, a KV cache allocated), else None.
-- ``driver_stall(e)`` -> "in a CUDA sync since N s before the end, its last completion M s
-  earlier" for a thread inside a sync it was seen entering, else None.
+Contract (each returns a sentence of evidence, or None):
+- ``gpu_work(gpus, pid)``: a GPU that process ``pid`` uses did real work over the recording.
+- ``driver_work(e)``: one thread's libcuda calls (a ``CudaDriverCalls``, uprobes) show its GPU
+  work completing; a poll that finds long-finished work ready is a heartbeat, not work.
+- ``gpu_memory_grows(gpus, pid)``: the GPU memory NVML gives ``pid`` grew fast enough.
+- ``driver_stall(e)``: "in a CUDA sync since N s before the end, its last completion M s
+  earlier" for a thread inside a sync it was seen entering.
 """
 from __future__ import annotations
 
@@ -52,7 +40,11 @@ def _works(g: GpuStats) -> Optional[str]:
 
 
 def gpu_work(gpus: Mapping[int, GpuStats], pid: int) -> Optional[str]:
-    """The evidence that a GPU ``pid`` uses does real work (module doc), or None."""
+    """The evidence that a GPU ``pid`` uses (NVML lists it among the GPU's compute pids; every GPU
+    when NVML lists none) did real work over the recording: mean SM activity at least
+    ``SM_ACTIVE_WORK_PCT`` where GPM was read, else mean power at least ``LOW_POWER_FRACTION`` of
+    the power limit; else None (no readings, no limit, or a device near its idle draw: a kernel
+    that never ends, or no work at all)."""
     listed = any(g.pids for g in gpus.values())
     for g in sorted(gpus.values(), key=lambda g: g.gpu):
         if listed and pid not in g.pids:
@@ -94,7 +86,13 @@ def driver_stall(e: Optional[CudaDriverCalls]) -> Optional[str]:
 
 
 def driver_work(e: Optional[CudaDriverCalls]) -> Optional[str]:
-    """The evidence that one thread's GPU work completes (module doc), or None."""
+    """The evidence that one thread's GPU work completes, or None. Work submitted in the window
+    (kernels, graphs, copies) and completions seen (a sync returned with CUDA_SUCCESS, a query
+    answered ready), the last of them within ``RECENT_S`` (or a quarter of the window) of its end,
+    and the thread not inside a sync since longer than that; or CUDA graph captures ended in the
+    window. Else None: a sync that never returns, queries answered "not ready", only old
+    completions, or a trace from before these counts (``work_probed`` False). A poll that finds
+    long-finished work ready, without new work submitted, is a heartbeat, not work."""
     if e is None or not e.work_probed:
         return None
     span, recent = max(e.ts - e.since, 0.0), _recent(e)
@@ -120,7 +118,9 @@ def driver_work(e: Optional[CudaDriverCalls]) -> Optional[str]:
 
 
 def gpu_memory_grows(gpus: Mapping[int, GpuStats], pid: int) -> Optional[str]:
-    """The evidence that process ``pid`` fills GPU memory (module doc), or None."""
+    """The evidence that process ``pid`` fills GPU memory, or None: its GPU memory grew by at least
+    ``GPU_MEM_MIN_BYTES`` at ``GPU_MEM_MIN_RATE`` a second or more between its first and last
+    samples (weights copied to the GPU, a KV cache allocated)."""
     for g in sorted(gpus.values(), key=lambda g: g.gpu):
         first, last = g.pid_mem_first.get(pid), g.pid_mem_last.get(pid)
         if first is None or last is None or last[0] <= first[0]:

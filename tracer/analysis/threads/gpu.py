@@ -2,21 +2,14 @@
 
 Contract: pure functions of the accumulated recording (no I/O), like threads/thread.py.
 - ``rule_gpu_work_completes``: a thread whose own libcuda calls show its GPU work completing
-  (progress/gpu.driver_work: uprobes) progresses, whatever it looks like on the CPU; it goes
-  before ``rule_gpu_computes``.
-- ``rule_gpu_computes``: a busy host thread in a process holding the GPU while a GPU it uses
-  does real work or whose GPU memory grows (progress/gpu.py) progresses; it goes before the
-  spin- and yield-sync rules.
+  progresses; it goes before ``rule_gpu_computes``.
+- ``rule_gpu_computes``: a busy host thread whose GPU does real work or fills memory
+  progresses; it goes before the spin- and yield-sync rules.
 - ``rule_gpu_sync_wait``: a busy thread inside a sync that does not return (uprobes).
 - ``rule_gpu_yield_wait``: a ``sched_yield`` loop in a process holding /dev/nvidia* fds is a
-  yield-sync wait on the GPU, right before ``rule_yield_loop`` in ``THREAD_RULES``. The spin-sync rule is
-  ``threads.thread.rule_gpu_spin_wait`` (state R plus a ~1 Hz RM_CONTROL on /dev/nvidiactl); the
-  blocking-sync wait is an edge of the wait-for graph (waitgraph/build.py: a futex wait in a
-  process whose libcuda event thread runs leads to the GPU).
+  yield-sync wait on the GPU, right before ``rule_yield_loop`` in ``THREAD_RULES``.
 - ``gpu_findings`` turns the per-GPU statistics (accumulate/gpu.py) and the process verdicts
-  into report notes: "GPU 0 at 100% ... with no host progress: a kernel that does not finish"
-  versus "GPU 0 idle while the host waits on it".
-Facts used: fixtures/gpu-h200/README.md and fixtures/gpu/README.md (recorded on an H200).
+  into report notes. Facts used: fixtures/gpu-h200/README.md and fixtures/gpu/README.md.
 """
 from __future__ import annotations
 
@@ -35,7 +28,9 @@ from .context import ThreadContext
 def rule_gpu_work_completes(c: ThreadContext) -> Optional[ThreadVerdict]:
     """Kernels or copies submitted and syncs returning (or captures ending) in the window, by
     uprobes on libcuda: the work this thread waits for completes, however it waits (a spin,
-    a yield or a blocking sync) and however silent it is."""
+    a yield or a blocking sync) and however silent it is.
+    The evidence is progress/gpu.driver_work's (uprobes); the thread progresses whatever it looks
+    like on the CPU."""
     text = driver_work(c.proc.driver_calls.get(c.t.tid))
     if text is None:
         return None
@@ -53,7 +48,8 @@ def rule_gpu_computes(c: ThreadContext) -> Optional[ThreadVerdict]:
     output, in a process holding /dev/nvidia* fds, while a GPU it uses does real work
     (progress/gpu.py: SM activity or power, never utilization) or its GPU memory grows
     (weights copied in): the work it waits for advances, however silent the host is (a
-    warm-up, a capture, a load)."""
+    warm-up, a capture, a load).
+    Its evidence: progress/gpu.py (``gpu_work``, ``gpu_memory_grows``)."""
     if not _busy_host(c) or c.t.output_bytes or c.t.accepts or not holds_gpu(c.fds):
         return None
     work = gpu_work(c.rec.gpus, c.t.pid) or gpu_memory_grows(c.rec.gpus, c.t.pid)
@@ -83,7 +79,10 @@ def rule_gpu_sync_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 
 def rule_gpu_yield_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
-    """sched_yield loop, no output, in a process holding /dev/nvidia* fds: yield-sync wait."""
+    """sched_yield loop, no output, in a process holding /dev/nvidia* fds: yield-sync wait.
+    The spin-sync rule is ``threads.thread.rule_gpu_spin_wait`` (state R plus a ~1 Hz RM_CONTROL on
+    /dev/nvidiactl); the blocking-sync wait is an edge of the wait-for graph (waitgraph/build.py: a
+    futex wait in a process whose libcuda event thread runs leads to the GPU)."""
     t = c.t
     if t.yields < 20 or t.output_bytes or t.accepts or not holds_gpu(c.fds):
         return None
@@ -110,7 +109,9 @@ def gpu_findings(gpus: Mapping[int, GpuStats], verdicts: Mapping[int, str],
     A GPU counts for the traced tree when one of its compute pids is traced; when NVML lists no
     pids at all (containers hide them) every GPU counts. Host progress = any traced process
     progressing.
-    """
+    For example "GPU 0 at 100% ... with no host progress: a kernel that does not finish" versus
+    "GPU 0 idle while the host waits on it". Facts used: fixtures/gpu-h200/README.md and
+    fixtures/gpu/README.md (recorded on an H200)."""
     notes: List[str] = []
     progressing = any(v == "progressing" for v in verdicts.values())
     waiting = [pid for pid, v in verdicts.items() if v in ("busy-waiting", "blocked")]

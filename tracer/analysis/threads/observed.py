@@ -1,21 +1,13 @@
 """What the recording could not observe, and the thread verdict that forbids (the process and
 tree verdicts it forbids: verdicts/observed.py).
 
-A backend that could not look at a target says so with an ``ObserveError`` event (events/__init__.py),
-saved in the trace like every other event: strace could not attach to a thread (ptrace refused,
-the thread was gone), /proc files of a process could not be read (another user's process
-without root). The accumulator keeps them by (pid, tid, what) in ``Recording.observe_errors``.
-
 Contract (pure functions):
-- ``rule_not_observed(ctx)`` is a thread rule: a thread whose calls were never observed -- a
+- ``rule_not_observed(ctx)`` is a thread rule: a thread whose calls were never observed (a
   syscall backend could not attach to it, or, with /proc samples alone, its current syscall
-  could not be read -- is ``unknown``, with what failed and what was seen (its CPU from /proc,
-  its states) as evidence. Silence from a thread nobody watched is no evidence: without this
-  rule it would look idle (no calls) or busy (strace timing counts a thread with no calls as
-  100% outside syscalls).
+  could not be read) is ``unknown``, with what failed and what was seen as evidence.
 - ``unobserved_lines(rec)``: one line per kind of trouble ("strace could not attach to 3
   threads of pid 2: ptrace(PTRACE_SEIZE): Operation not permitted"), for the report's verdict
-  line (Report.unobserved).
+  line (Report.unobserved). Where the troubles come from: ``_thread_error``.
 """
 from __future__ import annotations
 
@@ -34,7 +26,12 @@ _FILES = {"syscall": "/proc/{pid}/task/*/syscall", "io": "/proc/{pid}/io",
 
 
 def _thread_error(rec: Recording, pid: int, tid: int) -> Optional[ev.ObserveError]:
-    """The ObserveError that leaves this thread's calls unobserved, if any."""
+    """The ObserveError that leaves this thread's calls unobserved, if any.
+    A backend that could not look at a target says so with an ``ObserveError`` event
+    (events/__init__.py), saved in the trace like every other event: strace could not attach to a
+    thread (ptrace refused, the thread was gone), /proc files of a process could not be read
+    (another user's process without root). The accumulator keeps them by (pid, tid, what) in
+    ``Recording.observe_errors``."""
     errs = rec.observe_errors
     if not errs:
         return None
@@ -53,6 +50,10 @@ def _describe(e: ev.ObserveError) -> str:
 
 
 def rule_not_observed(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """A thread whose calls were never observed is ``unknown`` (module doc), with what failed and
+    what was seen (its CPU from /proc, its states) as evidence. Silence from a thread nobody
+    watched is no evidence: without this rule it would look idle (no calls) or busy (strace timing
+    counts a thread with no calls as 100% outside syscalls)."""
     t = c.t
     if t.total_syscalls or t.ongoing is not None:
         return None

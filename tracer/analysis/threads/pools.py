@@ -3,19 +3,9 @@
 Contract: ``find_pools(pid, verdicts, stacks)`` is pure and returns the ``Pool`` groups of a
 process, and marks their members ``parked`` (they then do not decide the process's verdict). A
 thread blocked in one call for the whole window is the first suspect, not background: only
-groups of identical waits are collapsed, and a wait that is the thread's own is never:
-
-- identical waits: two threads or more, not the main thread, not library helpers, blocked for the
-  whole window without a time limit in the same call with the same futex op on the same futex
-  address, or on the same fd target (several threads in epoll_wait on one epoll fd);
-- a thread pool whose workers each wait on their own futex (an OpenMP team, C++ pools: one
-  slot each in one array): ``NEIGHBOURS_MIN`` threads or more in the same call and op on futex
-  addresses that all lie within ``NEIGHBOURHOOD`` bytes;
-- the same Python stack (py-spy), function by function, for two threads or more (a
-  ThreadPoolExecutor's idle workers each wait on a lock of their own);
-- never collapsed, whatever the group: a thread whose wait is its own (``OWN_WAITS``: wait4 on a
-  child, a pipe or FIFO read or write, a socket to a peer, flock/fcntl locks) or whose Python
-  stack is in a collective (stack_groups.collective_frame).
+groups of identical waits are collapsed (the same call on the same futex or fd target, futex
+waits of one pool's neighbouring slots, the same Python stack: ``find_pools``), and a wait that
+is the thread's own (``_own``) never is.
 """
 from __future__ import annotations
 
@@ -47,7 +37,9 @@ class Pool:
 
 
 def _own(v: ThreadVerdict, frames: Sequence[str]) -> bool:
-    """The wait is the thread's own: never collapsed (module doc)."""
+    """The wait is the thread's own: never collapsed, whatever the group: a thread whose wait is
+    its own (``OWN_WAITS``: wait4 on a child, a pipe or FIFO read or write, a socket to a peer,
+    flock/fcntl locks) or whose Python stack is in a collective (stack_groups.collective_frame)."""
     w = v.wait
     if w is None:
         return True
@@ -103,7 +95,15 @@ def _neighbours(c: Mapping[int, ThreadVerdict]) -> List[List[int]]:
 
 def find_pools(pid: int, verdicts: Mapping[int, ThreadVerdict],
                stacks: Optional[Mapping[int, Sequence[str]]] = None) -> List[Pool]:
-    """The pools of process ``pid`` (module doc); their members are marked ``parked``."""
+    """The pools of process ``pid`` (module doc); their members are marked ``parked``. The groups:
+    identical waits: two threads or more, not the main thread, not library helpers, blocked for the
+    whole window without a time limit in the same call with the same futex op on the same futex
+    address, or on the same fd target (several threads in epoll_wait on one epoll fd); a thread
+    pool whose workers each wait on their own futex (an OpenMP team, C++ pools: one slot each in
+    one array): ``NEIGHBOURS_MIN`` threads or more in the same call and op on futex addresses that
+    all lie within ``NEIGHBOURHOOD`` bytes; the same Python stack (py-spy), function by function,
+    for two threads or more (a ThreadPoolExecutor's idle workers each wait on a lock of their
+    own)."""
     stacks = stacks or {}
     c = _candidates(pid, verdicts, stacks)
     pools: List[Pool] = []

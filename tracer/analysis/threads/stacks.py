@@ -3,20 +3,13 @@ of one recording and the stack facts (vocab/stack_facts.py), run once after the 
 
 Contract: ``apply_stack_facts(tvs, rec, facts)`` changes ``tvs`` (pid -> tid -> verdict) in
 place, and only there:
-- **GIL waiters** (rule ``waits-for-gil``): a thread of a process whose GIL py-spy saw held by
-  another thread that is not progressing, waiting (timed or not) on a futex inside
-  ``_PyRuntime``, is blocked on the holder: CPython's waiters wake every 5 ms to ask for the GIL
-  (the timeouts are not work), and only the holder can end the wait. Its wait becomes that
-  futex without time limit, which waitgraph/stack_waits.py turns into an edge to the holder;
-  the holder's evidence says who waits for it and names what it is blocked in.
+- **GIL waiters** (rule ``waits-for-gil``): blocked on the GIL's holder (``_gil_waiters``).
 - **the GPU driver** (rule ``in-gpu-driver``): a thread whose kernel stack is in NVIDIA's driver
   and that is not running (idle, quiet or blocked) waits inside the GPU driver.
 - **uninterruptible sleep** (rule ``uninterruptible-sleep``): a thread in D state in every
-  look (and when its stack was read) that no other rule called blocked is blocked in the
-  kernel, not idle.
-- every thread with a kernel stack or native frames gets one evidence line each: where it sits
-  in the kernel, and the native call (CUDA, NCCL, cuBLAS named) it is in.
-Verdicts never depend on names or pids: only on the facts.
+  look (and when its stack was read) that no other rule called blocked is blocked in the kernel.
+- every thread with a kernel stack or native frames gets one evidence line each (the kernel;
+  the native call, CUDA, NCCL, cuBLAS named). Verdicts depend only on the facts, never on names.
 """
 from __future__ import annotations
 
@@ -89,6 +82,12 @@ def _first_named(frames: List[str]) -> str:
 
 def _gil_waiters(pid: int, tvs: Dict[int, ThreadVerdict], rec: Recording,
                  facts: StackFacts) -> None:
+    """A thread of a process whose GIL py-spy saw held by another thread that is not progressing,
+    waiting (timed or not) on a futex inside ``_PyRuntime``, is blocked on the holder: CPython's
+    waiters wake every 5 ms to ask for the GIL (the timeouts are not work), and only the holder can
+    end the wait. Its wait becomes that futex without time limit, which waitgraph/stack_waits.py
+    turns into an edge to the holder; the holder's evidence says who waits for it and names what it
+    is blocked in."""
     holder = facts.gil_holder(pid)
     if holder is None or holder.tid not in tvs:
         return

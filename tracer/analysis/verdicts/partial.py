@@ -3,12 +3,8 @@
 Contract: ``partial_hangs(tree_verdict, pvs, waits)`` is pure. When the tree is judged
 progressing or idle (a server whose accept thread still answers while its request workers are
 stuck), it groups the threads that sat in one wait without a time limit for the whole window by
-the object they wait on, and returns ``PartialHang`` records, most telling first:
-- a mutex (or pthread_join) whose holder the probe read: one waiter is enough ("3 threads wait
-  for mutex 0x55.. held by thread 812");
-- a pipe, FIFO or socket read by two threads or more;
-- a futex with no recorded holder waited on by two threads or more (a Python lock, a condition:
-  an idle pool parks like this too, and the record says so).
+the object they wait on (a mutex with its holder, a pipe, FIFO or socket, a futex without a
+holder: ``partial_hangs``), and returns ``PartialHang`` records, most telling first.
 Library helpers (known by name or behaviour) are left out: they park by design. The verdict
 rules are unchanged: a stuck scheduler still decides the tree; this is a section of the report.
 """
@@ -69,6 +65,11 @@ def _holder_text(graph: WaitGraph, tid: int, pvs: Mapping[int, ProcessVerdict]) 
 def partial_hangs(tree: Verdict, pvs: Mapping[int, ProcessVerdict],
                   waits: Mapping[int, List[ResolvedWait]], graph: WaitGraph
                   ) -> List[PartialHang]:
+    """The partial hangs of a tree judged progressing or idle (module doc), most telling first: a
+    mutex (or pthread_join) whose holder the probe read: one waiter is enough ("3 threads wait for
+    mutex 0x55.. held by thread 812"); a pipe, FIFO or socket read by two threads or more; a futex
+    with no recorded holder waited on by two threads or more (a Python lock, a condition: an idle
+    pool parks like this too, and the record says so)."""
     if tree not in (PROGRESSING, IDLE):
         return []
     groups: Dict[Tuple[int, str, str], PartialHang] = {}

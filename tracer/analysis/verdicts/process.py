@@ -2,30 +2,13 @@
 process's verdict.
 
 Contract: ``judge_process`` is a pure function. Only threads whose verdict ``decides`` count
-(library helpers and threads folded into a pool do not), unless nothing else is left, in this
-order: a thread that progresses; a thread that spins (on the CPU or the GPU); a thread stopped by
-a signal (``stopped``: SIGSTOP or job control, it runs nothing until SIGCONT); threads blocked
-without timeout; threads that only tick (a watchdog, a heartbeat: they show the process is
-alive, and decide it only when it does nothing else, as a scheduler loop that never becomes
-ready); idle threads. Blocked threads read the wait-for graph (waitgraph/build.py resolved every
-wait once; it never resolves waits itself) and its chains (waitgraph/chain.py): the key thread is
-the one the chain of the process goes through, not merely its main thread:
-- every blocked deciding thread stuck (nothing that can act can end its wait), or the chain of
-  the process ending in a cycle or a dead end while none of its deciding threads can act ->
-  ``deadlocked``: ``all-threads-blocked`` when all those waits stay inside the process and none
-  of its threads can act, else ``wait-cycle-or-dead-end`` (the tree names the cycle or the dead
-  process);
-- a wait the GPU ends -> ``blocked`` (``waits-on-gpu``); a wait inside the process that no
-  thread at work can end, only ticking or idle ones (the chain ends there:
-  waitgraph/chain.py's UNKNOWN_WAKER) -> ``blocked`` (``waits-for-unknown-waker``); a
-  collective -> ``blocked``
-  (``waits-in-collective``); only outside waits -> ``idle`` (``waits-outside``); else ``blocked``
-  on other processes that can still act (``waits-on-peers``);
-- every blocked deciding thread waits for children that have all exited (the wait returns:
-  waitgraph/build.py's ``ResolvedWait.ended``) -> ``unknown`` (``waited-children-exited``): not
-  stuck on a dead process; what it does once the call returns is past the recording;
-- a rank that stopped joining a collective its peers spin in (collective.Straggler) is
-  ``blocked`` with rule ``stopped-joining-collective``.
+(library helpers and threads folded into a pool do not), unless nothing else is left, in the
+order its docstring gives. Blocked threads read the wait-for graph (waitgraph/build.py resolved
+every wait once; it never resolves waits itself) and its chains (waitgraph/chain.py): the key
+thread is the one the chain of the process goes through, not merely its main thread; the rules
+for blocked threads (``deadlocked``, ``blocked``, ``idle``, ``unknown``): ``_judge_blocked``.
+A rank that stopped joining a collective its peers spin in (collective.Straggler) is
+``blocked`` with rule ``stopped-joining-collective``.
 ``waits_on`` lists the resolved waits; ``findings`` the evidence, each tied to its thread.
 """
 from __future__ import annotations
@@ -104,6 +87,12 @@ def judge_process(pf: ProcessFacts, tvs: Dict[int, ThreadVerdict], graph: WaitGr
                   straggler: Optional[Straggler] = None,
                   labels: Optional[Mapping[int, str]] = None,
                   chains: Optional[Chains] = None) -> ProcessVerdict:
+    """The verdict of one process (module doc). The deciding threads count in this order: a thread
+    that progresses; a thread that spins (on the CPU or the GPU); a thread stopped by a signal
+    (``stopped``: SIGSTOP or job control, it runs nothing until SIGCONT); threads blocked without
+    timeout; threads that only tick (a watchdog, a heartbeat: they show the process is alive, and
+    decide it only when it does nothing else, as a scheduler loop that never becomes ready); idle
+    threads."""
     pv = ProcessVerdict(pf, UNKNOWN, "no-data", tvs)
     if pf.gone is not None:
         pv.verdict, pv.rule = EXITED, "process-exited"
@@ -209,6 +198,19 @@ def _held_most(graph: WaitGraph, pid: int, blocked: Mapping[int, ThreadVerdict])
 
 def _judge_blocked(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWait],
                    blocked: Dict[int, ThreadVerdict], chains: Chains) -> None:
+    """The verdict of a process whose deciding threads are blocked. Every blocked deciding thread
+    stuck (nothing that can act can end its wait), or the chain of the process ending in a cycle or
+    a dead end while none of its deciding threads can act -> ``deadlocked``:
+    ``all-threads-blocked`` when all those waits stay inside the process and none of its threads
+    can act, else ``wait-cycle-or-dead-end`` (the tree names the cycle or the dead process). A wait
+    the GPU ends -> ``blocked`` (``waits-on-gpu``); a wait inside the process that no thread at
+    work can end, only ticking or idle ones (the chain ends there: waitgraph/chain.py's
+    UNKNOWN_WAKER) -> ``blocked`` (``waits-for-unknown-waker``); a collective -> ``blocked``
+    (``waits-in-collective``); only outside waits -> ``idle`` (``waits-outside``); else ``blocked``
+    on other processes that can still act (``waits-on-peers``). Every blocked deciding thread waits
+    for children that have all exited (the wait returns: waitgraph/build.py's
+    ``ResolvedWait.ended``) -> ``unknown`` (``waited-children-exited``): not stuck on a dead
+    process; what it does once the call returns is past the recording."""
     pid = pv.pid
     pv.key_tid = _chain_thread(pid, chains, sorted(blocked)) or \
         (pid if pid in blocked else min(blocked))

@@ -4,17 +4,12 @@ Contract: ``judge_tree`` is a pure function of the process verdicts, the settled
 and its chains (which already decided who is stuck: no fixpoint here). The root cause is where
 the chain of waits ends, never merely the thread that ticks: every deciding thread of every
 live process starts a chain (waitgraph/chain.py), and the tree verdict is that of the worst end
-(``END_VERDICT``: a cycle or a dead end -> deadlocked, a spin or a process that only ticks ->
-busy-waiting, a wait on the GPU or on a waker that cannot be told -> blocked, progress ->
-progressing, idle or outside -> idle; exited only when everything has exited). A tree whose
-chains end in work that advances is progressing, however slow. The root cause names the thread
-the chain ends at (its pid and tid: the end most chains share, the one the tree's root reaches
-first), with the chain in one line; a deadlock's root cause ends with the graph's proof,
-naming tids, pids and objects. A rank that stopped joining a collective while its peers spin is
-the root cause of a busy-waiting tree (``collective-straggler``). A deadlock among some threads
-while the tree goes on is a note (``NoteKind.PARTIAL_DEADLOCK``), not the verdict. A view that
-lacks part of what it traced (view.py: sessions joined, a thread traced alone) proves no
-deadlock: such a verdict is blocked, and no partial deadlock is noted.
+(``END_VERDICT``; how ends weigh and what the root cause names: ``judge_tree``). A rank that
+stopped joining a collective while its peers spin is the root cause of a busy-waiting tree
+(``collective-straggler``). A deadlock among some threads while the tree goes on is a note
+(``NoteKind.PARTIAL_DEADLOCK``), not the verdict. A view that lacks part of what it traced
+(view.py: sessions joined, a thread traced alone) proves no deadlock: such a verdict is
+blocked, and no partial deadlock is noted.
 """
 from __future__ import annotations
 
@@ -152,6 +147,13 @@ def _node_pid(graph: WaitGraph, nid: str) -> int:
 def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
                stragglers: Sequence[Straggler] = (),
                chains: Optional[Chains] = None) -> TreeVerdict:
+    """The tree's verdict and root cause (module doc). The worst end (``END_VERDICT``): a cycle or
+    a dead end -> deadlocked, a spin or a process that only ticks -> busy-waiting, a wait on the
+    GPU or on a waker that cannot be told -> blocked, progress -> progressing, idle or outside ->
+    idle; exited only when everything has exited. A tree whose chains end in work that advances is
+    progressing, however slow. The root cause names the thread the chain ends at (its pid and tid:
+    the end most chains share, the one the tree's root reaches first), with the chain in one line;
+    a deadlock's root cause ends with the graph's proof, naming tids, pids and objects."""
     chains = chains or Chains(graph)
     if not pvs:
         return TreeVerdict(UNKNOWN, "no-processes", RootCause(None, None, "nothing was recorded"))

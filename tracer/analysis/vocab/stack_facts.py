@@ -3,16 +3,10 @@
 Contract: ``StackFacts.feed`` takes ``KernelStack``, ``NativeStack``, ``PythonRuntime`` and
 ``PyStack`` events (events/stacks.py, events/__init__.py); it keeps, per thread, the kernel
 and native frames read, and per process where ``_PyRuntime`` lies and which thread py-spy said
-holds the GIL. Questions the rules and the wait-for graph ask:
-- ``driver_frames(pid, tid)``: the thread's kernel frames that are NVIDIA's driver
-  (gpu/frames.py): a thread sleeping there waits inside the GPU driver, it is not idle;
-- ``gpu_call(pid, tid)``: the CUDA/NCCL/cuBLAS call its native frames are in;
-- ``lock_call(pid, tid)``: the lock its native frames wait in (``LOCK_FUNCTIONS``: glibc's
-  mutex, rwlock and low-level lock waits, ``pthread_mutex_lock <- __lll_lock_wait``), or None;
-- ``gil_holder(pid)``, ``is_gil(pid, addr)``: the GIL's holder, and whether a futex address is
-  the GIL's (inside ``_PyRuntime``: the main interpreter's GIL mutex and conditions live there
-  in CPython 3.9 to 3.14);
-- ``notes()``: one line per source and reason of what could not be read.
+holds the GIL. Questions the rules and the wait-for graph ask: ``driver_frames(pid, tid)``
+(NVIDIA's driver frames: gpu/frames.py), ``gpu_call(pid, tid)`` (the CUDA/NCCL/cuBLAS call its
+native frames are in), ``lock_call(pid, tid)``, ``gil_holder(pid)``, ``is_gil(pid, addr)``,
+``notes()`` (one line per source and reason of what could not be read).
 Empty facts (older traces) answer None/False/[]: the analysis then goes on without them.
 """
 from __future__ import annotations
@@ -75,6 +69,8 @@ class StackFacts:
         return list(k.frames) if k is not None else []
 
     def driver_frames(self, pid: int, tid: int) -> List[str]:
+        """The thread's kernel frames that are NVIDIA's driver (gpu/frames.py): a thread sleeping
+        there waits inside the GPU driver, it is not idle."""
         return driver_frames(self.kernel_frames(pid, tid))
 
     def native_frames(self, pid: int, tid: int) -> Tuple[List[str], str]:
@@ -91,6 +87,8 @@ class StackFacts:
         return gpu_call(n.frames, n.libs) if n is not None else None
 
     def lock_call(self, pid: int, tid: int) -> Optional[str]:
+        """The lock the thread's native frames wait in (``LOCK_FUNCTIONS``: glibc's mutex, rwlock
+        and low-level lock waits, ``pthread_mutex_lock <- __lll_lock_wait``), or None."""
         n = self.native.get((pid, tid))
         names = [f.split(" (", 1)[0] for f in (n.frames[:8] if n is not None else ())]
         locks = [f for f in names if f in LOCK_FUNCTIONS]
@@ -102,6 +100,9 @@ class StackFacts:
         return self.holders.get(pid)
 
     def is_gil(self, pid: int, addr: Optional[int]) -> bool:
+        """Whether a futex address is the GIL's: inside ``_PyRuntime`` (the main interpreter's GIL
+        mutex and conditions live there in CPython 3.9 to 3.14). ``gil_holder(pid)`` is the thread
+        py-spy said holds it."""
         rt = self.runtime.get(pid)
         return (addr is not None and rt is not None and not rt.error and rt.size > 0
                 and rt.addr <= addr < rt.addr + rt.size)

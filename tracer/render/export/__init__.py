@@ -5,13 +5,9 @@ Contract: each format is one module with ``export(trace_path, out, progress=None
 trace exports in bounded memory; ``progress`` is the trace reader's callback
 (render/progress.py). ``FORMATS`` maps the ``--format`` name to its module path; a module with
 ``BINARY = True`` writes bytes (``out`` is a binary stream), the others text. Exporters read
-traces, never /proc.
-
-``export_to(fmt, trace_path, out, progress=None)`` is how a command exports: the format's
-``export`` writing into ``out`` through a bound on what it writes, ``output_limit``: at most
-``OUTPUT_RATIO`` times the trace file's size, and never less than ``OUTPUT_FLOOR`` (a pipe,
-whose size is not known, gets ``PIPE_LIMIT``). Past it the export stops with BadInput (one
-line): a trace whose export grows without bound holds no recording's events.
+traces, never /proc. ``export_to(fmt, trace_path, out, progress=None)`` is how a command
+exports: the format's ``export`` writing into ``out`` through a bound on what it writes
+(``output_limit``); past it the export stops with BadInput (one line).
 """
 from __future__ import annotations
 
@@ -46,7 +42,9 @@ def is_binary(fmt: str) -> bool:
 
 
 def output_limit(trace_path: str) -> int:
-    """The most an export of ``trace_path`` may write (module doc)."""
+    """The most an export of ``trace_path`` may write: at most ``OUTPUT_RATIO`` times the trace
+    file's size, and never less than ``OUTPUT_FLOOR`` (a pipe, whose size is not known, gets
+    ``PIPE_LIMIT``). A trace whose export grows without bound holds no recording's events."""
     try:
         st = os.stat(trace_path)
     except OSError:

@@ -5,12 +5,8 @@ Contract:
 - One JSON object ``{"displayTimeUnit": "ms", "traceEvents": [...], "otherData": {...}}``,
   written as it is made: memory stays bounded by threads whatever the trace's size (the file
   does not: Perfetto's protobuf, perfetto_proto.py, is several times smaller for large traces).
-- Events of the Chrome trace event format: complete slices ("X", ``ts``/``dur`` in µs since
-  the epoch), instants ("i", scope ``t`` or ``g``), counters ("C", one series per name in
-  ``args``), metadata ("M": ``process_name``, ``process_sort_index``, ``thread_name``), flows
-  ("s" then "f" with ``bp: "e"``, the same ``id``, ``cat`` and ``name``: each binds to the slice
-  that encloses it on its thread, which timeline.py guarantees).
-Returns the number of trace events written.
+- Events of the Chrome trace event format: slices, instants, counters, metadata and flows
+  (``JsonSink``). Returns the number of trace events written.
 """
 from __future__ import annotations
 
@@ -25,7 +21,11 @@ _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class JsonSink:
-    """timeline.Sink writing the traceEvents array one event at a time (module doc)."""
+    """timeline.Sink writing the traceEvents array one event at a time: complete slices ("X",
+    ``ts``/``dur`` in µs since the epoch), instants ("i", scope ``t`` or ``g``), counters ("C", one
+    series per name in ``args``), metadata ("M": ``process_name``, ``process_sort_index``,
+    ``thread_name``), flows ("s" then "f" with ``bp: "e"``, the same ``id``, ``cat`` and ``name``:
+    each binds to the slice that encloses it on its thread, which timeline.py guarantees)."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out

@@ -6,18 +6,8 @@ Contract:
 - Needs the ``perfetto`` package (``pip install 'hangtrace[perfetto]'``: its TracePacket
   protos and its StreamingTraceProtoBuilder, which writes each packet as it is made, so memory
   stays bounded by threads); without it ``export`` raises ToolMissing with that line.
-- One packet sequence (trusted_packet_sequence_id 1), the first packet clearing incremental
-  state. Tracks are TrackDescriptors written before their first event: a process track per
-  process (pid, name), a thread track per thread (pid, tid, name) under it, a track per
-  process for its verdict, counter tracks under their process, the "hangtrace" process's tree
-  verdict and GPU counters; a process's descriptor is written again at the end with its role
-  in the name. Timestamps are nanoseconds since the epoch.
-- Event names, categories, annotation names and their top-level string values are interned (InternedData in the packet that
-  first uses one; those packets and the ones after are SEQ_NEEDS_INCREMENTAL_STATE).
-- Slices are SLICE_BEGIN/SLICE_END pairs on their track, properly nested (timeline.py), their
-  args as debug annotations (empty strings and None left out); instants are INSTANT events; counters COUNTER events with
-  ``double_counter_value``; a flow is an INSTANT on the waiting thread's track carrying
-  ``flow_ids`` and one on the track it waits on carrying ``terminating_flow_ids``.
+- One packet sequence of tracks, slices, instants, counters and flows, names interned
+  (``ProtoSink``). Timestamps are nanoseconds since the epoch.
 Returns the number of packets written.
 """
 from __future__ import annotations
@@ -72,7 +62,19 @@ def _plain(text: str) -> int:          # the marker: strings in nested values ar
 
 
 class ProtoSink:
-    """timeline.Sink writing TracePackets as they are made (module doc)."""
+    """timeline.Sink writing TracePackets as they are made. One packet sequence
+    (trusted_packet_sequence_id 1), the first packet clearing incremental state. Tracks are
+    TrackDescriptors written before their first event: a process track per process (pid, name), a
+    thread track per thread (pid, tid, name) under it, a track per process for its verdict, counter
+    tracks under their process, the "hangtrace" process's tree verdict and GPU counters; a
+    process's descriptor is written again at the end with its role in the name. Event names,
+    categories, annotation names and their top-level string values are interned (InternedData in
+    the packet that first uses one; those packets and the ones after are
+    SEQ_NEEDS_INCREMENTAL_STATE). Slices are SLICE_BEGIN/SLICE_END pairs on their track, properly
+    nested (timeline.py), their args as debug annotations (empty strings and None left out);
+    instants are INSTANT events; counters COUNTER events with ``double_counter_value``; a flow is
+    an INSTANT on the waiting thread's track carrying ``flow_ids`` and one on the track it waits on
+    carrying ``terminating_flow_ids``."""
 
     def __init__(self, out: IO[bytes]) -> None:
         self.pb, builder = _pb()

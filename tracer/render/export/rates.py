@@ -8,19 +8,8 @@ Contract:
   second; every bucket between a series' first and last one is given (0 where nothing
   happened), in time order. GPU utilization is given as sampled (``GPU_PID``, "GPU i
   utilization %", the percent NVML reported).
-- What counts, by the analyzer's own rules (never decided here): with a syscall backend
-  (``syscalls`` True: strace, an strace log, eBPF) each completed call is one syscall and a write
-  event's bytes are written; they are output when io_class.write_class says OUTPUT (a socket's
-  bytes are judged by the keep-alive rule at the end of the window, not per call, so they are
-  written, not output); the kernel's counts under eBPF (ThreadCounts, cumulative) add what the
-  previous counts of the thread did not have (kernel_counts.contribution: the calls not
-  streamed, written_bytes, plain_bytes), spread evenly over the time between the two reads.
-  With /proc samples alone there is no syscall series; bytes come from /proc/PID/io (wchar,
-  and io_class.proc_output_bytes for output), spread between two samples.
-- Memory is bounded by processes and a few open buckets: a bucket is given once events are
-  two buckets past it; a late event counts in the oldest bucket still open. An amount spread
-  over more than ``MAX_BUCKETS`` buckets (only a window whose end is not known first,
-  export/window.py, allows one) is counted in its last bucket.
+- What counts is decided by the analyzer's own rules, never here (``Rates``); memory is
+  bounded by processes and a few open buckets (``Rates.flush``).
 """
 from __future__ import annotations
 
@@ -54,7 +43,16 @@ class _Series:
 
 
 class Rates:
-    """Counter points from a stream of events (module doc)."""
+    """Counter points from a stream of events (module doc). What counts, by the analyzer's own
+    rules: with a syscall backend (``syscalls`` True: strace, an strace log, eBPF) each completed
+    call is one syscall and a write event's bytes are written; they are output when
+    io_class.write_class says OUTPUT (a socket's bytes are judged by the keep-alive rule at the end
+    of the window, not per call, so they are written, not output); the kernel's counts under eBPF
+    (ThreadCounts, cumulative) add what the previous counts of the thread did not have
+    (kernel_counts.contribution: the calls not streamed, written_bytes, plain_bytes), spread evenly
+    over the time between the two reads. With /proc samples alone there is no syscall series; bytes
+    come from /proc/PID/io (wchar, and io_class.proc_output_bytes for output), spread between two
+    samples."""
 
     def __init__(self, syscalls: bool, is_internal: Callable[[int, Optional[str]], bool],
                  bucket_s: float = BUCKET_S) -> None:
@@ -137,7 +135,11 @@ class Rates:
 
     # ------------------------------------------------------------------ giving points
     def flush(self, emit: Emit, final: bool = False) -> None:
-        """Give every bucket that can no longer change (all of them when ``final``)."""
+        """Give every bucket that can no longer change (all of them when ``final``).
+        Memory is bounded by processes and a few open buckets: a bucket is given once events are
+        two buckets past it; a late event counts in the oldest bucket still open. An amount spread
+        over more than ``MAX_BUCKETS`` buckets (only a window whose end is not known first,
+        export/window.py, allows one) is counted in its last bucket."""
         upto = None if final else self._latest - LATE_BUCKETS
         if upto is not None and self._given_to is not None and upto < self._given_to:
             return                                 # nothing closed since the last time

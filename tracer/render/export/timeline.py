@@ -3,30 +3,13 @@
 
 Contract:
 - ``walk(trace_path, sink, progress=None) -> Report`` reads the trace once (its end first:
-  window.py), feeding the same analyzer ``analyze`` uses, and calls the sink (``Sink`` below; times in microseconds since
-  the epoch) as it goes; memory is bounded by threads, not events.
-- Tracks: one per thread, grouped by process (named by its role and command line); per
-  process a track "hangtrace verdict" (tid ``VERDICT_TID_BASE + pid``: above any real tid);
-  a process "hangtrace" (pid ``rates.GPU_PID``) with the tree's verdict and the GPU counters.
-- Slices: every syscall (cat ``syscall``; futex waits ``futex``; ioctls on NVIDIA fds and polls
-  on them ``gpu``, named by the decoded ioctl); calls still blocked when the recording ended run
-  to the end of the window; slices of one thread never overlap. Per thread a slice
-  "verdict: V" that contains all of that thread's slices (its rule, evidence, Python stack and
-  what it waits on in ``args``); per process a slice over the window on its verdict track; one
-  slice "tree verdict: V" with the root cause, the notes (the recording's too: the trace
-  header's errors and notes, as ``analyze`` shows them) and what was not observed.
-- Instants (thread scope): eventfd writes, output writes (io_class.write_class: the analyzer's
-  own rule), thread and process exits, signals; lost events are global instants.
-- Counters: rates.py (syscalls/s, written B/s, output B/s per process; GPU utilization).
-- Times: every time drawn is clamped to the recording window first (window.py: the header's
-  start to the trace's end, read before its events), and the counters' buckets widen for a
-  long window: one timestamp at 1 (1970) or at 2**63 s is drawn at the window's edge, never a
-  bucket per second since 1970. The analyzer is fed the events as they are.
-- Flows: one per wait-for edge of the report's wait graph from a thread to a thread or a
-  process of the report ("waits: KIND", cat ``wait``, its object and text in ``args``), from
-  the waiting thread's track at the end of the window to the thread's (or the process's
-  verdict) track just after; edges to what is not a track (the GPU, outside the tree) are in
-  the waiting thread's verdict ``args`` only.
+  window.py), feeding the same analyzer ``analyze`` uses, and calls the sink (``Sink`` below;
+  times in microseconds since the epoch) as it goes; memory is bounded by threads, not events.
+- What it draws (tracks, slices, instants, counters: rates.py, flows): ``walk``'s docstring.
+- Times: every time drawn is clamped to the recording window first (window.py), and the
+  counters' buckets widen for a long window: one timestamp at 1 (1970) or at 2**63 s is drawn
+  at the window's edge, never a bucket per second since 1970. The analyzer is fed the events
+  as they are.
 """
 from __future__ import annotations
 
@@ -215,7 +198,11 @@ def _waits_by_thread(report: Report) -> Dict[int, List[Dict[str, Any]]]:
 
 
 def _flows(sink: Sink, report: Report, window: Window) -> int:
-    """One flow per wait-for edge between tracks of the report (module doc)."""
+    """One flow per wait-for edge of the report's wait graph from a thread to a thread or a process
+    of the report ("waits: KIND", cat ``wait``, its object and text in ``args``), from the waiting
+    thread's track at the end of the window to the thread's (or the process's verdict) track just
+    after; edges to what is not a track (the GPU, outside the tree) are in the waiting thread's
+    verdict ``args`` only."""
     g = report.wait_graph or {}
     start, end = _window_us(report, window)
     if end - start < 2.0:
@@ -245,7 +232,21 @@ def _flows(sink: Sink, report: Report, window: Window) -> int:
 
 def walk(trace_path: str, sink: Sink,
          progress: Optional[Callable[[int], None]] = None) -> Report:
-    """The timeline of the trace at ``trace_path`` into ``sink`` (module doc)."""
+    """The timeline of the trace at ``trace_path`` into ``sink`` (module doc). Tracks: one per
+    thread, grouped by process (named by its role and command line); per process a track "hangtrace
+    verdict" (tid ``VERDICT_TID_BASE + pid``: above any real tid); a process "hangtrace" (pid
+    ``rates.GPU_PID``) with the tree's verdict and the GPU counters. Slices: every syscall (cat
+    ``syscall``; futex waits ``futex``; ioctls on NVIDIA fds and polls on them ``gpu``, named by
+    the decoded ioctl); calls still blocked when the recording ended run to the end of the window;
+    slices of one thread never overlap. Per thread a slice "verdict: V" that contains all of that
+    thread's slices (its rule, evidence, Python stack and what it waits on in ``args``); per
+    process a slice over the window on its verdict track; one slice "tree verdict: V" with the root
+    cause, the notes (the recording's too: the trace header's errors and notes, as ``analyze``
+    shows them) and what was not observed. Instants (thread scope): eventfd writes, output writes
+    (io_class.write_class: the analyzer's own rule), thread and process exits, signals; lost events
+    are global instants. Counters: rates.py (syscalls/s, written B/s, output B/s per process; GPU
+    utilization). The window is the header's start to the trace's end, read before its events.
+    Flows: ``_flows``."""
     reader = TraceReader(trace_path, progress)
     h = reader.info.header
     window = Window.of_trace(float(h.get("start") or 0), trace_end(trace_path))

@@ -3,30 +3,13 @@
 Contract (pure, bounded, never raises):
 - ``crosses_nodes(target)``: a TCP/UDP connection whose two ends have addresses that can name
   different nodes (neither loopback nor unspecified): only such a 4-tuple can link a process of
-  one node to one of another. Everything else (pipes, unix sockets, eventfds, files, loopback)
-  is local to its node.
+  one node to one of another. Everything else is local to its node.
 - ``Messages``: what one node saw of one connection (sends: call start and bytes; receives:
   call end and bytes), at most ``MAX_MESSAGES`` of each.
-- ``pair_bounds(a, b)``: ``Bounds`` on theta = clock_b - clock_a from the messages of one
-  connection seen at node a (``a``) and at node b (``b``, the reversed 4-tuple). Causality: a
-  byte is received after it was sent, so a send at s (a's clock) received at r (b's clock) gives
-  theta <= r - s, and a send of b received by a gives theta >= s - r. Which receive belongs to
-  which send is not recorded: a send and a receive of the same size are candidates, each
-  receive with the sends of that size nearest in time.
-- ``estimate(bounds)``: the offset most candidate pairs agree with: the point covered by the
-  most intervals [u - TOL, u] (upper bounds) and [l, l + TOL] (lower bounds), nearest zero on a
-  tie (clocks are usually close); then, among the pairs that agree, theta in
-  [max lower, min upper]: the middle when both directions were seen (NTP's symmetric
-  estimate), else the one bound (too large by the one-way latency). ``Offset.error`` is half the
-  interval's width, or TOL with one direction only.
-- ``solve(n, edges)``: per-node offsets relative to node 0 along the best-supported pairwise
-  estimates (a maximum spanning tree by number of agreeing pairs; an estimate fewer than
-  MIN_PAIRS pairs agree with is not used); a node with no path to node 0 gets None.
-Limits: periodic messages of one size (keep-alives) match every period; the estimate then rests
-on the alignment most pairs share (traces that cover about the same time favour the true one)
-and on both directions agreeing. A receive is matched with the NEAREST sends of its size on
-either side in raw time, so a skew larger than that many messages' spacing on every
-connection between two nodes is not found.
+- ``pair_bounds(a, b)``: ``Bounds`` on theta = clock_b - clock_a from one connection seen at
+  both ends; ``estimate(bounds)``: the offset most candidate pairs agree with (``Offset.error``
+  its error); ``solve(n, edges)``: per-node offsets relative to node 0, None for a node with no
+  path to it. Causality, matching and limits: the docstrings of ``pair_bounds`` and ``estimate``.
 """
 from __future__ import annotations
 
@@ -116,7 +99,11 @@ def _deltas(sends: Sequence[Tuple[float, int]], recvs: Sequence[Tuple[float, int
 
 
 def pair_bounds(a: Messages, b: Messages) -> Bounds:
-    """Bounds from one connection seen at both ends (module doc)."""
+    """Bounds from one connection seen at node a (``a``) and at node b (``b``, the reversed
+    4-tuple). Causality: a byte is received after it was sent, so a send at s (a's clock) received
+    at r (b's clock) gives theta <= r - s, and a send of b received by a gives theta >= s - r.
+    Which receive belongs to which send is not recorded: a send and a receive of the same size are
+    candidates, each receive with the sends of that size nearest in time."""
     return Bounds(upper=_deltas(a.sends, b.recvs),
                   lower=[-d for d in _deltas(b.sends, a.recvs)])
 
@@ -126,7 +113,16 @@ def _count(sorted_vals: List[float], lo: float, hi: float) -> int:
 
 
 def estimate(bounds: Bounds, tol: float = TOL) -> Optional[Offset]:
-    """The offset the most candidate pairs agree with (module doc); None without pairs."""
+    """The offset the most candidate pairs agree with (module doc); None without pairs.
+    The point covered by the most intervals [u - TOL, u] (upper bounds) and [l, l + TOL] (lower
+    bounds), nearest zero on a tie (clocks are usually close); then, among the pairs that agree,
+    theta in [max lower, min upper]: the middle when both directions were seen (NTP's symmetric
+    estimate), else the one bound (too large by the one-way latency). ``Offset.error`` is half the
+    interval's width, or TOL with one direction only. Limits: periodic messages of one size
+    (keep-alives) match every period; the estimate then rests on the alignment most pairs share
+    (traces that cover about the same time favour the true one) and on both directions agreeing. A
+    receive is matched with the NEAREST sends of its size on either side in raw time, so a skew
+    larger than that many messages' spacing on every connection between two nodes is not found."""
     up, low = sorted(bounds.upper), sorted(bounds.lower)
     if not up and not low:
         return None
@@ -157,7 +153,9 @@ def solve(n: int, edges: Dict[Tuple[int, int], Offset]) -> List[Optional[Tuple[f
                                                                             int]]]:
     """Per node: (offset to node 0, the pairwise estimate used, the node it was reached from),
     or None when no chain of estimates leads to node 0; node 0 is (0.0, None-like, 0).
-    ``edges`` maps (a, b), a < b, to the estimate of clock_b - clock_a."""
+    ``edges`` maps (a, b), a < b, to the estimate of clock_b - clock_a.
+    The path follows the best-supported pairwise estimates (a maximum spanning tree by number of
+    agreeing pairs; an estimate fewer than MIN_PAIRS pairs agree with is not used)."""
     out: List[Optional[Tuple[float, Offset, int]]] = [None] * n
     if n == 0:
         return out

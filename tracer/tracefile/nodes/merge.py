@@ -1,22 +1,14 @@
 """Traces of several nodes as one stream of events, for one analysis.
 
 Contract:
-- ``open_nodes(paths)`` reads each trace's header and names its node (``NodeTrace``): the host
-  name ``attach`` recorded (header "node", linux/netns.py), plus the network namespace when two
-  traces share a host name (two containers, or two ``ip netns`` namespaces, of one machine); a
-  trace without that record (an older trace, an strace import, whose header "host" is the
-  machine that imported it) is named after its file. Unreadable files raise errors.BadInput.
+- ``open_nodes(paths)`` reads each trace's header and names its node (``NodeTrace``,
+  ``_name_nodes``); unreadable files raise errors.BadInput.
 - Ids: the analyzer keys processes by pid and threads by tid, and pids of different nodes
   collide. Node i's pid or tid p becomes the key ``i * ID_STRIDE + p`` (node 0 keeps its ids;
   ID_STRIDE is above the kernel's largest pid, 2**22), and so does GPU index g (NVML counts
-  from 0 on every node). ``real_id(key)`` and ``node_of(key)`` undo it. Everything else that
-  names an object (inodes, fd targets, futex addresses) is left as recorded: the analysis
-  scopes it to the node of the pid that holds it (analysis/vocab/nodes.py).
-- Clocks: ``estimate_clocks(nodes)`` reads each trace once more for its TCP sends and receives
-  (clock.py) and sets each node's ``clock_offset`` (its clock minus node 0's) where matching
-  send/receive pairs link it to node 0; ``merged_events(nodes)`` then yields every node's events
-  rewritten to keys and moved onto node 0's clock, node after node (each trace is read as a
-  stream: memory stays bounded by the connections followed, not by events).
+  from 0 on every node). ``real_id(key)`` and ``node_of(key)`` undo it (``key_of``).
+- Clocks: ``estimate_clocks(nodes)`` sets each node's ``clock_offset``; ``merged_events(nodes)``
+  then yields every node's events on keys and node 0's clock, in bounded memory.
 """
 from __future__ import annotations
 
@@ -42,7 +34,9 @@ ID_STRIDE = 10_000_000     # > PID_MAX_LIMIT (4,194,304): node i's pid p is i * 
 
 def key_of(node: int, ident: int) -> int:
     """The key of pid/tid ``ident`` (> 0) of node ``node``; 0 and negative ids stay as they are
-    (no process, "any child", a process group)."""
+    (no process, "any child", a process group). Everything else that names an object (inodes,
+    fd targets, futex addresses) is left as recorded: the analysis scopes it to the node of the
+    pid that holds it (analysis/vocab/nodes.py)."""
     return node * ID_STRIDE + ident if ident > 0 else ident
 
 
@@ -99,8 +93,10 @@ def _file_name(path: str) -> str:
 
 
 def _name_nodes(nodes: List[NodeTrace]) -> None:
-    """Names (module doc): host name; + namespace where host names collide; + file name where
-    that still collides; + a number as the last resort."""
+    """Names: the host name ``attach`` recorded (header "node", linux/netns.py); plus the network
+    namespace when two traces share a host name (two containers, or two ``ip netns`` namespaces, of
+    one machine); a trace without that record (an older trace, an strace import, whose header
+    "host" is the machine that imported it) is named after its file."""
     by_host: Dict[str, List[NodeTrace]] = {}
     for n in nodes:
         if n.hostname:
@@ -298,7 +294,9 @@ def _connections(n: NodeTrace) -> Dict[str, clock.Messages]:
 
 
 def estimate_clocks(nodes: List[NodeTrace]) -> None:
-    """Set each node's ``clock_offset`` and ``clock_note`` (module doc)."""
+    """Set each node's ``clock_offset`` (its clock minus node 0's) and ``clock_note``: each trace
+    is read once more for its TCP sends and receives (clock.py), and an offset is set where
+    matching send/receive pairs link the node to node 0."""
     if len(nodes) < 2:
         return
     seen = [_connections(n) for n in nodes]
@@ -361,5 +359,7 @@ def merged_events(nodes: List[NodeTrace]) -> Iterator[ev.Event]:
     share no thread, process, socket, pipe or futex (the analysis scopes them: nodes.py), so
     no state the analyzer keeps depends on the order between nodes; interleaving a million
     events by time would cost a second for nothing. What spans nodes is ordered by the
-    caller (load/merged.py: NCCL RAS answers)."""
+    caller (load/merged.py: NCCL RAS answers).
+    Each trace is read as a stream: memory stays bounded by the connections followed, not by
+    events."""
     return itertools.chain.from_iterable(node_stream(n) for n in nodes)
