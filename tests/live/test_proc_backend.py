@@ -10,7 +10,8 @@ import time
 import pytest
 
 from tracer.record.backends.base import TargetSet
-from tracer.record.backends.proc_backend import ProcBackend, decode_wait_status, initial_process_infos
+from tracer.record.backends.proc_backend import ProcBackend
+from tracer.record.targets import decode_wait_status, initial_process_infos
 from tracer.events import ProcessExit, ProcessInfo, ProcessIO, ThreadSample, ThreadStart
 from tracer.linux.blocking import decode_blocking as describe_blocking
 from tracer.linux.syscall_table import parse_proc_syscall

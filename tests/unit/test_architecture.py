@@ -27,7 +27,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "tracefile": {"events", "errors", "linux", "gpu"},
     "strace": {"events", "errors", "linux", "gpu", "tracefile"},
     "analysis": {"events", "errors", "report", "linux", "gpu", "tracefile"},
-    "load": {"events", "errors", "report", "linux", "gpu", "tracefile", "analysis"},
+    "load": {"events", "errors", "report", "linux", "gpu", "tracefile", "strace", "analysis"},
     "render": {"events", "errors", "report", "snapshot_model", "analysis", "load", "tracefile",
                "linux", "gpu"},
     "record": {"events", "errors", "report", "snapshot_model", "linux", "gpu", "tracefile",

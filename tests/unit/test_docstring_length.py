@@ -32,7 +32,7 @@ LONGER: Dict[str, int] = {
     "record/probes/futex_owner.py": 31, "record/probes/kernel_stacks.py": 15,
     "record/probes/log_lines.py": 14, "record/probes/nccl_ras.py": 15,
     "record/probes/stack_motion.py": 13, "record/probes/stackscan.py": 18,
-    "record/pystacks.py": 22, "record/session.py": 31, "record/snapshot.py": 13,
+    "record/pystacks.py": 22, "record/session.py": 27, "record/snapshot.py": 13,
     "record/watch.py": 27, "record/watch_looks.py": 24, "tracefile/format.py": 26,
 }
 

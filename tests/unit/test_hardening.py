@@ -26,7 +26,7 @@ from tracer import events as ev
 from tracer.analysis.analyzer import Analyzer
 from tracer.load.trace import analyze_trace
 from tracer.errors import CorruptTrace, NotATrace
-from tracer.record.session import StopFlag
+from tracer.record.stopflag import StopFlag
 from tracer.report import EXIT_CODES
 from tracer.tracefile.format import MAX_LINE_CHARS, TraceReader, TraceWriter, make_header
 from tracer.strace.convert import StraceConverter

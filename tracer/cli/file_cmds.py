@@ -10,14 +10,18 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 import click
 
-from ..errors import NotATrace, OutputError, UsageError, shown
+from ..errors import OutputError, UsageError, shown
 from .examples import epilog
 from ..render.export import FORMATS
 from .options import FILE, complete_from, is_terminal, show
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..load.inputs import Input
+    from ..report import Report
 
 __all__ = ["analyze", "export", "import_strace_cmd"]
 
@@ -48,34 +52,21 @@ def analyze(trace: str, as_json: bool, verbose: bool, fr: Tuple[str, ...]) -> in
         with FileProgress(trace, "analyzing") as bar:
             report = analyze_trace(trace, dumps, progress=bar.update)
     else:
-        report = _analyze_strace_log(trace, given.why)
+        report = _analyze_strace_log(given)
     return show(report, as_json, verbose)
 
 
-def _analyze_strace_log(path: str, why: Optional[str]):  # type: ignore[no-untyped-def]
-    """``analyze`` on a raw strace log or -ff files: import to a temporary trace first. ``why``:
-    why a log file is no trace, said when the importer cannot read it either."""
-    import tempfile
-    from ..load.trace import analyze_trace
+def _analyze_strace_log(given: "Input") -> "Report":
+    """``analyze`` on a raw strace log or -ff files: its events streamed into the analyzer
+    (load/log.py), with the importer's bar and line first, then the analysis's bar."""
+    from ..load.log import analyze_log, open_log
     from ..render.progress import FileProgress
-    from ..strace.importer import ImportError_, import_strace
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "log.htrace")
-        try:
-            with FileProgress(path, "importing", passes=2) as bar:
-                result = import_strace(path, out, progress=bar.update)
-        except ImportError_:
-            if why is None:          # -ff files: the importer's reason
-                raise
-            raise NotATrace(why) from None
-        if result.events == 0:
-            raise NotATrace(why) if why else ImportError_(f"{path}: no strace events in it")
-        click.echo(f"hangtrace: {path} is an strace log; imported {result.events} events",
-                   err=True)
-        with FileProgress(out, "analyzing") as bar:
-            report = analyze_trace(out, progress=bar.update)
-        report.trace_path = None
-        return report
+    with FileProgress(given.path, "importing", passes=2) as bar:
+        log = open_log(given, progress=bar.update)
+    click.echo(f"hangtrace: {given.path} is an strace log; imported {log.events} events",
+               err=True)
+    with FileProgress(given.path, "analyzing") as bar:
+        return analyze_log(log, progress=bar.update)
 
 
 @click.command(epilog=epilog("export"))

@@ -1,26 +1,32 @@
 """A trace file read into the analyzer: the one place where a trace's header sets an
-``Analyzer`` up (``analyzer_for``) and its events are fed to it (``analyze_trace``), for
-``analyze``, ``import-strace --analyze``, the exports and the tests alike; ``trace_notes``: the
-notes a trace brings to its report. Bad files raise errors.BadInput (CorruptTrace, NotATrace).
+``Analyzer`` up (``analyzer_for``; ``analyzer_from`` for a header alone) and its events are fed
+to it (``analyze_trace``), for ``analyze``, ``import-strace --analyze``, the exports and the
+tests alike; ``trace_notes``: the notes a trace brings to its report (``header_notes``: its
+header's). Bad files raise errors.BadInput (CorruptTrace, NotATrace).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from .. import events as ev
 from ..analysis.analyzer import Analyzer, collector_paused
 from ..report import Report
 from ..tracefile.format import TraceReader
 
-__all__ = ["analyze_trace", "analyzer_for", "trace_notes"]
+__all__ = ["analyze_trace", "analyzer_for", "analyzer_from", "header_notes", "trace_notes"]
 
 
 def analyzer_for(reader: TraceReader) -> Analyzer:
     """An Analyzer set up from a trace's header (start, backends, capabilities, processes)."""
-    h = reader.info.header
+    return analyzer_from(reader.info.header, reader.info.processes)
+
+
+def analyzer_from(h: Dict[str, Any], processes: List[ev.ProcessInfo]) -> Analyzer:
+    """An Analyzer set up from a trace header ``h`` and its processes (a trace's, or the one
+    an strace log's trace would have: load/log.py)."""
     opts = h.get("options") or {}
     return Analyzer(start=h.get("start"), backends=h.get("backends"),
-                    capabilities=opts.get("capabilities"), processes=reader.info.processes,
+                    capabilities=opts.get("capabilities"), processes=processes,
                     roots=h.get("targets"), source=h.get("source", "attach"))
 
 
@@ -44,8 +50,13 @@ def analyze_trace(path: str, extra: Iterable[ev.Event] = (),
 def trace_notes(info: Any) -> List[str]:
     """The notes a trace brings to its report (a TraceReader's ``info`` once read): the
     recording's errors and notes from the header, and corrupt lines skipped."""
-    opts = info.header.get("options") or {}
-    notes = list(opts.get("errors", [])) + list(opts.get("notes", []))
+    notes = header_notes(info.header)
     if info.bad_lines:
         notes.append(f"{info.bad_lines} corrupt lines in the trace were skipped")
     return notes
+
+
+def header_notes(header: Dict[str, Any]) -> List[str]:
+    """The recording's errors and notes a trace header holds, for its report."""
+    opts = header.get("options") or {}
+    return list(opts.get("errors", [])) + list(opts.get("notes", []))

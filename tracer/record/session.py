@@ -16,26 +16,21 @@ Contract:
 - Never recorded: hangtrace itself, its children (strace, py-spy) and its ancestors
   (``OwnFamily``); a root that is an ancestor is left out (said in the trace) and its other
   descendants are recorded.
-- ``record(...)`` is the live mode: backends put events on a queue; this thread takes them off,
-  writes each to the trace (flushed at least once a second) and feeds the same ``Analyzer`` that
-  replays a trace file. It ends at ``duration``, on Ctrl-C, SIGTERM or SIGHUP (``StopFlag``:
-  the handler sets a flag the loop reads), or when every target is gone; in every case the
-  backends are stopped (strace detached, no child left), the trace is closed with its end
-  record, and the report is built from what was recorded. The queue is bounded and so is its
-  last drain (record/inbox.py: what was dropped or left is a ``Lost`` event); a signal that
-  comes once the window has closed (during that drain or the end probes) cuts both short: the
-  probes not yet run are skipped (said in the trace), the trace is saved. The start and end
-  probes run under a time budget each (record/probe_run.py): those a big tree left no time
-  for are named in the trace and the report. The output file is created before
-  any backend attaches (an unwritable path fails without touching the target); trouble the
-  backends met is saved in the trace as ``ObserveError`` events.
+- ``record(...)`` is the live mode, a ``Session`` in three steps: ``attach`` (the output is
+  created before it, so an unwritable path fails without touching the target), ``loop``
+  (events off the bounded inbox, record/inbox.py, written to the trace, flushed at least once a
+  second, and fed to the same ``Analyzer`` that replays a trace file, until ``duration``,
+  Ctrl-C, SIGTERM or SIGHUP: ``StopFlag``, or every target gone) and ``close``, on every exit
+  path: the backends stopped (strace detached, no child left), the trace closed with its end
+  record, trouble the backends met saved in it as ``ObserveError`` events. The start and end
+  probes run under a time budget each (record/probe_run.py); the report is built from what
+  was recorded.
 """
 from __future__ import annotations
 
 import os
 import queue
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
@@ -47,6 +42,7 @@ from ..linux.netns import node_identity
 from .backends.base import Backend, TargetSet
 from .inbox import Inbox
 from .probe_run import END_PROBES_S, START_PROBES_S, run_probes
+from .stopflag import StopFlag
 from ..tracefile.format import TraceWriter, create_output, make_header
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -190,14 +186,6 @@ class Recorded:
     errors: List[str] = field(default_factory=list)
 
 
-def _roles(infos: List[ev.ProcessInfo], roots: List[int]) -> dict:
-    from ..analysis.job.roles import role_of
-    parents = {i.ppid for i in infos}
-    return {str(i.pid): role_of(i.cmdline, i.comm, has_children=i.pid in parents,
-                                is_root=i.pid in roots, environ_rank=i.environ_rank).label
-            for i in infos}
-
-
 def _running(pid: int) -> bool:
     """Alive and not a zombie (a zombie exists in /proc until its parent reaps it)."""
     st = procfs.read_stat(pid)
@@ -219,40 +207,6 @@ def _final_infos(pids: List[int]) -> List[ev.ProcessInfo]:
 EndProbe = Callable[[List[int], "Analyzer"], List[ev.Event]]
 
 
-# What ends a recording early, keeping everything (the trace closed with its end record, the
-# report built): Ctrl-C, kill, and a hang-up (a terminal closed, an ssh session dropped).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-class StopFlag:
-    """Set by STOP_SIGNALS while a recording runs; the recording loop reads it.
-
-    The handler only assigns an attribute: no exception is raised at an arbitrary point (say,
-    between writing an event and feeding it to the analyzer, or inside a queue's lock) and no
-    lock is taken in the handler (Event.set() could wait on a lock its own thread holds), so
-    stopping cannot deadlock. The loop notices within 0.1 s (its queue timeout)."""
-
-    def __init__(self) -> None:
-        self.signum: Optional[int] = None
-        self.count = 0                  # signals so far (one after the window cuts its end)
-        self._old: dict = {}
-
-    def _handler(self, signum: int, frame: object) -> None:
-        self.signum = signum
-        self.count += 1
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return      # signals reach the main thread only; its owner stops us there
-        for sig in STOP_SIGNALS:
-            self._old[sig] = signal.signal(sig, self._handler)
-
-    def restore(self) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old if old is not None else signal.SIG_DFL)
-        self._old.clear()
-
-
 def plan_targets(roots: List[int], family: Callable[[int], bool]) -> Tuple[TargetSet, List[int]]:
     """(the targets, roots left out): the roots and their descendants found once
     (``TargetSet.discover``), less hangtrace's own family (``OwnFamily``). Raises UsageError
@@ -272,126 +226,174 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
            end_probes: Sequence[EndProbe] = (),
            start_probes: Sequence[EndProbe] = (),
            on_attach: Optional[Callable[[], None]] = None) -> Recorded:
-    """Record (module doc). ``on_tick(elapsed_s, analyzer)`` runs about 4 times a second in
-    this thread (a live view asks the analyzer for a provisional report there); ``on_attach()``
-    runs once the targets and the output are known good, just before the backends attach.
-    ``start_probes`` run once before the backends start (their analyzer argument is None)."""
-    targets, left_out = plan_targets(roots, OwnFamily(roots))
-    all_pids = targets.pids()
-    infos = targets.initial_infos()
-    raw = create_output(output)       # an unwritable path fails here, before any attach
-    if isinstance(raw.name, str):     # a made-up name (FreshName) may have become NAME-2
-        output = raw.name
-    names = [b.name for b in backends]
-    q = Inbox()
-    reason = "complete"
-    stopped_by = ""                   # the signal that ended it early, if one did
-    started: List[Backend] = []
-    writer: Optional[TraceWriter] = None
-    analyzer: Optional[Analyzer] = None
-    pending: List[ev.Event] = [
-        ev.ObserveError(ts=time.time(), source="session", what="excluded", pid=pid,
-                        why="hangtrace's own ancestor: never traced (it would trace "
-                        "hangtrace's own output); its other descendants are")
-        for pid in left_out]
-    start_errors, cut = run_probes(start_probes, all_pids, None, pending.append,
-                                   budget_s=START_PROBES_S, phase="start")
-    left = 0                          # events still queued after the last drain
-
-    def take(e: ev.Event) -> None:
-        if writer is None or analyzer is None:
-            pending.append(e)
-            return
-        writer.write(e)
-        analyzer.feed(e)
-
+    """Record (module doc): a ``Session`` set up, attached, looped and closed, whatever ends
+    it. ``on_tick(elapsed_s, analyzer)`` runs about 4 times a second in this thread (a live
+    view asks the analyzer for a provisional report there); ``on_attach()`` runs once the
+    targets and the output are known good, just before the backends attach. ``start_probes``
+    run once before the backends start (their analyzer argument is None)."""
+    session = Session(roots, backends, duration=duration, output=output,
+                      start_probes=start_probes, end_probes=end_probes)
     if on_attach is not None:
         on_attach()
-    stop = StopFlag()
-    stop.install()
-    errors: List[Tuple[str, str]] = []
-    cpu = [_own_cpu()]
+    session.stop.install()
     try:
-        for b in backends:
-            started.append(b)           # before start(): a half-started backend is stopped too
-            b.start(targets, q.put)
-        # The window opens once every backend is in place (BCC compiles for about a second).
-        start = time.time()
-        cpu.append(_own_cpu())
-        header = make_header(backends=names, source="attach", targets=roots, start=start,
-                             processes=infos, options={"duration": duration},
-                             roles=_roles(infos, roots), node=node_identity())
-        writer = TraceWriter(output, header, raw=raw)
-        # The analysis rules load after the trace's first byte (0.2 s of imports); the
-        # backends' events wait in the inbox meanwhile.
+        session.attach()
+        session.loop(on_tick)
+    except BaseException:
+        session.reason = "error"
+        raise
+    finally:
+        session.close()
+    return session.recorded()
+
+
+class Session:
+    """One recording, in the steps ``record`` takes: set up (the constructor), ``attach``,
+    ``loop``, ``close``, then ``recorded``. Events that come before the trace and the analyzer
+    exist wait in ``pending``; ``take`` writes each event to the trace and feeds it to the
+    analyzer (or keeps it there). ``close`` stops every backend ``attach`` started, half-started
+    ones too, and always leaves a readable trace with its end record."""
+
+    def __init__(self, roots: List[int], backends: List[Backend], *, duration: float,
+                 output: str, start_probes: Sequence[EndProbe] = (),
+                 end_probes: Sequence[EndProbe] = ()) -> None:
+        """Everything before the first attach: the targets found once, the output created (an
+        unwritable path fails here, before any backend touches a target), the roots left out
+        said, the start probes run."""
+        self.roots, self.backends, self.duration = roots, backends, duration
+        self.targets, left_out = plan_targets(roots, OwnFamily(roots))
+        self.infos = self.targets.initial_infos()
+        self.raw = create_output(output)
+        # a made-up name (FreshName) may have become NAME-2
+        self.output = self.raw.name if isinstance(self.raw.name, str) else output
+        self.names = [b.name for b in backends]
+        self.inbox = Inbox()
+        self.stop = StopFlag()
+        self.end_probes = end_probes
+        self.reason = "complete"
+        self.stopped_by = ""              # the signal that ended it early, if one did
+        self.started: List[Backend] = []
+        self.writer: Optional[TraceWriter] = None
+        self.analyzer: Optional[Analyzer] = None
+        self.pending: List[ev.Event] = [
+            ev.ObserveError(ts=time.time(), source="session", what="excluded", pid=pid,
+                            why="hangtrace's own ancestor: never traced (it would trace "
+                            "hangtrace's own output); its other descendants are")
+            for pid in left_out]
+        self.start_errors, self.cut = run_probes(start_probes, self.targets.pids(), None,
+                                                 self.pending.append,
+                                                 budget_s=START_PROBES_S, phase="start")
+        self.errors: List[Tuple[str, str]] = []
+        self.cpu: List[float] = []
+        self.start = self.end = 0.0
+
+    def take(self, e: ev.Event) -> None:
+        """One event into the trace and the analyzer, or into ``pending`` before they are."""
+        if self.writer is None or self.analyzer is None:
+            self.pending.append(e)
+            return
+        self.writer.write(e)
+        self.analyzer.feed(e)
+
+    def attach(self) -> None:
+        """Start every backend (each is in ``started`` before its start, so a half-started one
+        is stopped too); the window opens once all are in place (BCC compiles for about a
+        second), and the trace and the analyzer begin with it."""
+        self.cpu.append(_own_cpu())
+        for b in self.backends:
+            self.started.append(b)
+            b.start(self.targets, self.inbox.put)
+        self.start = time.time()
+        self.cpu.append(_own_cpu())
+        self._open_trace(self.start)
+
+    def _open_trace(self, start: float) -> None:
+        """The trace's header and writer, then the analyzer, from ``start``; what is pending
+        goes to both. The analysis rules load after the trace's first byte (0.2 s of
+        imports); the backends' events wait in the inbox meanwhile."""
+        from ..analysis.job.roles import role_labels      # the analysis's rule, for labels
+        roles = {str(pid): label for pid, label in role_labels(self.infos, self.roots).items()}
+        header = make_header(backends=self.names, source="attach", targets=self.roots,
+                             start=start, processes=self.infos,
+                             options={"duration": self.duration}, roles=roles,
+                             node=node_identity())
+        self.writer = TraceWriter(self.output, header, raw=self.raw)
         from ..analysis.analyzer import Analyzer
-        analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
+        self.analyzer = Analyzer(start=start, backends=self.names, processes=self.infos,
+                                 roots=self.roots)
+        pending, self.pending = self.pending, []
         for e in pending:
-            take(e)
-        pending.clear()
-        deadline = time.monotonic() + duration
+            self.take(e)
+
+    def loop(self, on_tick: Optional[Callable[[float, Analyzer], None]] = None) -> None:
+        """Take events off the inbox until ``duration`` has passed, a stop signal came
+        (``StopFlag``, looked at every 0.1 s at most) or no target runs any more (looked at,
+        with ``on_tick``, every 0.25 s); ``reason`` says which."""
+        deadline = time.monotonic() + self.duration
         next_alive_check = 0.0
-        while stop.signum is None:
+        while self.stop.signum is None:
             now = time.monotonic()
             if now >= deadline:
                 break
             try:
-                take(q.get(timeout=min(0.1, max(0.0, deadline - now))))
+                self.take(self.inbox.get(timeout=min(0.1, max(0.0, deadline - now))))
             except queue.Empty:
                 pass
             if now >= next_alive_check:
                 next_alive_check = now + 0.25
-                if on_tick is not None and analyzer is not None:
-                    on_tick(now - (deadline - duration), analyzer)
-                if not any(_running(p) for p in targets.pids()):
-                    reason = "targets-exited"
+                if on_tick is not None and self.analyzer is not None:
+                    on_tick(now - (deadline - self.duration), self.analyzer)
+                if not any(_running(p) for p in self.targets.pids()):
+                    self.reason = "targets-exited"
                     break
-        if stop.signum is not None:
-            reason = "interrupted"
-            stopped_by = signal.Signals(stop.signum).name
-    except BaseException:
-        reason = "error"
-        raise
-    finally:
+        if self.stop.signum is not None:
+            self.reason = "interrupted"
+            self.stopped_by = signal.Signals(self.stop.signum).name
+
+    def close(self) -> None:
+        """Stop every backend started, drain the inbox (bounded; a signal after the window
+        closed cuts it and the end probes short), record the live processes' last state, run
+        the end probes; then, whatever happened, the losses, the trouble met and the end
+        record are written (a trace begun here when ``attach`` never got to it) and the
+        signal handlers restored."""
+        left = 0                          # events still queued after the last drain
         try:
-            closed = stop.count           # signals until the window closed
-            errors = start_errors + _stop_all(started)
-            left = q.drain(take, interrupted=lambda: stop.count > closed)
+            closed = self.stop.count      # signals until the window closed
+            self.errors = self.start_errors + _stop_all(self.started)
+            left = self.inbox.drain(self.take, interrupted=lambda: self.stop.count > closed)
             # the live ones only: after a fork storm, thousands of the pids seen have exited
-            alive = [p for p in targets.pids() if procfs.pid_exists(p)]
+            alive = [p for p in self.targets.pids() if procfs.pid_exists(p)]
             for info in _final_infos(alive):
-                take(info)
-            if analyzer is not None:
-                errors.extend(run_probes(end_probes, alive, analyzer, take,
-                                         budget_s=END_PROBES_S, cut_before=set(cut),
-                                         interrupted=lambda: stop.count > closed)[0])
+                self.take(info)
+            if self.analyzer is not None:
+                self.errors.extend(run_probes(
+                    self.end_probes, alive, self.analyzer, self.take, budget_s=END_PROBES_S,
+                    cut_before=set(self.cut), interrupted=lambda: self.stop.count > closed)[0])
         finally:
-            end = time.time()
-            for e in q.lost(end, left):
-                take(e)
-            if writer is None:      # a backend failed to start: still leave a readable trace
-                start = end
-                writer = TraceWriter(output, make_header(
-                    backends=names, source="attach", targets=roots, start=start,
-                    processes=infos, options={"duration": duration},
-                    node=node_identity()), raw=raw)
-                from ..analysis.analyzer import Analyzer
-                analyzer = Analyzer(start=start, backends=names, processes=infos, roots=roots)
-                for e in pending:
-                    take(e)
+            self.end = end = time.time()
+            for e in self.inbox.lost(end, left):
+                self.take(e)
+            if self.writer is None:       # a backend failed to start: still a readable trace
+                self.start = end
+                self._open_trace(end)
+            assert self.writer is not None
             # Trouble is saved in the trace (analyze of it says the same) and reported once.
-            for source, msg in errors:
-                take(ev.ObserveError(ts=end, source=source, what="backend", why=msg))
-            writer.close(reason, end_ts=end)
-            stop.restore()
-    notes = [f"recording ended early: {reason}" + (f" ({stopped_by})" if stopped_by else "")
-             ] if reason != "complete" else []
-    notes.append(_cpu_note(cpu + [_own_cpu()], end - start))
-    notes.extend(n for b in backends for n in getattr(b, "notes", ()))
-    assert analyzer is not None
-    report = analyzer.report(end=end, trace_path=output, extra_notes=notes)
-    return Recorded(report=report, trace_path=output, reason=reason,
-                    errors=[f"{source}: {msg}" for source, msg in errors])
+            for source, msg in self.errors:
+                self.take(ev.ObserveError(ts=end, source=source, what="backend", why=msg))
+            self.writer.close(self.reason, end_ts=end)
+            self.stop.restore()
+
+    def recorded(self) -> Recorded:
+        """The report of what was recorded, with the notes on how the recording went."""
+        notes = [f"recording ended early: {self.reason}"
+                 + (f" ({self.stopped_by})" if self.stopped_by else "")
+                 ] if self.reason != "complete" else []
+        notes.append(_cpu_note(self.cpu + [_own_cpu()], self.end - self.start))
+        notes.extend(n for b in self.backends for n in getattr(b, "notes", ()))
+        assert self.analyzer is not None
+        report = self.analyzer.report(end=self.end, trace_path=self.output, extra_notes=notes)
+        return Recorded(report=report, trace_path=self.output, reason=self.reason,
+                        errors=[f"{source}: {msg}" for source, msg in self.errors])
 
 
 def _own_cpu() -> float:

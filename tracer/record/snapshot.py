@@ -114,7 +114,7 @@ def take_snapshot(pids: Iterable[int], root: str = "/proc", *, stacks: bool = Fa
 def _evidence(snap: Snapshot, stacks: list) -> Dict[str, Any]:
     from ..analysis.evidence.build import EvidenceTable, ProcFacts, build_evidence
     from ..analysis.evidence.libs import fd_conditions
-    from ..analysis.job.roles import role_of
+    from ..analysis.job.roles import role_labels
     from ..events import GpuSample
     from .evidence import collect
     from .evidence.capture import capture_sites
@@ -124,10 +124,8 @@ def _evidence(snap: Snapshot, stacks: list) -> Dict[str, Any]:
             table.feed_gpu(e)
         else:
             table.feed(e)
-    parents = {p.ppid for p in snap.processes}
-    procs = [ProcFacts(p.pid, p.ppid, role_of(p.cmdline, p.comm, has_children=p.pid in parents,
-                                              is_root=p.pid in snap.roots,
-                                              environ_rank=p.environ_rank).label,
+    labels = role_labels(snap.processes, snap.roots)
+    procs = [ProcFacts(p.pid, p.ppid, labels[p.pid],
                        list(p.cmdline), list(p.listening), p.start_time,
                        fd_conditions(f.target for f in p.fds))
              for p in snap.processes]

@@ -5,11 +5,11 @@ Contract:
 - ``TargetSet(roots, exclude)``: the pids being recorded (thread-safe). ``discover()`` walks
   the roots' trees once (linux/procfs.descendants over one listing of /proc) and reads each
   process's ``ProcessInfo`` once: the trace header's processes and every backend's starting
-  point (the proc backend tracks them silently, eBPF marks them); it is idempotent, so a
-  backend started alone (tests, benchmarks) calls it itself. Births and deaths that
-  backends see afterwards update the set (``add``, ``discard``).
-- ``initial_process_infos(pids)``: ProcessInfo of ``pids`` and all their descendants.
-- ``decode_wait_status(code)``: (exit status, signal name, core dumped) of a wait(2) status.
+  point; it is idempotent, so a backend started alone (tests, benchmarks) calls it itself.
+  Births and deaths that backends see afterwards update the set (``add``, ``discard``).
+- ``initial_process_infos(pids)``: ProcessInfo of ``pids`` and all their descendants;
+  ``decode_wait_status(code)``: (exit status, signal, core dumped) of a wait(2) status;
+  ``ParentCache``: pid -> ppid kept from one /proc listing to the next.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 from ..events import ProcessInfo
 from ..linux import procfs
 
-__all__ = ["TargetSet", "initial_process_infos", "decode_wait_status"]
+__all__ = ["TargetSet", "ParentCache", "initial_process_infos", "decode_wait_status"]
 
 
 def decode_wait_status(code: int) -> Tuple[Optional[int], Optional[str], bool]:
@@ -115,3 +115,31 @@ class TargetSet:
     def __contains__(self, pid: int) -> bool:
         with self._lock:
             return pid in self._pids
+
+
+class ParentCache:
+    """pid -> ppid, updated from the /proc listing: only new pids have their stat read (the
+    proc backend follows births with it, hangtrace watch its trees).
+
+    A pid that died and was reused between two ticks (100 ms) keeps a stale parent; a child whose
+    parent died is re-parented by the kernel but keeps its old parent here, which is what
+    descendant discovery wants (it stays in the tree it was born in).
+    """
+
+    def __init__(self) -> None:
+        self.ppid: Dict[int, int] = {}
+
+    def refresh(self, root: str) -> Dict[int, List[int]]:
+        """parent pid -> its children's pids, from the listing of ``root`` now."""
+        live = set(procfs.list_pids(root))
+        for pid in list(self.ppid):
+            if pid not in live:
+                del self.ppid[pid]
+        for pid in live - self.ppid.keys():
+            st = procfs.read_stat(pid, root=root)
+            if st is not None:
+                self.ppid[pid] = st.ppid
+        tree: Dict[int, List[int]] = {}
+        for pid, ppid in self.ppid.items():
+            tree.setdefault(ppid, []).append(pid)
+        return tree

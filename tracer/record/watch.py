@@ -122,7 +122,7 @@ class Watcher:
     # ------------------------------------------------------------------ the loop
     def run(self) -> int:
         # SIGTERM and SIGHUP (a terminal closed) stop it as Ctrl-C does; a recording in
-        # progress has its own handlers (session.StopFlag) and is saved first
+        # progress has its own handlers (stopflag.StopFlag) and is saved first
         old = {sig: signal.signal(sig, lambda s, f: self._stop.set())
                for sig in (signal.SIGTERM, signal.SIGHUP)} \
             if threading.current_thread() is threading.main_thread() else {}

@@ -35,7 +35,7 @@ from ..events.evidence import LogLines
 from ..linux.procfs_fds import written_positions
 from ..linux.target_files import TargetFileRefused, read_held_file
 from .probes.log_lines import CONTEXT, READ_MAX, TemplateMemory, fill_lines, split_lines
-from .backends.proc_backend import ParentCache
+from .targets import ParentCache
 
 __all__ = ["TreeSampler", "socket_inodes"]
 

@@ -18,12 +18,12 @@ import datetime as _dt
 import gc
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from .. import events as ev
 from ..outputs import check_target, scratch_beside
 from ..tracefile import format as trace
-from ..tracefile.codec import encode_row, encode_rows
+from ..tracefile.codec import encode_rows
 from ..tracefile.rows import RowSink, write_trace
 from .arch import log_machine
 from .convert import StraceConverter
@@ -32,7 +32,8 @@ from .log import ImportError_
 from .parallel import WorkerError, convert_sharded, plan_shards
 from .scan import LogFacts
 
-__all__ = ["ImportError_", "ImportResult", "import_strace"]
+__all__ = ["ImportError_", "ImportResult", "import_strace", "open_log", "convert_log", "converted",
+           "converter_for", "trace_header"]
 
 
 @dataclass
@@ -84,6 +85,17 @@ class _Converted:
     cut_calls: List[Tuple[int, str, str]] = field(default_factory=list)   # convert.py's
 
 
+def open_log(log_path: str, progress: Optional[Callable[[int], None]] = None,
+             pid: Optional[int] = None) -> Tuple[Any, LogFacts, Optional[_dt.date]]:
+    """(source, facts, base date) of the log at ``log_path``: strace/ff.py's source, sniffed
+    and read by the first pass (module doc); ``pid`` as import_strace's. Raises ImportError_."""
+    source = open_source(log_path, progress)
+    source.sniff()
+    facts = source.scan()
+    facts.given_pid = pid
+    return source, facts, _base_date(source.mtime(), facts.first_tod)
+
+
 def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = None,
                   workers: Optional[int] = None,
                   progress: Optional[Callable[[int], None]] = None,
@@ -107,11 +119,7 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
     file's rows, then the end record, renamed over ``out_path`` once whole (outputs.replacing: a
     link there is refused, a failed import leaves it as it was)."""
     check_target(out_path)               # a link or a special file there: refused at once
-    source = open_source(log_path, progress)
-    source.sniff()
-    facts = source.scan()
-    facts.given_pid = pid
-    base_date = _base_date(source.mtime(), facts.first_tod)
+    source, facts, base_date = open_log(log_path, progress, pid)
     who = facts.membership()
     plan = None
     if workers is not None and workers >= 2 and source.single_file and not facts.relative_ts:
@@ -133,10 +141,11 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
                               sharded.last_ts, sharded.truncated, sharded.names,
                               sharded.numbers, sharded.cut_calls)
         else:
-            conv = _convert_sequential(source, facts, base_date, sink.write)
+            write = sink.write
+            conv = convert_log(source, facts, base_date, lambda evs: write(encode_rows(evs)))
         sink.close()
         tmp.close()
-        header, end, machine, notes = _header(source.name, conv, facts, source.notes)
+        header, end, machine, notes = trace_header(source.name, conv, facts, source.notes)
         write_trace(out_path, header, tmp.name, conv.rows, compress=compress, end_ts=end,
                     reason="log-truncated" if conv.truncated else "complete")
     except OSError as e:
@@ -165,7 +174,10 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
                         warnings + notes, machine, notes)
 
 
-def _header(name: str, conv: _Converted, facts: LogFacts, source_notes: List[str]):
+def trace_header(name: str, conv: _Converted, facts: LogFacts,
+                 source_notes: List[str]) -> Tuple[Dict[str, Any], float, str, List[str]]:
+    """(the trace header, end time, machine, notes) of a converted log: what its trace holds
+    before and after its events."""
     processes = sorted(conv.processes.values(), key=lambda p: p.pid)
     start = conv.first_ts if conv.first_ts is not None else 0.0
     end = conv.last_ts if conv.last_ts is not None else start
@@ -228,36 +240,41 @@ def _listed(items: List[str], most: int = 8) -> str:
     return ", ".join(items[:most]) + (f" and {more} more" if more > 0 else "")
 
 
-def _convert_sequential(source, facts: LogFacts, base_date: Optional[_dt.date],
-                        write: Callable[[bytes], None]) -> _Converted:
-    """One converter over the whole log, in this process."""
+def converter_for(facts: LogFacts, base_date: Optional[_dt.date]) -> StraceConverter:
+    """The converter of a log whose first pass found ``facts``."""
     who = facts.membership()
-    conv = StraceConverter(pid_of=who.pid_of.get, base_date=base_date, root_pid=who.root_pid,
+    return StraceConverter(pid_of=who.pid_of.get, base_date=base_date, root_pid=who.root_pid,
                            alone=who.alone, unprefixed_tid=who.unprefixed_tid,
                            relative_times=facts.relative_ts)
-    count = _convert(source.line_batches(), conv, write)
-    tail = conv.finish(conv.last_ts)
-    for e in tail:
-        write(encode_row(e))
-    return _Converted(count + len(tail), conv.lines, conv.unparsed, conv.capabilities,
-                      conv.processes, conv.first_ts, conv.last_ts, source.truncated,
-                      frozenset(conv.names), dict(conv.numbers), list(conv.cut_calls))
 
 
-def _convert(batches, conv: StraceConverter, write: Callable[[bytes], None]) -> int:
-    """The hot loop: every log line through the converter, events as JSON rows to ``write``."""
+def converted(source: Any, conv: StraceConverter) -> Iterator[List[ev.Event]]:
+    """The hot loop: every log line through the converter, its events in lists (one per batch
+    of lines), then what ``finish`` gives (the calls still in flight, the count of lines not
+    understood) in the last."""
     events_of = conv.events_batch
+    for batch in source.line_batches():
+        yield events_of(batch)
+    yield conv.finish(conv.last_ts)
+
+
+def convert_log(source: Any, facts: LogFacts, base_date: Optional[_dt.date],
+                take: Callable[[List[ev.Event]], None]) -> _Converted:
+    """One converter over the whole log, in this process: its events to ``take``, list by
+    list, and what the header needs of it."""
+    conv = converter_for(facts, base_date)
     count = 0
     # Millions of short-lived, acyclic objects: reference counting frees them all; the cyclic
     # collector would only rescan them over and over (about 15% of the run).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for batch in batches:
-            events = events_of(batch)
+        for events in converted(source, conv):
             count += len(events)
-            write(encode_rows(events))
+            take(events)
     finally:
         if gc_was_enabled:
             gc.enable()
-    return count
+    return _Converted(count, conv.lines, conv.unparsed, conv.capabilities,
+                      conv.processes, conv.first_ts, conv.last_ts, source.truncated,
+                      frozenset(conv.names), dict(conv.numbers), list(conv.cut_calls))

@@ -4,8 +4,8 @@ the sequential importer's, byte for byte.
 Contract:
 - ``plan_shards(...) -> Optional[Plan]`` decides whether to shard (None: stay sequential;
   never -t/-tt nor -r logs); ``convert_sharded(log_path, plan, write) -> ShardedResult``
-  converts the log exactly as importer._convert + StraceConverter.finish do and hands the
-  encoded rows to ``write`` (whole rows, in the sequential order); the result carries what the
+  converts the log exactly as importer.convert_log does and hands the encoded
+  rows to ``write`` (whole rows, in the sequential order); the result carries what the
   header needs (process table, capabilities, first/last ts, line counts) and the rows include
   the single Lost row. The importer shards only when asked to (``workers`` >= 2).
 - How lines are routed (global, stateful, stateless), ordered and merged, and what bounds
@@ -125,7 +125,7 @@ def _worker(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = N
 
 def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = None) -> None:
     from ..tracefile.codec import encode_row
-    gc.disable()             # as importer._convert: millions of acyclic short-lived objects
+    gc.disable()             # as importer.convert_log: millions of acyclic short-lived objects
     who = plan.membership
     conv = StraceConverter(pid_of=who.pid_of.get, base_date=plan.base_date,
                            root_pid=who.root_pid, alone=who.alone,

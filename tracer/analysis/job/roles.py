@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Protocol, Sequence
 
 from ...linux.intparse import is_digits
 
@@ -88,6 +88,25 @@ def role_of(cmdline: Sequence[str], comm: str, *, has_children: bool = False,
     if has_children and (is_root or "launch" in joined.lower() or "serve" in joined.lower()):
         return Role("launcher", None, "launcher")
     return Role("other", None, "other")
+
+
+class Titled(Protocol):
+    """What ``role_labels`` reads of a process (a ProcessInfo, a snapshot's process)."""
+    pid: int
+    ppid: int
+    cmdline: Sequence[str]
+    comm: str
+    environ_rank: Optional[str]
+
+
+def role_labels(processes: Sequence[Titled], roots: Sequence[int]) -> Dict[int, str]:
+    """pid -> the label ``role_of`` gives each of ``processes`` ("scheduler TP1", "launcher"),
+    a parent being a process another names as its ppid: how a trace header and a snapshot's
+    evidence name them."""
+    parents = {p.ppid for p in processes}
+    return {p.pid: role_of(p.cmdline, p.comm, has_children=p.pid in parents,
+                           is_root=p.pid in roots, environ_rank=p.environ_rank).label
+            for p in processes}
 
 
 # libcuda's event thread: it polls the /dev/nvidia* fds and wakes blocking-sync waits.

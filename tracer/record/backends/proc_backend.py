@@ -38,9 +38,9 @@ from ...events import (ObserveError, ProcessExit, ProcessInfo, ServedConnections
                        ThreadStart)
 from ...linux.procfs_fds import SocketEntry, listening_sockets, read_fds_checked, socket_table
 from .base import Backend, Emit, TargetSet
-from ..targets import decode_wait_status, initial_process_infos
+from ..targets import ParentCache, decode_wait_status
 
-__all__ = ["ProcBackend", "ParentCache", "initial_process_infos", "decode_wait_status"]
+__all__ = ["ProcBackend"]
 
 LONG_TICK_S = 0.25
 
@@ -80,34 +80,6 @@ def _tcp_fds(info: Optional[ProcessInfo]) -> Dict[int, Tuple[int, str]]:
             if f.kind == "tcp" and f.inode}
 
 
-@dataclass
-class _ParentCache:
-    """pid -> ppid, updated from the /proc listing: only new pids have their stat read.
-
-    A pid that died and was reused between two ticks (100 ms) keeps a stale parent; a child whose
-    parent died is re-parented by the kernel but keeps its old parent here, which is what
-    descendant discovery wants (it stays in the tree it was born in).
-    """
-    ppid: Dict[int, int] = field(default_factory=dict)
-
-    def refresh(self, root: str) -> Dict[int, List[int]]:
-        live = set(procfs.list_pids(root))
-        for pid in list(self.ppid):
-            if pid not in live:
-                del self.ppid[pid]
-        for pid in live - self.ppid.keys():
-            st = procfs.read_stat(pid, root=root)
-            if st is not None:
-                self.ppid[pid] = st.ppid
-        tree: Dict[int, List[int]] = {}
-        for pid, ppid in self.ppid.items():
-            tree.setdefault(ppid, []).append(pid)
-        return tree
-
-
-ParentCache = _ParentCache      # public name: hangtrace watch follows trees with it too
-
-
 class ProcBackend(Backend):
     name = "proc"
 
@@ -126,7 +98,7 @@ class ProcBackend(Backend):
         self._targets: Optional[TargetSet] = None
         self._emit: Optional[Emit] = None
         self._tracked: Dict[int, _Tracked] = {}
-        self._parents = _ParentCache()
+        self._parents = ParentCache()
         self._reported: Set[str] = set()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
