@@ -4,14 +4,14 @@ Contract:
 - ``run_probes(probes, pids, analyzer, take, budget_s=..., phase=...)`` runs each probe and
   hands its events to ``take``; a probe that raises is one (probe, message) line, never the
   end of the recording. It returns those lines and the names of the probes not run.
-- A probe is not started once ``budget_s`` seconds have gone since the first began (a probe
-  that has begun runs to its own bounds), nor once ``interrupted()`` says a signal came. The
+- A probe is not started once ``budget_s`` seconds have gone since ``began`` (the run's start
+  by default; a probe that has begun runs to its own bounds), nor after a signal came. The
   probes left out are named in one ("session", line) saying why, which the trace keeps and the
   report shows: a verdict then lacks that signal and says so, it does not guess.
 - An end probe whose start twin was cut ("memory (end)" after "memory (start)") is cut too,
   named with the others: an end reading without its start says nothing.
-- The budgets (``START_PROBES_S``, ``END_PROBES_S``) bound what a tree of thousands of
-  processes adds to a recording's start and end; a small job's probes take a fraction of them.
+- The budgets bound what a tree of thousands of processes adds to a recording's start
+  (``START_PROBES_S``) and end (``end_budget_s``, a share of the window, from ``began``).
 """
 from __future__ import annotations
 
@@ -20,10 +20,18 @@ from typing import Callable, List, Optional, Sequence, Set, Tuple
 
 from .. import events as ev
 
-__all__ = ["run_probes", "probe_name", "START_PROBES_S", "END_PROBES_S"]
+__all__ = ["run_probes", "probe_name", "end_budget_s", "START_PROBES_S", "END_PROBES_S"]
 
 START_PROBES_S = 1.0
-END_PROBES_S = 5.0
+END_PROBES_S = 5.0          # the end's budget at the most (a window of 50 s or more)
+END_SHARE = 0.1             # of the window: -d 3 of a 2,000-process tree spent 3.9 s here
+END_MIN_S = 0.5             # at the least: a small tree's end probes take 0.1 s (0.5 loaded)
+
+
+def end_budget_s(duration: float) -> float:
+    """Seconds the end of a recording of ``duration`` s may spend starting probes: a tenth of
+    the window, within [END_MIN_S, END_PROBES_S]."""
+    return min(END_PROBES_S, max(END_MIN_S, END_SHARE * duration))
 
 Probe = Callable[[List[int], object], List[ev.Event]]
 
@@ -39,11 +47,13 @@ def _start_twin(name: str) -> Optional[str]:
 def run_probes(probes: Sequence[Probe], pids: List[int], analyzer: object,
                take: Callable[[ev.Event], None], *, budget_s: float, phase: str = "end",
                interrupted: Callable[[], bool] = lambda: False,
-               cut_before: Set[str] = frozenset()) -> Tuple[List[Tuple[str, str]], List[str]]:
+               cut_before: Set[str] = frozenset(),
+               began: Optional[float] = None) -> Tuple[List[Tuple[str, str]], List[str]]:
     """(trouble lines, names of the probes not run) (module doc); ``cut_before``: names cut
-    by an earlier run (the start probes), whose end twins are cut here."""
+    by an earlier run (the start probes), whose end twins are cut here; ``began``: when the
+    budget started (time.monotonic(); now when None)."""
     errors: List[Tuple[str, str]] = []
-    began = time.monotonic()
+    began = time.monotonic() if began is None else began
     why = ""
     cut: List[str] = []
     for probe in probes:

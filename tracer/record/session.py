@@ -46,7 +46,7 @@ from ..linux import access, processes, procfs
 from ..linux.netns import node_identity
 from .backends.base import Backend, TargetSet
 from .inbox import Inbox
-from .probe_run import END_PROBES_S, START_PROBES_S, run_probes
+from .probe_run import START_PROBES_S, end_budget_s, run_probes
 from ..tracefile.format import TraceWriter, create_output, make_header
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -206,8 +206,9 @@ def _running(pid: int) -> bool:
 
 def _final_infos(pids: List[int]) -> List[ev.ProcessInfo]:
     out = []
+    tables = procfs.SocketTables()      # one read of each namespace's sockets, not two a pid
     for pid in pids:
-        info = procfs.read_process_info(pid)
+        info = procfs.read_process_info(pid, tables=tables)
         if info is not None:
             out.append(info)
     return out
@@ -357,13 +358,15 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
             closed = stop.count           # signals until the window closed
             errors = start_errors + _stop_all(started)
             left = q.drain(take, interrupted=lambda: stop.count > closed)
+            ending = time.monotonic()     # the end's budget (probe_run.end_budget_s) from here
             # the live ones only: after a fork storm, thousands of the pids seen have exited
             alive = [p for p in targets.pids() if procfs.pid_exists(p)]
             for info in _final_infos(alive):
                 take(info)
             if analyzer is not None:
                 errors.extend(run_probes(end_probes, alive, analyzer, take,
-                                         budget_s=END_PROBES_S, cut_before=set(cut),
+                                         budget_s=end_budget_s(duration), began=ending,
+                                         cut_before=set(cut),
                                          interrupted=lambda: stop.count > closed)[0])
         finally:
             end = time.time()
