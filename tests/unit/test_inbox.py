@@ -99,10 +99,10 @@ def test_probes_past_their_budget_are_named_and_their_end_twins_cut(monkeypatch)
 
 def test_the_end_budget_is_a_share_of_the_window_counted_from_the_end_s_start(monkeypatch) -> None:
     """-d 3 of a 2,000-process tree spent 3.9 s on its end probes (a fixed 5 s budget): the end
-    now gets a tenth of the window, 0.5 s at least and 5 s at most, and the last /proc reads of
+    now gets a tenth of the window, 1.5 s at least and 5 s at most, and the last /proc reads of
     the tree (before the probes) count against it."""
     from tracer.record import probe_run
-    assert probe_run.end_budget_s(3) == probe_run.END_MIN_S == 0.5
+    assert probe_run.end_budget_s(3) == probe_run.END_MIN_S == 1.5
     assert probe_run.end_budget_s(20) == 2.0
     assert probe_run.end_budget_s(3600) == probe_run.END_PROBES_S
     clock = [10.0]

@@ -25,7 +25,7 @@ __all__ = ["run_probes", "probe_name", "end_budget_s", "START_PROBES_S", "END_PR
 START_PROBES_S = 1.0
 END_PROBES_S = 5.0          # the end's budget at the most (a window of 50 s or more)
 END_SHARE = 0.1             # of the window: -d 3 of a 2,000-process tree spent 3.9 s here
-END_MIN_S = 0.5             # at the least: a small tree's end probes take 0.1 s (0.5 loaded)
+END_MIN_S = 1.5             # at the least: stack motion alone samples a spinning thread 0.9 s
 
 
 def end_budget_s(duration: float) -> float:
