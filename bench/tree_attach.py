@@ -9,7 +9,9 @@ Usage: python bench/tree_attach.py [--procs 2000] [--duration 3] [--backends str
 The tree: one Python process forks ``--procs`` children in a tree of fan-out 8 (each child
 forks its share, then sleeps in ``pause()``), started once and recorded by each backend in
 turn; it is killed (its process group) at the end. Printed per run: seconds to "attaching",
-seconds from it to "trace saved", seconds to the command's exit, and its exit status.
+from it to the trace's last byte (its mtime: the recording's end, before the analysis) and
+to "trace saved" (after the analysis), the trace's own window (header start to end record),
+seconds to the command's exit, and its exit status.
 """
 from __future__ import annotations
 
@@ -62,18 +64,23 @@ def tree_size(pid: int) -> int:
 
 
 def attach_once(pid: int, backend: str, duration: float,
-                out: str) -> Tuple[Optional[float], Optional[float], float, int]:
-    """(s to "attaching", s from it to "trace saved", s to exit, exit status)."""
+                out: str) -> Tuple[Optional[float], Optional[float], float, int,
+                                   Optional[float], Optional[float]]:
+    """(s to "attaching", s from it to "trace saved", s to exit, exit status, s from
+    "attaching" to the trace's last byte, the trace's window in s)."""
     t0 = time.monotonic()
     p = subprocess.Popen(HANGTRACE + ["attach", str(pid), "-b", backend, "-d", str(duration),
                                       "-o", out, "--json"], cwd=REPO,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen: List[Tuple[float, str]] = []
+    wall: List[float] = []          # time.time() at "attaching", for the trace's mtime
 
     def read() -> None:
         assert p.stderr is not None
         for line in p.stderr:
             seen.append((time.monotonic(), line))
+            if "attaching" in line and not wall:
+                wall.append(time.time())
     r = threading.Thread(target=read, daemon=True)
     r.start()
     rc = p.wait()
@@ -83,7 +90,22 @@ def attach_once(pid: int, backend: str, duration: float,
     def when(what: str) -> Optional[float]:
         return next((t for t, line in seen if what in line), None)
     att, saved = when("attaching"), when("trace saved")
-    return (att - t0 if att else None, saved - att if att and saved else None, total, rc)
+    closed = os.stat(out).st_mtime - wall[0] if wall and os.path.exists(out) else None
+    return (att - t0 if att else None, saved - att if att and saved else None, total, rc,
+            closed, trace_window(out))
+
+
+def trace_window(path: str) -> Optional[float]:
+    """The trace's window: its end record's time less its header's start."""
+    sys.path.insert(0, REPO)
+    from tracer.tracefile.format import TraceReader
+    try:
+        r = TraceReader(path)
+        for _ in r.events():
+            pass
+        return r.info.end.ts - r.info.header["start"] if r.info.end is not None else None
+    except Exception:  # a trace that could not be read: no window to show
+        return None
 
 
 def main() -> None:
@@ -99,11 +121,12 @@ def main() -> None:
         print(f"tree of {tree_size(tree.pid)} processes (root {tree.pid})", flush=True)
         for backend in ns.backends.split(","):
             for i in range(ns.runs):
-                att, saved, total, rc = attach_once(tree.pid, backend, ns.duration,
-                                                    os.path.join(d, f"{backend}-{i}.htrace.gz"))
+                att, saved, total, rc, closed, window = attach_once(
+                    tree.pid, backend, ns.duration, os.path.join(d, f"{backend}-{i}.htrace.gz"))
                 fmt = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
-                print(f"{backend}: attaching after {fmt(att)} s, trace saved {fmt(saved)} s "
-                      f"after it, exit after {total:.2f} s (status {rc})", flush=True)
+                print(f"{backend}: attaching after {fmt(att)} s, trace closed {fmt(closed)} s "
+                      f"and saved {fmt(saved)} s after it (window {fmt(window)} s), exit "
+                      f"after {total:.2f} s (status {rc})", flush=True)
     finally:
         os.killpg(tree.pid, signal.SIGKILL)
         tree.wait()

@@ -95,3 +95,17 @@ def test_probes_past_their_budget_are_named_and_their_end_twins_cut(monkeypatch)
                              cut_before={"memory (start)"})
     assert ran[1:] == ["kernel stacks", "evidence (end)"] and cut == ["memory (end)"]
     assert errors == [("session", "memory (end) not run: memory (start) was not")]
+
+
+def test_the_end_budget_counts_from_the_end_s_start(monkeypatch) -> None:
+    """The last /proc reads of the tree (before the probes) count against the end's budget."""
+    from tracer.record import probe_run
+    clock = [10.0]
+    monkeypatch.setattr(probe_run.time, "monotonic", lambda: clock[0])
+    ran: list = []
+    probes = [_slow("futex owners", ran, clock, 0.1), _slow("kernel stacks", ran, clock, 0.1)]
+    errors, cut = run_probes(probes, [1, 2], object(), lambda e: None, budget_s=0.5,
+                             began=9.55)      # 0.45 s went on the final /proc reads
+    assert ran == ["futex owners"] and cut == ["kernel stacks"]
+    assert errors == [("session", "the end probes' 0.5 s were spent (2 processes): "
+                       "kernel stacks not run")]

@@ -47,6 +47,8 @@ from .progress.still import still_signals
 
 def _gpu_ioctls(t: ThreadStats) -> Dict[str, int]:
     """ioctls on /dev/nvidia* fds by decoded name: {"RM_CONTROL on /dev/nvidiactl": 8, ...}."""
+    if not t.ioctls:            # most threads: no import lookup, no dict
+        return {}
     from ..gpu.nvidia import describe_ioctl
     out: Dict[str, int] = {}
     for (kind, req, name), n in t.ioctls.items():
@@ -79,11 +81,12 @@ def thread_counters(t: ThreadStats, v: ThreadVerdict, rec: Recording) -> Dict[st
     out: Dict[str, float] = {}
     if rec.has_syscalls:
         gpu = _gpu_ioctls(t)
-        out.update(syscalls=n, eventfd_writes=t.eventfd_writes, futex_waits=t.futex_waits,
-                   gpu_ioctls=sum(gpu.values()), bytes_written=t.written_bytes,
-                   output_bytes=t.output_bytes, poll_timeouts=t.poll_timeouts)
+        out = {"syscalls": n, "eventfd_writes": t.eventfd_writes, "futex_waits": t.futex_waits,
+               "gpu_ioctls": sum(gpu.values()), "bytes_written": t.written_bytes,
+               "output_bytes": t.output_bytes, "poll_timeouts": t.poll_timeouts}
         # Per decoded name ("gpu_ioctls[RM_CONTROL on /dev/nvidiactl]"): summed per process too.
-        out.update({f"gpu_ioctls[{k}]": v for k, v in sorted(gpu.items())})
+        for k, val in sorted(gpu.items()):
+            out[f"gpu_ioctls[{k}]"] = val
         if w > 0:
             out["syscalls_per_s"] = round(n / w, 2)
     if v.cpu is not None:
@@ -238,15 +241,17 @@ def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTa
                     facts: Optional[WaitFacts] = None) -> ProcessReport:
     threads = []
     sf = (facts or WaitFacts()).stacks
-    for t in rec.threads_of(pv.pid):
-        v = pv.threads[t.tid]
+    pid, verdicts = pv.pid, pv.threads
+    sampled = stacks.by_thread if stacks else {}
+    for t in rec.threads_of(pid):
+        v = verdicts[t.tid]
         threads.append(ThreadReport(
             tid=t.tid, name=t.comm, state=_thread_state(t, v), verdict=v.verdict,
             rule=v.rule, evidence=v.evidence, helper=v.helper, parked=v.parked,
             current=current_call_text(t), counters=thread_counters(t, v, rec),
-            stack=stacks.by_thread.get((pv.pid, t.tid), []) if stacks else [],
-            last_output_ts=t.last_output_ts, kernel_stack=sf.kernel_frames(pv.pid, t.tid),
-            native_stack=sf.native_frames(pv.pid, t.tid)[0]))
+            stack=sampled.get((pid, t.tid), []), last_output_ts=t.last_output_ts,
+            kernel_stack=sf.kernel_frames(pid, t.tid),
+            native_stack=sf.native_frames(pid, t.tid)[0]))
     return ProcessReport(
         pid=pv.pid, ppid=pv.ppid, role=pv.facts.role_label, comm=pv.facts.comm,
         cmdline=pv.facts.cmdline, verdict=pv.verdict, rule=pv.rule, evidence=pv.evidence,

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..events import ProcessInfo, ProcessIO, ThreadSample
-from .procfs_fds import listening_sockets, read_fds, socket_table
+from .procfs_fds import SocketTables, listening_sockets, read_fds, socket_table
 
 __all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked", "Stat", "read_bytes", "read_text", "read_stat", "read_cmdline", "read_comm",
            "list_pids", "list_tids", "read_threads", "read_process_info", "read_thread_sample",
            "read_io", "read_environ_rank", "read_environ_vars", "children_map", "descendants",
            "pid_exists", "tgid_of", "boot_time", "TICKS_HZ", "PAGE_SIZE",
            # re-exported from procfs_fds
-           "read_fds", "socket_table", "listening_sockets"]
+           "read_fds", "socket_table", "listening_sockets", "SocketTables"]
 
 # utime/stime/starttime in /proc are in clock ticks (USER_HZ, 100 on every mainstream build).
 TICKS_HZ: int = os.sysconf("SC_CLK_TCK")
@@ -305,18 +305,21 @@ def descendants(pids: Iterable[int], root: str = "/proc",
 
 # --------------------------------------------------------------------------- records
 def read_process_info(pid: int, root: str = "/proc", ts: Optional[float] = None,
-                      with_fds: bool = True) -> Optional[ProcessInfo]:
-    """Everything events.ProcessInfo holds about ``pid``; None when the process is gone."""
+                      with_fds: bool = True,
+                      tables: Optional[SocketTables] = None) -> Optional[ProcessInfo]:
+    """Everything events.ProcessInfo holds about ``pid``; None when the process is gone.
+    ``tables``: the socket tables of a pass over many processes (read once a namespace)."""
     st = read_stat(pid, root=root)
     if st is None:
         return None
     bt = boot_time(root)
-    fds = read_fds(pid, root) if with_fds else []
+    tables = tables if tables is not None else SocketTables(root)
+    fds = read_fds(pid, root, tables=tables) if with_fds else []
     zombie = st.state in ("Z", "X")
     return ProcessInfo(
         ts=time.time() if ts is None else ts, pid=pid, ppid=st.ppid, comm=st.comm,
         cmdline=read_cmdline(pid, root), threads=read_threads(pid, root), fds=fds,
-        listening=listening_sockets(pid, root, fds=fds) if with_fds else [],
+        listening=listening_sockets(pid, root, fds=fds, tables=tables) if with_fds else [],
         state=st.state, exit_code=st.exit_code if zombie else None,
         start_time=None if bt is None else bt + st.starttime / TICKS_HZ,
         environ_rank=read_environ_rank(pid, root))

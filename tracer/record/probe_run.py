@@ -4,14 +4,15 @@ Contract:
 - ``run_probes(probes, pids, analyzer, take, budget_s=..., phase=...)`` runs each probe and
   hands its events to ``take``; a probe that raises is one (probe, message) line, never the
   end of the recording. It returns those lines and the names of the probes not run.
-- A probe is not started once ``budget_s`` seconds have gone since the first began (a probe
-  that has begun runs to its own bounds), nor once ``interrupted()`` says a signal came. The
+- A probe is not started once ``budget_s`` seconds have gone since ``began`` (the run's start
+  by default; a probe that has begun runs to its own bounds), nor after a signal came. The
   probes left out are named in one ("session", line) saying why, which the trace keeps and the
   report shows: a verdict then lacks that signal and says so, it does not guess.
 - An end probe whose start twin was cut ("memory (end)" after "memory (start)") is cut too,
   named with the others: an end reading without its start says nothing.
-- The budgets (``START_PROBES_S``, ``END_PROBES_S``) bound what a tree of thousands of
-  processes adds to a recording's start and end; a small job's probes take a fraction of them.
+- The budgets (``START_PROBES_S``, ``END_PROBES_S``, the end's counted from its last /proc
+  reads) bound what a tree of thousands of processes adds to a recording's start and end; a
+  small job's probes take a fraction of them.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from .. import events as ev
 __all__ = ["run_probes", "probe_name", "START_PROBES_S", "END_PROBES_S"]
 
 START_PROBES_S = 1.0
-END_PROBES_S = 5.0
+END_PROBES_S = 5.0      # not a share of the window: the end's stacks, logs and memory decide
 
 Probe = Callable[[List[int], object], List[ev.Event]]
 
@@ -39,11 +40,13 @@ def _start_twin(name: str) -> Optional[str]:
 def run_probes(probes: Sequence[Probe], pids: List[int], analyzer: object,
                take: Callable[[ev.Event], None], *, budget_s: float, phase: str = "end",
                interrupted: Callable[[], bool] = lambda: False,
-               cut_before: Set[str] = frozenset()) -> Tuple[List[Tuple[str, str]], List[str]]:
+               cut_before: Set[str] = frozenset(),
+               began: Optional[float] = None) -> Tuple[List[Tuple[str, str]], List[str]]:
     """(trouble lines, names of the probes not run) (module doc); ``cut_before``: names cut
-    by an earlier run (the start probes), whose end twins are cut here."""
+    by an earlier run (the start probes), whose end twins are cut here; ``began``: when the
+    budget started (time.monotonic(); now when None)."""
     errors: List[Tuple[str, str]] = []
-    began = time.monotonic()
+    began = time.monotonic() if began is None else began
     why = ""
     cut: List[str] = []
     for probe in probes:

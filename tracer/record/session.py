@@ -194,8 +194,9 @@ def _running(pid: int) -> bool:
 
 def _final_infos(pids: List[int]) -> List[ev.ProcessInfo]:
     out = []
+    tables = procfs.SocketTables()      # one read of each namespace's sockets, not two a pid
     for pid in pids:
-        info = procfs.read_process_info(pid)
+        info = procfs.read_process_info(pid, tables=tables)
         if info is not None:
             out.append(info)
     return out
@@ -361,6 +362,7 @@ class Session:
             closed = self.stop.count      # signals until the window closed
             self.errors = self.start_errors + _stop_all(self.started)
             left = self.inbox.drain(self.take, interrupted=lambda: self.stop.count > closed)
+            ending = time.monotonic()     # the end probes' budget counts from here
             # the live ones only: after a fork storm, thousands of the pids seen have exited
             alive = [p for p in self.targets.pids() if procfs.pid_exists(p)]
             for info in _final_infos(alive):
@@ -368,7 +370,8 @@ class Session:
             if self.analyzer is not None:
                 self.errors.extend(run_probes(
                     self.end_probes, alive, self.analyzer, self.take, budget_s=END_PROBES_S,
-                    cut_before=set(self.cut), interrupted=lambda: self.stop.count > closed)[0])
+                    began=ending, cut_before=set(self.cut),
+                    interrupted=lambda: self.stop.count > closed)[0])
         finally:
             self.end = end = time.time()
             for e in self.inbox.lost(end, left):

@@ -72,11 +72,12 @@ class TargetSet:
                 return self.initial_infos()
             self.discovered, self._root = True, root
         # an excluded root's tree is walked too: its other descendants are recorded
+        tables = procfs.SocketTables(root)
         for pid in sorted(set(self.roots) | set(procfs.descendants(self.roots, root))):
             if self.excluded(pid):
                 continue
             self.add(pid)
-            info = procfs.read_process_info(pid, root)
+            info = procfs.read_process_info(pid, root, tables=tables)
             if info is not None:
                 self.infos[pid] = info
         return self.initial_infos()

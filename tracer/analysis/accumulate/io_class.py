@@ -34,13 +34,14 @@ Pure.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Set
 
 from ... import events as ev
 from ...events.counts import WAKEUP_MAX_BYTES
 
 from ...linux.fdtarget import OUTPUT_KINDS, SOCKET_KINDS
 from ..vocab.verdict import StrEnum
+from .stats import new_counter
 from .traffic import keepalive
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,7 +125,7 @@ def judge_output(t: "ThreadStats", window: float, end: Optional[float] = None,
     is old news (``output_is_stale``, over both). Recomputed from the accumulated state at
     every finish()."""
     t.output_bytes, t.output_writes = t.plain_bytes, t.plain_writes
-    t.output_targets = Counter(t.plain_targets)
+    t.output_targets = Counter(t.plain_targets) if t.plain_targets else new_counter()
     t.last_output_ts = t.plain_last_ts
     t.keepalives = []
     sent: List["FdTraffic"] = []
@@ -205,5 +206,9 @@ def is_old_news(ncalls: int, at: Optional[int], last: Optional[float], window: f
 
 def internal_targets(fds: List[ev.FdInfo]) -> set:
     """Pipe/socket targets that appear on two fds of one process (a self-pipe or socketpair)."""
-    seen: Counter = Counter(f.target for f in fds if f.kind in ("pipe", "fifo"))
-    return {target for target, n in seen.items() if n >= 2}
+    seen: Set[str] = set()
+    out: Set[str] = set()
+    for f in fds:
+        if f.kind in ("pipe", "fifo"):
+            (out if f.target in seen else seen).add(f.target)
+    return out

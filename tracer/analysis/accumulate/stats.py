@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from functools import lru_cache, partial
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ... import events as ev
 from .traffic import FdTraffic
@@ -20,12 +20,15 @@ _NO_RETURN = frozenset({"exit", "exit_group", "execve", "execveat", "rt_sigretur
 
 
 
-def new_counter() -> Counter:
-    """An empty Counter, made without Counter.__init__ (which only calls update(): 0.66 us
-    against 0.1 us). A fork storm's 40,000 threads make half a million of them."""
-    return Counter.__new__(Counter)
+# An empty Counter, made without Counter.__init__ (which only calls update(): 0.66 us against
+# 0.1 us) and without a Python frame (a partial). A fork storm's 40,000 threads make half a
+# million of them.
+new_counter: Callable[[], Counter] = partial(Counter.__new__, Counter)
 
-@dataclass
+
+# slots: 67 fields filled into an instance dict that grows as it goes made one ThreadStats
+# 2.6 us (1/10 of a 20,000-process analysis); 1.2 us in slots, with new_counter's partial.
+@dataclass(slots=True)
 class ThreadStats:
     pid: int
     tid: int
@@ -131,7 +134,7 @@ class TcpTrack:
         return max(0, b - a) if a is not None and b is not None else 0
 
 
-@dataclass
+@dataclass(slots=True)
 class ProcessStats:
     pid: int
     info: Optional[ev.ProcessInfo] = None

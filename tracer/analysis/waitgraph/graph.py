@@ -327,8 +327,9 @@ class WaitGraph:
     # ------------------------------------------------------------------ output
     def to_json(self) -> Dict[str, object]:
         stuck = set(self.stuck)
+        kinds = {k: str(k) for k in NodeKind}      # (once, not per node)
         return {
-            "nodes": [{"id": n.id, "kind": str(n.kind), "label": n.label, "pid": n.pid,
+            "nodes": [{"id": n.id, "kind": kinds[n.kind], "label": n.label, "pid": n.pid,
                        "tid": n.tid, "state": n.state, "dead": n.dead,
                        "stuck": n.id in stuck} for n in self.nodes.values()],
             "edges": [e.to_json() for e in self.edges],

@@ -36,7 +36,7 @@ from ...linux.tcpdiag import TcpSock, accepted_since, tcp_sockets
 from ...events import (ObserveError, ProcessExit, ProcessInfo, ServedConnections,
                        SocketCounters, ThreadExit,
                        ThreadStart)
-from ...linux.procfs_fds import SocketEntry, listening_sockets, read_fds_checked, socket_table
+from ...linux.procfs_fds import SocketTables, listening_sockets, read_fds_checked
 from .base import Backend, Emit, TargetSet
 from ..targets import ParentCache, decode_wait_status
 
@@ -167,7 +167,7 @@ class ProcBackend(Backend):
                 return
             t0 = time.perf_counter()
             self._discover()
-            sockets: Dict[str, Dict[int, SocketEntry]] = {}
+            sockets = SocketTables(self.root)
             for i, pid in enumerate(self._targets.pids()):
                 if i % 64 == 63 and self._stop.is_set() \
                         and time.perf_counter() - t0 > LONG_TICK_S:
@@ -218,7 +218,7 @@ class ProcBackend(Backend):
                 self._emit(ThreadStart(ts=info.ts, pid=pid, tid=pid, parent_tid=info.ppid,
                                        new_process=True))
 
-    def _sample_process(self, pid: int, sockets: Dict[str, Dict[int, SocketEntry]]) -> None:
+    def _sample_process(self, pid: int, sockets: SocketTables) -> None:
         assert self._emit is not None
         emit, root = self._emit, self.root
         tr = self._tracked.get(pid)
@@ -270,17 +270,12 @@ class ProcBackend(Backend):
             self._refresh_info(pid, tr, sockets)
 
     def _refresh_info(self, pid: int, tr: _Tracked,
-                      sockets: Dict[str, Dict[int, SocketEntry]]) -> None:
+                      sockets: SocketTables) -> None:
         assert self._emit is not None
         root = self.root
         # Socket tables are per network namespace; processes of one tree usually share one.
-        try:
-            netns = os.readlink(f"{root}/{pid}/ns/net")
-        except OSError:
-            netns = f"pid{pid}"
-        if netns not in sockets:
-            sockets[netns] = socket_table(root, pid)
-        fds = read_fds_checked(pid, root, sockets[netns])
+        table = sockets.of(pid)
+        fds = read_fds_checked(pid, root, table)
         if fds is None:
             self._unreadable(pid, "fd", f"{root}/{pid}/fd", "fds skipped")
             fds = []
@@ -288,7 +283,7 @@ class ProcBackend(Backend):
         if info is None:
             return
         info.fds = fds
-        info.listening = listening_sockets(pid, root, fds=fds, sockets=sockets[netns])
+        info.listening = listening_sockets(pid, root, fds=fds, sockets=table)
         tr.tcp = _tcp_fds(info)
         sig = _info_signature(info)
         if sig != tr.signature:

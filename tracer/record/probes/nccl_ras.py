@@ -49,13 +49,14 @@ def _parse_addr(text: str) -> Optional[Tuple[str, int]]:
 def ras_addresses(pids: Sequence[int]) -> Dict[Tuple[str, int], int]:
     """{(host, port): pid of a listener} for the RAS services the traced tree runs."""
     out: Dict[Tuple[str, int], int] = {}
+    tables = procfs.SocketTables()
     for pid in pids:
         env = procfs.read_environ_vars(pid, ("NCCL_RAS_ADDR", "NCCL_RAS_ENABLE"))
         if env.get("NCCL_RAS_ENABLE", "").strip() == "0":
             continue
         want = _parse_addr(env["NCCL_RAS_ADDR"]) if env.get("NCCL_RAS_ADDR") else None
         port = want[1] if want else RAS_PORT
-        for entry in procfs.listening_sockets(pid):
+        for entry in procfs.listening_sockets(pid, tables=tables):
             proto, _, local = entry.partition(" ")
             if not proto.startswith("tcp"):
                 continue
