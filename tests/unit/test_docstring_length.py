@@ -27,7 +27,7 @@ LONGER: Dict[str, int] = {
     "record/backends/proc_backend.py": 23, "record/backends/strace_backend.py": 24,
     "record/cluster.py": 26, "record/doctor.py": 20, "record/evidence/capture.py": 22,
     "record/evidence/kmsg.py": 15, "record/evidence/libs.py": 21,
-    "record/evidence/procinfo.py": 19, "record/probes/memory.py": 13, "record/probe_run.py": 14,
+    "record/evidence/procinfo.py": 19, "record/probes/memory.py": 13,
     "record/inbox.py": 15, "record/probes/elfsyms.py": 14, "record/probes/flight_recorder.py": 13,
     "record/probes/futex_owner.py": 31, "record/probes/kernel_stacks.py": 15,
     "record/probes/log_lines.py": 14, "record/probes/nccl_ras.py": 15,

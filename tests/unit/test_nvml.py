@@ -13,6 +13,7 @@ from tracer import events as ev
 from tracer.record.backends.base import TargetSet
 from tracer.record.backends.nvml_backend import NvmlBackend
 from tracer.events import GpuSample
+import tracer.gpu.nvml as nvml_mod
 from tracer.gpu.nvml import NvmlError, open_nvml
 from tracer.tracefile.format import TraceReader, TraceWriter, make_header
 
@@ -37,6 +38,20 @@ def test_check_says_why_not():
     assert NvmlBackend(opener=no_lib).check().startswith("no NVIDIA management library")
     fake = FakeNvml()
     assert NvmlBackend(opener=lambda: fake).check() is None and fake.closed
+
+
+@pytest.fixture(autouse=True)
+def a_driver_is_there(monkeypatch):
+    """open_nvml goes on to the bindings (real or fake) only where the kernel driver is."""
+    monkeypatch.setattr(nvml_mod, "DRIVER_PROC", "/")
+
+
+def test_open_nvml_without_the_kernel_driver_imports_nothing(monkeypatch):
+    import sys
+    monkeypatch.setattr(nvml_mod, "DRIVER_PROC", "/nonexistent/driver/nvidia")
+    monkeypatch.setitem(sys.modules, "pynvml", None)        # an import would raise
+    with pytest.raises(NvmlError, match="^no NVIDIA driver .*/nonexistent/driver/nvidia is absent"):
+        open_nvml()
 
 
 @pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="NVML is here")

@@ -5,14 +5,11 @@ Contract:
   hands its events to ``take``; a probe that raises is one (probe, message) line, never the
   end of the recording. It returns those lines and the names of the probes not run.
 - A probe is not started once ``budget_s`` seconds have gone since ``began`` (the run's start
-  by default; a probe that has begun runs to its own bounds), nor after a signal came. The
-  probes left out are named in one ("session", line) saying why, which the trace keeps and the
-  report shows: a verdict then lacks that signal and says so, it does not guess.
-- An end probe whose start twin was cut ("memory (end)" after "memory (start)") is cut too,
-  named with the others: an end reading without its start says nothing.
-- The budgets (``START_PROBES_S``, ``END_PROBES_S``, the end's counted from its last /proc
-  reads) bound what a tree of thousands of processes adds to a recording's start and end; a
-  small job's probes take a fraction of them.
+  by default), nor after a signal came; those left out are named in one ("session", line) the
+  trace keeps and the report shows: a verdict then lacks that signal and says so. An end
+  probe whose start twin was cut ("memory (end)" after "memory (start)") is cut too.
+- ``START_PROBES_S`` and ``END_PROBES_S`` bound what a tree of thousands of processes adds to
+  a recording's start and end; a small job's probes take a fraction of them.
 """
 from __future__ import annotations
 
