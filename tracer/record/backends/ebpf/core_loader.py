@@ -179,7 +179,7 @@ class CoreProgram:
             self._write_rodata(settings)
 
     def _check_structs(self, sizes: Mapping[str, int]) -> None:
-        """The object was built from the sources this Python mirrors (module doc)."""
+        """The object was built from the sources this Python mirrors (``CoreProgram``)."""
         if not sizes:
             return
         lib = self._lib

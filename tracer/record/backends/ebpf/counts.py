@@ -84,7 +84,7 @@ def _fd_fields(f: Any) -> Dict[str, int]:
 
 
 class KernelSnapshot:
-    """One consistent read of the counting maps (module doc)."""
+    """One consistent read of the counting maps (``read``)."""
 
     def __init__(self) -> None:
         self.threads: Dict[Tuple[int, int], ThreadTotals] = {}
@@ -169,7 +169,7 @@ FdLookup = Callable[[int, int], Optional[ev.FdInfo]]
 
 
 class CountEmitter:
-    """Snapshots -> ThreadCounts events, only for threads whose counts changed (module doc)."""
+    """Snapshots -> ThreadCounts events, only for threads whose counts changed (``events``)."""
 
     def __init__(self, *, since: float, epoch: Callable[[int], float], name: Callable[[int], str],
                  fd_info: FdLookup) -> None:

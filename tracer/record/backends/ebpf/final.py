@@ -54,7 +54,7 @@ def _counter(maps: Mapping[str, MapView], idx: int) -> int:
 
 
 def final_events(ctx: StopContext) -> Tuple[List[ev.Event], List[str]]:
-    """``(events, errors)`` at stop (module doc), the events in this order:
+    """``(events, errors)`` at stop, the events in this order:
 
     1. the calls the live threads are blocked in, as ``ongoing`` events (ebpf/inflight.py), dated
     from when the thread went to sleep in them (the kernel's blocked_ns; the attach time for a
