@@ -17,15 +17,7 @@ LONGER: Dict[str, int] = {
     "analysis/accumulate/fd_lifetimes.py": 15, "analysis/accumulate/io_class.py": 32,
     "analysis/accumulate/program_clock.py": 14, "analysis/accumulate/traffic.py": 19,
     "analysis/waitgraph/build.py": 31, "analysis/waitgraph/stack_waits.py": 16,
-    "load/merged.py": 13, "record/cluster.py": 26, "record/doctor.py": 20,
-    "record/evidence/capture.py": 22, "record/evidence/kmsg.py": 15, "record/evidence/libs.py": 21,
-    "record/evidence/procinfo.py": 19, "record/probes/memory.py": 13, "record/probe_run.py": 14,
-    "record/inbox.py": 15, "record/probes/elfsyms.py": 14, "record/probes/flight_recorder.py": 13,
-    "record/probes/futex_owner.py": 31, "record/probes/kernel_stacks.py": 15,
-    "record/probes/log_lines.py": 14, "record/probes/nccl_ras.py": 15,
-    "record/probes/stack_motion.py": 13, "record/probes/stackscan.py": 18,
-    "record/pystacks.py": 22, "record/session.py": 27, "record/snapshot.py": 13,
-    "record/watch.py": 27, "record/watch_looks.py": 24,
+    "load/merged.py": 13, "record/probe_run.py": 14, "record/session.py": 27,
 }
 
 
