@@ -1,29 +1,15 @@
 """Recording a job on every node through the cluster's own launcher, then one merged report.
 
 Contract:
-- hangtrace brings no agent of its own: each node runs ``hangtrace attach`` (``AttachArgs``:
-  pids or --name, whose ``{node}`` becomes the node's name, duration, backend) through a
-  launcher the cluster already has. ``plan(via, ...)`` returns the ``NodeRun``s:
-  * one command per node, the trace coming back on the launcher's stdout (``attach -o -``) into
-    OUTDIR/NODE.htrace.gz, the node's own report and errors on its stderr into OUTDIR/NODE.log:
-    ``ssh`` (ssh -o BatchMode=yes -- HOST 'hangtrace attach ...'), ``kubectl`` (kubectl exec POD
-    -- hangtrace attach ..., the pods named or listed by a label selector) and a template such
-    as ``'ip netns exec {node}'`` (``{node}`` replaced, the attach command appended);
-  * one command for all nodes, each writing OUTDIR/HOST.htrace.gz itself (OUTDIR must be a
-    directory every node sees: a shared file system): ``slurm`` (srun --overlap --jobid J
-    --ntasks-per-node=1 --label) and ``pdsh`` (pdsh -S -w HOSTS); each task first says which
-    host it is on stderr, so its errors are told apart.
-- ``run(runs, timeout)`` starts them (at most ``fanout`` at once, each in its own session),
-  waits until each ends or the deadline, then stops what is left (SIGTERM, then SIGKILL: no
-  launcher is left behind, on Ctrl-C either) and returns ``NodeResult``s: a node whose trace
-  cannot be read failed, and says why (the last line its attach or launcher wrote).
+- hangtrace brings no agent of its own: each node runs ``hangtrace attach`` (``AttachArgs``)
+  through a launcher the cluster already has. ``plan(via, ...)`` returns the ``NodeRun``s:
+  one command per node (ssh, kubectl, a template) or one for all (slurm, pdsh); which, and
+  where each trace and log goes: its docstring.
+- ``run(runs, timeout)`` starts them, waits until each ends or the deadline, then stops what
+  is left (no launcher is left behind, on Ctrl-C either) and returns ``NodeResult``s: a node
+  whose trace cannot be read failed, and says why (``_last_line``).
 - ``dry_run_lines(runs)``: the command lines, shell-quoted, as they would run.
-- Node names reach launchers as arguments, so ``node_name_problem`` refuses those a launcher
-  could read as something else (a leading ``-``: an option; whitespace, control characters,
-  ``/`` or ``,``: another word, path or list); ``plan`` refuses them all at once, ssh gets
-  ``--`` before the host, and each node name has a trace file of its own.
-Attach's exit status is its verdict (0, 3-7); 1, 2, 130 or a launcher's own status (ssh 255)
-with no readable trace is a failure.
+- ``node_name_problem`` refuses the node names a launcher could misread (``plan`` all at once).
 """
 from __future__ import annotations
 
@@ -46,6 +32,8 @@ NODE_MARK = "hangtrace-node: "
 
 @dataclass
 class AttachArgs:
+    """What each node's ``hangtrace attach`` is given: pids or --name (whose ``{node}`` becomes the
+    node's name), duration, backend."""
     remote: List[str]                     # how to run hangtrace on a node
     pids: List[int] = field(default_factory=list)
     name: Optional[str] = None
@@ -86,7 +74,9 @@ _NOT_IN_NODE_NAME = re.compile(r"[\s/,\x00-\x1f\x7f]")
 
 
 def node_name_problem(name: str) -> Optional[str]:
-    """Why ``name`` cannot be handed to a launcher as a node (module doc), or None."""
+    """Why ``name`` cannot be handed to a launcher as a node, or None.
+    Refused: those a launcher could read as something else (a leading ``-``: an option; whitespace,
+    control characters, ``/`` or ``,``: another word, path or list)."""
     if not name:
         return "an empty name"
     if name.startswith("-"):
@@ -104,7 +94,7 @@ def refused_nodes(nodes: Sequence[str]) -> List[Tuple[str, str]]:
 
 
 def check_nodes(nodes: Sequence[str]) -> None:
-    """Raise UsageError naming every node name ``plan`` refuses (module doc)."""
+    """Raise UsageError naming every node name ``plan`` refuses (``node_name_problem``)."""
     refused = refused_nodes(nodes)
     if refused:
         raise UsageError("refused node names: " + "; ".join(
@@ -145,7 +135,23 @@ def _shell_attach(att: AttachArgs, outdir: str) -> str:
 def plan(via: str, nodes: Sequence[str], att: AttachArgs, outdir: str, *,
          jobid: Optional[str] = None, namespace: Optional[str] = None,
          container: Optional[str] = None) -> List[NodeRun]:
-    """The commands for ``via`` (module doc). Raises UsageError when they cannot be made."""
+    """The commands for ``via``. Raises UsageError when they cannot be made.
+    The commands:
+
+    - one command per node, the trace coming back on the launcher's stdout (``attach -o -``) into
+    OUTDIR/NODE.htrace.gz, the node's own report and errors on its stderr into OUTDIR/NODE.log:
+    ``ssh`` (ssh -o BatchMode=yes -- HOST 'hangtrace attach ...'), ``kubectl`` (kubectl exec POD --
+    hangtrace attach ..., the pods named or listed by a label selector) and a template such as
+    ``'ip netns exec {node}'`` (``{node}`` replaced, the attach command appended);
+
+    - one command for all nodes, each writing OUTDIR/HOST.htrace.gz itself (OUTDIR must be a
+    directory every node sees: a shared file system): ``slurm`` (srun --overlap --jobid J
+    --ntasks-per-node=1 --label) and ``pdsh`` (pdsh -S -w HOSTS); each task first says which host
+    it is on stderr, so its errors are told apart.
+
+    Node names reach launchers as arguments: ``plan`` refuses all those ``node_name_problem``
+    refuses at once, ssh gets ``--`` before the host, and each node name has a trace file of its
+    own."""
     outdir = os.path.abspath(outdir)
     nodes = list(dict.fromkeys(nodes))
     check_nodes(nodes)
@@ -250,7 +256,10 @@ def _start(r: NodeRun) -> subprocess.Popen:
 
 
 def run(runs: Sequence[NodeRun], timeout: float, fanout: int = 32) -> List[NodeResult]:
-    """Run the launchers (module doc) and collect what each node left."""
+    """Run the launchers (module doc) and collect what each node left.
+    At most ``fanout`` run at once, each in its own session; what is left at the deadline is
+    stopped with SIGTERM, then SIGKILL (``_stop``). Attach's exit status is its verdict (0, 3-7);
+    1, 2, 130 or a launcher's own status (ssh 255) with no readable trace is a failure."""
     procs: Dict[int, subprocess.Popen] = {}
     started_error: Dict[int, str] = {}
     waiting = list(range(len(runs)))

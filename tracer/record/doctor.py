@@ -4,20 +4,11 @@ Contract:
 - ``doctor_facts()`` -> dict (JSON-ready, for tests and ``--json``; tracer/data/doctor.schema.json):
   ``format`` (``FORMAT``), ``version``, ``kernel``, ``root``, one entry per capability, each
   ``{"ok": bool, "detail": str, "fix": str}`` ("fix" empty when ok), plus "backends":
-  which backends can run (ebpf, strace, proc) and why not. ``compiled_helpers`` says whether
-  the strace importer and trace reader run their compiled helpers or the pure-Python path;
-  "privilege" is one fact for the checks that failed for lack of privilege (their names in
-  "denied", each such fact's fix says what to run: root, or the capabilities), never a kernel
-  to rebuild for them: as ``nobody``, tracefs is mounted but 0700 root, not "not mounted".
-  "ebpf_loader" says in one line which eBPF loader works here (libbpf with the CO-RE objects,
-  else BCC) and why the other does not; "ebpf_cost" says what a syscall tracepoint costs every
-  process on the machine (the figure bench/overhead.py measured on an untraced bystander). It
-  reads files, looks for programs and opens libbpf (whose feature probes create and close a
-  tiny map and program); it loads none of hangtrace's programs, changes nothing and never
-  raises.
+  which backends can run (ebpf, strace, proc) and why not; the other facts: its docstring.
+  It loads none of hangtrace's programs, changes nothing and never raises.
 - ``run_doctor(console)`` prints the facts as a table (``console`` is a rich Console or any
-  object with ``print``; every line goes through render/markup.escape) and returns 0 when at least one syscall backend (ebpf or strace) can
-  run, else 1.
+  object with ``print``; every line goes through render/markup.escape) and returns 0 when at
+  least one syscall backend (ebpf or strace) can run, else 1.
 """
 from __future__ import annotations
 
@@ -120,6 +111,16 @@ def _ebpf_loader() -> Dict[str, Any]:
 
 
 def doctor_facts() -> Dict[str, Any]:
+    """The facts (module doc). ``compiled_helpers`` says whether the strace importer and trace
+    reader run their compiled helpers or the pure-Python path; "privilege" is one fact for the
+    checks that failed for lack of privilege (their names in "denied", each such fact's fix says
+    what to run: root, or the capabilities), never a kernel to rebuild for them: as ``nobody``,
+    tracefs is mounted but 0700 root, not "not mounted". "ebpf_loader" says in one line which eBPF
+    loader works here (libbpf with the CO-RE objects, else BCC) and why the other does not;
+    "ebpf_cost" says what a syscall tracepoint costs every process on the machine (the figure
+    bench/overhead.py measured on an untraced bystander). It reads files, looks for programs and
+    opens libbpf (whose feature probes create and close a tiny map and program); it loads none of
+    hangtrace's programs, changes nothing and never raises."""
     from .backends.ebpf.backend import ebpf_problem
     from .backends.ebpf.env import TRACEPOINT_COST
     from .backends.strace_backend import ptrace_problem
@@ -184,7 +185,7 @@ def doctor_facts() -> Dict[str, Any]:
 
 
 def _tracefs_facts() -> Dict[str, Dict[str, Any]]:
-    """tracefs and what is read through it: missing, or there but root's only (module doc)."""
+    """tracefs and what is read through it: missing, or there but root's only (``doctor_facts``)."""
     from ..linux.tracefs import TRACEFS_DIRS, mounted_tracefs
     tfs = next((d for d in TRACEFS_DIRS if os.path.isdir(os.path.join(d, "events"))), None)
     mounted = mounted_tracefs() if tfs is None else tfs
@@ -209,7 +210,7 @@ def _tracefs_facts() -> Dict[str, Dict[str, Any]]:
 
 
 def _with_privilege(facts: Dict[str, Any]) -> Dict[str, Any]:
-    """The "privilege" fact and "denied" list from the checks marked denied (module doc)."""
+    """The "privilege" fact and "denied" list from the checks marked denied (``doctor_facts``)."""
     denied = [k for k, f in facts.items() if isinstance(f, dict) and f.pop("_denied", False)]
     facts["denied"] = denied
     facts["privilege"] = _fact(not denied, "failed for lack of privilege: " + ", ".join(denied)

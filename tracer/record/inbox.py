@@ -2,15 +2,11 @@
 last drain may take.
 
 Contract:
-- ``Inbox(limit)``: ``put(event)`` is the backends' ``emit`` (any thread): it never blocks
-  (a blocked strace reader would leave the target stopped in ptrace); past ``limit`` queued
-  events the event is dropped and counted (``dropped``). ``get(timeout)`` is the recording
-  loop's (queue.Empty when nothing came).
+- ``Inbox(limit)``: ``put(event)`` is the backends' ``emit`` (any thread): it never blocks;
+  past ``limit`` queued events the event is dropped and counted (``dropped``).
+  ``get(timeout)`` is the recording loop's (queue.Empty when nothing came).
 - ``drain(take, budget_s, interrupted)`` hands what is queued to ``take`` once the backends
-  stopped: until the queue is empty, ``budget_s`` seconds have passed or ``interrupted()``
-  says a signal came since (looked at every ``CHECK_EVERY`` events); returns the events left
-  unread. A fork storm queued events faster than the loop wrote them, and the unbounded drain
-  at the end held ``attach -d 2`` past 60 s, deaf to SIGTERM.
+  stopped, within a time budget (why: its docstring); returns the events left unread.
 - ``lost(ts, left)``: the ``Lost`` events that say what was dropped and left unread (none
   when nothing was), for the trace and the report.
 """
@@ -35,6 +31,9 @@ class Inbox:
         self.dropped = 0
 
     def put(self, event: ev.Event) -> None:
+        """The backends' ``emit`` (any thread). It never blocks (a blocked strace reader would
+        leave the target stopped in ptrace): past ``limit`` queued events the event is dropped and
+        counted (``dropped``)."""
         try:
             self._q.put_nowait(event)
         except queue.Full:
@@ -46,8 +45,12 @@ class Inbox:
 
     def drain(self, take: Callable[[ev.Event], None], budget_s: float = DRAIN_BUDGET_S,
               interrupted: Callable[[], bool] = lambda: False) -> int:
-        """Take what is queued, within ``budget_s`` and until ``interrupted()`` (module doc);
-        the number of events left unread."""
+        """Take what is queued, within ``budget_s`` and until ``interrupted()``;
+        the number of events left unread.
+        It runs until the queue is empty, ``budget_s`` seconds have passed or ``interrupted()``
+        says a signal came since (looked at every ``CHECK_EVERY`` events). A fork storm queued
+        events faster than the loop wrote them, and the unbounded drain at the end held ``attach -d
+        2`` past 60 s, deaf to SIGTERM."""
         until = time.monotonic() + budget_s
         n = 0
         while True:

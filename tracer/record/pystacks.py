@@ -2,24 +2,14 @@
 
 Contract:
 - ``py_stacks_probe(pids, analyzer)`` is a session ``EndProbe``: after the backends detached,
-  it takes one ``py-spy dump --json --nonblocking`` per running Python process (the target is
-  never paused) and returns ``PyStack`` events, one per thread, matched to the kernel's thread
-  by py-spy's ``os_thread_id``. It never raises for one process: a stack that could not be
-  taken becomes a ``PyStack`` with ``tid`` 0 and ``error`` (py-spy not installed, permission
-  denied, not a CPython it can read), which the report turns into one note line
-  (analysis/accumulate/stacks.py's ``failure_notes``). At most ``MAX_PROCESSES`` processes
-  and ``BUDGET_S`` seconds in all: the others get such a PyStack too.
-- ``take_stacks(pid)`` is the same for one pid (snapshot --stacks uses it).
-- ``native=True`` (attach/snapshot ``--native``): ``py-spy dump --native`` instead, which
-  pauses the process while it unwinds (never the default); it gives a ``NativeStack`` per
-  thread besides its ``PyStack`` (whose frames stay the Python ones). Processes py-spy cannot
-  read natively (not Python, py-spy missing or refused) get a stack scan of their blocked
-  threads instead (probes/native.py), never a pause.
+  one ``py-spy dump --json --nonblocking`` per running Python process (``is_python_process``;
+  never paused) gives one ``PyStack`` per thread; a stack not taken is a ``PyStack`` with
+  ``error`` (its docstring), never an exception. ``take_stacks(pid)``: one pid (snapshot).
+- ``native_stacks_probe`` (``native=True``, attach/snapshot ``--native``): ``py-spy dump
+  --native``, which pauses the process while it unwinds (never the default; ``take_stacks``).
 - When a dump says a thread holds the GIL, a ``PythonRuntime`` event says where the GIL lies
   (probes/pyruntime.py), so that the analysis can tell GIL waits from other futex waits.
-- Which py-spy: ``$HANGTRACE_PY_SPY`` if set (an empty value means "none"), else ``py-spy`` on
-  PATH, else next to the running interpreter (a virtual environment's bin/).
-- A process is a Python process when its executable is named python*, or it maps libpython.
+- Which py-spy: ``find_py_spy``.
 """
 from __future__ import annotations
 
@@ -47,7 +37,9 @@ BUDGET_S = 15.0           # for all of them
 
 
 def find_py_spy() -> Optional[str]:
-    """Path of the py-spy binary to use, or None (module doc)."""
+    """Path of the py-spy binary to use, or None.
+    ``$HANGTRACE_PY_SPY`` if set (an empty value means "none"), else ``py-spy`` on PATH, else next
+    to the running interpreter (a virtual environment's bin/)."""
     env = os.environ.get("HANGTRACE_PY_SPY")
     if env is not None:
         return env if env and os.access(env, os.X_OK) else None
@@ -59,7 +51,8 @@ def find_py_spy() -> Optional[str]:
 
 
 def is_python_process(pid: int) -> bool:
-    """True for a CPython process (by executable name, or by a mapped libpython)."""
+    """True for a CPython process (by executable name, or by a mapped libpython).
+    That is: its executable is named python*, or it maps libpython."""
     try:
         if _PY_EXE.match(os.path.basename(os.readlink(f"/proc/{pid}/exe"))):
             return True
@@ -113,8 +106,13 @@ def format_native(frame: Dict[str, Any]) -> str:
 def take_stacks(pid: int, py_spy: Optional[str] = None, timeout: float = _TIMEOUT_S,
                 native: bool = False) -> List[ev.Event]:
     """``PyStack`` events for every thread of ``pid`` (or one failure event), with
-    ``NativeStack`` events when ``native`` and a ``PythonRuntime`` when a thread holds the GIL
-    (module doc)."""
+    ``NativeStack`` events when ``native`` and a ``PythonRuntime`` when a thread holds the GIL.
+
+    With ``native=True`` (attach/snapshot ``--native``): ``py-spy dump --native`` instead, which
+    pauses the process while it unwinds (never the default); it gives a ``NativeStack`` per thread
+    besides its ``PyStack`` (whose frames stay the Python ones). Processes py-spy cannot read
+    natively (not Python, py-spy missing or refused) get a stack scan of their blocked threads
+    instead (probes/native.py), never a pause."""
     now = time.time()
     exe = py_spy or find_py_spy()
     if exe is None:
@@ -159,7 +157,14 @@ def take_stacks(pid: int, py_spy: Optional[str] = None, timeout: float = _TIMEOU
 def py_stacks_probe(pids: List[int], analyzer: object = None,
                     native: bool = False) -> List[ev.Event]:
     """EndProbe (session.py): stacks of every running Python process among ``pids`` (and with
-    ``native``, the native frames of every process: module doc)."""
+    ``native``, the native frames of every process: ``take_stacks``).
+
+    Threads are matched to the kernel's by py-spy's ``os_thread_id``. It never raises for one
+    process: a stack that could not be taken becomes a ``PyStack`` with ``tid`` 0 and ``error``
+    (py-spy not installed, permission denied, not a CPython it can read), which the report turns
+    into one note line (analysis/accumulate/stacks.py's ``failure_notes``). At most
+    ``MAX_PROCESSES`` processes and ``BUDGET_S`` seconds in all: the others get such a PyStack
+    too."""
     running = [p for p in pids if _running(p)]
     targets = [p for p in running if is_python_process(p)]
     exe = find_py_spy()

@@ -3,14 +3,13 @@
 Contract:
 - ``take_snapshot(pids, root)`` reads /proc once for each pid and all of its descendants: every
   thread (state, CPU time, wchan, current system call decoded with what it waits on), every fd
-  and what it points to, and the listening sockets. It never stops or signals anything.
-- It never raises for processes that vanish or cannot be read: those become ``errors`` lines
-  (a pid that does not exist) or empty fields (fds of another user's process).
+  and its target, the listening sockets. It never stops or signals anything, nor raises for
+  processes that vanish or cannot be read: ``errors`` lines (a pid that does not exist) or
+  empty fields (fds of another user's process).
 - With ``evidence`` (the default) it also gathers what a person checks by hand (record/evidence:
-  process vitals, log targets, ports, NVRM kernel log lines, GPU health, library versions and,
-  with stacks, CUDA graph capture) into ``evidence``, analysis/evidence/build.py's JSON form.
-- ``Snapshot.to_json()`` is the stable machine form: {"format": "hangtrace.snapshot/1", ...}.
-  render/snapshot.py draws it; renderers never read /proc.
+  vitals, log targets, ports, NVRM kernel log lines, GPU health, library versions and, with
+  stacks, CUDA graph capture) into ``evidence`` (analysis/evidence/build.py's JSON form).
+- ``Snapshot.to_json()``: the stable form (hangtrace.snapshot/1); renderers never read /proc.
 """
 from __future__ import annotations
 

@@ -2,27 +2,12 @@
 
 Contract:
 - ``Watcher(sampler, options, say=...)``; ``run()`` returns the exit status. Every
-  ``options.interval`` seconds it takes a look (watch_looks.py: /proc, sock_diag, NVML; nothing is
-  attached to the tree, which is never stopped) and asks ``analysis.watch_rules.progress_signals``
-  whether the tree made progress since the look ``PROGRESS_WINDOW`` seconds before (the
-  previous one at the default interval; rates such as keep-alive chatter need a second at least).
-  The silence begins at the last look that showed progress (at the first look when none ever
-  did).
-- When the tree has shown no progress for ``options.silent_for`` seconds, it first takes a
-  few Python stacks of the threads on a CPU (``stack_sampler``, default the stack-motion
-  probe: about a second of py-spy, never stopping the target): when their code moves, the
-  silence starts again from now (work that writes nothing: a capture, a compile), as GPU work
-  that completes does (``driver_motion``). Else it records it as
-  ``attach`` does (``session.record`` with the best backends, the end-of-recording probes, for
-  ``options.duration``) and writes DIR/hangtrace-PIDS-TIME.htrace.gz (the trace), .txt (the
-  report as ``attach`` prints it) and .json (``hangtrace.report/1`` with ``watch`` set: when the
-  silence began, when the recording began). One capture per silence: the next one waits until
-  the tree has made progress again and gone silent again. Then it goes on watching.
-- It ends after ``options.max_captures`` captures (0: never), returning the last verdict's exit
-  status (``--once`` is one capture); with 0 on SIGTERM, SIGHUP or Ctrl-C (a recording in
-  progress is ended early, saved and reported first); with 5 (exited) when every watched process is gone
-  and no ``--name`` pattern could bring new ones; with 1 when a recording failed and no capture
-  is left to make.
+  ``options.interval`` seconds it takes a look (watch_looks.py; nothing is attached to the
+  tree, which is never stopped) and asks analysis.watch_rules whether the tree made progress
+  (``Watcher._loop``). After ``options.silent_for`` seconds of no progress and no moving code
+  or GPU work, it records the tree as ``attach`` does and writes the trace, the report and
+  its JSON (``Watcher._capture``); one capture per silence, then it goes on watching.
+- When it ends, and with which exit status: ``Watcher.run``.
 - ``on_capture(capture)`` is called after each capture (the CLI prints the report there);
   ``recorder(roots, trace_path) -> session.Recorded`` replaces the recording (tests).
 """
@@ -121,6 +106,12 @@ class Watcher:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> int:
+        """Watch until the end; the exit status. It ends after ``options.max_captures`` captures
+        (0: never), returning the last verdict's exit status (``--once`` is one capture); with 0 on
+        SIGTERM, SIGHUP or Ctrl-C (a recording in progress is ended early, saved and reported
+        first); with 5 (exited, ``EXIT_EXITED``) when every watched process is gone and no
+        ``--name`` pattern could bring new ones; with 1 when a recording failed and no capture is
+        left to make."""
         # SIGTERM and SIGHUP (a terminal closed) stop it as Ctrl-C does; a recording in
         # progress has its own handlers (stopflag.StopFlag) and is saved first
         old = {sig: signal.signal(sig, lambda s, f: self._stop.set())
@@ -150,6 +141,15 @@ class Watcher:
         return self._history[0]
 
     def _loop(self) -> int:
+        """The looks. Each asks ``analysis.watch_rules.progress_signals`` whether the tree made
+        progress since the look ``PROGRESS_WINDOW`` seconds before (the previous one at the default
+        interval; rates such as keep-alive chatter need a second at least). The silence begins at
+        the last look that showed progress (at the first look when none ever did). When the tree
+        has shown no progress for ``options.silent_for`` seconds, it first takes a few Python
+        stacks of the threads on a CPU (``stack_sampler``, default the stack-motion probe: about a
+        second of py-spy, never stopping the target): when their code moves, the silence starts
+        again from now (work that writes nothing: a capture, a compile), as GPU work that completes
+        does (``driver_motion``). Else it captures."""
         opts = self.opts
         prev = self._look()
         self._history = collections.deque([prev])
@@ -238,6 +238,12 @@ class Watcher:
 
     def _capture(self, look: TreeLook, silent_since: float,
                  last: List[Signal]) -> Optional[Capture]:
+        """A recording as ``attach`` makes it (``session.record`` with the best backends, the
+        end-of-recording probes, for ``options.duration``), written as
+        DIR/hangtrace-PIDS-TIME.htrace.gz (the trace), .txt (the report as ``attach`` prints it)
+        and .json (``hangtrace.report/1`` with ``watch`` set: when the silence began, when the
+        recording began). One capture per silence: the next one waits until the tree has made
+        progress again and gone silent again."""
         from ..render.console import render_report, report_console
         from .session import SessionError
         opts = self.opts

@@ -5,23 +5,11 @@ Contract:
   of every live process of the tree: the roots, their descendants (a new one is followed from
   the first look that sees it, and stays followed if its parent dies), and with ``name`` every
   process matching it (looked for again every ``rescan_s`` seconds, so a watcher may start
-  before the server it watches). The watcher's own process, its ancestors and its children are
-  never part of the tree.
-- Per process and look it reads two small files, /proc/PID/stat and /proc/PID/io, whatever its
-  number of threads (the kernel sums them), and the positions of the files it may log to (fds
-  1 and 2 and its other regular files: a readlink and /proc/PID/fdinfo each), so that output
-  in writes of a few bytes (PYTHONUNBUFFERED) is seen. Every ``fd_interval`` seconds it lists
-  /proc/PID/fd (readlink only, nothing is stat()ed) for the inodes of the tree's sockets and
-  those files. A file whose position advanced since the last look has its new bytes read
-  (at most log_lines.READ_MAX, as the process may read them: target_files.read_held_file) and
-  reduced to line templates against every earlier look's lines (``ProcessLook.lines``), so
-  that the rules tell news from a heartbeat. The TCP table is
-  dumped through sock_diag at each look while the tree holds a socket; NVML, where it opens, is
-  read once a look.
-- It never stops, signals or ptrace-attaches a process: it reads /proc files and kernel tables.
-  A process that cannot be read (another user's, without root) is watched through what can be
-  read, and ``notes`` says what could not, once.
-- ``close()`` shuts NVML down. ``looks`` and ``busy_s`` count the looks and the time they took.
+  before the server it watches); never the watcher's own process, its ancestors and children.
+- It never stops, signals or ptrace-attaches a process: it reads /proc files and kernel tables
+  (what a look reads: ``TreeSampler.look``); one it cannot read (another user's, without root)
+  is watched through what it can, and ``notes`` says what it could not, once. ``close()``
+  shuts NVML down; ``looks`` and ``busy_s`` count the looks and their time.
 """
 from __future__ import annotations
 
@@ -197,7 +185,7 @@ class TreeSampler:
 
     def _new_lines(self, pid: int, positions: Dict[int, tuple], now: float
                    ) -> Dict[int, LogLines]:
-        """fd -> LogLines of what each file gained since the last look (module doc)."""
+        """fd -> LogLines of what each file gained since the last look (``look``)."""
         before = self._positions.get(pid, {})
         self._positions[pid] = positions
         out: Dict[int, LogLines] = {}
@@ -225,6 +213,17 @@ class TreeSampler:
 
     # ------------------------------------------------------------------ the look
     def look(self) -> TreeLook:
+        """One look at the tree. Per process it reads two small files, /proc/PID/stat and
+        /proc/PID/io, whatever its number of threads (the kernel sums them), and the positions of
+        the files it may log to (fds 1 and 2 and its other regular files: a readlink and
+        /proc/PID/fdinfo each), so that output in writes of a few bytes (PYTHONUNBUFFERED) is seen.
+        Every ``fd_interval`` seconds it lists /proc/PID/fd (readlink only, nothing is stat()ed)
+        for the inodes of the tree's sockets and those files. A file whose position advanced since
+        the last look has its new bytes read (at most log_lines.READ_MAX, as the process may read
+        them: target_files.read_held_file) and reduced to line templates against every earlier
+        look's lines (``ProcessLook.lines``, ``_new_lines``), so that the rules tell news from a
+        heartbeat. The TCP table is dumped through sock_diag at each look while the tree holds a
+        socket; NVML, where it opens, is read once a look."""
         t0 = time.perf_counter()
         now = time.time()
         self._discover(now)

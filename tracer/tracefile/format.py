@@ -1,29 +1,14 @@
-"""Trace file format v1: write and read recordings.
+"""Trace file format v1: write and read recordings (the layout: docs/ARCHITECTURE.md, "The
+trace file").
 
-Layout (text, UTF-8, one JSON value per line, optionally gzip-compressed as a whole):
-
-    line 1   header object: {"magic": "hangtrace-trace", "version": 1, "backends": [...],
-             "host": ..., "kernel": ..., "clock": "realtime", "start": <epoch s>,
-             "source": "attach" | "import-strace", "targets": [pids], "options": {...},
-             "processes": [ProcessInfo rows...], "roles": {pid: role label},
-             "schema": {tag: [field names]}, "node": {"hostname", "netns", "netns_name",
-             "addrs"} (attach only: the node it ran on, linux/netns.py; merge.py reads it)}
-    line 2.. one event per line: [TAG, value, value, ...] in the field order the header's
-             schema gives for TAG (events/__init__.py); the reader maps fields by name, so fields can be
-             added in a later v1 writer without breaking older files.
-    last     ["end", ts, reason, duration, events]: a trace without it was cut short.
-
-Events are streamed to disk as they come and flushed at least once a second (``TraceWriter``),
-so Ctrl-C, SIGTERM or a crash keep what was recorded. ``read_trace`` reads up to the last
-complete event of a truncated file (plain or gzip) and says so in ``TraceInfo.truncated``;
-what is not a trace raises ``NotATrace``, an unknown version or a bad header ``CorruptTrace``
-(errors.py), with a one-line message. ``trace_end(path)`` says when a trace ends before its
-events are read (its end record's time, or its last row's when cut short; None for a pipe):
-the timeline export's window (render/export/window.py). Every line read is bounded
-(``MAX_LINE_CHARS``); the header is checked by validate.py, the rows against the event
-classes' types by the codec (codec.py, msgspec): a row with wrong types is a corrupt line,
-counted and skipped. Trace files are created by outputs.py (``create_output``): new, 0600
-(they hold command lines, paths and host names), never through a link.
+Contract:
+- ``make_header`` and ``TraceWriter`` write a trace: a header line, one event row per line,
+  an end record; events are streamed to disk as they come and flushed at least once a second,
+  so Ctrl-C, SIGTERM or a crash keep what was recorded. ``create_output`` makes the file.
+- ``TraceReader`` (``open_trace``) reads up to the last complete event of a truncated file
+  (plain or gzip) and says so in ``TraceInfo.truncated``; what is not a trace raises
+  ``NotATrace``, an unknown version or a bad header ``CorruptTrace`` (errors.py), one line.
+- ``trace_end(path)``: when a trace ends, before its events are read (None for a pipe).
 """
 from __future__ import annotations
 
@@ -76,6 +61,9 @@ def make_header(*, backends: List[str], source: str, targets: List[int], start: 
                 processes: List[ev.ProcessInfo], options: Optional[Dict[str, Any]] = None,
                 roles: Optional[Dict[str, str]] = None,
                 node: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The header object of a trace (line 1; its fields: docs/ARCHITECTURE.md, "The trace file"):
+    magic, version, backends, host, kernel, clock, start, source, targets, options, processes,
+    roles, the event schema and, for attach, the node it ran on."""
     uname = platform.uname()
     header = {
         "magic": MAGIC, "version": VERSION, "backends": backends, "source": source,
@@ -96,7 +84,9 @@ def create_output(path: str) -> IO[bytes]:
     ``outputs.FreshName`` never replaces a file: the returned file's ``name`` is where it
     went). "-" is standard output (a launcher such as ssh or kubectl exec carries it back):
     the trace takes it over, and fd 1 then points to stderr, so that nothing else (a report,
-    a child's output) can write into the trace. Raises OutputError (one line)."""
+    a child's output) can write into the trace. Raises OutputError (one line).
+    Trace files are created new, 0600 (they hold command lines, paths and host names), never
+    through a link."""
     if path == "-":
         try:
             fd = os.dup(1)
@@ -232,7 +222,8 @@ def trace_end(path: str) -> Optional[float]:
     """When the trace at ``path`` ends, read before its events (the timeline export clamps to
     the recording window): the end record's time, or for a trace cut short the time of its
     last complete row; None for a pipe (read once) or when neither is a finite number. A gzip
-    trace is decompressed once for it, in bounded memory; a plain one is read from its end."""
+    trace is decompressed once for it, in bounded memory; a plain one is read from its end.
+    It is the timeline export's window (render/export/window.py)."""
     try:
         raw, stream = open_input(path, pipes=False)
     except BadInput:
@@ -331,7 +322,10 @@ def open_trace(path: str) -> "TraceReader":
 class TraceReader:
     """Reads a trace: ``info`` after construction, then iterate ``events()`` once.
     ``progress(offset)``, when given, is called with the offset reached in the file as stored
-    after each block of events (render/progress.py's callback)."""
+    after each block of events (render/progress.py's callback).
+    Every line read is bounded (``MAX_LINE_CHARS``); the header is checked by validate.py, the rows
+    against the event classes' types by the codec (codec.py, msgspec): a row with wrong types is a
+    corrupt line, counted and skipped."""
 
     def __init__(self, path: str, progress: Optional[Callable[[int], None]] = None) -> None:
         raw, self._stream = open_input(path, BadInput)

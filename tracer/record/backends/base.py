@@ -1,21 +1,15 @@
-"""The one small interface every recording backend implements.
+"""The one small interface every recording backend implements (``Backend``).
 
-Contract:
-- ``check()`` returns None when the backend can run here, else one line saying why not
-  (missing tool, no permission); it never raises and has no side effects.
-- ``start(targets, emit)`` begins recording the process trees in ``targets`` and returns quickly;
-  the backend calls ``emit(event)`` (thread-safe, from any thread) with events/__init__.py objects only.
-  Backends never classify: they report what happened.
-- ``targets`` is record/targets.py's ``TargetSet``: the tree is walked once per recording
-  (``targets.discover()``, which a backend calls too: it does nothing the second time) and
-  every backend starts from what that walk found. A backend that sees a new process in the
-  tree (fork/clone) calls ``targets.add(pid)`` so that other backends beside it follow it too.
-- ``stop()`` is idempotent, safe from a signal handler's aftermath and from ``finally`` blocks,
-  and returns only when the backend has detached: no strace child, probe or thread left behind,
-  and the target never left stopped. After ``stop()`` no more events are emitted.
-- ``errors`` collects one-line messages about trouble during recording (a target that vanished,
-  a tool that died) for the report; ``notes``, one-line facts about how it recorded (which
-  loader, how long attaching took), for the report's notes.
+Contract (each method's docstring says the rest):
+- ``check()``: None when the backend can run here, else one line why not; no side effects.
+- ``start(targets, emit)`` begins recording the trees of ``targets`` (record/targets.py's
+  ``TargetSet``, walked once per recording) and returns quickly; ``emit(event)`` takes
+  events/__init__.py objects only, from any thread. Backends never classify: they report
+  what happened.
+- ``stop()`` is idempotent and returns only when the backend has detached; no event after it.
+- ``errors``: one-line messages about trouble during recording (a target that vanished, a tool
+  that died), for the report; ``notes``: one-line facts about how it recorded (which loader,
+  how long attaching took), for the report's notes.
 """
 from __future__ import annotations
 
@@ -36,10 +30,22 @@ class Backend:
         self.notes: List[str] = []
 
     def check(self) -> Optional[str]:
+        """None when the backend can run here, else one line saying why not (missing tool, no
+        permission); it never raises and has no side effects."""
         raise NotImplementedError
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
+        """Begin recording the process trees in ``targets`` and return quickly; the backend calls
+        ``emit(event)`` (thread-safe, from any thread) with events/__init__.py objects only.
+        ``targets`` is record/targets.py's ``TargetSet``: the tree is walked once per recording
+        (``targets.discover()``, which a backend calls too: it does nothing the second time) and
+        every backend starts from what that walk found. A backend that sees a new process in the
+        tree (fork/clone) calls ``targets.add(pid)`` so that other backends beside it follow it
+        too."""
         raise NotImplementedError
 
     def stop(self) -> None:
+        """Idempotent, safe from a signal handler's aftermath and from ``finally`` blocks; returns
+        only when the backend has detached: no strace child, probe or thread left behind, and the
+        target never left stopped. After ``stop()`` no more events are emitted."""
         raise NotImplementedError

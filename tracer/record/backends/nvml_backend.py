@@ -1,12 +1,9 @@
 """The NVML backend: per-GPU utilization, memory and compute pids, sampled beside the others.
 
 Contract (on top of backends/base.py):
-- ``check()`` returns None when NVML can be opened here, else one line why not (no library, no
-  GPU); it opens and closes NVML once and never raises.
-- ``start()`` opens NVML and starts one daemon thread that emits a ``GpuSample`` per GPU every
-  ``1 / rate_hz`` seconds (the first at once). It never touches the target processes: NVML
-  reads the driver. Readings of every GPU are emitted, not only those the targets use: the
-  analysis (tracer/analysis/threads/gpu.py) matches ``pids`` with the traced processes.
+- ``check()``: None when NVML can be opened here, else one line why not; never raises.
+- ``start()`` starts one daemon thread emitting a ``GpuSample`` per GPU (every GPU, not only
+  the targets') every ``1 / rate_hz`` seconds; it never touches the target processes.
 - Where the NVML object has ``health(ts, phase)`` (tracer/gpu/nvml.py), one ``GpuHealth`` per
   GPU is emitted at start (phase "start") and in ``stop()`` before NVML is shut down ("end").
 - ``stop()`` is idempotent and returns when the thread has ended and NVML is shut down.
@@ -36,6 +33,8 @@ class NvmlBackend(Backend):
         self._emit: Optional[Emit] = None
 
     def check(self) -> Optional[str]:
+        """None when NVML can be opened here, else one line why not (no library, no GPU); it opens
+        and closes NVML once and never raises."""
         try:
             nv = self._opener()
         except NvmlError as exc:
@@ -66,6 +65,10 @@ class NvmlBackend(Backend):
             self.errors.append(f"NVML health read failed: {exc}")
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
+        """Open NVML and start one daemon thread that emits a ``GpuSample`` per GPU every ``1 /
+        rate_hz`` seconds (the first at once). It never touches the target processes: NVML reads
+        the driver. Readings of every GPU are emitted, not only those the targets use: the analysis
+        (tracer/analysis/threads/gpu.py) matches ``pids`` with the traced processes."""
         self._nv = self._opener()
         self._emit = emit
         self._stop.clear()

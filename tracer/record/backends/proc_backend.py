@@ -3,24 +3,13 @@
 Contract (on top of backends/base.py):
 - Never stops, signals or ptrace-attaches the target: it only reads /proc. It works without
   root on one's own processes; what cannot be read is skipped, and a file that exists but may
-  not be read (syscall, io, fd of another user's process) gives one ``ObserveError`` per
-  process and kind, saved in the trace (a thread whose current syscall cannot be read is not
-  judged: analysis/threads/observed.py); other trouble goes to ``errors``.
-- One daemon thread samples at ``rate_hz``. Each tick:
-  * descendants of every target are looked for; a new one is added to ``targets`` and gets a
-    ``ProcessInfo`` and a ``ThreadStart(new_process=True)``. What ``targets.discover()``
-    found (record/targets.py; the trace header's processes) is tracked silently, from the
-    infos it read.
-  * every thread of every live target -> ``ThreadSample``; a thread that appeared ->
-    ``ThreadStart``; one that disappeared -> ``ThreadExit``; every process -> ``ProcessIO``.
-  * every ``info_interval`` seconds the fd table is re-read and a fresh ``ProcessInfo`` emitted
-    when something other than file positions changed (threads, fds, sockets, state, exec).
-  * a process that is gone -> ``ProcessExit(status=None)`` once (it was reaped: the status is
-    lost); a zombie -> ``ProcessExit`` once with the wait status kept in stat field 52.
+  not be read gives one ``ObserveError`` per process and kind, saved in the trace
+  (``ProcBackend._unreadable``); other trouble goes to ``errors``.
+- One daemon thread samples at ``rate_hz``: each round (``ProcBackend.tick``) emits thread
+  samples, starts, exits, process I/O, fresh ``ProcessInfo`` and ``ProcessExit``.
 - ``prepare()`` + ``tick()`` are public: one sampling round at a time, without the thread
   (tests, cost measures). A round that has run over ``LONG_TICK_S`` when ``stop()`` comes
-  ends there (the processes not yet sampled keep their last round's samples): a 2,000-process
-  tree's round took seconds, and the end of the recording waited for it.
+  ends there (``ProcBackend.stop``).
 """
 from __future__ import annotations
 
@@ -133,6 +122,9 @@ class ProcBackend(Backend):
                                           time.time() + self.info_interval, tcp=_tcp_fds(info))
 
     def stop(self) -> None:
+        """Stop the sampling thread. A round that has run over ``LONG_TICK_S`` when ``stop()``
+        comes ends there (the processes not yet sampled keep their last round's samples): a
+        2,000-process tree's round took seconds, and the end of the recording waited for it."""
         self._stop.set()
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
@@ -161,7 +153,22 @@ class ProcBackend(Backend):
             self._stop.wait(deadline - now)
 
     def tick(self) -> None:
-        """One sampling round over every target (see the module docstring)."""
+        """One sampling round over every target. Each round:
+
+        - descendants of every target are looked for; a new one is added to ``targets`` and gets a
+        ``ProcessInfo`` and a ``ThreadStart(new_process=True)``. What ``targets.discover()`` found
+        (record/targets.py; the trace header's processes) is tracked silently, from the infos it
+        read.
+
+        - every thread of every live target -> ``ThreadSample``; a thread that appeared ->
+        ``ThreadStart``; one that disappeared -> ``ThreadExit``; every process -> ``ProcessIO``.
+
+        - every ``info_interval`` seconds the fd table is re-read and a fresh ``ProcessInfo``
+        emitted when something other than file positions changed (threads, fds, sockets, state,
+        exec).
+
+        - a process that is gone -> ``ProcessExit(status=None)`` once (it was reaped: the status is
+        lost); a zombie -> ``ProcessExit`` once with the wait status kept in stat field 52."""
         with self._lock:
             if self._emit is None or self._targets is None:
                 return
@@ -187,7 +194,10 @@ class ProcBackend(Backend):
 
     def _unreadable(self, pid: int, what: str, path: str, consequence: str) -> None:
         """Once per (pid, what): an ObserveError saying why ``path`` could not be read, unless
-        the process or thread was simply gone (analysis/threads/observed.py reads these)."""
+        the process or thread was simply gone (analysis/threads/observed.py reads these).
+        A file that exists but may not be read is syscall, io or fd of another user's process; a
+        thread whose current syscall cannot be read is not judged
+        (analysis/threads/observed.py)."""
         key = f"{what}{pid}"
         if key in self._reported or self._emit is None:
             return

@@ -1,27 +1,14 @@
 """Live recording backend: runs strace on the target pids and streams its output as events.
 
 Contract (see base.py): ``check()`` says whether strace can run here; ``start(targets, emit)``
-attaches ``strace -f -ttt -T -yy -s 0 -q`` to every pid of ``targets`` and returns; a reader
-thread parses strace's output as it streams (strace/lines.py, strace/convert.py) and calls ``emit``; processes
-the tracees fork are added to ``targets``. ``stop()`` makes strace detach (SIGINT; SIGKILL only
-as a last resort), joins the reader, emits the converter's final events (calls still blocked
-become ``ongoing``), then nothing more. It is idempotent. If strace exits by itself (every
-tracee gone) the reader notices, emits the final events and the backend is stopped.
-A thread strace could not attach to ("attach: ptrace(PTRACE_SEIZE, 2): Operation not
-permitted") becomes an ``ObserveError`` event, saved in the trace: it was never observed and
-must not be judged as if it had been quiet. strace runs in its own process group, killed once
-strace has exited, so that nothing of it (its start-up test child included) outlives stop().
-
-strace facts relied on:
-- On SIGINT/SIGTERM strace detaches every tracee (PTRACE_DETACH resumes them) and exits; a
-  tracee is never left in a ptrace stop. If strace is SIGKILLed the kernel detaches the
-  tracees itself when the tracer dies, so even the last resort does not leave them stopped.
-- ``-s 0`` prints no buffer contents at all (strings as ``""...``): nothing to leak, less to
-  parse. exec argv is therefore read from /proc/PID/cmdline instead.
-- ``-q`` hides attach/detach chatter but keeps ``+++ exited with N +++`` (``-qq`` would drop
-  those, and with them ProcessExit).
-- ``-X`` is left at its default: ioctl requests print as ``_IOC(...)`` or a known name, both
-  decodable (decode.py), and futex ops stay symbolic.
+attaches strace (``STRACE_ARGS``) to every pid of ``targets`` and returns; a reader thread
+parses strace's output as it streams (strace/lines.py, strace/convert.py) and calls ``emit``;
+processes the tracees fork are added to ``targets``. ``stop()`` makes strace detach (SIGINT;
+SIGKILL only as a last resort), joins the reader, emits the converter's final events (calls
+still blocked become ``ongoing``), then nothing more; it is idempotent. If strace exits by
+itself (every tracee gone) the reader emits the final events and the backend is stopped. A
+thread strace could not attach to becomes an ``ObserveError`` event (``parse_attach_error``).
+The strace facts relied on: ``StraceBackend.start`` and ``StraceBackend.stop``.
 """
 from __future__ import annotations
 
@@ -88,7 +75,10 @@ _ATTACH_ERROR = re.compile(r"attach: ptrace\((PTRACE_\w+), (\d{1,10})\): (.+)$")
 def parse_attach_error(msg: str) -> Optional[Tuple[int, str, bool]]:
     """(tid, why, denied) from strace's "attach: ptrace(PTRACE_SEIZE, 12): Operation not
     permitted"; None for any other message. ``denied``: EPERM/EACCES (not: the thread was
-    gone, "No such process")."""
+    gone, "No such process").
+    A thread strace could not attach to ("attach: ptrace(PTRACE_SEIZE, 2): Operation not
+    permitted") becomes an ``ObserveError`` event, saved in the trace: it was never observed and
+    must not be judged as if it had been quiet."""
     m = _ATTACH_ERROR.search(msg)
     if m is None:
         return None
@@ -124,6 +114,19 @@ class StraceBackend(Backend):
         return ptrace_problem()
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
+        """Attach ``strace -f -ttt -T -yy -s 0 -q`` (``STRACE_ARGS``) to every pid of ``targets``
+        and return; a reader thread streams events. strace runs in its own process group, killed
+        once strace has exited, so that nothing of it (its start-up test child included) outlives
+        stop(). strace facts relied on:
+
+        - ``-s 0`` prints no buffer contents at all (strings as ``""...``): nothing to leak, less
+        to parse. exec argv is therefore read from /proc/PID/cmdline instead.
+
+        - ``-q`` hides attach/detach chatter but keeps ``+++ exited with N +++`` (``-qq`` would
+        drop those, and with them ProcessExit).
+
+        - ``-X`` is left at its default: ioctl requests print as ``_IOC(...)`` or a known name,
+        both decodable (decode.py), and futex ops stay symbolic."""
         if self._proc is not None:
             raise RuntimeError("StraceBackend.start called twice")
         path = self._strace or shutil.which("strace") or "strace"
@@ -156,6 +159,11 @@ class StraceBackend(Backend):
         self._reader.start()
 
     def stop(self) -> None:
+        """Make strace detach, join the reader, emit the final events; idempotent. On
+        SIGINT/SIGTERM strace detaches every tracee (PTRACE_DETACH resumes them) and exits; a
+        tracee is never left in a ptrace stop. If strace is SIGKILLed the kernel detaches the
+        tracees itself when the tracer dies, so even the last resort does not leave them
+        stopped."""
         with self._lock:
             if self._stopping:
                 already = True

@@ -2,21 +2,10 @@
 
 Contract:
 - ``capture_sites(stacks)`` -> one ``CaptureSite`` per thread whose py-spy stack
-  (``PyStack`` with ``files``) shows CUDA graph capture, the most telling frame first:
-  1. "capture-call": a frame of torch/cuda/graphs.py's ``capture_begin`` / ``capture_end`` or
-     of the ``torch.cuda.graph`` context manager's ``__enter__`` / ``__exit__`` (the thread is
-     starting or ending a capture: the place where torch waits for pending NCCL work and
-     where cudaStreamBeginCapture / cudaStreamEndCapture run);
-  2. "with-block": a frame whose current line lies in the body of a ``with`` statement on
-     ``...graph(...)`` (torch.cuda.graph, a ``graph`` imported from it): the source file is
-     read as the process may read it (linux/target_files.py: in its root, at most
-     ``MAX_SOURCE`` bytes) and parsed with ``ast``, so
-     this holds for any code, SGLang's and vLLM's runners included, and says the thread is
-     inside the capture, not merely near it;
-  3. "phase": the same for ``with graph_capture(...)`` (SGLang's and vLLM's parallel_state
-     context around the whole capture loop, warm-up runs included);
-  4. "runner": a frame of a known CUDA graph runner (``RUNNERS``) whose source could not be
-     read: the thread is in the capture phase, perhaps in a warm-up run.
+  (``PyStack`` with ``files``) shows CUDA graph capture, the most telling frame first: its
+  kind "capture-call", "with-block", "phase" or "runner" (what each means and how it is
+  found: ``capture_sites``). A with-block is found in the frame's source, read as the process
+  may read it (linux/target_files.py, at most ``MAX_SOURCE`` bytes) and parsed with ``ast``.
 - ``with_capture_sites(probe)`` wraps a session end probe that returns ``PyStack`` events
   (pystacks.py) so that the capture sites are found from the same stacks.
 - Never raises: an unreadable or unparsable source file only loses that frame's check.
@@ -61,7 +50,8 @@ def parse_frame(frame: str) -> Tuple[str, str, Optional[int]]:
 
 
 def graph_with_blocks(source: str) -> Blocks:
-    """Every ``with`` on a CUDA graph context manager in ``source`` (module doc, 2 and 3)."""
+    """Every ``with`` on a CUDA graph context manager in ``source``: kinds 2 and 3
+    (with-block, phase) of ``capture_sites``."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -82,7 +72,7 @@ def graph_with_blocks(source: str) -> Blocks:
 
 
 class _Sources:
-    """Parsed ``with`` blocks per source file, read once (module doc)."""
+    """Parsed ``with`` blocks per source file, read once (``capture_sites``)."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -132,7 +122,24 @@ def _site_of(s: PyStack, sources: _Sources) -> Optional[CaptureSite]:
 
 
 def capture_sites(stacks: Iterable[PyStack], root: str = "/proc") -> List[CaptureSite]:
-    """CaptureSite per thread whose stack shows capture (module doc)."""
+    """CaptureSite per thread whose stack shows capture, the most telling frame first:
+
+    1. "capture-call": a frame of torch/cuda/graphs.py's ``capture_begin`` / ``capture_end`` or of
+    the ``torch.cuda.graph`` context manager's ``__enter__`` / ``__exit__`` (the thread is starting
+    or ending a capture: the place where torch waits for pending NCCL work and where
+    cudaStreamBeginCapture / cudaStreamEndCapture run);
+
+    2. "with-block": a frame whose current line lies in the body of a ``with`` statement on
+    ``...graph(...)`` (torch.cuda.graph, a ``graph`` imported from it): the source file is read as
+    the process may read it (linux/target_files.py: in its root, at most ``MAX_SOURCE`` bytes) and
+    parsed with ``ast``, so this holds for any code, SGLang's and vLLM's runners included, and says
+    the thread is inside the capture, not merely near it;
+
+    3. "phase": the same for ``with graph_capture(...)`` (SGLang's and vLLM's parallel_state
+    context around the whole capture loop, warm-up runs included);
+
+    4. "runner": a frame of a known CUDA graph runner (``RUNNERS``) whose source could not be read:
+    the thread is in the capture phase, perhaps in a warm-up run."""
     sources = _Sources(root)
     out = []
     for s in stacks:

@@ -2,17 +2,12 @@
 
 Contract:
 - ``read_nvrm_lines(since)`` -> ``KernelLog`` with the matching lines logged at or after
-  ``since`` (epoch seconds), oldest first, at most ``MAX_LINES`` (the newest are kept). It
-  opens /dev/kmsg non-blocking, reads the ring buffer from its oldest record until EAGAIN, and
-  stops at ``MAX_RECORDS`` records or ``MAX_SECONDS``: ``why`` then says the log was read in
-  part. It never raises: no /dev/kmsg (a container), no permission (kernel.dmesg_restrict=1
-  without CAP_SYSLOG) and the like give no lines and ``why``.
-- ``parse_record(data)`` is pure: one /dev/kmsg record -> (usec since boot, message) or None.
-  Record format (Documentation/ABI/testing/dev-kmsg): "prio,seq,usec,flags[,...];message\\n"
-  followed by " KEY=value" continuation lines; one read() returns one record, EPIPE means
-  records were overwritten before they were read (reading goes on from the next one).
-- Timestamps: the record's usec is local_clock() since boot, which like CLOCK_MONOTONIC stops
-  during suspend; epoch = now - (monotonic now - usec).
+  ``since`` (epoch seconds), oldest first, at most ``MAX_LINES`` (the newest are kept); read
+  in part (``MAX_RECORDS`` records or ``MAX_SECONDS``), ``why`` says so. It never raises: no
+  /dev/kmsg (a container), no permission (kernel.dmesg_restrict=1 without CAP_SYSLOG) and
+  the like give no lines and ``why``.
+- ``parse_record(data)`` is pure: one /dev/kmsg record -> (usec since boot, message) or None
+  (the record format and its clock: its docstring).
 """
 from __future__ import annotations
 
@@ -35,7 +30,12 @@ _NVRM = re.compile(r"NVRM: (Xid\b|.*fallen off the bus|.*RmInitAdapter failed|.*
 
 
 def parse_record(data: bytes) -> Optional[Tuple[int, str]]:
-    """(usec since boot, message) of one /dev/kmsg record, None when it is not one."""
+    """(usec since boot, message) of one /dev/kmsg record, None when it is not one.
+    Record format (Documentation/ABI/testing/dev-kmsg): "prio,seq,usec,flags[,...];message" and a
+    newline, followed by " KEY=value" continuation lines; one read() returns one record, EPIPE
+    means records were overwritten before they were read (reading goes on from the next one).
+    Timestamps: the record's usec is local_clock() since boot, which like CLOCK_MONOTONIC stops
+    during suspend; epoch = now - (monotonic now - usec)."""
     head, sep, rest = data.partition(b";")
     if not sep:
         return None
@@ -65,7 +65,7 @@ def scan_records(read: Callable[[], bytes], log: KernelLog, since: Optional[floa
                  wall: float, mono_now: float, max_records: int = MAX_RECORDS,
                  max_seconds: float = MAX_SECONDS) -> None:
     """Read records with ``read()`` (one record per call, BlockingIOError at the end, OSError
-    EPIPE for records overwritten before they were read) into ``log`` (module doc)."""
+    EPIPE for records overwritten before they were read) into ``log`` (``parse_record``)."""
     lines: List[Tuple[float, str]] = []
     overwritten = 0
     deadline = time.monotonic() + max_seconds
@@ -104,7 +104,10 @@ def scan_records(read: Callable[[], bytes], log: KernelLog, since: Optional[floa
 def read_nvrm_lines(since: Optional[float], path: str = KMSG, *,
                     max_records: int = MAX_RECORDS, max_seconds: float = MAX_SECONDS
                     ) -> KernelLog:
-    """NVRM lines since ``since`` (module doc)."""
+    """NVRM lines since ``since`` (module doc).
+    It opens /dev/kmsg non-blocking, reads the ring buffer from its oldest record until EAGAIN, and
+    stops at ``MAX_RECORDS`` records or ``MAX_SECONDS``: ``why`` then says the log was read in
+    part."""
     wall = time.time()
     mono_now = time.clock_gettime(time.CLOCK_MONOTONIC)
     log = KernelLog(ts=wall, source=path, since=since)

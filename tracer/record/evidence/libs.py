@@ -3,18 +3,9 @@
 Contract:
 - ``read_loaded_libs(pids)`` -> one ``LoadedLibs`` per readable process (and an
   ``EvidenceNote`` per process whose maps could not be read), plus ``LoadedLibs`` with pid 0 for
-  the NVIDIA kernel module when it is loaded. Libraries known here (``LIBRARIES``): libnccl,
-  libcuda (the user-space driver), libcudart, torch, flashinfer, sgl-kernel, vLLM's compiled
-  ops. Each entry names where its version came from (``source``):
-  - NCCL: the "NCCL version" string in .rodata (elfver.py, pyelftools), else the file name
-    (libnccl.so.2.21.5), else the pip distribution that installed it (nvidia_nccl_cu12-2.21.5);
-  - libcuda: its file name (libcuda.so.580.159.04: the driver version);
-  - libcudart: the file name when it has the full version, else the pip distribution, else the
-    file name's major version;
-  - Python packages: their version file (torch/version.py, vllm/_version.py, ...), else the
-    ``*.dist-info`` directory beside the package; flashinfer's JIT cache path carries its
-    version too (~/.cache/flashinfer/0.2.5/...);
-  - the kernel module: /sys/module/nvidia/version.
+  the NVIDIA kernel module when it is loaded. Known (``LIBRARIES``): libnccl, libcuda (the
+  user-space driver), libcudart, torch, flashinfer, sgl-kernel, vLLM's compiled ops; each
+  entry names where its version came from (``source``: see ``read_loaded_libs``).
 - A mapped library is read through /proc/PID/map_files (the file mapped, not what its path
   names now); the files beside it as the process may read them (linux/target_files.py: in
   its own root, as its user). One file mapped by many processes is read once (``cache``).
@@ -222,7 +213,22 @@ def read_driver_module(sys_root: str = "/sys", ts: Optional[float] = None
 
 def read_loaded_libs(pids: Iterable[int], root: str = "/proc", sys_root: str = "/sys",
                      ts: Optional[float] = None) -> list:
-    """``LoadedLibs`` per process (module doc), the kernel module's, and notes."""
+    """``LoadedLibs`` per process (module doc), the kernel module's, and notes.
+    Where each version comes from (``source``):
+
+    - NCCL: the "NCCL version" string in .rodata (elfver.py, pyelftools), else the file name
+    (libnccl.so.2.21.5), else the pip distribution that installed it (nvidia_nccl_cu12-2.21.5);
+
+    - libcuda: its file name (libcuda.so.580.159.04: the driver version);
+
+    - libcudart: the file name when it has the full version, else the pip distribution, else the
+    file name's major version;
+
+    - Python packages: their version file (torch/version.py, vllm/_version.py, ...), else the
+    ``*.dist-info`` directory beside the package; flashinfer's JIT cache path carries its version
+    too (~/.cache/flashinfer/0.2.5/...);
+
+    - the kernel module: /sys/module/nvidia/version."""
     now = time.time() if ts is None else ts
     cache: Cache = {}
     out: list = []

@@ -2,20 +2,12 @@
 where its output goes and when that last grew.
 
 Contract:
-- ``read_vitals(pid)`` -> ``ProcessVitals`` from /proc/PID/stat (start time, utime+stime of the
-  whole thread group, exited threads included; threads) and /proc/PID/statm (resident pages);
-  None when the process is gone.
+- ``read_vitals(pid)`` -> ``ProcessVitals`` from /proc/PID/stat and statm; None when the
+  process is gone.
 - ``read_log_targets(pid)`` -> ``LogTargets``: fds 1 and 2 whatever they point to, plus regular
-  files the process has open for writing that look like logs (opened with O_APPEND, or named
-  *.log / *.out / *.err / *.txt, or under a log/ or logs/ directory), at most ``MAX_LOGS``.
-  Size and mtime come from stat() of /proc/PID/fd/N, i.e. of the open file itself (a log that
-  was rotated away still counts). The kernel updates mtime on every write to a file or a pipe,
-  and every 8 s at most for a tty (tty_update_time), so mtime is "when it was last written".
-- stat() of a file on a network filesystem whose server is gone can block for ever; a hang
-  tracer must not hang, so the stats of one process's files and fifos run in one daemon thread
-  given ``STAT_TIMEOUT_S``; what it did not finish says "stat timed out". Pipes and ttys (no
-  filesystem behind them) are statted in the caller's thread: a thread per process was most
-  of the probe's time in a 2,000-process tree.
+  files the process has open for writing that look like logs (``looks_like_log``), at most
+  ``MAX_LOGS``, with their size and mtime; the stats never hang on a dead network filesystem
+  (``STAT_TIMEOUT_S``; why and how: ``read_log_targets``).
 - Never raises for processes that vanish or cannot be read: ``why`` says what was missing.
 """
 from __future__ import annotations
@@ -39,11 +31,14 @@ _O_APPEND = 0o2000
 _LOG_NAME = re.compile(r"(\.(log|out|err|txt)(\.\d+)?$)|/logs?/", re.IGNORECASE)
 _NOT_LOGS = ("/dev/shm/", "/memfd:", "/proc/", "/sys/")
 _STAT_KINDS = ("file", "pipe", "fifo", "tty")
-_NO_FILESYSTEM = ("pipe", "tty")      # statted without a thread (module doc)
+_NO_FILESYSTEM = ("pipe", "tty")      # statted without a thread (read_log_targets)
 
 
 def read_vitals(pid: int, root: str = "/proc", phase: str = "",
                 ts: Optional[float] = None) -> Optional[ProcessVitals]:
+    """``ProcessVitals`` from /proc/PID/stat (start time, utime+stime of the whole thread group,
+    exited threads included; threads) and /proc/PID/statm (resident pages); None when the process
+    is gone."""
     st = procfs.read_stat(pid, root=root)
     if st is None:
         return None
@@ -63,7 +58,9 @@ def read_vitals(pid: int, root: str = "/proc", phase: str = "",
 
 
 def looks_like_log(path: str, flags: Optional[int]) -> bool:
-    """A regular file opened for writing that a person would call a log (module doc)."""
+    """A regular file opened for writing that a person would call a log.
+    That is: opened with O_APPEND, or named *.log / *.out / *.err / *.txt, or under a log/ or logs/
+    directory."""
     if any(p in path for p in _NOT_LOGS):
         return False
     return bool(flags is not None and flags & _O_APPEND) or bool(_LOG_NAME.search(path))
@@ -81,7 +78,7 @@ def _stat_inline(paths: Dict[int, str]) -> Dict[int, object]:
 
 
 def _stat_all(paths: Dict[int, str], timeout: float) -> Dict[int, object]:
-    """fd -> os.stat_result or an error text, statted in one daemon thread (module doc)."""
+    """fd -> os.stat_result or an error text, statted in one daemon thread (``read_log_targets``)."""
     out: Dict[int, object] = {}
 
     def work() -> None:
@@ -101,6 +98,17 @@ def _stat_all(paths: Dict[int, str], timeout: float) -> Dict[int, object]:
 def read_log_targets(pid: int, root: str = "/proc", phase: str = "",
                      ts: Optional[float] = None,
                      timeout: float = STAT_TIMEOUT_S) -> LogTargets:
+    """``LogTargets``: fds 1 and 2 whatever they point to, plus regular files open for writing that
+    look like logs (``looks_like_log``), at most ``MAX_LOGS``. Size and mtime come from stat() of
+    /proc/PID/fd/N, i.e. of the open file itself (a log that was rotated away still counts). The
+    kernel updates mtime on every write to a file or a pipe, and every 8 s at most for a tty
+    (tty_update_time), so mtime is "when it was last written".
+
+    stat() of a file on a network filesystem whose server is gone can block for ever; a hang tracer
+    must not hang, so the stats of one process's files and fifos run in one daemon thread given
+    ``STAT_TIMEOUT_S``; what it did not finish says "stat timed out". Pipes and ttys (no filesystem
+    behind them) are statted in the caller's thread: a thread per process was most of the probe's
+    time in a 2,000-process tree."""
     now = time.time() if ts is None else ts
     # No socket tables (sockets={}): reading /proc/PID/net/* costs ~20 ms a process on a busy
     # host, and a log target that is a socket only needs to say "socket".

@@ -4,13 +4,11 @@ Contract:
 - ``parse_maps(text)`` is pure: /proc/PID/maps lines -> ``Mapping`` (start, end, perms,
   offset, path) for file-backed mappings.
 - ``load_bias(path, mappings)``: what to add to the file's symbol values to get addresses in
-  the process (0 for a non-PIE executable; for a shared object or PIE, the start of its
-  mapping at file offset 0 less the first PT_LOAD's page-aligned vaddr).
-- ``symbols(path)``: the file's function and object symbols (.symtab, else .dynsym) as a
-  ``SymbolTable`` (cached per path, size and mtime); ``lookup(value)`` names a value only when
-  it lies inside a symbol (value..value+size): an address in a stripped function gets no
-  name, never a wrong one. Bounded: at most ``MAX_SYMBOLS`` symbols and ``MAX_SECONDS`` of
-  reading per file; files that cannot be read give an empty table and ``why``.
+  the process (its docstring says how).
+- ``symbols(path)``: the file's function and object symbols as a ``SymbolTable`` (cached per
+  path, size and mtime); ``lookup(value)`` names a value only when it lies inside a symbol:
+  an address in a stripped function gets no name, never a wrong one. Bounded (``MAX_SYMBOLS``,
+  ``MAX_SECONDS``); files that cannot be read give an empty table and ``why``.
 Needs pyelftools (a dependency); without it every table is empty with that reason.
 """
 from __future__ import annotations
@@ -63,6 +61,8 @@ def read_maps(pid: int) -> List[Mapping]:
 
 @dataclass
 class SymbolTable:
+    """A file's function and object symbols; ``lookup(value)`` names a value only when it lies
+    inside a symbol (value..value+size)."""
     path: str
     starts: List[int] = field(default_factory=list)
     ends: List[int] = field(default_factory=list)
@@ -84,7 +84,9 @@ _CACHE: Dict[Tuple[str, int, float], SymbolTable] = {}
 
 
 def symbols(path: str) -> SymbolTable:
-    """The symbol table of ``path`` (module doc)."""
+    """The symbol table of ``path`` (module doc).
+    Read from .symtab, else .dynsym; at most ``MAX_SYMBOLS`` symbols and ``MAX_SECONDS`` of reading
+    per file."""
     try:
         st = os.stat(path)
     except OSError as exc:
@@ -134,7 +136,9 @@ def _read(path: str) -> SymbolTable:
 
 
 def load_bias(path: str, mappings: Sequence[Mapping]) -> Optional[int]:
-    """The load bias of ``path`` in a process with ``mappings`` (module doc)."""
+    """The load bias of ``path`` in a process with ``mappings`` (module doc).
+    0 for a non-PIE executable; for a shared object or PIE, the start of its mapping at file offset
+    0 less the first PT_LOAD's page-aligned vaddr."""
     table = symbols(path)
     if not table.pie:
         return 0

@@ -1,16 +1,13 @@
 """PyTorch Flight Recorder dumps of the traced ranks, read at the end of a recording.
 
-Contract: ``flight_recorder_probe(pids, analyzer)`` is an ``EndProbe``. For each traced process
-whose environment enables the Flight Recorder (``TORCH_NCCL_TRACE_BUFFER_SIZE`` or
-``TORCH_FR_BUFFER_SIZE`` > 0), every ``<prefix><rank>`` file of the prefixes it names
-(``TORCH_FR_DUMP_TEMP_FILE``, ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, else torch's default
-``/tmp/nccl_trace_rank_``) is read as that process sees and may read it
-(linux/target_files.py: inside its own root, no link followed, a regular file it owns,
-bounded in size and time; ``SECONDS`` for the whole probe) and parsed (tracefile/fr_dump.py:
-plain data only) into one ``FlightRecorderDump`` event; a file refused is an event whose
-``error`` says why. ``pid`` is the process whose RANK is the file's rank, else the one whose
-environment named the prefix. Nothing is asked of the ranks: hangtrace never triggers a dump.
-A process whose environment cannot be read or names no file gives no event.
+Contract: ``flight_recorder_probe(pids, analyzer)`` is an ``EndProbe``: for each traced process
+whose environment enables the Flight Recorder, the dump files it names (``dump_files``) are
+read as that process sees and may read them (linux/target_files.py; ``SECONDS`` for the whole
+probe) and parsed (tracefile/fr_dump.py: plain data only) into one ``FlightRecorderDump``
+event each; a file refused is an event whose ``error`` says why. ``pid`` is the process whose
+RANK is the file's rank, else the one whose environment named the prefix. Nothing is asked of
+the ranks: hangtrace never triggers a dump. A process whose environment cannot be read or
+names no file gives no event.
 """
 from __future__ import annotations
 
@@ -46,7 +43,11 @@ def _enabled(env: Dict[str, str]) -> bool:
 
 def dump_files(pid: int, env: Dict[str, str], root: str = "/proc", seconds: float = 2.0
                ) -> List[Tuple[str, Optional[int]]]:
-    """(path as the process names it, rank) of the dumps ``pid``'s environment points to."""
+    """(path as the process names it, rank) of the dumps ``pid``'s environment points to.
+    The Flight Recorder is enabled by ``TORCH_NCCL_TRACE_BUFFER_SIZE`` or ``TORCH_FR_BUFFER_SIZE``
+    > 0; the files are every ``<prefix><rank>`` of the prefixes it names
+    (``TORCH_FR_DUMP_TEMP_FILE``, ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, else torch's default
+    ``/tmp/nccl_trace_rank_``)."""
     prefixes = [env[v] for v in PREFIX_VARS if env.get(v)] or [DEFAULT_PREFIX]
     out = []
     for prefix in dict.fromkeys(prefixes):
@@ -65,7 +66,9 @@ def dump_files(pid: int, env: Dict[str, str], root: str = "/proc", seconds: floa
 
 def flight_recorder_probe(pids: List[int], analyzer: object = None,
                           root: str = "/proc") -> List[FlightRecorderDump]:
-    """EndProbe (session.py): the Flight Recorder dumps of ``pids`` (module doc)."""
+    """EndProbe (session.py): the Flight Recorder dumps of ``pids`` (module doc).
+    Each file is read inside the process's own root, no link followed, a regular file it owns,
+    bounded in size and time (linux/target_files.py)."""
     deadline = time.monotonic() + SECONDS
     envs = {pid: procfs.read_environ_vars(pid, ENV, root) for pid in pids}
     ranks: Dict[int, int] = {}

@@ -3,32 +3,13 @@
 Contract:
 - ``decode_futex(raw, ...)`` is pure: the 24 bytes at a futex address, the wait's op/value and
   what is known of the waiter's process -> (kind, owner_tid, why). See ``FutexOwner`` in
-  events/__init__.py for the kinds.
+  events/__init__.py for the kinds; the glibc layouts it reads: its docstring.
 - ``futex_owner_probe(pids, analyzer)`` is an ``EndProbe``: for every thread of ``pids`` that sits
   in a futex wait (from /proc/PID/task/TID/syscall now, and from calls the syscall backends saw
   still running), it reads /proc/PID/mem at the futex address (read-only, pread: the target is
   never stopped) and returns one ``FutexOwner`` per (pid, address). Unreadable memory (no
-  ptrace permission, the process exited) gives an event without owner, never an error.
-
-glibc facts (x86_64, nptl/pthreadtypes-arch.h, struct __pthread_mutex_s):
-  +0  int __lock      the futex word. Normal/recursive/errorcheck/adaptive mutexes: 0 free,
-                      1 locked, 2 locked with waiters (lll_lock waits with FUTEX_WAIT val 2).
-                      Robust and PI mutexes: the owner tid in the low 30 bits
-                      (FUTEX_TID_MASK), FUTEX_WAITERS (bit 31) / FUTEX_OWNER_DIED (bit 30).
-  +4  unsigned __count  recursion count
-  +8  int __owner     the owner's tid, set by every successful lock of every mutex type
-  +12 unsigned __nusers >= 1 while locked
-  +16 int __kind      type (0..3) | ROBUST 16 | PRIO_INHERIT 32 | PRIO_PROTECT 64 |
-                      PSHARED 128 (process-shared: glibc then uses shared futex ops)
-  pthread_join waits (FUTEX_WAIT_BITSET, shared) on the joined thread's ``tid`` field, which
-  holds that tid until the kernel clears it at exit (CLONE_CHILD_CLEARTID).
-  sem_t (Python's threading.Lock, multiprocessing locks) is {u64 value|nwaiters<<32; int
-  private}: the word is the count (0 while taken) and nothing records who took it.
-
-Races: the probe runs after the recording; a holder that released the lock, exited or was
-killed in between is reported as the memory says now (a released lock reads 0: no owner; a
-holder gone reads its stale tid, with ``owner_pid`` None). A thread id can in principle be
-reused by an unrelated thread in between; the owner's process is checked through /proc.
+  ptrace permission, the process exited) gives an event without owner, never an error; what
+  changed since the recording (races): ``futex_owner_probe``.
 """
 from __future__ import annotations
 
@@ -56,7 +37,22 @@ READ_SIZE = 24
 def decode_futex(raw: Optional[bytes], *, op: str, val: Optional[int], private: bool,
                  same_process: Callable[[int], bool]) -> Tuple[str, Optional[int], str]:
     """(kind, owner_tid, why) of one futex (module doc). ``same_process(tid)`` tells whether a
-    tid is a thread of the waiter's process (for a private futex the owner must be)."""
+    tid is a thread of the waiter's process (for a private futex the owner must be).
+
+    glibc facts (x86_64, nptl/pthreadtypes-arch.h, struct __pthread_mutex_s):
+      +0  int __lock      the futex word. Normal/recursive/errorcheck/adaptive mutexes: 0 free,
+                          1 locked, 2 locked with waiters (lll_lock waits with FUTEX_WAIT val 2).
+                          Robust and PI mutexes: the owner tid in the low 30 bits
+                          (FUTEX_TID_MASK), FUTEX_WAITERS (bit 31) / FUTEX_OWNER_DIED (bit 30).
+      +4  unsigned __count  recursion count
+      +8  int __owner     the owner's tid, set by every successful lock of every mutex type
+      +12 unsigned __nusers >= 1 while locked
+      +16 int __kind      type (0..3) | ROBUST 16 | PRIO_INHERIT 32 | PRIO_PROTECT 64 |
+                          PSHARED 128 (process-shared: glibc then uses shared futex ops)
+      pthread_join waits (FUTEX_WAIT_BITSET, shared) on the joined thread's ``tid`` field, which
+      holds that tid until the kernel clears it at exit (CLONE_CHILD_CLEARTID).
+      sem_t (Python's threading.Lock, multiprocessing locks) is {u64 value|nwaiters<<32; int
+      private}: the word is the count (0 while taken) and nothing records who took it."""
     if raw is None or len(raw) < _MUTEX.size:
         return "unknown", None, "memory not readable"
     lock, _count, owner, nusers, kind = _MUTEX.unpack_from(raw)
@@ -176,5 +172,9 @@ def probe_pids(pids: Iterable[int], analyzer: Optional["Analyzer"] = None,
 
 
 def futex_owner_probe(pids: List[int], analyzer: "Analyzer") -> List[ev.Event]:
-    """EndProbe (session.py): one FutexOwner per futex a thread of ``pids`` waits on."""
+    """EndProbe (session.py): one FutexOwner per futex a thread of ``pids`` waits on.
+    Races: the probe runs after the recording; a holder that released the lock, exited or was
+    killed in between is reported as the memory says now (a released lock reads 0: no owner; a
+    holder gone reads its stale tid, with ``owner_pid`` None). A thread id can in principle be
+    reused by an unrelated thread in between; the owner's process is checked through /proc."""
     return list(probe_pids(pids, analyzer))

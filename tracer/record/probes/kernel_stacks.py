@@ -2,11 +2,7 @@
 
 Contract:
 - ``stack_reason(state, wait)`` is pure: why a thread's kernel stack is worth reading, or
-  None. Worth it: a thread in D state (uninterruptible sleep: the vfork parent, a driver call,
-  a stuck filesystem), and a thread blocked for the whole window in an ioctl, a read or write
-  of a device (/dev/nvidia*, other devices, a tty), or a futex wait without timeout (mutexes,
-  conditions, collectives that wait on one). Other waits (sockets, pipes, polls) say what they
-  wait for from user space already.
+  None (which threads are: its docstring).
 - ``kernel_stack_probe(pids, analyzer)`` is an ``EndProbe``: D-state threads as /proc shows
   them now, plus the analyzer's ``stuck_waits``; one ``KernelStack`` per thread read (at most
   ``MAX_THREADS``), and, where the kernel refuses (not root), one event with ``tid`` 0 per
@@ -36,7 +32,12 @@ _RW_CALLS = frozenset({"read", "write", "pread64", "pwrite64", "readv", "writev"
 
 
 def stack_reason(state: str, wait: Optional["Wait"], whole_window: bool = True) -> Optional[str]:
-    """Why the kernel stack of a thread in ``state`` waiting in ``wait`` is read (module doc)."""
+    """Why the kernel stack of a thread in ``state`` waiting in ``wait`` is read.
+    Worth it: a thread in D state (uninterruptible sleep: the vfork parent, a driver call, a stuck
+    filesystem), and a thread blocked for the whole window in an ioctl, a read or write of a device
+    (/dev/nvidia*, other devices, a tty), or a futex wait without timeout (mutexes, conditions,
+    collectives that wait on one). Other waits (sockets, pipes, polls) say what they wait for from
+    user space already."""
     if state == "D":
         return "D state (uninterruptible sleep)"
     if wait is None or not whole_window:

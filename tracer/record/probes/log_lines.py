@@ -5,13 +5,10 @@ process had as a log target at the start of the window (the start ``LogTargets``
 analyzer's evidence table holds: fds 1, 2 and its log files) that grew since, the newest
 ``READ_MAX`` bytes appended and up to ``CONTEXT`` bytes before them are read as the process
 may read them (linux/target_files.py ``read_held_file``: the file the fd holds, bounded) and
-reduced to one ``LogLines`` event: lines turned into templates by ``line_template`` (numbers
-masked as <N> and kept as values, times and dates as <T>, hex and UUIDs as <H>, IPv4
-addresses (with a port) as <A>), counted, and each
-slot's changes from the same template's line before. The text itself never goes into the
-trace, nor more than ``MAX_TEMPLATES`` templates of ``MAX_TEXT`` characters. A file whose
-new bytes are not text (``is_binary``: an object file a compiler appends to) gets no
-templates and ``why`` says so: its growth is output as any unread file's is.
+reduced to one ``LogLines`` event: lines turned into templates by ``line_template``, counted,
+and each slot's changes from the same template's line before. The text itself never goes into
+the trace, nor more than ``MAX_TEMPLATES`` templates of ``MAX_TEXT`` characters. A file whose
+new bytes are not text (``is_binary``) gets no templates and ``why`` says so.
 """
 from __future__ import annotations
 
@@ -50,7 +47,9 @@ def _is_epoch(text: str, value: float) -> bool:
 
 
 def line_template(line: str) -> Tuple[str, List[float]]:
-    """(template, values of its <N> slots) of one log line (module doc)."""
+    """(template, values of its <N> slots) of one log line.
+    Numbers are masked as <N> and kept as values, times and dates as <T>, hex and UUIDs as <H>,
+    IPv4 addresses (with a port) as <A>."""
     line = _ADDRESS.sub("<A>", _HEX.sub("<H>", _TIME.sub("<T>", line[:1024].strip())))
     values: List[float] = []
 
@@ -170,7 +169,9 @@ _CONTROL = bytes(c for c in range(32) if c not in (9, 10, 13, 27))
 
 def is_binary(data: bytes) -> bool:
     """Bytes no log is made of: a NUL, text that is not UTF-8, or more than 1 in 20 control
-    characters (tabs, newlines and ANSI escapes are text)."""
+    characters (tabs, newlines and ANSI escapes are text).
+    Such a file (an object file a compiler appends to) gets no templates: its growth is output as
+    any unread file's is."""
     if not data:
         return False
     if b"\0" in data:

@@ -2,15 +2,9 @@
 from storage and the residency of their largest mapped files, at the start and the end.
 
 Contract: ``memory_start_probe`` and ``memory_end_probe`` are session probes (``EndProbe``):
-one ``MemoryProgress`` per readable process (phase "start" / "end"): every thread's minor and
-major faults (/proc/PID/task/TID/stat), RSS and read_bytes (/proc/PID/status, io), and the
-``MAX_FILES`` largest regular files it maps of at least ``MIN_FILE`` bytes with the bytes of
-each resident in its mappings (/proc/PID/smaps, at most ``MAX_SMAPS`` bytes read; the file's
-size from /proc/PID/map_files: the mapped file itself, never its content). smaps (the kernel
-walks every page table for it) is read only when /proc/PID/maps shows a file of at least
-``MIN_FILE`` bytes: most processes of a big tree map none (2,000 forked Python workers: 1.2 ms
-a process less). Only /proc is read; a process gone or unreadable gives an event whose ``why``
-says so.
+one ``MemoryProgress`` per readable process (phase "start" / "end"), read by ``read_memory``
+(what it reads, and when smaps is read: its docstring). Only /proc is read, never a mapped
+file's content; a process gone or unreadable gives an event whose ``why`` says so.
 """
 from __future__ import annotations
 
@@ -90,6 +84,14 @@ def _files(pid: int, root: str) -> List[Tuple[str, int, int]]:
 
 
 def read_memory(pid: int, phase: str, root: str = "/proc") -> MemoryProgress:
+    """One ``MemoryProgress`` of ``pid``: every thread's minor and major faults
+    (/proc/PID/task/TID/stat), RSS and read_bytes (/proc/PID/status, io), and the ``MAX_FILES``
+    largest regular files it maps of at least ``MIN_FILE`` bytes with the bytes of each resident in
+    its mappings (/proc/PID/smaps, at most ``MAX_SMAPS`` bytes read; the file's size from
+    /proc/PID/map_files: the mapped file itself, never its content). smaps (the kernel walks every
+    page table for it) is read only when /proc/PID/maps shows a file of at least ``MIN_FILE``
+    bytes: most processes of a big tree map none (2,000 forked Python workers: 1.2 ms a process
+    less)."""
     ev = MemoryProgress(ts=time.time(), pid=pid, phase=phase)
     for tid in procfs.list_tids(pid, root):
         st = procfs.read_stat(pid, tid, root)

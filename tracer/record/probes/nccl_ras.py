@@ -1,18 +1,13 @@
 """Ask NCCL's RAS service what the job itself knows: which rank is behind, missing or dead.
 
 Contract: ``nccl_ras_probe(pids, analyzer)`` is an ``EndProbe``. When a traced process listens
-on NCCL's RAS port (28028, or the port of ``NCCL_RAS_ADDR`` in its environment; a process whose
-environment says ``NCCL_RAS_ENABLE=0`` is skipped), it connects to that address once (read only:
-the RAS client protocol has no command that changes the job) and returns one ``NcclRasStatus``
-event with the raw answer, so that ``analyze`` of the saved trace reaches the same verdict. It
-asks for JSON first and falls back to text when the server refuses ``SET FORMAT``. Everything is
-bounded (``deadline_s`` per address, ``MAX_BYTES``) and never fatal: trouble becomes the event's
-``error``. It only ever connects to an address a traced process listens on.
-
-Protocol (NVIDIA/nccl src/ras/client.cc, protocol 2, NCCL 2.24+): the client sends
-"CLIENT PROTOCOL 2\\n" and reads "SERVER PROTOCOL n"; "TIMEOUT s\\n" (the RAS collective's per-leg
-timeout) is answered "OK"; "SET FORMAT json\\n" is answered "OK" (2.28+); "VERBOSE STATUS\\n" is
-answered with the report until the server closes the connection.
+on NCCL's RAS port (``ras_addresses``), it connects to that address once (read only: the RAS
+client protocol has no command that changes the job) and returns one ``NcclRasStatus`` event
+with the raw answer, so that ``analyze`` of the saved trace reaches the same verdict. It asks
+for JSON first and falls back to text when the server refuses ``SET FORMAT`` (the protocol:
+``query``). Everything is bounded (``deadline_s`` per address, ``MAX_BYTES``) and never
+fatal: trouble becomes the event's ``error``. It only ever connects to an address a traced
+process listens on.
 """
 from __future__ import annotations
 
@@ -47,7 +42,9 @@ def _parse_addr(text: str) -> Optional[Tuple[str, int]]:
 
 
 def ras_addresses(pids: Sequence[int]) -> Dict[Tuple[str, int], int]:
-    """{(host, port): pid of a listener} for the RAS services the traced tree runs."""
+    """{(host, port): pid of a listener} for the RAS services the traced tree runs.
+    The port is 28028 (``RAS_PORT``), or the port of ``NCCL_RAS_ADDR`` in the process's
+    environment; a process whose environment says ``NCCL_RAS_ENABLE=0`` is skipped."""
     out: Dict[Tuple[str, int], int] = {}
     tables = procfs.SocketTables()
     for pid in pids:
@@ -87,7 +84,11 @@ def _command(sock: socket.socket, line: str, deadline: float) -> str:
 
 
 def query(host: str, port: int, *, fmt: str = "json", deadline_s: float = 8.0) -> str:
-    """The server's VERBOSE STATUS answer in ``fmt`` ("json" or "text"); RasError on trouble."""
+    """The server's VERBOSE STATUS answer in ``fmt`` ("json" or "text"); RasError on trouble.
+    Protocol (NVIDIA/nccl src/ras/client.cc, protocol 2, NCCL 2.24+): the client sends "CLIENT
+    PROTOCOL 2\\n" and reads "SERVER PROTOCOL n"; "TIMEOUT s\\n" (the RAS collective's per-leg
+    timeout) is answered "OK"; "SET FORMAT json\\n" is answered "OK" (2.28+); "VERBOSE STATUS\\n"
+    is answered with the report until the server closes the connection."""
     deadline = time.monotonic() + deadline_s
     try:
         with socket.create_connection((host, port), timeout=1.0) as sock:

@@ -2,15 +2,14 @@
 their code moves (a capture walking model layers) or stays on one line (a spin).
 
 Contract: ``stack_motion_probe(pids, analyzer)`` is an ``EndProbe``. For each running Python
-process among ``pids`` with threads on a CPU (state R in one of two reads of
-/proc/PID/task/TID/stat ``PAUSE_S`` apart), at most ``MAX_PROCESSES`` of them, it takes ``SAMPLES`` ``py-spy dump --nonblocking``
-stacks (pystacks.take_stacks: the target is never paused), ``GAP_S`` apart on average with a
-random jitter (so that a loop whose period is a multiple of the gap is not seen in one place
-every time), all processes at once, and returns one ``StackSamples`` per such thread with its innermost ``TOP`` frames of
-each sample. Without py-spy, or without a thread on a CPU, it returns nothing (the single
-stacks probe says why py-spy is missing). Cost: ``SAMPLES`` dumps of each busy Python process
-(about 60-80 ms of py-spy each for a small interpreter here), about a second in all, and
-only where a thread is on a CPU.
+process among ``pids`` with threads on a CPU (``busy_threads``), at most ``MAX_PROCESSES`` of
+them, it takes ``SAMPLES`` ``py-spy dump --nonblocking`` stacks (pystacks.take_stacks: the
+target is never paused; how they are spaced: ``stack_motion_probe``) and returns one
+``StackSamples`` per such thread with its innermost ``TOP`` frames of each sample. Without
+py-spy, or without a thread on a CPU, it returns nothing (the single stacks probe says why
+py-spy is missing). Cost: ``SAMPLES`` dumps of each busy Python process (about 60-80 ms of
+py-spy each for a small interpreter here), about a second in all, and only where a thread is
+on a CPU.
 """
 from __future__ import annotations
 
@@ -44,7 +43,8 @@ def _running(pid: int, root: str) -> Set[int]:
 
 def busy_threads(pids: List[int], root: str = "/proc") -> Dict[int, Set[int]]:
     """{pid: threads in state R in one of two reads of all of ``pids``, ``PAUSE_S`` apart}
-    (one pause for every process, however many)."""
+    (one pause for every process, however many).
+    State R is read from /proc/PID/task/TID/stat."""
     first = {pid: _running(pid, root) for pid in pids}
     time.sleep(PAUSE_S)
     out = {}
@@ -56,7 +56,9 @@ def busy_threads(pids: List[int], root: str = "/proc") -> Dict[int, Set[int]]:
 
 
 def stack_motion_probe(pids: List[int], analyzer: object = None) -> List[StackSamples]:
-    """EndProbe (session.py): StackSamples of the busy threads of ``pids`` (module doc)."""
+    """EndProbe (session.py): StackSamples of the busy threads of ``pids`` (module doc).
+    The samples are ``GAP_S`` apart on average with a random jitter (so that a loop whose period is
+    a multiple of the gap is not seen in one place every time), all processes at once."""
     exe = find_py_spy()
     if exe is None:
         return []

@@ -3,18 +3,12 @@ on its user stack, named from the ELF symbols of the mapped files.
 
 Contract:
 - ``is_call_site(code)`` is pure: whether the bytes just before a candidate return address end
-  with an x86-64 call instruction (``e8 rel32``, ``ff /2`` through a register or memory), the
-  check that tells a return address from any other pointer into code.
-- ``scan_thread(pid, tid, maps)`` -> one ``NativeStack`` (source "stack-scan"): only for a
-  thread that sits in a system call or is blocked outside one (/proc/PID/task/TID/syscall gives
-  its sp and pc; a running thread's registers cannot be read without stopping it: ``error``
-  says so). It reads at most ``SCAN_BYTES`` of the stack upwards from sp through
-  /proc/PID/mem (read-only, pread: the thread never stops) and keeps at most ``MAX_FRAMES``
-  words that point just after a call in an executable mapping. These are candidates, not an
-  unwind: a stale return address left in a live frame shows too (the event says
-  "stack-scan"). Symbols are read only for the files worth naming cheaply (``NAMED``: libc,
-  the CUDA, NCCL and cuBLAS libraries, libpython and the executable); other frames are
-  "0x7f..+0x1a2 (libfoo.so)".
+  with an x86-64 call instruction, the check that tells a return address from any other
+  pointer into code.
+- ``scan_thread(pid, tid, maps)`` -> one ``NativeStack`` (source "stack-scan") for a thread
+  that sits in a system call or is blocked outside one; how it scans and what it names: its
+  docstring. These are candidates, not an unwind: a stale return address left in a live frame
+  shows too (the event says "stack-scan").
 x86-64 only (the call encodings); elsewhere the pc alone is named.
 """
 from __future__ import annotations
@@ -42,7 +36,8 @@ X86 = platform.machine() in ("x86_64", "AMD64")
 
 def is_call_site(code: bytes) -> bool:
     """``code``: the 7 bytes before a candidate return address (module doc). An instruction of
-    length L that ends at the address starts at ``code[7 - L]``."""
+    length L that ends at the address starts at ``code[7 - L]``.
+    The call encodings: ``e8 rel32``, ``ff /2`` through a register or memory."""
     if len(code) < 7:
         return False
     c = code
@@ -124,7 +119,13 @@ def scan_thread(pid: int, tid: int, maps: Sequence[Mapping],
                 now: Optional[float] = None, regions: Optional[List[Mapping]] = None
                 ) -> NativeStack:
     """The native frames of one thread (module doc); ``regions``: every mapping of the
-    process (``all_mappings``), read once per process by a caller that scans many threads."""
+    process (``all_mappings``), read once per process by a caller that scans many threads.
+    /proc/PID/task/TID/syscall gives the thread's sp and pc (a running thread's registers cannot be
+    read without stopping it: ``error`` says so). It reads at most ``SCAN_BYTES`` of the stack
+    upwards from sp through /proc/PID/mem (read-only, pread: the thread never stops) and keeps at
+    most ``MAX_FRAMES`` words that point just after a call in an executable mapping. Symbols are
+    read only for the files worth naming cheaply (``NAMED``: libc, the CUDA, NCCL and cuBLAS
+    libraries, libpython and the executable); other frames are "0x7f..+0x1a2 (libfoo.so)"."""
     ts = time.time() if now is None else now
     sp, pc, why = _regs(pid, tid)
     if sp is None or pc is None:

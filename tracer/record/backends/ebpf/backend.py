@@ -1,33 +1,15 @@
 """Live recording backend on eBPF tracepoints: syscall counts, blocking calls, forks, execs,
-exits and CPU time of a process tree, without ever stopping the target.
+exits and CPU time of a process tree, without ever stopping the target (its design:
+docs/ARCHITECTURE.md, "The eBPF backend").
 
 Contract (on top of base.py):
 - ``EbpfBackend(loader=None)``: ``loader`` "libbpf" or "bcc" pins one; None tries them in
-  loader.preferred()'s order (libbpf first, unless $HANGTRACE_EBPF_LOADER says otherwise).
-- ``check()`` is env.ebpf_problem() for those loaders: None only when one can load here,
-  else one line saying why. Its one side effect: mounting tracefs where BCC needs it and it
-  is missing (as under ``ip netns exec``). ``bcc`` and libbpf are loaded inside
-  ``start``/``check`` only, so analysis and replay run anywhere.
-- ``start(targets, emit)`` loads bpf/hangtrace.bpf.c through the first loader that can (the
-  CO-RE object with libbpf: loader ``libbpf``; the text compiled by BCC: ``bcc``; when the
-  libbpf load itself fails and BCC may be used, BCC, the reason kept in ``notes``), fills
-  the "kinds" array, marks the tree's processes, and for each thread emits a
-  ``ThreadSample`` (a sleeping one is marked blocked since the attach), then starts one
-  reader thread. ``attach_s``: seconds from start() until the program counts, of which
-  ``load_s`` loading and attaching; ``notes`` says which loader and those times. Processes
-  forked later are followed in the kernel and added to ``targets``.
-- While recording the reader thread emits: streamed calls as events/__init__.py syscall objects
-  (ebpf/convert.py), forks -> ``ThreadStart`` (+``ProcessInfo`` for a new process), execs ->
-  ``ProcessExec``, thread exits -> ``ThreadExit``, the last thread of a process ->
-  ``ProcessExit`` (status from the zombie's /proc stat, None when it was reaped first), and
-  about once a second a ``ThreadCounts`` per thread whose kernel counts changed (less often
-  when reading the maps takes over a tenth of that: at most a tenth of the reader's time). One poll
-  reads at most ``RECORDS_PER_POLL`` records (the rest stay in the ring for the next), so the
-  reader sees ``stop()`` within one such batch however fast the tree forks.
-- ``stop()`` (idempotent, any thread, any exit path) detaches the programs, drains the ring
-  buffer, emits what ebpf/final.py gives (blocked calls, final ThreadCounts, ThreadCpu,
-  ThreadSample, Lost), then closes the program (no map, program or link left). Nothing after.
-The events are the same whichever loader ran (the live tests run both).
+  loader.preferred()'s order. ``check()`` is env.ebpf_problem() for those loaders.
+- ``start(targets, emit)`` loads bpf/hangtrace.bpf.c through the first loader that can and
+  starts one reader thread (``EbpfBackend.start``); ``attach_s``, ``load_s`` and ``notes``
+  say how long and with which loader. The reader's events: ``EbpfBackend._read_loop``.
+- ``stop()`` (idempotent, any thread, any exit path) detaches, drains, emits ebpf/final.py's
+  events and closes the program. The events are the same whichever loader ran.
 """
 from __future__ import annotations
 
@@ -103,6 +85,10 @@ class EbpfBackend(Backend):
 
     # ------------------------------------------------------------------ contract
     def check(self) -> Optional[str]:
+        """env.ebpf_problem() for this backend's loaders: None only when one can load here, else
+        one line saying why. Its one side effect: mounting tracefs where BCC needs it and it is
+        missing (as under ``ip netns exec``). ``bcc`` and libbpf are loaded inside
+        ``start``/``check`` only, so analysis and replay run anywhere."""
         return ebpf_problem(self.loaders)
 
     def describe(self) -> str:
@@ -112,6 +98,14 @@ class EbpfBackend(Backend):
             "kernel tracepoints"
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
+        """Load bpf/hangtrace.bpf.c through the first loader that can (the CO-RE object with
+        libbpf: loader ``libbpf``; the text compiled by BCC: ``bcc``; when the libbpf load itself
+        fails and BCC may be used, BCC, the reason kept in ``notes``), fill the "kinds" array, mark
+        the tree's processes, and for each thread emit a ``ThreadSample`` (a sleeping one is marked
+        blocked since the attach), then start one reader thread. ``attach_s``: seconds from start()
+        until the program counts, of which ``load_s`` loading and attaching; ``notes`` says which
+        loader and those times. Processes forked later are followed in the kernel and added to
+        ``targets``."""
         if self._prog is not None or self._stopping:
             raise RuntimeError("EbpfBackend.start called twice")
         self._emit, self._targets = emit, targets
@@ -132,6 +126,10 @@ class EbpfBackend(Backend):
         self._reader.start()
 
     def stop(self) -> None:
+        """Detach the programs, drain the ring buffer, emit what ebpf/final.py gives (blocked
+        calls, final ThreadCounts, ThreadCpu, ThreadSample, Lost), then close the program (no map,
+        program or link left). Idempotent, from any thread and any exit path; nothing is emitted
+        after it."""
         with self._lock:
             already, self._stopping = self._stopping, True
         if already:
@@ -246,6 +244,15 @@ class EbpfBackend(Backend):
 
     # ------------------------------------------------------------------ reading
     def _read_loop(self) -> None:
+        """The reader thread. It emits: streamed calls as events/__init__.py syscall objects
+        (ebpf/convert.py), forks -> ``ThreadStart`` (+``ProcessInfo`` for a new process), execs ->
+        ``ProcessExec``, thread exits -> ``ThreadExit``, the last thread of a process ->
+        ``ProcessExit`` (status from the zombie's /proc stat, None when it was reaped first), and
+        about once a second (``COUNTS_EVERY_S``) a ``ThreadCounts`` per thread whose kernel counts
+        changed (less often when reading the maps takes over a tenth of that: at most a tenth of
+        the reader's time). One poll reads at most ``RECORDS_PER_POLL`` records (the rest stay in
+        the ring for the next), so the reader sees ``stop()`` within one such batch however fast
+        the tree forks."""
         self._next_counts = time.monotonic() + COUNTS_EVERY_S
         while not self._quit.is_set():
             try:

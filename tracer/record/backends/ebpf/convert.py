@@ -4,14 +4,11 @@ same events/__init__.py objects the strace backend emits.
 Contract:
 - ``Clock`` maps the kernel's bpf_ktime_get_ns (CLOCK_MONOTONIC) to epoch seconds from one
   paired reading taken at attach.
-- ``FdCache`` resolves (pid, fd) to (kind, target) from /proc (procfs_fds.read_fds), once per
-  process table read, re-reading a process's table on a miss (at most every 50 ms), and lists
-  the fds registered with an epoll fd (fdinfo "tfd:" lines).
-- ``Converter.syscall(...)`` builds FutexCall/PollCall/WriteCall/ReadCall/IoctlCall/WaitChild/
-  Syscall from a call's number, raw arguments, kind-specific decoded value (``aux``/``flags``)
-  and result; ``ret=None`` makes an ongoing call (writes and reads only ever come as ongoing
-  calls: the kernel counts them per fd). Pure apart from the /proc fd reads.
-Never any buffer content: sizes come from return values.
+- ``FdCache`` resolves (pid, fd) to (kind, target) from /proc and lists the fds registered
+  with an epoll fd (its docstring says when it re-reads).
+- ``Converter.syscall(...)`` builds the syscall events from a call's number, raw arguments,
+  decoded value and result; ``ret=None`` makes an ongoing call. Pure apart from the /proc fd
+  reads. Never any buffer content: sizes come from return values.
 """
 from __future__ import annotations
 
@@ -56,7 +53,9 @@ class Clock:
 
 
 class FdCache:
-    """(pid, fd) -> (kind, target), from /proc, refreshed on a miss (module doc)."""
+    """(pid, fd) -> (kind, target), from /proc (procfs_fds.read_fds), once per process table read,
+    re-reading a process's table on a miss (at most every 50 ms); ``epoll_kinds`` lists the fds
+    registered with an epoll fd (fdinfo "tfd:" lines)."""
 
     REFRESH_S = 0.05
 
@@ -167,6 +166,10 @@ class Converter:
     def syscall(self, *, ts: float, pid: int, tid: int, name: str, kind: int,
                 args: Sequence[int], ret: Optional[int], dur: Optional[float], flags: int = 0,
                 aux: int = 0, pfds: Sequence[int] = ()) -> ev.Syscall:
+        """FutexCall/PollCall/WriteCall/ReadCall/IoctlCall/WaitChild/Syscall from a call's number,
+        raw arguments, kind-specific decoded value (``aux``/``flags``) and result. ``ret=None``
+        makes an ongoing call (writes and reads only ever come as ongoing calls: the kernel counts
+        them per fd)."""
         ongoing = ret is None
         err: Optional[str] = None
         if ret is not None and -4096 < ret < 0:

@@ -1,21 +1,13 @@
 """A CO-RE object (bpf/NAME.bpf.o) loaded with libbpf: the ``Program`` of loader.py.
 
 Contract:
-- ``CoreProgram(path, *, max_entries, settings, programs, attach, struct_sizes)``: opens the
-  object, refuses it (OSError: "built from other sources") when a struct of its BTF (the
-  maps' key and value types) does not have the size ``struct_sizes`` ({name: bytes}, the
-  Python mirror's) gives, or it has none of them, sets
-  the maps' sizes (``max_entries``: {map: n}), writes ``settings`` ({name: int}) into the
-  variables ``ht_set_<name>`` of its .rodata (found by name in the object's BTF, sized as
-  declared), loads it (libbpf applies the CO-RE relocations against the running kernel's BTF,
-  then the verifier runs) and, unless ``attach=False``, attaches each program (its ELF
-  section names the tracepoint: tp_btf/..., raw_tp/...). ``programs`` limits which are
-  loaded (the others are not). ``load_s``: the seconds all of that took. On any failure
-  everything opened is closed and OSError says what failed, with libbpf's last message.
+- ``CoreProgram(path, *, max_entries, settings, programs, attach, struct_sizes)`` opens,
+  checks, sizes, configures, loads and attaches the object (its docstring says how); on any
+  failure everything opened is closed and OSError says what failed, with libbpf's last
+  message. ``load_s``: the seconds all of that took.
 - ``attach_uprobe(program, binary, symbol, offset)``: a uprobe at the file offset of
   ``symbol`` in ``binary``, for every process (the program filters); raises OSError.
-- Maps (``map(name)``): ``LibbpfMap``, read with bpf_map_lookup_batch where the kernel
-  has it (5.6+), else key by key.
+- ``map(name)``: a ``LibbpfMap``, read with bpf_map_lookup_batch (kernel 5.6+), else by key.
 - ``detach()`` destroys every link; ``close()`` also frees the ring buffer and closes the
   object. Both idempotent; after ``close()`` nothing of it is left in the kernel.
 """
@@ -119,7 +111,15 @@ class LibbpfMap:
 
 
 class CoreProgram:
-    """A loaded CO-RE object (module doc)."""
+    """A loaded CO-RE object. The constructor opens the object, refuses it (OSError: "built from
+    other sources") when a struct of its BTF (the maps' key and value types) does not have the size
+    ``struct_sizes`` ({name: bytes}, the Python mirror's) gives, or it has none of them, sets the
+    maps' sizes (``max_entries``: {map: n}), writes ``settings`` ({name: int}) into the variables
+    ``ht_set_<name>`` of its .rodata (found by name in the object's BTF, sized as declared), loads
+    it (libbpf applies the CO-RE relocations against the running kernel's BTF, then the verifier
+    runs) and, unless ``attach=False``, attaches each program (its ELF section names the
+    tracepoint: tp_btf/..., raw_tp/...). ``programs`` limits which are loaded (the others are
+    not)."""
 
     loader = "libbpf"
 
@@ -179,7 +179,7 @@ class CoreProgram:
             self._write_rodata(settings)
 
     def _check_structs(self, sizes: Mapping[str, int]) -> None:
-        """The object was built from the sources this Python mirrors (module doc)."""
+        """The object was built from the sources this Python mirrors (``CoreProgram``)."""
         if not sizes:
             return
         lib = self._lib

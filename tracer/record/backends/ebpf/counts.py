@@ -1,22 +1,13 @@
 """Read what the eBPF program counted (bpf/hangtrace.bpf.c) into ``events.ThreadCounts``.
 
 Contract:
-- ``KernelSnapshot.read(maps)`` takes one consistent picture of the counts: the per-CPU caches,
-  then the hash maps ("aggr", "fds", "tcounts", "ioctls", "fails"), then the caches again; when a cache's
-  ``seq`` changed in between (a flush moved counts from a cache to the maps while we read) it
-  reads again (at most 4 times, then keeps the last picture: counts later come out right).
-  ``cancelled()`` (optional) is looked at every ``CHECK_ROWS`` rows: when True the read stops
-  and raises ``SnapshotCancelled`` (a recording that ends does not wait for a periodic read
-  of big maps: thread churn filled them with 65,536 rows, seconds of Python).
-  A thread (a tid in a tgid: pid numbers are reused) is its map entries plus the cache of
-  every CPU it owns; ``threads`` is keyed (tgid, tid). ``maps`` is a
-  mapping name -> loader.MapView (either loader's; the hash maps read in batches).
+- ``KernelSnapshot.read(maps)`` takes one consistent picture of the counts (per-CPU caches
+  and hash maps; its docstring says how); ``cancelled()`` (optional) is looked at every
+  ``CHECK_ROWS`` rows and, when True, stops the read with ``SnapshotCancelled``. ``threads``
+  is keyed (tgid, tid); ``maps``: name -> loader.MapView (either loader's).
 - ``CountEmitter.events(snapshot, ts)`` turns a snapshot into one ThreadCounts per thread whose
-  counts changed since the last call (all of them with ``every=True``): names from the
-  syscall table, fd kinds/targets from the FdCache (re-read from /proc at most once a second
-  per process while it lives, the last table read once it is gone), monotonic stamps to
-  epoch seconds through the backend's Clock. ``blocked_s`` leaves out the time of the calls
-  that were streamed (``streamed_ns``: the durations of the events the backend emitted).
+  counts changed since the last call (all of them with ``every=True``); ``blocked_s`` leaves
+  out the time of the calls that were streamed (``note_streamed``).
 Nothing here writes to the kernel maps.
 """
 from __future__ import annotations
@@ -93,7 +84,7 @@ def _fd_fields(f: Any) -> Dict[str, int]:
 
 
 class KernelSnapshot:
-    """One consistent read of the counting maps (module doc)."""
+    """One consistent read of the counting maps (``read``)."""
 
     def __init__(self) -> None:
         self.threads: Dict[Tuple[int, int], ThreadTotals] = {}
@@ -112,6 +103,15 @@ class KernelSnapshot:
 
     def read(self, maps: Mapping[str, MapView],
              cancelled: Callable[[], bool] = lambda: False) -> "KernelSnapshot":
+        """One consistent picture of the counts: the per-CPU caches, then the hash maps ("aggr",
+        "fds", "tcounts", "ioctls", "fails"), then the caches again; when a cache's ``seq`` changed
+        in between (a flush moved counts from a cache to the maps while we read) it reads again (at
+        most 4 times, then keeps the last picture: counts later come out right). ``cancelled()`` is
+        looked at every ``CHECK_ROWS`` rows: when True the read stops and raises
+        ``SnapshotCancelled`` (a recording that ends does not wait for a periodic read of big maps:
+        thread churn filled them with 65,536 rows, seconds of Python). A thread (a tid in a tgid:
+        pid numbers are reused) is its map entries plus the cache of every CPU it owns; ``maps`` is
+        a mapping name -> loader.MapView (either loader's; the hash maps read in batches)."""
         self._cancelled = cancelled
         for attempt in range(4):
             before = self._caches(maps)
@@ -169,7 +169,7 @@ FdLookup = Callable[[int, int], Optional[ev.FdInfo]]
 
 
 class CountEmitter:
-    """Snapshots -> ThreadCounts events, only for threads whose counts changed (module doc)."""
+    """Snapshots -> ThreadCounts events, only for threads whose counts changed (``events``)."""
 
     def __init__(self, *, since: float, epoch: Callable[[int], float], name: Callable[[int], str],
                  fd_info: FdLookup) -> None:
@@ -186,6 +186,12 @@ class CountEmitter:
         self.streamed_ns[key] = self.streamed_ns.get(key, 0) + max(0, ns)
 
     def events(self, snap: KernelSnapshot, ts: float, every: bool = False) -> List[ThreadCounts]:
+        """One ThreadCounts per thread whose counts changed since the last call (all of them with
+        ``every=True``): names from the syscall table, fd kinds/targets from the FdCache (re-read
+        from /proc at most once a second per process while it lives, the last table read once it is
+        gone), monotonic stamps to epoch seconds through the backend's Clock. ``blocked_s`` leaves
+        out the time of the calls that were streamed (``streamed_ns``: the durations of the events
+        the backend emitted)."""
         out = []
         for key, t in sorted(snap.threads.items()):
             if not every:       # (at stop, with every, no later call compares with it)

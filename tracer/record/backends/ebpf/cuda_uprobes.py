@@ -1,24 +1,15 @@
-"""libcuda driver calls of the traced tree, counted by uprobes (bpf/cuda_calls.bpf.c, loaded
-as the eBPF backend loads its program: the CO-RE object with libbpf, else BCC): CUDA graph
-captures and launches, kernel launches, copies, and the synchronizations and queries that say
-whether the GPU's work completed.
+"""libcuda driver calls of the traced tree, counted by uprobes (bpf/cuda_calls.bpf.c, loaded as
+the eBPF backend's): graph captures and launches, kernel launches, copies, and the
+synchronizations and queries that say whether the GPU's work completed.
 
 Contract (on top of base.py):
-- ``CudaUprobeBackend(loader=None)``: as EbpfBackend's ``loader``.
-- ``check()`` returns None when a loader can load the uprobe program here (env.choose for
-  bpf/cuda_calls), else one line why not. Nothing is loaded to decide.
-- ``start(targets, emit)`` finds the libcuda and libnccl each traced process maps
-  (/proc/PID/maps; the file itself through /proc/PID/map_files, so a container's or an
-  unlinked library is probed), loads the program and attaches each entry point of
-  ``FAMILIES`` (libcuda) and ``NCCL_FAMILIES`` (libnccl) to every symbol of its family the
-  library defines (``probe_sites``); the program counts only the tgids in its "tgids" map,
-  kept equal to ``targets`` every ``SYNC_S``. When no traced process maps libcuda at start,
-  nothing is loaded (a library loaded later is not probed).
-- ``stop()`` (idempotent) emits one ``CudaDriverCalls`` per thread that made such a call (an
-  ``EvidenceNote`` "cuda-uprobes" saying so when none did) and detaches every probe (closes
-  the program) in a thread of its own (``_cleanup``). Times are converted to epoch.
-- The counts are evidence, never a verdict. Cost: each probed call traps into the kernel
-  once (twice with its uretprobe).
+- ``CudaUprobeBackend(loader=None)``: as EbpfBackend's ``loader``; ``check()``: None when a
+  loader can load the uprobe program here, else one line why not (nothing loaded to decide).
+- ``start(targets, emit)`` probes the libcuda and libnccl the traced processes map
+  (``FAMILIES``, ``NCCL_FAMILIES``; ``CudaUprobeBackend.start`` says how).
+- ``stop()`` (idempotent) emits one ``CudaDriverCalls`` per thread that made such a call (times
+  in epoch) and detaches every probe in a thread of its own (``_cleanup``). Evidence, never a
+  verdict. Cost: each probed call traps into the kernel once (twice with its uretprobe).
 """
 from __future__ import annotations
 
@@ -159,10 +150,19 @@ class CudaUprobeBackend(Backend):
         self.attached = 0
 
     def check(self) -> Optional[str]:
+        """None when a loader can load the uprobe program here (env.choose for bpf/cuda_calls; the
+        CO-RE object with libbpf, else BCC), else one line why not. Nothing is loaded to decide."""
         why = ebpf_problem(self.loaders, objects=("cuda_calls",))
         return f"CUDA uprobes: {why}" if why else None
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
+        """Find the libcuda and libnccl each traced process maps (/proc/PID/maps; the file itself
+        through /proc/PID/map_files, so a container's or an unlinked library is probed), load the
+        program and attach each entry point of ``FAMILIES`` (libcuda) and ``NCCL_FAMILIES``
+        (libnccl) to every symbol of its family the library defines (``probe_sites``); the program
+        counts only the tgids in its "tgids" map, kept equal to ``targets`` every ``SYNC_S``. When
+        no traced process maps libcuda at start, nothing is loaded (a library loaded later is not
+        probed)."""
         self._emit, self._targets = emit, targets
         self._since = time.time()
         self._mono_offset = self._since - time.monotonic()
@@ -277,6 +277,9 @@ class CudaUprobeBackend(Backend):
         return self._prog is None and (t is None or not t.is_alive())
 
     def stop(self) -> None:
+        """Emit one ``CudaDriverCalls`` per thread that made such a call (an ``EvidenceNote``
+        "cuda-uprobes" saying so when none did) and detach every probe (close the program) in a
+        thread of its own (``_cleanup``); idempotent."""
         self._stop.set()
         t, self._thread = self._thread, None
         if t is not None and t is not threading.current_thread():

@@ -1,24 +1,15 @@
 """What the eBPF backend needs of the machine, per loader, and how BCC compiles the program.
 
-Contract:
-- ``core_problem(objects)``: None when libbpf can load the CO-RE objects bpf/NAME.bpf.o here
-  (root or CAP_BPF+CAP_PERFMON; libbpf.so.1 >= 1.0; the kernel's BTF at
-  /sys/kernel/btf/vmlinux; BPF raw tracepoints and the ring buffer, probed through libbpf;
-  the objects built: scripts/build_bpf.py), else one line why not.
-- ``bcc_problem(what)``: None when BCC can compile and load here (the privileges, BCC
-  importable, kernel headers), else one line naming ``what`` needs it.
-- ``loader_problems(names, objects)`` -> {loader: None, or one line why it cannot load
-  ``objects`` here}; ``choose(names, objects)`` -> (the first of ``names``, default
-  loader.preferred(), that can, and a line naming it and why the ones before it cannot), or
-  (None, the reasons). ``describe_loader(name)``: "libbpf 1.1.2 (CO-RE object)", "BCC ...".
-- ``ebpf_problem(loaders)``: None when the loader ``--backend ebpf`` would use can load
-  (choose); for BCC also tracefs (its trace events need it: mounted by
-  tracer/linux/tracefs.py when missing and we may). It imports ``bcc`` only to check it.
-Nothing here loads a program: the checks are cheap.
-- ``compile_flags()``: BCC's cflags for bpf/hangtrace.bpf.c on this machine (the pid arrays
-  sized from kernel.pid_max, the settings of ht_dialect.bpf.h as -D flags, group_dead when the
-  running kernel's sched_process_exit has it).
-- ``pid_max()``, ``settings()``: what both loaders put into the program.
+Contract (each function's docstring says what it checks):
+- ``core_problem(objects)``: None when libbpf can load the CO-RE objects bpf/NAME.bpf.o here.
+- ``bcc_problem(what)``: None when BCC can compile and load here, else one line naming
+  ``what`` needs it.
+- ``loader_problems(names, objects)`` -> {loader: None, or one line why not}; ``choose(names,
+  objects)`` -> (the first loader that can, and why the ones before it cannot), or (None, the
+  reasons); ``describe_loader(name)``: "libbpf 1.1.2 (CO-RE object)", "BCC ...".
+- ``ebpf_problem(loaders)``: None when the loader ``--backend ebpf`` would use can load.
+- ``compile_flags()``: BCC's cflags; ``pid_max()``, ``settings()``: what both loaders put into
+  the program. Nothing here loads a program: the checks are cheap.
 """
 from __future__ import annotations
 
@@ -93,7 +84,8 @@ def privilege_problem(what: str = "eBPF") -> Optional[str]:
 
 def bcc_problem(what: str = "eBPF") -> Optional[str]:
     """Why BCC cannot load a program here (one line, naming ``what`` needs it), or None: the
-    privileges, BCC itself, kernel headers. Shared by the eBPF and the CUDA uprobe backends."""
+    privileges, BCC itself, kernel headers. Shared by the eBPF and the CUDA uprobe backends.
+    It needs the privileges, BCC importable and kernel headers."""
     why = privilege_problem(what)
     if why:
         return why
@@ -110,7 +102,10 @@ def bcc_problem(what: str = "eBPF") -> Optional[str]:
 
 
 def core_problem(objects: Sequence[str] = ("hangtrace",), what: str = "eBPF") -> Optional[str]:
-    """Why libbpf cannot load the CO-RE objects here (module doc), or None."""
+    """Why libbpf cannot load the CO-RE objects bpf/NAME.bpf.o here, or None. It needs root or
+    CAP_BPF+CAP_PERFMON; libbpf.so.1 >= 1.0; the kernel's BTF at /sys/kernel/btf/vmlinux; BPF raw
+    tracepoints and the ring buffer, probed through libbpf; the objects built
+    (scripts/build_bpf.py)."""
     why = privilege_problem(what)
     if why:
         return why
@@ -156,7 +151,9 @@ def describe_loader(name: str) -> str:
 
 def choose(names: Optional[Sequence[str]] = None,
            objects: Sequence[str] = ("hangtrace",)) -> Tuple[Optional[str], str]:
-    """(the first loader of ``names`` that can load here, why), or (None, why none can)."""
+    """(the first loader of ``names`` that can load here, why), or (None, why none can).
+    ``names`` defaults to loader.preferred(); the line names the loader chosen and why the ones
+    before it cannot."""
     names = tuple(names or preferred())
     problems: Dict[str, Optional[str]] = {}
     for i, name in enumerate(names):       # in order, the later ones asked only if needed
@@ -173,7 +170,9 @@ def choose(names: Optional[Sequence[str]] = None,
 def ebpf_problem(loaders: Optional[Sequence[str]] = None,
                  objects: Sequence[str] = ("hangtrace",)) -> Optional[str]:
     """Why ``objects`` cannot load here with ``loaders`` (default: loader.preferred()), one
-    line, or None."""
+    line, or None.
+    For BCC also tracefs (its trace events need it: mounted by tracer/linux/tracefs.py when missing
+    and we may). It imports ``bcc`` only to check it."""
     name, why = choose(loaders, objects)
     if name is None:
         return why
@@ -185,6 +184,9 @@ def ebpf_problem(loaders: Optional[Sequence[str]] = None,
 
 
 def compile_flags() -> List[str]:
+    """BCC's cflags for bpf/hangtrace.bpf.c on this machine: the pid arrays sized from
+    kernel.pid_max, the settings of ht_dialect.bpf.h as -D flags, group_dead when the running
+    kernel's sched_process_exit has it."""
     cflags = ["-I" + str(BPF_DIR), *CFLAGS, "-DHT_BCC", f"-DHT_PID_MAX={pid_max()}"]
     cflags += [f"-DHT_SET_{name}={value}" for name, value in settings().items()]
     tfs = find_tracefs() or TRACEFS_DIRS[0]

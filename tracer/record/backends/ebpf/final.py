@@ -2,17 +2,10 @@
 
 Contract: ``final_events(ctx)`` runs once, after the programs were detached and the ring
 buffer drained, and before the BPF object is freed; ``ctx`` (``StopContext``) carries
-everything it needs explicitly (no backend internals). It returns ``(events, errors)``,
-the events in this order:
-1. the calls the live threads are blocked in, as ``ongoing`` events (ebpf/inflight.py),
-   dated from when the thread went to sleep in them (the kernel's blocked_ns; the attach
-   time for a thread asleep since before it);
-2. ``ThreadCounts`` for every thread the kernel counted, exited ones included (ebpf/counts.py);
-3. ``ThreadCpu`` for every thread: live ones from /proc schedstat (exact; the first sample at
-   attach, or 0 for a thread born since), exited ones as the kernel measured them at exit;
-4. ``ThreadSample`` for every live thread;
-5. ``Lost`` when the ring buffer overflowed (calls counted, but their details are lost).
-``errors`` has one line per kernel map that was full.
+everything it needs explicitly (no backend internals). It returns ``(events, errors)``: the
+ongoing calls of the live threads, ``ThreadCounts``, ``ThreadCpu`` and ``ThreadSample`` per
+thread and a ``Lost`` when the ring overflowed (the order and where each comes from:
+``final_events``); ``errors`` has one line per kernel map that was full.
 """
 from __future__ import annotations
 
@@ -61,6 +54,22 @@ def _counter(maps: Mapping[str, MapView], idx: int) -> int:
 
 
 def final_events(ctx: StopContext) -> Tuple[List[ev.Event], List[str]]:
+    """``(events, errors)`` at stop, the events in this order:
+
+    1. the calls the live threads are blocked in, as ``ongoing`` events (ebpf/inflight.py), dated
+    from when the thread went to sleep in them (the kernel's blocked_ns; the attach time for a
+    thread asleep since before it);
+
+    2. ``ThreadCounts`` for every thread the kernel counted, exited ones included (ebpf/counts.py);
+
+    3. ``ThreadCpu`` for every thread: live ones from /proc schedstat (exact; the first sample at
+    attach, or 0 for a thread born since), exited ones as the kernel measured them at exit;
+
+    4. ``ThreadSample`` for every live thread;
+
+    5. ``Lost`` when the ring buffer overflowed (calls counted, but their details are lost).
+
+    ``errors`` has one line per kernel map that was full."""
     now_ns = ctx.clock.now_ns()
     stop_ts = ctx.clock.epoch(now_ns)
     threads = _threads(ctx.maps)

@@ -1,17 +1,13 @@
 """The calls the target's threads are blocked in when an eBPF recording stops.
 
 The program sees calls at their exit only, so a call still in progress is read from
-/proc/PID/task/TID/syscall (number and the six argument registers) and decoded by
-tracer/linux/blocking.py; what the registers only point to is read from the target's memory
-(/proc/PID/mem, as root): the struct timespec/timeval of a timed wait (before the call
-returns the kernel has not written the time left back into it, so it is the timeout the call
-was given), the first pollfd fds, an NVIDIA RM_CONTROL cmd / RM_ALLOC class. Nothing else of
-the target's memory is read.
+/proc/PID/task/TID/syscall and decoded by tracer/linux/blocking.py; what the registers only
+point to is read from the target's memory (``read_mem``; what is read: ``ongoing_call``).
 
-Contract: ``ongoing_call(conv, pid, tid, text, kinds, ts, dur, mem)`` -> an events/__init__.py syscall
-object with ``ongoing=True`` (ret None) for a /proc syscall line of a thread in a system call,
-or None (running, blocked outside a call, unparsable). ``mem(pid, addr, size)`` returns bytes
-or None; ``read_mem`` is the real one.
+Contract: ``ongoing_call(conv, pid, tid, text, kinds, ts, dur, mem)`` -> an events/__init__.py
+syscall object with ``ongoing=True`` (ret None) for a /proc syscall line of a thread in a
+system call, or None (running, blocked outside a call, unparsable). ``mem(pid, addr, size)``
+returns bytes or None; ``read_mem`` is the real one.
 """
 from __future__ import annotations
 
@@ -128,7 +124,12 @@ def _nvidia_aux(a: Sequence[int], mem: MemReader, pid: int) -> Optional[int]:
 
 def ongoing_call(conv: Converter, pid: int, tid: int, text: str, kinds: Dict[int, int],
                  ts: float, dur: float, mem: MemReader = read_mem) -> Optional[ev.Syscall]:
-    """The call a /proc syscall line shows, as an ongoing event (module doc)."""
+    """The call a /proc syscall line shows, as an ongoing event (module doc).
+    /proc/PID/task/TID/syscall gives the number and the six argument registers. What the registers
+    only point to is read from the target's memory (/proc/PID/mem, as root): the struct
+    timespec/timeval of a timed wait (before the call returns the kernel has not written the time
+    left back into it, so it is the timeout the call was given), the first pollfd fds, an NVIDIA
+    RM_CONTROL cmd / RM_ALLOC class. Nothing else of the target's memory is read."""
     cs = parse_proc_syscall(text)
     if cs is None or cs.kind != "syscall" or cs.nr is None or cs.name is None:
         return None

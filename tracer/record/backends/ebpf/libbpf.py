@@ -1,10 +1,8 @@
 """libbpf.so.1 through ctypes: the calls hangtrace's CO-RE loader makes, and nothing else.
 
 Contract:
-- ``library()`` -> the loaded library with every prototype below declared (cached). Where:
-  ``$HANGTRACE_LIBBPF`` (a path) when set, else ``libbpf.so.1`` through the dynamic linker
-  (LD_LIBRARY_PATH, the ld.so cache). Raises ``LibbpfMissing`` with one line saying why: not
-  found, or older than ``MIN_VERSION`` (1.0: NULL/-errno returns, ``libbpf_probe_*``).
+- ``library()`` -> the loaded library with every prototype below declared (cached); where it
+  is found and when it is refused (``LibbpfMissing``, one line): its docstring.
 - ``version()`` -> "1.1.2", ``path()`` -> the file it came from.
 - libbpf's own messages (warnings, the verifier's log) never reach stderr: ``LOG`` keeps the
   last ``LOG_LINES`` lines, and ``log_tail()`` gives the end of them for an error line.
@@ -120,7 +118,10 @@ def _where() -> str:
 
 
 def library() -> ct.CDLL:
-    """The library, prototypes declared (module doc)."""
+    """The library, prototypes declared (cached). Where: ``$HANGTRACE_LIBBPF`` (a path) when set,
+    else ``libbpf.so.1`` through the dynamic linker (LD_LIBRARY_PATH, the ld.so cache). Raises
+    ``LibbpfMissing`` with one line saying why: not found, or older than ``MIN_VERSION`` (1.0:
+    NULL/-errno returns, ``libbpf_probe_*``)."""
     global _lib, _path, _printer
     if _lib is not None:
         return _lib

@@ -3,12 +3,9 @@ settings, cflags) is said here once for both.
 
 Contract:
 - ``load(name, loaders)`` -> (Program, notes): bpf/NAME.bpf.c through the first of
-  ``loaders`` (default loader.preferred()) that can load here (loader.choose): libbpf opens
-  bpf/NAME.bpf.o (source.object_path) with the pid arrays sized to kernel.pid_max and the
-  settings of env.settings() (an object whose structs differ from layout.py's is refused); BCC compiles source.bcc_text(NAME) with env.compile_flags().
-  When libbpf was chosen but its load fails (a verifier or CO-RE relocation this kernel
-  rejects) and BCC is allowed and can load, BCC loads it and ``notes`` says why.
-  Raises ToolMissing (one line) when no loader can, OSError when the load failed.
+  ``loaders`` (default loader.preferred()) that can load here (how each loader takes it, and
+  the fall back to BCC: its docstring). Raises ToolMissing (one line) when no loader can,
+  OSError when the load failed.
 - ``load_hangtrace(loaders)``: load("hangtrace", loaders), attached.
 - ``load_cuda_calls(loaders)``: load("cuda_calls", loaders): its uprobes are attached by
   the caller (ebpf/cuda_uprobes.py).
@@ -48,7 +45,13 @@ def _bcc(name: str) -> Program:
 
 
 def load(name: str, loaders: Optional[Sequence[str]] = None) -> Tuple[Program, List[str]]:
-    """bpf/NAME.bpf.c, loaded (module doc)."""
+    """bpf/NAME.bpf.c, loaded (module doc).
+    Through the first loader that can (loader.choose): libbpf opens bpf/NAME.bpf.o
+    (source.object_path) with the pid arrays sized to kernel.pid_max and the settings of
+    env.settings() (an object whose structs differ from layout.py's is refused); BCC compiles
+    source.bcc_text(NAME) with env.compile_flags(). When libbpf was chosen but its load fails (a
+    verifier or CO-RE relocation this kernel rejects) and BCC is allowed and can load, BCC loads it
+    and ``notes`` says why."""
     names = tuple(loaders or preferred())
     chosen, why = choose(names, objects=(name,))
     if chosen is None:

@@ -4,12 +4,10 @@ says how the two loaders differ).
 
 Contract:
 - ``BPF_DIR``: the C sources. ``object_path(name)`` is the ONE place that says where the
-  built object of bpf/NAME.bpf.c is (NAME.bpf.o beside the source, as scripts/build_bpf.py
-  builds it); a package that ships the objects elsewhere changes this function only.
-- ``bcc_text(name)``: bpf/NAME.bpf.c as BCC compiles it: every ``#include "ht_*.bpf.h"``
-  spliced in (BCC rewrites map calls in the main text only) and libbpf's map calls rewritten
-  into BCC's method calls (table in ht_dialect.bpf.h). A map call the rewrite does not know
-  is left as it is, and ``libbpf_calls_left(text)`` names it (the tests require none).
+  built object of bpf/NAME.bpf.c is; a package that ships the objects elsewhere changes this
+  function only.
+- ``bcc_text(name)``: bpf/NAME.bpf.c as BCC compiles it (its docstring says how); a map call
+  the rewrite does not know is named by ``libbpf_calls_left(text)`` (the tests require none).
 Pure: reads files only.
 """
 from __future__ import annotations
@@ -31,7 +29,8 @@ def source_path(name: str) -> Path:
 
 
 def object_path(name: str) -> Path:
-    """The CO-RE object built from bpf/NAME.bpf.c (module doc)."""
+    """The CO-RE object built from bpf/NAME.bpf.c: NAME.bpf.o beside the source, as
+    scripts/build_bpf.py builds it."""
     return BPF_DIR / f"{name}.bpf.o"
 
 
@@ -56,7 +55,10 @@ def _spliced(text: str, depth: int = 0) -> str:
 
 
 def bcc_text(name: str = "hangtrace") -> str:
-    """The program as BCC compiles it (module doc)."""
+    """The program as BCC compiles it: every ``#include "ht_*.bpf.h"`` spliced in (BCC rewrites map
+    calls in the main text only) and libbpf's map calls rewritten into BCC's method calls (table in
+    ht_dialect.bpf.h). A map call the rewrite does not know is left as it is, and
+    ``libbpf_calls_left(text)`` names it."""
     text = _spliced(source_path(name).read_text())
     for pattern, repl in _REWRITES:
         text = pattern.sub(repl, text)
