@@ -13,12 +13,7 @@ PKG = Path(__file__).resolve().parents[2] / "tracer"
 MAX_DOCSTRING_LINES = 12
 
 # path under tracer/ -> lines of its module docstring when the bound came (to shrink, not grow)
-LONGER: Dict[str, int] = {
-    "analysis/accumulate/fd_lifetimes.py": 15, "analysis/accumulate/io_class.py": 32,
-    "analysis/accumulate/program_clock.py": 14, "analysis/accumulate/traffic.py": 19,
-    "analysis/waitgraph/build.py": 31, "analysis/waitgraph/stack_waits.py": 16,
-    "load/merged.py": 13, "record/session.py": 27,
-}
+LONGER: Dict[str, int] = {}
 
 
 def _lengths() -> Dict[str, int]:

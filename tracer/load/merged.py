@@ -3,14 +3,13 @@
 Contract: the traces (one per node, tracefile/nodes/merge.py names the nodes) are analyzed as one
 recording by the ordinary ``Analyzer``: their events, rewritten to keys unique across nodes and
 moved onto the first node's clock (estimated from matching send/receive pairs), are fed node
-after node, each in its own time order (tracefile/merge.merged_events); the wait-for graph then resolves waits between nodes itself (a TCP 4-tuple seen at both
-ends), NCCL RAS answers in any trace speak for every node (nodes.localize_ras), and labels name
-the node ("node b, rank 1 (pid 4242)"). The window runs from the moment every node was
-recording (the latest start; the earliest when the traces do not overlap) to the last end.
-``failed`` nodes (``hangtrace cluster``: the launcher could not record them) are listed in the
-report's ``nodes`` with their error and said in a note, and a job judged fine without them is
-``unknown`` (verdicts/merged.py): the others are merged all the same.
-Unreadable traces raise errors.BadInput (one line).
+after node, each in its own time order (merge.merged_events); the wait-for graph then resolves
+waits between nodes itself (a TCP 4-tuple seen at both ends), NCCL RAS answers in any trace
+speak for every node (ras.localize_ras), and labels name the node ("node b, rank 1 (pid
+4242)"). The window: ``_window_start``. ``failed`` nodes are listed in the report's ``nodes``
+with their error and said in a note, and a job judged fine without them is ``unknown``
+(verdicts/merged.py): the others are merged all the same. Unreadable traces raise
+errors.BadInput (one line).
 """
 from __future__ import annotations
 
@@ -53,6 +52,9 @@ def _capabilities(nodes: List[NodeTrace]) -> Dict[str, bool]:
 
 
 def _window_start(nodes: List[NodeTrace]) -> Tuple[Optional[float], str]:
+    """Where the window starts: the moment every node was recording (the latest start), or the
+    earliest start when the traces do not overlap (with a note saying so); the window runs to the
+    last end."""
     starts = [s for n in nodes if (s := n.start) is not None]
     if not starts:
         return None, ""
@@ -73,8 +75,8 @@ def _node_json(n: NodeTrace) -> Dict[str, object]:
 
 def analyze_merged(paths: Sequence[str],
                    failed: Sequence[Tuple[str, str]] = ()) -> Report:
-    """The report of the job (module doc). ``failed``: (node name, why) of nodes without a
-    trace."""
+    """The report of the job (module doc). ``failed``: (node name, why) of nodes without a trace
+    (``hangtrace cluster``: the launcher could not record them)."""
     nodes = open_nodes(list(paths))
     estimate_clocks(nodes)
     nmap = NodeMap([n.name for n in nodes], [_addresses(n) for n in nodes])

@@ -2,29 +2,14 @@
 analyzer, detach on every exit path, and return the report.
 
 Contract:
-- ``resolve_targets`` and ``choose_backends(name)`` (which picks backends for
-  auto|proc|strace|ebpf and says why in one line) raise errors.py's classes with one-line
-  messages for bad input (missing pid, no permission, tool not installed, pid 1 or a kernel
-  thread without --force).
-- ``refuse_untraceable(roots, backends)``: ``attach`` of processes none of which this user may
-  trace (linux/access.may_trace) with a ptrace-based backend is AccessDenied (exit 1, one line,
-  as strace), not a recording of nothing (exit 7); some traceable root is enough to record.
-- ``refuse_own_ancestors(pids)``: ``watch`` refuses a pid that is hangtrace's own ancestor
-  (UsageError saying why): the watched tree leaves hangtrace's family out, so what would be
-  watched is not that process at all (``watch $$`` from a shell). ``attach`` records an
-  ancestor root's other descendants instead (below).
+- ``resolve_targets`` and ``choose_backends(name)`` raise errors.py's classes with one-line
+  messages for bad input; ``refuse_untraceable(roots, backends)`` (``attach``) and
+  ``refuse_own_ancestors(pids)`` (``watch``) refuse what would record nothing of the target.
 - Never recorded: hangtrace itself, its children (strace, py-spy) and its ancestors
   (``OwnFamily``); a root that is an ancestor is left out (said in the trace) and its other
   descendants are recorded.
-- ``record(...)`` is the live mode, a ``Session`` in three steps: ``attach`` (the output is
-  created before it, so an unwritable path fails without touching the target), ``loop``
-  (events off the bounded inbox, record/inbox.py, written to the trace, flushed at least once a
-  second, and fed to the same ``Analyzer`` that replays a trace file, until ``duration``,
-  Ctrl-C, SIGTERM or SIGHUP: ``StopFlag``, or every target gone) and ``close``, on every exit
-  path: the backends stopped (strace detached, no child left), the trace closed with its end
-  record, trouble the backends met saved in it as ``ObserveError`` events. The start and end
-  probes run under a time budget each (record/probe_run.py); the report is built from what
-  was recorded.
+- ``record(...)`` is the live mode, a ``Session`` in three steps: ``attach``, ``loop`` and
+  ``close`` on every exit path; what each does and what the report is built from: ``record``.
 """
 from __future__ import annotations
 
@@ -59,7 +44,9 @@ def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False
     process ``name`` matches (linux/processes.py). pid 1 and kernel threads are refused unless
     ``force`` (their trees are the whole machine): a given pid with a message, a match left
     out; hangtrace itself is refused always, and its ancestors are never matches (``--name``
-    in a shell wrapper would match the wrapper)."""
+    in a shell wrapper would match the wrapper). Bad input raises errors.py's classes, with
+    one-line messages (a missing pid, no permission, pid 1 or a kernel thread without
+    --force)."""
     out: List[int] = []
     for pid in pids:
         why = processes.pid_access(pid)
@@ -89,7 +76,10 @@ def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False
 
 
 def refuse_own_ancestors(pids: Sequence[int]) -> None:
-    """UsageError for the first of ``pids`` that is this process's ancestor (module doc)."""
+    """UsageError, saying why, for the first of ``pids`` that is this process's ancestor: ``watch``
+    refuses it, since the watched tree leaves hangtrace's family out, so what would be watched is
+    not that process at all (``watch $$`` from a shell). ``attach`` records an ancestor root's
+    other descendants instead (``OwnFamily``)."""
     mine = set(access.ancestors(os.getpid()))
     for pid in pids:
         if pid in mine:
@@ -123,9 +113,11 @@ class OwnFamily:
 
 
 def refuse_untraceable(roots: List[int], backends: List[Backend]) -> None:
-    """AccessDenied, as strace's one line, when no root may be traced by a ptrace-based
-    recording (strace, /proc sampling; eBPF needs no ptrace access); a tree of which some root
-    may be traced is recorded, the others said not observed."""
+    """AccessDenied, as strace's one line, when no root may be traced (linux/access.may_trace)
+    by a ptrace-based recording (strace, /proc sampling; eBPF needs no ptrace access): ``attach``
+    of processes none of which this user may trace exits 1, one line as strace, not a recording
+    of nothing (exit 7). Some traceable root is enough: a tree of which some root may be traced
+    is recorded, the others said not observed."""
     if any(b.name == "ebpf" for b in backends) or any(access.may_trace(p) for p in roots):
         return
     raise AccessDenied(f"cannot trace pid {roots[0]}: operation not permitted (another user's "
@@ -133,7 +125,9 @@ def refuse_untraceable(roots: List[int], backends: List[Backend]) -> None:
 
 
 def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], str]:
-    """Backends for auto|proc|strace|ebpf, and one line saying which and why."""
+    """Backends for auto|proc|strace|ebpf, and one line saying which and why; a backend asked for
+    by name that cannot run raises ToolMissing (a tool not installed), an unknown name UsageError,
+    each in one line."""
     from .backends.proc_backend import ProcBackend
     proc = ProcBackend(rate_hz=rate_hz)
     if name == "proc":
@@ -227,11 +221,20 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
            end_probes: Sequence[EndProbe] = (),
            start_probes: Sequence[EndProbe] = (),
            on_attach: Optional[Callable[[], None]] = None) -> Recorded:
-    """Record (module doc): a ``Session`` set up, attached, looped and closed, whatever ends
-    it. ``on_tick(elapsed_s, analyzer)`` runs about 4 times a second in this thread (a live
-    view asks the analyzer for a provisional report there); ``on_attach()`` runs once the
-    targets and the output are known good, just before the backends attach. ``start_probes``
-    run once before the backends start (their analyzer argument is None)."""
+    """The live mode: a ``Session`` set up, attached, looped and closed, whatever ends it.
+    ``attach``: the output is created before it, so an unwritable path fails without touching the
+    target. ``loop``: events off the bounded inbox (record/inbox.py), written to the trace (flushed
+    at least once a second) and fed to the same ``Analyzer`` that replays a trace file, until
+    ``duration``, Ctrl-C, SIGTERM or SIGHUP (``StopFlag``), or every target gone. ``close``, on
+    every exit path: the backends stopped (strace detached, no child left), the trace closed with
+    its end record, trouble the backends met saved in it as ``ObserveError`` events. The start and
+    end probes run under a time budget each (record/probe_run.py); the report is built from what
+    was recorded.
+
+    ``on_tick(elapsed_s, analyzer)`` runs about 4 times a second in this thread (a live view asks
+    the analyzer for a provisional report there); ``on_attach()`` runs once the targets and the
+    output are known good, just before the backends attach. ``start_probes`` run once before the
+    backends start (their analyzer argument is None)."""
     session = Session(roots, backends, duration=duration, output=output,
                       start_probes=start_probes, end_probes=end_probes)
     if on_attach is not None:

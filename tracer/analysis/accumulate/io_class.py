@@ -1,35 +1,15 @@
 """What a write or a read means: output, a wake-up, discarded, socket traffic, unknown.
 
-Contract: the one home of the wake-up rule. Every stage that asks whether bytes moved are
-output calls here: the accumulator (call by call), the kernel's counts under eBPF (per fd, its
-small and large writes), the /proc rule (``proc_output_bytes``: /proc/PID/io has only byte and
-call totals), watch (``proc_input_bytes``) and the timeline export.
-
-- ``write_class(kind, nbytes, internal)``:
-  - ``EVENTFD``: any write to an eventfd (a wake-up by its kind: libzmq, libuv);
-  - ``UNKNOWN``: at most ``WAKEUP_MAX_BYTES`` to an fd whose kind is unknown (strace without
-    -y): it could be an eventfd or a self-pipe poke; larger writes there are ``OUTPUT``;
-  - ``WAKEUP``: at most ``WAKEUP_MAX_BYTES`` to a pipe, FIFO or socketpair whose both ends the
-    process holds (``internal``: asyncio's and signal wake-up fds write 1 byte);
-  - ``OUTPUT`` for larger writes to such a channel: the process talks to itself, but moves data;
-  - ``DISCARDED``: /dev/null;
-  - ``SOCKET``: a socket to a peer, judged at the end of the window by traffic.keepalive (a
-    keep-alive is not output);
-  - ``OUTPUT``: files, pipes, FIFOs and ttys (fdtarget.OUTPUT_KINDS);
-  - ``OTHER``: anything else (a device, an epoll fd): neither output nor a wake-up.
-  ``internal`` is a callable, asked only for channel kinds: the hot path looks the fd tables
-  up only when the answer matters.
-- ``read_class(kind, internal)``: ``EVENTFD`` / ``WAKEUP`` (reading one's own channel is not
-  input), ``SOCKET`` (input from a peer, its traffic followed), else ``INPUT``.
-- ``judge_output(t, window, end, timestamps)``: a thread's output at the end of the window: its
-  plain output writes plus the socket traffic that is not a keep-alive (traffic.keepalive),
-  and whether that output is old news (``output_is_stale``: a start-up log followed by a long
-  run of calls with nothing written); ``fd_label`` names an output target ("fd 3 (/var/x)").
-- ``internal_targets(fds)``: the pipes and FIFOs a process holds on two fds (both ends: a
-  self-pipe), which the accumulator's ``internal`` answers with.
-- Limits of what is followed per thread: ``MAX_OUTPUT_TARGETS`` targets named, ``MAX_SOCKETS``
-  socket fds. ``WAKEUP_MAX_BYTES``: events.counts' (HT_SMALL_WRITE, a test checks it).
-Pure.
+Contract: the one home of the wake-up rule (pure). Every stage that asks whether bytes moved
+are output calls here: the accumulator (call by call), the kernel's counts under eBPF (per fd,
+its small and large writes), the /proc rule (``proc_output_bytes``: /proc/PID/io has only byte
+and call totals), watch (``proc_input_bytes``) and the timeline export.
+- ``write_class(kind, nbytes, internal)``, ``read_class(kind, internal)``: the ``IoClass`` of
+  one call (which, when: their docstrings); ``internal_targets(fds)``: the self-pipes.
+- ``judge_output(t, window, end, timestamps)``: a thread's output at the end of the window, and
+  whether it is old news (``output_is_stale``); ``fd_label`` names an output target.
+- Per thread: ``MAX_OUTPUT_TARGETS`` targets named, ``MAX_SOCKETS`` socket fds followed.
+  ``WAKEUP_MAX_BYTES``: events.counts' (HT_SMALL_WRITE, a test checks it).
 """
 from __future__ import annotations
 
@@ -74,7 +54,22 @@ class IoClass(StrEnum):
 
 def write_class(kind: Optional[str], nbytes: int,
                 internal: Callable[[], bool] = lambda: False) -> IoClass:
-    """What a write of ``nbytes`` to an fd of ``kind`` is (module doc)."""
+    """What a write of ``nbytes`` to an fd of ``kind`` is:
+
+    - ``EVENTFD``: any write to an eventfd (a wake-up by its kind: libzmq, libuv);
+    - ``UNKNOWN``: at most ``WAKEUP_MAX_BYTES`` to an fd whose kind is unknown (strace without
+      -y): it could be an eventfd or a self-pipe poke; larger writes there are ``OUTPUT``;
+    - ``WAKEUP``: at most ``WAKEUP_MAX_BYTES`` to a pipe, FIFO or socketpair whose both ends the
+      process holds (``internal``: asyncio's and signal wake-up fds write 1 byte);
+    - ``OUTPUT`` for larger writes to such a channel: the process talks to itself, but moves data;
+    - ``DISCARDED``: /dev/null;
+    - ``SOCKET``: a socket to a peer, judged at the end of the window by traffic.keepalive (a
+      keep-alive is not output);
+    - ``OUTPUT``: files, pipes, FIFOs and ttys (fdtarget.OUTPUT_KINDS);
+    - ``OTHER``: anything else (a device, an epoll fd): neither output nor a wake-up.
+
+    ``internal`` is a callable, asked only for channel kinds (``CHANNEL_KINDS``): the hot path
+    looks the fd tables up only when the answer matters."""
     if kind == "eventfd":
         return IoClass.EVENTFD
     if kind is None:
@@ -91,7 +86,9 @@ def write_class(kind: Optional[str], nbytes: int,
 
 
 def read_class(kind: Optional[str], internal: Callable[[], bool] = lambda: False) -> IoClass:
-    """What a read that returned data is (module doc)."""
+    """What a read that returned data is: ``EVENTFD`` / ``WAKEUP`` (reading one's own channel is
+    not input), ``SOCKET`` (input from a peer, its traffic followed), else ``INPUT``. ``internal``:
+    as ``write_class``'s."""
     if kind == "eventfd":
         return IoClass.EVENTFD
     if kind in CHANNEL_KINDS and internal():
@@ -113,6 +110,7 @@ def proc_input_bytes(rchar: int, syscr: int) -> int:
 
 
 def fd_label(fd: Optional[int], target: Optional[str]) -> str:
+    """An output target's name: "fd 3 (/var/x)"."""
     if fd is None:
         return "an fd not seen opened"
     return f"fd {fd} ({target})" if target else f"fd {fd}"
@@ -120,10 +118,10 @@ def fd_label(fd: Optional[int], target: Optional[str]) -> str:
 
 def judge_output(t: "ThreadStats", window: float, end: Optional[float] = None,
                  timestamps: bool = True) -> None:
-    """The thread's output: plain writes plus socket traffic that is not a keep-alive
-    (traffic.keepalive), on the fds it holds and on the fd lifetimes that ended, and whether it
-    is old news (``output_is_stale``, over both). Recomputed from the accumulated state at
-    every finish()."""
+    """The thread's output at the end of the window: plain writes plus socket traffic that is
+    not a keep-alive (traffic.keepalive), on the fds it holds and on the fd lifetimes that ended,
+    and whether it is old news (``output_is_stale``, over both: a start-up log followed by a long
+    run of calls with nothing written). Recomputed from the accumulated state at every finish()."""
     t.output_bytes, t.output_writes = t.plain_bytes, t.plain_writes
     t.output_targets = Counter(t.plain_targets) if t.plain_targets else new_counter()
     t.last_output_ts = t.plain_last_ts
@@ -205,7 +203,8 @@ def is_old_news(ncalls: int, at: Optional[int], last: Optional[float], window: f
 
 
 def internal_targets(fds: List[ev.FdInfo]) -> set:
-    """Pipe/socket targets that appear on two fds of one process (a self-pipe or socketpair)."""
+    """Pipe/socket targets that appear on two fds of one process (both ends: a self-pipe or
+    socketpair), which the accumulator's ``internal`` answers with."""
     seen: Set[str] = set()
     out: Set[str] = set()
     for f in fds:

@@ -3,15 +3,11 @@
 
 Contract (pure):
 - ``clock_reading(name, args)``: (clock, seconds) of a completed call's result text as strace
-  prints it, ``clock_gettime(CLOCK_MONOTONIC, {tv_sec=7193, tv_nsec=926911244})`` ->
-  ("CLOCK_MONOTONIC", 7193.926911244), ``gettimeofday({tv_sec=1796126342, tv_usec=418091},
-  NULL)`` -> ("CLOCK_REALTIME", ...); None for anything else (an unread struct, -e raw).
+  prints it, None for anything else (its docstring).
 - ``ProgramClock.feed(name, args)`` keeps each clock's first and last reading (log order);
-  ``span()`` is (seconds, clock) of the clock read most, the time between its first and last
-  reading: a lower bound of the log's duration (the log may begin before the first reading
-  and end after the last), or None with fewer than two readings of any clock. Readings of
-  different clocks are never compared (their bases differ); a clock that went back (another
-  process's namespace, a REALTIME step) gives no span.
+  ``span()`` is (seconds, clock) of the clock read most: a lower bound of the log's duration,
+  or None (its docstring). Readings of different clocks are never compared (their bases
+  differ).
 """
 from __future__ import annotations
 
@@ -27,6 +23,10 @@ _SEC = re.compile(r"\{tv_sec=([0-9]{1,12}), tv_(n|u)sec=([0-9]{1,9})\}")
 
 
 def clock_reading(name: str, args: str) -> Optional[Tuple[str, float]]:
+    """(clock, seconds) of a completed call's result text as strace prints it:
+    ``clock_gettime(CLOCK_MONOTONIC, {tv_sec=7193, tv_nsec=926911244})`` -> ("CLOCK_MONOTONIC",
+    7193.926911244), ``gettimeofday({tv_sec=1796126342, tv_usec=418091}, NULL)`` ->
+    ("CLOCK_REALTIME", ...); None for anything else (an unread struct, -e raw)."""
     if name == "gettimeofday":
         clock = "CLOCK_REALTIME"
     elif name in CLOCK_CALLS:
@@ -51,6 +51,8 @@ class ProgramClock:
         self._clocks: Dict[str, List[float]] = {}    # clock -> [first, last, readings, back]
 
     def feed(self, name: str, args: str) -> None:
+        """Keep the first and last reading of the clock this call read, in log order (at most 16
+        clocks)."""
         r = clock_reading(name, args)
         if r is None:
             return
@@ -64,6 +66,11 @@ class ProgramClock:
         c[1], c[2] = r[1], c[2] + 1
 
     def span(self) -> Optional[Tuple[float, str]]:
+        """(seconds, clock) of the clock read most, the time between its first and last reading: a
+        lower bound of the log's duration (the log may begin before the first reading and end after
+        the last), or None with fewer than two readings of any clock. Readings of different clocks
+        are never compared (their bases differ); a clock that went back (another process's
+        namespace, a REALTIME step) gives no span."""
         if not self._clocks:
             return None
         clock, c = max(self._clocks.items(), key=lambda kv: kv[1][2])

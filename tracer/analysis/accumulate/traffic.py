@@ -1,22 +1,14 @@
 """Traffic on one socket fd of one thread, and what tells a keep-alive from output.
 
 Contract:
-- ``FdTraffic`` accumulates, for one (thread, fd) over one lifetime of the fd (a close, a dup2
-  onto it or another object behind the number starts a new one: the accumulator's
-  ``_traffic``), the sends and receives a syscall backend saw: calls, bytes, smallest and
-  largest message, first and last send (and the thread's call count then), and the spread of
-  the intervals between sends (Welford's running mean and variance). eBPF's in-kernel counts fill
-  the same fields except the intervals (kernel_counts.socket_traffic).
+- ``FdTraffic`` accumulates, for one (thread, fd) over one lifetime of the fd, the sends and
+  receives a syscall backend saw (which: its docstring); eBPF's in-kernel counts fill the same
+  fields except the intervals (kernel_counts.socket_traffic, through ``from_counters``).
 - ``keepalive(tr, window)`` is a pure predicate: small messages of near-constant size at a
-  steady, slow period (answered, if at all, by small messages too) are a heartbeat (NCCL's RAS
-  keep-alives, PyTorch's TCPStore heartbeat, ZeroMQ and gRPC keep-alives, a health check), which
-  keeps a connection alive and says nothing about progress; anything else sent on a socket is
-  output. It decides by behaviour only: thread and peer names are never consulted.
-Thresholds: a keep-alive message carries at most ``SMALL`` bytes (NCCL RAS: 4+56 B; TCPStore
-check: a few bytes), its size varies by at most max(``SIZE_SLACK`` B, a quarter), it comes at
-most ``MAX_RATE`` times a second each way (a token stream of a serving engine comes faster:
-that is output), and with three messages or more their intervals vary by at most ``MAX_CV`` of
-their mean (a steady period).
+  steady, slow period are a heartbeat, which keeps a connection alive and says nothing about
+  progress; anything else sent on a socket is output. It decides by behaviour only: thread
+  and peer names are never consulted. Its thresholds (``SMALL``, ``SIZE_SLACK``,
+  ``MAX_RATE``, ``MAX_CV``): its docstring. ``describe(tr)``: one line for the evidence.
 """
 from __future__ import annotations
 
@@ -33,6 +25,12 @@ BURST_GAP = 0.05      # sends this close together are one message (a length pref
 
 @dataclass
 class FdTraffic:
+    """One (thread, fd) over one lifetime of the fd (a close, a dup2 onto it or another object
+    behind the number starts a new one: fd_lifetimes.traffic_of): the sends and receives a syscall
+    backend saw: calls, bytes, smallest and largest message, first and last send (and the thread's
+    call count then), and the spread of the intervals between sends (Welford's running mean and
+    variance). eBPF's in-kernel counts fill the same fields except the intervals
+    (kernel_counts.socket_traffic)."""
     fd: int
     target: str = ""
     kind: Optional[str] = None
@@ -112,7 +110,15 @@ class FdTraffic:
 
 
 def keepalive(tr: FdTraffic, window: float) -> bool:
-    """Whether the traffic on this fd is a heartbeat, not output (module doc)."""
+    """Whether the traffic on this fd is a heartbeat, not output: small messages of near-constant
+    size at a steady, slow period (answered, if at all, by small messages too), as NCCL's RAS
+    keep-alives, PyTorch's TCPStore heartbeat, ZeroMQ and gRPC keep-alives, a health check.
+
+    Thresholds: a keep-alive message carries at most ``SMALL`` bytes (NCCL RAS: 4+56 B; TCPStore
+    check: a few bytes), its size varies by at most max(``SIZE_SLACK`` B, a quarter), it comes at
+    most ``MAX_RATE`` times a second each way (a token stream of a serving engine comes faster:
+    that is output), and with three messages or more their intervals vary by at most ``MAX_CV`` of
+    their mean (a steady period)."""
     if tr.sends == 0 or tr.sent == 0:
         return False
     if tr.max_send > SMALL or tr.max_receive > SMALL:

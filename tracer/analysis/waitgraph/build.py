@@ -2,33 +2,12 @@
 
 Contract: ``build_wait_graph(GraphInput)`` is pure (the recording, per-process facts, thread
 verdicts, the end-of-recording probes' facts, the collective facts) and returns the settled
-``WaitGraph`` plus, per process, one ``ResolvedWait`` per waiting thread: the summary the report
-shows as ``waits_on`` (kind, a sentence, the other processes that could end it). Each summary
-and its graph edges come from the same resolution, so a verdict and its proof cannot disagree.
-
-How a wait resolves (edges are alternatives: the wait ends when any of them acts):
-- futex: the owner the probe read from a glibc mutex (or the thread pthread_join waits for);
-  else, in a rank connected to peer ranks, the peers (a collective), when the thread's Python
-  stack is in a collective, or, without a stack, it is the main thread of a rank RANK or NCCL
-  RAS names; else, in a process whose
-  GPU event thread runs, the GPU (a blocking-sync wait); else the thread that last woke that
-  address, or any other thread of the process (``A<pid>``).
-- wait4/waitid: the child (or every child) that has not exited; when every child it waits for
-  has exited, the wait ends (it returns the zombie's status, or ECHILD once reaped): the thread
-  gets no edge and can act (``ResolvedWait.ended``), never a dead end; a pipe read: the processes holding its write end,
-  a pipe write (the pipe is full): the processes holding its read end; flock/fcntl(F_SETLKW):
-  the processes holding a lock on the file (/proc/locks by inode, or the log's lock calls); an
-  eventfd (named by its eventfd-id): every other process holding it, and the process itself
-  when another of its threads could write it; a socket: the process at the other end (TCP by
-  reversed addresses, unix by strace -yy's peer inode or sock_diag's); anything else: outside.
-  In merged traces a TCP 4-tuple between nodes links their processes; every other object
-  (pipe, eventfd, unix socket, futex, loopback) only processes of one node (nodes.py). Texts
-  name pids and tids as their node knows them (``ProcessFacts.ref``, nodes.real_id).
-- A rank spin-waiting on its GPU in a collective while a peer stopped joining
-  (collective.Straggler) waits for that peer.
-- A thread that spins (no wait, no progress: a reader polling a non-blocking pipe) in a
-  process holding a pipe's read end whose writers include a descendant process that makes
-  progress waits for that work (spinners.py): its chain goes on to that process.
+``WaitGraph`` plus, per process, one ``ResolvedWait`` per waiting thread (``BuiltGraph``): the
+summary the report shows as ``waits_on`` (kind, a sentence, the other processes that could end
+it). Each summary and its graph edges come from the same resolution, so a verdict and its proof
+cannot disagree. Edges are alternatives: the wait ends when any of them acts. How each wait
+resolves (a futex, a child, a pipe, a lock, an eventfd, a socket, a collective's straggler, a
+spinner; across nodes in merged traces): ``build_wait_graph``'s docstring.
 """
 from __future__ import annotations
 
@@ -52,6 +31,8 @@ from ..vocab.waits import LOCK_CALLS, Wait
 
 @dataclass
 class GraphInput:
+    """What the graph is built from (module doc); ``stacks``: the Python frames py-spy saw, per
+    (pid, tid)."""
     rec: Recording
     procs: Mapping[int, ProcessFacts]
     threads: Mapping[int, Mapping[int, ThreadVerdict]]      # pid -> tid -> verdict
@@ -62,11 +43,39 @@ class GraphInput:
 
 @dataclass
 class BuiltGraph:
+    """The settled graph, and per pid its threads' ``ResolvedWait``s."""
     graph: WaitGraph
     waits: Dict[int, List[ResolvedWait]]                    # pid -> its threads' waits
 
 
 def build_wait_graph(inp: GraphInput) -> BuiltGraph:
+    """The settled graph and the waits (module doc). How a wait resolves (edges are alternatives:
+    the wait ends when any of them acts; the waits the stacks explain are asked first,
+    stack_waits.py):
+
+    - futex: the owner the probe read from a glibc mutex (or the thread pthread_join waits for);
+      else, in a rank connected to peer ranks, the peers (a collective), when the thread's Python
+      stack is in a collective, or, without a stack, it is the main thread of a rank RANK or NCCL
+      RAS names; else, in a process whose GPU event thread runs, the GPU (a blocking-sync wait);
+      else the thread that last woke that address, or any other thread of the process
+      (``A<pid>``).
+    - wait4/waitid: the child (or every child) that has not exited; when every child it waits
+      for has exited, the wait ends (it returns the zombie's status, or ECHILD once reaped): the
+      thread gets no edge and can act (``ResolvedWait.ended``), never a dead end; a pipe read:
+      the processes holding its write end, a pipe write (the pipe is full): the processes holding
+      its read end; flock/fcntl(F_SETLKW): the processes holding a lock on the file (/proc/locks
+      by inode, or the log's lock calls); an eventfd (named by its eventfd-id): every other
+      process holding it, and the process itself when another of its threads could write it; a
+      socket: the process at the other end (TCP by reversed addresses, unix by strace -yy's peer
+      inode or sock_diag's); anything else: outside.
+    - In merged traces a TCP 4-tuple between nodes links their processes; every other object
+      (pipe, eventfd, unix socket, futex, loopback) only processes of one node (nodes.py). Texts
+      name pids and tids as their node knows them (``ProcessFacts.ref``, nodes.real_id).
+    - A rank spin-waiting on its GPU in a collective while a peer stopped joining
+      (collective.Straggler) waits for that peer.
+    - A thread that spins (no wait, no progress: a reader polling a non-blocking pipe) in a
+      process holding a pipe's read end whose writers include a descendant process that makes
+      progress waits for that work (spinners.py): its chain goes on to that process."""
     b = _Builder(inp)
     b.build()
     b.g.settle()

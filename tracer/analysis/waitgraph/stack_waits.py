@@ -3,17 +3,11 @@ blocked thread, it answers the waits that the stack facts (vocab/stack_facts.py)
 None for the rest (build.py then resolves them as before).
 
 Contract: ``stack_wait(builder, pid, tid, src, who, wait)`` adds the edges of one wait to the
-builder's graph and returns what build.py's ``ResolvedWait`` takes after the tid (kind, text,
-other pids, whether it stays inside the process), or None:
-- a futex wait on the GIL (an address inside ``_PyRuntime``) while py-spy saw another thread
-  hold it: an edge to the holder thread (kind mutex, object "GIL"): only it can release it;
-- a thread whose kernel stack is in NVIDIA's driver, or blocked in an ioctl of NVIDIA's driver
-  (on an fd of /dev/nvidia*, or known by its request number on an fd never seen opened:
-  gpu/nvidia.describe_ioctl): an edge to the GPU (it waits inside the driver, for the GPU or
-  the driver itself);
-- a vfork parent (in D state until its child execs or exits): edges to its children.
-The builder is anything shaped as ``GraphBuilder`` (build.py's ``_Builder``: its ``edge``,
-``thread``, ``process``, ``special``), so that this module does not import build.py back.
+builder's graph and returns a ``Resolution``, what build.py's ``ResolvedWait`` takes after the
+tid (kind, text, other pids, whether it stays inside the process), or None. The waits it
+answers (the GIL's holder, the GPU driver, a vfork child): its docstring. The builder is
+anything shaped as ``GraphBuilder`` (build.py's ``_Builder``: its ``edge``, ``thread``,
+``process``, ``special``), so that this module does not import build.py back.
 """
 from __future__ import annotations
 
@@ -51,6 +45,15 @@ Resolution = Tuple[EdgeKind, str, List[int], bool]     # kind, what, other pids,
 
 def stack_wait(b: GraphBuilder, pid: int, tid: int, src: str, who: str,
                w: Wait) -> Optional[Resolution]:
+    """The edges of one wait the stacks explain, and its ``Resolution`` (module doc), or None:
+
+    - a futex wait on the GIL (an address inside ``_PyRuntime``) while py-spy saw another thread
+      hold it: an edge to the holder thread (kind mutex, object "GIL"): only it can release it;
+    - a thread whose kernel stack is in NVIDIA's driver, or blocked in an ioctl of NVIDIA's
+      driver (on an fd of /dev/nvidia*, or known by its request number on an fd never seen
+      opened: gpu/nvidia.describe_ioctl): an edge to the GPU (it waits inside the driver, for the
+      GPU or the driver itself);
+    - a vfork parent (in D state until its child execs or exits): edges to its children."""
     facts = b.inp.facts.stacks
     holder = facts.gil_holder(pid)
     if (w.call == "futex" and holder is not None and holder.tid != tid
