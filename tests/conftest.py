@@ -6,12 +6,14 @@ processes; marked ``live`` by their folder). Helpers shared by the tiers sit in 
 
 ``scenario("name", *args, ready_timeout=15, settle=0.2)`` starts a scenario (see
 ``tests/scenarios.py``) and returns a READY :class:`Scenario`; every
-scenario started through it is killed (whole process group) at teardown.
+scenario started through it is killed (whole process group) at teardown. ``sleeper`` is the
+pid of a plain ``sleep 60`` this test started (no ancestor of the test: a pid a user would give).
 A session-wide autouse check fails the run if any scenario process started
 in this session is still alive at the end (and kills it).
 """
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from typing import Callable, Iterator
@@ -23,6 +25,14 @@ import scenarios  # noqa: E402  (tests/scenarios.py)
 from scenarios import Scenario  # noqa: E402
 
 StartScenario = Callable[..., Scenario]
+
+
+@pytest.fixture
+def sleeper() -> Iterator[int]:
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -37,45 +37,37 @@ class Fake(Backend):
         self.stopped += 1
 
 
-@pytest.fixture
-def target():
-    p = subprocess.Popen(["sleep", "60"])
-    yield p.pid
-    p.kill()
-    p.wait()
-
-
 def _read(path):
     r = TraceReader(path)
     events = list(r.events())
     return r.info, events
 
 
-def test_a_window_that_runs_its_course(target, tmp_path):
+def test_a_window_that_runs_its_course(sleeper, tmp_path):
     out = str(tmp_path / "t.htrace")
     a, b = Fake(), Fake("nvml")
-    rec = record([target], [a, b], duration=0.3, output=out)
+    rec = record([sleeper], [a, b], duration=0.3, output=out)
     assert rec.reason == "complete" and (a.started, a.stopped, b.stopped) == (1, 1, 1)
     info, events = _read(out)
     assert info.end is not None and info.end.reason == "complete"
-    assert info.header["backends"] == ["proc", "nvml"] and str(target) in info.header["roles"]
+    assert info.header["backends"] == ["proc", "nvml"] and str(sleeper) in info.header["roles"]
     assert any(isinstance(e, ev.Syscall) for e in events)
     assert rec.report.trace_path == out
 
 
-def test_a_backend_that_fails_to_start_still_leaves_a_trace(target, tmp_path):
+def test_a_backend_that_fails_to_start_still_leaves_a_trace(sleeper, tmp_path):
     out = str(tmp_path / "t.htrace")
     a, b, c = Fake(), Fake("strace", fail=True), Fake("nvml")
     with pytest.raises(RuntimeError, match="cannot start"):
-        record([target], [a, b, c], duration=5, output=out)
+        record([sleeper], [a, b, c], duration=5, output=out)
     assert (a.stopped, b.stopped, c.started) == (1, 1, 0)   # the half-started one too
     info, events = _read(out)
     assert info.end is not None and info.end.reason == "error"
-    assert [p.pid for p in info.processes] == [target]
+    assert [p.pid for p in info.processes] == [sleeper]
     assert any(isinstance(e, ev.Syscall) for e in events)   # what came before the failure
 
 
-def test_a_stop_signal_ends_the_window_and_keeps_everything(target, tmp_path):
+def test_a_stop_signal_ends_the_window_and_keeps_everything(sleeper, tmp_path):
     out = str(tmp_path / "t.htrace")
     sent = []
 
@@ -84,7 +76,7 @@ def test_a_stop_signal_ends_the_window_and_keeps_everything(target, tmp_path):
             sent.append(os.kill(os.getpid(), signal.SIGTERM))
 
     old = signal.getsignal(signal.SIGTERM)
-    rec = record([target], [Fake()], duration=60, output=out, on_tick=tick)
+    rec = record([sleeper], [Fake()], duration=60, output=out, on_tick=tick)
     assert signal.getsignal(signal.SIGTERM) == old            # restored
     assert rec.reason == "interrupted"
     assert any("ended early: interrupted (SIGTERM)" in n for n in rec.report.notes)

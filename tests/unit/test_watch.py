@@ -205,16 +205,6 @@ def test_cli_output_dir_must_be_writable(tmp_path):
 
 
 # --------------------------------------------------------------------------- issue 35 item 9
-@pytest.fixture
-def sleeper():
-    """A process that is no ancestor of the watcher (its pid is what a user would give)."""
-    import subprocess
-    proc = subprocess.Popen(["sleep", "60"])
-    yield proc.pid
-    proc.kill()
-    proc.wait()
-
-
 @pytest.mark.parametrize("slash", ["", "/"])
 def test_cli_output_dir_that_is_a_link_is_refused(tmp_path, sleeper, slash):
     target = tmp_path / "elsewhere"
