@@ -43,14 +43,15 @@ def test_check_says_why_not():
 @pytest.fixture(autouse=True)
 def a_driver_is_there(monkeypatch):
     """open_nvml goes on to the bindings (real or fake) only where the kernel driver is."""
-    monkeypatch.setattr(nvml_mod, "DRIVER_PROC", "/")
+    monkeypatch.setattr(nvml_mod, "DRIVER_PATHS", ("/",))
 
 
 def test_open_nvml_without_the_kernel_driver_imports_nothing(monkeypatch):
     import sys
-    monkeypatch.setattr(nvml_mod, "DRIVER_PROC", "/nonexistent/driver/nvidia")
+    monkeypatch.setattr(nvml_mod, "DRIVER_PATHS", ("/nonexistent/nvidia", "/nonexistent/ctl"))
     monkeypatch.setitem(sys.modules, "pynvml", None)        # an import would raise
-    with pytest.raises(NvmlError, match="^no NVIDIA driver .*/nonexistent/driver/nvidia is absent"):
+    with pytest.raises(NvmlError,
+                       match="^no NVIDIA driver .*neither /nonexistent/nvidia nor /nonexistent/ctl"):
         open_nvml()
 
 
