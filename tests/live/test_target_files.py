@@ -144,3 +144,53 @@ def test_size_and_owner_bounds(world: Path) -> None:
             == mine.read_bytes()                       # a file it may read (a source file)
     finally:
         _stop(p)
+
+
+MAPPER = """import mmap, sys, time
+f = open(sys.argv[1], 'rb')
+m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+print('READY', flush=True)
+while True: time.sleep(1)
+"""
+
+
+def test_a_mapped_file_is_read_as_mapped_not_by_its_name(world: Path) -> None:
+    """The symbols of a mapped library are read through /proc/PID/map_files (the inode mapped):
+    a FIFO or a link to /dev/zero put where maps names the file (it was unlinked after the
+    mmap) never blocks nor is read, and the real ELF's symbols still come."""
+    from tracer.record.probes.elfsyms import read_maps, symbols
+    lib = world / "libpython3.99.so.1.0"
+    shutil.copyfile(os.path.realpath(sys.executable), lib)
+    p = subprocess.Popen([sys.executable, "-c", MAPPER, str(lib)], stdout=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "READY"
+        lib.unlink()
+        os.mkfifo(lib)                              # maps now names a FIFO
+        mine = [m for m in read_maps(p.pid) if m.path == str(lib)]
+        assert mine and mine[0].file.startswith(f"/proc/{p.pid}/map_files/")
+        t0 = time.monotonic()
+        table = symbols(mine[0].path, mine[0].file)
+        assert time.monotonic() - t0 < 5
+        assert table.names and not table.why, table.why   # the python binary's own symbols
+        assert "not a regular file" in symbols(str(lib)).why      # the name alone: refused
+        lib.unlink()
+        os.symlink("/dev/zero", lib)
+        assert "not a regular file" in symbols(str(lib)).why
+    finally:
+        _stop(p)
+
+
+def test_open_mapped_file_refuses_fifos_devices_and_large_files(world: Path) -> None:
+    from tracer.linux.target_files import open_mapped_file
+    fifo = world / "fifo"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero"):
+        with pytest.raises(TargetFileRefused, match="not a regular file"):
+            open_mapped_file(path, max_bytes=1 << 20)
+    big = world / "big"
+    big.write_bytes(b"x" * 4096)
+    with pytest.raises(TargetFileRefused, match="larger than the bound"):
+        open_mapped_file(str(big), max_bytes=100)
+    with open_mapped_file(str(big), max_bytes=4096) as f:
+        assert f.read() == b"x" * 4096

@@ -4,7 +4,8 @@ Contract: ``function_symbols(path)`` -> {name: (address, file offset)} for every
 STT_FUNC / STT_GNU_IFUNC symbol of .dynsym and .symtab (ELF64 little-endian: x86_64 and
 aarch64); the offset is what the kernel's uprobe API takes. A name listed twice keeps its
 first (.dynsym) entry; two names may share an address (aliases: the caller deduplicates).
-Raises ValueError for a file that is not such an ELF, OSError when it cannot be read.
+Raises ValueError for a file that is not such an ELF (or not a regular file of at most
+``MAX_BYTES``: target_files.open_mapped_file), OSError when it cannot be read.
 Pure: reads the file, nothing else (no pyelftools, no libelf); why a second ELF reader beside
 pyelftools: ``function_symbols``'s docstring.
 """
@@ -13,7 +14,11 @@ from __future__ import annotations
 import struct
 from typing import Dict, List, Tuple
 
-__all__ = ["function_symbols"]
+from .target_files import TargetFileRefused, open_mapped_file
+
+__all__ = ["function_symbols", "MAX_BYTES"]
+
+MAX_BYTES = 1 << 30                      # libcuda is ~100 MiB, a fat libnccl ~400 MiB
 
 _SHT_SYMTAB, _SHT_DYNSYM = 2, 11
 _STT_FUNC, _STT_GNU_IFUNC = 2, 10
@@ -40,8 +45,11 @@ def function_symbols(path: str) -> Dict[str, Tuple[int, int]]:
     ways (same result): libLLVM-15.so.1 (112 MiB, 36,687 functions) 0.20 s here against 2.9-3.3 s
     with pyelftools, libc.so.6 0.006 s against 0.10 s (15-18x, 2-core VM, 2026-12-02).
     tests/unit/test_elfsyms.py checks that both agree on real libraries."""
-    with open(path, "rb") as f:
-        data = f.read()
+    try:
+        with open_mapped_file(path, max_bytes=MAX_BYTES) as f:
+            data = f.read(MAX_BYTES)
+    except TargetFileRefused as exc:
+        raise ValueError(f"{path}: {exc}") from None
     sections = _sections(data)
     out: Dict[str, Tuple[int, int]] = {}
     for kind in (_SHT_DYNSYM, _SHT_SYMTAB):

@@ -3,13 +3,12 @@
 Contract: ``read_target_file(pid, path, max_bytes=, seconds=, owned=)`` and
 ``list_target_dir(pid, path, seconds=)`` read a file or a folder that ``pid`` names (a dump
 prefix in its environment, a source file in its stack) as that process would see it: resolved
-inside the process's own root with no magic links and no link as the last component
-(``_open_in_root``), opened and read in a thread with the target's file-system credentials and
-``seconds`` in all (``_as_target``), a regular file only (``read_target_file``).
-``read_held_file(pid, fd, tail=)`` reads the last ``tail`` bytes of a file the process holds
-open (/proc/PID/fd/FD: the very file, whatever its path names now), with the same thread,
-credentials, time bound and file checks (no owner check: the process opened it itself).
-Anything else raises ``TargetFileRefused`` with one line saying why.
+inside its own root, no magic link, no link as the last component (``_open_in_root``), opened
+and read in a thread with the target's file-system credentials, bounded in time (``_as_target``).
+``read_held_file(pid, fd, tail=)``: the last bytes of a file it holds open (/proc/PID/fd/FD).
+``open_mapped_file(path, max_bytes=)``: a file it maps, by its /proc/PID/map_files entry.
+Each accepts a regular file only, not on FUSE, of bounded size; anything else raises
+``TargetFileRefused`` with one line saying why.
 """
 from __future__ import annotations
 
@@ -20,12 +19,12 @@ import platform
 import stat
 import threading
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple, TypeVar
+from typing import BinaryIO, Callable, List, Optional, Tuple, TypeVar
 
 from . import procfs
 
-__all__ = ["read_target_file", "read_held_file", "list_target_dir", "TargetFile", "TargetFileRefused",
-           "target_creds"]
+__all__ = ["read_target_file", "read_held_file", "list_target_dir", "open_mapped_file", "TargetFile",
+           "TargetFileRefused", "target_creds"]
 
 FUSE_SUPER_MAGIC = 0x65735546
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
@@ -269,6 +268,29 @@ def read_held_file(pid: int, fd: int, *, tail: int, seconds: float = 2.0,
             os.close(f)
 
     return _as_target(pid, target_creds(pid, root), seconds, work, root)
+
+
+def open_mapped_file(path: str, *, max_bytes: int, fallback: Optional[str] = None) -> BinaryIO:
+    """``path`` (/proc/PID/map_files/RANGE: the file mapped, whatever its name in /proc/PID/maps
+    says now) opened for reading: never blocking (``O_NONBLOCK``), a regular file not on FUSE, of
+    at most ``max_bytes``. ``fallback`` (the name in maps) is opened with the same checks only
+    where map_files is refused to an unprivileged caller, who reads with its own rights anyway."""
+    flags = _OPEN_FLAGS & ~os.O_NOFOLLOW         # map_files entries are links to follow
+    try:
+        fd = os.open(path, flags)
+    except PermissionError:
+        if fallback is None or os.geteuid() == 0:
+            raise
+        fd = os.open(fallback, _OPEN_FLAGS)
+    try:
+        st = _checked(fd)
+        if st.st_size > max_bytes:
+            raise TargetFileRefused(f"{st.st_size} bytes: larger than the bound of "
+                                    f"{max_bytes} bytes")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def list_target_dir(pid: int, path: str, *, seconds: float = 2.0, root: str = "/proc"

@@ -2,10 +2,9 @@
 hangtrace, imported when an ELF file is first read).
 
 Contract:
-- ``section_search(path, section, pattern)`` finds the first match of a bytes regex in one
-  section of an ELF file, reading it in chunks (``CHUNK`` bytes, overlapping by ``OVERLAP``)
-  and at most ``MAX_BYTES``; None when the file is not ELF, has no such section or no match.
-  It raises nothing (OSError and ELF parse errors give None).
+- ``section_search(path, section, pattern)``: the first match of a bytes regex in one section
+  of an ELF file (opened by target_files.open_mapped_file), read in chunks (``CHUNK`` bytes,
+  overlapping by ``OVERLAP``), at most ``MAX_BYTES``; None where there is none. Raises nothing.
 - ``nccl_version(path)``: (version, detail) from the "NCCL version 2.21.5+cuda12.4" string that
   NCCL builds into .rodata (src/init.cc VERSION_STRING: "NCCL version " MAJOR.MINOR.PATCH
   SUFFIX "+cuda" CUDA_MAJOR.CUDA_MINOR; forks such as RCCL drop the "+cuda" part, so it is
@@ -16,10 +15,13 @@ from __future__ import annotations
 import re
 from typing import Optional, Pattern, Tuple
 
+from ...linux.target_files import TargetFileRefused, open_mapped_file
+
 __all__ = ["section_search", "nccl_version"]
 CHUNK = 4 << 20
 OVERLAP = 256
 MAX_BYTES = 256 << 20
+MAX_FILE_BYTES = 8 << 30          # only the section is read: this bounds what is opened at all
 NCCL_RE = re.compile(rb"NCCL version (\d+)\.(\d+)\.(\d+)([^\x00+]{0,32})(?:\+cuda(\d+)\.(\d+))?")
 
 
@@ -39,7 +41,7 @@ def _section_range(f, name: str) -> Optional[Tuple[int, int]]:
 def section_search(path: str, section: str, pattern: Pattern[bytes]) -> Optional["re.Match"]:
     """First match of ``pattern`` in ``section`` of the ELF file at ``path`` (module doc)."""
     try:
-        with open(path, "rb") as f:
+        with open_mapped_file(path, max_bytes=MAX_FILE_BYTES) as f:
             rng = _section_range(f, section)
             if rng is None:
                 return None
@@ -59,7 +61,7 @@ def section_search(path: str, section: str, pattern: Pattern[bytes]) -> Optional
                 if m and (m.end() <= len(buf) - OVERLAP or done >= size):
                     return m
                 tail = buf[m.start():] if m else buf[-OVERLAP:]
-    except OSError:
+    except (OSError, TargetFileRefused):
         return None
     return None
 

@@ -1,15 +1,15 @@
 """Symbols of the files a process maps, for naming addresses (native frames, the GIL).
 
 Contract:
-- ``parse_maps(text)`` is pure: /proc/PID/maps lines -> ``Mapping`` (start, end, perms,
-  offset, path) for file-backed mappings.
+- ``parse_maps(text, pid=None)`` is pure: /proc/PID/maps lines -> ``Mapping`` (start, end,
+  perms, offset, path, and with ``pid`` the mapping's /proc/PID/map_files entry) per file mapping.
 - ``load_bias(path, mappings)``: what to add to the file's symbol values to get addresses in
   the process (its docstring says how).
-- ``symbols(path)``: the file's function and object symbols as a ``SymbolTable`` (cached per
-  path, size and mtime); ``lookup(value)`` names a value only when it lies inside a symbol:
-  an address in a stripped function gets no name, never a wrong one. Bounded (``MAX_SYMBOLS``,
-  ``MAX_SECONDS``); files that cannot be read give an empty table and ``why``.
-Needs pyelftools (a dependency); without it every table is empty with that reason.
+- ``symbols(path, file=)``: the file's function and object symbols as a ``SymbolTable``, read
+  from ``file`` (the map_files entry: the inode mapped, never what the name in maps is now) and
+  cached per inode, size and mtime; ``lookup(value)`` names a value only inside a symbol.
+  Bounded (``MAX_SYMBOLS``, ``MAX_SECONDS``, ``MAX_BYTES``); files that cannot be read or are not
+  regular give an empty table and ``why``. Needs pyelftools (a dependency).
 """
 from __future__ import annotations
 
@@ -17,13 +17,16 @@ import bisect
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple
+
+from ...linux.target_files import TargetFileRefused, open_mapped_file
 
 __all__ = ["Mapping", "parse_maps", "read_maps", "load_bias", "symbols", "SymbolTable",
            "MAX_SYMBOLS"]
 
 MAX_SYMBOLS = 400_000
 MAX_SECONDS = 3.0
+MAX_BYTES = 2 << 30
 
 
 @dataclass(frozen=True)
@@ -33,9 +36,15 @@ class Mapping:
     perms: str
     offset: int
     path: str
+    file: str = ""                   # /proc/PID/map_files/START-END, where the pid is known
+
+    @property
+    def opened(self) -> str:
+        """What to open to read the mapped file: its map_files entry, else its name."""
+        return self.file or self.path
 
 
-def parse_maps(text: str) -> List[Mapping]:
+def parse_maps(text: str, pid: Optional[int] = None) -> List[Mapping]:
     """File-backed mappings of a /proc/PID/maps content (module doc)."""
     out = []
     for line in text.splitlines():
@@ -45,7 +54,8 @@ def parse_maps(text: str) -> List[Mapping]:
         try:
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
             out.append(Mapping(lo, hi, parts[1], int(parts[2], 16),
-                               parts[5].removesuffix(" (deleted)")))
+                               parts[5].removesuffix(" (deleted)"),
+                               "" if pid is None else f"/proc/{pid}/map_files/{lo:x}-{hi:x}"))
         except ValueError:
             continue
     return out
@@ -54,7 +64,7 @@ def parse_maps(text: str) -> List[Mapping]:
 def read_maps(pid: int) -> List[Mapping]:
     try:
         with open(f"/proc/{pid}/maps") as f:
-            return parse_maps(f.read())
+            return parse_maps(f.read(), pid)
     except OSError:
         return []
 
@@ -80,24 +90,28 @@ class SymbolTable:
         return None
 
 
-_CACHE: Dict[Tuple[str, int, float], SymbolTable] = {}
+_CACHE: Dict[Tuple[int, int, int, int], SymbolTable] = {}
 
 
-def symbols(path: str) -> SymbolTable:
-    """The symbol table of ``path`` (module doc).
+def symbols(path: str, file: str = "") -> SymbolTable:
+    """The symbol table of the file named ``path`` in maps, read from ``file`` (module doc).
     Read from .symtab, else .dynsym; at most ``MAX_SYMBOLS`` symbols and ``MAX_SECONDS`` of reading
     per file."""
     try:
-        st = os.stat(path)
+        f = open_mapped_file(file or path, max_bytes=MAX_BYTES, fallback=path if file else None)
     except OSError as exc:
-        return SymbolTable(path, why=f"{path}: {exc.strerror}")
-    key = (path, st.st_size, st.st_mtime)
-    if key not in _CACHE:
-        _CACHE[key] = _read(path)
-    return _CACHE[key]
+        return SymbolTable(path, why=f"{path}: {exc.strerror or exc}")
+    except TargetFileRefused as exc:
+        return SymbolTable(path, why=f"{path}: {exc}")
+    with f:
+        st = os.fstat(f.fileno())
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if key not in _CACHE:
+            _CACHE[key] = _read(path, f)
+        return _CACHE[key]
 
 
-def _read(path: str) -> SymbolTable:
+def _read(path: str, f: BinaryIO) -> SymbolTable:
     table = SymbolTable(path)
     try:
         from elftools.elf.elffile import ELFFile
@@ -108,21 +122,20 @@ def _read(path: str) -> SymbolTable:
     rows: List[Tuple[int, int, str]] = []
     deadline = time.monotonic() + MAX_SECONDS
     try:
-        with open(path, "rb") as f:
-            elf = ELFFile(f)
-            table.pie = elf["e_type"] == "ET_DYN"
-            loads = [s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
-            if loads:
-                align = max(int(loads[0]["p_align"]), 1)
-                table.first_load = int(loads[0]["p_vaddr"]) & ~(align - 1)
-            sec = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
-            for n, sym in enumerate(sec.iter_symbols() if sec is not None else ()):
-                if n >= MAX_SYMBOLS or (n & 1023 == 0 and time.monotonic() > deadline):
-                    table.why = f"{os.path.basename(path)}: symbols read in part (bounded)"
-                    break
-                if sym["st_info"]["type"] in ("STT_FUNC", "STT_OBJECT") and sym["st_value"] \
-                        and sym["st_shndx"] != "SHN_UNDEF":
-                    rows.append((int(sym["st_value"]), int(sym["st_size"]), sym.name))
+        elf = ELFFile(f)
+        table.pie = elf["e_type"] == "ET_DYN"
+        loads = [s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+        if loads:
+            align = max(int(loads[0]["p_align"]), 1)
+            table.first_load = int(loads[0]["p_vaddr"]) & ~(align - 1)
+        sec = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
+        for n, sym in enumerate(sec.iter_symbols() if sec is not None else ()):
+            if n >= MAX_SYMBOLS or (n & 1023 == 0 and time.monotonic() > deadline):
+                table.why = f"{os.path.basename(path)}: symbols read in part (bounded)"
+                break
+            if sym["st_info"]["type"] in ("STT_FUNC", "STT_OBJECT") and sym["st_value"] \
+                    and sym["st_shndx"] != "SHN_UNDEF":
+                rows.append((int(sym["st_value"]), int(sym["st_size"]), sym.name))
     except (OSError, ELFError, ValueError, KeyError) as exc:
         table.why = f"{os.path.basename(path)}: not readable as ELF ({exc})"
         return table
@@ -139,9 +152,9 @@ def load_bias(path: str, mappings: Sequence[Mapping]) -> Optional[int]:
     """The load bias of ``path`` in a process with ``mappings`` (module doc).
     0 for a non-PIE executable; for a shared object or PIE, the start of its mapping at file offset
     0 less the first PT_LOAD's page-aligned vaddr."""
-    table = symbols(path)
+    mine = [m for m in mappings if m.path == path]
+    table = symbols(path, mine[0].file if mine else "")
     if not table.pie:
         return 0
-    mine = [m for m in mappings if m.path == path]
     base = next((m.start for m in mine if m.offset == 0), None)
     return None if base is None else base - table.first_load

@@ -32,7 +32,7 @@ def python_runtime(pid: int, now: Optional[float] = None) -> PythonRuntime:
         return PythonRuntime(ts=ts, pid=pid, error="/proc/PID/maps not readable")
     files = list(dict.fromkeys(m.path for m in maps if _PY_FILE.match(os.path.basename(m.path))))
     for path in sorted(files, key=lambda p: "libpython" not in p):   # libpython first
-        table = symbols(path)
+        table = symbols(path, next(m.file for m in maps if m.path == path))
         found = table.by_name.get(SYMBOL)
         bias = load_bias(path, maps) if found else None
         if found and bias is not None:

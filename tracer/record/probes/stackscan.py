@@ -23,7 +23,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from ...events.stacks import NativeStack
 from ...linux import procfs
-from .elfsyms import Mapping, load_bias, symbols
+from .elfsyms import Mapping, SymbolTable, load_bias, symbols
 
 __all__ = ["is_call_site", "scan_thread", "SCAN_BYTES", "MAX_FRAMES", "NAMED"]
 
@@ -75,11 +75,18 @@ class _Code:
         self.code = sorted((m for m in maps if "x" in m.perms), key=lambda m: m.start)
         self.starts = [m.start for m in self.code]
         self._bias: dict = {}
+        self._tables: dict = {}
 
     def bias(self, path: str) -> Optional[int]:
         if path not in self._bias:
             self._bias[path] = load_bias(path, self.maps)
         return self._bias[path]
+
+    def table(self, m: Mapping) -> SymbolTable:
+        """The symbols of the file ``m`` maps, read through its map_files entry."""
+        if m.path not in self._tables:
+            self._tables[m.path] = symbols(m.path, m.file)
+        return self._tables[m.path]
 
     def at(self, addr: int) -> Optional[Mapping]:
         i = bisect.bisect_right(self.starts, addr) - 1
@@ -101,7 +108,7 @@ def _name(addr: int, code: _Code) -> Tuple[str, str]:
     lib = os.path.basename(m.path)
     bias = code.bias(m.path) if NAMED.match(lib) else None
     if bias is not None:
-        hit = symbols(m.path).lookup(addr - bias)
+        hit = code.table(m).lookup(addr - bias)
         if hit is not None:
             return f"{hit[0]}+0x{hit[1]:x} ({lib})", m.path
     base = next((x.start for x in maps if x.path == m.path and x.offset == 0), m.start)
