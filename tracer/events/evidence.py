@@ -187,7 +187,9 @@ class MemoryProgress(Event, tag="memp"):
     """Memory a process brought in, at the start or the end of a window (``phase``): per
     thread (minor, major) page faults so far (/proc/PID/task/TID/stat), the resident size and
     bytes read from storage (/proc/PID/io read_bytes), and its largest file mappings, each
-    (path, resident bytes, file size) (/proc/PID/smaps summed per file)."""
+    (path, resident bytes, file size) (/proc/PID/smaps summed per file). ``reads``: per thread
+    bytes read from storage so far (/proc/PID/task/TID/io read_bytes: the thread whose faults or
+    reads brought them in), for a process of more than one thread."""
     pid: Int
     phase: str = ""
     faults: Dict[Int, Tuple[Int, Int]] = field(default_factory=dict)
@@ -195,6 +197,7 @@ class MemoryProgress(Event, tag="memp"):
     read_bytes: Optional[Int] = None
     files: List[MappedFile] = field(default_factory=list)
     why: str = ""
+    reads: Dict[Int, Int] = field(default_factory=dict)
 
 
 EVIDENCE_TYPES = (ProcessVitals, LogTargets, KernelLog, GpuHealth, LoadedLibs, CaptureSite,

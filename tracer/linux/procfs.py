@@ -24,7 +24,7 @@ from .procfs_fds import SocketTables, listening_sockets, read_fds, socket_table
 
 __all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked", "Stat", "read_bytes", "read_text", "read_stat", "read_cmdline", "read_comm",
            "list_pids", "list_tids", "read_threads", "read_process_info", "read_thread_sample",
-           "read_io", "read_environ_rank", "read_environ_vars", "children_map", "descendants",
+           "read_io", "read_io_field", "read_environ_rank", "read_environ_vars", "children_map", "descendants",
            "pid_exists", "tgid_of", "boot_time", "TICKS_HZ", "PAGE_SIZE",
            # re-exported from procfs_fds
            "read_fds", "socket_table", "listening_sockets", "SocketTables"]
@@ -358,6 +358,18 @@ def read_thread_sample(pid: int, tid: int, root: str = "/proc",
 
 
 _IO_KEYS = ("rchar", "wchar", "syscr", "syscw", "read_bytes", "write_bytes")
+
+
+def read_io_field(path: str, key: str) -> Optional[int]:
+    """One counter of an io file (/proc/PID/io, /proc/PID/task/TID/io), None when unreadable."""
+    for line in (read_text(path) or "").splitlines():
+        name, _, value = line.partition(":")
+        if name == key:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 def read_io(pid: int, root: str = "/proc", ts: Optional[float] = None) -> Optional[ProcessIO]:

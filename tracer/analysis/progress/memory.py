@@ -1,26 +1,28 @@
 """Memory brought in during the window: a thread that faults pages in (a loader reading
 weights through mmap, as safetensors does) is doing work that advances, whatever it writes.
 
-Contract: ``loading(p, tid, window)`` -> a sentence when thread ``tid`` of process ``p`` made
-at least ``LOAD_MIN_FAULTS`` page faults at ``LOAD_MIN_FAULT_RATE`` a second or more between
-the start and the end ``MemoryProgress`` of the window while memory really came in: the
-process read from storage, grew its resident size, or a file it maps became more resident, at
-``LOAD_MIN_RATE`` bytes a second or more (a fault brings up to hundreds of KiB of a file with
-readahead, so faults say who, bytes say how much); else None. The sentence names the faults,
-the bytes and their rate and the mapped file that grew most, how much of it is resident and,
-at that rate, how long the rest takes ("loading model-00003.safetensors: 2.1 of 4.9 GiB
+Contract: ``loading(p, tid, window)`` -> a sentence when memory really came into process ``p``
+between the start and the end ``MemoryProgress`` of the window (storage reads, resident growth,
+or a mapped file more resident, at ``LOAD_MIN_RATE`` bytes a second or more) and thread ``tid``
+is the one that brought it (``_who``: its own storage reads, or its page faults: a fault maps up
+to a large folio of a file, 2 MiB, so on a recent kernel a loader makes few); else None. The
+sentence names the thread's share, the mapped file that grew most, how much of it is resident
+and how long the rest takes at that rate ("loading model-00003.safetensors: 2.1 of 4.9 GiB
 resident (+1.0 GiB, 210 MiB/s), about 13 s left"). ``file_growth(p, window)`` is that part.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from ..accumulate.stats import ProcessStats
 
-__all__ = ["loading", "file_growth", "LOAD_MIN_FAULTS", "LOAD_MIN_FAULT_RATE"]
+__all__ = ["loading", "file_growth", "LOAD_MIN_FAULTS", "LOAD_MIN_FAULT_RATE",
+           "LOAD_FEW_FAULTS"]
 
 LOAD_MIN_FAULTS = 64            # a spin or a poll loop makes none
 LOAD_MIN_FAULT_RATE = 10.0      # faults a second
+LOAD_FEW_FAULTS = 8             # enough from the process's top faulter (large folios) ...
+LOAD_FEW_RATE = 1 << 20         # ... while a file it maps grows this fast (bytes a second)
 LOAD_MIN_RATE = 256 << 10       # bytes a second that came in (storage, RSS or a file mapping)
 
 
@@ -38,18 +40,29 @@ def _span(p: ProcessStats, window: float) -> float:
     return b.ts - a.ts if a is not None and b is not None and b.ts > a.ts else max(window, 1e-9)
 
 
-def file_growth(p: ProcessStats, window: float) -> Optional[str]:
-    """The mapped file of ``p`` whose resident bytes grew most in the window (module doc)."""
+def _grown(p: ProcessStats) -> Optional[Tuple[str, int, int, int]]:
+    """(path, bytes grown, resident, size) of the mapped file that grew most, None if none."""
     a, b = p.memory.get("start"), p.memory.get("end")
     if a is None or b is None:
         return None
-    window = _span(p, window)
     before = {f[0]: f[1] for f in a.files if len(f) == 3}
     best = None
     for path, rss, size in (f for f in b.files if len(f) == 3):
         grew = rss - before.get(path, 0)
         if grew > 0 and (best is None or grew > best[1]):
             best = (path, grew, rss, size)
+    return best
+
+
+def _file_rate(p: ProcessStats, span: float) -> float:
+    best = _grown(p)
+    return best[1] / span if best is not None else 0.0
+
+
+def file_growth(p: ProcessStats, window: float) -> Optional[str]:
+    """The mapped file of ``p`` whose resident bytes grew most in the window (module doc)."""
+    best = _grown(p)
+    window = _span(p, window)
     if best is None or best[1] / window < LOAD_MIN_RATE:
         return None
     path, grew, rss, size = best
@@ -86,21 +99,45 @@ def _resident(p: ProcessStats) -> Optional[str]:
     return f"{path.rsplit('/', 1)[-1]}: {_size(rss)} of {_size(size)} resident"
 
 
-def loading(p: ProcessStats, tid: int, window: float) -> Optional[str]:
-    """The evidence that thread ``tid`` brings memory in (module doc), or None."""
-    a, b = p.memory.get("start"), p.memory.get("end")
-    if a is None or b is None or tid not in a.faults or tid not in b.faults:
+def _who(p: ProcessStats, tid: int, span: float) -> Optional[str]:
+    """How thread ``tid`` brought memory in, None when it did not: it read from storage itself
+    at ``LOAD_MIN_RATE`` (task/TID/io), or made ``LOAD_MIN_FAULTS`` page faults at
+    ``LOAD_MIN_FAULT_RATE``, or at least ``LOAD_FEW_FAULTS`` and the most of its process while a
+    file it maps grew ``LOAD_FEW_RATE`` a second (a library paged in lazily grows slower)."""
+    a, b = p.memory["start"], p.memory["end"]
+    if tid not in a.faults or tid not in b.faults:
         return None
     minor = b.faults[tid][0] - a.faults[tid][0]
     major = b.faults[tid][1] - a.faults[tid][1]
-    n, span = minor + major, _span(p, window)
-    if n < LOAD_MIN_FAULTS or n / span < LOAD_MIN_FAULT_RATE:
+    n = minor + major
+    faults = f"{minor} minor and {major} major page faults ({n / span:.0f}/s)"
+    if tid in a.reads and tid in b.reads:
+        read = b.reads[tid] - a.reads[tid]
+        if read / span >= LOAD_MIN_RATE:
+            return f"read {_size(read)} from storage itself ({_size(read / span)}/s) in {faults}"
+    if n >= LOAD_MIN_FAULTS and n / span >= LOAD_MIN_FAULT_RATE:
+        return faults
+    others = (v[0] + v[1] - a.faults[t][0] - a.faults[t][1]
+              for t, v in b.faults.items() if t != tid and t in a.faults)
+    if n >= LOAD_FEW_FAULTS and n > max(others, default=0) \
+            and _file_rate(p, span) >= LOAD_FEW_RATE:
+        return f"{faults} (the most of its process)"
+    return None
+
+
+def loading(p: ProcessStats, tid: int, window: float) -> Optional[str]:
+    """The evidence that thread ``tid`` brings memory in (module doc), or None."""
+    if p.memory.get("start") is None or p.memory.get("end") is None:
+        return None
+    span = _span(p, window)
+    who = _who(p, tid, span)
+    if who is None:
         return None
     grew = file_growth(p, window)
     came = _came_in(p, span)
     if not came and grew is None:
         return None
-    text = (f"faulted memory in: {minor} minor and {major} major page faults ({n / span:.0f}/s)"
+    text = (f"faulted memory in: {who}"
             f" while {' and '.join(came) if came else 'a mapped file became more resident'}")
     where = grew or _resident(p)
     return f"{text}; {where}" if where else text

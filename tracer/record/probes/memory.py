@@ -85,7 +85,8 @@ def _files(pid: int, root: str) -> List[Tuple[str, int, int]]:
 
 def read_memory(pid: int, phase: str, root: str = "/proc") -> MemoryProgress:
     """One ``MemoryProgress`` of ``pid``: every thread's minor and major faults
-    (/proc/PID/task/TID/stat), RSS and read_bytes (/proc/PID/status, io), and the ``MAX_FILES``
+    (/proc/PID/task/TID/stat) and, with several threads, its storage reads (task/TID/io), RSS
+    and read_bytes (/proc/PID/status, io), and the ``MAX_FILES``
     largest regular files it maps of at least ``MIN_FILE`` bytes with the bytes of each resident in
     its mappings (/proc/PID/smaps, at most ``MAX_SMAPS`` bytes read; the file's size from
     /proc/PID/map_files: the mapped file itself, never its content). smaps (the kernel walks every
@@ -93,10 +94,15 @@ def read_memory(pid: int, phase: str, root: str = "/proc") -> MemoryProgress:
     bytes: most processes of a big tree map none (2,000 forked Python workers: 1.2 ms a process
     less)."""
     ev = MemoryProgress(ts=time.time(), pid=pid, phase=phase)
-    for tid in procfs.list_tids(pid, root):
+    tids = procfs.list_tids(pid, root)
+    for tid in tids:
         st = procfs.read_stat(pid, tid, root)
         if st is not None:
             ev.faults[tid] = (st.minflt, st.majflt)
+        if len(tids) > 1:
+            read = procfs.read_io_field(f"{root}/{pid}/task/{tid}/io", "read_bytes")
+            if read is not None:
+                ev.reads[tid] = read
     if not ev.faults:
         ev.why = "gone" if not procfs.pid_exists(pid, root) else "thread stats not readable"
         return ev
