@@ -29,14 +29,18 @@ def watch_once(pid: int, out, backend: str, duration: str) -> dict:
     return doc
 
 
-def test_a_stats_line_that_says_nothing_new_is_silence(scenario, tmp_path):
-    sc = scenario("serving_tree", "--shape", "stats-hang", ready_timeout=40)
+@pytest.mark.parametrize("shape", ["stats-hang", "stats-hang-pipe"])
+def test_a_stats_line_that_says_nothing_new_is_silence(scenario, tmp_path, shape):
+    """To a log file (its lines read: the same numbers) or printed to a pipe every 2 s (its
+    content unread: no faster than a timer's reports, progress/reports.py)."""
+    sc = scenario("serving_tree", "--shape", shape, ready_timeout=40)
     doc = watch_once(sc.pid, tmp_path, "proc", "1.5")
     assert doc["watch"]["recorded_from"] - doc["watch"]["silent_since"] >= 2.5
 
 
-def test_the_slow_twin_whose_stats_advance_is_never_captured(scenario, tmp_path):
-    sc = scenario("serving_tree", "--shape", "stats-slow", ready_timeout=40)
+@pytest.mark.parametrize("shape", ["stats-slow", "stats-slow-pipe"])
+def test_the_slow_twin_whose_stats_advance_is_never_captured(scenario, tmp_path, shape):
+    sc = scenario("serving_tree", "--shape", shape, ready_timeout=40)
     assert_never_captured(sc.pid, tmp_path, silent_for=2.5, seconds=8.0)
 
 

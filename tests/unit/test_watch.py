@@ -48,6 +48,10 @@ def look(t: float, wchar: int, syscw: int = 0, sockets=None, owners=None) -> Tre
                     sockets=sockets, owners=owners or {})
 
 
+# bytes of log a second: more than a timer's reports (progress/reports.REPORT_MAX_RATE)
+LOG = 4096
+
+
 def timeline(writes: List[int]) -> List[TreeLook]:
     """One look a second; ``writes[i]`` bytes of log written in the second before look i."""
     out, total = [], 0
@@ -101,7 +105,7 @@ def run(looks, tmp_path: Path, *, silent_for=3.0, max_captures=1, recorder=None,
 
 def test_capture_after_the_threshold_and_not_before(tmp_path):
     # logs for 4 s (looks 1..4 see output), then nothing: silent from look 4 (T0 + 4)
-    looks = timeline([0, 100, 100, 100, 100, 0, 0, 0, 0, 0, 0])
+    looks = timeline([0, LOG, LOG, LOG, LOG, 0, 0, 0, 0, 0, 0])
     sampler_looks = list(looks)
     code, w, rec, lines = run(looks, tmp_path)
     assert code == 4                                   # --once: the verdict's exit status
@@ -120,15 +124,24 @@ def test_capture_after_the_threshold_and_not_before(tmp_path):
 
 
 def test_one_capture_per_silence_and_max_captures(tmp_path):
-    writes = [0, 100] + [0] * 6 + [100] + [0] * 6      # two silences, progress in between
+    writes = [0, LOG] + [0] * 6 + [LOG] + [0] * 6      # two silences, progress in between
     code, w, rec, _ = run(timeline(writes), tmp_path, max_captures=2)
     assert code == 4 and len(rec.calls) == 2
     first, second = (c.report.watch["silent_since"] for c in w.captures)
     assert (first, second) == (T0 + 1, T0 + 8)
 
 
+def test_a_stats_line_every_2_s_is_no_progress(tmp_path):
+    """A 120-byte stats line to a pipe every other second (the timer's report of a hung server)
+    does not end the silence that began with the log's end: the capture comes on time."""
+    writes = [0, LOG] + [0, 120] * 6
+    code, w, rec, _ = run(timeline(writes), tmp_path, max_captures=2)
+    assert len(rec.calls) == 1
+    assert w.captures[0].report.watch["silent_since"] == T0 + 1
+
+
 def test_a_silence_that_goes_on_is_captured_once(tmp_path):
-    code, w, rec, lines = run(timeline([0, 100] + [0] * 20), tmp_path, max_captures=5)
+    code, w, rec, lines = run(timeline([0, LOG] + [0] * 20), tmp_path, max_captures=5)
     assert len(rec.calls) == 1
     assert code == 5 and lines[-1] == "every watched process is gone"
 
@@ -166,7 +179,7 @@ def test_a_failed_recording_is_said_and_ends_once_with_1(tmp_path):
 
 
 def test_gone_before_any_capture(tmp_path):
-    code, w, rec, lines = run(timeline([0, 100]), tmp_path)
+    code, w, rec, lines = run(timeline([0, LOG]), tmp_path)
     assert code == 5 and rec.calls == []
 
 
@@ -272,13 +285,13 @@ def test_code_that_moves_is_not_silence(tmp_path):
                   for i in range(8)]
         return [StackSamples(ts=T0, pid=PID, tid=PID + 1, samples=frames, span=0.9)]
 
-    looks = timeline([0, 100] + [0] * 12)
+    looks = timeline([0, LOG] + [0] * 12)
     code, w, rec, lines = run(looks, tmp_path, stack_sampler=moving)
     assert code == 5 and rec.calls == []            # never captured; ended when the tree went
     assert asked and asked[0] == [PID]
     assert any("silent, but not stuck" in line and "code moves" in line for line in lines)
     # and a tree whose stacks stay still is captured as before
-    code, w, rec, lines = run(timeline([0, 100] + [0] * 12), tmp_path)
+    code, w, rec, lines = run(timeline([0, LOG] + [0] * 12), tmp_path)
     assert len(rec.calls) == 1
 
 
@@ -292,7 +305,7 @@ def test_a_silent_tree_whose_gpu_work_completes_is_not_captured(tmp_path):
                                 kernels=400, syncs=80, syncs_done=80,
                                 last_sync_done=T0 + 1.45)], ""
 
-    code, w, rec, lines = run(timeline([0, 100] + [0] * 12), tmp_path,
+    code, w, rec, lines = run(timeline([0, LOG] + [0] * 12), tmp_path,
                               driver_sampler=completing)
     assert code == 5 and rec.calls == []
     assert any("silent, but not stuck" in line and "GPU work completes" in line
@@ -301,5 +314,5 @@ def test_a_silent_tree_whose_gpu_work_completes_is_not_captured(tmp_path):
     def stalled(pids):           # in a sync since the look began: a kernel that never ends
         return [CudaDriverCalls(ts=T0 + 1.5, pid=PID, tid=PID, since=T0, work_probed=True,
                                 syncs=1, in_sync_since=T0 + 0.01)], ""
-    code, w, rec, lines = run(timeline([0, 100] + [0] * 12), tmp_path, driver_sampler=stalled)
+    code, w, rec, lines = run(timeline([0, LOG] + [0] * 12), tmp_path, driver_sampler=stalled)
     assert len(rec.calls) == 1

@@ -24,6 +24,7 @@ from .progress.gpu import driver_work, gpu_work
 from .progress.stacks import code_moves
 from .progress.log_lines import heartbeat_fds
 from .progress.memory import LOAD_MIN_FAULT_RATE, LOAD_MIN_RATE
+from .progress.reports import stream_is_report
 from .threads.output import process_output_bytes
 from .accumulate.traffic import from_counters as counters_traffic
 from .accumulate.traffic import keepalive
@@ -114,7 +115,8 @@ def _output(a: ProcessLook, b: ProcessLook) -> Optional[Signal]:
     analyzer's own judgement); else bytes written beyond wake-up writes, by
     ``threads.output.process_output_bytes`` (the analyzer's /proc rule: /proc/PID/io wchar
     beyond 8 bytes per write call, so eventfd pokes and self-pipe wake-ups are not output):
-    pipes, ttys, write(2) on sockets."""
+    pipes, ttys, write(2) on sockets, unless no faster than a timer's reports
+    (progress/reports.stream_is_report: a stats line every 2 s is no progress)."""
     files = advanced_files(a, b)
     if files:
         path, n = max(files.items(), key=lambda kv: kv[1])
@@ -125,7 +127,7 @@ def _output(a: ProcessLook, b: ProcessLook) -> Optional[Signal]:
         return None
     n = process_output_bytes(ProcessStats(pid=b.pid, first_io=a.io, last_io=b.io)) \
         - _heartbeat_bytes(a, b)
-    if n <= 0:
+    if n <= 0 or stream_is_report(n, b.io.ts - a.io.ts):
         return None
     return Signal("output", b.pid, f"pid {b.pid} ({b.comm}) wrote {_bytes(n)} beyond wake-up "
                   f"writes in {b.io.syscw - a.io.syscw} write calls (/proc io)")

@@ -2,14 +2,16 @@
 through /proc and the kernel's counters, connections served or made, varied work.
 
 Contract: as threads/thread.py (pure functions of a ``ThreadContext``, each verdict naming its
-rule and evidence; THREAD_RULES there orders them). ``process_output_bytes`` is the /proc rule
-of output (io_class.proc_output_bytes less the TCP bytes the sockets' own counters judge, plus
-files whose position advanced), shared with watch's rules; ``socket_traffic`` judges a
-process's TCP sockets by the keep-alive rule.
+rule and evidence; THREAD_RULES there orders them). ``process_output`` is the /proc rule of
+output by channel (io_class.proc_output_bytes less the TCP bytes the sockets' own counters
+judge; TCP; files whose position advanced), shared with watch's rules; a stream its timers could
+have written is no progress there (progress/reports.py); ``socket_traffic`` judges a process's
+TCP sockets by the keep-alive rule.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import List, Optional, Set, Tuple
 
 from ..accumulate.io_class import is_old_news, proc_output_bytes
@@ -19,9 +21,14 @@ from ..accumulate.traffic import from_counters as counters_traffic
 from ..progress.gpu import stalled_sync
 from ..progress.log_lines import heartbeat_fds, news_by_fd
 from ..progress.memory import loading
+from ..job.roles import helper_kind
+from ..progress.reports import periodic_report, timer_reports
 from ..progress.stacks import code_moves
-from ..vocab.verdict import PROGRESSING, SPIN_CPU, WAIT_NAMES, ThreadVerdict
+from ..vocab.verdict import BUSY, PROGRESSING, SPIN_CPU, WAIT_NAMES, ThreadVerdict
 from .context import ThreadContext
+from .state import sampled_timer, timed_wakeups
+
+REPORT_RULE = "periodic-report"          # a ticking rule: its timer, not its work, writes
 
 
 def _bytes(n: int) -> str:
@@ -91,24 +98,35 @@ def socket_traffic(p: ProcessStats, window: float) -> Tuple[int, int, List[FdTra
     return total, output, beats
 
 
-def process_output_bytes(p: ProcessStats, window: float = 0.0) -> int:
+@dataclass(frozen=True)
+class ProcessOutput:
+    """What a process surely wrote for the outside world, by channel (``process_output``)."""
+    stream: int          # /proc/PID/io wchar beyond wake-up writes, less TCP and heartbeat lines
+    sockets: int         # TCP bytes sent that are not keep-alives
+    files: int           # regular files opened for writing whose position advanced
+
+    @property
+    def total(self) -> int:
+        return self.stream + self.sockets + self.files
+
+
+def process_output(p: ProcessStats, window: float = 0.0) -> ProcessOutput:
     """Bytes a process surely wrote for the outside world, from /proc and kernel counters.
 
     /proc/PID/io counts every write(2): eventfd and wake-up writes move at most 8 bytes each, so
     what exceeds that per write syscall is real output (io_class.proc_output_bytes), less what
     went to TCP sockets (which the sockets' own counters judge: a keep-alive is not output).
-    Bytes sent on TCP sockets that are not keep-alives count, and so do regular files opened for writing whose position advanced
-    between two fd-table reads.
+    Bytes sent on TCP sockets that are not keep-alives count, and so do regular files opened for
+    writing whose position advanced between two fd-table reads.
     """
-    total = 0
+    stream = files = 0
     sent, socket_output, _ = socket_traffic(p, window)
     beats = heartbeat_fds(p.log_lines.values())
     beat_bytes = sum(p.log_lines[fd].appended for fd in beats)
     a, b = p.first_io, p.last_io
     if a is not None and b is not None:
-        total += max(0, proc_output_bytes(b.wchar - a.wchar, b.syscw - a.syscw) - sent
+        stream = max(0, proc_output_bytes(b.wchar - a.wchar, b.syscw - a.syscw) - sent
                      - beat_bytes)
-    total += socket_output
     if p.first_info is not None and p.info is not None:
         before = {f.fd: f for f in p.first_info.fds if f.kind == "file" and "w" in (f.mode or "")
                   and f.fd not in beats}
@@ -116,8 +134,13 @@ def process_output_bytes(p: ProcessStats, window: float = 0.0) -> int:
             old = before.get(f.fd)
             if old is not None and old.target == f.target and f.pos is not None \
                     and old.pos is not None and f.pos > old.pos:
-                total += f.pos - old.pos
-    return total
+                files += f.pos - old.pos
+    return ProcessOutput(stream, socket_output, files)
+
+
+def process_output_bytes(p: ProcessStats, window: float = 0.0) -> int:
+    """All that ``process_output`` counts, in bytes."""
+    return process_output(p, window).total
 
 
 def _ran(c: ThreadContext) -> bool:
@@ -128,14 +151,45 @@ def _ran(c: ThreadContext) -> bool:
         and b.run_count is not None and b.run_count - a.run_count >= 2)
 
 
+def _timers_wrote(c: ThreadContext, stream: int) -> bool:
+    """The process's stream output (pipes, terminals: /proc io totals) could all be reports of
+    its timers (progress/reports.timer_reports): the wake-ups, from /proc samples, of its
+    threads that sit in a timed wait, library helpers aside (their pollers wake often and
+    write nothing)."""
+    a, b = c.proc.first_io, c.proc.last_io
+    if a is None or b is None:
+        return False
+    writes, wakeups = b.syscw - a.syscw, 0
+    for t in c.rec.threads_of(c.proc.pid):
+        found = sampled_timer(t, c.fds) if not helper_kind(t.comm) else None
+        wakeups += max(0, found[1]) if found is not None else 0
+        if timer_reports(stream, writes, wakeups):
+            return True
+    return False
+
+
+def rule_periodic_report(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """Output that a timer makes: a small report after each timed wake-up, to a pipe or a
+    terminal whose content is not read (progress/reports.py): the thread ticks."""
+    t = c.t
+    if t.output_stale or heartbeat_output(c) is not None:
+        return None
+    text = periodic_report(t, timed_wakeups(t), c.rec.window,
+                           c.cpu.fraction if c.cpu is not None else None)
+    if text is None:
+        return None
+    return ThreadVerdict(BUSY, REPORT_RULE, [text], cpu=c.cpu)
+
+
 def rule_process_output(c: ThreadContext) -> Optional[ThreadVerdict]:
     """Without per-thread syscalls (proc backend only), credit the process's output, and the
     connections it took on its listening ports (served: every backend sees serving), to the
     threads that ran while it happened."""
     if c.rec.has_syscalls or not _ran(c):
         return None
-    n = process_output_bytes(c.proc, c.rec.window)
-    if n > 0:
+    out = process_output(c.proc, c.rec.window)
+    n = out.total
+    if out.sockets or out.files or (out.stream and not _timers_wrote(c, out.stream)):
         return ThreadVerdict(PROGRESSING, "process-output",
                              [f"the process wrote {_bytes(n)} beyond wake-up writes (/proc io, "
                               "fd positions) while this thread ran"], cpu=c.cpu)

@@ -5,20 +5,22 @@ facts every thread rule is given (context.ThreadContext). Pure functions over on
   from an strace or eBPF call still unfinished, or from /proc samples that show the same call
   throughout without the thread running;
 - ``cpu_use``: the fraction of the window the thread was on CPU, measured (kernel sched_switch
-  accounting or /proc ticks), otherwise inferred from strace timing (time outside syscalls).
+  accounting or /proc ticks), otherwise inferred from strace timing (time outside syscalls);
+- ``timed_wakeups``: its timed waits that ran out (calls); ``sampled_timer``: from /proc samples,
+  the timed wait it was mostly in and how often it woke.
 schedstat's third field counts the times the thread was scheduled in: unchanged between two
 samples means it never woke.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from ... import events as ev
 from ...linux.restart import TIMED_RESTARTS, resumed_call
 from ..accumulate.stats import Recording, ThreadStats
 from ..vocab.waits import CpuUse, Wait, wait_from_call, wait_from_proc
 
-__all__ = ["blocking_wait", "cpu_use"]
+__all__ = ["blocking_wait", "cpu_use", "timed_wakeups", "sampled_timer"]
 
 
 def _resume(w: Wait, strace_args: str, wchan: str) -> None:
@@ -94,3 +96,21 @@ def cpu_use(t: ThreadStats, rec: Recording) -> Optional[CpuUse]:
         blocked = max(0.0, end - max(t.ongoing.ts, begin))
     outside = span - min(span, t.syscall_time + blocked)
     return CpuUse(max(0.0, outside / span), outside, "strace")
+
+
+def timed_wakeups(t: ThreadStats) -> int:
+    """Timed waits of ``t`` that ran out: poll and futex timeouts, sleeps (traced calls)."""
+    return t.poll_timeouts + t.futex_timeouts + t.sleeps
+
+
+def sampled_timer(t: ThreadStats, fds: List[ev.FdInfo]) -> Optional[Tuple[Wait, int, int]]:
+    """(the timed wait, times it woke (schedstat), samples in it) when /proc samples show ``t``
+    in one timed wait in at least 60% of at least 3 samples, else None."""
+    a, b = t.first_sample, t.last_sample
+    if t.samples < 3 or a is None or b is None or a.run_count is None or b.run_count is None:
+        return None
+    text, n = t.sample_calls.most_common(1)[0]
+    w = wait_from_proc(text, fds)
+    if w is None or w.timeout is None or n < 0.6 * t.samples:
+        return None
+    return w, b.run_count - a.run_count, n

@@ -24,13 +24,12 @@ from ..job.roles import helper_kind
 from ..accumulate.io_class import STALE_CALLS_MIN, WAKEUP_MAX_BYTES
 from ..accumulate.traffic import describe as describe_traffic
 from ..progress.retries import retrying
-from ..vocab.waits import wait_from_proc
-from .state import blocking_wait, cpu_use
+from .state import blocking_wait, cpu_use, sampled_timer, timed_wakeups
 from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
                              SPIN_CPU, UNKNOWN, YIELD_MIN_RATE, ThreadVerdict)
 from .context import ThreadContext
-from .output import (_bytes, heartbeat_output, rule_code_moves, rule_loads_memory,
-                     rule_made_connections, rule_process_output,
+from .output import (REPORT_RULE, _bytes, heartbeat_output, rule_code_moves, rule_loads_memory,
+                     rule_made_connections, rule_periodic_report, rule_process_output,
                      rule_served_connections, rule_varied_work, rule_wrote_output,
                      socket_traffic)
 
@@ -38,6 +37,7 @@ from .output import (_bytes, heartbeat_output, rule_code_moves, rule_loads_memor
 # it progresses (a watchdog, a heartbeat, an idle event loop); it decides its process only when
 # nothing else does (verdicts/process.py), and a chain of waits never ends at it otherwise.
 TICKING_RULE = "periodic-wakeups"
+TICKING_RULES = frozenset({TICKING_RULE, REPORT_RULE})
 NV_RM_CONTROL = next(nr for nr, name in NV_ESCAPES.items() if name == "RM_CONTROL")
 
 
@@ -251,25 +251,15 @@ def rule_waits_for_input(c: ThreadContext) -> Optional[ThreadVerdict]:
     return ThreadVerdict(IDLE, "waits-for-input", [why], wait=c.wait)
 
 
-def _timed_wakeups(c: ThreadContext) -> int:
-    t = c.t
-    return t.poll_timeouts + t.futex_timeouts + t.sleeps
-
-
 def _sampled_timed_wait(c: ThreadContext) -> Optional[str]:
     """From /proc samples: mostly in one timed wait, and woke up repeatedly (schedstat)."""
-    t = c.t
-    a, b = t.first_sample, t.last_sample
-    if t.samples < 3 or a is None or b is None or a.run_count is None or b.run_count is None:
+    found = sampled_timer(c.t, c.fds)
+    if found is None:
         return None
-    woke = b.run_count - a.run_count
+    w, woke, n = found
     if woke < PERIODIC_MIN_WAKEUPS or woke / c.rec.window < PERIODIC_MIN_RATE:
         return None
-    text, n = t.sample_calls.most_common(1)[0]
-    w = wait_from_proc(text, c.fds)
-    if w is None or w.timeout is None or n < 0.6 * t.samples:
-        return None
-    return f"in {w.describe()} in {n}/{t.samples} samples, woke {woke} times ({c.rate(woke)})"
+    return f"in {w.describe()} in {n}/{c.t.samples} samples, woke {woke} times ({c.rate(woke)})"
 
 
 def rule_retrying(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -277,7 +267,7 @@ def rule_retrying(c: ThreadContext) -> Optional[ThreadVerdict]:
     of waits ends (progress/retries.py), never a heartbeat."""
     if not _no_output(c):
         return None
-    text = retrying(c.t, _timed_wakeups(c), c.rec.window, c.timed)
+    text = retrying(c.t, timed_wakeups(c.t), c.rec.window, c.timed)
     if text is None:
         return None
     return ThreadVerdict(BUSY, "retrying", [text, "no output"], cpu=c.cpu)
@@ -287,7 +277,7 @@ def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
     t = c.t
     if not _no_output(c):
         return None
-    n = _timed_wakeups(c)
+    n = timed_wakeups(c.t)
     signals = t.eventfd_writes + t.wakeup_writes
     evidence: List[str] = []
     # Three timeouts, or two when each round also signals an eventfd/wake-up fd (a short
@@ -367,7 +357,8 @@ def rule_quiet(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 
 THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
-    rule_exited, rule_stopped, rule_not_observed, rule_tail_spin, rule_wrote_output,
+    rule_exited, rule_stopped, rule_not_observed, rule_tail_spin, rule_periodic_report,
+    rule_wrote_output,
     rule_process_output, rule_served_connections, rule_made_connections, rule_varied_work,
     rule_loads_memory, rule_code_moves, rule_gpu_work_completes, rule_gpu_computes,
     rule_gpu_sync_wait, rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_call_spin,
@@ -409,7 +400,7 @@ def judge_thread(t: ThreadStats, rec: Recording, proc: ProcessStats) -> ThreadVe
             if helper is None and not t.is_main and v.verdict in (BUSY, IDLE):
                 helper = _helper_by_behaviour(ctx, v)
             v.helper = helper
-            v.ticks = v.rule == TICKING_RULE
+            v.ticks = v.rule in TICKING_RULES
             if v.wait is None:
                 v.wait = ctx.wait
             if v.cpu is None:
