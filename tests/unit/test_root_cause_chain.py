@@ -59,9 +59,9 @@ def spinning(pid: int, tid: int) -> List[ev.Event]:
             for i in range(13)]
 
 
-def scheduler(pid: int, runner: Optional[int], extra_fds=()) -> tuple:
+def scheduler(pid: int, runner: Optional[int], extra_fds=(), extra_threads=None) -> tuple:
     """One scheduler's threads and events, without its runner's own events."""
-    threads = {pid: "python3", pid + 1: "python3", pid + 3: "python3"}
+    threads = {pid: "python3", pid + 1: "python3", pid + 3: "python3", **(extra_threads or {})}
     pool = list(range(pid + 10, pid + 18))
     threads.update({t: "python3" for t in pool})
     if runner is not None:
@@ -91,9 +91,10 @@ def report(infos, evs):
 
 
 def shape(tp0_runner: List[ev.Event], tp1_runner: List[ev.Event], tp1_has_runner=True,
-          child: Optional[List[ev.Event]] = None, child_fds=(), tp0_fds=(), tp1_fds=()):
+          child: Optional[List[ev.Event]] = None, child_fds=(), tp0_fds=(), tp1_fds=(),
+          tp0_extra_threads=None):
     li, le = launcher()
-    i0, e0 = scheduler(TP0, TP0 + 2, tp0_fds)
+    i0, e0 = scheduler(TP0, TP0 + 2, tp0_fds, tp0_extra_threads)
     i1, e1 = scheduler(TP1, TP1 + 2 if tp1_has_runner else None, tp1_fds)
     infos, evs = [li, i0, i1], le + e0 + e1 + tp0_runner + tp1_runner
     if child is not None:
@@ -247,3 +248,39 @@ def test_a_writer_blocked_on_a_full_pipe_waits_for_its_reader():
     s = r.root_cause["summary"]
     assert "writes pipe:[700] (the pipe is full) whose only reader is python3 (pid 600)" in s
     assert "select" not in s.split("; the chain")[0]
+
+
+def polling(pid: int, tid: int) -> List[ev.Event]:
+    """A flag polled every 20 ms: sleep, look, sleep; no eventfd, no output."""
+    return [ev.Syscall(ts=T0 + 0.02 * i, pid=pid, tid=tid, name="clock_nanosleep", ret=0,
+                       dur=0.0199) for i in range(295)]
+
+
+def test_a_runner_that_waits_on_an_event_nobody_sets_is_named_not_its_main_thread():
+    """TP0's main waits on a queue for its runner, which waits on an event nobody sets (a load
+    that stopped): a watchdog ticks beside them; the runner is the process's only other worker,
+    so the main thread's wait most likely ends with it."""
+    r = shape([blocked("futex", TP0, TP0 + 2, addr=0x7F00DEAD0000)],
+              [blocked("recvfrom", TP1, TP1 + 2, fd=7, fd_kind="tcp", fd_target=TCP_10)])
+    assert r.verdict == "blocked"
+    assert (r.root_cause["pid"], r.root_cause["tid"]) == (TP0, TP0 + 2), r.root_cause
+    assert "the other waits in its process most likely end with it" in r.root_cause["summary"]
+
+
+def test_a_runner_that_polls_a_flag_is_named_and_the_watchdog_is_not():
+    r = shape(polling(TP0, TP0 + 2),
+              [blocked("recvfrom", TP1, TP1 + 2, fd=7, fd_kind="tcp", fd_target=TCP_10)])
+    assert r.verdict == "blocked"
+    assert (r.root_cause["pid"], r.root_cause["tid"]) == (TP0, TP0 + 2), r.root_cause
+    assert "it only looks again and again" in r.root_cause["summary"]
+
+
+def test_two_waiting_workers_leave_the_waker_untold():
+    """Two other threads wait on their own: which one the main thread waits for cannot be told,
+    and the report names the main thread's wait rather than guess."""
+    r = shape([blocked("futex", TP0, TP0 + 2, addr=0x7F00DEAD0000),
+               blocked("futex", TP0, TP0 + 4, addr=0x7F00BEEF0000)],
+              [blocked("recvfrom", TP1, TP1 + 2, fd=7, fd_kind="tcp", fd_target=TCP_10)],
+              tp0_extra_threads={TP0 + 4: "python3"})
+    assert (r.root_cause["pid"], r.root_cause["tid"]) == (TP0, TP0), r.root_cause
+    assert "cannot be told from here" in r.root_cause["summary"]

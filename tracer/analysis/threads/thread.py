@@ -26,7 +26,7 @@ from ..accumulate.traffic import describe as describe_traffic
 from ..progress.retries import retrying
 from .state import blocking_wait, cpu_use, sampled_timer, timed_wakeups
 from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
-                             SPIN_CPU, UNKNOWN, YIELD_MIN_RATE, ThreadVerdict)
+                             POLL_MIN_RATE, SPIN_CPU, UNKNOWN, YIELD_MIN_RATE, ThreadVerdict)
 from .context import ThreadContext
 from .output import (REPORT_RULE, _bytes, heartbeat_output, rule_code_moves, rule_loads_memory,
                      rule_made_connections, rule_periodic_report, rule_process_output,
@@ -320,7 +320,22 @@ def rule_periodic_wakeups(c: ThreadContext) -> Optional[ThreadVerdict]:
                         f"{WAKEUP_MAX_BYTES} bytes "
                         "each (eventfd or wake-up sized, /proc io)")
     evidence.append("no output")
-    return ThreadVerdict(BUSY, TICKING_RULE, evidence, cpu=c.cpu)
+    return ThreadVerdict(BUSY, TICKING_RULE, evidence, cpu=c.cpu, polls=_polls(c, n))
+
+
+def _polls(c: ThreadContext, wakeups: int) -> bool:
+    """A ticking loop that only looks again: ``POLL_MIN_RATE`` timed wake-ups a second or more
+    (schedstat's wake-ups from /proc samples), with no eventfd or wake-up write, no keep-alive
+    and no output: a thread polling a flag, not a watchdog that signals (waitgraph/chain.py)."""
+    t = c.t
+    if t.eventfd_writes or t.wakeup_writes or t.keepalives or t.output_bytes:
+        return False
+    if not c.rec.has_syscalls:
+        a, b = t.first_sample, t.last_sample
+        if a is None or b is None or a.run_count is None or b.run_count is None:
+            return False
+        wakeups = b.run_count - a.run_count
+    return c.timed and wakeups / c.rec.window >= POLL_MIN_RATE
 
 
 def rule_blocked(c: ThreadContext) -> Optional[ThreadVerdict]:

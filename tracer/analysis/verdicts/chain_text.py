@@ -85,6 +85,12 @@ def end_line(end: End, graph: WaitGraph, pvs: Mapping[int, ProcessVerdict],
                                                       "progress: ", 1)
     if end.kind == EndKind.UNKNOWN_WAKER:
         rest = _others(graph, node.pid or 0, end.before)
+        if end.likely:
+            doing = ("it only looks again and again for something that does not come" if at.polls
+                     else "it waits on another thread of its process itself")
+            return (head + f"; {doing}; the other waits in its process most likely end with it, "
+                    "its only other worker thread, and none of them is at work"
+                    + (f" ({rest})" if rest else ""))
         return (head + "; it waits for another thread of its process, and none of them is at "
                 "work" + (f" ({rest})" if rest else "")
                 + ": which one would end the wait cannot be told from here")

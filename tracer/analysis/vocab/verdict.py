@@ -77,6 +77,7 @@ SPIN_CPU = 0.5            # on CPU at least this fraction of the window with not
 PERIODIC_MIN_WAKEUPS = 3  # timed waits that ran out, at least this many ...
 PERIODIC_MIN_RATE = 0.2   # ... and this often per second
 YIELD_MIN_RATE = 50.0
+POLL_MIN_RATE = 5.0       # timed wake-ups a second of a loop that only looks again: a poller
 WAIT_NAMES = frozenset({"futex", "poll", "ppoll", "select", "pselect6", "epoll_wait",
                         "epoll_pwait", "epoll_pwait2", "nanosleep", "clock_nanosleep",
                         "sched_yield", "restart_syscall", "rt_sigtimedwait", "rt_sigreturn"})
@@ -94,6 +95,7 @@ class ThreadVerdict:
     gpu_wait: bool = False       # it waits for the GPU (spin-sync or yield-sync)
     ticks: bool = False          # a periodic loop with nothing to show (watchdog, heartbeat)
     stopped: bool = False        # stopped by a signal (state T): it runs nothing until SIGCONT
+    polls: bool = False          # ticks fast, only to look again (no signal, no output)
 
     @property
     def decides(self) -> bool:

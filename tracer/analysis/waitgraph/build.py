@@ -145,6 +145,7 @@ class _Builder(FdWaits):
         n.active = not n.dead and (tv is None or tv.verdict in ACTIVE or tv.stopped)
         n.activity = "dead" if n.dead else _activity(tv)
         n.call = tv.wait.call if tv is not None and tv.wait is not None else ""
+        n.polls = tv is not None and tv.polls
         self.g.add_node(n)
         self.process(pid)
         return nid

@@ -55,6 +55,7 @@ class End:
     kind: EndKind
     node: str                      # where it ends (a thread, the GPU, the outside, a gone node)
     before: Optional[str] = None   # the node that waits on it (UNKNOWN_WAKER: the waiter itself)
+    likely: bool = False           # UNKNOWN_WAKER: ``before`` is the waiter's likely waker
 
 
 @dataclass(frozen=True)
@@ -173,8 +174,10 @@ class Chains:
         if not members:
             if node.kind == NodeKind.ANY_THREAD:
                 # no thread of it can act at all: closed; only ticking or idle ones: unknown
-                kind = EndKind.UNKNOWN_WAKER if self.g.can_act(nid) else EndKind.CYCLE
-                return None, End(kind, nid, before)
+                if not self.g.can_act(nid):
+                    return None, End(EndKind.CYCLE, nid, before)
+                waker = self._likely_waker(node, before)
+                return None, End(EndKind.UNKNOWN_WAKER, nid, waker or before, waker is not None)
             return None, End(EndKind.UNKNOWN, nid, before)   # no thread of it could be judged
         acting = self.g.can_act(nid)
         on_path = [] if acting else [m for m in members if m in path]
@@ -203,6 +206,19 @@ class Chains:
             return acting
         # none at work: one that waits on something of its own (another process, the GPU)
         return [t.id for t in threads if t.decides and self._specific(t.id)]
+
+    def _likely_waker(self, node: Node, before: Optional[str]) -> Optional[str]:
+        """The one thread of the process a wait on "another thread of it" most likely waits for,
+        when no thread of it is at work: its only worker thread (not its main thread, which
+        orchestrates, nor ``before``) that waits on another thread itself or polls a flag (a
+        main thread waits on a queue for its runner, which waits on an event nobody sets). None
+        when there is no such thread, or more than one: then the waker cannot be told."""
+        pid = node.pid or 0
+        found = [t.id for t in self.g.threads_of(pid)
+                 if t.decides and t.tid != pid and t.id != before and not t.dead
+                 and (t.polls or (t.activity == "wait" and self.g.out(t.id)
+                                  and not self._specific(t.id)))]
+        return found[0] if len(found) == 1 else None
 
     def _worst(self, candidates: List[str], path: Tuple[str, ...], acting: bool) -> str:
         """The candidate whose chain ends worst; among equals, one that is itself where its

@@ -57,6 +57,7 @@ class Node:
     activity: str = ""         # a thread's: progress, spin, tick, stopped, idle, unknown, wait, dead
     call: str = ""             # a waiting thread's call ("write", "futex", ...)
     untraced: bool = False     # A<pid> of a process only some of whose threads were traced
+    polls: bool = False        # a thread's: it ticks fast only to look again (a flag)
 
 
 @dataclass
