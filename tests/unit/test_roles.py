@@ -19,6 +19,10 @@ from tracer.analysis.job.roles import helper_kind, parse_environ_rank, role_of
     (["python3", "-m", "sglang.launch_server"], "python3", {"has_children": True}, "launcher"),
     (["python3", "x.py"], "python3", {"has_children": True, "is_root": True}, "launcher"),
     (["python3", "x.py"], "python3", {}, "other"),
+    # an option value that says "launch" is not the program: a rank that forked a compiler
+    (["python3", "gpu_tree.py", "--role", "rank", "--launcher-pid", "3607"], "sglang::schedul",
+     {"has_children": True}, "other"),
+    (["/usr/bin/vllm", "serve", "m"], "vllm", {"has_children": True}, "launcher"),
 ])
 def test_role_of(cmdline, comm, kw, label):
     assert role_of(cmdline, comm, **kw).label == label

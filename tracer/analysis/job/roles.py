@@ -65,7 +65,6 @@ def role_of(cmdline: Sequence[str], comm: str, *, has_children: bool = False,
             is_root: bool = False, environ_rank: Optional[str] = None) -> Role:
     """The role of a process from its title/cmdline (see module doc)."""
     title = _title(cmdline, comm)
-    joined = " ".join(cmdline) if cmdline else comm
     low = title.lower()
     tp = _TP_RE.search(title)
     rank = int(tp.group(1)) if tp else None
@@ -85,7 +84,8 @@ def role_of(cmdline: Sequence[str], comm: str, *, has_children: bool = False,
     r = parse_environ_rank(environ_rank)
     if r is not None:
         return Role("rank", r, f"rank {r}")
-    if has_children and (is_root or "launch" in joined.lower() or "serve" in joined.lower()):
+    program = " ".join(a for a in (cmdline or [comm])[:3] if not a.startswith("--")).lower()
+    if has_children and (is_root or "launch" in program or "serve" in program):
         return Role("launcher", None, "launcher")
     return Role("other", None, "other")
 
