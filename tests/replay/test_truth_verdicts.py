@@ -31,6 +31,9 @@ NCCL_UPROBES = ("which rank's sync waits for the other is in the libnccl and lib
 NO_RM_CONTROL = ("the stand-in libcuda spins without the real driver's RM_CONTROL ioctls: the "
                  "surviving rank's spin is not known to be a GPU wait, so the dead rank is not "
                  "taken for the peer it waits for")
+IDLE_WORKER = ("a ready server whose second rank's runner waits on its queue for work: a wait on "
+               "another thread of its process, whose waker cannot be told from an idle worker's "
+               "(both mains wait on their runners too): blocked, not idle")
 KNOWN_MISSES = {
     **{f"nccl_ranks-{s}.{b}": NCCL_UPROBES for s in ("kernel", "lock") for b in ("strace", "proc")},
     **{f"nccl_ranks-slow.{b}": UPROBES_ONLY for b in ("strace", "proc")},
@@ -40,6 +43,7 @@ KNOWN_MISSES = {
                         "lives for a few ms between two samples): it shows as a thread that "
                         "wakes 25 times a second with nothing to show, which is busy-waiting",
     "serving_tree-retry.proc": RETRY_UNSEEN,
+    **{f"serving2-idle.{b}": IDLE_WORKER for b in ("strace", "proc", "ebpf")},
 }
 
 
