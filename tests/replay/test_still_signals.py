@@ -32,3 +32,18 @@ def test_what_the_recording_lacks_is_said():
 def test_progressing_and_older_recordings_have_no_such_note():
     assert _note("fixtures/traces/serving_tree-load-slow.strace.htrace.gz") == []
     assert _note("fixtures/traces/serving_tree-stats-hang.strace.htrace.gz") == []  # no probes
+
+
+def test_silent_work_that_advances_is_called_slow_not_hung():
+    """Item 8: a progressing tree whose chain ends in work that writes nothing (a load, a
+    capture, the GPU) says slow, not hung; one whose work writes (a decode loop) does not."""
+    for name in ("fixtures/gpu/traces/serving2-load.ebpf.htrace.gz",
+                 "fixtures/gpu/traces/serving2-warmup.proc.htrace.gz",
+                 "fixtures/gpu/traces/serving2-capture.proc.htrace.gz"):
+        report = analyze_trace(str(REPO / name))
+        assert report.verdict == "progressing"
+        assert report.root_cause["summary"].startswith("slow, not hung (nothing is written, "
+                                                       "but the work advances): "), name
+    decode = analyze_trace(str(REPO / "fixtures/gpu/traces/serving2-decode.proc.htrace.gz"))
+    assert decode.verdict == "progressing" and "slow, not hung" not in \
+        decode.root_cause["summary"]

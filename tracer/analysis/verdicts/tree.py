@@ -24,8 +24,9 @@ from ..vocab.waits import wait_from_call
 from .chain_text import chain_line, end_line
 from .process import ProcessVerdict
 from .view import end_severity, unproven, view_lacks
-from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN,
-                             BlockKind, Note, NoteKind, Verdict)
+from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING,
+                             SILENT_WORK_RULES, SLOW_NOT_HUNG, UNKNOWN, BlockKind, Note, NoteKind,
+                             Verdict)
 from ..waitgraph.chain import SEVERITY as END_SEVERITY
 from ..waitgraph.chain import WAITER_ENDS, Chains, End, EndKind
 from ..waitgraph.graph import EdgeKind, NodeKind, Proof, WaitGraph, pnode
@@ -267,6 +268,9 @@ def _chain_cause(pvs: Mapping[int, ProcessVerdict], verdict: Verdict,
         summary += "; " + "; ".join(also)
     summary += _undecided_and_dead(pvs, pv, verdict, dead)
     tid = where.tid if where.kind == NodeKind.THREAD else None
+    tv = pv.threads.get(tid) if tid is not None else None
+    if verdict == PROGRESSING and tv is not None and tv.rule in SILENT_WORK_RULES:
+        summary = SLOW_NOT_HUNG + summary
     rule = f"process-{pv.rule}"
     return TreeVerdict(verdict, rule, RootCause(pv.pid, tid if tid is not None else pv.key_tid,
                                                 summary))

@@ -78,6 +78,11 @@ PERIODIC_MIN_WAKEUPS = 3  # timed waits that ran out, at least this many ...
 PERIODIC_MIN_RATE = 0.2   # ... and this often per second
 YIELD_MIN_RATE = 50.0
 POLL_MIN_RATE = 5.0       # timed wake-ups a second of a loop that only looks again: a poller
+# thread rules that find progress in work that writes nothing (issue 30): the tree is slow, not
+# hung, and its headline says so (verdicts/tree.py)
+SILENT_WORK_RULES = frozenset({"loads-memory", "code-moves", "gpu-work-completes",
+                               "gpu-computes"})
+SLOW_NOT_HUNG = "slow, not hung (nothing is written, but the work advances): "
 WAIT_NAMES = frozenset({"futex", "poll", "ppoll", "select", "pselect6", "epoll_wait",
                         "epoll_pwait", "epoll_pwait2", "nanosleep", "clock_nanosleep",
                         "sched_yield", "restart_syscall", "rt_sigtimedwait", "rt_sigreturn"})
