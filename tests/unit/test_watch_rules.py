@@ -180,6 +180,9 @@ def mproc(faults, rss_mib, read_bytes=0):
     (mproc(1000, 500), mproc(1600, 540), ["memory"]),            # mmap loading: RSS grows
     (mproc(1000, 500, 0), mproc(1400, 500, 40 << 20), ["memory"]),   # faults read storage
     (mproc(1000, 500), mproc(1005, 540), []),                    # RSS grew without faults
+    # large folios (Linux 6.18): 9 faults brought 14 MiB in from storage; 512 KiB is too little
+    (mproc(1000, 500, 0), mproc(1009, 500, 14 << 20), ["memory"]),
+    (mproc(1000, 500, 0), mproc(1009, 500, 512 << 10), []),
     (mproc(1000, 500), mproc(5000, 500), []),                    # faults, nothing came in
 ])
 def test_memory_coming_in(before, after, want):

@@ -23,7 +23,7 @@ from ..events.stacks import StackSamples
 from .progress.gpu import driver_work, gpu_work
 from .progress.stacks import code_moves
 from .progress.log_lines import heartbeat_fds
-from .progress.memory import LOAD_MIN_FAULT_RATE, LOAD_MIN_RATE
+from .progress.memory import LOAD_FEW_FAULTS, LOAD_FEW_RATE, LOAD_MIN_FAULT_RATE, LOAD_MIN_RATE
 from .progress.reports import stream_is_report
 from .threads.output import process_output_bytes
 from .accumulate.traffic import from_counters as counters_traffic
@@ -152,16 +152,16 @@ def _work(a: ProcessLook, b: ProcessLook, dt: float) -> Optional[Signal]:
 
 
 def _memory(a: ProcessLook, b: ProcessLook, dt: float) -> Optional[Signal]:
-    """``memory``: the process faulted pages in (``progress.memory.LOAD_MIN_FAULT_RATE`` a second
-    or more) while memory came in at ``LOAD_MIN_RATE`` (reads from storage, resident growth):
-    the analyzer's ``loads-memory``, a loader bringing weights in through mmap."""
+    """``memory``: the process faulted pages in while memory came in at ``LOAD_MIN_RATE`` (reads
+    from storage, resident growth): the analyzer's ``loads-memory``, a loader bringing weights in
+    through mmap. ``progress.memory.LOAD_MIN_FAULT_RATE`` faults a second, or, as a fault maps
+    up to a large folio of a file, at least ``LOAD_FEW_FAULTS`` while ``LOAD_FEW_RATE`` came in."""
     faults = b.faults - a.faults
-    if faults < LOAD_MIN_FAULT_RATE * dt:
-        return None
     storage = b.io.read_bytes - a.io.read_bytes if a.io is not None and b.io is not None else 0
     grew = b.rss_bytes - a.rss_bytes
     came = max(storage, grew)
-    if came < LOAD_MIN_RATE * dt:
+    if came < LOAD_MIN_RATE * dt or faults < min(LOAD_MIN_FAULT_RATE * dt, LOAD_FEW_FAULTS) \
+            or (faults < LOAD_MIN_FAULT_RATE * dt and came < LOAD_FEW_RATE * dt):
         return None
     how = "read from storage" if storage >= grew else "grew its resident size"
     return Signal("memory", b.pid, f"pid {b.pid} ({b.comm}) faulted memory in ({faults / dt:.0f} "

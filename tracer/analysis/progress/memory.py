@@ -16,7 +16,7 @@ from typing import List, Optional, Tuple
 
 from ..accumulate.stats import ProcessStats
 
-__all__ = ["loading", "file_growth", "LOAD_MIN_FAULTS", "LOAD_MIN_FAULT_RATE",
+__all__ = ["loading", "file_growth", "LOAD_MIN_FAULTS", "LOAD_MIN_FAULT_RATE", "LOAD_FEW_RATE",
            "LOAD_FEW_FAULTS"]
 
 LOAD_MIN_FAULTS = 64            # a spin or a poll loop makes none
