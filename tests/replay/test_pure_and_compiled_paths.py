@@ -2,7 +2,8 @@
 pure-Python twins give, on real logs and on odd text; and a whole import + analysis gives the
 same trace and report either way (HANGTRACE_PURE=1 in a subprocess). The trace rows have one
 codec (msgspec, tests/unit/test_trace_codec.py). Where the module is not built
-(no compiler), it is built here into a temporary directory, or the C side is skipped."""
+(no compiler), it is built into a temporary directory (conftest's compiled_helpers), or the C
+side is skipped."""
 import gzip
 import importlib.util
 import json
@@ -31,20 +32,8 @@ LOGS = [os.path.join(FIXTURES, n) for n in sorted(os.listdir(FIXTURES)) if n.end
 
 
 @pytest.fixture(scope="module")
-def fast(tmp_path_factory):
-    mod = fastpath.compiled()
-    if mod is None:
-        spec = importlib.util.spec_from_file_location(
-            "build_fast", os.path.join(ROOT, "scripts", "build_fast.py"))
-        build = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(build)  # type: ignore[union-attr]
-        try:
-            path = build.build(str(tmp_path_factory.mktemp("fast")), quiet=True)
-        except RuntimeError as e:
-            pytest.skip(f"compiled helpers cannot be built here: {e}")
-        spec = importlib.util.spec_from_file_location("tracer.strace._fast", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+def fast(compiled_helpers):
+    mod = compiled_helpers
     mod.set_fallback("split_line", py_split_line)
     mod.set_fallback("scrub", ev.scrub_args)
     mod.set_fallback("first_arg", py_first_arg)

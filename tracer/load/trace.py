@@ -1,8 +1,9 @@
 """A trace file read into the analyzer: the one place where a trace's header sets an
 ``Analyzer`` up (``analyzer_for``; ``analyzer_from`` for a header alone) and its events are fed
 to it (``analyze_trace``), for ``analyze``, ``import-strace --analyze``, the exports and the
-tests alike; ``trace_notes``: the notes a trace brings to its report (``header_notes``: its
-header's). Bad files raise errors.BadInput (CorruptTrace, NotATrace).
+tests alike; ``compiled_calls``: the compiled twin of the loop over calls, where it is built;
+``trace_notes``: the notes a trace brings to its report (``header_notes``: its header's). Bad
+files raise errors.BadInput (CorruptTrace, NotATrace).
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from ..analysis.analyzer import Analyzer, collector_paused
 from ..report import Report
 from ..tracefile.format import TraceReader
 
-__all__ = ["analyze_trace", "analyzer_for", "analyzer_from", "header_notes", "trace_notes"]
+__all__ = ["analyze_trace", "analyzer_for", "analyzer_from", "compiled_calls", "header_notes",
+           "trace_notes"]
 
 
 def analyzer_for(reader: TraceReader) -> Analyzer:
@@ -38,13 +40,20 @@ def analyze_trace(path: str, extra: Iterable[ev.Event] = (),
     reader = TraceReader(path, progress)
     an = analyzer_for(reader)
     with collector_paused():
-        an.feed_all(reader.events())
+        an.feed_batches(reader.batches(), compiled_calls())
     for e in extra:
         an.feed(e)
     info = reader.info
     end = info.end.ts if info.end is not None else None
     return an.report(end=end, trace_path=path, truncated=info.truncated,
                      extra_notes=trace_notes(info))
+
+
+def compiled_calls() -> Optional[Callable[..., int]]:
+    """The compiled twin of the accumulator's loop over calls (strace/fastpath.py's module,
+    analysis/accumulate/csrc/feed.c), or None: the pure-Python path."""
+    from ..strace.fastpath import compiled
+    return getattr(compiled(), "feed_calls", None)
 
 
 def trace_notes(info: Any) -> List[str]:

@@ -365,9 +365,11 @@ class TraceReader:
     def events(self) -> Iterator[ev.Event]:
         """The events, in order (one pass). The iteration runs in C over lists of decoded
         events, a block at a time (codec.py); ``info`` is complete once it is exhausted."""
-        return itertools.chain.from_iterable(self._batches())
+        return itertools.chain.from_iterable(self.batches())
 
-    def _batches(self) -> Iterator[List[ev.Event]]:
+    def batches(self) -> Iterator[List[ev.Event]]:
+        """The events as ``events()`` gives them, in lists (a block of the file each; one
+        pass, instead of ``events()``)."""
         info = self.info
         block = self._codec.block
         end_cls = ev.RecordingEnd

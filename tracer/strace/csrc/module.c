@@ -13,10 +13,14 @@
  *   scan_block(block, counter, want_self)
  *                               strace_scan.py's first pass over a bytes block: tid columns
  *                               counted, lines counted, the lines worth parsing
+ *   feed_calls(events, start, ctx, cur)
+ *                               analysis/accumulate/calls.py's per-call accumulation for a
+ *                               run of calls (analysis/accumulate/csrc/feed.c)
  *
  * The files: text.c (ASCII text), numbers.c (float() of log numbers), lines.c (strace
- * lines), calls.c (complete calls made events), scan.c (first pass), fast.h. Trace rows are
- * read and written by msgspec (tracer/tracefile/codec.py), not here. Built by scripts/build_fast.py with the machine's C compiler into one module;
+ * lines), calls.c (complete calls made events), scan.c (first pass), fast.h, and
+ * analysis/accumulate/csrc/feed.c (calls into statistics). Trace rows are read and written
+ * by msgspec (tracer/tracefile/codec.py), not here. Built by scripts/build_fast.py with the machine's C compiler into one module;
  * SOURCE_HASH (of these files) lets fastpath.py refuse a module built from another version.
  */
 #include "fast.h"
@@ -50,6 +54,8 @@ static PyMethodDef methods[] = {
     {"set_fallback", (PyCFunction)(void (*)(void))set_fallback, METH_FASTCALL,
      "the Python twin to call for what C leaves"},
     {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL, "first pass"},
+    {"feed_calls", (PyCFunction)(void (*)(void))feed_calls, METH_FASTCALL,
+     "calls into their threads' statistics"},
     {NULL, NULL, 0, NULL},
 };
 
