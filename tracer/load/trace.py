@@ -1,7 +1,7 @@
 """A trace file read into the analyzer: the one place where a trace's header sets an
 ``Analyzer`` up (``analyzer_for``; ``analyzer_from`` for a header alone) and its events are fed
 to it (``analyze_trace``), for ``analyze``, ``import-strace --analyze``, the exports and the
-tests alike; ``compiled_calls``: the compiled twin of the loop over calls, where it is built;
+tests alike; ``compiled_helpers``: the compiled twins of reading and feeding, where built;
 ``trace_notes``: the notes a trace brings to its report (``header_notes``: its header's). Bad
 files raise errors.BadInput (CorruptTrace, NotATrace).
 """
@@ -14,7 +14,7 @@ from ..analysis.analyzer import Analyzer, collector_paused
 from ..report import Report
 from ..tracefile.format import TraceReader
 
-__all__ = ["analyze_trace", "analyzer_for", "analyzer_from", "compiled_calls", "header_notes",
+__all__ = ["analyze_trace", "analyzer_for", "analyzer_from", "compiled_helpers", "header_notes",
            "trace_notes"]
 
 
@@ -40,7 +40,8 @@ def analyze_trace(path: str, extra: Iterable[ev.Event] = (),
     reader = TraceReader(path, progress)
     an = analyzer_for(reader)
     with collector_paused():
-        an.feed_batches(reader.batches(), compiled_calls())
+        fast = compiled_helpers()
+        an.feed_batches(reader.batches(fast and fast.parse_rows), fast)
     for e in extra:
         an.feed(e)
     info = reader.info
@@ -49,11 +50,12 @@ def analyze_trace(path: str, extra: Iterable[ev.Event] = (),
                      extra_notes=trace_notes(info))
 
 
-def compiled_calls() -> Optional[Callable[..., int]]:
-    """The compiled twin of the accumulator's loop over calls (strace/fastpath.py's module,
-    analysis/accumulate/csrc/feed.c), or None: the pure-Python path."""
+def compiled_helpers() -> Any:
+    """The compiled helpers (strace/fastpath.py's module) whose reader of trace rows
+    (tracefile/csrc/rows.c) and loop over calls (analysis/accumulate/csrc/) the analysis
+    uses, or None: the pure-Python path."""
     from ..strace.fastpath import compiled
-    return getattr(compiled(), "feed_calls", None)
+    return compiled()
 
 
 def trace_notes(info: Any) -> List[str]:

@@ -4,11 +4,13 @@ Contract: ``Accumulator.feed(event)`` takes events in time order, one at a time,
 being read or from a live queue (the same code path for both); memory is bounded by the number of
 threads, fds and distinct syscall names, never by the number of events. ``finish(end_ts)`` closes
 the recording window and returns a ``Recording``: everything the rules need, nothing classified.
+``feed_many`` and ``feed_batches`` feed many events at once (a trace's replay), the latter
+through the compiled helpers where given (calls.py says what C does).
 """
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ... import events as ev
 from ...events.counts import ThreadCounts
@@ -189,21 +191,24 @@ class Accumulator(CallFeed):
         finally:
             self.last_ts, self.start = last, start
 
-    def feed_batches(self, batches: Iterable[List[ev.Event]],
+    def feed_batches(self, batches: Iterable[Sequence[ev.Event]],
                      route: Optional[Dict[type, Callable[[ev.Event], None]]] = None,
-                     calls: Optional[Callable[..., int]] = None) -> None:
-        """``feed_many`` over lists of events (a trace read block by block). ``calls``: the
-        compiled twin of its loop over calls (csrc/feed.c feed_calls, calls.py), which takes
-        each run of calls; the other events go through ``feed_many``."""
-        if calls is None:
+                     fast: Any = None) -> None:
+        """``feed_many`` over lists of events (a trace read block by block). ``fast``: the
+        compiled helpers, whose twin of the loop over calls (csrc/feed.c feed_calls, calls.py)
+        takes each run of calls, of a list or of a RowBlock (a block read in place: feed_rows);
+        the other events go through ``feed_many``."""
+        if fast is None:
             self.feed_many(itertools.chain.from_iterable(batches), route)
             return
         ctx = self.call_context()
         cur: list = [self.last_ts, self.start, None, None, None]   # feed_calls's (its doc)
+        feed_calls, feed_rows = fast.feed_calls, fast.feed_rows
         for batch in batches:
+            feed = feed_calls if type(batch) is list else feed_rows
             i, n = 0, len(batch)
             while i < n:
-                i = calls(batch, i, ctx, cur)
+                i = feed(batch, i, ctx, cur)
                 if i < n:
                     self.last_ts, self.start = cur[0], cur[1]
                     self.feed_many((batch[i],), route)

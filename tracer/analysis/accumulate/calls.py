@@ -4,7 +4,7 @@ Contract: ``CallFeed`` is a mixin of accumulator.Accumulator (it reads and updat
 accumulator's tables, which accumulator.py owns). ``_syscall(e, t)`` is every call's part
 (times, counts, failures, the run of one call at the end, time inside calls), then
 ``_specific(t, e)``: what the call's class and name add, asked only for a class other than
-``Syscall`` or a name in ``PLAIN_NAMES``. The compiled twin (csrc/feed.c feed_calls, through
+``Syscall`` or a name in ``PLAIN_NAMES``. The compiled twin (csrc/feed.c, rowfeed.c, through
 Accumulator.feed_batches) does ``_syscall``'s part itself, and of ``_specific``'s: an ioctl's
 count, a read that returned nothing or input (io_class.READ_KINDS), a close or dup of an fd
 no thread follows (fd_lifetimes.fd_ended's first test); it calls ``_specific`` for the rest.

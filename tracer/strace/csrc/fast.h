@@ -43,4 +43,9 @@ PyObject *scan_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 
 /* analysis/accumulate/csrc/feed.c: a run of calls into their threads' statistics */
 PyObject *feed_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+PyObject *feed_rows(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+
+/* tracefile/csrc/rows.c: a block of trace rows read for the analysis (rows.h) */
+PyObject *parse_rows(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+int rows_init(PyObject *m);
 #endif

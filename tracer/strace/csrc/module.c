@@ -13,14 +13,19 @@
  *   scan_block(block, counter, want_self)
  *                               strace_scan.py's first pass over a bytes block: tid columns
  *                               counted, lines counted, the lines worth parsing
- *   feed_calls(events, start, ctx, cur)
+ *   feed_calls(events, start, ctx, cur), feed_rows(block, start, ctx, cur)
  *                               analysis/accumulate/calls.py's per-call accumulation for a
- *                               run of calls (analysis/accumulate/csrc/feed.c)
+ *                               run of calls, or of a RowBlock's rows
+ *                               (analysis/accumulate/csrc/feed.c, rowfeed.c)
+ *   parse_rows(block, ...)      a block of trace rows read for the analysis: calls read in
+ *                               place (tracefile/csrc/rows.c), a RowBlock
  *
  * The files: text.c (ASCII text), numbers.c (float() of log numbers), lines.c (strace
- * lines), calls.c (complete calls made events), scan.c (first pass), fast.h, and
- * analysis/accumulate/csrc/feed.c (calls into statistics). Trace rows are read and written
- * by msgspec (tracer/tracefile/codec.py), not here. Built by scripts/build_fast.py with the machine's C compiler into one module;
+ * lines), calls.c (complete calls made events), scan.c (first pass), fast.h,
+ * tracefile/csrc/rows.c and rows.h (trace rows read in place) and
+ * analysis/accumulate/csrc/feed.c, rowfeed.c and feed.h (calls into statistics). Trace rows are written by msgspec
+ * (tracer/tracefile/codec.py), and read by it but for the analysis's call rows (rows.c).
+ * Built by scripts/build_fast.py with the machine's C compiler into one module;
  * SOURCE_HASH (of these files) lets fastpath.py refuse a module built from another version.
  */
 #include "fast.h"
@@ -56,6 +61,10 @@ static PyMethodDef methods[] = {
     {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL, "first pass"},
     {"feed_calls", (PyCFunction)(void (*)(void))feed_calls, METH_FASTCALL,
      "calls into their threads' statistics"},
+    {"feed_rows", (PyCFunction)(void (*)(void))feed_rows, METH_FASTCALL,
+     "a RowBlock into the threads' statistics"},
+    {"parse_rows", (PyCFunction)(void (*)(void))parse_rows, METH_FASTCALL,
+     "a block of trace rows read for the analysis"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -77,7 +86,7 @@ PyMODINIT_FUNC PyInit__fast(void)
     if (!UNHANDLED || !S_CALL || !S_RESUMED || !S_UNFINISHED)
         return NULL;
     Py_INCREF(UNHANDLED);
-    if (PyModule_AddObject(m, "UNHANDLED", UNHANDLED) < 0
+    if (PyModule_AddObject(m, "UNHANDLED", UNHANDLED) < 0 || rows_init(m) < 0
             || PyModule_AddStringConstant(m, "SOURCE_HASH", SOURCE_HASH) < 0)
         return NULL;
     return m;

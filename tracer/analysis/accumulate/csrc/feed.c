@@ -1,4 +1,4 @@
-#include "fast.h"
+#include "feed.h"
 #include <structmember.h>       /* T_OBJECT_EX: a slot member */
 
 /* ------------------------------------------------------------------ feed_calls */
@@ -19,25 +19,19 @@
  * errnos that are no failure, most failure kinds, the followed fds by pid, the calls that
  * end an fd, the fd kinds whose reads _read tells apart). */
 
-enum { M_FIRST_TS, M_LAST_TS, M_ONGOING, M_LAST_CALL, M_NCALLS, M_SYSCALLS, M_FAILURES,
-       M_TAIL_NAME, M_TAIL_RET, M_TAIL_RUN, M_TAIL_SINCE, M_DURS_KNOWN, M_SYSCALL_TIME,
-       M_IOCTLS, M_INPUT_BYTES, M_INPUT_AT, M_INPUT_TS, M_FILE_READS, M_COUNT };
-enum { C_SYSCALL, C_READ, C_IOCTL, C_FUTEX, C_POLL, C_WRITE, C_WAIT, C_COUNT };
-enum { E_TS, E_PID, E_TID, E_NAME, E_RET, E_ERR, E_DUR, E_ONGOING, E_FD_KIND, E_REQUEST,
-       E_REQUEST_NAME, E_FD, E_COUNT };
+PyObject *S_UNKNOWN_KIND, *S_EMPTY, *S_ACCEPT, *S_CLOSE, *S_FILE_KIND;
 
-typedef struct {
-    PyObject *threads, *new_thread, *specific, *plain, *not_failures, *followed, *ends_fd,
-             *read_kinds;
-    PyTypeObject *stats;
-    PyObject *classes[C_COUNT];
-    Py_ssize_t m[M_COUNT], e[E_COUNT], max_failures;
-} Ctx;
-
-static PyObject *S_UNKNOWN_KIND, *S_EMPTY;       /* "?" and "" (the ioctl key's defaults) */
-static PyObject *S_ACCEPT, *S_CLOSE, *S_FILE_KIND;
-
-#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+int feed_strings(void)
+{
+    if (!S_UNKNOWN_KIND) {
+        S_UNKNOWN_KIND = PyUnicode_InternFromString("?");
+        S_EMPTY = PyUnicode_InternFromString("");
+        S_ACCEPT = PyUnicode_InternFromString("accept");
+        S_CLOSE = PyUnicode_InternFromString("close");
+        S_FILE_KIND = PyUnicode_InternFromString("file");
+    }
+    return S_UNKNOWN_KIND && S_EMPTY && S_ACCEPT && S_CLOSE && S_FILE_KIND ? 0 : -1;
+}
 
 /* the offsets of a tuple of slot member descriptors */
 static int offsets(PyObject *members, Py_ssize_t *out, Py_ssize_t n)
@@ -56,7 +50,7 @@ static int offsets(PyObject *members, Py_ssize_t *out, Py_ssize_t n)
     return 0;
 }
 
-static int read_ctx(PyObject *ctx, Ctx *c)
+int read_ctx(PyObject *ctx, Ctx *c)
 {
     if (!PyTuple_Check(ctx) || PyTuple_GET_SIZE(ctx) != 13)
         return -1;
@@ -87,7 +81,7 @@ static int read_ctx(PyObject *ctx, Ctx *c)
 }
 
 /* a field of an event or a ThreadStats (borrowed); NULL with AttributeError when unset */
-static PyObject *field(PyObject *o, Py_ssize_t off)
+PyObject *field(PyObject *o, Py_ssize_t off)
 {
     PyObject *v = SLOT(o, off);
     if (!v)
@@ -96,14 +90,14 @@ static PyObject *field(PyObject *o, Py_ssize_t off)
 }
 
 /* o.<off> = v (a new reference to v is taken) */
-static void set_field(PyObject *o, Py_ssize_t off, PyObject *v)
+void set_field(PyObject *o, Py_ssize_t off, PyObject *v)
 {
     Py_INCREF(v);
     Py_XSETREF(SLOT(o, off), v);
 }
 
 /* o.<off> = v, v a new reference (stolen); -1 when v is NULL (an error is set) */
-static int put_field(PyObject *o, Py_ssize_t off, PyObject *v)
+int put_field(PyObject *o, Py_ssize_t off, PyObject *v)
 {
     if (!v)
         return -1;
@@ -112,7 +106,7 @@ static int put_field(PyObject *o, Py_ssize_t off, PyObject *v)
 }
 
 /* x + 1, x an int */
-static PyObject *plus_one(PyObject *x)
+PyObject *plus_one(PyObject *x)
 {
     if (PyLong_CheckExact(x)) {
         int overflow = 0;
@@ -128,7 +122,7 @@ static PyObject *plus_one(PyObject *x)
 }
 
 /* counter[key] += 1 (a Counter: a dict whose missing keys count 0) */
-static int count(PyObject *counter, PyObject *key)
+int count(PyObject *counter, PyObject *key)
 {
     if (!PyDict_Check(counter)) {
         PyErr_SetString(PyExc_TypeError, "feed_calls: a counter is not a dict");
@@ -146,7 +140,7 @@ static int count(PyObject *counter, PyObject *key)
 }
 
 /* stats.count_failure(t, name, err) */
-static int count_failure(Ctx *c, PyObject *t, PyObject *name, PyObject *err)
+int count_failure(Ctx *c, PyObject *t, PyObject *name, PyObject *err)
 {
     int normal = PySet_Contains(c->not_failures, err);
     if (normal)
@@ -169,7 +163,7 @@ static int count_failure(Ctx *c, PyObject *t, PyObject *name, PyObject *err)
 }
 
 /* whether a < b, as Python's "<" */
-static int less(PyObject *a, PyObject *b)
+int less(PyObject *a, PyObject *b)
 {
     if (PyFloat_CheckExact(a) && PyFloat_CheckExact(b))
         return PyFloat_AS_DOUBLE(a) < PyFloat_AS_DOUBLE(b);
@@ -219,26 +213,31 @@ static int read_native(Ctx *c, PyObject *t, PyObject *e, PyObject *name)
     return 1;
 }
 
-/* a close, dup2 or dup3 of an fd no thread of the process follows: nothing to end
- * (fd_lifetimes.fd_ended's first test; the fd: close's argument, a dup's result) */
-static int unfollowed_fd(Ctx *c, PyObject *e, PyObject *name)
+/* whether no thread of process pid follows fd (fd_lifetimes.fd_ended's first test: a close
+ * or dup of it has nothing to end): 1, 0, -1 error */
+int fd_unfollowed(Ctx *c, PyObject *pid, PyObject *fd)
 {
-    PyObject *pid = field(e, c->e[E_PID]);
-    if (!pid)
-        return -1;
     PyObject *fds = PyDict_GetItemWithError(c->followed, pid);
     if (!fds)
         return PyErr_Occurred() ? -1 : 1;
     if (!PyAnySet_Check(fds))
         return 0;
+    int in = PySet_Contains(fds, fd);
+    return in < 0 ? -1 : !in;
+}
+
+/* a close, dup2 or dup3 (name) whose fd no thread follows (the fd: close's argument, a dup's
+ * result) */
+static int unfollowed_fd(Ctx *c, PyObject *e, PyObject *name)
+{
+    PyObject *pid = field(e, c->e[E_PID]);
+    if (!pid)
+        return -1;
     int close = PyUnicode_Compare(name, S_CLOSE);
     if (close == -1 && PyErr_Occurred())
         return -1;
     PyObject *fd = field(e, c->e[close == 0 ? E_FD : E_RET]);
-    if (!fd)
-        return -1;
-    int in = PySet_Contains(fds, fd);
-    return in < 0 ? -1 : !in;
+    return fd ? fd_unfollowed(c, pid, fd) : -1;
 }
 
 /* t.ioctls[(e.fd_kind or "?", e.request, e.request_name or "")] += 1 */
@@ -260,7 +259,7 @@ static int count_ioctl(Ctx *c, PyObject *t, PyObject *e)
 }
 
 /* CallFeed._syscall(e, t) for an event of class index k */
-static int feed_call(Ctx *c, PyObject *t, PyObject *e, int k)
+int feed_call(Ctx *c, PyObject *t, PyObject *e, int k)
 {
     PyObject *ts = field(e, c->e[E_TS]), *ongoing = field(e, c->e[E_ONGOING]);
     PyObject *first = field(t, c->m[M_FIRST_TS]);
@@ -339,7 +338,7 @@ static int feed_call(Ctx *c, PyObject *t, PyObject *e, int k)
 }
 
 /* the ThreadStats of (pid, tid): threads' own, or new_thread(pid, tid)'s (new reference) */
-static PyObject *thread_of(Ctx *c, PyObject *pid, PyObject *tid)
+PyObject *thread_of(Ctx *c, PyObject *pid, PyObject *tid)
 {
     PyObject *key = PyTuple_Pack(2, pid, tid);
     if (!key)
@@ -357,6 +356,15 @@ static PyObject *thread_of(Ctx *c, PyObject *pid, PyObject *tid)
         Py_CLEAR(t);
     }
     return t;
+}
+
+int call_class(Ctx *c, PyObject *e)
+{
+    PyObject *cls = (PyObject *)Py_TYPE(e);
+    int k = 0;
+    while (k < C_COUNT && c->classes[k] != cls)
+        k++;
+    return k;
 }
 
 /* whether the ints a and b are equal (a may be NULL or None: not equal) */
@@ -378,15 +386,8 @@ PyObject *feed_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             PyErr_SetString(PyExc_TypeError, "feed_calls(events, start, ctx, cur)");
         return NULL;
     }
-    if (!S_UNKNOWN_KIND) {
-        S_UNKNOWN_KIND = PyUnicode_InternFromString("?");
-        S_EMPTY = PyUnicode_InternFromString("");
-        S_ACCEPT = PyUnicode_InternFromString("accept");
-        S_CLOSE = PyUnicode_InternFromString("close");
-        S_FILE_KIND = PyUnicode_InternFromString("file");
-        if (!S_UNKNOWN_KIND || !S_EMPTY || !S_ACCEPT || !S_CLOSE || !S_FILE_KIND)
-            return NULL;
-    }
+    if (feed_strings() < 0)
+        return NULL;
     PyObject *events = argv[0], *cur = argv[3];
     Py_ssize_t i = PyLong_AsSsize_t(argv[1]), n = PyList_GET_SIZE(events);
     if (i == -1 && PyErr_Occurred())
@@ -401,10 +402,7 @@ PyObject *feed_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     int failed = 0;
     for (; i < n; i++) {
         PyObject *e = PyList_GET_ITEM(events, i);
-        PyObject *cls = (PyObject *)Py_TYPE(e);
-        int k = 0;
-        while (k < C_COUNT && c.classes[k] != cls)
-            k++;
+        int k = call_class(&c, e);
         if (k == C_COUNT)
             break;
         PyObject *ts = field(e, c.e[E_TS]), *epid = field(e, c.e[E_PID]),
