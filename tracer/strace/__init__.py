@@ -12,6 +12,10 @@ names below load when first asked (``analyze`` imports only ``fastpath``).
 from importlib import import_module
 from typing import Any
 
+# convert.py's event classes, registered before the trace file's own (format.py): the order
+# a trace header's schema lists them in, as when this package imported convert at once
+from ..events import states, stacks  # noqa: F401,E401
+
 __all__ = ["StraceConverter", "StraceLine", "parse_line", "parse_fd", "to_event"]
 _HOME = {"StraceConverter": "convert", "StraceLine": "lines", "parse_line": "lines",
          "parse_fd": "decode", "to_event": "decode"}

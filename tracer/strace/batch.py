@@ -6,13 +6,15 @@ converter's counters, tables and flags, which convert.py owns and documents):
 - ``feed_batch(texts)`` is ``feed_text`` over every line, the events in order;
 - ``events_batch(texts)`` is the same events, most complete calls made in C where the
   compiled helpers are built (csrc/calls.c convert_calls): equal events whichever path made
-  them (tests compare them).
+  them (tests compare them); ``rows_batch(texts)`` their trace rows (codec.encode_rows'
+  bytes), those of convert_calls's calls written in C without events (csrc/rowtext.c).
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, Union
 
 from .. import events as ev
+from ..tracefile.codec import encode_row, encode_rows
 from .args import _parse_fd_cached
 from .decode import (BUILDERS, DIR_CALLS as _DIR_CALLS, FD_FIRST, NV_NAMES as _NV_CACHE,
                      POLL_CALLS, READ_CALLS, WRITE_CALLS, ioctl_request, to_event)
@@ -56,16 +58,35 @@ class BatchFeed:
         made in C (csrc/calls.c convert_calls: the same events), every other line through
         ``_feed_run``."""
         out: List[ev.Event] = []
+        self._batch(texts, out, out.extend)
+        return out
+
+    def rows_batch(self, texts: List[str]) -> Tuple[bytes, int]:
+        """(``encode_rows(events_batch(texts))``, how many events): where the compiled helpers
+        are built, the rows of the calls convert_calls takes written by it (csrc/rowtext.c),
+        without their events (the same bytes)."""
+        if _CONVERT_CALLS is None:
+            events = self.feed_batch(texts)
+            return encode_rows(events), len(events)
+        out = bytearray()
+        count = self._batch(texts, out, lambda events: out.extend(encode_rows(events)))
+        return bytes(out), count
+
+    def _batch(self, texts: List[str], out: Union[list, bytearray],
+               take: Callable[[List[ev.Event]], object]) -> int:
+        """Every line of ``texts``: convert_calls's into ``out`` (a list of events, or a
+        bytearray of their rows), the others' events to ``take``; how many events."""
         plain = _CONVERT_CALLS
-        n, i = len(texts), 0
+        n, i, count = len(texts), 0, 0
         while i < n:
             if plain is not None and self._has_pid and self.first_ts is not None \
                     and self._cut is None and not self._held_calls():
                 ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
                        FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_CLASSES,
-                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE)
+                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE, encode_row)
                 i, k, last, has_dur = plain(texts, i, ctx, out)
                 if k:
+                    count += k
                     self.lines += k
                     self._line = None           # (strace -k frames: not theirs)
                     self.last_ts = last
@@ -74,8 +95,9 @@ class BatchFeed:
                 if i >= n:
                     break
             events, i = self._feed_run(texts, i, plain is not None)
-            out.extend(events)
-        return out
+            count += len(events)
+            take(events)
+        return count
 
     def _feed_run(self, texts: List[str], start: int,
                   stop_plain: bool) -> Tuple[List[ev.Event], int]:

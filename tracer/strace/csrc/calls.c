@@ -1,12 +1,12 @@
 #include "fast.h"
 
 /* ------------------------------------------------------------------ convert_calls */
-/* convert_calls(texts, start, ctx, rows) -> (next, lines, last_ts, has_dur)
+/* convert_calls(texts, start, ctx, out) -> (next, lines, last_ts, has_dur)
  *
  * strace/batch.py BatchFeed.events_batch's fast path, line after line from texts[start]:
  * a line that split_line reads as a complete call of a known thread (pid column, -ttt
  * timestamp, no -n number) whose name is not in ctx's special set becomes the event
- * decode.to_event builds for it, appended to events:
+ * decode.to_event builds for it:
  *   - read/write family and ioctl: decode.py's _rw and _ioctl done here (through the fd,
  *     ioctl-request and NVIDIA-name memo dicts Python fills);
  *   - another name in builders: builders[name](ts, pid, tid, name, args, sargs, ret, err,
@@ -14,18 +14,66 @@
  *   - else a plain Syscall: scrubbed args, the first argument as an fd through the fd cache,
  *     "dir" for a directory call.
  * Events are made by calling their class with its fields in order (classes: Syscall,
- * WriteCall, ReadCall, IoctlCall).
+ * WriteCall, ReadCall, IoctlCall) and appended to out, a list; where out is a bytearray,
+ * their trace rows are written into it instead (rowtext.c row_text), an event whose row it
+ * cannot write made and written by ctx's encode_row (codec.encode_row).
  * It stops at the first other line (next = its index), and at a line whose fd the cache does
  * not hold yet or whose event needs the converter (its fd tables, its first -y decoration):
  * Python takes that line. ctx = (tid_pid, names, special, builders, fd_first, dir_calls,
- * fd_cache, has_fd, classes, write_calls, read_calls, ioctl_cache, nv_cache). lines, last_ts
- * (None when no line was taken) and has_dur are what the converter's counters get. */
+ * fd_cache, has_fd, classes, write_calls, read_calls, ioctl_cache, nv_cache, encode_row).
+ * lines, last_ts (None when no line was taken) and has_dur are what the converter's counters
+ * get. */
 
-/* decode.py's _rw and _ioctl builders for a complete call: its event (*out) made with cls
+/* Where the events go: appended to a list, or written as their trace rows into a bytearray
+ * (rowtext.c row_text; an event it cannot write is made and written by encode_row) */
+typedef struct {
+    PyObject *out, *encode_row;
+    int rows;
+} Emit;
+
+/* an event made elsewhere (a builder's): appended, or its row written */
+static int emit_event(Emit *em, PyObject *ev)
+{
+    if (!em->rows)
+        return PyList_Append(em->out, ev);
+    PyObject *row = PyObject_CallOneArg(em->encode_row, ev);
+    if (!row)
+        return -1;
+    Py_ssize_t at = PyByteArray_GET_SIZE(em->out);
+    int rc = PyBytes_Check(row) ? PyByteArray_Resize(em->out, at + PyBytes_GET_SIZE(row)) : -1;
+    if (rc == 0)
+        memcpy(PyByteArray_AS_STRING(em->out) + at, PyBytes_AS_STRING(row),
+               (size_t)PyBytes_GET_SIZE(row));
+    else if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "convert_calls: encode_row gave no bytes");
+    Py_DECREF(row);
+    return rc;
+}
+
+/* the event cls(*vals) (tag, the fields' shape: rowtext.c): its row written, or made and
+ * given to emit_event */
+static int emit(Emit *em, PyObject *cls, const char *tag, const char *shape,
+                PyObject *const *vals, Py_ssize_t n)
+{
+    if (em->rows) {
+        int rc = row_text(em->out, tag, vals, shape);
+        if (rc)
+            return rc < 0 ? -1 : 0;
+    }
+    PyObject *ev = PyObject_Vectorcall(cls, vals, n, NULL);
+    if (!ev)
+        return -1;
+    int rc = emit_event(em, ev);
+    Py_DECREF(ev);
+    return rc;
+}
+
+/* decode.py's _rw and _ioctl builders for a complete call: its event emitted, made with cls
  * (WriteCall, ReadCall or IoctlCall; io: the ioctl one): 1 made, 0 for Python (a cache it
  * needs is not filled yet, or the event needs the converter's fd tables or its first -y
  * decoration), -1 error */
-static int native_call(PyObject **out, PyObject *cls, int io, PyObject *ts, PyObject *pid,
+static int native_call(Emit *em, PyObject *cls, const char *tag, int io, PyObject *ts,
+                       PyObject *pid,
                        PyObject *tid,
                        PyObject *name, PyObject *args, PyObject *sargs, PyObject *t,
                        PyObject *fd_cache, PyObject *ioctl_cache, PyObject *nv_cache,
@@ -116,8 +164,8 @@ static int native_call(PyObject **out, PyObject *cls, int io, PyObject *ts, PyOb
     }
     PyObject *vals[14] = {ts, pid, tid, name, sargs, ret, PyTuple_GET_ITEM(t, 6),
                           PyTuple_GET_ITEM(t, 8), fd, kind, target, Py_False, tail[0], tail[1]};
-    *out = PyObject_Vectorcall(cls, vals, 12 + ntail, NULL);
-    rc = *out ? 1 : -1;
+    rc = emit(em, cls, tag, io ? "fiissISFISSbiS" : "fiissISFISSbi", vals, 12 + ntail) < 0
+         ? -1 : 1;
 out:
     Py_DECREF(first);
     Py_XDECREF(nv_key);
@@ -140,11 +188,13 @@ static int interrupted(PyObject *err)
 PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     if (argc != 4 || !PyList_Check(argv[0]) || !PyTuple_Check(argv[2])
-            || PyTuple_GET_SIZE(argv[2]) != 13 || !PyList_Check(argv[3])) {
-        PyErr_SetString(PyExc_TypeError, "convert_calls(texts, start, ctx, events)");
+            || PyTuple_GET_SIZE(argv[2]) != 14
+            || !(PyList_Check(argv[3]) || PyByteArray_Check(argv[3]))) {
+        PyErr_SetString(PyExc_TypeError, "convert_calls(texts, start, ctx, out)");
         return NULL;
     }
-    PyObject *texts = argv[0], *rows = argv[3], *ctx = argv[2];
+    PyObject *texts = argv[0], *ctx = argv[2];
+    Emit em = {argv[3], PyTuple_GET_ITEM(ctx, 13), PyByteArray_Check(argv[3])};
     Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
     if (i == -1 && PyErr_Occurred())
         return NULL;
@@ -180,7 +230,7 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         int ok = PyTuple_GET_ITEM(t, 2) == S_CALL && tid != Py_None && ts != Py_None
                  && PyTuple_GET_ITEM(t, 13) == Py_False && PyTuple_GET_ITEM(t, 14) == Py_None
                  && !interrupted(PyTuple_GET_ITEM(t, 6));
-        int rc;
+        int rc, done = 0;
         if (ok) {
             int sp = PySet_Contains(special, name);
             if (sp < 0)
@@ -216,8 +266,9 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             if (w < 0 || r < 0)
                 goto error_t;
             if (w || r || io) {
-                rc = native_call(&ev, w ? wr_cls : r ? rd_cls : io_cls, io, ts, pid, tid, name,
-                                 args, sargs, t, fd_cache, ioctl_cache, nv_cache, has_fd);
+                rc = native_call(&em, w ? wr_cls : r ? rd_cls : io_cls, w ? "wr" : r ? "rd" : "io",
+                                 io, ts, pid, tid, name, args, sargs, t, fd_cache, ioctl_cache,
+                                 nv_cache, has_fd);
                 if (rc < 0)
                     goto error_t;
                 if (rc == 0) {          /* for Python: a cache miss, or the converter's */
@@ -226,6 +277,7 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                     break;
                 }
                 builder = NULL;         /* made: skip the plain Syscall below */
+                done = 1;
             }
         }
         if (builder) {
@@ -253,9 +305,12 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                     Py_DECREF(t);
                     break;
                 }
+                if (emit_event(&em, ev) < 0)
+                    goto error_t;
+                done = 1;
             }
         }
-        if (!ev) {                      /* a plain Syscall */
+        if (!done) {                    /* a plain Syscall */
             PyObject *fd = Py_None, *kind = Py_None, *target = Py_None;
             const char *a = PyUnicode_AsUTF8(args);
             if (!a)
@@ -293,8 +348,7 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             if (ok) {
                 PyObject *vals[12] = {ts, pid, tid, name, sargs, PyTuple_GET_ITEM(t, 5),
                                       PyTuple_GET_ITEM(t, 6), dur, fd, kind, target, Py_False};
-                ev = PyObject_Vectorcall(sc_cls, vals, 12, NULL);
-                if (!ev)
+                if (emit(&em, sc_cls, "sc", "fiissISFISSb", vals, 12) < 0)
                     goto error_t;
             }
             if (!ok) {
@@ -304,7 +358,7 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                 break;
             }
         }
-        if (PySet_Add(names, name) < 0 || PyList_Append(rows, ev) < 0)
+        if (PySet_Add(names, name) < 0)
             goto error_t;
         lines++;
         last_ts = PyFloat_AsDouble(ts);

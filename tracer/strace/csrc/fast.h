@@ -34,6 +34,9 @@ PyObject *split_line_c(PyObject *text);
 PyObject *scrub(PyObject *self, PyObject *text);
 PyObject *first_arg(PyObject *self, PyObject *text);
 
+/* rowtext.c: an event's trace row written from its fields, as msgspec writes it (1), or 0 */
+int row_text(PyObject *out, const char *tag, PyObject *const *vals, const char *shape);
+
 /* calls.c: complete calls from line to event */
 PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 PyObject *set_fallback(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
