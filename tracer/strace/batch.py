@@ -11,7 +11,7 @@ converter's counters, tables and flags, which convert.py owns and documents):
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple
 
 from .. import events as ev
 from ..tracefile.codec import encode_row, encode_rows
@@ -58,7 +58,7 @@ class BatchFeed:
         made in C (csrc/calls.c convert_calls: the same events), every other line through
         ``_feed_run``."""
         out: List[ev.Event] = []
-        self._batch(texts, out, out.extend)
+        self._batch(texts, out, out.extend, None)
         return out
 
     def rows_batch(self, texts: List[str]) -> Tuple[bytes, int]:
@@ -68,14 +68,15 @@ class BatchFeed:
         if _CONVERT_CALLS is None:
             events = self.feed_batch(texts)
             return encode_rows(events), len(events)
-        out = bytearray()
-        count = self._batch(texts, out, lambda events: out.extend(encode_rows(events)))
-        return bytes(out), count
+        parts: List[bytes] = []
+        count = self._batch(texts, parts, lambda events: parts.append(encode_rows(events)),
+                            encode_row)
+        return b"".join(parts), count
 
-    def _batch(self, texts: List[str], out: Union[list, bytearray],
-               take: Callable[[List[ev.Event]], object]) -> int:
-        """Every line of ``texts``: convert_calls's into ``out`` (a list of events, or a
-        bytearray of their rows), the others' events to ``take``; how many events."""
+    def _batch(self, texts: List[str], out: list, take: Callable[[List[ev.Event]], object],
+               encode: Optional[Callable[[ev.Event], bytes]]) -> int:
+        """Every line of ``texts``: convert_calls's into ``out`` (their events, or with
+        ``encode`` their rows, as bytes), the others' events to ``take``; how many events."""
         plain = _CONVERT_CALLS
         n, i, count = len(texts), 0, 0
         while i < n:
@@ -83,7 +84,7 @@ class BatchFeed:
                     and self._cut is None and not self._held_calls():
                 ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
                        FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_CLASSES,
-                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE, encode_row)
+                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE, encode)
                 i, k, last, has_dur = plain(texts, i, ctx, out)
                 if k:
                     count += k

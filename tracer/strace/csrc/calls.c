@@ -14,18 +14,21 @@
  *   - else a plain Syscall: scrubbed args, the first argument as an fd through the fd cache,
  *     "dir" for a directory call.
  * Events are made by calling their class with its fields in order (classes: Syscall,
- * WriteCall, ReadCall, IoctlCall) and appended to out, a list; where out is a bytearray,
- * their trace rows are written into it instead (rowtext.c row_text), an event whose row it
- * cannot write made and written by ctx's encode_row (codec.encode_row).
+ * WriteCall, ReadCall, IoctlCall) and appended to out, a list; where ctx gives encode_row
+ * (codec.encode_row), their trace rows are written instead (rowtext.c row_text; an event
+ * whose row it cannot write made and written by encode_row), all the lines' rows appended
+ * to out as one bytes object at the end.
  * It stops at the first other line (next = its index), and at a line whose fd the cache does
  * not hold yet or whose event needs the converter (its fd tables, its first -y decoration):
  * Python takes that line. ctx = (tid_pid, names, special, builders, fd_first, dir_calls,
- * fd_cache, has_fd, classes, write_calls, read_calls, ioctl_cache, nv_cache, encode_row).
+ * fd_cache, has_fd, classes, write_calls, read_calls, ioctl_cache, nv_cache, encode_row or
+ * None).
  * lines, last_ts (None when no line was taken) and has_dur are what the converter's counters
  * get. */
 
-/* Where the events go: appended to a list, or written as their trace rows into a bytearray
- * (rowtext.c row_text; an event it cannot write is made and written by encode_row) */
+/* Where the events go: appended to a list, or (encode_row given) written as their trace
+ * rows (rowtext.c row_text; an event it cannot write made and written by encode_row), whose
+ * bytes are appended to the list at the end */
 typedef struct {
     PyObject *out, *encode_row;
     int rows;
@@ -39,12 +42,8 @@ static int emit_event(Emit *em, PyObject *ev)
     PyObject *row = PyObject_CallOneArg(em->encode_row, ev);
     if (!row)
         return -1;
-    Py_ssize_t at = PyByteArray_GET_SIZE(em->out);
-    int rc = PyBytes_Check(row) ? PyByteArray_Resize(em->out, at + PyBytes_GET_SIZE(row)) : -1;
-    if (rc == 0)
-        memcpy(PyByteArray_AS_STRING(em->out) + at, PyBytes_AS_STRING(row),
-               (size_t)PyBytes_GET_SIZE(row));
-    else if (!PyErr_Occurred())
+    int rc = PyBytes_Check(row) ? row_bytes(PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row)) : -1;
+    if (rc < 0 && !PyErr_Occurred())
         PyErr_SetString(PyExc_TypeError, "convert_calls: encode_row gave no bytes");
     Py_DECREF(row);
     return rc;
@@ -56,7 +55,7 @@ static int emit(Emit *em, PyObject *cls, const char *tag, const char *shape,
                 PyObject *const *vals, Py_ssize_t n)
 {
     if (em->rows) {
-        int rc = row_text(em->out, tag, vals, shape);
+        int rc = row_text(tag, vals, shape);
         if (rc)
             return rc < 0 ? -1 : 0;
     }
@@ -188,13 +187,12 @@ static int interrupted(PyObject *err)
 PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     if (argc != 4 || !PyList_Check(argv[0]) || !PyTuple_Check(argv[2])
-            || PyTuple_GET_SIZE(argv[2]) != 14
-            || !(PyList_Check(argv[3]) || PyByteArray_Check(argv[3]))) {
+            || PyTuple_GET_SIZE(argv[2]) != 14 || !PyList_Check(argv[3])) {
         PyErr_SetString(PyExc_TypeError, "convert_calls(texts, start, ctx, out)");
         return NULL;
     }
     PyObject *texts = argv[0], *ctx = argv[2];
-    Emit em = {argv[3], PyTuple_GET_ITEM(ctx, 13), PyByteArray_Check(argv[3])};
+    Emit em = {argv[3], PyTuple_GET_ITEM(ctx, 13), PyTuple_GET_ITEM(ctx, 13) != Py_None};
     Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
     if (i == -1 && PyErr_Occurred())
         return NULL;
@@ -377,9 +375,19 @@ error_t:
         goto error;
     }
     if (lines)
+    if (em.rows) {                      /* the rows written, appended as one bytes object */
+        PyObject *taken = rows_taken();
+        int rc = taken ? PyList_Append(em.out, taken) : -1;
+        Py_XDECREF(taken);
+        if (rc < 0)
+            return NULL;
+    }
+    if (lines)
         return Py_BuildValue("(nndO)", i, lines, last_ts, has_dur ? Py_True : Py_False);
     return Py_BuildValue("(nnOO)", i, lines, Py_None, has_dur ? Py_True : Py_False);
 error:
+    if (em.rows)
+        Py_XDECREF(rows_taken());       /* dropped */
     return NULL;
 }
 

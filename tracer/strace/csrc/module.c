@@ -8,8 +8,9 @@
  *                               Python twin (set_fallback), or gives UNHANDLED without one
  *   scrub(args)                 events.py scrub_args (string literals -> "..."), ASCII text
  *   first_arg(args)             strace/args.py first_arg, ASCII text
- *   convert_calls(texts, start, ctx, events)
- *                               strace/batch.py's fast path: complete calls from line to event
+ *   convert_calls(texts, start, ctx, out)
+ *                               strace/batch.py's fast path: complete calls from line to event,
+ *                               or to its trace row (rowtext.c)
  *   scan_block(block, counter, want_self)
  *                               strace_scan.py's first pass over a bytes block: tid columns
  *                               counted, lines counted, the lines worth parsing
@@ -21,7 +22,7 @@
  *                               place (tracefile/csrc/rows.c), a RowBlock
  *
  * The files: text.c (ASCII text), numbers.c (float() of log numbers), lines.c (strace
- * lines), calls.c (complete calls made events), scan.c (first pass), fast.h,
+ * lines), calls.c (complete calls made events), rowtext.c (or rows), scan.c (first pass), fast.h,
  * tracefile/csrc/rows.c and rows.h (trace rows read in place) and
  * analysis/accumulate/csrc/feed.c, rowfeed.c and feed.h (calls into statistics). Trace rows are written by msgspec
  * (tracer/tracefile/codec.py), and read by it but for the analysis's call rows (rows.c).

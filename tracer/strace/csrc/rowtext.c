@@ -8,7 +8,8 @@
  * to a decimal of at most six decimals below 2**33 (strace's -ttt times and -T durations):
  * their shortest digits are that decimal's (no other decimal of as few digits is as near),
  * laid out as msgspec's write_f64 lays out Ryu's digits. Anything else: 0, and the caller
- * makes the event and has msgspec write it. */
+ * makes the event and has msgspec write it (its bytes added by row_bytes). The rows gather in
+ * one buffer until rows_taken() gives them as bytes. */
 
 typedef struct {
     char *p;
@@ -40,21 +41,28 @@ static void put(Text *t, const char *s, Py_ssize_t n)
     t->len += n;
 }
 
-static int put_ll(Text *t, long long v)
+/* the decimal digits of u into d (at most 20), their count */
+static int digits(unsigned long long u, char *d)
 {
-    char d[24];
-    int n = 0, neg = v < 0;
-    unsigned long long u = neg ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    char r[20];
+    int n = 0;
     do {
-        d[n++] = (char)('0' + u % 10);
+        r[n++] = (char)('0' + u % 10);
         u /= 10;
     } while (u);
-    if (room(t, n + 1) < 0)
+    for (int i = 0; i < n; i++)
+        d[i] = r[n - 1 - i];
+    return n;
+}
+
+static int put_ll(Text *t, long long v)
+{
+    if (room(t, 21) < 0)
         return -1;
-    if (neg)
+    if (v < 0)
         t->p[t->len++] = '-';
-    while (n)
-        t->p[t->len++] = d[--n];
+    t->len += digits(v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v,
+                     t->p + t->len);
     return 0;
 }
 
@@ -74,6 +82,15 @@ static int put_int(Text *t, PyObject *o)
 
 static const char HEX[] = "0123456789abcdef";
 
+/* whether one of the 8 ASCII bytes of w is below 0x20, '"' or '\\' (SWAR) */
+static int escaped8(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
+    return (((quote - ones) & ~quote) | ((slash - ones) & ~slash) | (w - ones * 0x20)) & high
+           ? 1 : 0;
+}
+
 /* 1 written, 0 not an ASCII str, -1 error */
 static int put_str(Text *t, PyObject *o)
 {
@@ -86,6 +103,17 @@ static int put_str(Text *t, PyObject *o)
     char *p = t->p + t->len;
     *p++ = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
+        while (n - i >= 8) {                   /* eight bytes that need no escape at a time */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (escaped8(w))
+                break;
+            memcpy(p, s + i, 8);
+            p += 8;
+            i += 8;
+        }
+        if (i >= n)
+            break;
         unsigned char c = s[i];
         if (c >= 0x20 && c != '"' && c != '\\') {
             *p++ = (char)c;
@@ -135,7 +163,7 @@ static int put_float(Text *t, PyObject *o)
         e++;
     }
     char d[24];
-    int n = snprintf(d, sizeof d, "%lld", k), kk = n + e;
+    int n = digits((unsigned long long)k, d), kk = n + e;
     if (e >= 0 && kk <= 16) {                   /* XYZ00.0 */
         put(t, d, n);
         for (int i = 0; i < e; i++)
@@ -186,11 +214,10 @@ static int put_value(Text *t, PyObject *o, char k)
     return 0;
 }
 
-int row_text(PyObject *out, const char *tag, PyObject *const *vals, const char *shape)
+int row_text(const char *tag, PyObject *const *vals, const char *shape)
 {
     Text *t = &scratch;
-    t->len = 0;
-    Py_ssize_t tl = (Py_ssize_t)strlen(tag);
+    Py_ssize_t at = t->len, tl = (Py_ssize_t)strlen(tag);
     if (room(t, tl + 4) < 0)
         return -1;
     put(t, "[\"", 2);
@@ -201,15 +228,28 @@ int row_text(PyObject *out, const char *tag, PyObject *const *vals, const char *
             return -1;
         t->p[t->len++] = ',';
         int rc = put_value(t, vals[i], shape[i]);
-        if (rc <= 0)
+        if (rc <= 0) {
+            t->len = at;                    /* the row's start again */
             return rc;
+        }
     }
     if (room(t, 2) < 0)
         return -1;
     put(t, "]\n", 2);
-    Py_ssize_t at = PyByteArray_GET_SIZE(out);
-    if (PyByteArray_Resize(out, at + t->len) < 0)
-        return -1;
-    memcpy(PyByteArray_AS_STRING(out) + at, t->p, (size_t)t->len);
     return 1;
+}
+
+int row_bytes(const char *s, Py_ssize_t n)
+{
+    if (room(&scratch, n) < 0)
+        return -1;
+    put(&scratch, s, n);
+    return 0;
+}
+
+PyObject *rows_taken(void)
+{
+    PyObject *b = PyBytes_FromStringAndSize(scratch.p ? scratch.p : "", scratch.len);
+    scratch.len = 0;
+    return b;
 }
