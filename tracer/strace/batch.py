@@ -26,6 +26,7 @@ __all__ = ["BatchFeed"]
 # names (decode.py): convert_calls reads them, Python fills them.
 _FD_CACHE = getattr(_parse_fd_cached, "__self__", {})
 _IOCTL_CACHE = getattr(ioctl_request, "__self__", {})
+_HALVES = frozenset({"unfinished", "resumed"})      # the halves convert_calls takes too
 # The classes convert_calls makes events of (called with their fields in order)
 _C_CLASSES = (ev.Syscall, ev.WriteCall, ev.ReadCall, ev.IoctlCall)
 
@@ -84,15 +85,19 @@ class BatchFeed:
                     and self._cut is None and not self._held_calls():
                 ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
                        FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_CLASSES,
-                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE, encode)
-                i, k, last, has_dur = plain(texts, i, ctx, out)
+                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE, encode,
+                       self._pending, self._entered, self.lines)
+                i, k, last, has_dur, entered, tail, made = plain(texts, i, ctx, out)
+                count += made
                 if k:
-                    count += k
                     self.lines += k
-                    self._line = None           # (strace -k frames: not theirs)
+                    # strace -k frames after an entry half are its call's, else no call's
+                    self._line = (entered, "unfinished", self.lines) if tail else None
                     self.last_ts = last
                     if has_dur:
                         self._has_dur = True
+                if entered is not None:
+                    self.unfinished_tid = entered
                 if i >= n:
                     break
             events, i = self._feed_run(texts, i, plain is not None)
@@ -105,7 +110,8 @@ class BatchFeed:
         """Lines from ``texts[start]`` on: (their events, the index where it stopped). The
         commonest line (a complete call of a known thread, nothing special about it) takes a
         path with the converter's state in local variables; every other line goes through
-        feed_text. ``stop_plain``: stop before a later line convert_calls can take."""
+        feed_text. ``stop_plain``: stop before a later line convert_calls can take (a complete
+        call, an entry or resumed half)."""
         out: List[ev.Event] = []
         add, extend = out.append, out.extend
         split, to_ev, feed_text = split_line, to_event, self.feed_text
@@ -120,6 +126,8 @@ class BatchFeed:
             text = texts[i]
             if fast:
                 t = split(text)
+                if stop_plain and i > start and t is not None and t[2] in _HALVES:
+                    break                 # convert_calls's line (or its own to refuse)
                 if t is not None and t[2] == "call" and t[0] is not None and t[1] is not None \
                         and not t[13] and t[14] is None and t[3] not in special \
                         and (t[6] is None or not t[6].startswith(INTERRUPTED)):

@@ -1,12 +1,16 @@
 #include "fast.h"
 
 /* ------------------------------------------------------------------ convert_calls */
-/* convert_calls(texts, start, ctx, out) -> (next, lines, last_ts, has_dur)
+/* convert_calls(texts, start, ctx, out) -> (next, lines, last_ts, has_dur, entered, tail,
+ *                                            events)
  *
  * strace/batch.py BatchFeed.events_batch's fast path, line after line from texts[start]:
  * a line that split_line reads as a complete call of a known thread (pid column, -ttt
  * timestamp, no -n number) whose name is not in ctx's special set becomes the event
- * decode.to_event builds for it:
+ * decode.to_event builds for it; so does the resumed half of a call whose entry half is held
+ * in pending (convert.py's _resumed: the entry's time and arguments, the time since as its
+ * duration when the line has none), an entry half (<unfinished ...>) being held there
+ * (entered[tid] its line number) unless its thread holds one already:
  *   - read/write family and ioctl: decode.py's _rw and _ioctl done here (through the fd,
  *     ioctl-request and NVIDIA-name memo dicts Python fills);
  *   - another name in builders: builders[name](ts, pid, tid, name, args, sargs, ret, err,
@@ -22,9 +26,9 @@
  * not hold yet or whose event needs the converter (its fd tables, its first -y decoration):
  * Python takes that line. ctx = (tid_pid, names, special, builders, fd_first, dir_calls,
  * fd_cache, has_fd, classes, write_calls, read_calls, ioctl_cache, nv_cache, encode_row or
- * None).
- * lines, last_ts (None when no line was taken) and has_dur are what the converter's counters
- * get. */
+ * None, pending, entered, the converter's lines so far). lines, last_ts (None when no line
+ * was taken) and has_dur are what the converter's counters get; entered the tid of the last
+ * entry half held (or None), tail whether the last line taken was one; events how many. */
 
 /* Where the events go: appended to a list, or (encode_row given) written as their trace
  * rows (rowtext.c row_text; an event it cannot write made and written by encode_row), whose
@@ -184,10 +188,61 @@ static int interrupted(PyObject *err)
 }
 
 
+/* convert.py's two halves of a call, for a line of tid (an entry half when entry, else a
+ * resumed half): an entry half is to be held (hold_entry) unless tid holds one already
+ * (Python's line: it ends that one); a resumed half whose held entry has its name becomes
+ * its call: *ts the entry's, *args the entry's and its own (*joined, a new reference), *dur
+ * its own or the time since the entry (*waited); pending keeps the entry until the caller has
+ * made the call. 1 (or 2: an entry to hold) taken, 0 Python's, -1 error. */
+static int halves(PyObject *pending, PyObject *tid, PyObject *name, PyObject **ts,
+                  PyObject **args, PyObject **dur, PyObject **joined, PyObject **waited,
+                  int entry)
+{
+    PyObject *held = PyDict_GetItemWithError(pending, tid);
+    if (!held)
+        return PyErr_Occurred() ? -1 : !entry ? 0 : 2;
+    if (entry)
+        return 0;
+    if (!PyTuple_Check(held) || PyTuple_GET_SIZE(held) != 3
+            || !PyUnicode_Check(PyTuple_GET_ITEM(held, 2)))
+        return 0;
+    int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(held, 1), name, Py_EQ);
+    if (same <= 0)
+        return same;
+    PyObject *start = PyTuple_GET_ITEM(held, 0);
+    if (*dur == Py_None) {              /* max(0.0, end - start) */
+        double d = PyFloat_AsDouble(*ts) - PyFloat_AsDouble(start);
+        if (PyErr_Occurred())
+            return -1;
+        if (!(d > 0.0))
+            d = 0.0;
+        if (!(*waited = PyFloat_FromDouble(d)))
+            return -1;
+        *dur = *waited;
+    }
+    if (!(*joined = PyUnicode_Concat(PyTuple_GET_ITEM(held, 2), *args)))
+        return -1;
+    *args = *joined;
+    *ts = start;
+    return 1;
+}
+
+/* an entry half held (halves gave 2): pending[tid] = (ts, name, args), entered[tid] = line */
+static int hold_entry(PyObject *pending, PyObject *entered, PyObject *tid, PyObject *ts,
+                      PyObject *name, PyObject *args, Py_ssize_t line)
+{
+    PyObject *held = PyTuple_Pack(3, ts, name, args), *at = PyLong_FromSsize_t(line);
+    int rc = held && at && PyDict_SetItem(pending, tid, held) == 0
+             && PyDict_SetItem(entered, tid, at) == 0 ? 0 : -1;
+    Py_XDECREF(held);
+    Py_XDECREF(at);
+    return rc;
+}
+
 PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     if (argc != 4 || !PyList_Check(argv[0]) || !PyTuple_Check(argv[2])
-            || PyTuple_GET_SIZE(argv[2]) != 14 || !PyList_Check(argv[3])) {
+            || PyTuple_GET_SIZE(argv[2]) != 17 || !PyList_Check(argv[3])) {
         PyErr_SetString(PyExc_TypeError, "convert_calls(texts, start, ctx, out)");
         return NULL;
     }
@@ -201,8 +256,16 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
              *fd_first = PyTuple_GET_ITEM(ctx, 4), *dir_calls = PyTuple_GET_ITEM(ctx, 5),
              *fd_cache = PyTuple_GET_ITEM(ctx, 6), *classes = PyTuple_GET_ITEM(ctx, 8),
              *write_calls = PyTuple_GET_ITEM(ctx, 9), *read_calls = PyTuple_GET_ITEM(ctx, 10),
-             *ioctl_cache = PyTuple_GET_ITEM(ctx, 11), *nv_cache = PyTuple_GET_ITEM(ctx, 12);
+             *ioctl_cache = PyTuple_GET_ITEM(ctx, 11), *nv_cache = PyTuple_GET_ITEM(ctx, 12),
+             *pending = PyTuple_GET_ITEM(ctx, 14), *entered = PyTuple_GET_ITEM(ctx, 15);
     int has_fd = PyObject_IsTrue(PyTuple_GET_ITEM(ctx, 7));
+    Py_ssize_t base_lines = PyLong_AsSsize_t(PyTuple_GET_ITEM(ctx, 16));
+    if (base_lines == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyDict_Check(pending) || !PyDict_Check(entered)) {
+        PyErr_SetString(PyExc_TypeError, "convert_calls: ctx[14:16] are dicts");
+        return NULL;
+    }
     if (!PyTuple_Check(classes) || PyTuple_GET_SIZE(classes) != 4) {
         PyErr_SetString(PyExc_TypeError, "convert_calls: ctx[8] is (Syscall, WriteCall, "
                         "ReadCall, IoctlCall)");
@@ -210,9 +273,11 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     }
     PyObject *sc_cls = PyTuple_GET_ITEM(classes, 0), *wr_cls = PyTuple_GET_ITEM(classes, 1),
              *rd_cls = PyTuple_GET_ITEM(classes, 2), *io_cls = PyTuple_GET_ITEM(classes, 3);
-    Py_ssize_t n = PyList_GET_SIZE(texts), lines = 0;
-    int has_dur = 0;
+    Py_ssize_t n = PyList_GET_SIZE(texts), lines = 0, made = 0;   /* made: events */
+    int has_dur = 0, tail = 0;              /* tail: the last line taken an entry half */
     double last_ts = 0;
+    PyObject *last_entry = Py_None;         /* the tid of the last entry half taken */
+    Py_INCREF(last_entry);
     for (; i < n; i++) {
         PyObject *t = split_line_c(PyList_GET_ITEM(texts, i));
         if (!t)
@@ -221,11 +286,14 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             Py_DECREF(t);
             break;
         }
-        PyObject *tid = PyTuple_GET_ITEM(t, 0), *ts = PyTuple_GET_ITEM(t, 1),
+        PyObject *tid = PyTuple_GET_ITEM(t, 0), *line_ts = PyTuple_GET_ITEM(t, 1),
                  *name = PyTuple_GET_ITEM(t, 3), *args = PyTuple_GET_ITEM(t, 4),
-                 *dur = PyTuple_GET_ITEM(t, 8);
-        PyObject *pid = NULL, *builder = NULL, *first = NULL, *sargs = NULL, *ev = NULL;
-        int ok = PyTuple_GET_ITEM(t, 2) == S_CALL && tid != Py_None && ts != Py_None
+                 *line_dur = PyTuple_GET_ITEM(t, 8), *kind_ = PyTuple_GET_ITEM(t, 2);
+        PyObject *ts = line_ts, *dur = line_dur;    /* the call's: a resumed one's start */
+        PyObject *pid = NULL, *builder = NULL, *first = NULL, *sargs = NULL, *ev = NULL,
+                 *joined = NULL, *waited = NULL;
+        int entry = kind_ == S_UNFINISHED, resumed = kind_ == S_RESUMED;
+        int ok = (kind_ == S_CALL || entry || resumed) && tid != Py_None && ts != Py_None
                  && PyTuple_GET_ITEM(t, 13) == Py_False && PyTuple_GET_ITEM(t, 14) == Py_None
                  && !interrupted(PyTuple_GET_ITEM(t, 6));
         int rc, done = 0;
@@ -241,7 +309,26 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                 goto error_t;
             ok = pid != NULL;
         }
+        if (ok && (entry || resumed)) {
+            ok = halves(pending, tid, name, &ts, &args, &dur, &joined, &waited, entry);
+            if (ok < 0)
+                goto error_t;
+            if (ok && entry) {              /* held in pending until its resumed half */
+                if (hold_entry(pending, entered, tid, ts, name, args, base_lines + lines + 1) < 0
+                        || PySet_Add(names, name) < 0)
+                    goto error_t;
+                lines++;
+                last_ts = PyFloat_AsDouble(line_ts);
+                tail = 1;
+                Py_INCREF(tid);
+                Py_SETREF(last_entry, tid);
+                Py_DECREF(t);
+                continue;
+            }
+        }
         if (!ok) {
+            Py_XDECREF(joined);
+            Py_XDECREF(waited);
             Py_DECREF(t);
             break;
         }
@@ -251,6 +338,8 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             goto error_t;
         if (sargs == UNHANDLED) {
             Py_DECREF(sargs);
+            Py_XDECREF(joined);
+            Py_XDECREF(waited);
             Py_DECREF(t);
             break;
         }
@@ -271,6 +360,8 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                     goto error_t;
                 if (rc == 0) {          /* for Python: a cache miss, or the converter's */
                     Py_DECREF(sargs);
+                    Py_XDECREF(joined);
+                    Py_XDECREF(waited);
                     Py_DECREF(t);
                     break;
                 }
@@ -300,6 +391,8 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                 if (!mine) {            /* the converter's event: Python redoes the line */
                     Py_CLEAR(ev);
                     Py_DECREF(sargs);
+                    Py_XDECREF(joined);
+                    Py_XDECREF(waited);
                     Py_DECREF(t);
                     break;
                 }
@@ -352,29 +445,36 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             if (!ok) {
                 Py_XDECREF(first);
                 Py_DECREF(sargs);
+                Py_XDECREF(joined);
+                Py_XDECREF(waited);
                 Py_DECREF(t);
                 break;
             }
         }
-        if (PySet_Add(names, name) < 0)
+        if (resumed ? PyDict_DelItem(pending, tid) < 0 : PySet_Add(names, name) < 0)
             goto error_t;
         lines++;
-        last_ts = PyFloat_AsDouble(ts);
-        if (dur != Py_None)
+        made++;
+        tail = 0;
+        last_ts = PyFloat_AsDouble(line_ts);
+        if (line_dur != Py_None)
             has_dur = 1;
         Py_XDECREF(ev);
         Py_XDECREF(first);
         Py_DECREF(sargs);
+        Py_XDECREF(joined);
+        Py_XDECREF(waited);
         Py_DECREF(t);
         continue;
 error_t:
         Py_XDECREF(ev);
         Py_XDECREF(first);
         Py_XDECREF(sargs);
+        Py_XDECREF(joined);
+        Py_XDECREF(waited);
         Py_DECREF(t);
         goto error;
     }
-    if (lines)
     if (em.rows) {                      /* the rows written, appended as one bytes object */
         PyObject *taken = rows_taken();
         int rc = taken ? PyList_Append(em.out, taken) : -1;
@@ -382,10 +482,15 @@ error_t:
         if (rc < 0)
             return NULL;
     }
-    if (lines)
-        return Py_BuildValue("(nndO)", i, lines, last_ts, has_dur ? Py_True : Py_False);
-    return Py_BuildValue("(nnOO)", i, lines, Py_None, has_dur ? Py_True : Py_False);
+    PyObject *res = lines
+        ? Py_BuildValue("(nndOOOn)", i, lines, last_ts, has_dur ? Py_True : Py_False,
+                        last_entry, tail ? Py_True : Py_False, made)
+        : Py_BuildValue("(nnOOOOn)", i, lines, Py_None, has_dur ? Py_True : Py_False,
+                        last_entry, Py_False, made);
+    Py_DECREF(last_entry);
+    return res;
 error:
+    Py_DECREF(last_entry);
     if (em.rows)
         Py_XDECREF(rows_taken());       /* dropped */
     return NULL;
