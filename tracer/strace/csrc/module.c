@@ -22,11 +22,11 @@
  *                               place (tracefile/csrc/rows.c), a RowBlock
  *
  * The files: text.c (ASCII text), numbers.c (float() of log numbers), lines.c (strace
- * lines), calls.c (complete calls made events), rowtext.c (or rows), scan.c (first pass), fast.h,
- * tracefile/csrc/rows.c and rows.h (trace rows read in place) and
- * analysis/accumulate/csrc/feed.c, rowfeed.c and feed.h (calls into statistics). Trace rows are written by msgspec
- * (tracer/tracefile/codec.py), and read by it but for the analysis's call rows (rows.c).
- * Built by scripts/build_fast.py with the machine's C compiler into one module;
+ * lines), calls.c (complete calls made events), rowtext.c (or their trace rows), scan.c
+ * (first pass), fast.h; tracefile/csrc/rows.c and rows.h (trace rows read in place);
+ * analysis/accumulate/csrc/feed.c, rowfeed.c and feed.h (calls into statistics). msgspec
+ * (tracer/tracefile/codec.py) writes and reads the other rows. Built by scripts/build_fast.py
+ * with the machine's C compiler into one module;
  * SOURCE_HASH (of these files) lets fastpath.py refuse a module built from another version.
  */
 #include "fast.h"
