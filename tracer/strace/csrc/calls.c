@@ -36,6 +36,7 @@
 typedef struct {
     PyObject *out, *encode_row;
     int rows;
+    Text text;                          /* the rows written so far */
 } Emit;
 
 /* an event made elsewhere (a builder's): appended, or its row written */
@@ -46,7 +47,8 @@ static int emit_event(Emit *em, PyObject *ev)
     PyObject *row = PyObject_CallOneArg(em->encode_row, ev);
     if (!row)
         return -1;
-    int rc = PyBytes_Check(row) ? row_bytes(PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row)) : -1;
+    int rc = PyBytes_Check(row)
+             ? row_bytes(&em->text, PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row)) : -1;
     if (rc < 0 && !PyErr_Occurred())
         PyErr_SetString(PyExc_TypeError, "convert_calls: encode_row gave no bytes");
     Py_DECREF(row);
@@ -59,7 +61,7 @@ static int emit(Emit *em, PyObject *cls, const char *tag, const char *shape,
                 PyObject *const *vals, Py_ssize_t n)
 {
     if (em->rows) {
-        int rc = row_text(tag, vals, shape);
+        int rc = row_text(&em->text, tag, vals, shape);
         if (rc)
             return rc < 0 ? -1 : 0;
     }
@@ -247,7 +249,8 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     PyObject *texts = argv[0], *ctx = argv[2];
-    Emit em = {argv[3], PyTuple_GET_ITEM(ctx, 13), PyTuple_GET_ITEM(ctx, 13) != Py_None};
+    Emit em = {argv[3], PyTuple_GET_ITEM(ctx, 13), PyTuple_GET_ITEM(ctx, 13) != Py_None,
+               {NULL, 0, 0}};
     Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
     if (i == -1 && PyErr_Occurred())
         return NULL;
@@ -476,7 +479,7 @@ error_t:
         goto error;
     }
     if (em.rows) {                      /* the rows written, appended as one bytes object */
-        PyObject *taken = rows_taken();
+        PyObject *taken = rows_taken(&em.text);
         int rc = taken ? PyList_Append(em.out, taken) : -1;
         Py_XDECREF(taken);
         if (rc < 0)
@@ -492,7 +495,7 @@ error_t:
 error:
     Py_DECREF(last_entry);
     if (em.rows)
-        Py_XDECREF(rows_taken());       /* dropped */
+        Py_XDECREF(rows_taken(&em.text));   /* dropped */
     return NULL;
 }
 

@@ -34,11 +34,15 @@ PyObject *split_line_c(PyObject *text);
 PyObject *scrub(PyObject *self, PyObject *text);
 PyObject *first_arg(PyObject *self, PyObject *text);
 
-/* rowtext.c: an event's trace row written from its fields, as msgspec writes it (1), or 0;
- * row_bytes adds a row written elsewhere; rows_taken: the rows so far, as bytes */
-int row_text(const char *tag, PyObject *const *vals, const char *shape);
-int row_bytes(const char *s, Py_ssize_t n);
-PyObject *rows_taken(void);
+/* rowtext.c: an event's trace row written from its fields into t, as msgspec writes it (1),
+ * or 0; row_bytes adds a row written elsewhere; rows_taken: t's rows as bytes (t emptied) */
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Text;
+int row_text(Text *t, const char *tag, PyObject *const *vals, const char *shape);
+int row_bytes(Text *t, const char *s, Py_ssize_t n);
+PyObject *rows_taken(Text *t);
 
 /* calls.c: complete calls from line to event */
 PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc);

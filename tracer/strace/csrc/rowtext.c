@@ -9,14 +9,7 @@
  * their shortest digits are that decimal's (no other decimal of as few digits is as near),
  * laid out as msgspec's write_f64 lays out Ryu's digits. Anything else: 0, and the caller
  * makes the event and has msgspec write it (its bytes added by row_bytes). The rows gather in
- * one buffer until rows_taken() gives them as bytes. */
-
-typedef struct {
-    char *p;
-    Py_ssize_t len, cap;
-} Text;
-
-static Text scratch;
+ * the caller's buffer (a Text) until rows_taken() gives them as bytes and frees it. */
 
 static int room(Text *t, Py_ssize_t more)
 {
@@ -214,9 +207,8 @@ static int put_value(Text *t, PyObject *o, char k)
     return 0;
 }
 
-int row_text(const char *tag, PyObject *const *vals, const char *shape)
+int row_text(Text *t, const char *tag, PyObject *const *vals, const char *shape)
 {
-    Text *t = &scratch;
     Py_ssize_t at = t->len, tl = (Py_ssize_t)strlen(tag);
     if (room(t, tl + 4) < 0)
         return -1;
@@ -239,17 +231,19 @@ int row_text(const char *tag, PyObject *const *vals, const char *shape)
     return 1;
 }
 
-int row_bytes(const char *s, Py_ssize_t n)
+int row_bytes(Text *t, const char *s, Py_ssize_t n)
 {
-    if (room(&scratch, n) < 0)
+    if (room(t, n) < 0)
         return -1;
-    put(&scratch, s, n);
+    put(t, s, n);
     return 0;
 }
 
-PyObject *rows_taken(void)
+PyObject *rows_taken(Text *t)
 {
-    PyObject *b = PyBytes_FromStringAndSize(scratch.p ? scratch.p : "", scratch.len);
-    scratch.len = 0;
+    PyObject *b = PyBytes_FromStringAndSize(t->p ? t->p : "", t->len);
+    PyMem_Free(t->p);
+    t->p = NULL;
+    t->len = t->cap = 0;
     return b;
 }
