@@ -9,13 +9,17 @@ processes; marked ``live`` by their folder). Helpers shared by the tiers sit in 
 scenario started through it is killed (whole process group) at teardown. ``sleeper`` is the
 pid of a plain ``sleep 60`` this test started (no ancestor of the test: a pid a user would give).
 A session-wide autouse check fails the run if any scenario process started
-in this session is still alive at the end (and kills it).
+in this session is still alive at the end (and kills it). ``compiled_helpers``: the module of
+the compiled helpers (tracer/strace/fastpath.py), built into a temporary directory where the
+checkout has none; the tests that need it skip where it cannot be built.
 """
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Callable, Iterator
 
 import pytest
@@ -61,6 +65,27 @@ def scenario(scenario_bins: dict[str, Path]) -> Iterator[StartScenario]:
         except scenarios.ScenarioError as exc:
             errors.append(str(exc))
     assert not errors, errors
+
+
+@pytest.fixture(scope="session")
+def compiled_helpers(tmp_path_factory) -> ModuleType:
+    """The compiled helpers' module (module doc)."""
+    from tracer.strace import fastpath
+    mod = fastpath.compiled()
+    if mod is not None:
+        return mod
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("build_fast", root / "scripts" / "build_fast.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)  # type: ignore[union-attr]
+    try:
+        path = build.build(str(tmp_path_factory.mktemp("fast")), quiet=True)
+    except RuntimeError as e:
+        pytest.skip(f"compiled helpers cannot be built here: {e}")
+    spec = importlib.util.spec_from_file_location("tracer.strace._fast", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,7 +1,7 @@
 """The compiled helpers built with AddressSanitizer and UndefinedBehaviorSanitizer, and one
 bounded fuzz pass through them (issue 22 item 6).
 
-- ``build(out_dir)`` compiles tracer/strace/csrc/*.c with ``gcc -fsanitize=address,undefined
+- ``build(out_dir)`` compiles every csrc/*.c under tracer/ with ``gcc -fsanitize=address,undefined
   -fno-sanitize-recover=undefined`` (the sources and their hash as setup.py takes
   them) into ``out_dir``; returns the module's path, or raises ``Unavailable`` with the reason
   (no gcc, no Python.h, no sanitizer runtime).
@@ -9,9 +9,9 @@ bounded fuzz pass through them (issue 22 item 6).
   preloaded (``LD_PRELOAD`` of libasan: Python itself is not built with it) and the sanitized
   module in place of the normal one: the twins' random and mutated strace blocks through
   split_line, scan_block, first_arg and scrub, whole imports of some of them (convert_calls),
-  the hostile lines of bench/hostile_lines.py, and analyses of field-mutated traces (read by
-  msgspec, the compiled helpers no longer read trace rows). Returns (inputs run, the sanitizer reports found in its stderr, the
-  child's exit status).
+  the hostile lines of bench/hostile_lines.py, and analyses of field-mutated traces (their
+  call rows read in place, tracefile/csrc/rows.c, and fed by analysis/accumulate/csrc/).
+  Returns (inputs run, the sanitizer reports found in its stderr, the child's exit status).
 """
 from __future__ import annotations
 

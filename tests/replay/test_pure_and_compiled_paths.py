@@ -2,7 +2,8 @@
 pure-Python twins give, on real logs and on odd text; and a whole import + analysis gives the
 same trace and report either way (HANGTRACE_PURE=1 in a subprocess). The trace rows have one
 codec (msgspec, tests/unit/test_trace_codec.py). Where the module is not built
-(no compiler), it is built here into a temporary directory, or the C side is skipped."""
+(no compiler), it is built into a temporary directory (conftest's compiled_helpers), or the C
+side is skipped."""
 import gzip
 import importlib.util
 import json
@@ -31,20 +32,8 @@ LOGS = [os.path.join(FIXTURES, n) for n in sorted(os.listdir(FIXTURES)) if n.end
 
 
 @pytest.fixture(scope="module")
-def fast(tmp_path_factory):
-    mod = fastpath.compiled()
-    if mod is None:
-        spec = importlib.util.spec_from_file_location(
-            "build_fast", os.path.join(ROOT, "scripts", "build_fast.py"))
-        build = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(build)  # type: ignore[union-attr]
-        try:
-            path = build.build(str(tmp_path_factory.mktemp("fast")), quiet=True)
-        except RuntimeError as e:
-            pytest.skip(f"compiled helpers cannot be built here: {e}")
-        spec = importlib.util.spec_from_file_location("tracer.strace._fast", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+def fast(compiled_helpers):
+    mod = compiled_helpers
     mod.set_fallback("split_line", py_split_line)
     mod.set_fallback("scrub", ev.scrub_args)
     mod.set_fallback("first_arg", py_first_arg)
@@ -163,3 +152,49 @@ def test_pure_and_compiled_paths_give_the_same_trace_and_report(tmp_path, log):
     assert out["1"]["status"].startswith("pure")
     assert out["1"]["rows"] == out["0"]["rows"] and out["1"]["events"] == out["0"]["events"]
     assert out["1"]["report"] == out["0"]["report"]
+
+
+def _odd_numbers(n=4000, seed=7):
+    """Complete calls of a -f -ttt -T -yy log whose times and durations take every shape
+    rowtext.c writes or leaves to msgspec: whole seconds, one to seven decimals, tiny and huge
+    durations, times past 2**33, the writer's escapes in the arguments and in a path (raw
+    control bytes, a quote)."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        whole = rnd.choice([0, 1, 5, 86399, 1795953170, 8589934591, 8589934592, 9999999999])
+        frac = rnd.choice(["", ".0", ".5", ".000001", ".100000", ".999999", ".1234567",
+                           f".{rnd.randrange(10 ** 6):06d}"])
+        dur = rnd.choice(["0.000000", "0.000001", "0.000014", "0.000274", "1.000000",
+                          "0.1234567", "123456.123456", f"{rnd.random():.6f}"])
+        args = rnd.choice(['3</dev/null>, "x\\ty", 1', '3<pipe:[5]>, "\\"q\\"", 4',
+                           '5</a\\\\b>, 0x1, 0', 'AT_FDCWD</tmp>, "/x", O_RDONLY',
+                           '6</t\tb\x01\x7f"c>, 0x1, 0'])
+        name = rnd.choice(["read", "write", "close", "openat", "ioctl", "fstat", "lseek"])
+        out.append(f"100 {whole}{frac} {name}({args}) = {rnd.choice([0, 1, -1])}"
+                   f"{' ENOENT (No such file)' if rnd.random() < 0.2 else ''} <{dur}>")
+    return out
+
+
+def test_rows_written_in_c_are_msgspecs():
+    """StraceConverter.rows_batch (convert_calls writing rows, csrc/rowtext.c) gives the bytes
+    codec.encode_rows gives of the pure converter's events, on the real logs and on odd
+    numbers."""
+    from tracer.strace import batch as strace_batch
+    from tracer.strace.convert import StraceConverter
+    from tracer.tracefile.codec import encode_rows
+    if strace_batch._CONVERT_CALLS is None:
+        pytest.skip(fastpath.status())
+    lines = _lines()
+    batches = [lines[i:i + 3000] for i in range(0, len(lines), 3000)]
+    batches += [_odd_numbers()[i:i + 500] for i in range(0, 4000, 500)]
+    written = 0
+    for k, batch in enumerate(batches):
+        pure, fast = StraceConverter(pid_of={100: 100}.get), StraceConverter(pid_of={100: 100}.get)
+        pure.feed_text(batch[0])        # a first line each: convert_calls can take the rest
+        fast.feed_text(batch[0])
+        events = pure.feed_batch(batch[1:])
+        rows, count = fast.rows_batch(batch[1:])
+        assert rows == encode_rows(events) and count == len(events), k
+        written += len(events)
+    assert written > 10000

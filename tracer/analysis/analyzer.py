@@ -71,6 +71,11 @@ class Analyzer:
     def feed_all(self, events: Iterable[ev.Event]) -> None:
         self.acc.feed_many(events, self._route)
 
+    def feed_batches(self, batches: Iterable[Sequence[ev.Event]], fast: Any = None) -> None:
+        """``feed_all`` over lists of events; ``fast``: the compiled helpers
+        (Accumulator.feed_batches), or None for the pure-Python path."""
+        self.acc.feed_batches(batches, self._route, fast)
+
     def _feed_pystack(self, e: ev.PyStack) -> None:
         self.stacks.feed(e)          # the frames, for the report
         self.facts.feed(e)           # who holds the GIL, for the wait-for graph

@@ -10,7 +10,6 @@ why). ``analyze_log(log, progress=None)`` feeds it its events, closes it and ret
 """
 from __future__ import annotations
 
-import itertools
 from typing import Callable, Optional
 
 from ..analysis.analyzer import collector_paused
@@ -19,7 +18,7 @@ from ..report import Report
 from ..strace.importer import ImportError_
 from ..strace.stream import LogStream
 from .inputs import Input
-from .trace import analyzer_from, header_notes
+from .trace import analyzer_from, compiled_helpers, header_notes
 
 __all__ = ["analyze_log", "open_log"]
 
@@ -46,5 +45,5 @@ def analyze_log(log: LogStream, progress: Optional[Progress] = None) -> Report:
     reaches."""
     an = analyzer_from(log.header, log.processes)
     with log, collector_paused():
-        an.feed_all(itertools.chain.from_iterable(log.batches(progress)))
+        an.feed_batches(log.batches(progress), compiled_helpers())
     return an.report(end=log.end, trace_path=None, extra_notes=header_notes(log.header))

@@ -1,8 +1,9 @@
 """A trace file read into the analyzer: the one place where a trace's header sets an
 ``Analyzer`` up (``analyzer_for``; ``analyzer_from`` for a header alone) and its events are fed
 to it (``analyze_trace``), for ``analyze``, ``import-strace --analyze``, the exports and the
-tests alike; ``trace_notes``: the notes a trace brings to its report (``header_notes``: its
-header's). Bad files raise errors.BadInput (CorruptTrace, NotATrace).
+tests alike; ``compiled_helpers``: the compiled twins of reading and feeding, where built;
+``trace_notes``: the notes a trace brings to its report (``header_notes``: its header's). Bad
+files raise errors.BadInput (CorruptTrace, NotATrace).
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from ..analysis.analyzer import Analyzer, collector_paused
 from ..report import Report
 from ..tracefile.format import TraceReader
 
-__all__ = ["analyze_trace", "analyzer_for", "analyzer_from", "header_notes", "trace_notes"]
+__all__ = ["analyze_trace", "analyzer_for", "analyzer_from", "compiled_helpers", "header_notes",
+           "trace_notes"]
 
 
 def analyzer_for(reader: TraceReader) -> Analyzer:
@@ -38,13 +40,22 @@ def analyze_trace(path: str, extra: Iterable[ev.Event] = (),
     reader = TraceReader(path, progress)
     an = analyzer_for(reader)
     with collector_paused():
-        an.feed_all(reader.events())
+        fast = compiled_helpers()
+        an.feed_batches(reader.batches(fast and fast.parse_rows), fast)
     for e in extra:
         an.feed(e)
     info = reader.info
     end = info.end.ts if info.end is not None else None
     return an.report(end=end, trace_path=path, truncated=info.truncated,
                      extra_notes=trace_notes(info))
+
+
+def compiled_helpers() -> Any:
+    """The compiled helpers (strace/fastpath.py's module) whose reader of trace rows
+    (tracefile/csrc/rows.c) and loop over calls (analysis/accumulate/csrc/) the analysis
+    uses, or None: the pure-Python path."""
+    from ..strace.fastpath import compiled
+    return compiled()
 
 
 def trace_notes(info: Any) -> List[str]:

@@ -6,13 +6,15 @@ converter's counters, tables and flags, which convert.py owns and documents):
 - ``feed_batch(texts)`` is ``feed_text`` over every line, the events in order;
 - ``events_batch(texts)`` is the same events, most complete calls made in C where the
   compiled helpers are built (csrc/calls.c convert_calls): equal events whichever path made
-  them (tests compare them).
+  them (tests compare them); ``rows_batch(texts)`` their trace rows (codec.encode_rows'
+  bytes), those of convert_calls's calls written in C without events (csrc/rowtext.c).
 """
 from __future__ import annotations
 
 from typing import Callable, List, Optional, Tuple
 
 from .. import events as ev
+from ..tracefile.codec import encode_row, encode_rows
 from .args import _parse_fd_cached
 from .decode import (BUILDERS, DIR_CALLS as _DIR_CALLS, FD_FIRST, NV_NAMES as _NV_CACHE,
                      POLL_CALLS, READ_CALLS, WRITE_CALLS, ioctl_request, to_event)
@@ -24,6 +26,7 @@ __all__ = ["BatchFeed"]
 # names (decode.py): convert_calls reads them, Python fills them.
 _FD_CACHE = getattr(_parse_fd_cached, "__self__", {})
 _IOCTL_CACHE = getattr(ioctl_request, "__self__", {})
+_HALVES = frozenset({"unfinished", "resumed"})      # the halves convert_calls takes too
 # The classes convert_calls makes events of (called with their fields in order)
 _C_CLASSES = (ev.Syscall, ev.WriteCall, ev.ReadCall, ev.IoctlCall)
 
@@ -56,33 +59,59 @@ class BatchFeed:
         made in C (csrc/calls.c convert_calls: the same events), every other line through
         ``_feed_run``."""
         out: List[ev.Event] = []
+        self._batch(texts, out, out.extend, None)
+        return out
+
+    def rows_batch(self, texts: List[str]) -> Tuple[bytes, int]:
+        """(``encode_rows(events_batch(texts))``, how many events): where the compiled helpers
+        are built, the rows of the calls convert_calls takes written by it (csrc/rowtext.c),
+        without their events (the same bytes)."""
+        if _CONVERT_CALLS is None:
+            events = self.feed_batch(texts)
+            return encode_rows(events), len(events)
+        parts: List[bytes] = []
+        count = self._batch(texts, parts, lambda events: parts.append(encode_rows(events)),
+                            encode_row)
+        return b"".join(parts), count
+
+    def _batch(self, texts: List[str], out: list, take: Callable[[List[ev.Event]], object],
+               encode: Optional[Callable[[ev.Event], bytes]]) -> int:
+        """Every line of ``texts``: convert_calls's into ``out`` (their events, or with
+        ``encode`` their rows, as bytes), the others' events to ``take``; how many events."""
         plain = _CONVERT_CALLS
-        n, i = len(texts), 0
+        n, i, count = len(texts), 0, 0
         while i < n:
             if plain is not None and self._has_pid and self.first_ts is not None \
                     and self._cut is None and not self._held_calls():
                 ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
                        FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_CLASSES,
-                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE)
-                i, k, last, has_dur = plain(texts, i, ctx, out)
+                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE, encode,
+                       self._pending, self._entered, self.lines)
+                i, k, last, has_dur, entered, tail, made = plain(texts, i, ctx, out)
+                count += made
                 if k:
                     self.lines += k
-                    self._line = None           # (strace -k frames: not theirs)
+                    # strace -k frames after an entry half are its call's, else no call's
+                    self._line = (entered, "unfinished", self.lines) if tail else None
                     self.last_ts = last
                     if has_dur:
                         self._has_dur = True
+                if entered is not None:
+                    self.unfinished_tid = entered
                 if i >= n:
                     break
             events, i = self._feed_run(texts, i, plain is not None)
-            out.extend(events)
-        return out
+            count += len(events)
+            take(events)
+        return count
 
     def _feed_run(self, texts: List[str], start: int,
                   stop_plain: bool) -> Tuple[List[ev.Event], int]:
         """Lines from ``texts[start]`` on: (their events, the index where it stopped). The
         commonest line (a complete call of a known thread, nothing special about it) takes a
         path with the converter's state in local variables; every other line goes through
-        feed_text. ``stop_plain``: stop before a later line convert_calls can take."""
+        feed_text. ``stop_plain``: stop before a later line convert_calls can take (a complete
+        call, an entry or resumed half)."""
         out: List[ev.Event] = []
         add, extend = out.append, out.extend
         split, to_ev, feed_text = split_line, to_event, self.feed_text
@@ -97,6 +126,8 @@ class BatchFeed:
             text = texts[i]
             if fast:
                 t = split(text)
+                if stop_plain and i > start and t is not None and t[2] in _HALVES:
+                    break                 # convert_calls's line (or its own to refuse)
                 if t is not None and t[2] == "call" and t[0] is not None and t[1] is not None \
                         and not t[13] and t[14] is None and t[3] not in special \
                         and (t[6] is None or not t[6].startswith(INTERRUPTED)):

@@ -1,15 +1,15 @@
-"""The optional compiled helpers of the strace importer (tracer/strace/csrc/, module
-``_fast``: line parser, first pass, complete calls made events) and how to get them. Trace
-rows are not theirs: codec.py (msgspec) reads and writes them.
+"""The optional compiled helpers (module ``_fast``): of the strace importer (tracer/strace/csrc/:
+line parser, first pass, complete calls made events), of the trace reader for the analysis
+(tracefile/csrc/rows.c: call rows read in place) and of the accumulator (analysis/accumulate/
+csrc/: calls into statistics), and how to get them. codec.py (msgspec) writes trace rows.
 
 Contract:
 - ``compiled()`` is the ``_fast`` extension module when it is built for this interpreter from
   the C sources in csrc/ (the module carries their hash), else None; callers then use the
-  pure-Python twins, which are the reference (tests compare both on real logs).
-  ``HANGTRACE_PURE=1`` in the environment forces the pure-Python path.
+  pure-Python twins, the reference (tests compare both); ``HANGTRACE_PURE=1`` forces those.
 - ``status()`` says in words which path is in use and why (bench/, doctor).
 - ``source_files(package_dir)``, ``source_hash(package_dir)``: what setup.py compiles, and
-  the hash it gives the module; nothing requires the module.
+  its hash.
 """
 from __future__ import annotations
 

@@ -141,8 +141,7 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
                               sharded.last_ts, sharded.truncated, sharded.names,
                               sharded.numbers, sharded.cut_calls)
         else:
-            write = sink.write
-            conv = convert_log(source, facts, base_date, lambda evs: write(encode_rows(evs)))
+            conv = convert_log(source, facts, base_date, sink.write)
         sink.close()
         tmp.close()
         header, end, machine, notes = trace_header(source.name, conv, facts, source.notes)
@@ -259,9 +258,10 @@ def converted(source: Any, conv: StraceConverter) -> Iterator[List[ev.Event]]:
 
 
 def convert_log(source: Any, facts: LogFacts, base_date: Optional[_dt.date],
-                take: Callable[[List[ev.Event]], None]) -> _Converted:
-    """One converter over the whole log, in this process: its events to ``take``, list by
-    list, and what the header needs of it."""
+                take: Callable[[bytes], object]) -> _Converted:
+    """One converter over the whole log, in this process: its events' trace rows to ``take``
+    (bytes, a batch of lines' at a time: StraceConverter.rows_batch), and what the header
+    needs of it."""
     conv = converter_for(facts, base_date)
     count = 0
     # Millions of short-lived, acyclic objects: reference counting frees them all; the cyclic
@@ -269,9 +269,14 @@ def convert_log(source: Any, facts: LogFacts, base_date: Optional[_dt.date],
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for events in converted(source, conv):
-            count += len(events)
-            take(events)
+        rows_of = conv.rows_batch
+        for batch in source.line_batches():
+            rows, n = rows_of(batch)
+            count += n
+            take(rows)
+        last = conv.finish(conv.last_ts)
+        count += len(last)
+        take(encode_rows(last))
     finally:
         if gc_was_enabled:
             gc.enable()

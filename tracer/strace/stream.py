@@ -2,7 +2,7 @@
 between: what ``hangtrace analyze LOG`` feeds the analyzer (load/log.py).
 
 Contract: ``LogStream(path, progress=None, pid=None)`` reads the log as import_strace does
-(importer.py: the first pass, then one conversion, its events counted and dropped) for what
+(importer.py: the first pass, then one conversion, its rows counted and dropped) for what
 that trace's header says: ``header``, ``processes``, ``end`` and ``events`` (how many); it
 raises ImportError_ as import_strace does. ``batches(progress=None)`` converts the log again
 and yields its events in lists, in the trace's order (the same log, the same events), the
@@ -56,5 +56,5 @@ class LogStream:
         self.close()
 
 
-def _dropped(events: List[ev.Event]) -> None:
-    """The first conversion's events: counted by convert_log, not kept."""
+def _dropped(rows: bytes) -> None:
+    """The first conversion's rows: counted by convert_log, not kept."""

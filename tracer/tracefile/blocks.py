@@ -34,45 +34,53 @@ def byte_blocks(stream: IO[bytes], size: int = BLOCK, limit: int = MAX_LINE_CHAR
                 on_block: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
     """The stream in blocks of whole lines (bytes; the last may lack its newline). A gzip
     stream cut short raises one of ``BROKEN`` after every complete line before the break was
-    yielded: reads go through read1, so the data of a failing read is all that is lost. A line
-    longer than ``limit`` bytes raises LineTooLong (the caller adds the file's name)."""
-    read = getattr(stream, "read1", None) or stream.read
-    parts: List[bytes] = []           # what was read since the last block, in order
-    have = 0                          # bytes in parts
+    yielded: reads go through readinto1 (read1), so the data of a failing read is all that is
+    lost. A line longer than ``limit`` bytes raises LineTooLong (the caller adds the file's
+    name). The stream is read into one buffer, reused (a block is its one copy out of it: a
+    new buffer per read cost a page fault per 4 KiB); a long line grows it (doubling, so each
+    byte is copied a bounded number of times)."""
+    readinto = getattr(stream, "readinto1", None) or stream.readinto
+    buf = bytearray(size)
+    have = 0                          # bytes in buf
     tail = 0                          # of which after the last newline: the line being read
     try:
         while True:
-            chunk = read(size)
-            if not chunk:
+            if have + size > len(buf):              # a long line: room for one more read
+                buf.extend(bytes(max(len(buf), have + size - len(buf))))
+            with memoryview(buf) as view:
+                got = readinto(view[have:have + size])
+            if not got:
                 break
-            parts.append(chunk)
-            have += len(chunk)
-            nl = chunk.rfind(b"\n")
+            nl = buf.rfind(b"\n", have, have + got)
+            have += got
             if nl < 0:      # no newline: one long line grows here (never joined), up to a cap
-                tail += len(chunk)
+                tail += got
                 if tail > limit:
                     raise LineTooLong(f"a line is longer than {limit >> 20} MiB")
                 continue
-            tail = len(chunk) - nl - 1
-            if have < size:              # read1 gives what one read gave: gather a block
+            tail = have - nl - 1
+            if have < size:              # readinto1 gives what one read gave: gather a block
                 continue
-            data = b"".join(parts) if len(parts) > 1 else chunk
-            cut = len(data) - tail
-            rest = data[cut:]
-            parts, have = ([rest], len(rest)) if rest else ([], 0)
             if on_block is not None:
                 on_block()
-            yield data if cut == len(data) else data[:cut]
+            yield _taken(buf, have - tail, have)
+            have = tail
     except BROKEN:
-        data = b"".join(parts)
-        cut = data.rfind(b"\n") + 1
-        if cut:
-            yield data[:cut]
+        if have > tail:
+            yield _taken(buf, have - tail, have)
         raise
-    if parts:
+    if have:
         if on_block is not None:
             on_block()
-        yield b"".join(parts)
+        yield _taken(buf, have, have)
+
+
+def _taken(buf: bytearray, cut: int, have: int) -> bytes:
+    """``buf[:cut]`` as bytes (one copy); what follows, up to ``have``, moved to its start."""
+    with memoryview(buf) as view:
+        out = bytes(view[:cut])
+    buf[:have - cut] = buf[cut:have]
+    return out
 
 
 def offset_reporter(raw: IO[bytes], progress: Optional[Callable[[int], None]]

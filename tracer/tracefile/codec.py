@@ -5,8 +5,8 @@ Contract:
 - ``RowCodec(schema)`` decodes the rows a trace header's ``schema`` describes ({tag: [field
   names]}): ``block(data)`` a block of whole lines (bytes) -> (its rows, whether it was read line
   by line); ``line(data)`` one line; ``row(value)`` one row already parsed as JSON (the
-  header's processes). A row that cannot be read is ``BAD``: no decoding failure escapes as
-  an exception (``RecursionError`` from deep nesting too).
+  header's processes); ``current(tags)`` the decoder of those tags' rows in the current field
+  order (csrc/rows.c). A row that cannot be read is ``BAD``: no decoding failure escapes.
 - ``encode_row(event)`` and ``encode_rows(events)`` give the row text (bytes, one line each,
   newline included); ``header_line(header)`` and ``end_line(start, events, reason, ts)`` the
   first and the last line of a trace (the one place the writer and the importer take them).
@@ -146,8 +146,15 @@ class RowCodec:
         body = _decoder([m for m in members if m.__struct_config__.tag != "end"])
         whole = _decoder(members)
         self._type: Any = Union[tuple(members)] if members else None  # type: ignore
+        self._current = {m.__struct_config__.tag for m in members if m not in self._legacy}
         self._lines: Optional[Callable[[bytes], List[Any]]] = body and body.decode_lines
         self._decode: Optional[Callable[[bytes], Any]] = whole and whole.decode
+
+    def current(self, tags: Tuple[str, ...]) -> Optional[Callable[[bytes], Any]]:
+        """The decoder of a whole row (line -> its event) when every tag of ``tags`` is
+        written in the current field order (no legacy layout), else None: what a reader of
+        such rows in place (csrc/rows.c) makes an event with."""
+        return self._decode if self._decode is not None and set(tags) <= self._current else None
 
     def block(self, data: bytes) -> Tuple[List[Any], bool]:
         """(the rows of ``data``, whether it was read line by line: then the list holds per

@@ -8,6 +8,7 @@ Contract:
 - ``TraceReader`` (``open_trace``) reads up to the last complete event of a truncated file
   (plain or gzip) and says so in ``TraceInfo.truncated``; what is not a trace raises
   ``NotATrace``, an unknown version or a bad header ``CorruptTrace`` (errors.py), one line.
+  For the analysis, ``batches(parse)`` gives blocks read in place (csrc/rows.c) where it can.
 - ``trace_end(path)``: when a trace ends, before its events are read (None for a pipe).
 """
 from __future__ import annotations
@@ -23,11 +24,12 @@ import stat
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type, Union
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type, Union
 
 from .. import events as ev
 from ..events import counts as count_events, evidence as evidence_events  # noqa: F401  (register)
 from ..events import stacks as stack_events, states as state_events  # noqa: F401  (register)
+from ..events.shapes import TIME_MAX, TIME_MIN
 from ..errors import BadInput, CorruptTrace, NotATrace, OutputError, shown
 from .codec import BAD, RowCodec, encode_row, end_line, header_line
 from .validate import check_header
@@ -37,6 +39,7 @@ from .inputs import open_raw
 from ..outputs import FreshName, open_streamed
 
 MAGIC = "hangtrace-trace"
+_IN_PLACE = ("sc", "rd", "io")         # the rows csrc/rows.c reads in place
 VERSION = 1
 SUFFIX = ".htrace"
 
@@ -365,16 +368,33 @@ class TraceReader:
     def events(self) -> Iterator[ev.Event]:
         """The events, in order (one pass). The iteration runs in C over lists of decoded
         events, a block at a time (codec.py); ``info`` is complete once it is exhausted."""
-        return itertools.chain.from_iterable(self._batches())
+        return itertools.chain.from_iterable(self.batches())
 
-    def _batches(self) -> Iterator[List[ev.Event]]:
+    def batches(self, parse: Optional[Callable[..., Any]] = None
+                ) -> Iterator[Sequence[ev.Event]]:
+        """The events as ``events()`` gives them, in lists (a block of the file each; one
+        pass, instead of ``events()``). ``parse``: the compiled reader of a block for the
+        analysis (csrc/rows.c parse_rows): where it reads a block (the rows of the current
+        layout), its RowBlock, a sequence of the block's events, stands for the list."""
         info = self.info
         block = self._codec.block
         end_cls = ev.RecordingEnd
         pending_bad = 0
         lines = 1                        # read so far, the header's included
+        decode = self._codec.current(_IN_PLACE) if parse is not None else None
         try:
             for raw in _raw_blocks(self._stream, info, self._on_block):
+                rows = decode and parse(raw, self._codec.line, BAD, end_cls,  # type: ignore
+                                        decode, TIME_MIN, TIME_MAX)
+                if rows is not None:              # no bad line in it, read in place
+                    lines += rows.lines
+                    if rows.lines and pending_bad:
+                        info.bad_lines += pending_bad
+                        pending_bad = 0
+                    info.end = rows.end if rows.end is not None else info.end
+                    info.events += len(rows)
+                    yield rows
+                    continue
                 items, by_line = block(raw)
                 lines += len(items)
                 if not by_line:                   # every line an event: one C call

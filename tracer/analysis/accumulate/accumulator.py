@@ -4,10 +4,13 @@ Contract: ``Accumulator.feed(event)`` takes events in time order, one at a time,
 being read or from a live queue (the same code path for both); memory is bounded by the number of
 threads, fds and distinct syscall names, never by the number of events. ``finish(end_ts)`` closes
 the recording window and returns a ``Recording``: everything the rules need, nothing classified.
+``feed_many`` and ``feed_batches`` feed many events at once (a trace's replay), the latter
+through the compiled helpers where given (calls.py says what C does).
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+import itertools
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ... import events as ev
 from ...events.counts import ThreadCounts
@@ -15,30 +18,19 @@ from ...events.states import ThreadStopped
 from ...events.evidence import LogLines, MemoryProgress
 from ...events.stacks import StackSamples
 from ...linux.fdtarget import FdTarget
-from .io_class import (MAX_OUTPUT_TARGETS, MAX_SOCKETS, IoClass, fd_label, internal_targets,
-                       judge_output, read_class, write_class)
-from .fd_lifetimes import ENDS_FD, fd_ended, traffic_of
+from .io_class import MAX_SOCKETS, internal_targets, judge_output
+from .calls import MAX_FUTEX_ADDRS, CallFeed
 from .kernel_counts import KernelCounts
-from .program_clock import CLOCK_CALLS, ProgramClock
-from .stats import (ProcessStats, Recording, TcpTrack, ThreadStats, count_failure,
-                    count_poll, strip_sp_pc)
+from .program_clock import ProgramClock
+from .stats import ProcessStats, Recording, TcpTrack, ThreadStats, strip_sp_pc
 
 __all__ = ["Accumulator", "ThreadStats", "ProcessStats", "Recording"]
 
-MAX_FUTEX_ADDRS = 4096
-_OUTPUT, _WAKEUP, _EVENTFD, _DISCARDED, _SOCKET, _UNKNOWN = (
-    IoClass.OUTPUT, IoClass.WAKEUP, IoClass.EVENTFD, IoClass.DISCARDED, IoClass.SOCKET,
-    IoClass.UNKNOWN)
-# The event classes _syscall tells apart, as module globals (one dict lookup, not two).
-_SYSCALL, _WRITE, _FUTEX, _POLL, _IOCTL, _READ = (ev.Syscall, ev.WriteCall, ev.FutexCall,
-                                                  ev.PollCall, ev.IoctlCall, ev.ReadCall)
-_PLAIN_NAMES = frozenset({"nanosleep", "clock_nanosleep", "sched_yield", "connect", "flock",
-                          "fcntl"}) | ENDS_FD | CLOCK_CALLS      # the plain calls _syscall reads
 _SYSCALLS = frozenset({ev.Syscall, ev.FutexCall, ev.PollCall, ev.IoctlCall, ev.WriteCall,
                        ev.ReadCall, ev.WaitChild})     # what the dispatch sends to _syscall
 
 
-class Accumulator:
+class Accumulator(CallFeed):
     """Feeds events into stats (module doc)."""
 
     def __init__(self, *, start: Optional[float] = None, backends: Optional[List[str]] = None,
@@ -199,6 +191,31 @@ class Accumulator:
         finally:
             self.last_ts, self.start = last, start
 
+    def feed_batches(self, batches: Iterable[Sequence[ev.Event]],
+                     route: Optional[Dict[type, Callable[[ev.Event], None]]] = None,
+                     fast: Any = None) -> None:
+        """``feed_many`` over lists of events (a trace read block by block). ``fast``: the
+        compiled helpers, whose twin of the loop over calls (csrc/feed.c feed_calls, calls.py)
+        takes each run of calls, of a list or of a RowBlock (a block read in place: feed_rows);
+        the other events go through ``feed_many``."""
+        if fast is None:
+            self.feed_many(itertools.chain.from_iterable(batches), route)
+            return
+        ctx = self.call_context()
+        cur: list = [self.last_ts, self.start, None, None, None]   # feed_calls's (its doc)
+        feed_calls, feed_rows = fast.feed_calls, fast.feed_rows
+        for batch in batches:
+            feed = feed_calls if type(batch) is list else feed_rows
+            i, n = 0, len(batch)
+            while i < n:
+                i = feed(batch, i, ctx, cur)
+                if i < n:
+                    self.last_ts, self.start = cur[0], cur[1]
+                    self.feed_many((batch[i],), route)
+                    cur[0], cur[1] = self.last_ts, self.start
+                    i += 1
+        self.last_ts, self.start = cur[0], cur[1]
+
     def _on_io(self, e: ev.ProcessIO) -> None:
         p = self._process(e.pid)
         if p.first_io is None:
@@ -270,152 +287,6 @@ class Accumulator:
         """The threads of ``pid`` in the order they were first seen (an index kept by
         ``_thread``: a process exit or a SIGCONT costs its own threads, not every thread)."""
         return list(self._threads_by_pid.get(pid, ()))
-
-    def _syscall(self, e: ev.Syscall, t: Optional[ThreadStats] = None) -> None:
-        """``t``: the event's ThreadStats when the caller has it (feed_many), else looked up."""
-        if t is None:
-            t = self.threads.get((e.pid, e.tid)) or self._thread(e.pid, e.tid)
-        ts = e.ts
-        if t.first_ts is None:
-            t.first_ts = ts
-        t.last_ts = ts
-        if e.ongoing:
-            t.ongoing = e
-            return
-        t.last_call = e
-        t.ncalls += 1
-        name = e.name
-        t.syscalls[name] += 1
-        if e.err is not None:
-            count_failure(t, name, e.err)
-        if name == t.tail_name and e.ret == t.tail_ret:   # the run of one call at the end
-            t.tail_run += 1
-        else:
-            t.tail_name, t.tail_ret, t.tail_run, t.tail_since = name, e.ret, 1, ts
-        dur = e.dur
-        if dur is None:
-            t.durations_known = False
-        else:
-            t.syscall_time += dur
-        kind = type(e)
-        if kind is _SYSCALL:
-            if name not in _PLAIN_NAMES:     # (most plain calls: one set lookup)
-                pass
-            elif name == "nanosleep" or name == "clock_nanosleep":
-                t.sleeps += 1
-            elif name == "sched_yield":
-                t.yields += 1
-            elif name == "connect":
-                self._connect(t, e)
-            elif name == "flock" or name == "fcntl":
-                self._lock(t, e)
-            elif name in ENDS_FD:
-                fd_ended(self._threads_by_pid.get(e.pid, ()), e, self._followed(e.pid))
-            elif self._clock is not None and name in CLOCK_CALLS:
-                self._clock.feed(name, e.args or "")
-        elif kind is _WRITE:
-            self._write(t, e)  # type: ignore[arg-type]
-        elif kind is _FUTEX:
-            self._futex(t, e)  # type: ignore[arg-type]
-        elif kind is _POLL:
-            count_poll(t, e)  # type: ignore[arg-type]
-        elif kind is _IOCTL:
-            t.ioctls[(e.fd_kind or "?", e.request, e.request_name or "")] += 1  # type: ignore
-        elif kind is _READ:
-            self._read(t, e)  # type: ignore[arg-type]
-
-    def _read(self, t: ThreadStats, e: ev.ReadCall) -> None:
-        if e.name.startswith("accept"):
-            if e.ret is not None and e.ret >= 0:
-                t.accepts += 1
-                t.connection_at, t.connection_ts = t.ncalls, e.ts
-            return
-        if not e.ret or e.ret <= 0:
-            return
-        cls = read_class(e.fd_kind, lambda: self.is_internal(e.pid, e.fd_target))
-        if cls.is_wakeup:
-            return
-        if cls is _SOCKET and e.fd is not None:
-            tr = traffic_of(t, e, self._followed(e.pid))
-            if tr is not None:
-                tr.receive(e.ret, e.ts)
-        t.input_bytes += e.ret
-        t.input_at, t.input_ts = t.ncalls, e.ts
-        if e.fd_kind == "file":
-            t.file_reads += 1
-
-    def _lock(self, t: ThreadStats, e: ev.Syscall) -> None:
-        """File locks taken and released in the log (flock, fcntl F_SETLK*): who holds which
-        file, for a waiter the log shows blocked on it (imports have no /proc/locks)."""
-        if e.err is not None or e.ret != 0 or not e.fd_target:
-            return
-        args = e.args or ""
-        if "LOCK_UN" in args or "F_UNLCK" in args:
-            if self.lock_holders.get(e.fd_target, (None,))[0] == t.pid:
-                del self.lock_holders[e.fd_target]
-        elif ("LOCK_EX" in args or "LOCK_SH" in args or "F_WRLCK" in args
-              or "F_RDLCK" in args) and len(self.lock_holders) < MAX_FUTEX_ADDRS:
-            self.lock_holders[e.fd_target] = (t.pid, t.tid)
-
-    def _connect(self, t: ThreadStats, e: ev.Syscall) -> None:
-        """A connection made counts as doing something outside. A non-blocking connect that
-        returned EINPROGRESS is not counted: it may well be refused (NCCL's RAS thread retries
-        a dead peer once a second that way); what it later sends counts as output anyway."""
-        if e.err is None and e.ret == 0:
-            t.connects += 1
-            t.connection_at, t.connection_ts = t.ncalls, e.ts
-            if len(t.connect_targets) < MAX_OUTPUT_TARGETS:
-                t.connect_targets[e.fd_target or f"fd {e.fd}"] += 1
-
-    def _write(self, t: ThreadStats, e: ev.WriteCall) -> None:
-        n = max(e.nbytes, 0)
-        if e.err is not None:
-            return
-        t.written_bytes += n
-        cls = write_class(e.fd_kind, n, lambda: self.is_internal(e.pid, e.fd_target))
-        if cls is _OUTPUT:
-            self._output(t, e, n)
-        elif cls is _EVENTFD:
-            t.eventfd_writes += 1
-        elif cls is _WAKEUP:
-            t.wakeup_writes += 1
-        elif cls is _UNKNOWN:
-            t.unjudged_writes += 1
-        elif cls is _DISCARDED:
-            t.null_writes += 1
-        elif cls is _SOCKET:
-            tr = traffic_of(t, e, self._followed(e.pid)) if e.fd is not None else None
-            if tr is not None:
-                tr.send(e.ts, n)
-                tr.calls_at_send = t.ncalls
-            else:                       # a socket not followed (too many): count it as output
-                self._output(t, e, n)
-
-    @staticmethod
-    def _output(t: ThreadStats, e: ev.WriteCall, n: int) -> None:
-        t.plain_bytes += n
-        t.plain_writes += 1
-        if t.plain_first_ts is None:
-            t.plain_first_ts = e.ts
-        t.plain_last_ts = e.ts
-        t.calls_at_output = t.ncalls
-        label = fd_label(e.fd, e.fd_target)
-        if len(t.plain_targets) < MAX_OUTPUT_TARGETS or label in t.plain_targets:
-            t.plain_targets[label] += n
-
-    def _futex(self, t: ThreadStats, e: ev.FutexCall) -> None:
-        op = e.op
-        if op.startswith("WAIT") or op in ("LOCK_PI", "LOCK_PI2", "WAIT_REQUEUE_PI"):
-            t.futex_waits += 1
-            if e.timeout is not None:
-                t.futex_waits_timeout += 1
-            if e.err == "ETIMEDOUT":
-                t.futex_timeouts += 1
-        elif op.startswith("WAKE") or op in ("UNLOCK_PI", "REQUEUE", "CMP_REQUEUE"):
-            t.futex_wakes += 1
-            if e.ret and e.ret > 0 and (e.addr in self.futex_wakers
-                                        or len(self.futex_wakers) < MAX_FUTEX_ADDRS):
-                self.futex_wakers[e.addr] = (t.pid, t.tid)
 
     def _sample(self, s: ev.ThreadSample) -> None:
         t = self.threads.get((s.pid, s.tid)) or self._thread(s.pid, s.tid)

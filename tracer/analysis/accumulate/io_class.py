@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stats import ThreadStats
     from .traffic import FdTraffic
 
-__all__ = ["IoClass", "write_class", "read_class", "proc_output_bytes",
+__all__ = ["IoClass", "write_class", "read_class", "READ_KINDS", "proc_output_bytes",
            "proc_input_bytes", "judge_output", "output_at", "is_old_news", "fd_label", "internal_targets", "WAKEUP_MAX_BYTES", "CHANNEL_KINDS", "MAX_OUTPUT_TARGETS",
            "MAX_SOCKETS"]
 
@@ -96,6 +96,11 @@ def read_class(kind: Optional[str], internal: Callable[[], bool] = lambda: False
     if kind in SOCKET_KINDS:
         return IoClass.SOCKET
     return IoClass.INPUT
+
+
+# The fd kinds read_class tells apart: a read of any other kind (None too) is INPUT, whoever
+# holds the fd (the accumulator's compiled twin counts those reads itself: calls.py).
+READ_KINDS = frozenset({"eventfd"}) | CHANNEL_KINDS | SOCKET_KINDS
 
 
 def proc_output_bytes(wchar: int, syscw: int) -> int:

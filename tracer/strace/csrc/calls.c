@@ -1,12 +1,16 @@
 #include "fast.h"
 
 /* ------------------------------------------------------------------ convert_calls */
-/* convert_calls(texts, start, ctx, rows) -> (next, lines, last_ts, has_dur)
+/* convert_calls(texts, start, ctx, out) -> (next, lines, last_ts, has_dur, entered, tail,
+ *                                            events)
  *
  * strace/batch.py BatchFeed.events_batch's fast path, line after line from texts[start]:
  * a line that split_line reads as a complete call of a known thread (pid column, -ttt
  * timestamp, no -n number) whose name is not in ctx's special set becomes the event
- * decode.to_event builds for it, appended to events:
+ * decode.to_event builds for it; so does the resumed half of a call whose entry half is held
+ * in pending (convert.py's _resumed: the entry's time and arguments, the time since as its
+ * duration when the line has none), an entry half (<unfinished ...>) being held there
+ * (entered[tid] its line number) unless its thread holds one already:
  *   - read/write family and ioctl: decode.py's _rw and _ioctl done here (through the fd,
  *     ioctl-request and NVIDIA-name memo dicts Python fills);
  *   - another name in builders: builders[name](ts, pid, tid, name, args, sargs, ret, err,
@@ -14,18 +18,67 @@
  *   - else a plain Syscall: scrubbed args, the first argument as an fd through the fd cache,
  *     "dir" for a directory call.
  * Events are made by calling their class with its fields in order (classes: Syscall,
- * WriteCall, ReadCall, IoctlCall).
+ * WriteCall, ReadCall, IoctlCall) and appended to out, a list; where ctx gives encode_row
+ * (codec.encode_row), their trace rows are written instead (rowtext.c row_text; an event
+ * whose row it cannot write made and written by encode_row), all the lines' rows appended
+ * to out as one bytes object at the end.
  * It stops at the first other line (next = its index), and at a line whose fd the cache does
  * not hold yet or whose event needs the converter (its fd tables, its first -y decoration):
  * Python takes that line. ctx = (tid_pid, names, special, builders, fd_first, dir_calls,
- * fd_cache, has_fd, classes, write_calls, read_calls, ioctl_cache, nv_cache). lines, last_ts
- * (None when no line was taken) and has_dur are what the converter's counters get. */
+ * fd_cache, has_fd, classes, write_calls, read_calls, ioctl_cache, nv_cache, encode_row or
+ * None, pending, entered, the converter's lines so far). lines, last_ts (None when no line
+ * was taken) and has_dur are what the converter's counters get; entered the tid of the last
+ * entry half held (or None), tail whether the last line taken was one; events how many. */
 
-/* decode.py's _rw and _ioctl builders for a complete call: its event (*out) made with cls
+/* Where the events go: appended to a list, or (encode_row given) written as their trace
+ * rows (rowtext.c row_text; an event it cannot write made and written by encode_row), whose
+ * bytes are appended to the list at the end */
+typedef struct {
+    PyObject *out, *encode_row;
+    int rows;
+    Text text;                          /* the rows written so far */
+} Emit;
+
+/* an event made elsewhere (a builder's): appended, or its row written */
+static int emit_event(Emit *em, PyObject *ev)
+{
+    if (!em->rows)
+        return PyList_Append(em->out, ev);
+    PyObject *row = PyObject_CallOneArg(em->encode_row, ev);
+    if (!row)
+        return -1;
+    int rc = PyBytes_Check(row)
+             ? row_bytes(&em->text, PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row)) : -1;
+    if (rc < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "convert_calls: encode_row gave no bytes");
+    Py_DECREF(row);
+    return rc;
+}
+
+/* the event cls(*vals) (tag, the fields' shape: rowtext.c): its row written, or made and
+ * given to emit_event */
+static int emit(Emit *em, PyObject *cls, const char *tag, const char *shape,
+                PyObject *const *vals, Py_ssize_t n)
+{
+    if (em->rows) {
+        int rc = row_text(&em->text, tag, vals, shape);
+        if (rc)
+            return rc < 0 ? -1 : 0;
+    }
+    PyObject *ev = PyObject_Vectorcall(cls, vals, n, NULL);
+    if (!ev)
+        return -1;
+    int rc = emit_event(em, ev);
+    Py_DECREF(ev);
+    return rc;
+}
+
+/* decode.py's _rw and _ioctl builders for a complete call: its event emitted, made with cls
  * (WriteCall, ReadCall or IoctlCall; io: the ioctl one): 1 made, 0 for Python (a cache it
  * needs is not filled yet, or the event needs the converter's fd tables or its first -y
  * decoration), -1 error */
-static int native_call(PyObject **out, PyObject *cls, int io, PyObject *ts, PyObject *pid,
+static int native_call(Emit *em, PyObject *cls, const char *tag, int io, PyObject *ts,
+                       PyObject *pid,
                        PyObject *tid,
                        PyObject *name, PyObject *args, PyObject *sargs, PyObject *t,
                        PyObject *fd_cache, PyObject *ioctl_cache, PyObject *nv_cache,
@@ -116,8 +169,8 @@ static int native_call(PyObject **out, PyObject *cls, int io, PyObject *ts, PyOb
     }
     PyObject *vals[14] = {ts, pid, tid, name, sargs, ret, PyTuple_GET_ITEM(t, 6),
                           PyTuple_GET_ITEM(t, 8), fd, kind, target, Py_False, tail[0], tail[1]};
-    *out = PyObject_Vectorcall(cls, vals, 12 + ntail, NULL);
-    rc = *out ? 1 : -1;
+    rc = emit(em, cls, tag, io ? "fiissISFISSbiS" : "fiissISFISSbi", vals, 12 + ntail) < 0
+         ? -1 : 1;
 out:
     Py_DECREF(first);
     Py_XDECREF(nv_key);
@@ -137,14 +190,67 @@ static int interrupted(PyObject *err)
 }
 
 
+/* convert.py's two halves of a call, for a line of tid (an entry half when entry, else a
+ * resumed half): an entry half is to be held (hold_entry) unless tid holds one already
+ * (Python's line: it ends that one); a resumed half whose held entry has its name becomes
+ * its call: *ts the entry's, *args the entry's and its own (*joined, a new reference), *dur
+ * its own or the time since the entry (*waited); pending keeps the entry until the caller has
+ * made the call. 1 (or 2: an entry to hold) taken, 0 Python's, -1 error. */
+static int halves(PyObject *pending, PyObject *tid, PyObject *name, PyObject **ts,
+                  PyObject **args, PyObject **dur, PyObject **joined, PyObject **waited,
+                  int entry)
+{
+    PyObject *held = PyDict_GetItemWithError(pending, tid);
+    if (!held)
+        return PyErr_Occurred() ? -1 : !entry ? 0 : 2;
+    if (entry)
+        return 0;
+    if (!PyTuple_Check(held) || PyTuple_GET_SIZE(held) != 3
+            || !PyUnicode_Check(PyTuple_GET_ITEM(held, 2)))
+        return 0;
+    int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(held, 1), name, Py_EQ);
+    if (same <= 0)
+        return same;
+    PyObject *start = PyTuple_GET_ITEM(held, 0);
+    if (*dur == Py_None) {              /* max(0.0, end - start) */
+        double d = PyFloat_AsDouble(*ts) - PyFloat_AsDouble(start);
+        if (PyErr_Occurred())
+            return -1;
+        if (!(d > 0.0))
+            d = 0.0;
+        if (!(*waited = PyFloat_FromDouble(d)))
+            return -1;
+        *dur = *waited;
+    }
+    if (!(*joined = PyUnicode_Concat(PyTuple_GET_ITEM(held, 2), *args)))
+        return -1;
+    *args = *joined;
+    *ts = start;
+    return 1;
+}
+
+/* an entry half held (halves gave 2): pending[tid] = (ts, name, args), entered[tid] = line */
+static int hold_entry(PyObject *pending, PyObject *entered, PyObject *tid, PyObject *ts,
+                      PyObject *name, PyObject *args, Py_ssize_t line)
+{
+    PyObject *held = PyTuple_Pack(3, ts, name, args), *at = PyLong_FromSsize_t(line);
+    int rc = held && at && PyDict_SetItem(pending, tid, held) == 0
+             && PyDict_SetItem(entered, tid, at) == 0 ? 0 : -1;
+    Py_XDECREF(held);
+    Py_XDECREF(at);
+    return rc;
+}
+
 PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     if (argc != 4 || !PyList_Check(argv[0]) || !PyTuple_Check(argv[2])
-            || PyTuple_GET_SIZE(argv[2]) != 13 || !PyList_Check(argv[3])) {
-        PyErr_SetString(PyExc_TypeError, "convert_calls(texts, start, ctx, events)");
+            || PyTuple_GET_SIZE(argv[2]) != 17 || !PyList_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "convert_calls(texts, start, ctx, out)");
         return NULL;
     }
-    PyObject *texts = argv[0], *rows = argv[3], *ctx = argv[2];
+    PyObject *texts = argv[0], *ctx = argv[2];
+    Emit em = {argv[3], PyTuple_GET_ITEM(ctx, 13), PyTuple_GET_ITEM(ctx, 13) != Py_None,
+               {NULL, 0, 0}};
     Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
     if (i == -1 && PyErr_Occurred())
         return NULL;
@@ -153,8 +259,16 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
              *fd_first = PyTuple_GET_ITEM(ctx, 4), *dir_calls = PyTuple_GET_ITEM(ctx, 5),
              *fd_cache = PyTuple_GET_ITEM(ctx, 6), *classes = PyTuple_GET_ITEM(ctx, 8),
              *write_calls = PyTuple_GET_ITEM(ctx, 9), *read_calls = PyTuple_GET_ITEM(ctx, 10),
-             *ioctl_cache = PyTuple_GET_ITEM(ctx, 11), *nv_cache = PyTuple_GET_ITEM(ctx, 12);
+             *ioctl_cache = PyTuple_GET_ITEM(ctx, 11), *nv_cache = PyTuple_GET_ITEM(ctx, 12),
+             *pending = PyTuple_GET_ITEM(ctx, 14), *entered = PyTuple_GET_ITEM(ctx, 15);
     int has_fd = PyObject_IsTrue(PyTuple_GET_ITEM(ctx, 7));
+    Py_ssize_t base_lines = PyLong_AsSsize_t(PyTuple_GET_ITEM(ctx, 16));
+    if (base_lines == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyDict_Check(pending) || !PyDict_Check(entered)) {
+        PyErr_SetString(PyExc_TypeError, "convert_calls: ctx[14:16] are dicts");
+        return NULL;
+    }
     if (!PyTuple_Check(classes) || PyTuple_GET_SIZE(classes) != 4) {
         PyErr_SetString(PyExc_TypeError, "convert_calls: ctx[8] is (Syscall, WriteCall, "
                         "ReadCall, IoctlCall)");
@@ -162,9 +276,11 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     }
     PyObject *sc_cls = PyTuple_GET_ITEM(classes, 0), *wr_cls = PyTuple_GET_ITEM(classes, 1),
              *rd_cls = PyTuple_GET_ITEM(classes, 2), *io_cls = PyTuple_GET_ITEM(classes, 3);
-    Py_ssize_t n = PyList_GET_SIZE(texts), lines = 0;
-    int has_dur = 0;
+    Py_ssize_t n = PyList_GET_SIZE(texts), lines = 0, made = 0;   /* made: events */
+    int has_dur = 0, tail = 0;              /* tail: the last line taken an entry half */
     double last_ts = 0;
+    PyObject *last_entry = Py_None;         /* the tid of the last entry half taken */
+    Py_INCREF(last_entry);
     for (; i < n; i++) {
         PyObject *t = split_line_c(PyList_GET_ITEM(texts, i));
         if (!t)
@@ -173,14 +289,17 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             Py_DECREF(t);
             break;
         }
-        PyObject *tid = PyTuple_GET_ITEM(t, 0), *ts = PyTuple_GET_ITEM(t, 1),
+        PyObject *tid = PyTuple_GET_ITEM(t, 0), *line_ts = PyTuple_GET_ITEM(t, 1),
                  *name = PyTuple_GET_ITEM(t, 3), *args = PyTuple_GET_ITEM(t, 4),
-                 *dur = PyTuple_GET_ITEM(t, 8);
-        PyObject *pid = NULL, *builder = NULL, *first = NULL, *sargs = NULL, *ev = NULL;
-        int ok = PyTuple_GET_ITEM(t, 2) == S_CALL && tid != Py_None && ts != Py_None
+                 *line_dur = PyTuple_GET_ITEM(t, 8), *kind_ = PyTuple_GET_ITEM(t, 2);
+        PyObject *ts = line_ts, *dur = line_dur;    /* the call's: a resumed one's start */
+        PyObject *pid = NULL, *builder = NULL, *first = NULL, *sargs = NULL, *ev = NULL,
+                 *joined = NULL, *waited = NULL;
+        int entry = kind_ == S_UNFINISHED, resumed = kind_ == S_RESUMED;
+        int ok = (kind_ == S_CALL || entry || resumed) && tid != Py_None && ts != Py_None
                  && PyTuple_GET_ITEM(t, 13) == Py_False && PyTuple_GET_ITEM(t, 14) == Py_None
                  && !interrupted(PyTuple_GET_ITEM(t, 6));
-        int rc;
+        int rc, done = 0;
         if (ok) {
             int sp = PySet_Contains(special, name);
             if (sp < 0)
@@ -193,7 +312,26 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                 goto error_t;
             ok = pid != NULL;
         }
+        if (ok && (entry || resumed)) {
+            ok = halves(pending, tid, name, &ts, &args, &dur, &joined, &waited, entry);
+            if (ok < 0)
+                goto error_t;
+            if (ok && entry) {              /* held in pending until its resumed half */
+                if (hold_entry(pending, entered, tid, ts, name, args, base_lines + lines + 1) < 0
+                        || PySet_Add(names, name) < 0)
+                    goto error_t;
+                lines++;
+                last_ts = PyFloat_AsDouble(line_ts);
+                tail = 1;
+                Py_INCREF(tid);
+                Py_SETREF(last_entry, tid);
+                Py_DECREF(t);
+                continue;
+            }
+        }
         if (!ok) {
+            Py_XDECREF(joined);
+            Py_XDECREF(waited);
             Py_DECREF(t);
             break;
         }
@@ -203,6 +341,8 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             goto error_t;
         if (sargs == UNHANDLED) {
             Py_DECREF(sargs);
+            Py_XDECREF(joined);
+            Py_XDECREF(waited);
             Py_DECREF(t);
             break;
         }
@@ -216,16 +356,20 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             if (w < 0 || r < 0)
                 goto error_t;
             if (w || r || io) {
-                rc = native_call(&ev, w ? wr_cls : r ? rd_cls : io_cls, io, ts, pid, tid, name,
-                                 args, sargs, t, fd_cache, ioctl_cache, nv_cache, has_fd);
+                rc = native_call(&em, w ? wr_cls : r ? rd_cls : io_cls, w ? "wr" : r ? "rd" : "io",
+                                 io, ts, pid, tid, name, args, sargs, t, fd_cache, ioctl_cache,
+                                 nv_cache, has_fd);
                 if (rc < 0)
                     goto error_t;
                 if (rc == 0) {          /* for Python: a cache miss, or the converter's */
                     Py_DECREF(sargs);
+                    Py_XDECREF(joined);
+                    Py_XDECREF(waited);
                     Py_DECREF(t);
                     break;
                 }
                 builder = NULL;         /* made: skip the plain Syscall below */
+                done = 1;
             }
         }
         if (builder) {
@@ -250,12 +394,17 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                 if (!mine) {            /* the converter's event: Python redoes the line */
                     Py_CLEAR(ev);
                     Py_DECREF(sargs);
+                    Py_XDECREF(joined);
+                    Py_XDECREF(waited);
                     Py_DECREF(t);
                     break;
                 }
+                if (emit_event(&em, ev) < 0)
+                    goto error_t;
+                done = 1;
             }
         }
-        if (!ev) {                      /* a plain Syscall */
+        if (!done) {                    /* a plain Syscall */
             PyObject *fd = Py_None, *kind = Py_None, *target = Py_None;
             const char *a = PyUnicode_AsUTF8(args);
             if (!a)
@@ -293,39 +442,60 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             if (ok) {
                 PyObject *vals[12] = {ts, pid, tid, name, sargs, PyTuple_GET_ITEM(t, 5),
                                       PyTuple_GET_ITEM(t, 6), dur, fd, kind, target, Py_False};
-                ev = PyObject_Vectorcall(sc_cls, vals, 12, NULL);
-                if (!ev)
+                if (emit(&em, sc_cls, "sc", "fiissISFISSb", vals, 12) < 0)
                     goto error_t;
             }
             if (!ok) {
                 Py_XDECREF(first);
                 Py_DECREF(sargs);
+                Py_XDECREF(joined);
+                Py_XDECREF(waited);
                 Py_DECREF(t);
                 break;
             }
         }
-        if (PySet_Add(names, name) < 0 || PyList_Append(rows, ev) < 0)
+        if (resumed ? PyDict_DelItem(pending, tid) < 0 : PySet_Add(names, name) < 0)
             goto error_t;
         lines++;
-        last_ts = PyFloat_AsDouble(ts);
-        if (dur != Py_None)
+        made++;
+        tail = 0;
+        last_ts = PyFloat_AsDouble(line_ts);
+        if (line_dur != Py_None)
             has_dur = 1;
         Py_XDECREF(ev);
         Py_XDECREF(first);
         Py_DECREF(sargs);
+        Py_XDECREF(joined);
+        Py_XDECREF(waited);
         Py_DECREF(t);
         continue;
 error_t:
         Py_XDECREF(ev);
         Py_XDECREF(first);
         Py_XDECREF(sargs);
+        Py_XDECREF(joined);
+        Py_XDECREF(waited);
         Py_DECREF(t);
         goto error;
     }
-    if (lines)
-        return Py_BuildValue("(nndO)", i, lines, last_ts, has_dur ? Py_True : Py_False);
-    return Py_BuildValue("(nnOO)", i, lines, Py_None, has_dur ? Py_True : Py_False);
+    if (em.rows) {                      /* the rows written, appended as one bytes object */
+        PyObject *taken = rows_taken(&em.text);
+        int rc = taken ? PyList_Append(em.out, taken) : -1;
+        Py_XDECREF(taken);
+        if (rc < 0)
+            return NULL;
+    }
+    PyObject *res = lines
+        ? Py_BuildValue("(nndOOOn)", i, lines, last_ts, has_dur ? Py_True : Py_False,
+                        last_entry, tail ? Py_True : Py_False, made)
+        : Py_BuildValue("(nnOOOOn)", i, lines, Py_None, has_dur ? Py_True : Py_False,
+                        last_entry, Py_False, made);
+    Py_DECREF(last_entry);
+    return res;
 error:
+    Py_DECREF(last_entry);
+    if (em.rows)
+        Py_XDECREF(rows_taken(&em.text));   /* dropped */
     return NULL;
 }
 

@@ -34,10 +34,28 @@ PyObject *split_line_c(PyObject *text);
 PyObject *scrub(PyObject *self, PyObject *text);
 PyObject *first_arg(PyObject *self, PyObject *text);
 
+/* rowtext.c: an event's trace row written from its fields into t, as msgspec writes it (1),
+ * or 0; row_bytes adds a row written elsewhere; rows_taken: t's rows as bytes (t emptied) */
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Text;
+int row_text(Text *t, const char *tag, PyObject *const *vals, const char *shape);
+int row_bytes(Text *t, const char *s, Py_ssize_t n);
+PyObject *rows_taken(Text *t);
+
 /* calls.c: complete calls from line to event */
 PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 PyObject *set_fallback(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 
 /* scan.c */
 PyObject *scan_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+
+/* analysis/accumulate/csrc/feed.c: a run of calls into their threads' statistics */
+PyObject *feed_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+PyObject *feed_rows(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+
+/* tracefile/csrc/rows.c: a block of trace rows read for the analysis (rows.h) */
+PyObject *parse_rows(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+int rows_init(PyObject *m);
 #endif

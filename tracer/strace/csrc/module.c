@@ -8,15 +8,25 @@
  *                               Python twin (set_fallback), or gives UNHANDLED without one
  *   scrub(args)                 events.py scrub_args (string literals -> "..."), ASCII text
  *   first_arg(args)             strace/args.py first_arg, ASCII text
- *   convert_calls(texts, start, ctx, events)
- *                               strace/batch.py's fast path: complete calls from line to event
+ *   convert_calls(texts, start, ctx, out)
+ *                               strace/batch.py's fast path: complete calls from line to event,
+ *                               or to its trace row (rowtext.c)
  *   scan_block(block, counter, want_self)
  *                               strace_scan.py's first pass over a bytes block: tid columns
  *                               counted, lines counted, the lines worth parsing
+ *   feed_calls(events, start, ctx, cur), feed_rows(block, start, ctx, cur)
+ *                               analysis/accumulate/calls.py's per-call accumulation for a
+ *                               run of calls, or of a RowBlock's rows
+ *                               (analysis/accumulate/csrc/feed.c, rowfeed.c)
+ *   parse_rows(block, ...)      a block of trace rows read for the analysis: calls read in
+ *                               place (tracefile/csrc/rows.c), a RowBlock
  *
  * The files: text.c (ASCII text), numbers.c (float() of log numbers), lines.c (strace
- * lines), calls.c (complete calls made events), scan.c (first pass), fast.h. Trace rows are
- * read and written by msgspec (tracer/tracefile/codec.py), not here. Built by scripts/build_fast.py with the machine's C compiler into one module;
+ * lines), calls.c (complete calls made events), rowtext.c (or their trace rows), scan.c
+ * (first pass), fast.h; tracefile/csrc/rows.c and rows.h (trace rows read in place);
+ * analysis/accumulate/csrc/feed.c, rowfeed.c and feed.h (calls into statistics). msgspec
+ * (tracer/tracefile/codec.py) writes and reads the other rows. Built by scripts/build_fast.py
+ * with the machine's C compiler into one module;
  * SOURCE_HASH (of these files) lets fastpath.py refuse a module built from another version.
  */
 #include "fast.h"
@@ -50,6 +60,12 @@ static PyMethodDef methods[] = {
     {"set_fallback", (PyCFunction)(void (*)(void))set_fallback, METH_FASTCALL,
      "the Python twin to call for what C leaves"},
     {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL, "first pass"},
+    {"feed_calls", (PyCFunction)(void (*)(void))feed_calls, METH_FASTCALL,
+     "calls into their threads' statistics"},
+    {"feed_rows", (PyCFunction)(void (*)(void))feed_rows, METH_FASTCALL,
+     "a RowBlock into the threads' statistics"},
+    {"parse_rows", (PyCFunction)(void (*)(void))parse_rows, METH_FASTCALL,
+     "a block of trace rows read for the analysis"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -71,7 +87,7 @@ PyMODINIT_FUNC PyInit__fast(void)
     if (!UNHANDLED || !S_CALL || !S_RESUMED || !S_UNFINISHED)
         return NULL;
     Py_INCREF(UNHANDLED);
-    if (PyModule_AddObject(m, "UNHANDLED", UNHANDLED) < 0
+    if (PyModule_AddObject(m, "UNHANDLED", UNHANDLED) < 0 || rows_init(m) < 0
             || PyModule_AddStringConstant(m, "SOURCE_HASH", SOURCE_HASH) < 0)
         return NULL;
     return m;
