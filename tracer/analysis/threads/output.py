@@ -26,6 +26,7 @@ from ..progress.reports import periodic_report, timer_reports
 from ..progress.stacks import code_moves
 from ..vocab.verdict import BUSY, PROGRESSING, SPIN_CPU, WAIT_NAMES, ThreadVerdict
 from .context import ThreadContext
+from ..vocab.waits import BLOCKING_CALLS
 from .state import sampled_timer, timed_wakeups
 
 REPORT_RULE = "periodic-report"          # a ticking rule: its timer, not its work, writes
@@ -71,9 +72,17 @@ def _log_news(c: ThreadContext) -> List[str]:
             if fd in news and not news[fd].heartbeat]
 
 
+def ends_in_a_wait(c: ThreadContext) -> bool:
+    """A log without times that ends with the thread inside a call without a time limit: the
+    end decides (issue 32: the call it was in when the log was cut), since how long it has
+    been there cannot be told; what it wrote or read before is history."""
+    return not c.timed and c.t.ongoing is not None and c.wait is not None \
+        and c.wait.timeout is None and c.wait.call in BLOCKING_CALLS
+
+
 def rule_wrote_output(c: ThreadContext) -> Optional[ThreadVerdict]:
     t = c.t
-    if t.output_bytes <= 0 or t.output_stale or heartbeat_output(c):
+    if t.output_bytes <= 0 or t.output_stale or heartbeat_output(c) or ends_in_a_wait(c):
         return None
     where = ", ".join(k for k, _ in t.output_targets.most_common(3))
     ev_ = [f"wrote {_bytes(t.output_bytes)} in {t.output_writes} writes "
@@ -265,7 +274,8 @@ def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:
     t = c.t
     work = [n for n in t.syscalls if n not in WAIT_NAMES]
     if len(work) < 4 or (t.input_bytes == 0 and t.file_reads == 0) \
-            or _old_news(c, t.input_at, t.input_ts) or _stalled_since_input(c):
+            or _old_news(c, t.input_at, t.input_ts) or _stalled_since_input(c) \
+            or ends_in_a_wait(c):
         return None
     if c.cpu is not None and c.cpu.fraction < 0.01:
         return None

@@ -94,6 +94,10 @@ def end_line(end: End, graph: WaitGraph, pvs: Mapping[int, ProcessVerdict],
         return (head + "; it waits for another thread of its process, and none of them is at "
                 "work" + (f" ({rest})" if rest else "")
                 + ": which one would end the wait cannot be told from here")
+    if end.kind == EndKind.OUTSIDE_STUCK:
+        return head + ("; what it waits for is owed from outside the recording (a lock's holder, "
+                       "a peer that does not answer, a device, a child not traced) and does "
+                       "not come")
     if end.kind == EndKind.WRITE_STUCK:
         return head + ("; its write cannot go out: whoever reads the other end is not in the "
                        "recording, or stopped reading")

@@ -100,6 +100,7 @@ def _chain_text(pvs: Mapping[int, ProcessVerdict], start: ProcessVerdict) -> str
 END_VERDICT = {EndKind.CYCLE: DEADLOCKED, EndKind.DEAD: DEADLOCKED, EndKind.SPIN: BUSY,
                EndKind.TICK: BUSY, EndKind.STOPPED: BLOCKED, EndKind.GPU: BLOCKED,
                EndKind.UNKNOWN_WAKER: BLOCKED, EndKind.WRITE_STUCK: BLOCKED,
+               EndKind.OUTSIDE_STUCK: BLOCKED,
                EndKind.PROGRESS: PROGRESSING, EndKind.IDLE: IDLE, EndKind.OUTSIDE: IDLE,
                EndKind.UNKNOWN: UNKNOWN}
 

@@ -53,6 +53,15 @@ class Wait:
     request: str = ""            # an ioctl's request, decoded ("RM_CONTROL", "VT_WAITACTIVE")
     gpu_ioctl: str = ""          # an NVIDIA driver ioctl, by fd kind or request number
     resumed: bool = False        # seen as restart_syscall: ``call`` is the call it resumes
+    futex_val: Optional[int] = None  # the value a futex wait expects (2: a contended lock)
+
+    @property
+    def waits_for_a_lock(self) -> bool:
+        """A wait that only the holder of a lock ends: a file lock, a PI futex, or a plain
+        FUTEX_WAIT on 2, how glibc's low-level locks (pthread mutexes) wait when contended."""
+        return self.call in LOCK_CALLS or (self.call == "futex" and (
+            self.futex_op.startswith("LOCK_PI") or (self.futex_op == "WAIT"
+                                                    and self.futex_val == 2)))
 
     @property
     def fd_kind(self) -> Optional[str]:
@@ -165,6 +174,7 @@ def wait_from_call(call: ev.Syscall, fds: List[ev.FdInfo]) -> Wait:
     w = Wait(call=call.name, fd=call.fd, target=target, since=call.ts, source="traced call")
     if isinstance(call, ev.FutexCall):
         w.futex_addr, w.futex_op, w.timeout = call.addr, call.op, call.timeout
+        w.futex_val = call.val
     elif isinstance(call, ev.PollCall):
         w.timeout = call.timeout
     elif isinstance(call, ev.WaitChild):

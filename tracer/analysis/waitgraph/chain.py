@@ -27,6 +27,7 @@ class EndKind(StrEnum):
     STOPPED = "stopped"
     GPU = "gpu"
     WRITE_STUCK = "write-stuck"
+    OUTSIDE_STUCK = "outside-stuck"
     UNKNOWN_WAKER = "unknown-waker"
     PROGRESS = "progress"
     IDLE = "idle"
@@ -35,15 +36,20 @@ class EndKind(StrEnum):
 
 
 # Worst first: a cycle or a dead end, a spin, ticking, a stopped thread, a write that cannot go
-# out, a wait on an unknown waker, progress, a wait the GPU ends (work that runs), idle,
-# outside, unknown.
+# out, a wait on an unknown waker, progress, a wait owed from outside the recording (a lock
+# whose holder is not seen: a tree whose other chains advance still progresses), a wait the
+# GPU ends (work that runs), idle, outside, unknown.
 SEVERITY = [EndKind.CYCLE, EndKind.DEAD, EndKind.SPIN, EndKind.TICK, EndKind.STOPPED,
             EndKind.WRITE_STUCK, EndKind.UNKNOWN_WAKER,
-            EndKind.PROGRESS, EndKind.GPU, EndKind.IDLE, EndKind.OUTSIDE, EndKind.UNKNOWN]
+            EndKind.PROGRESS, EndKind.OUTSIDE_STUCK, EndKind.GPU, EndKind.IDLE, EndKind.OUTSIDE,
+            EndKind.UNKNOWN]
 _RANK = {k: i for i, k in enumerate(SEVERITY)}
 # ends that are not a thread of the tree: the root cause is the thread that waits on them
 WAITER_ENDS = frozenset({EndKind.UNKNOWN_WAKER, EndKind.GPU, EndKind.OUTSIDE,
-                         EndKind.WRITE_STUCK})
+                         EndKind.WRITE_STUCK, EndKind.OUTSIDE_STUCK})
+# Calls that wait outside the recording for something owed, never for input: a lock its holder
+# keeps, a connection the peer does not answer, a device, a child not traced.
+OWED_CALLS = frozenset({"flock", "fcntl", "lockf", "connect", "ioctl", "wait4", "waitid"})
 _ACTIVITY_END = {"progress": EndKind.PROGRESS, "spin": EndKind.SPIN, "tick": EndKind.TICK,
                  "stopped": EndKind.STOPPED,
                  "idle": EndKind.IDLE, "unknown": EndKind.UNKNOWN, "dead": EndKind.DEAD,
@@ -111,6 +117,8 @@ class Chains:
             e = End(e.kind, e.node, nid)      # the thread that waits on the end (GPU, outside)
             if e.kind == EndKind.OUTSIDE and node.call in WRITE_CALLS:
                 e = End(EndKind.WRITE_STUCK, e.node, nid)
+            elif e.kind == EndKind.OUTSIDE and node.call in OWED_CALLS:
+                e = End(EndKind.OUTSIDE_STUCK, e.node, nid)
         if e.kind != EndKind.CYCLE or e.node not in self._open:
             self._memo[nid] = e               # a cycle through a node still open is not final
         return e
@@ -122,7 +130,8 @@ class Chains:
           process that does nothing else), is stopped by a signal (``STOPPED``), waits for input
           (``IDLE``) or was not observed (``UNKNOWN``); a thread or process that is gone ends it as
           ``DEAD``, the GPU as ``GPU`` (a blocking wait its kernel ends), the outside world as
-          ``OUTSIDE`` (``WRITE_STUCK`` when the thread waits to write: a full pipe or socket whose
+          ``OUTSIDE`` (``OUTSIDE_STUCK`` when it waits there for something owed, never input:
+          ``OWED_CALLS``; ``WRITE_STUCK`` when it waits to write: a full pipe or socket whose
           reader the recording does not show, a consumer that stopped reading);
         """
         if node.dead:
@@ -154,8 +163,9 @@ class Chains:
           never into a library helper or a parked pool thread (nobody's producer); when only
           threads that tick or idle are left, the chain ends there: ``UNKNOWN_WAKER`` (``before``
           is the waiting thread: what would wake it cannot be told, and nothing in the process is
-          at work); when no thread of the process can act at all, as a ``CYCLE`` (the process is
-          closed on itself).
+          at work), and so does a lock wait whose way on ends idle or outside (a holder does not
+          release a lock by waiting for input); when no thread of the process can act at all, as
+          a ``CYCLE`` (the process is closed on itself).
         """
         node = self.g.nodes[nid]
         before = path[-2] if len(path) > 1 else None
@@ -169,6 +179,10 @@ class Chains:
                     and self.g.nodes[e.dst].kind != NodeKind.ANY_THREAD]
             pick = self._worst([e.dst for e in (live or edges)], path, self.g.can_act(nid))
             edge = next(e for e in edges if e.dst == pick)
+            if node.lock_wait and self.g.nodes[pick].kind == NodeKind.ANY_THREAD \
+                    and self.end(pick).kind in (EndKind.IDLE, EndKind.OUTSIDE):
+                # a lock's holder does not release it by waiting for input
+                return None, End(EndKind.UNKNOWN_WAKER, pick, nid)
             return Step(nid, pick, edge), pick
         members = self._members(node)
         if not members:
@@ -189,6 +203,12 @@ class Chains:
                      and self.end(m).kind == EndKind.PROGRESS]
             if ahead:
                 pick = ahead[0]
+            elif self.end(pick).kind in (EndKind.IDLE, EndKind.OUTSIDE):
+                # nor idle: a thread that waits for a lock nobody releases stops it
+                held = [t.id for t in self.g.deciders(node.pid or 0) if t.lock_wait
+                        and not self._back(t.id, path)
+                        and self.end(t.id).kind == EndKind.UNKNOWN_WAKER]
+                pick = held[0] if held else pick
         return Step(nid, pick), pick
 
     def _members(self, node: Node) -> List[str]:

@@ -58,6 +58,7 @@ class Node:
     call: str = ""             # a waiting thread's call ("write", "futex", ...)
     untraced: bool = False     # A<pid> of a process only some of whose threads were traced
     polls: bool = False        # a thread's: it ticks fast only to look again (a flag)
+    lock_wait: bool = False    # a thread's: it waits for a lock's holder (Wait.waits_for_a_lock)
 
 
 @dataclass
