@@ -73,7 +73,10 @@ def _mutations(lines, n=20000, seed=5):
 def test_split_line(fast):
     lines = _lines()
     assert len(lines) > 12000
-    for text in lines + _mutations(lines):
+    odd = ["1 1.5 read(3) = 0xffffffffffffffff (errno 5)", "1 1.5 read(3) = -01 (errno 5)",
+           "1 1.5 read(3) = 99999999999999999999 (errno 5)", "1 10:11:12.5 read(3) = -1 (x)",
+           "1 1.5 read(3) = -9223372036854775808 (errno 5)", "1 1.5 poll() = ()"]
+    for text in lines + odd + _mutations(lines):
         assert repr(fast.split_line(text)) == repr(py_split_line(text)), text
 
 
