@@ -201,3 +201,41 @@ def test_rows_written_in_c_are_msgspecs():
         assert rows == encode_rows(events) and count == len(events), k
         written += len(events)
     assert written > 10000
+
+
+def _block_of(lines, rnd):
+    """The lines as a log's block: joined by newlines, the last one's sometimes missing."""
+    return ("\n".join(lines) + rnd.choice(["\n", ""])).encode("utf-8", "surrogateescape")
+
+
+def test_rows_read_from_a_block_are_the_lines_rows():
+    """StraceConverter.rows_block (csrc/block.c convert_block: calls read from the block's
+    bytes, rows written from them) gives the bytes the pure converter's events encode to
+    (feed_batch of block_lines), on the real logs, odd numbers and mutated lines (non-ASCII,
+    cut, carriage returns), as bytes and as the bytearray LogFile.blocks(reuse=True) gives."""
+    from tracer.strace import batch as strace_batch
+    from tracer.strace.batch import block_lines
+    from tracer.strace.convert import StraceConverter
+    from tracer.tracefile.codec import encode_rows
+    if strace_batch._CONVERT_BLOCK is None:
+        pytest.skip(fastpath.status())
+    rnd = random.Random(11)
+    lines = _lines()
+    batches = [lines[i:i + 3000] for i in range(0, len(lines), 3000)]
+    batches += [_odd_numbers()[i:i + 500] for i in range(0, 4000, 500)]
+    odd = _mutations(lines, 6000, seed=9)
+    batches += [odd[i:i + 300] for i in range(0, len(odd), 300)]
+    written = 0
+    for k, batch in enumerate(batches):
+        block = _block_of(batch[1:], rnd)
+        for data in (block, bytearray(block)):
+            pure, fast = (StraceConverter(pid_of={100: 100, 2: 2}.get) for _ in range(2))
+            pure.feed_text(batch[0])    # a first line each: convert_block can take the rest
+            fast.feed_text(batch[0])
+            events = pure.feed_batch(block_lines(block)) + pure.finish()
+            rows, count = fast.rows_block(data)
+            last = fast.finish()
+            assert rows + encode_rows(last) == encode_rows(events), k
+            assert count + len(last) == len(events) and fast.lines == pure.lines, k
+        written += len(events)
+    assert written > 10000

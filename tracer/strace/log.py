@@ -19,9 +19,10 @@ from ..errors import BadInput
 from ..tracefile import format as trace
 from .lines import parse_line
 
-__all__ = ["ImportError_", "LogFile", "sniff", "SNIFF_LINES", "NUL_LINE_MARK"]
+__all__ = ["ImportError_", "LogFile", "sniff", "SNIFF_LINES", "NUL_LINE_MARK", "LINE_BLOCK"]
 
 SNIFF_LINES = 200
+LINE_BLOCK = 1 << 20        # bytes of a block of line_batches
 SNIFF_BYTES = 1 << 20
 _BROKEN = trace.BROKEN
 
@@ -79,7 +80,7 @@ class LogFile:
             self.truncated = True
         return b"".join(out)
 
-    def line_batches(self, size: int = 1 << 20) -> Iterator[List[str]]:
+    def line_batches(self, size: int = LINE_BLOCK) -> Iterator[List[str]]:
         """The lines (without their newlines) in lists, one per block of ``size`` bytes:
         decoding and splitting in C, one Python step per block instead of per line."""
         for block in self.blocks(size):

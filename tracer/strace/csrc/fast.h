@@ -68,9 +68,19 @@ typedef struct {
 int row_text(Text *t, const char *tag, PyObject *const *vals, const char *shape);
 int row_bytes(Text *t, const char *s, Py_ssize_t n);
 PyObject *rows_taken(Text *t);
+/* a row field by field (rowtext.c's comment): 1 written, 0 not certain here, -1 error */
+int row_start(Text *t, const char *tag);
+int row_double(Text *t, double x);
+int row_ll(Text *t, long long v);
+int row_null(Text *t);
+int row_ascii(Text *t, const char *s, Py_ssize_t n);
+int row_scrubbed(Text *t, const char *s, Py_ssize_t n);
+int row_value(Text *t, PyObject *o, char k);
+int row_end(Text *t);
 
-/* calls.c: complete calls from line to event */
+/* calls.c: complete calls from line to event; block.c: from a bytes block to their rows */
 PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+PyObject *convert_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 PyObject *set_fallback(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 
 /* scan.c */

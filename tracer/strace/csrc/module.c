@@ -11,6 +11,9 @@
  *   convert_calls(texts, start, ctx, out)
  *                               strace/batch.py's fast path: complete calls from line to event,
  *                               or to its trace row (rowtext.c)
+ *   convert_block(block, start, ctx, out)
+ *                               convert_calls's rows from a bytes block of lines, the
+ *                               commonest calls written from the line's bytes (block.c)
  *   scan_block(block, counter, want_self)
  *                               strace_scan.py's first pass over a bytes block: tid columns
  *                               counted, lines counted, the lines worth parsing
@@ -22,8 +25,8 @@
  *                               place (tracefile/csrc/rows.c), a RowBlock
  *
  * The files: text.c (ASCII text), numbers.c (float() of log numbers), lines.c (strace
- * lines), calls.c (complete calls made events), rowtext.c (or their trace rows), scan.c
- * (first pass), fast.h; tracefile/csrc/rows.c and rows.h (trace rows read in place);
+ * lines), calls.c and calls.h (complete calls made events), block.c (their rows from a
+ * block's bytes), rowtext.c (trace rows), scan.c (first pass), fast.h; tracefile/csrc/rows.c and rows.h (trace rows read in place);
  * analysis/accumulate/csrc/feed.c, rowfeed.c and feed.h (calls into statistics). msgspec
  * (tracer/tracefile/codec.py) writes and reads the other rows. Built by scripts/build_fast.py
  * with the machine's C compiler into one module;
@@ -57,6 +60,8 @@ static PyMethodDef methods[] = {
     {"first_arg", (PyCFunction)first_arg, METH_O, "strace/args.py first_arg"},
     {"convert_calls", (PyCFunction)(void (*)(void))convert_calls, METH_FASTCALL,
      "events of complete calls"},
+    {"convert_block", (PyCFunction)(void (*)(void))convert_block, METH_FASTCALL,
+     "the rows of complete calls read from a bytes block"},
     {"set_fallback", (PyCFunction)(void (*)(void))set_fallback, METH_FASTCALL,
      "the Python twin to call for what C leaves"},
     {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL, "first pass"},

@@ -84,17 +84,11 @@ static int escaped8(uint64_t w)
            ? 1 : 0;
 }
 
-/* 1 written, 0 not an ASCII str, -1 error */
-static int put_str(Text *t, PyObject *o)
+/* the ASCII bytes s[0:n] as msgspec writes them inside a string (room made by the caller:
+ * 6 bytes a byte at most) */
+static void escape_into(Text *t, const unsigned char *s, Py_ssize_t n)
 {
-    if (!PyUnicode_CheckExact(o) || !PyUnicode_IS_ASCII(o))
-        return 0;
-    const unsigned char *s = PyUnicode_1BYTE_DATA(o);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(o);
-    if (room(t, 6 * n + 2) < 0)
-        return -1;
     char *p = t->p + t->len;
-    *p++ = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
         while (n - i >= 8) {                   /* eight bytes that need no escape at a time */
             uint64_t w;
@@ -126,17 +120,32 @@ static int put_str(Text *t, PyObject *o)
             *p++ = HEX[c >> 4], *p++ = HEX[c & 15];
         }
     }
-    *p++ = '"';
     t->len = p - t->p;
+}
+
+/* the ASCII bytes s[0:n] as a JSON string: 1 written, -1 error */
+static int put_ascii(Text *t, const char *s, Py_ssize_t n)
+{
+    if (room(t, 6 * n + 2) < 0)
+        return -1;
+    t->p[t->len++] = '"';
+    escape_into(t, (const unsigned char *)s, n);
+    t->p[t->len++] = '"';
     return 1;
 }
 
-/* 1 written, 0 not a float whose text is certain here (module comment), -1 error */
-static int put_float(Text *t, PyObject *o)
+/* 1 written, 0 not an ASCII str, -1 error */
+static int put_str(Text *t, PyObject *o)
 {
-    if (!PyFloat_CheckExact(o))
+    if (!PyUnicode_CheckExact(o) || !PyUnicode_IS_ASCII(o))
         return 0;
-    double x = PyFloat_AS_DOUBLE(o), a = fabs(x);
+    return put_ascii(t, (const char *)PyUnicode_1BYTE_DATA(o), PyUnicode_GET_LENGTH(o));
+}
+
+/* 1 written, 0 not a float whose text is certain here (module comment), -1 error */
+static int put_double(Text *t, double x)
+{
+    double a = fabs(x);
     if (!isfinite(x) || a >= 8589934592.0)             /* 2**33: an ulp below 1e-6 under it */
         return 0;
     if (room(t, 32) < 0)
@@ -181,6 +190,11 @@ static int put_float(Text *t, PyObject *o)
         return put_ll(t, kk - 1) < 0 ? -1 : 1;
     }
     return 1;
+}
+
+static int put_float(Text *t, PyObject *o)
+{
+    return PyFloat_CheckExact(o) ? put_double(t, PyFloat_AS_DOUBLE(o)) : 0;
 }
 
 /* one value of kind k: 'f' float, 'i' int, 's' str, 'b' bool; upper case: or None */
@@ -246,4 +260,83 @@ PyObject *rows_taken(Text *t)
     t->p = NULL;
     t->len = t->cap = 0;
     return b;
+}
+
+/* ------------------------------------------------------------------ rows from raw values */
+/* A row written field by field (block.c: a call read from the log's bytes, no object made):
+ * row_start, then each field (its comma first), then row_end. Each gives 1 written, 0 a value
+ * whose text is not certain here (the caller sets t->len back to the row's start and has the
+ * row made another way), -1 error. */
+int row_start(Text *t, const char *tag)
+{
+    Py_ssize_t tl = (Py_ssize_t)strlen(tag);
+    if (room(t, tl + 4) < 0)
+        return -1;
+    put(t, "[\"", 2);
+    put(t, tag, tl);
+    t->p[t->len++] = '"';
+    return 1;
+}
+
+static int comma(Text *t)
+{
+    if (room(t, 1) < 0)
+        return -1;
+    t->p[t->len++] = ',';
+    return 1;
+}
+
+int row_double(Text *t, double x)
+{
+    return comma(t) < 0 ? -1 : put_double(t, x);
+}
+
+int row_ll(Text *t, long long v)
+{
+    return comma(t) < 0 || put_ll(t, v) < 0 ? -1 : 1;
+}
+
+int row_null(Text *t)
+{
+    if (room(t, 5) < 0)
+        return -1;
+    put(t, ",null", 5);
+    return 1;
+}
+
+int row_ascii(Text *t, const char *s, Py_ssize_t n)
+{
+    return comma(t) < 0 ? -1 : put_ascii(t, s, n);
+}
+
+/* the ASCII text s[0:n] scrubbed (lines.c scrub: each string literal written "...") */
+int row_scrubbed(Text *t, const char *s, Py_ssize_t n)
+{
+    /* a literal of k >= 1 bytes becomes \"...\" (7), any other byte 6 at most */
+    if (room(t, 7 * n + 3) < 0)
+        return -1;
+    t->p[t->len++] = ',';
+    t->p[t->len++] = '"';
+    Py_ssize_t copied = 0, a, b;
+    while (next_literal(s, copied, n, &a, &b)) {
+        escape_into(t, (const unsigned char *)s + copied, a - copied);
+        put(t, "\\\"...\\\"", 7);
+        copied = b;
+    }
+    escape_into(t, (const unsigned char *)s + copied, n - copied);
+    t->p[t->len++] = '"';
+    return 1;
+}
+
+int row_value(Text *t, PyObject *o, char k)
+{
+    return comma(t) < 0 ? -1 : put_value(t, o, k);
+}
+
+int row_end(Text *t)
+{
+    if (room(t, 2) < 0)
+        return -1;
+    put(t, "]\n", 2);
+    return 1;
 }
