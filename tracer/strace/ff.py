@@ -45,7 +45,7 @@ class SingleLog:
     def scan(self) -> LogFacts:
         scan = LogScan()
         with LogFile(self.path, self.progress) as log:
-            for block in log.blocks():
+            for block in log.blocks(reuse=True):        # (feed keeps nothing of a block)
                 scan.feed(block)
         return scan.facts
 
@@ -56,8 +56,9 @@ class SingleLog:
         return self._read(LogFile.line_batches)
 
     def line_blocks(self) -> Iterator[bytes]:
-        """The blocks ``line_batches`` decodes and splits (batch.py block_lines)."""
-        return self._read(LogFile.blocks, LINE_BLOCK)
+        """The blocks ``line_batches`` decodes and splits (batch.py block_lines): one
+        bytearray, refilled (LogFile.blocks reuse: a block is read before the next)."""
+        return self._read(LogFile.blocks, LINE_BLOCK, True)
 
     def _read(self, how: Callable, *args: object) -> Iterator:
         log = LogFile(self.path, self.progress)
@@ -182,7 +183,7 @@ class FFLogs:
             scan.facts.ff_tids.append(tid)
             first: Optional[float] = None
             with LogFile(path) as log:
-                for block in log.blocks():
+                for block in log.blocks(reuse=True):
                     if first is None:
                         sp = block.find(b" ")
                         first = _tod_key(block[:sp].decode("ascii", "replace")) if sp > 0 \
