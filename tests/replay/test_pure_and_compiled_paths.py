@@ -235,7 +235,34 @@ def test_rows_read_from_a_block_are_the_lines_rows():
             events = pure.feed_batch(block_lines(block)) + pure.finish()
             rows, count = fast.rows_block(data)
             last = fast.finish()
-            assert rows + encode_rows(last) == encode_rows(events), k
+            assert bytes(rows) + encode_rows(last) == encode_rows(events), k
             assert count + len(last) == len(events) and fast.lines == pure.lines, k
         written += len(events)
     assert written > 10000
+
+
+def test_row_buffer_holds_still_while_viewed(fast):
+    """RowBuffer (csrc/rowbuf.c): bytes-like rows kept from use to use; nothing changes them
+    while a view of them is held (add, clear, convert_block raise BufferError)."""
+    from tracer.strace.convert import StraceConverter
+    from tracer.tracefile.codec import encode_row
+    buf = fast.RowBuffer()
+    buf.add(b"")                    # (nothing to a buffer with no memory yet)
+    assert len(buf) == 0 and bytes(buf) == b""
+    buf.add(b"ab")
+    buf.add(bytearray(b"c"))
+    assert bytes(buf) == b"abc" and len(buf) == 3
+    conv = StraceConverter(pid_of={1: 1}.get)
+    conv.feed_text("1 1795953170.000001 getpid() = 1 <0.000001>")
+    line = b"1 1795953170.000002 getuid() = 0 <0.000001>\n"
+    with memoryview(buf) as view:
+        assert view.readonly and view.tobytes() == b"abc"
+        for change in (lambda: buf.add(b"x"), buf.clear,
+                       lambda: conv._run_c(fast.convert_block, line, 0, buf, encode_row)):
+            with pytest.raises(BufferError):
+                change()
+    assert bytes(buf) == b"abc"
+    assert conv._run_c(fast.convert_block, line, 0, buf, encode_row) == (len(line), 1)
+    assert bytes(buf).startswith(b'abc["sc",1795953170.000002,1,1,"getuid","",0,null,1e-6')
+    buf.clear()
+    assert len(buf) == 0 and bytes(buf) == b""

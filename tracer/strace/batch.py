@@ -1,5 +1,4 @@
-"""The converter's batch path: many log lines at once, with the hot state in local variables
-and, where the compiled helpers are built, most complete calls turned into events in C.
+"""The converter's batch path: many log lines at once, most complete calls made in C.
 
 Contract: ``BatchFeed`` is a mixin of ``convert.StraceConverter`` (it reads and updates the
 converter's counters, tables and flags, which convert.py owns and documents):
@@ -9,7 +8,8 @@ converter's counters, tables and flags, which convert.py owns and documents):
   them (tests compare them); ``rows_batch(texts)`` their trace rows (codec.encode_rows'
   bytes), those of convert_calls's calls written in C without events (csrc/rowtext.c);
   ``rows_block(block)`` is ``rows_batch`` of a bytes block's lines (``block_lines``), in C
-  read from the bytes themselves (csrc/block.c convert_block).
+  read from the bytes themselves (csrc/block.c convert_block; its rows bytes-like, valid
+  until the next call).
 """
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ def _pick_calls(name: str) -> Optional[Callable]:
 
 _CONVERT_CALLS = _pick_calls("convert_calls")
 _CONVERT_BLOCK = _pick_calls("convert_block")
+_ROW_BUFFER = _pick_calls("RowBuffer")
 
 
 def block_lines(block: bytes) -> List[str]:
@@ -62,6 +63,7 @@ class BatchFeed:
 
     # (the converter's _special, it with the poll calls): the special set convert_calls gets
     _c_special: Tuple[object, frozenset] = (None, frozenset())
+    _rows = None                          # rows_block's RowBuffer, once made
 
     def _held_calls(self) -> bool:
         """A thread's last call is held (a 'cut' entry, a call a signal interrupted), or the
@@ -98,14 +100,20 @@ class BatchFeed:
         """``rows_batch(block_lines(block))``: where the compiled helpers are built, the
         lines convert_calls would take read from the block's bytes (csrc/block.c
         convert_block), each line it leaves decoded and fed alone; while it cannot run, the
-        lines in windows through ``_batch`` (the same bytes, tests compare them)."""
+        lines in windows through ``_batch`` (the same bytes, tests compare them). The rows
+        are then the converter's RowBuffer (csrc/rowbuf.c: bytes-like, refilled by the next
+        call: no copy of them is made to hand them over)."""
         if _CONVERT_BLOCK is None:
             return self.rows_batch(block_lines(block))
-        parts: List[bytes] = []
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = _ROW_BUFFER()
+        rows.clear()
+        add = rows.add
         n, pos, count = len(block), 0, 0
         while pos < n:
             if self._c_ready():
-                pos, made = self._run_c(_CONVERT_BLOCK, block, pos, parts, encode_row)
+                pos, made = self._run_c(_CONVERT_BLOCK, block, pos, rows, encode_row)
                 count += made
                 if pos >= n:
                     break
@@ -115,15 +123,18 @@ class BatchFeed:
                                         0, False)[0]
                 pos = end + 1
                 count += len(events)
-                parts.append(encode_rows(events))
+                add(encode_rows(events))
             else:
                 end = block.find(b"\n", min(pos + _WINDOW, n - 1))
                 end = n if end < 0 else end + 1
+                parts: List[bytes] = []
                 count += self._batch(block_lines(block[pos:end]), parts,
                                      lambda events: parts.append(encode_rows(events)),
                                      encode_row)
+                for part in parts:
+                    add(part)
                 pos = end
-        return b"".join(parts), count
+        return rows, count  # type: ignore[return-value]
 
     def _c_ready(self) -> bool:
         """convert_calls and convert_block may run: every line's thread has a pid column, the
@@ -131,7 +142,7 @@ class BatchFeed:
         return self._has_pid and self.first_ts is not None and self._cut is None \
             and not self._held_calls()
 
-    def _run_c(self, fn: Callable, data: object, i: int, out: list,
+    def _run_c(self, fn: Callable, data: object, i: int, out: object,
                encode: Optional[Callable[[ev.Event], bytes]]) -> Tuple[int, int]:
         """convert_calls or convert_block over ``data`` from ``i``, into ``out``; the
         converter's counters updated: (where it stopped, how many events)."""

@@ -271,7 +271,7 @@ static int plain_call(Block *b, const char *s, const Line *L)
             }
         }
     }
-    Text *t = &c->em.text;
+    Text *t = c->em.text;
     Py_ssize_t at = t->len;
     Py_INCREF(fd);                      /* (held while the row is written) */
     Py_INCREF(kind);

@@ -39,7 +39,7 @@ static int emit_event(Emit *em, PyObject *ev)
     if (!row)
         return -1;
     int rc = PyBytes_Check(row)
-             ? row_bytes(&em->text, PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row)) : -1;
+             ? row_bytes(em->text, PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row)) : -1;
     if (rc < 0 && !PyErr_Occurred())
         PyErr_SetString(PyExc_TypeError, "convert_calls: encode_row gave no bytes");
     Py_DECREF(row);
@@ -50,7 +50,7 @@ int emit(Emit *em, PyObject *cls, const char *tag, const char *shape, PyObject *
          Py_ssize_t n)
 {
     if (em->rows) {
-        int rc = row_text(&em->text, tag, vals, shape);
+        int rc = row_text(em->text, tag, vals, shape);
         if (rc)
             return rc < 0 ? -1 : 0;
     }
@@ -233,7 +233,9 @@ static int hold_entry(PyObject *pending, PyObject *entered, PyObject *tid, PyObj
 int conv_start(Conv *c, PyObject *ctx, PyObject *out, const char *usage)
 {
     memset(c, 0, sizeof *c);
-    if (!PyTuple_Check(ctx) || PyTuple_GET_SIZE(ctx) != 17 || !PyList_Check(out)) {
+    c->em.text = &c->em.own;
+    if (!PyTuple_Check(ctx) || PyTuple_GET_SIZE(ctx) != 17
+            || !(PyList_Check(out) || PyObject_TypeCheck(out, &RowBufType))) {
         PyErr_SetString(PyExc_TypeError, usage);
         return -1;
     }
@@ -241,6 +243,18 @@ int conv_start(Conv *c, PyObject *ctx, PyObject *out, const char *usage)
     c->em.out = out;
     c->em.encode_row = PyTuple_GET_ITEM(ctx, 13);
     c->em.rows = c->em.encode_row != Py_None;
+    if (!PyList_Check(out)) {           /* a RowBuffer: rows written into it */
+        if (!c->em.rows) {
+            PyErr_SetString(PyExc_TypeError, "convert_calls: rows into a RowBuffer need "
+                            "encode_row (ctx[13])");
+            return -1;
+        }
+        if (!(c->em.text = rowbuf_text(out))) {
+            c->em.text = &c->em.own;
+            return -1;
+        }
+        c->em.start = c->em.text->len;
+    }
     c->tid_pid = PyTuple_GET_ITEM(ctx, 0);
     c->names = PyTuple_GET_ITEM(ctx, 1);
     c->special = PyTuple_GET_ITEM(ctx, 2);
@@ -454,14 +468,16 @@ out:
 void conv_drop(Conv *c)
 {
     Py_CLEAR(c->last_entry);
-    if (c->em.rows)
-        Py_XDECREF(rows_taken(&c->em.text));   /* dropped */
+    if (c->em.text != &c->em.own)       /* a RowBuffer: as it was before the run */
+        c->em.text->len = c->em.start;
+    else if (c->em.rows)
+        Py_XDECREF(rows_taken(&c->em.own));     /* dropped */
 }
 
 PyObject *conv_end(Conv *c, Py_ssize_t next)
 {
-    if (c->em.rows) {                   /* the rows written, appended as one bytes object */
-        PyObject *taken = rows_taken(&c->em.text);
+    if (c->em.rows && c->em.text == &c->em.own) {   /* the rows, appended as one bytes */
+        PyObject *taken = rows_taken(&c->em.own);
         int rc = taken ? PyList_Append(c->em.out, taken) : -1;
         Py_XDECREF(taken);
         if (rc < 0) {

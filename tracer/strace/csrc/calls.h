@@ -6,12 +6,14 @@
 #include "fast.h"
 
 /* Where the events go: appended to a list, or (encode_row given) written as their trace
- * rows (rowtext.c row_text; an event it cannot write made and written by encode_row), whose
- * bytes are appended to the list at the end */
+ * rows (rowtext.c row_text; an event it cannot write made and written by encode_row): into
+ * own, whose bytes are appended to the list at the end, or into a RowBuffer's (rowbuf.c) */
 typedef struct {
     PyObject *out, *encode_row;
     int rows;
-    Text text;                          /* the rows written so far */
+    Text *text;                         /* where the rows are written: &own, or a RowBuffer's */
+    Text own;
+    Py_ssize_t start;                   /* text's length before the run (kept on an error) */
 } Emit;
 
 typedef struct {
@@ -27,7 +29,8 @@ typedef struct {
     PyObject *last_entry;               /* the tid of the last entry half taken (a reference) */
 } Conv;
 
-/* ctx (calls.c's comment) read into c, out its list: 0, or -1 with an exception */
+/* ctx (calls.c's comment) read into c; out a list, or a RowBuffer (rows only): 0, or -1 with
+ * an exception */
 int conv_start(Conv *c, PyObject *ctx, PyObject *out, const char *usage);
 /* one line's split_line tuple: 1 taken, 0 Python's line, -1 error */
 int conv_take(Conv *c, PyObject *t);

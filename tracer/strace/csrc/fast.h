@@ -78,6 +78,11 @@ int row_scrubbed(Text *t, const char *s, Py_ssize_t n);
 int row_value(Text *t, PyObject *o, char k);
 int row_end(Text *t);
 
+/* rowbuf.c: RowBuffer, rows kept in one buffer from use to use; its Text (NULL with an
+ * exception: not one, or viewed) */
+extern PyTypeObject RowBufType;
+Text *rowbuf_text(PyObject *o);
+
 /* calls.c: complete calls from line to event; block.c: from a bytes block to their rows */
 PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 PyObject *convert_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc);

@@ -14,6 +14,7 @@
  *   convert_block(block, start, ctx, out)
  *                               convert_calls's rows from a bytes block of lines, the
  *                               commonest calls written from the line's bytes (block.c)
+ *   RowBuffer()                 rows in one buffer kept from use to use (rowbuf.c)
  *   scan_block(block, counter, want_self)
  *                               strace_scan.py's first pass over a bytes block: tid columns
  *                               counted, lines counted, the lines worth parsing
@@ -26,7 +27,8 @@
  *
  * The files: text.c (ASCII text), numbers.c (float() of log numbers), lines.c (strace
  * lines), calls.c and calls.h (complete calls made events), block.c (their rows from a
- * block's bytes), rowtext.c (trace rows), scan.c (first pass), fast.h; tracefile/csrc/rows.c and rows.h (trace rows read in place);
+ * block's bytes), rowtext.c (trace rows), rowbuf.c (a buffer of them), scan.c (first pass),
+ * fast.h; tracefile/csrc/rows.c and rows.h (trace rows read in place);
  * analysis/accumulate/csrc/feed.c, rowfeed.c and feed.h (calls into statistics). msgspec
  * (tracer/tracefile/codec.py) writes and reads the other rows. Built by scripts/build_fast.py
  * with the machine's C compiler into one module;
@@ -92,6 +94,11 @@ PyMODINIT_FUNC PyInit__fast(void)
     if (!UNHANDLED || !S_CALL || !S_RESUMED || !S_UNFINISHED)
         return NULL;
     Py_INCREF(UNHANDLED);
+    if (PyType_Ready(&RowBufType) < 0)
+        return NULL;
+    Py_INCREF(&RowBufType);
+    if (PyModule_AddObject(m, "RowBuffer", (PyObject *)&RowBufType) < 0)
+        return NULL;
     if (PyModule_AddObject(m, "UNHANDLED", UNHANDLED) < 0 || rows_init(m) < 0
             || PyModule_AddStringConstant(m, "SOURCE_HASH", SOURCE_HASH) < 0)
         return NULL;

@@ -247,6 +247,8 @@ int row_text(Text *t, const char *tag, PyObject *const *vals, const char *shape)
 
 int row_bytes(Text *t, const char *s, Py_ssize_t n)
 {
+    if (n <= 0)                         /* (nothing: t may have no memory yet) */
+        return 0;
     if (room(t, n) < 0)
         return -1;
     put(t, s, n);
