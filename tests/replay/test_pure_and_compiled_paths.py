@@ -109,6 +109,17 @@ def test_scan_block(fast):
                     not want_self or line.name not in ("gettid", "set_tid_address")), path
 
 
+def test_find_bytes(fast):
+    words = [b"", b"/x86_64-linux-gnu/", b"/aarch64-linux-gnu/", b"Process ", b"\n", b"zzz"]
+    for path in LOGS[:6]:
+        op = gzip.open if path.endswith(".gz") else open
+        with op(path, "rb") as f:
+            block = f.read()
+        for data in (block, bytearray(block), block[:7], b""):
+            for word in words + [bytes(data[-5:]), bytes(data[:3])]:
+                assert fast.find_bytes(data, word) == bytes(data).find(word), (path, word)
+
+
 def test_stale_module_is_refused(monkeypatch, tmp_path):
     (tmp_path / "strace" / "csrc").mkdir(parents=True)
     (tmp_path / "strace" / "csrc" / "module.c").write_text("/* another version */\n")

@@ -90,6 +90,7 @@ PyObject *set_fallback(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 
 /* scan.c */
 PyObject *scan_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+PyObject *find_bytes(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 
 /* analysis/accumulate/csrc/feed.c: a run of calls into their threads' statistics */
 PyObject *feed_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc);

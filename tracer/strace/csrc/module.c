@@ -18,6 +18,7 @@
  *   scan_block(block, counter, want_self)
  *                               strace_scan.py's first pass over a bytes block: tid columns
  *                               counted, lines counted, the lines worth parsing
+ *   find_bytes(haystack, needle) bytes.find, by memmem (scan.c)
  *   feed_calls(events, start, ctx, cur), feed_rows(block, start, ctx, cur)
  *                               analysis/accumulate/calls.py's per-call accumulation for a
  *                               run of calls, or of a RowBlock's rows
@@ -67,6 +68,8 @@ static PyMethodDef methods[] = {
     {"set_fallback", (PyCFunction)(void (*)(void))set_fallback, METH_FASTCALL,
      "the Python twin to call for what C leaves"},
     {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL, "first pass"},
+    {"find_bytes", (PyCFunction)(void (*)(void))find_bytes, METH_FASTCALL,
+     "haystack.find(needle) of bytes-like objects"},
     {"feed_calls", (PyCFunction)(void (*)(void))feed_calls, METH_FASTCALL,
      "calls into their threads' statistics"},
     {"feed_rows", (PyCFunction)(void (*)(void))feed_rows, METH_FASTCALL,

@@ -196,3 +196,27 @@ error:
     return NULL;
 }
 
+
+/* find_bytes(haystack, needle) -> haystack.find(needle) for bytes-like objects (memmem: the
+ * scan's search for a multiarch directory in every block, where bytes.find's skip loop stops
+ * at every '/' of a log full of paths) */
+PyObject *find_bytes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    Py_buffer hay, needle;
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "find_bytes(haystack, needle)");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(argv[0], &hay, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(argv[1], &needle, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&hay);
+        return NULL;
+    }
+    const char *m = needle.len == 0 ? hay.buf
+                    : memmem(hay.buf, (size_t)hay.len, needle.buf, (size_t)needle.len);
+    Py_ssize_t at = m ? m - (const char *)hay.buf : -1;
+    PyBuffer_Release(&hay);
+    PyBuffer_Release(&needle);
+    return PyLong_FromSsize_t(at);
+}
