@@ -29,6 +29,8 @@ __all__ = ["BatchFeed", "block_lines"]
 _FD_CACHE = getattr(_parse_fd_cached, "__self__", {})
 _IOCTL_CACHE = getattr(ioctl_request, "__self__", {})
 _HALVES = frozenset({"unfinished", "resumed"})      # the halves convert_calls takes too
+# Polls whose kinds are the converter's (epoll_ctl's registrations): convert_calls leaves them
+_EPOLL_CALLS = frozenset(n for n in POLL_CALLS if n.startswith("epoll"))
 # The classes convert_calls makes events of (called with their fields in order)
 _C_CLASSES = (ev.Syscall, ev.WriteCall, ev.ReadCall, ev.IoctlCall)
 
@@ -61,8 +63,6 @@ def block_lines(block: bytes) -> List[str]:
 class BatchFeed:
     """Batch feeding for StraceConverter (module doc)."""
 
-    # (the converter's _special, it with the poll calls): the special set convert_calls gets
-    _c_special: Tuple[object, frozenset] = (None, frozenset())
     _rows = None                          # rows_block's RowBuffer, once made
 
     def _held_calls(self) -> bool:
@@ -146,10 +146,7 @@ class BatchFeed:
                encode: Optional[Callable[[ev.Event], bytes]]) -> Tuple[int, int]:
         """convert_calls or convert_block over ``data`` from ``i``, into ``out``; the
         converter's counters updated: (where it stopped, how many events)."""
-        special = self._special
-        if self._c_special[0] is not special:     # (a new set only when _special changed)
-            self._c_special = (special, special | POLL_CALLS)
-        ctx = (self._tid_pid, self.names, self._c_special[1], BUILDERS, FD_FIRST, _DIR_CALLS,
+        ctx = (self._tid_pid, self.names, self._special, BUILDERS, FD_FIRST, _DIR_CALLS,
                _FD_CACHE, self._has_fd, _C_CLASSES, WRITE_CALLS, READ_CALLS, _IOCTL_CACHE,
                _NV_CACHE, encode, self._pending, self._entered, self.lines)
         i, k, last, has_dur, entered, tail, made = fn(data, i, ctx, out)
@@ -209,7 +206,7 @@ class BatchFeed:
                     tid, ts, _, name, args, ret, err, _, dur = t[:9]
                     pid = tid_pid.get(tid)
                     if pid is not None:
-                        if stop_plain and i > start and name not in POLL_CALLS:
+                        if stop_plain and i > start and name not in _EPOLL_CALLS:
                             break             # convert_calls's line
                         lines += 1
                         last_ts = ts

@@ -15,6 +15,8 @@
  *     ioctl-request and NVIDIA-name memo dicts Python fills);
  *   - another name in builders: builders[name](ts, pid, tid, name, args, sargs, ret, err,
  *     dur, False) (Python), whose ValueError/IndexError means a plain Syscall, as to_event;
+ *     a poll's event (TAG "pl") only in a -y log and with no fd (not an epoll: convert.py's
+ *     _poll_kinds adds nothing then);
  *   - else a plain Syscall: scrubbed args, the first argument as an fd through the fd cache,
  *     "dir" for a directory call.
  * Events are made by calling their class with its fields in order (classes: Syscall,
@@ -397,8 +399,16 @@ int conv_take(Conv *c, PyObject *t)
                 goto out;
             }
             int mine = kind != Py_None ? c->has_fd : (fd == Py_None || c->has_fd);
+            PyObject *tag = mine ? PyObject_GetAttr(ev, S_TAG) : NULL;
+            if (tag) {                  /* a poll: convert.py _poll_kinds has nothing to add */
+                if (PyUnicode_Check(tag) && PyUnicode_CompareWithASCIIString(tag, "pl") == 0)
+                    mine = c->has_fd && fd == Py_None;  /* (else epoll's kinds, fd tables) */
+                Py_DECREF(tag);
+            }
             Py_DECREF(kind);
             Py_DECREF(fd);
+            if (mine && !tag)
+                goto out;               /* (getting TAG failed) */
             if (!mine) {                /* the converter's event: Python redoes the line */
                 rc = 0;
                 goto out;

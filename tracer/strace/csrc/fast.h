@@ -12,7 +12,7 @@
 /* module.c: the "cannot" marker, interned strings, the Python twins to fall back to */
 extern PyObject *UNHANDLED;
 extern PyObject *S_CALL, *S_RESUMED, *S_UNFINISHED;
-extern PyObject *S_DIR, *S_FILE, *S_FD, *S_FD_KIND;
+extern PyObject *S_DIR, *S_FILE, *S_FD, *S_FD_KIND, *S_TAG;
 extern PyObject *FB_SPLIT, *FB_SCRUB, *FB_FIRST_ARG;
 PyObject *fallback(PyObject *fn, PyObject *arg);
 

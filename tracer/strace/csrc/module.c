@@ -43,7 +43,7 @@
 
 PyObject *UNHANDLED;
 PyObject *S_CALL, *S_RESUMED, *S_UNFINISHED;
-PyObject *S_DIR, *S_FILE, *S_FD, *S_FD_KIND;
+PyObject *S_DIR, *S_FILE, *S_FD, *S_FD_KIND, *S_TAG;
 /* the Python twins, called for what the C code leaves (set_fallback) */
 PyObject *FB_SPLIT, *FB_SCRUB, *FB_FIRST_ARG;
 
@@ -94,7 +94,9 @@ PyMODINIT_FUNC PyInit__fast(void)
     S_FILE = PyUnicode_InternFromString("file");
     S_FD = PyUnicode_InternFromString("fd");
     S_FD_KIND = PyUnicode_InternFromString("fd_kind");
-    if (!UNHANDLED || !S_CALL || !S_RESUMED || !S_UNFINISHED)
+    S_TAG = PyUnicode_InternFromString("TAG");
+    if (!UNHANDLED || !S_CALL || !S_RESUMED || !S_UNFINISHED || !S_DIR || !S_FILE || !S_FD
+            || !S_FD_KIND || !S_TAG)
         return NULL;
     Py_INCREF(UNHANDLED);
     if (PyType_Ready(&RowBufType) < 0)
