@@ -190,6 +190,27 @@ def _odd_numbers(n=4000, seed=7):
     return out
 
 
+def _decimals(n=6000, seed=13):
+    """Times and durations as a log's text holds them, whose row block.c writes from their
+    digits (rowtext.c row_decimal) where it can: zero to seven decimals, trailing zeros,
+    leading zeros, whole parts up to and past 2**31 and 2**33."""
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        def number(top):
+            whole = rnd.choice([0, 1, rnd.randrange(10), rnd.randrange(10 ** 6),
+                                rnd.randrange(top), 2 ** 31 - 1, 2 ** 31, 2 ** 33 - 1])
+            frac = "".join(rnd.choice("0123456789") for _ in range(rnd.randrange(8)))
+            frac = frac + "0" * rnd.randrange(3) if rnd.random() < 0.3 else frac
+            lead = "0" * rnd.randrange(3) if rnd.random() < 0.1 else ""
+            return f"{lead}{whole}" + (f".{frac}" if frac else "")
+        ts, dur = number(2 ** 34), number(10 ** 4)
+        if "." not in dur:
+            dur += ".0"
+        out.append(f"100 {ts} getuid() = 0 <{dur}>")
+    return out
+
+
 def test_rows_written_in_c_are_msgspecs():
     """StraceConverter.rows_batch (convert_calls writing rows, csrc/rowtext.c) gives the bytes
     codec.encode_rows gives of the pure converter's events, on the real logs and on odd
@@ -234,6 +255,7 @@ def test_rows_read_from_a_block_are_the_lines_rows():
     lines = _lines()
     batches = [lines[i:i + 3000] for i in range(0, len(lines), 3000)]
     batches += [_odd_numbers()[i:i + 500] for i in range(0, 4000, 500)]
+    batches += [_decimals()[i:i + 500] for i in range(0, 6000, 500)]
     odd = _mutations(lines, 6000, seed=9)
     batches += [odd[i:i + 300] for i in range(0, len(odd), 300)]
     written = 0

@@ -192,13 +192,14 @@ static int call_row(Text *t, const char *tag, const char *s, const Line *L, cons
 {
     Py_ssize_t es = L->errno_err ? L->xs : L->es, ee = L->errno_err ? L->xe : L->ee;
     int rc;
-    if ((rc = row_start(t, tag)) <= 0 || (rc = row_double(t, L->ts)) <= 0
+    if ((rc = row_start(t, tag)) <= 0 || (rc = row_decimal(t, s, L->ts_a, L->ts_b, L->ts)) <= 0
             || (rc = row_ll(t, p->pid_value)) <= 0 || (rc = row_ll(t, L->tid)) <= 0
             || (rc = row_ascii(t, s + L->na, L->nb - L->na)) <= 0
             || (rc = row_scrubbed(t, s + L->as, L->ae - L->as)) <= 0
             || (rc = L->has_ret ? row_ll(t, L->ret) : row_null(t)) <= 0
             || (rc = es >= 0 ? row_ascii(t, s + es, ee - es) : row_null(t)) <= 0
-            || (rc = L->has_dur ? row_double(t, L->dur) : row_null(t)) <= 0
+            || (rc = L->has_dur ? row_decimal(t, s, L->dur_a, L->dur_b, L->dur)
+                                : row_null(t)) <= 0
             || (rc = row_value(t, fd, 'I')) <= 0 || (rc = row_value(t, kind, 'S')) <= 0
             || (rc = row_value(t, target, 'S')) <= 0 || (rc = row_value(t, Py_False, 'b')) <= 0)
         return rc;
@@ -297,18 +298,30 @@ static int plain_call(Block *b, const char *s, const Line *L)
     return 1;
 }
 
-/* no byte of s[0:n] above 0x7f */
-static int ascii(const char *s, Py_ssize_t n)
+/* the end of the line at s[i] (its '\n', or n); *high: a byte above 0x7f comes before it
+ * (both found in one pass: 16 bytes at a time with SSE2) */
+static Py_ssize_t line_end(const char *s, Py_ssize_t i, Py_ssize_t n, int *high)
 {
-    uint64_t acc = 0, w;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        memcpy(&w, s + i, 8);
-        acc |= w;
+    unsigned h = 0;
+#ifdef __SSE2__
+    const __m128i nl = _mm_set1_epi8('\n');
+    while (n - i >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, nl));
+        unsigned top = (unsigned)_mm_movemask_epi8(v);
+        if (m) {
+            int k = __builtin_ctz(m);
+            *high = (h | (top & ((1u << k) - 1))) != 0;
+            return i + k;
+        }
+        h |= top;
+        i += 16;
     }
-    for (; i < n; i++)
-        acc |= (unsigned char)s[i];
-    return (acc & 0x8080808080808080ULL) == 0;
+#endif
+    for (; i < n && s[i] != '\n'; i++)
+        h |= (unsigned char)s[i] & 0x80;
+    *high = h != 0;
+    return i;
 }
 
 static void block_free(Block *b)
@@ -344,9 +357,9 @@ PyObject *convert_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     if (i < 0 || i > n)
         i = n;
     while (i < n) {
-        const char *nl = memchr(s + i, '\n', (size_t)(n - i));
-        Py_ssize_t e = nl ? nl - s : n;
-        if (!ascii(s + i, e - i))
+        int high;
+        Py_ssize_t e = line_end(s, i, n, &high);
+        if (high)                       /* not ASCII: split_line gives it to Python */
             break;
         Line L;
         int rc = parse_fields(s + i, e - i, &L);
@@ -366,7 +379,7 @@ PyObject *convert_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             goto error_block;
         if (rc == 0)
             break;
-        i = nl ? e + 1 : n;
+        i = e < n ? e + 1 : n;
     }
     PyBuffer_Release(&view);
     block_free(b);

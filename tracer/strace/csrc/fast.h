@@ -8,6 +8,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* module.c: the "cannot" marker, interned strings, the Python twins to fall back to */
 extern PyObject *UNHANDLED;
@@ -42,6 +45,7 @@ typedef struct {
     int has_tid, has_ts, tod, kind, has_ret, ret_hex, ret_fits, has_dur, errno_err;
     long long tid, ret;                 /* ret: its value when ret_fits (64 bits, signed) */
     double ts, dur;
+    Py_ssize_t ts_a, ts_b, dur_a, dur_b;        /* their texts (has_ts, has_dur) */
     Py_ssize_t na, nb;                  /* the name: s[na:nb] */
     Py_ssize_t as, ae;                  /* the arguments (empty for a resumed half cut) */
     Py_ssize_t rs, re;                  /* the result's token (has_ret) */
@@ -71,6 +75,7 @@ PyObject *rows_taken(Text *t);
 /* a row field by field (rowtext.c's comment): 1 written, 0 not certain here, -1 error */
 int row_start(Text *t, const char *tag);
 int row_double(Text *t, double x);
+int row_decimal(Text *t, const char *s, Py_ssize_t a, Py_ssize_t b, double x);
 int row_ll(Text *t, long long v);
 int row_null(Text *t);
 int row_ascii(Text *t, const char *s, Py_ssize_t n);

@@ -128,6 +128,8 @@ static int parse_result(const char *s, Py_ssize_t bs, Py_ssize_t be, Line *L, in
                     return LINE_NONE;
                 L->dur = v;
                 L->has_dur = 1;
+                L->dur_a = i + 2;
+                L->dur_b = be - 1;
                 be = i;
             } else if (PyErr_Occurred()) {
                 return -1;
@@ -255,6 +257,8 @@ int parse_fields(const char *s, Py_ssize_t n, Line *L)
             return LINE_NONE;
         L->ts = v;
         L->has_ts = 1;
+        L->ts_a = pos;
+        L->ts_b = sp;
         pos = sp + 1;
         while (pos < n && s[pos] == ' ')
             pos++;
@@ -438,14 +442,19 @@ static Py_ssize_t decoration_end(const char *s, Py_ssize_t n, Py_ssize_t lt)
     return -1;
 }
 
+/* args.py first_arg: up to the first ", ", unless a '<' comes first: then to the end of the
+ * decoration it opens (the whole text when it never closes) */
 Py_ssize_t first_arg_len(const char *s, Py_ssize_t n)
 {
-    Py_ssize_t comma = find_str(s, 0, n, ", ", 2);
-    Py_ssize_t lt = find_char(s, 0, n, '<');
-    if (lt < 0 || (comma >= 0 && comma < lt))
-        return comma < 0 ? n : comma;
-    Py_ssize_t end = decoration_end(s, n, lt);
-    return end < 0 ? n : end + 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] == '<') {
+            Py_ssize_t end = decoration_end(s, n, i);
+            return end < 0 ? n : end + 1;
+        }
+        if (s[i] == ',' && i + 1 < n && s[i + 1] == ' ')
+            return i;
+    }
+    return n;
 }
 
 PyObject *first_arg(PyObject *self, PyObject *text)

@@ -85,11 +85,31 @@ static int escaped8(uint64_t w)
 }
 
 /* the ASCII bytes s[0:n] as msgspec writes them inside a string (room made by the caller:
- * 6 bytes a byte at most) */
+ * 6 bytes a byte at most); runs that need no escape copied 16 (SSE2) or 8 bytes at a time */
 static void escape_into(Text *t, const unsigned char *s, Py_ssize_t n)
 {
     char *p = t->p + t->len;
     for (Py_ssize_t i = 0; i < n; i++) {
+#ifdef __SSE2__
+        const __m128i space = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'),
+                      slash = _mm_set1_epi8('\\');
+        while (n - i >= 16) {                  /* (a byte above 0x7f: signed, below space) */
+            __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+            int m = _mm_movemask_epi8(_mm_or_si128(
+                _mm_cmplt_epi8(v, space),
+                _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash))));
+            if (m) {
+                int k = __builtin_ctz((unsigned)m);
+                memcpy(p, s + i, (size_t)k);
+                p += k;
+                i += k;
+                break;
+            }
+            _mm_storeu_si128((__m128i *)p, v);
+            p += 16;
+            i += 16;
+        }
+#endif
         while (n - i >= 8) {                   /* eight bytes that need no escape at a time */
             uint64_t w;
             memcpy(&w, s + i, 8);
@@ -142,30 +162,22 @@ static int put_str(Text *t, PyObject *o)
     return put_ascii(t, (const char *)PyUnicode_1BYTE_DATA(o), PyUnicode_GET_LENGTH(o));
 }
 
-/* 1 written, 0 not a float whose text is certain here (module comment), -1 error */
-static int put_double(Text *t, double x)
+/* the decimal k * 10**e, as msgspec lays out a double's shortest digits (Ryu's: k's digits,
+ * its trailing zeros dropped): 1 written, -1 error */
+static int put_decimal(Text *t, unsigned long long k, int e)
 {
-    double a = fabs(x);
-    if (!isfinite(x) || a >= 8589934592.0)             /* 2**33: an ulp below 1e-6 under it */
-        return 0;
-    if (room(t, 32) < 0)
+    if (room(t, 48) < 0)
         return -1;
-    if (signbit(x))
-        t->p[t->len++] = '-';
-    if (a == 0.0) {
+    if (k == 0) {
         put(t, "0.0", 3);
         return 1;
     }
-    long long k = llround(a * 1e6);
-    if ((double)k / 1e6 != a)           /* not the nearest double to k / 10**6 */
-        return 0;
-    int e = -6;
     while (k % 10 == 0) {
         k /= 10;
         e++;
     }
     char d[24];
-    int n = digits((unsigned long long)k, d), kk = n + e;
+    int n = digits(k, d), kk = n + e;
     if (e >= 0 && kk <= 16) {                   /* XYZ00.0 */
         put(t, d, n);
         for (int i = 0; i < e; i++)
@@ -190,6 +202,23 @@ static int put_double(Text *t, double x)
         return put_ll(t, kk - 1) < 0 ? -1 : 1;
     }
     return 1;
+}
+
+/* 1 written, 0 not a float whose text is certain here (module comment), -1 error */
+static int put_double(Text *t, double x)
+{
+    double a = fabs(x);
+    if (!isfinite(x) || a >= 8589934592.0)             /* 2**33: an ulp below 1e-6 under it */
+        return 0;
+    long long k = llround(a * 1e6);
+    if (a != 0.0 && (double)k / 1e6 != a)   /* not the nearest double to k / 10**6 */
+        return 0;
+    if (signbit(x)) {
+        if (room(t, 1) < 0)
+            return -1;
+        t->p[t->len++] = '-';
+    }
+    return put_decimal(t, a == 0.0 ? 0 : (unsigned long long)k, -6);
 }
 
 static int put_float(Text *t, PyObject *o)
@@ -291,6 +320,25 @@ static int comma(Text *t)
 int row_double(Text *t, double x)
 {
     return comma(t) < 0 ? -1 : put_double(t, x);
+}
+
+/* x read from s[a:b]: where that text is digits, at most 6 decimals and a whole part below
+ * 2**31 without leading zeros, its digits give put_double's text of x (llround(x * 1e6) is
+ * exactly them there: its error is below 0.5), else put_double's */
+int row_decimal(Text *t, const char *s, Py_ssize_t a, Py_ssize_t b, double x)
+{
+    unsigned long long k = 0;
+    Py_ssize_t i = a;
+    for (; i < b && s[i] >= '0' && s[i] <= '9'; i++)
+        k = k * 10 + (unsigned)(s[i] - '0');
+    Py_ssize_t whole = i - a, frac = 0;
+    if (i < b && s[i] == '.')
+        for (i++; i < b && s[i] >= '0' && s[i] <= '9'; i++, frac++)
+            k = k * 10 + (unsigned)(s[i] - '0');
+    if (i != b || whole < 1 || whole > 10 || (whole > 1 && s[a] == '0') || frac > 6
+            || (i > a + whole && frac < 1) || !(x >= 0.0 && x < 2147483648.0))
+        return row_double(t, x);
+    return comma(t) < 0 ? -1 : put_decimal(t, k, -(int)frac);
 }
 
 int row_ll(Text *t, long long v)
