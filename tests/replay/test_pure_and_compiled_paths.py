@@ -73,7 +73,10 @@ def _mutations(lines, n=20000, seed=5):
 def test_split_line(fast):
     lines = _lines()
     assert len(lines) > 12000
-    for text in lines + _mutations(lines):
+    odd = ["1 1.5 read(3) = 0xffffffffffffffff (errno 5)", "1 1.5 read(3) = -01 (errno 5)",
+           "1 1.5 read(3) = 99999999999999999999 (errno 5)", "1 10:11:12.5 read(3) = -1 (x)",
+           "1 1.5 read(3) = -9223372036854775808 (errno 5)", "1 1.5 poll() = ()"]
+    for text in lines + odd + _mutations(lines):
         assert repr(fast.split_line(text)) == repr(py_split_line(text)), text
 
 
@@ -104,6 +107,17 @@ def test_scan_block(fast):
                 assert line is None or line.kind not in ("attached",) and line.name not in (
                     "clone", "clone3", "fork", "vfork", "getpid", "tgkill") and (
                     not want_self or line.name not in ("gettid", "set_tid_address")), path
+
+
+def test_find_bytes(fast):
+    words = [b"", b"/x86_64-linux-gnu/", b"/aarch64-linux-gnu/", b"Process ", b"\n", b"zzz"]
+    for path in LOGS[:6]:
+        op = gzip.open if path.endswith(".gz") else open
+        with op(path, "rb") as f:
+            block = f.read()
+        for data in (block, bytearray(block), block[:7], b""):
+            for word in words + [bytes(data[-5:]), bytes(data[:3])]:
+                assert fast.find_bytes(data, word) == bytes(data).find(word), (path, word)
 
 
 def test_stale_module_is_refused(monkeypatch, tmp_path):
@@ -176,6 +190,27 @@ def _odd_numbers(n=4000, seed=7):
     return out
 
 
+def _decimals(n=6000, seed=13):
+    """Times and durations as a log's text holds them, whose row block.c writes from their
+    digits (rowtext.c row_decimal) where it can: zero to seven decimals, trailing zeros,
+    leading zeros, whole parts up to and past 2**31 and 2**33."""
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        def number(top):
+            whole = rnd.choice([0, 1, rnd.randrange(10), rnd.randrange(10 ** 6),
+                                rnd.randrange(top), 2 ** 31 - 1, 2 ** 31, 2 ** 33 - 1])
+            frac = "".join(rnd.choice("0123456789") for _ in range(rnd.randrange(8)))
+            frac = frac + "0" * rnd.randrange(3) if rnd.random() < 0.3 else frac
+            lead = "0" * rnd.randrange(3) if rnd.random() < 0.1 else ""
+            return f"{lead}{whole}" + (f".{frac}" if frac else "")
+        ts, dur = number(2 ** 34), number(10 ** 4)
+        if "." not in dur:
+            dur += ".0"
+        out.append(f"100 {ts} getuid() = 0 <{dur}>")
+    return out
+
+
 def test_rows_written_in_c_are_msgspecs():
     """StraceConverter.rows_batch (convert_calls writing rows, csrc/rowtext.c) gives the bytes
     codec.encode_rows gives of the pure converter's events, on the real logs and on odd
@@ -198,3 +233,69 @@ def test_rows_written_in_c_are_msgspecs():
         assert rows == encode_rows(events) and count == len(events), k
         written += len(events)
     assert written > 10000
+
+
+def _block_of(lines, rnd):
+    """The lines as a log's block: joined by newlines, the last one's sometimes missing."""
+    return ("\n".join(lines) + rnd.choice(["\n", ""])).encode("utf-8", "surrogateescape")
+
+
+def test_rows_read_from_a_block_are_the_lines_rows():
+    """StraceConverter.rows_block (csrc/block.c convert_block: calls read from the block's
+    bytes, rows written from them) gives the bytes the pure converter's events encode to
+    (feed_batch of block_lines), on the real logs, odd numbers and mutated lines (non-ASCII,
+    cut, carriage returns), as bytes and as the bytearray LogFile.blocks(reuse=True) gives."""
+    from tracer.strace import batch as strace_batch
+    from tracer.strace.batch import block_lines
+    from tracer.strace.convert import StraceConverter
+    from tracer.tracefile.codec import encode_rows
+    if strace_batch._CONVERT_BLOCK is None:
+        pytest.skip(fastpath.status())
+    rnd = random.Random(11)
+    lines = _lines()
+    batches = [lines[i:i + 3000] for i in range(0, len(lines), 3000)]
+    batches += [_odd_numbers()[i:i + 500] for i in range(0, 4000, 500)]
+    batches += [_decimals()[i:i + 500] for i in range(0, 6000, 500)]
+    odd = _mutations(lines, 6000, seed=9)
+    batches += [odd[i:i + 300] for i in range(0, len(odd), 300)]
+    written = 0
+    for k, batch in enumerate(batches):
+        block = _block_of(batch[1:], rnd)
+        for data in (block, bytearray(block)):
+            pure, fast = (StraceConverter(pid_of={100: 100, 2: 2}.get) for _ in range(2))
+            pure.feed_text(batch[0])    # a first line each: convert_block can take the rest
+            fast.feed_text(batch[0])
+            events = pure.feed_batch(block_lines(block)) + pure.finish()
+            rows, count = fast.rows_block(data)
+            last = fast.finish()
+            assert bytes(rows) + encode_rows(last) == encode_rows(events), k
+            assert count + len(last) == len(events) and fast.lines == pure.lines, k
+        written += len(events)
+    assert written > 10000
+
+
+def test_row_buffer_holds_still_while_viewed(fast):
+    """RowBuffer (csrc/rowbuf.c): bytes-like rows kept from use to use; nothing changes them
+    while a view of them is held (add, clear, convert_block raise BufferError)."""
+    from tracer.strace.convert import StraceConverter
+    from tracer.tracefile.codec import encode_row
+    buf = fast.RowBuffer()
+    buf.add(b"")                    # (nothing to a buffer with no memory yet)
+    assert len(buf) == 0 and bytes(buf) == b""
+    buf.add(b"ab")
+    buf.add(bytearray(b"c"))
+    assert bytes(buf) == b"abc" and len(buf) == 3
+    conv = StraceConverter(pid_of={1: 1}.get)
+    conv.feed_text("1 1795953170.000001 getpid() = 1 <0.000001>")
+    line = b"1 1795953170.000002 getuid() = 0 <0.000001>\n"
+    with memoryview(buf) as view:
+        assert view.readonly and view.tobytes() == b"abc"
+        for change in (lambda: buf.add(b"x"), buf.clear,
+                       lambda: conv._run_c(fast.convert_block, line, 0, buf, encode_row)):
+            with pytest.raises(BufferError):
+                change()
+    assert bytes(buf) == b"abc"
+    assert conv._run_c(fast.convert_block, line, 0, buf, encode_row) == (len(line), 1)
+    assert bytes(buf).startswith(b'abc["sc",1795953170.000002,1,1,"getuid","",0,null,1e-6')
+    buf.clear()
+    assert len(buf) == 0 and bytes(buf) == b""

@@ -162,6 +162,35 @@ def test_byte_blocks_reads_a_long_line_in_linear_time() -> None:
         list(byte_blocks(io.BytesIO(b"z" * (3 << 20)), limit=2 << 20))
 
 
+def test_byte_blocks_reused_give_the_same_blocks() -> None:
+    """reuse=True: one bytearray refilled with each block, the same bytes as the blocks a
+    new bytes object holds each (a long line too, a last line without its newline, a gzip
+    stream cut short: the blocks before the break, then the error)."""
+    import gzip
+    import io
+    import random
+    rnd = random.Random(3)
+    data = b"".join(b"x" * rnd.choice([0, 5, 100, 5000, 3 << 20]) + b"\n"
+                    for _ in range(400)) + b"tail"
+    want = list(byte_blocks(io.BytesIO(data), size=1 << 16))
+    got, seen = [], set()
+    for block in byte_blocks(io.BytesIO(data), size=1 << 16, reuse=True):
+        assert isinstance(block, bytearray)
+        seen.add(id(block))
+        got.append(bytes(block))
+    assert got == want and b"".join(got) == data and len(seen) == 1
+    cut = gzip.compress(data)[:-5000]
+    read = {}
+    for reuse in (False, True):
+        read[reuse] = []
+        with pytest.raises(EOFError):
+            for block in byte_blocks(gzip.GzipFile(fileobj=io.BytesIO(cut)), size=1 << 16,
+                                     reuse=reuse):
+                read[reuse].append(bytes(block))
+    whole = b"".join(read[True])
+    assert read[True] == read[False] and whole and data.startswith(whole)
+
+
 @pytest.mark.parametrize("data", [b"\0\0\0 strace", b"1234 getpid() = 1\n" + b"\x01" * 5000])
 def test_binary_data_is_refused_from_the_first_block(tmp_path, data) -> None:
     log = tmp_path / "bin.log"

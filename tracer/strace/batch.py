@@ -1,5 +1,4 @@
-"""The converter's batch path: many log lines at once, with the hot state in local variables
-and, where the compiled helpers are built, most complete calls turned into events in C.
+"""The converter's batch path: many log lines at once, most complete calls made in C.
 
 Contract: ``BatchFeed`` is a mixin of ``convert.StraceConverter`` (it reads and updates the
 converter's counters, tables and flags, which convert.py owns and documents):
@@ -7,7 +6,10 @@ converter's counters, tables and flags, which convert.py owns and documents):
 - ``events_batch(texts)`` is the same events, most complete calls made in C where the
   compiled helpers are built (csrc/calls.c convert_calls): equal events whichever path made
   them (tests compare them); ``rows_batch(texts)`` their trace rows (codec.encode_rows'
-  bytes), those of convert_calls's calls written in C without events (csrc/rowtext.c).
+  bytes), those of convert_calls's calls written in C without events (csrc/rowtext.c);
+  ``rows_block(block)`` is ``rows_batch`` of a bytes block's lines (``block_lines``), in C
+  read from the bytes themselves (csrc/block.c convert_block; its rows bytes-like, valid
+  until the next call).
 """
 from __future__ import annotations
 
@@ -20,28 +22,48 @@ from .decode import (BUILDERS, DIR_CALLS as _DIR_CALLS, FD_FIRST, NV_NAMES as _N
                      POLL_CALLS, READ_CALLS, WRITE_CALLS, ioctl_request, to_event)
 from .lines import INTERRUPTED, split_line
 
-__all__ = ["BatchFeed"]
+__all__ = ["BatchFeed", "block_lines"]
 
 # The dicts behind the memos of parse_fd (args.py), ioctl_request and the NVIDIA request
 # names (decode.py): convert_calls reads them, Python fills them.
 _FD_CACHE = getattr(_parse_fd_cached, "__self__", {})
 _IOCTL_CACHE = getattr(ioctl_request, "__self__", {})
 _HALVES = frozenset({"unfinished", "resumed"})      # the halves convert_calls takes too
+# Polls whose kinds are the converter's (epoll_ctl's registrations): convert_calls leaves them
+_EPOLL_CALLS = frozenset(n for n in POLL_CALLS if n.startswith("epoll"))
 # The classes convert_calls makes events of (called with their fields in order)
 _C_CLASSES = (ev.Syscall, ev.WriteCall, ev.ReadCall, ev.IoctlCall)
 
 
-def _pick_calls() -> Optional[Callable]:
+# Lines after a line convert_block left to Python while it cannot run (no pid column yet,
+# a held call, -r times): decoded and fed as a list, this many bytes of them at least.
+_WINDOW = 1 << 16
+
+
+def _pick_calls(name: str) -> Optional[Callable]:
     from .fastpath import compiled
     fast = compiled()
-    return None if fast is None else fast.convert_calls
+    return None if fast is None else getattr(fast, name)
 
 
-_CONVERT_CALLS = _pick_calls()
+_CONVERT_CALLS = _pick_calls("convert_calls")
+_CONVERT_BLOCK = _pick_calls("convert_block")
+_ROW_BUFFER = _pick_calls("RowBuffer")
+
+
+def block_lines(block: bytes) -> List[str]:
+    """The lines of a block of a log (log.py LogFile.line_batches: split at "\n" only, no
+    newline kept, no empty last line after the block's final newline)."""
+    lines = block.decode("utf-8", "surrogateescape").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 class BatchFeed:
     """Batch feeding for StraceConverter (module doc)."""
+
+    _rows = None                          # rows_block's RowBuffer, once made
 
     def _held_calls(self) -> bool:
         """A thread's last call is held (a 'cut' entry, a call a signal interrupted), or the
@@ -74,6 +96,71 @@ class BatchFeed:
                             encode_row)
         return b"".join(parts), count
 
+    def rows_block(self, block: bytes) -> Tuple[bytes, int]:
+        """``rows_batch(block_lines(block))``: where the compiled helpers are built, the
+        lines convert_calls would take read from the block's bytes (csrc/block.c
+        convert_block), each line it leaves decoded and fed alone; while it cannot run, the
+        lines in windows through ``_batch`` (the same bytes, tests compare them). The rows
+        are then the converter's RowBuffer (csrc/rowbuf.c: bytes-like, refilled by the next
+        call: no copy of them is made to hand them over)."""
+        if _CONVERT_BLOCK is None:
+            return self.rows_batch(block_lines(block))
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = _ROW_BUFFER()
+        rows.clear()
+        add = rows.add
+        n, pos, count = len(block), 0, 0
+        while pos < n:
+            if self._c_ready():
+                pos, made = self._run_c(_CONVERT_BLOCK, block, pos, rows, encode_row)
+                count += made
+                if pos >= n:
+                    break
+                end = block.find(b"\n", pos)
+                end = n if end < 0 else end
+                events = self._feed_run([block[pos:end].decode("utf-8", "surrogateescape")],
+                                        0, False)[0]
+                pos = end + 1
+                count += len(events)
+                add(encode_rows(events))
+            else:
+                end = block.find(b"\n", min(pos + _WINDOW, n - 1))
+                end = n if end < 0 else end + 1
+                parts: List[bytes] = []
+                count += self._batch(block_lines(block[pos:end]), parts,
+                                     lambda events: parts.append(encode_rows(events)),
+                                     encode_row)
+                for part in parts:
+                    add(part)
+                pos = end
+        return rows, count  # type: ignore[return-value]
+
+    def _c_ready(self) -> bool:
+        """convert_calls and convert_block may run: every line's thread has a pid column, the
+        log's first time is known, no line is cut, no call held (``_held_calls``)."""
+        return self._has_pid and self.first_ts is not None and self._cut is None \
+            and not self._held_calls()
+
+    def _run_c(self, fn: Callable, data: object, i: int, out: object,
+               encode: Optional[Callable[[ev.Event], bytes]]) -> Tuple[int, int]:
+        """convert_calls or convert_block over ``data`` from ``i``, into ``out``; the
+        converter's counters updated: (where it stopped, how many events)."""
+        ctx = (self._tid_pid, self.names, self._special, BUILDERS, FD_FIRST, _DIR_CALLS,
+               _FD_CACHE, self._has_fd, _C_CLASSES, WRITE_CALLS, READ_CALLS, _IOCTL_CACHE,
+               _NV_CACHE, encode, self._pending, self._entered, self.lines)
+        i, k, last, has_dur, entered, tail, made = fn(data, i, ctx, out)
+        if k:
+            self.lines += k
+            # strace -k frames after an entry half are its call's, else no call's
+            self._line = (entered, "unfinished", self.lines) if tail else None
+            self.last_ts = last
+            if has_dur:
+                self._has_dur = True
+        if entered is not None:
+            self.unfinished_tid = entered
+        return i, made
+
     def _batch(self, texts: List[str], out: list, take: Callable[[List[ev.Event]], object],
                encode: Optional[Callable[[ev.Event], bytes]]) -> int:
         """Every line of ``texts``: convert_calls's into ``out`` (their events, or with
@@ -81,23 +168,9 @@ class BatchFeed:
         plain = _CONVERT_CALLS
         n, i, count = len(texts), 0, 0
         while i < n:
-            if plain is not None and self._has_pid and self.first_ts is not None \
-                    and self._cut is None and not self._held_calls():
-                ctx = (self._tid_pid, self.names, self._special | POLL_CALLS, BUILDERS,
-                       FD_FIRST, _DIR_CALLS, _FD_CACHE, self._has_fd, _C_CLASSES,
-                       WRITE_CALLS, READ_CALLS, _IOCTL_CACHE, _NV_CACHE, encode,
-                       self._pending, self._entered, self.lines)
-                i, k, last, has_dur, entered, tail, made = plain(texts, i, ctx, out)
+            if plain is not None and self._c_ready():
+                i, made = self._run_c(plain, texts, i, out, encode)
                 count += made
-                if k:
-                    self.lines += k
-                    # strace -k frames after an entry half are its call's, else no call's
-                    self._line = (entered, "unfinished", self.lines) if tail else None
-                    self.last_ts = last
-                    if has_dur:
-                        self._has_dur = True
-                if entered is not None:
-                    self.unfinished_tid = entered
                 if i >= n:
                     break
             events, i = self._feed_run(texts, i, plain is not None)
@@ -118,8 +191,7 @@ class BatchFeed:
         tid_pid, names_add = self._tid_pid, self.names.add
         lines, last_ts, has_dur, has_fd = self.lines, self.last_ts, self._has_dur, self._has_fd
         special = self._special
-        fast = self._has_pid and self.first_ts is not None and self._cut is None \
-            and not self._held_calls()
+        fast = self._c_ready()
         n = len(texts)
         i = start
         while i < n:
@@ -134,7 +206,7 @@ class BatchFeed:
                     tid, ts, _, name, args, ret, err, _, dur = t[:9]
                     pid = tid_pid.get(tid)
                     if pid is not None:
-                        if stop_plain and i > start and name not in POLL_CALLS:
+                        if stop_plain and i > start and name not in _EPOLL_CALLS:
                             break             # convert_calls's line
                         lines += 1
                         last_ts = ts
@@ -158,8 +230,7 @@ class BatchFeed:
             lines, last_ts, has_dur, has_fd = (self.lines, self.last_ts, self._has_dur,
                                                self._has_fd)
             special = self._special
-            fast = self._has_pid and self.first_ts is not None and self._cut is None \
-            and not self._held_calls()
+            fast = self._c_ready()
             i += 1
         self.lines, self.last_ts, self._has_dur = lines, last_ts, has_dur
         return out, i

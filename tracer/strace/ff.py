@@ -2,7 +2,7 @@
 
 Contract:
 - ``open_source(path)`` -> a source with ``sniff()``, ``scan()`` (the first pass: LogFacts),
-  ``line_batches()`` (the log's lines in order, in lists; a line may keep its newline),
+  ``line_batches()`` (the lines in order, in lists; one log: ``line_blocks()``, as bytes),
   ``mtime()``, ``truncated``, ``name``, ``single_file`` and ``close()``. Raises ImportError_
   with a one-line message for a missing path or an unusable set of files.
 - A path that is a file is one log. A directory, or a prefix that is no file but has
@@ -20,7 +20,7 @@ import resource
 from typing import Callable, Iterator, List, Optional, Tuple
 
 from .lines import TS_SECONDS, TS_TIME_OF_DAY, timestamp_shape
-from .log import ImportError_, LogFile, sniff
+from .log import LINE_BLOCK, ImportError_, LogFile, sniff
 from .scan import LogFacts, LogScan
 
 __all__ = ["open_source", "SingleLog", "FFLogs", "ff_files"]
@@ -45,7 +45,7 @@ class SingleLog:
     def scan(self) -> LogFacts:
         scan = LogScan()
         with LogFile(self.path, self.progress) as log:
-            for block in log.blocks():
+            for block in log.blocks(reuse=True):        # (feed keeps nothing of a block)
                 scan.feed(block)
         return scan.facts
 
@@ -53,10 +53,18 @@ class SingleLog:
         return os.stat(self.path).st_mtime
 
     def line_batches(self) -> Iterator[List[str]]:
+        return self._read(LogFile.line_batches)
+
+    def line_blocks(self) -> Iterator[bytes]:
+        """The blocks ``line_batches`` decodes and splits (batch.py block_lines): one
+        bytearray, refilled (LogFile.blocks reuse: a block is read before the next)."""
+        return self._read(LogFile.blocks, LINE_BLOCK, True)
+
+    def _read(self, how: Callable, *args: object) -> Iterator:
         log = LogFile(self.path, self.progress)
         self._open.append(log)
         try:
-            yield from log.line_batches()
+            yield from how(log, *args)
         finally:
             self.truncated = self.truncated or log.truncated
             log.close()
@@ -175,7 +183,7 @@ class FFLogs:
             scan.facts.ff_tids.append(tid)
             first: Optional[float] = None
             with LogFile(path) as log:
-                for block in log.blocks():
+                for block in log.blocks(reuse=True):
                     if first is None:
                         sp = block.find(b" ")
                         first = _tod_key(block[:sp].decode("ascii", "replace")) if sp > 0 \

@@ -269,8 +269,9 @@ def convert_log(source: Any, facts: LogFacts, base_date: Optional[_dt.date],
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        rows_of = conv.rows_batch
-        for batch in source.line_batches():
+        blocks = getattr(source, "line_blocks", None)     # one log: its bytes, read in C
+        rows_of = conv.rows_batch if blocks is None else conv.rows_block
+        for batch in (source.line_batches() if blocks is None else blocks()):
             rows, n = rows_of(batch)
             count += n
             take(rows)

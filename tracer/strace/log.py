@@ -19,9 +19,10 @@ from ..errors import BadInput
 from ..tracefile import format as trace
 from .lines import parse_line
 
-__all__ = ["ImportError_", "LogFile", "sniff", "SNIFF_LINES", "NUL_LINE_MARK"]
+__all__ = ["ImportError_", "LogFile", "sniff", "SNIFF_LINES", "NUL_LINE_MARK", "LINE_BLOCK"]
 
 SNIFF_LINES = 200
+LINE_BLOCK = 1 << 20        # bytes of a block of line_batches
 SNIFF_BYTES = 1 << 20
 _BROKEN = trace.BROKEN
 
@@ -79,7 +80,7 @@ class LogFile:
             self.truncated = True
         return b"".join(out)
 
-    def line_batches(self, size: int = 1 << 20) -> Iterator[List[str]]:
+    def line_batches(self, size: int = LINE_BLOCK) -> Iterator[List[str]]:
         """The lines (without their newlines) in lists, one per block of ``size`` bytes:
         decoding and splitting in C, one Python step per block instead of per line."""
         for block in self.blocks(size):
@@ -88,14 +89,16 @@ class LogFile:
                 lines.pop()
             yield lines
 
-    def blocks(self, size: int = 4 << 20) -> Iterator[bytes]:
+    def blocks(self, size: int = 4 << 20, reuse: bool = False) -> Iterator[bytes]:
         """The log in blocks of whole lines (the last one may lack its newline); a line that
-        holds a NUL comes out as ``_unparsable`` makes it (module doc).
+        holds a NUL comes out as ``_unparsable`` makes it (module doc). ``reuse``: blocks.py
+        byte_blocks's (one bytearray refilled: for a reader that keeps nothing of a block).
         A line that holds a NUL: ``blocks()`` (which every reader of a log goes through: both
         passes, the -ff reader, the sharded workers) gives it marked (``NUL_LINE_MARK``, its NULs
         written \\0), so the importer counts it as a line not understood and shows it as such."""
         try:
-            for block in trace.byte_blocks(self._stream, size, on_block=self._on_block):
+            for block in trace.byte_blocks(self._stream, size, on_block=self._on_block,
+                                           reuse=reuse):
                 yield block if b"\0" not in block else _nul_lines_unparsable(block)
         except _BROKEN:
             self.truncated = True

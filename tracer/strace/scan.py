@@ -64,13 +64,20 @@ def py_scan_block(block: bytes, counts: Counter,
     return len(found) + (m is not None), lines, sorted(starts)
 
 
+def py_find_bytes(block: bytes, word: bytes) -> int:
+    """``block.find(word)``: the compiled twin searches with memmem (a multiarch directory
+    in every block: bytes.find stops at each '/' of a log full of paths)."""
+    return block.find(word)
+
+
 def _pick_scan():
     from .fastpath import compiled
     fast = compiled()
-    return py_scan_block if fast is None else fast.scan_block
+    return (py_scan_block, py_find_bytes) if fast is None else (fast.scan_block,
+                                                                 fast.find_bytes)
 
 
-_scan_block = _pick_scan()
+_scan_block, _find_bytes = _pick_scan()
 
 
 @dataclass
@@ -281,7 +288,7 @@ class LogScan:
             before = False
         for triplet in _TRIPLETS:
             name = triplet.strip(b"/").decode()
-            if name not in f.triplets and triplet in block:
+            if name not in f.triplets and _find_bytes(block, triplet) >= 0:
                 f.triplets.add(name)
         end = -1
         for i in starts:

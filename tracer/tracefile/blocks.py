@@ -8,6 +8,7 @@ lengths (a long line's pieces are joined when it ends). ``MAX_LINE_CHARS`` is th
 reader uses: traces and strace logs alike. ``on_block()``, when given, is called before each
 block is yielded (progress callbacks: the caller knows where its file is);
 ``offset_reporter(raw, progress)`` makes one that reports the offset reached in the raw file.
+``reuse=True``: every block is the same bytearray, refilled (for readers that keep nothing).
 """
 from __future__ import annotations
 
@@ -31,15 +32,19 @@ class LineTooLong(CorruptTrace):
 
 
 def byte_blocks(stream: IO[bytes], size: int = BLOCK, limit: int = MAX_LINE_CHARS,
-                on_block: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
+                on_block: Optional[Callable[[], None]] = None,
+                reuse: bool = False) -> Iterator[bytes]:
     """The stream in blocks of whole lines (bytes; the last may lack its newline). A gzip
     stream cut short raises one of ``BROKEN`` after every complete line before the break was
     yielded: reads go through readinto1 (read1), so the data of a failing read is all that is
     lost. A line longer than ``limit`` bytes raises LineTooLong (the caller adds the file's
     name). The stream is read into one buffer, reused (a block is its one copy out of it: a
     new buffer per read cost a page fault per 4 KiB); a long line grows it (doubling, so each
-    byte is copied a bounded number of times)."""
+    byte is copied a bounded number of times). ``reuse``: each block is copied into one
+    bytearray, the same object every time (valid until the next block is asked for): no new
+    memory per block, whose first touch costs a page fault a page."""
     readinto = getattr(stream, "readinto1", None) or stream.readinto
+    out = bytearray() if reuse else None
     buf = bytearray(size)
     have = 0                          # bytes in buf
     tail = 0                          # of which after the last newline: the line being read
@@ -63,24 +68,28 @@ def byte_blocks(stream: IO[bytes], size: int = BLOCK, limit: int = MAX_LINE_CHAR
                 continue
             if on_block is not None:
                 on_block()
-            yield _taken(buf, have - tail, have)
+            yield _taken(buf, have - tail, have, out)
             have = tail
     except BROKEN:
         if have > tail:
-            yield _taken(buf, have - tail, have)
+            yield _taken(buf, have - tail, have, out)
         raise
     if have:
         if on_block is not None:
             on_block()
-        yield _taken(buf, have, have)
+        yield _taken(buf, have, have, out)
 
 
-def _taken(buf: bytearray, cut: int, have: int) -> bytes:
-    """``buf[:cut]`` as bytes (one copy); what follows, up to ``have``, moved to its start."""
+def _taken(buf: bytearray, cut: int, have: int, out: Optional[bytearray] = None) -> bytes:
+    """``buf[:cut]`` as bytes, or copied into ``out`` (one copy); what follows, up to
+    ``have``, moved to its start."""
     with memoryview(buf) as view:
-        out = bytes(view[:cut])
+        if out is None:
+            block = bytes(view[:cut])
+        else:
+            out[:] = view[:cut]
     buf[:have - cut] = buf[cut:have]
-    return out
+    return block if out is None else out  # type: ignore[return-value]
 
 
 def offset_reporter(raw: IO[bytes], progress: Optional[Callable[[int], None]]

@@ -1,4 +1,4 @@
-#include "fast.h"
+#include "calls.h"
 
 /* ------------------------------------------------------------------ convert_calls */
 /* convert_calls(texts, start, ctx, out) -> (next, lines, last_ts, has_dur, entered, tail,
@@ -15,6 +15,8 @@
  *     ioctl-request and NVIDIA-name memo dicts Python fills);
  *   - another name in builders: builders[name](ts, pid, tid, name, args, sargs, ret, err,
  *     dur, False) (Python), whose ValueError/IndexError means a plain Syscall, as to_event;
+ *     a poll's event (TAG "pl") only in a -y log and with no fd (not an epoll: convert.py's
+ *     _poll_kinds adds nothing then);
  *   - else a plain Syscall: scrubbed args, the first argument as an fd through the fd cache,
  *     "dir" for a directory call.
  * Events are made by calling their class with its fields in order (classes: Syscall,
@@ -30,15 +32,6 @@
  * was taken) and has_dur are what the converter's counters get; entered the tid of the last
  * entry half held (or None), tail whether the last line taken was one; events how many. */
 
-/* Where the events go: appended to a list, or (encode_row given) written as their trace
- * rows (rowtext.c row_text; an event it cannot write made and written by encode_row), whose
- * bytes are appended to the list at the end */
-typedef struct {
-    PyObject *out, *encode_row;
-    int rows;
-    Text text;                          /* the rows written so far */
-} Emit;
-
 /* an event made elsewhere (a builder's): appended, or its row written */
 static int emit_event(Emit *em, PyObject *ev)
 {
@@ -48,20 +41,18 @@ static int emit_event(Emit *em, PyObject *ev)
     if (!row)
         return -1;
     int rc = PyBytes_Check(row)
-             ? row_bytes(&em->text, PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row)) : -1;
+             ? row_bytes(em->text, PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row)) : -1;
     if (rc < 0 && !PyErr_Occurred())
         PyErr_SetString(PyExc_TypeError, "convert_calls: encode_row gave no bytes");
     Py_DECREF(row);
     return rc;
 }
 
-/* the event cls(*vals) (tag, the fields' shape: rowtext.c): its row written, or made and
- * given to emit_event */
-static int emit(Emit *em, PyObject *cls, const char *tag, const char *shape,
-                PyObject *const *vals, Py_ssize_t n)
+int emit(Emit *em, PyObject *cls, const char *tag, const char *shape, PyObject *const *vals,
+         Py_ssize_t n)
 {
     if (em->rows) {
-        int rc = row_text(&em->text, tag, vals, shape);
+        int rc = row_text(em->text, tag, vals, shape);
         if (rc)
             return rc < 0 ? -1 : 0;
     }
@@ -241,47 +232,298 @@ static int hold_entry(PyObject *pending, PyObject *entered, PyObject *tid, PyObj
     return rc;
 }
 
-PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+int conv_start(Conv *c, PyObject *ctx, PyObject *out, const char *usage)
 {
-    if (argc != 4 || !PyList_Check(argv[0]) || !PyTuple_Check(argv[2])
-            || PyTuple_GET_SIZE(argv[2]) != 17 || !PyList_Check(argv[3])) {
-        PyErr_SetString(PyExc_TypeError, "convert_calls(texts, start, ctx, out)");
-        return NULL;
+    memset(c, 0, sizeof *c);
+    c->em.text = &c->em.own;
+    if (!PyTuple_Check(ctx) || PyTuple_GET_SIZE(ctx) != 17
+            || !(PyList_Check(out) || PyObject_TypeCheck(out, &RowBufType))) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
     }
-    PyObject *texts = argv[0], *ctx = argv[2];
-    Emit em = {argv[3], PyTuple_GET_ITEM(ctx, 13), PyTuple_GET_ITEM(ctx, 13) != Py_None,
-               {NULL, 0, 0}};
-    Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
-    if (i == -1 && PyErr_Occurred())
-        return NULL;
-    PyObject *tid_pid = PyTuple_GET_ITEM(ctx, 0), *names = PyTuple_GET_ITEM(ctx, 1),
-             *special = PyTuple_GET_ITEM(ctx, 2), *builders = PyTuple_GET_ITEM(ctx, 3),
-             *fd_first = PyTuple_GET_ITEM(ctx, 4), *dir_calls = PyTuple_GET_ITEM(ctx, 5),
-             *fd_cache = PyTuple_GET_ITEM(ctx, 6), *classes = PyTuple_GET_ITEM(ctx, 8),
-             *write_calls = PyTuple_GET_ITEM(ctx, 9), *read_calls = PyTuple_GET_ITEM(ctx, 10),
-             *ioctl_cache = PyTuple_GET_ITEM(ctx, 11), *nv_cache = PyTuple_GET_ITEM(ctx, 12),
-             *pending = PyTuple_GET_ITEM(ctx, 14), *entered = PyTuple_GET_ITEM(ctx, 15);
-    int has_fd = PyObject_IsTrue(PyTuple_GET_ITEM(ctx, 7));
-    Py_ssize_t base_lines = PyLong_AsSsize_t(PyTuple_GET_ITEM(ctx, 16));
-    if (base_lines == -1 && PyErr_Occurred())
-        return NULL;
-    if (!PyDict_Check(pending) || !PyDict_Check(entered)) {
-        PyErr_SetString(PyExc_TypeError, "convert_calls: ctx[14:16] are dicts");
-        return NULL;
+    PyObject *classes = PyTuple_GET_ITEM(ctx, 8);
+    c->em.out = out;
+    c->em.encode_row = PyTuple_GET_ITEM(ctx, 13);
+    c->em.rows = c->em.encode_row != Py_None;
+    if (!PyList_Check(out)) {           /* a RowBuffer: rows written into it */
+        if (!c->em.rows) {
+            PyErr_SetString(PyExc_TypeError, "convert_calls: rows into a RowBuffer need "
+                            "encode_row (ctx[13])");
+            return -1;
+        }
+        if (!(c->em.text = rowbuf_text(out))) {
+            c->em.text = &c->em.own;
+            return -1;
+        }
+        c->em.start = c->em.text->len;
+    }
+    c->tid_pid = PyTuple_GET_ITEM(ctx, 0);
+    c->names = PyTuple_GET_ITEM(ctx, 1);
+    c->special = PyTuple_GET_ITEM(ctx, 2);
+    c->builders = PyTuple_GET_ITEM(ctx, 3);
+    c->fd_first = PyTuple_GET_ITEM(ctx, 4);
+    c->dir_calls = PyTuple_GET_ITEM(ctx, 5);
+    c->fd_cache = PyTuple_GET_ITEM(ctx, 6);
+    c->write_calls = PyTuple_GET_ITEM(ctx, 9);
+    c->read_calls = PyTuple_GET_ITEM(ctx, 10);
+    c->ioctl_cache = PyTuple_GET_ITEM(ctx, 11);
+    c->nv_cache = PyTuple_GET_ITEM(ctx, 12);
+    c->pending = PyTuple_GET_ITEM(ctx, 14);
+    c->entered = PyTuple_GET_ITEM(ctx, 15);
+    c->has_fd = PyObject_IsTrue(PyTuple_GET_ITEM(ctx, 7));
+    c->base_lines = PyLong_AsSsize_t(PyTuple_GET_ITEM(ctx, 16));
+    if (c->has_fd < 0 || (c->base_lines == -1 && PyErr_Occurred()))
+        return -1;
+    if (!PyDict_Check(c->pending) || !PyDict_Check(c->entered) || !PyDict_Check(c->tid_pid)
+            || !PyDict_Check(c->builders) || !PyDict_Check(c->fd_cache)
+            || !PyDict_Check(c->ioctl_cache) || !PyDict_Check(c->nv_cache)
+            || !PyAnySet_Check(c->names) || !PyAnySet_Check(c->special)
+            || !PyAnySet_Check(c->fd_first) || !PyAnySet_Check(c->dir_calls)
+            || !PyAnySet_Check(c->write_calls) || !PyAnySet_Check(c->read_calls)) {
+        PyErr_SetString(PyExc_TypeError, "convert_calls: ctx holds dicts and sets (calls.c)");
+        return -1;
     }
     if (!PyTuple_Check(classes) || PyTuple_GET_SIZE(classes) != 4) {
         PyErr_SetString(PyExc_TypeError, "convert_calls: ctx[8] is (Syscall, WriteCall, "
                         "ReadCall, IoctlCall)");
+        return -1;
+    }
+    c->sc_cls = PyTuple_GET_ITEM(classes, 0);
+    c->wr_cls = PyTuple_GET_ITEM(classes, 1);
+    c->rd_cls = PyTuple_GET_ITEM(classes, 2);
+    c->io_cls = PyTuple_GET_ITEM(classes, 3);
+    Py_INCREF(Py_None);
+    c->last_entry = Py_None;
+    return 0;
+}
+
+void conv_counted(Conv *c, double ts, int has_dur)
+{
+    c->lines++;
+    c->made++;
+    c->tail = 0;
+    c->last_ts = ts;
+    if (has_dur)
+        c->has_dur = 1;
+}
+
+int conv_take(Conv *c, PyObject *t)
+{
+    PyObject *tid = PyTuple_GET_ITEM(t, 0), *line_ts = PyTuple_GET_ITEM(t, 1),
+             *name = PyTuple_GET_ITEM(t, 3), *args = PyTuple_GET_ITEM(t, 4),
+             *line_dur = PyTuple_GET_ITEM(t, 8), *kind_ = PyTuple_GET_ITEM(t, 2);
+    PyObject *ts = line_ts, *dur = line_dur;    /* the call's: a resumed one's start */
+    PyObject *pid = NULL, *builder = NULL, *first = NULL, *sargs = NULL, *ev = NULL,
+             *joined = NULL, *waited = NULL;
+    int entry = kind_ == S_UNFINISHED, resumed = kind_ == S_RESUMED;
+    int ok = (kind_ == S_CALL || entry || resumed) && tid != Py_None && ts != Py_None
+             && PyTuple_GET_ITEM(t, 13) == Py_False && PyTuple_GET_ITEM(t, 14) == Py_None
+             && !interrupted(PyTuple_GET_ITEM(t, 6));
+    int rc = -1, done = 0;                      /* rc: the answer */
+    if (ok) {
+        int sp = PySet_Contains(c->special, name);
+        if (sp < 0)
+            goto out;
+        ok = !sp;
+    }
+    if (ok) {
+        pid = PyDict_GetItemWithError(c->tid_pid, tid);
+        if (!pid && PyErr_Occurred())
+            goto out;
+        ok = pid != NULL;
+    }
+    if (ok && (entry || resumed)) {
+        ok = halves(c->pending, tid, name, &ts, &args, &dur, &joined, &waited, entry);
+        if (ok < 0)
+            goto out;
+        if (ok && entry) {                  /* held in pending until its resumed half */
+            if (hold_entry(c->pending, c->entered, tid, ts, name, args,
+                           c->base_lines + c->lines + 1) < 0 || PySet_Add(c->names, name) < 0)
+                goto out;
+            c->lines++;
+            c->last_ts = PyFloat_AsDouble(line_ts);
+            c->tail = 1;
+            Py_INCREF(tid);
+            Py_SETREF(c->last_entry, tid);
+            rc = 1;
+            goto out;
+        }
+    }
+    if (!ok) {
+        rc = 0;
+        goto out;
+    }
+    sargs = PyUnicode_FindChar(args, '"', 0, PyUnicode_GET_LENGTH(args), 1) >= 0
+            ? scrub(NULL, args) : (Py_INCREF(args), args);
+    if (!sargs)
+        goto out;
+    if (sargs == UNHANDLED) {
+        rc = 0;
+        goto out;
+    }
+    builder = PyDict_GetItemWithError(c->builders, name);
+    if (!builder && PyErr_Occurred())
+        goto out;
+    if (builder) {
+        int w = PySet_Contains(c->write_calls, name);
+        int r = w ? 0 : PySet_Contains(c->read_calls, name);
+        if (w < 0 || r < 0)
+            goto out;
+        int io = (w || r) ? 0 : PyUnicode_CompareWithASCIIString(name, "ioctl") == 0;
+        if (w || r || io) {
+            int nc = native_call(&c->em, w ? c->wr_cls : r ? c->rd_cls : c->io_cls,
+                                 w ? "wr" : r ? "rd" : "io", io, ts, pid, tid, name, args,
+                                 sargs, t, c->fd_cache, c->ioctl_cache, c->nv_cache, c->has_fd);
+            if (nc <= 0) {              /* 0: for Python (a cache miss, or the converter's) */
+                rc = nc;
+                goto out;
+            }
+            builder = NULL;             /* made: skip the plain Syscall below */
+            done = 1;
+        }
+    }
+    if (builder) {
+        PyObject *bargs[10] = {ts, pid, tid, name, args, sargs, PyTuple_GET_ITEM(t, 5),
+                               PyTuple_GET_ITEM(t, 6), dur, Py_False};
+        ev = PyObject_Vectorcall(builder, bargs, 10, NULL);
+        if (!ev) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError)
+                    && !PyErr_ExceptionMatches(PyExc_IndexError))
+                goto out;
+            PyErr_Clear();              /* odd text: a plain Syscall, as to_event does */
+        } else {
+            PyObject *kind = PyObject_GetAttr(ev, S_FD_KIND);
+            PyObject *fd = kind ? PyObject_GetAttr(ev, S_FD) : NULL;
+            if (!fd) {
+                Py_XDECREF(kind);
+                goto out;
+            }
+            int mine = kind != Py_None ? c->has_fd : (fd == Py_None || c->has_fd);
+            PyObject *tag = mine ? PyObject_GetAttr(ev, S_TAG) : NULL;
+            if (tag) {                  /* a poll: convert.py _poll_kinds has nothing to add */
+                if (PyUnicode_Check(tag) && PyUnicode_CompareWithASCIIString(tag, "pl") == 0)
+                    mine = c->has_fd && fd == Py_None;  /* (else epoll's kinds, fd tables) */
+                Py_DECREF(tag);
+            }
+            Py_DECREF(kind);
+            Py_DECREF(fd);
+            if (mine && !tag)
+                goto out;               /* (getting TAG failed) */
+            if (!mine) {                /* the converter's event: Python redoes the line */
+                rc = 0;
+                goto out;
+            }
+            if (emit_event(&c->em, ev) < 0)
+                goto out;
+            done = 1;
+        }
+    }
+    if (!done) {                        /* a plain Syscall */
+        PyObject *fd = Py_None, *kind = Py_None, *target = Py_None;
+        const char *a = PyUnicode_AsUTF8(args);
+        if (!a)
+            goto out;
+        if (a[0] >= '0' && a[0] <= '9') {
+            first = first_arg(NULL, args);
+            if (!first)
+                goto out;
+            int want = PyUnicode_FindChar(first, '<', 0, PyUnicode_GET_LENGTH(first), 1) >= 0;
+            if (!want && (want = PySet_Contains(c->fd_first, name)) < 0)
+                goto out;
+            if (want) {
+                PyObject *hit = PyDict_GetItemWithError(c->fd_cache, first);
+                if (!hit && PyErr_Occurred())
+                    goto out;
+                if (!hit || !PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 3) {
+                    ok = 0;      /* not cached yet: Python parses it (and caches it) */
+                } else {
+                    fd = PyTuple_GET_ITEM(hit, 0);
+                    kind = PyTuple_GET_ITEM(hit, 1);
+                    target = PyTuple_GET_ITEM(hit, 2);
+                    if (kind != Py_None ? !c->has_fd : (fd != Py_None && !c->has_fd))
+                        ok = 0;  /* first -y decoration / an undecorated fd: converter */
+                    else if (kind != Py_None && PyUnicode_Check(kind)
+                             && PyUnicode_Compare(kind, S_FILE) == 0) {
+                        int dir = PySet_Contains(c->dir_calls, name);
+                        if (dir < 0)
+                            goto out;
+                        if (dir)
+                            kind = S_DIR;
+                    }
+                }
+            }
+        }
+        if (!ok) {
+            rc = 0;
+            goto out;
+        }
+        PyObject *vals[12] = {ts, pid, tid, name, sargs, PyTuple_GET_ITEM(t, 5),
+                              PyTuple_GET_ITEM(t, 6), dur, fd, kind, target, Py_False};
+        if (emit(&c->em, c->sc_cls, "sc", "fiissISFISSb", vals, 12) < 0)
+            goto out;
+    }
+    if (resumed ? PyDict_DelItem(c->pending, tid) < 0 : PySet_Add(c->names, name) < 0)
+        goto out;
+    conv_counted(c, PyFloat_AsDouble(line_ts), line_dur != Py_None);
+    rc = 1;
+out:
+    Py_XDECREF(ev);
+    Py_XDECREF(first);
+    Py_XDECREF(sargs);
+    Py_XDECREF(joined);
+    Py_XDECREF(waited);
+    return rc;
+}
+
+void conv_drop(Conv *c)
+{
+    Py_CLEAR(c->last_entry);
+    if (c->em.text != &c->em.own)       /* a RowBuffer: as it was before the run */
+        c->em.text->len = c->em.start;
+    else if (c->em.rows)
+        Py_XDECREF(rows_taken(&c->em.own));     /* dropped */
+}
+
+PyObject *conv_end(Conv *c, Py_ssize_t next)
+{
+    if (c->em.rows && c->em.text == &c->em.own) {   /* the rows, appended as one bytes */
+        PyObject *taken = rows_taken(&c->em.own);
+        int rc = taken ? PyList_Append(c->em.out, taken) : -1;
+        Py_XDECREF(taken);
+        if (rc < 0) {
+            Py_CLEAR(c->last_entry);
+            return NULL;
+        }
+    }
+    PyObject *res = c->lines
+        ? Py_BuildValue("(nndOOOn)", next, c->lines, c->last_ts,
+                        c->has_dur ? Py_True : Py_False, c->last_entry,
+                        c->tail ? Py_True : Py_False, c->made)
+        : Py_BuildValue("(nnOOOOn)", next, c->lines, Py_None, c->has_dur ? Py_True : Py_False,
+                        c->last_entry, Py_False, c->made);
+    Py_CLEAR(c->last_entry);
+    return res;
+}
+
+PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    static const char usage[] = "convert_calls(texts, start, ctx, out)";
+    if (argc != 4 || !PyList_Check(argv[0])) {
+        PyErr_SetString(PyExc_TypeError, usage);
         return NULL;
     }
-    PyObject *sc_cls = PyTuple_GET_ITEM(classes, 0), *wr_cls = PyTuple_GET_ITEM(classes, 1),
-             *rd_cls = PyTuple_GET_ITEM(classes, 2), *io_cls = PyTuple_GET_ITEM(classes, 3);
-    Py_ssize_t n = PyList_GET_SIZE(texts), lines = 0, made = 0;   /* made: events */
-    int has_dur = 0, tail = 0;              /* tail: the last line taken an entry half */
-    double last_ts = 0;
-    PyObject *last_entry = Py_None;         /* the tid of the last entry half taken */
-    Py_INCREF(last_entry);
-    for (; i < n; i++) {
+    PyObject *texts = argv[0];
+    Py_ssize_t i = PyLong_AsSsize_t(argv[1]);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    Conv c;
+    if (conv_start(&c, argv[2], argv[3], usage) < 0) {
+        conv_drop(&c);
+        return NULL;
+    }
+    if (i < 0)
+        i = 0;
+    for (; i < PyList_GET_SIZE(texts); i++) {
         PyObject *t = split_line_c(PyList_GET_ITEM(texts, i));
         if (!t)
             goto error;
@@ -289,213 +531,16 @@ PyObject *convert_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             Py_DECREF(t);
             break;
         }
-        PyObject *tid = PyTuple_GET_ITEM(t, 0), *line_ts = PyTuple_GET_ITEM(t, 1),
-                 *name = PyTuple_GET_ITEM(t, 3), *args = PyTuple_GET_ITEM(t, 4),
-                 *line_dur = PyTuple_GET_ITEM(t, 8), *kind_ = PyTuple_GET_ITEM(t, 2);
-        PyObject *ts = line_ts, *dur = line_dur;    /* the call's: a resumed one's start */
-        PyObject *pid = NULL, *builder = NULL, *first = NULL, *sargs = NULL, *ev = NULL,
-                 *joined = NULL, *waited = NULL;
-        int entry = kind_ == S_UNFINISHED, resumed = kind_ == S_RESUMED;
-        int ok = (kind_ == S_CALL || entry || resumed) && tid != Py_None && ts != Py_None
-                 && PyTuple_GET_ITEM(t, 13) == Py_False && PyTuple_GET_ITEM(t, 14) == Py_None
-                 && !interrupted(PyTuple_GET_ITEM(t, 6));
-        int rc, done = 0;
-        if (ok) {
-            int sp = PySet_Contains(special, name);
-            if (sp < 0)
-                goto error_t;
-            ok = !sp;
-        }
-        if (ok) {
-            pid = PyDict_GetItemWithError(tid_pid, tid);
-            if (!pid && PyErr_Occurred())
-                goto error_t;
-            ok = pid != NULL;
-        }
-        if (ok && (entry || resumed)) {
-            ok = halves(pending, tid, name, &ts, &args, &dur, &joined, &waited, entry);
-            if (ok < 0)
-                goto error_t;
-            if (ok && entry) {              /* held in pending until its resumed half */
-                if (hold_entry(pending, entered, tid, ts, name, args, base_lines + lines + 1) < 0
-                        || PySet_Add(names, name) < 0)
-                    goto error_t;
-                lines++;
-                last_ts = PyFloat_AsDouble(line_ts);
-                tail = 1;
-                Py_INCREF(tid);
-                Py_SETREF(last_entry, tid);
-                Py_DECREF(t);
-                continue;
-            }
-        }
-        if (!ok) {
-            Py_XDECREF(joined);
-            Py_XDECREF(waited);
-            Py_DECREF(t);
-            break;
-        }
-        sargs = PyUnicode_FindChar(args, '"', 0, PyUnicode_GET_LENGTH(args), 1) >= 0
-                ? scrub(NULL, args) : (Py_INCREF(args), args);
-        if (!sargs)
-            goto error_t;
-        if (sargs == UNHANDLED) {
-            Py_DECREF(sargs);
-            Py_XDECREF(joined);
-            Py_XDECREF(waited);
-            Py_DECREF(t);
-            break;
-        }
-        builder = PyDict_GetItemWithError(builders, name);
-        if (!builder && PyErr_Occurred())
-            goto error_t;
-        rc = 0;
-        if (builder) {
-            int w = PySet_Contains(write_calls, name), r = w ? 0 : PySet_Contains(read_calls, name);
-            int io = (w || r) ? 0 : PyUnicode_CompareWithASCIIString(name, "ioctl") == 0;
-            if (w < 0 || r < 0)
-                goto error_t;
-            if (w || r || io) {
-                rc = native_call(&em, w ? wr_cls : r ? rd_cls : io_cls, w ? "wr" : r ? "rd" : "io",
-                                 io, ts, pid, tid, name, args, sargs, t, fd_cache, ioctl_cache,
-                                 nv_cache, has_fd);
-                if (rc < 0)
-                    goto error_t;
-                if (rc == 0) {          /* for Python: a cache miss, or the converter's */
-                    Py_DECREF(sargs);
-                    Py_XDECREF(joined);
-                    Py_XDECREF(waited);
-                    Py_DECREF(t);
-                    break;
-                }
-                builder = NULL;         /* made: skip the plain Syscall below */
-                done = 1;
-            }
-        }
-        if (builder) {
-            PyObject *bargs[10] = {ts, pid, tid, name, args, sargs, PyTuple_GET_ITEM(t, 5),
-                                   PyTuple_GET_ITEM(t, 6), dur, Py_False};
-            ev = PyObject_Vectorcall(builder, bargs, 10, NULL);
-            if (!ev) {
-                if (!PyErr_ExceptionMatches(PyExc_ValueError)
-                        && !PyErr_ExceptionMatches(PyExc_IndexError))
-                    goto error_t;
-                PyErr_Clear();          /* odd text: a plain Syscall, as to_event does */
-            } else {
-                PyObject *kind = PyObject_GetAttr(ev, S_FD_KIND);
-                PyObject *fd = kind ? PyObject_GetAttr(ev, S_FD) : NULL;
-                if (!fd) {
-                    Py_XDECREF(kind);
-                    goto error_t;
-                }
-                int mine = kind != Py_None ? has_fd : (fd == Py_None || has_fd);
-                Py_DECREF(kind);
-                Py_DECREF(fd);
-                if (!mine) {            /* the converter's event: Python redoes the line */
-                    Py_CLEAR(ev);
-                    Py_DECREF(sargs);
-                    Py_XDECREF(joined);
-                    Py_XDECREF(waited);
-                    Py_DECREF(t);
-                    break;
-                }
-                if (emit_event(&em, ev) < 0)
-                    goto error_t;
-                done = 1;
-            }
-        }
-        if (!done) {                    /* a plain Syscall */
-            PyObject *fd = Py_None, *kind = Py_None, *target = Py_None;
-            const char *a = PyUnicode_AsUTF8(args);
-            if (!a)
-                goto error_t;
-            if (a[0] >= '0' && a[0] <= '9') {
-                first = first_arg(NULL, args);
-                if (!first)
-                    goto error_t;
-                int want = PyUnicode_FindChar(first, '<', 0, PyUnicode_GET_LENGTH(first), 1) >= 0;
-                if (!want && (want = PySet_Contains(fd_first, name)) < 0)
-                    goto error_t;
-                if (want) {
-                    PyObject *hit = PyDict_GetItemWithError(fd_cache, first);
-                    if (!hit && PyErr_Occurred())
-                        goto error_t;
-                    if (!hit || !PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 3) {
-                        ok = 0;      /* not cached yet: Python parses it (and caches it) */
-                    } else {
-                        fd = PyTuple_GET_ITEM(hit, 0);
-                        kind = PyTuple_GET_ITEM(hit, 1);
-                        target = PyTuple_GET_ITEM(hit, 2);
-                        if (kind != Py_None ? !has_fd : (fd != Py_None && !has_fd))
-                            ok = 0;  /* first -y decoration / an undecorated fd: converter */
-                        else if (kind != Py_None && PyUnicode_Check(kind)
-                                 && PyUnicode_Compare(kind, S_FILE) == 0) {
-                            int dir = PySet_Contains(dir_calls, name);
-                            if (dir < 0)
-                                goto error_t;
-                            if (dir)
-                                kind = S_DIR;
-                        }
-                    }
-                }
-            }
-            if (ok) {
-                PyObject *vals[12] = {ts, pid, tid, name, sargs, PyTuple_GET_ITEM(t, 5),
-                                      PyTuple_GET_ITEM(t, 6), dur, fd, kind, target, Py_False};
-                if (emit(&em, sc_cls, "sc", "fiissISFISSb", vals, 12) < 0)
-                    goto error_t;
-            }
-            if (!ok) {
-                Py_XDECREF(first);
-                Py_DECREF(sargs);
-                Py_XDECREF(joined);
-                Py_XDECREF(waited);
-                Py_DECREF(t);
-                break;
-            }
-        }
-        if (resumed ? PyDict_DelItem(pending, tid) < 0 : PySet_Add(names, name) < 0)
-            goto error_t;
-        lines++;
-        made++;
-        tail = 0;
-        last_ts = PyFloat_AsDouble(line_ts);
-        if (line_dur != Py_None)
-            has_dur = 1;
-        Py_XDECREF(ev);
-        Py_XDECREF(first);
-        Py_DECREF(sargs);
-        Py_XDECREF(joined);
-        Py_XDECREF(waited);
+        int rc = conv_take(&c, t);
         Py_DECREF(t);
-        continue;
-error_t:
-        Py_XDECREF(ev);
-        Py_XDECREF(first);
-        Py_XDECREF(sargs);
-        Py_XDECREF(joined);
-        Py_XDECREF(waited);
-        Py_DECREF(t);
-        goto error;
-    }
-    if (em.rows) {                      /* the rows written, appended as one bytes object */
-        PyObject *taken = rows_taken(&em.text);
-        int rc = taken ? PyList_Append(em.out, taken) : -1;
-        Py_XDECREF(taken);
         if (rc < 0)
-            return NULL;
+            goto error;
+        if (rc == 0)
+            break;
     }
-    PyObject *res = lines
-        ? Py_BuildValue("(nndOOOn)", i, lines, last_ts, has_dur ? Py_True : Py_False,
-                        last_entry, tail ? Py_True : Py_False, made)
-        : Py_BuildValue("(nnOOOOn)", i, lines, Py_None, has_dur ? Py_True : Py_False,
-                        last_entry, Py_False, made);
-    Py_DECREF(last_entry);
-    return res;
+    return conv_end(&c, i);
 error:
-    Py_DECREF(last_entry);
-    if (em.rows)
-        Py_XDECREF(rows_taken(&em.text));   /* dropped */
+    conv_drop(&c);
     return NULL;
 }
 

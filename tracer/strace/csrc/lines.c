@@ -64,20 +64,252 @@ static int result_shape(const char *s, Py_ssize_t a, Py_ssize_t b)
     return n >= 1 && n <= 20 && i + n == b;
 }
 
+/* ------------------------------------------------------------------ parse_fields */
+/* the digits s[a:b] (at most 18: no overflow) as a number */
+static long long digits_value(const char *s, Py_ssize_t a, Py_ssize_t b)
+{
+    long long v = 0;
+    for (Py_ssize_t i = a; i < b; i++)
+        v = v * 10 + (s[i] - '0');
+    return v;
+}
+
+/* L's result value from the token s[a:b] of result_shape: ret_fits when it is a signed
+ * 64-bit value (Python's int is exact either way: line_tuple makes it with py_int) */
+static void result_value(const char *s, Py_ssize_t a, Py_ssize_t b, Line *L)
+{
+    unsigned long long u = 0, limit = (unsigned long long)LLONG_MAX;
+    int hex = L->ret_hex, neg = !hex && s[a] == '-', over = 0;
+    for (Py_ssize_t i = hex ? a + 2 : a + neg; i < b; i++) {
+        char c = s[i];
+        unsigned d = c <= '9' ? (unsigned)(c - '0') : c <= 'F' ? (unsigned)(c - 'A' + 10)
+                     : (unsigned)(c - 'a' + 10);
+        unsigned base = hex ? 16 : 10;
+        if (u > (ULLONG_MAX - d) / base)
+            over = 1;
+        u = u * base + d;
+    }
+    L->ret_fits = !over && (neg ? u <= limit + 1 : u <= limit);
+    L->ret = !L->ret_fits ? 0 : neg ? (u == limit + 1 ? LLONG_MIN : -(long long)u)
+                                    : (long long)u;
+}
+
+/* lines.py _parse_result over s[bs:be], into L: its kind, name s[na:nb], arguments, result,
+ * error, ret_text, duration */
+static int parse_result(const char *s, Py_ssize_t bs, Py_ssize_t be, Line *L, int kind,
+                        Py_ssize_t na, Py_ssize_t nb)
+{
+    L->kind = kind;
+    L->na = na;
+    L->nb = nb;
+    L->has_ret = L->has_dur = L->errno_err = 0;
+    L->es = L->ee = L->xs = L->xe = -1;
+    if (be - bs >= 4 && memcmp(s + be - 4, "...>", 4) == 0) {
+        Py_ssize_t ae = -1;
+        if (ends_with(s, bs, be, "<unfinished ...>"))
+            ae = be - 16;
+        else if (ends_with(s, bs, be, "<detached ...>"))
+            ae = be - 14;
+        if (ae >= 0) {
+            if (ae > bs && s[ae - 1] == ' ')
+                ae--;
+            L->kind = K_UNFINISHED;
+            L->as = bs;
+            L->ae = ae;
+            return LINE_OK;
+        }
+    }
+    if (be > bs && s[be - 1] == '>') {
+        Py_ssize_t i = rfind_str(s, bs, be, " <", 2);
+        if (i > bs && seconds_shape(s, i + 2, be - 1, 1)) {
+            double v;
+            if (py_float(s, i + 2, be - 1, &v)) {
+                if (!(v < 1e9))                 /* as lines.py: not a duration strace prints */
+                    return LINE_NONE;
+                L->dur = v;
+                L->has_dur = 1;
+                L->dur_a = i + 2;
+                L->dur_b = be - 1;
+                be = i;
+            } else if (PyErr_Occurred()) {
+                return -1;
+            }
+        }
+    }
+    Py_ssize_t eq = rfind_str(s, bs, be, " = ", 3);
+    if (eq < 0)             /* a call's: perhaps its entry alone (lines.py _cut_entry) */
+        return kind == K_CALL ? LINE_UNHANDLED : LINE_NONE;
+    Py_ssize_t he = eq;
+    while (he > bs && s[he - 1] == ' ')
+        he--;
+    if (he <= bs || s[he - 1] != ')')
+        return LINE_NONE;
+    L->as = bs;
+    L->ae = he - 1;
+    if (kind == K_RESUMED && L->ae - bs == 17 && memcmp(s + bs, " <unfinished ...>", 17) == 0)
+        L->ae = bs;                     /* "<... poll resumed> <unfinished ...>) = ?" */
+    Py_ssize_t rs = eq + 3, re_ = be;           /* retpart */
+    Py_ssize_t sp = find_char(s, rs, re_, ' ');
+    Py_ssize_t ts_ = rs, te = sp < 0 ? re_ : sp; /* tok */
+    Py_ssize_t xs = sp < 0 ? re_ : sp + 1, xe = re_;  /* extra */
+    if (!(te - ts_ == 1 && s[ts_] == '?')) {
+        Py_ssize_t lt = find_char(s, ts_, te, '<');
+        if (lt > ts_) {                 /* "= 3</usr/lib/libm.so.6>" */
+            L->xs = lt;
+            L->xe = re_;
+            te = lt;
+            xs = xe;
+        }
+        if (!result_shape(s, ts_, te))  /* not a number strace prints: not strace output */
+            return LINE_NONE;
+        L->has_ret = 1;
+        L->ret_hex = te - ts_ >= 2 && s[ts_ + 1] == 'x';
+        L->rs = ts_;
+        L->re = te;
+        result_value(s, ts_, te, L);
+    }
+    if (xe > xs) {
+        if (s[xs] == 'E') {             /* "-1 ENOENT (No such file ...)" */
+            Py_ssize_t j = find_char(s, xs, xe, ' ');
+            L->es = xs;
+            L->ee = j < 0 ? xe : j;
+            if (j > xs) {
+                Py_ssize_t a = j + 1, b = xe;
+                while (a < b && (s[a] == '(' || s[a] == ')'))
+                    a++;
+                while (b > a && (s[b - 1] == '(' || s[b - 1] == ')'))
+                    b--;
+                L->xs = a;
+                L->xe = b;
+            }
+        } else if (s[xs] == '(') {      /* "0 (Timeout)" */
+            L->xs = xs + 1;
+            L->xe = s[xe - 1] == ')' ? xe - 1 : xe;
+            if (L->xe < L->xs)
+                L->xe = L->xs;
+            if (L->has_ret && L->ret_fits && L->ret == -1 && L->xe - L->xs >= 6
+                    && memcmp(s + L->xs, "errno ", 6) == 0)
+                L->errno_err = 1;       /* errno strace cannot name: the error is ret_text */
+        } else {
+            L->xs = xs;
+            L->xe = xe;
+        }
+    }
+    return LINE_OK;
+}
+
+int parse_fields(const char *s, Py_ssize_t n, Line *L)
+{
+    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+        n--;
+    L->n = n;
+    L->has_tid = L->has_ts = L->tod = 0;
+    if (n == 0)
+        return LINE_NONE;
+    Py_ssize_t pos = 0;
+    char c = s[0];
+    if (c == '[' && n >= 5 && memcmp(s, "[pid ", 5) == 0) {
+        Py_ssize_t end = find_char(s, 5, n, ']');
+        if (end < 0 || end > 5 + MAX_DIGITS)
+            return LINE_NONE;
+        Py_ssize_t a = 5, b = end;          /* lines.py: s[5:end].strip(" "), digits only */
+        while (a < b && s[a] == ' ')
+            a++;
+        while (b > a && s[b - 1] == ' ')
+            b--;
+        if (b == a || digits_at(s, a, b) != b - a)
+            return LINE_NONE;
+        L->tid = digits_value(s, a, b);
+        L->has_tid = 1;
+        pos = end + 1;
+    } else if (c >= '0' && c <= '9') {
+        Py_ssize_t sp = find_char(s, 0, n, ' ');
+        if (sp < 0)
+            return LINE_NONE;
+        if (digits_at(s, 0, sp) == sp) {    /* a pid column; a timestamp has '.' or ':' */
+            if (sp > MAX_DIGITS)
+                return LINE_NONE;
+            L->tid = digits_value(s, 0, sp);
+            L->has_tid = 1;
+            pos = sp;
+        }
+    }
+    while (pos < n && s[pos] == ' ')
+        pos++;
+    if (pos < n && s[pos] >= '0' && s[pos] <= '9') {
+        Py_ssize_t sp = find_char(s, pos, n, ' ');
+        if (sp < 0)
+            return LINE_NONE;
+        double v, f;
+        int shape = timestamp_shape(s, pos, sp);
+        if (!shape)
+            return LINE_NONE;
+        if (shape == TS_TIME_OF_DAY) {      /* HH:MM:SS[.ffffff]: digits, by its shape */
+            if (!py_float(s, pos + 6, sp, &f))
+                return PyErr_Occurred() ? -1 : LINE_NONE;
+            v = (double)(digits_value(s, pos, pos + 2) * 3600
+                         + digits_value(s, pos + 3, pos + 5) * 60) + f;
+            L->tod = 1;
+        } else if (!py_float(s, pos, sp, &v)) {
+            return PyErr_Occurred() ? -1 : LINE_NONE;
+        }
+        if (!(v >= 0.0 && v < 1e12))    /* also refuses inf and nan, as lines.py */
+            return LINE_NONE;
+        L->ts = v;
+        L->has_ts = 1;
+        L->ts_a = pos;
+        L->ts_b = sp;
+        pos = sp + 1;
+        while (pos < n && s[pos] == ' ')
+            pos++;
+    }
+    if (pos >= n)
+        return LINE_NONE;
+    c = s[pos];
+    if (c == '<') {
+        if (n - pos < 5 || memcmp(s + pos, "<... ", 5) != 0)
+            return LINE_NONE;
+        Py_ssize_t e = find_str(s, pos + 5, n, " resumed>", 9);
+        if (e < 0)
+            return LINE_NONE;
+        return parse_result(s, e + 9, n, L, K_RESUMED, pos + 5, e);
+    }
+    if (c == '[' || c == '+' || c == '-')
+        return LINE_UNHANDLED;          /* strace -n numbers, markers: the Python parse */
+    Py_ssize_t p = find_char(s, pos, n, '(');
+    if (p <= pos || memchr(s + pos, ' ', (size_t)(p - pos)))
+        return LINE_UNHANDLED;
+    return parse_result(s, p + 1, n, L, K_CALL, pos, p);
+}
+
 /* ------------------------------------------------------------------ split_line */
 #define NONE_OR(x) ((x) ? (x) : (Py_INCREF(Py_None), Py_None))
 
-static PyObject *result_tuple(PyObject *tid, PyObject *ts, PyObject *kind, PyObject *name,
-                              PyObject *args, PyObject *ret, PyObject *err, PyObject *ret_text,
-                              PyObject *dur, int tod)
+PyObject *line_tuple(const char *s, const Line *L)
 {
-    /* steals every reference given (NULL = None) */
-    PyObject *t = PyTuple_New(15);
-    if (!t) {
-        Py_XDECREF(tid); Py_XDECREF(ts); Py_XDECREF(name); Py_XDECREF(args); Py_XDECREF(ret);
-        Py_XDECREF(err); Py_XDECREF(ret_text); Py_XDECREF(dur);
-        return NULL;
+    PyObject *kind = L->kind == K_CALL ? S_CALL : L->kind == K_RESUMED ? S_RESUMED
+                     : S_UNFINISHED;
+    PyObject *tid = NULL, *ts = NULL, *name = NULL, *args = NULL, *ret = NULL, *err = NULL,
+             *ret_text = NULL, *dur = NULL, *t = NULL;
+    if ((L->has_tid && !(tid = PyLong_FromLongLong(L->tid)))
+            || (L->has_ts && !(ts = PyFloat_FromDouble(L->ts)))
+            || !(name = ascii_str(s, L->na, L->nb)) || !(args = ascii_str(s, L->as, L->ae))
+            || (L->xs >= 0 && !(ret_text = ascii_str(s, L->xs, L->xe)))
+            || (L->has_dur && !(dur = PyFloat_FromDouble(L->dur))))
+        goto fail;
+    if (L->has_ret && !(ret = py_int(s, L->rs, L->re, L->ret_hex ? 16 : 10))) {
+        if (!PyErr_Occurred())          /* (result_shape's numbers are ints) */
+            PyErr_SetString(PyExc_ValueError, "split_line: a result int() refuses");
+        goto fail;
     }
+    if (L->errno_err) {
+        Py_INCREF(ret_text);
+        err = ret_text;
+    } else if (L->es >= 0 && !(err = ascii_str(s, L->es, L->ee))) {
+        goto fail;
+    }
+    if (!(t = PyTuple_New(15)))
+        goto fail;
     Py_INCREF(kind);
     PyTuple_SET_ITEM(t, 0, NONE_OR(tid));
     PyTuple_SET_ITEM(t, 1, NONE_OR(ts));
@@ -92,155 +324,15 @@ static PyObject *result_tuple(PyObject *tid, PyObject *ts, PyObject *kind, PyObj
     Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 10, Py_None);
     Py_INCREF(Py_False); PyTuple_SET_ITEM(t, 11, Py_False);
     Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 12, Py_None);
-    PyObject *b = tod ? Py_True : Py_False;
+    PyObject *b = L->tod ? Py_True : Py_False;
     Py_INCREF(b); PyTuple_SET_ITEM(t, 13, b);
     Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 14, Py_None);
     return t;
-}
-
-#define RETURN_NONE_CLEAN() do { Py_XDECREF(tid); Py_XDECREF(ts); Py_RETURN_NONE; } while (0)
-
-/* lines.py _parse_result over s[bs:be] */
-static PyObject *parse_result(const char *s, Py_ssize_t bs, Py_ssize_t be, PyObject *tid,
-                              PyObject *ts, int tod, PyObject *kind, Py_ssize_t na,
-                              Py_ssize_t nb)
-{
-    PyObject *name = NULL, *args = NULL, *ret = NULL, *err = NULL, *ret_text = NULL,
-             *dur = NULL;
-    if (be - bs >= 4 && memcmp(s + be - 4, "...>", 4) == 0) {
-        Py_ssize_t ae = -1;
-        if (ends_with(s, bs, be, "<unfinished ...>"))
-            ae = be - 16;
-        else if (ends_with(s, bs, be, "<detached ...>"))
-            ae = be - 14;
-        if (ae >= 0) {
-            if (ae > bs && s[ae - 1] == ' ')
-                ae--;
-            name = ascii_str(s, na, nb);
-            args = name ? ascii_str(s, bs, ae) : NULL;
-            if (!args) {
-                Py_XDECREF(name); Py_XDECREF(tid); Py_XDECREF(ts);
-                return NULL;
-            }
-            return result_tuple(tid, ts, S_UNFINISHED, name, args, NULL, NULL, NULL, NULL, tod);
-        }
-    }
-    if (be > bs && s[be - 1] == '>') {
-        Py_ssize_t i = rfind_str(s, bs, be, " <", 2);
-        if (i > bs && seconds_shape(s, i + 2, be - 1, 1)) {
-            double v;
-            if (py_float(s, i + 2, be - 1, &v)) {
-                if (!(v < 1e9))                 /* as lines.py: not a duration strace prints */
-                    RETURN_NONE_CLEAN();
-                dur = PyFloat_FromDouble(v);
-                if (!dur) {
-                    Py_XDECREF(tid); Py_XDECREF(ts);
-                    return NULL;
-                }
-                be = i;
-            } else if (PyErr_Occurred()) {
-                Py_XDECREF(tid); Py_XDECREF(ts);
-                return NULL;
-            }
-        }
-    }
-    Py_ssize_t eq = rfind_str(s, bs, be, " = ", 3);
-    if (eq < 0) {
-        Py_XDECREF(dur);
-        if (kind == S_CALL) {       /* perhaps a call's entry alone (lines.py _cut_entry) */
-            Py_XDECREF(tid); Py_XDECREF(ts);
-            Py_INCREF(UNHANDLED);
-            return UNHANDLED;
-        }
-        RETURN_NONE_CLEAN();
-    }
-    Py_ssize_t he = eq;
-    while (he > bs && s[he - 1] == ' ')
-        he--;
-    if (he <= bs || s[he - 1] != ')') {
-        Py_XDECREF(dur);
-        RETURN_NONE_CLEAN();
-    }
-    Py_ssize_t ae = he - 1;
-    int resumed_cut = kind == S_RESUMED && ae - bs == 17
-        && memcmp(s + bs, " <unfinished ...>", 17) == 0;
-    Py_ssize_t rs = eq + 3, re_ = be;           /* retpart */
-    Py_ssize_t sp = find_char(s, rs, re_, ' ');
-    Py_ssize_t ts_ = rs, te = sp < 0 ? re_ : sp; /* tok */
-    Py_ssize_t xs = sp < 0 ? re_ : sp + 1, xe = re_;  /* extra */
-    if (!(te - ts_ == 1 && s[ts_] == '?')) {
-        Py_ssize_t lt = find_char(s, ts_, te, '<');
-        if (lt > ts_) {
-            ret_text = ascii_str(s, lt, re_);
-            if (!ret_text)
-                goto fail;
-            te = lt;
-            xs = xe;
-        }
-        if (!result_shape(s, ts_, te)) {  /* not a number strace prints: not strace output */
-            Py_XDECREF(ret_text); Py_XDECREF(dur);
-            RETURN_NONE_CLEAN();
-        }
-        int hex = te - ts_ >= 2 && s[ts_ + 1] == 'x';
-        ret = py_int(s, ts_, te, hex ? 16 : 10);
-        if (!ret) {
-            if (PyErr_Occurred())
-                goto fail;
-            Py_XDECREF(ret_text); Py_XDECREF(dur);
-            RETURN_NONE_CLEAN();
-        }
-    }
-    if (xe > xs) {
-        if (s[xs] == 'E') {
-            Py_ssize_t j = find_char(s, xs, xe, ' ');
-            err = ascii_str(s, xs, j < 0 ? xe : j);
-            if (!err)
-                goto fail;
-            if (j > xs) {
-                Py_ssize_t a = j + 1, b = xe;
-                while (a < b && (s[a] == '(' || s[a] == ')'))
-                    a++;
-                while (b > a && (s[b - 1] == '(' || s[b - 1] == ')'))
-                    b--;
-                Py_XDECREF(ret_text);
-                ret_text = ascii_str(s, a, b);
-                if (!ret_text)
-                    goto fail;
-            }
-        } else if (s[xs] == '(') {
-            Py_XDECREF(ret_text);
-            ret_text = ascii_str(s, xs + 1, s[xe - 1] == ')' ? xe - 1 : xe);
-            if (!ret_text)
-                goto fail;
-            if (ret && PyLong_CheckExact(ret) && PyLong_AsLong(ret) == -1 && xe - (xs + 1) >= 6
-                    && memcmp(s + xs + 1, "errno ", 6) == 0) {
-                Py_INCREF(ret_text);
-                err = ret_text;
-            }
-            if (PyErr_Occurred())
-                PyErr_Clear();        /* PyLong_AsLong overflow: not -1 */
-        } else {
-            Py_XDECREF(ret_text);
-            ret_text = ascii_str(s, xs, xe);
-            if (!ret_text)
-                goto fail;
-        }
-    }
-    name = ascii_str(s, na, nb);
-    if (!name)
-        goto fail;
-    args = resumed_cut ? PyUnicode_New(0, 127) : ascii_str(s, bs, ae);
-    if (!args) {
-        Py_DECREF(name);
-        goto fail;
-    }
-    return result_tuple(tid, ts, kind, name, args, ret, err, ret_text, dur, tod);
 fail:
-    Py_XDECREF(tid); Py_XDECREF(ts); Py_XDECREF(ret); Py_XDECREF(err); Py_XDECREF(ret_text);
-    Py_XDECREF(dur);
+    Py_XDECREF(tid); Py_XDECREF(ts); Py_XDECREF(name); Py_XDECREF(args); Py_XDECREF(ret);
+    Py_XDECREF(err); Py_XDECREF(ret_text); Py_XDECREF(dur);
     return NULL;
 }
-
 
 PyObject *split_line(PyObject *self, PyObject *text)
 {
@@ -259,149 +351,71 @@ PyObject *split_line_c(PyObject *text)
         return UNHANDLED;
     }
     const char *s = (const char *)PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r'))
-        n--;
-    if (n == 0)
+    Line L;
+    int rc = parse_fields(s, PyUnicode_GET_LENGTH(text), &L);
+    if (rc < 0)
+        return NULL;
+    if (rc == LINE_NONE)
         Py_RETURN_NONE;
-    PyObject *tid = NULL, *ts = NULL;
-    Py_ssize_t pos = 0;
-    char c = s[0];
-    if (c == '[' && n >= 5 && memcmp(s, "[pid ", 5) == 0) {
-        Py_ssize_t end = find_char(s, 5, n, ']');
-        if (end < 0 || end > 5 + MAX_DIGITS)
-            Py_RETURN_NONE;
-        Py_ssize_t a = 5, b = end;          /* lines.py: s[5:end].strip(" "), digits only */
-        while (a < b && s[a] == ' ')
-            a++;
-        while (b > a && s[b - 1] == ' ')
-            b--;
-        if (b == a || digits_at(s, a, b) != b - a)
-            Py_RETURN_NONE;
-        tid = py_int(s, a, b, 10);
-        if (!tid)
-            return NULL;
-        pos = end + 1;
-    } else if (c >= '0' && c <= '9') {
-        Py_ssize_t sp = find_char(s, 0, n, ' ');
-        if (sp < 0)
-            Py_RETURN_NONE;
-        int digits = 1;
-        for (Py_ssize_t i = 0; i < sp && digits; i++)
-            digits = s[i] >= '0' && s[i] <= '9';
-        if (digits) {
-            if (sp > MAX_DIGITS)
-                Py_RETURN_NONE;
-            tid = py_int(s, 0, sp, 10);
-            if (!tid)
-                return NULL;
-            pos = sp;
-        }
+    if (rc == LINE_UNHANDLED) {
+        Py_INCREF(UNHANDLED);
+        return UNHANDLED;
     }
-    while (pos < n && s[pos] == ' ')
-        pos++;
-    int tod = 0;
-    if (pos < n && s[pos] >= '0' && s[pos] <= '9') {
-        Py_ssize_t sp = find_char(s, pos, n, ' ');
-        if (sp < 0)
-            RETURN_NONE_CLEAN();
-        double v;
-        int shape = timestamp_shape(s, pos, sp);
-        if (!shape)
-            RETURN_NONE_CLEAN();
-        if (shape == TS_TIME_OF_DAY) {
-            PyObject *h = py_int(s, pos, pos + 2, 10);
-            PyObject *m = h ? py_int(s, pos + 3, pos + 5 < sp ? pos + 5 : sp, 10) : NULL;
-            double f;
-            PyObject *ok = m ? py_float(s, pos + 6 < sp ? pos + 6 : sp, sp, &f) : NULL;
-            if (!ok) {
-                Py_XDECREF(h); Py_XDECREF(m);
-                if (PyErr_Occurred()) {
-                    Py_XDECREF(tid);
-                    return NULL;
-                }
-                RETURN_NONE_CLEAN();
-            }
-            v = (double)(PyLong_AsLongLong(h) * 3600 + PyLong_AsLongLong(m) * 60) + f;
-            Py_DECREF(h); Py_DECREF(m);
-            tod = 1;
-        } else if (!py_float(s, pos, sp, &v)) {
-            if (PyErr_Occurred()) {
-                Py_XDECREF(tid);
-                return NULL;
-            }
-            RETURN_NONE_CLEAN();
-        }
-        if (!(v >= 0.0 && v < 1e12))    /* also refuses inf and nan, as lines.py */
-            RETURN_NONE_CLEAN();
-        ts = PyFloat_FromDouble(v);
-        if (!ts) {
-            Py_XDECREF(tid);
-            return NULL;
-        }
-        pos = sp + 1;
-        while (pos < n && s[pos] == ' ')
-            pos++;
-    }
-    if (pos >= n)
-        RETURN_NONE_CLEAN();
-    c = s[pos];
-    if (c == '<') {
-        if (n - pos < 5 || memcmp(s + pos, "<... ", 5) != 0)
-            RETURN_NONE_CLEAN();
-        Py_ssize_t e = find_str(s, pos + 5, n, " resumed>", 9);
-        if (e < 0)
-            RETURN_NONE_CLEAN();
-        return parse_result(s, e + 9, n, tid, ts, tod, S_RESUMED, pos + 5, e);
-    }
-    if (c == '[' || c == '+' || c == '-')
-        goto unhandled;              /* strace -n numbers, markers: the Python parse */
-    Py_ssize_t p = find_char(s, pos, n, '(');
-    if (p <= pos)
-        goto unhandled;
-    if (memchr(s + pos, ' ', (size_t)(p - pos)))
-        goto unhandled;
-    return parse_result(s, p + 1, n, tid, ts, tod, S_CALL, pos, p);
-unhandled:
-    Py_XDECREF(tid);
-    Py_XDECREF(ts);
-    Py_INCREF(UNHANDLED);
-    return UNHANDLED;
+    return line_tuple(s, &L);
 }
 
 /* ------------------------------------------------------------------ scrub */
 /* events.py STRING_LITERAL.sub('"..."', text): a literal is a quote, then characters or
  * backslash escapes up to the closing quote (then "..." when strace cut it); one never closed
- * runs to the end of the text. One pass: each character is looked at once. */
+ * runs to the end of the text. One pass: each character is looked at once. next_literal
+ * finds them (rowtext.c's put_scrubbed writes the same text into a row). */
+int next_literal(const char *s, Py_ssize_t from, Py_ssize_t n, Py_ssize_t *a, Py_ssize_t *b)
+{
+    Py_ssize_t i = from < n ? find_char(s, from, n, '"') : -1;
+    if (i < 0)
+        return 0;
+    Py_ssize_t j = i + 1, qi = -1;      /* the first quote no backslash escapes, from j */
+    while (j < n) {                     /* (each byte looked at once: qi kept until passed) */
+        if (qi < j) {
+            const char *q = memchr(s + j, '"', (size_t)(n - j));
+            qi = q ? q - s : n;
+        }
+        const char *bs = memchr(s + j, '\\', (size_t)(qi - j));
+        if (!bs) {
+            j = qi;
+            break;
+        }
+        j = (bs - s) + 2;               /* the escaped character skipped */
+    }
+    Py_ssize_t end = j < n ? j + 1 : n;      /* past the closing quote, or the end */
+    if (j < n && end + 3 <= n && memcmp(s + end, "...", 3) == 0)
+        end += 3;
+    *a = i;
+    *b = end;
+    return 1;
+}
+
 PyObject *scrub(PyObject *self, PyObject *text)
 {
     if (!PyUnicode_Check(text) || !PyUnicode_IS_ASCII(text))
         return fallback(FB_SCRUB, text);
     const char *s = (const char *)PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    Py_ssize_t q = find_char(s, 0, n, '"');
-    if (q < 0) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), a, b;
+    if (!next_literal(s, 0, n, &a, &b)) {
         Py_INCREF(text);
         return text;
     }
     char *out = PyMem_Malloc((size_t)n * 3 + 8);   /* "" -> "..." grows 2 chars by 3 */
     if (!out)
         return PyErr_NoMemory();
-    Py_ssize_t o = 0, copied = 0, i = q;
-    while (i >= 0 && i < n) {
-        Py_ssize_t j = i + 1;
-        while (j < n && s[j] != '"')
-            j += s[j] == '\\' ? 2 : 1;
-        Py_ssize_t end = j < n ? j + 1 : n;      /* past the closing quote, or the end */
-        if (j < n && end + 3 <= n && memcmp(s + end, "...", 3) == 0)
-            end += 3;
-        memcpy(out + o, s + copied, (size_t)(i - copied));
-        o += i - copied;
+    Py_ssize_t o = 0, copied = 0;
+    do {
+        memcpy(out + o, s + copied, (size_t)(a - copied));
+        o += a - copied;
         memcpy(out + o, "\"...\"", 5);
         o += 5;
-        copied = end;
-        i = find_char(s, end, n, '"');
-    }
+        copied = b;
+    } while (next_literal(s, copied, n, &a, &b));
     memcpy(out + o, s + copied, (size_t)(n - copied));
     o += n - copied;
     PyObject *r = ascii_str(out, 0, o);
@@ -428,26 +442,30 @@ static Py_ssize_t decoration_end(const char *s, Py_ssize_t n, Py_ssize_t lt)
     return -1;
 }
 
+/* args.py first_arg: up to the first ", ", unless a '<' comes first: then to the end of the
+ * decoration it opens (the whole text when it never closes) */
+Py_ssize_t first_arg_len(const char *s, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] == '<') {
+            Py_ssize_t end = decoration_end(s, n, i);
+            return end < 0 ? n : end + 1;
+        }
+        if (s[i] == ',' && i + 1 < n && s[i + 1] == ' ')
+            return i;
+    }
+    return n;
+}
+
 PyObject *first_arg(PyObject *self, PyObject *text)
 {
     if (!PyUnicode_Check(text) || !PyUnicode_IS_ASCII(text))
         return fallback(FB_FIRST_ARG, text);
     const char *s = (const char *)PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    Py_ssize_t comma = find_str(s, 0, n, ", ", 2);
-    Py_ssize_t lt = find_char(s, 0, n, '<');
-    if (lt < 0 || (comma >= 0 && comma < lt)) {
-        if (comma < 0) {
-            Py_INCREF(text);
-            return text;
-        }
-        return ascii_str(s, 0, comma);
-    }
-    Py_ssize_t end = decoration_end(s, n, lt);
-    if (end < 0) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), k = first_arg_len(s, n);
+    if (k == n) {
         Py_INCREF(text);
         return text;
     }
-    return ascii_str(s, 0, end + 1);
+    return ascii_str(s, 0, k);
 }
-

@@ -84,18 +84,32 @@ static int escaped8(uint64_t w)
            ? 1 : 0;
 }
 
-/* 1 written, 0 not an ASCII str, -1 error */
-static int put_str(Text *t, PyObject *o)
+/* the ASCII bytes s[0:n] as msgspec writes them inside a string (room made by the caller:
+ * 6 bytes a byte at most); runs that need no escape copied 16 (SSE2) or 8 bytes at a time */
+static void escape_into(Text *t, const unsigned char *s, Py_ssize_t n)
 {
-    if (!PyUnicode_CheckExact(o) || !PyUnicode_IS_ASCII(o))
-        return 0;
-    const unsigned char *s = PyUnicode_1BYTE_DATA(o);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(o);
-    if (room(t, 6 * n + 2) < 0)
-        return -1;
     char *p = t->p + t->len;
-    *p++ = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
+#ifdef __SSE2__
+        const __m128i space = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'),
+                      slash = _mm_set1_epi8('\\');
+        while (n - i >= 16) {                  /* (a byte above 0x7f: signed, below space) */
+            __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+            int m = _mm_movemask_epi8(_mm_or_si128(
+                _mm_cmplt_epi8(v, space),
+                _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash))));
+            if (m) {
+                int k = __builtin_ctz((unsigned)m);
+                memcpy(p, s + i, (size_t)k);
+                p += k;
+                i += k;
+                break;
+            }
+            _mm_storeu_si128((__m128i *)p, v);
+            p += 16;
+            i += 16;
+        }
+#endif
         while (n - i >= 8) {                   /* eight bytes that need no escape at a time */
             uint64_t w;
             memcpy(&w, s + i, 8);
@@ -126,37 +140,44 @@ static int put_str(Text *t, PyObject *o)
             *p++ = HEX[c >> 4], *p++ = HEX[c & 15];
         }
     }
-    *p++ = '"';
     t->len = p - t->p;
+}
+
+/* the ASCII bytes s[0:n] as a JSON string: 1 written, -1 error */
+static int put_ascii(Text *t, const char *s, Py_ssize_t n)
+{
+    if (room(t, 6 * n + 2) < 0)
+        return -1;
+    t->p[t->len++] = '"';
+    escape_into(t, (const unsigned char *)s, n);
+    t->p[t->len++] = '"';
     return 1;
 }
 
-/* 1 written, 0 not a float whose text is certain here (module comment), -1 error */
-static int put_float(Text *t, PyObject *o)
+/* 1 written, 0 not an ASCII str, -1 error */
+static int put_str(Text *t, PyObject *o)
 {
-    if (!PyFloat_CheckExact(o))
+    if (!PyUnicode_CheckExact(o) || !PyUnicode_IS_ASCII(o))
         return 0;
-    double x = PyFloat_AS_DOUBLE(o), a = fabs(x);
-    if (!isfinite(x) || a >= 8589934592.0)             /* 2**33: an ulp below 1e-6 under it */
-        return 0;
-    if (room(t, 32) < 0)
+    return put_ascii(t, (const char *)PyUnicode_1BYTE_DATA(o), PyUnicode_GET_LENGTH(o));
+}
+
+/* the decimal k * 10**e, as msgspec lays out a double's shortest digits (Ryu's: k's digits,
+ * its trailing zeros dropped): 1 written, -1 error */
+static int put_decimal(Text *t, unsigned long long k, int e)
+{
+    if (room(t, 48) < 0)
         return -1;
-    if (signbit(x))
-        t->p[t->len++] = '-';
-    if (a == 0.0) {
+    if (k == 0) {
         put(t, "0.0", 3);
         return 1;
     }
-    long long k = llround(a * 1e6);
-    if ((double)k / 1e6 != a)           /* not the nearest double to k / 10**6 */
-        return 0;
-    int e = -6;
     while (k % 10 == 0) {
         k /= 10;
         e++;
     }
     char d[24];
-    int n = digits((unsigned long long)k, d), kk = n + e;
+    int n = digits(k, d), kk = n + e;
     if (e >= 0 && kk <= 16) {                   /* XYZ00.0 */
         put(t, d, n);
         for (int i = 0; i < e; i++)
@@ -181,6 +202,28 @@ static int put_float(Text *t, PyObject *o)
         return put_ll(t, kk - 1) < 0 ? -1 : 1;
     }
     return 1;
+}
+
+/* 1 written, 0 not a float whose text is certain here (module comment), -1 error */
+static int put_double(Text *t, double x)
+{
+    double a = fabs(x);
+    if (!isfinite(x) || a >= 8589934592.0)             /* 2**33: an ulp below 1e-6 under it */
+        return 0;
+    long long k = llround(a * 1e6);
+    if (a != 0.0 && (double)k / 1e6 != a)   /* not the nearest double to k / 10**6 */
+        return 0;
+    if (signbit(x)) {
+        if (room(t, 1) < 0)
+            return -1;
+        t->p[t->len++] = '-';
+    }
+    return put_decimal(t, a == 0.0 ? 0 : (unsigned long long)k, -6);
+}
+
+static int put_float(Text *t, PyObject *o)
+{
+    return PyFloat_CheckExact(o) ? put_double(t, PyFloat_AS_DOUBLE(o)) : 0;
 }
 
 /* one value of kind k: 'f' float, 'i' int, 's' str, 'b' bool; upper case: or None */
@@ -233,6 +276,8 @@ int row_text(Text *t, const char *tag, PyObject *const *vals, const char *shape)
 
 int row_bytes(Text *t, const char *s, Py_ssize_t n)
 {
+    if (n <= 0)                         /* (nothing: t may have no memory yet) */
+        return 0;
     if (room(t, n) < 0)
         return -1;
     put(t, s, n);
@@ -246,4 +291,102 @@ PyObject *rows_taken(Text *t)
     t->p = NULL;
     t->len = t->cap = 0;
     return b;
+}
+
+/* ------------------------------------------------------------------ rows from raw values */
+/* A row written field by field (block.c: a call read from the log's bytes, no object made):
+ * row_start, then each field (its comma first), then row_end. Each gives 1 written, 0 a value
+ * whose text is not certain here (the caller sets t->len back to the row's start and has the
+ * row made another way), -1 error. */
+int row_start(Text *t, const char *tag)
+{
+    Py_ssize_t tl = (Py_ssize_t)strlen(tag);
+    if (room(t, tl + 4) < 0)
+        return -1;
+    put(t, "[\"", 2);
+    put(t, tag, tl);
+    t->p[t->len++] = '"';
+    return 1;
+}
+
+static int comma(Text *t)
+{
+    if (room(t, 1) < 0)
+        return -1;
+    t->p[t->len++] = ',';
+    return 1;
+}
+
+int row_double(Text *t, double x)
+{
+    return comma(t) < 0 ? -1 : put_double(t, x);
+}
+
+/* x read from s[a:b]: where that text is digits, at most 6 decimals and a whole part below
+ * 2**31 without leading zeros, its digits give put_double's text of x (llround(x * 1e6) is
+ * exactly them there: its error is below 0.5), else put_double's */
+int row_decimal(Text *t, const char *s, Py_ssize_t a, Py_ssize_t b, double x)
+{
+    unsigned long long k = 0;
+    Py_ssize_t i = a;
+    for (; i < b && s[i] >= '0' && s[i] <= '9'; i++)
+        k = k * 10 + (unsigned)(s[i] - '0');
+    Py_ssize_t whole = i - a, frac = 0;
+    if (i < b && s[i] == '.')
+        for (i++; i < b && s[i] >= '0' && s[i] <= '9'; i++, frac++)
+            k = k * 10 + (unsigned)(s[i] - '0');
+    if (i != b || whole < 1 || whole > 10 || (whole > 1 && s[a] == '0') || frac > 6
+            || (i > a + whole && frac < 1) || !(x >= 0.0 && x < 2147483648.0))
+        return row_double(t, x);
+    return comma(t) < 0 ? -1 : put_decimal(t, k, -(int)frac);
+}
+
+int row_ll(Text *t, long long v)
+{
+    return comma(t) < 0 || put_ll(t, v) < 0 ? -1 : 1;
+}
+
+int row_null(Text *t)
+{
+    if (room(t, 5) < 0)
+        return -1;
+    put(t, ",null", 5);
+    return 1;
+}
+
+int row_ascii(Text *t, const char *s, Py_ssize_t n)
+{
+    return comma(t) < 0 ? -1 : put_ascii(t, s, n);
+}
+
+/* the ASCII text s[0:n] scrubbed (lines.c scrub: each string literal written "...") */
+int row_scrubbed(Text *t, const char *s, Py_ssize_t n)
+{
+    /* a literal of k >= 1 bytes becomes \"...\" (7), any other byte 6 at most */
+    if (room(t, 7 * n + 3) < 0)
+        return -1;
+    t->p[t->len++] = ',';
+    t->p[t->len++] = '"';
+    Py_ssize_t copied = 0, a, b;
+    while (next_literal(s, copied, n, &a, &b)) {
+        escape_into(t, (const unsigned char *)s + copied, a - copied);
+        put(t, "\\\"...\\\"", 7);
+        copied = b;
+    }
+    escape_into(t, (const unsigned char *)s + copied, n - copied);
+    t->p[t->len++] = '"';
+    return 1;
+}
+
+int row_value(Text *t, PyObject *o, char k)
+{
+    return comma(t) < 0 ? -1 : put_value(t, o, k);
+}
+
+int row_end(Text *t)
+{
+    if (room(t, 2) < 0)
+        return -1;
+    put(t, "]\n", 2);
+    return 1;
 }

@@ -2,7 +2,7 @@
 
 /* ------------------------------------------------------------------ scan_block */
 /* scan_block(block, counter, want_self) -> (prefixed, lines, candidates): strace_scan.py's first
- * pass over a bytes block of whole lines. Adds 1 per line to counter[tid column bytes] (the column as
+ * pass over a bytes (or bytearray) block of whole lines. Adds 1 per line to counter[tid column bytes] (the column as
  * the regex (?:\[pid +)?(\d+)[ \]] at the line start reads it) and returns the number of such
  * lines, the number of lines, and the offsets of the lines worth parsing: those whose call
  * (after the pid column, a timestamp, an strace -n number and "<... ") is clone, clone3, fork,
@@ -12,6 +12,7 @@
  * is among them. */
 static const char *const SCAN_NAMES[] = {"clone", "clone3", "fork", "vfork", "getpid", "gettid",
                                          "set_tid_address", "tgkill", NULL};
+static const Py_ssize_t SCAN_LENS[] = {5, 6, 4, 5, 6, 6, 15, 6};
 
 static int flush_tid(PyObject *counter, const char *s, Py_ssize_t a, Py_ssize_t len,
                      Py_ssize_t run)
@@ -38,11 +39,13 @@ static int is_process_message(const char *s, Py_ssize_t i, Py_ssize_t e)
  * number), skipped the same way, then the message or the call name: the same lines after
  * the same prefixes as the Python twin finds ("1234  Process 5 attached" too). It may say
  * yes to more lines than parse_line reads as such, never to fewer. */
-static int worth_parsing(const char *s, Py_ssize_t p, Py_ssize_t e, int want_self)
+static int worth_parsing(const char *s, Py_ssize_t p, Py_ssize_t e, int want_self,
+                         Py_ssize_t proc)
 {
     /* strace's message anywhere: also where it cut a line (scan.py _line_at joins the two),
-     * or old strace's glued after the echo of Ctrl-C ("...NULL^CProcess 15176 detached") */
-    Py_ssize_t m = e - p >= 10 ? find_str(s, p, e, "Process ", 8) : -1;
+     * or old strace's glued after the echo of Ctrl-C ("...NULL^CProcess 15176 detached");
+     * proc: the first "Process " at or after p in the block (-1: none) */
+    Py_ssize_t m = e - p >= 10 && proc >= 0 && proc + 8 <= e ? proc : -1;
     while (m >= 0) {                    /* one pass: each "Process " and what comes before it */
         if ((m - p >= 8 && memcmp(s + m - 8, "strace: ", 8) == 0)
                 || (m - p >= 2 && s[m - 2] == '^' && s[m - 1] == 'C'))
@@ -86,33 +89,47 @@ static int worth_parsing(const char *s, Py_ssize_t p, Py_ssize_t e, int want_sel
     }
     if (e - i >= 5 && memcmp(s + i, "<... ", 5) == 0)
         i += 5;
+    if (i >= e || !strchr("cfgstv", s[i]))
+        return 0;                       /* (no name below starts otherwise) */
     for (int k = 0; SCAN_NAMES[k]; k++) {
         if (!want_self && (k == 5 || k == 6))
             continue;                   /* gettid, set_tid_address */
-        Py_ssize_t l = (Py_ssize_t)strlen(SCAN_NAMES[k]);
-        if (e - i > l && memcmp(s + i, SCAN_NAMES[k], (size_t)l) == 0
+        Py_ssize_t l = SCAN_LENS[k];
+        if (e - i > l && s[i] == SCAN_NAMES[k][0] && memcmp(s + i, SCAN_NAMES[k], (size_t)l) == 0
                 && (s[i + l] == '(' || s[i + l] == ' '))
             return 1;
     }
     return 0;
 }
 
+/* the first "Process " in s[from:n], or -1 */
+static Py_ssize_t next_process(const char *s, Py_ssize_t from, Py_ssize_t n)
+{
+    const char *m = from < n ? memmem(s + from, (size_t)(n - from), "Process ", 8) : NULL;
+    return m ? m - s : -1;
+}
+
 PyObject *scan_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    if (argc != 3 || !PyBytes_Check(argv[0]) || !PyDict_Check(argv[1])) {
+    Py_buffer view;                     /* bytes, or a bytearray (held, not resized) */
+    if (argc != 3 || !PyObject_CheckBuffer(argv[0]) || !PyDict_Check(argv[1])) {
         PyErr_SetString(PyExc_TypeError, "scan_block(block, counter, want_self)");
         return NULL;
     }
     int want_self = PyObject_IsTrue(argv[2]);
-    const char *s = PyBytes_AS_STRING(argv[0]);
-    Py_ssize_t n = PyBytes_GET_SIZE(argv[0]);
+    if (want_self < 0 || PyObject_GetBuffer(argv[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const char *s = view.buf;
+    Py_ssize_t n = view.len;
     PyObject *counter = argv[1];
     PyObject *cand = PyList_New(0);
-    if (!cand)
+    if (!cand) {
+        PyBuffer_Release(&view);
         return NULL;
+    }
     /* consecutive lines of one tid are counted before one dict update */
     Py_ssize_t last_a = -1, last_len = 0, run = 0, total = 0, lines = 0;
-    Py_ssize_t i = 0;
+    Py_ssize_t i = 0, proc = next_process(s, 0, n);
     while (i < n) {
         const char *nl = memchr(s + i, '\n', (size_t)(n - i));
         Py_ssize_t e = nl ? nl - s : n;
@@ -153,7 +170,9 @@ PyObject *scan_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
                 run = 1;
             }
         }
-        if (worth_parsing(s, i, e, want_self)) {
+        if (proc >= 0 && proc < i)
+            proc = next_process(s, i, n);
+        if (worth_parsing(s, i, e, want_self, proc)) {
             PyObject *o = PyLong_FromSsize_t(i);
             if (!o || PyList_Append(cand, o) < 0) {
                 Py_XDECREF(o);
@@ -169,9 +188,35 @@ PyObject *scan_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         goto error;
     PyObject *r = Py_BuildValue("(nnO)", total, lines, cand);
     Py_DECREF(cand);
+    PyBuffer_Release(&view);
     return r;
 error:
     Py_DECREF(cand);
+    PyBuffer_Release(&view);
     return NULL;
 }
 
+
+/* find_bytes(haystack, needle) -> haystack.find(needle) for bytes-like objects (memmem: the
+ * scan's search for a multiarch directory in every block, where bytes.find's skip loop stops
+ * at every '/' of a log full of paths) */
+PyObject *find_bytes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    Py_buffer hay, needle;
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "find_bytes(haystack, needle)");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(argv[0], &hay, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(argv[1], &needle, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&hay);
+        return NULL;
+    }
+    const char *m = needle.len == 0 ? hay.buf
+                    : memmem(hay.buf, (size_t)hay.len, needle.buf, (size_t)needle.len);
+    Py_ssize_t at = m ? m - (const char *)hay.buf : -1;
+    PyBuffer_Release(&hay);
+    PyBuffer_Release(&needle);
+    return PyLong_FromSsize_t(at);
+}
