@@ -18,15 +18,15 @@ from ..accumulate.io_class import is_old_news, proc_output_bytes
 from ..accumulate.stats import ProcessStats, ThreadStats
 from ..accumulate.traffic import FdTraffic, keepalive
 from ..accumulate.traffic import from_counters as counters_traffic
+from ..job.roles import helper_kind
 from ..progress.gpu import stalled_sync
 from ..progress.log_lines import heartbeat_fds, news_by_fd
 from ..progress.memory import loading
-from ..job.roles import helper_kind
 from ..progress.reports import periodic_report, timer_reports
 from ..progress.stacks import code_moves
 from ..vocab.verdict import BUSY, PROGRESSING, SPIN_CPU, WAIT_NAMES, ThreadVerdict
-from .context import ThreadContext
 from ..vocab.waits import BLOCKING_CALLS
+from .context import ThreadContext
 from .state import sampled_timer, timed_wakeups
 
 REPORT_RULE = "periodic-report"          # a ticking rule: its timer, not its work, writes
