@@ -50,7 +50,7 @@ def _u32(v: int) -> bytes:
 class EbpfBackend(Backend):
     name = "ebpf"
 
-    def __init__(self, poll_ms: int = 100, loader: Optional[str] = None) -> None:
+    def __init__(self, poll_ms: int = 25, loader: Optional[str] = None) -> None:
         super().__init__()
         self.poll_ms = poll_ms
         self.loaders = (loader,) if loader else None
