@@ -4,14 +4,15 @@ attach) and from "attaching" to "trace saved" (the window, the last drain, the e
 (issue 35 item 3: a 2,000-process tree with ``-d 3`` records for at most 3.3 s).
 
 Usage: python bench/tree_attach.py [--procs 2000] [--duration 3] [--backends strace,proc,ebpf]
-                                   [--runs 1]
+                                   [--runs 1] [--tree DIR ...]
 
 The tree: one Python process forks ``--procs`` children in a tree of fan-out 8 (each child
-forks its share, then sleeps in ``pause()``), started once and recorded by each backend in
-turn; it is killed (its process group) at the end. Printed per run: seconds to "attaching",
-from it to the trace's last byte (its mtime: the recording's end, before the analysis) and
-to "trace saved" (after the analysis), the trace's own window (header start to end record),
-seconds to the command's exit, and its exit status.
+forks its share, then sleeps in ``pause()``), started once, recorded by each backend in turn
+and killed (its process group) at the end. Printed per run: seconds to "attaching", from it
+to the trace's last byte (its mtime: the recording's end, before the analysis) and to "trace
+saved" (after the analysis), the trace's own window (header start to end record), seconds to
+the command's exit, its exit status and the load. ``--tree`` times the hangtrace of other
+checkouts (on PYTHONPATH), their runs alternating on the one tree; this one's by default.
 """
 from __future__ import annotations
 
@@ -64,13 +65,15 @@ def tree_size(pid: int) -> int:
 
 
 def attach_once(pid: int, backend: str, duration: float,
-                out: str) -> Tuple[Optional[float], Optional[float], float, int,
-                                   Optional[float], Optional[float]]:
+                out: str, tree: str = REPO) -> Tuple[Optional[float], Optional[float], float,
+                                                    int, Optional[float], Optional[float]]:
     """(s to "attaching", s from it to "trace saved", s to exit, exit status, s from
-    "attaching" to the trace's last byte, the trace's window in s)."""
+    "attaching" to the trace's last byte, the trace's window in s), of the hangtrace of
+    checkout ``tree`` (on PYTHONPATH, this interpreter)."""
     t0 = time.monotonic()
+    env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.Popen(HANGTRACE + ["attach", str(pid), "-b", backend, "-d", str(duration),
-                                      "-o", out, "--json"], cwd=REPO,
+                                      "-o", out, "--json"], cwd=tree, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen: List[Tuple[float, str]] = []
     wall: List[float] = []          # time.time() at "attaching", for the trace's mtime
@@ -114,19 +117,27 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=3.0)
     ap.add_argument("--backends", default="strace,proc,ebpf")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--tree", action="append", default=[],
+                    help="a checkout to time (repeatable; its runs alternate with the others')")
     ns = ap.parse_args()
+    checkouts = [os.path.abspath(t) for t in ns.tree] or [REPO]
     tree = start_tree(ns.procs)
     d = tempfile.mkdtemp(prefix="hangtrace-tree-bench-")
+    fmt = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
     try:
-        print(f"tree of {tree_size(tree.pid)} processes (root {tree.pid})", flush=True)
+        print(f"tree of {tree_size(tree.pid)} processes (root {tree.pid}), load "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
         for backend in ns.backends.split(","):
             for i in range(ns.runs):
-                att, saved, total, rc, closed, window = attach_once(
-                    tree.pid, backend, ns.duration, os.path.join(d, f"{backend}-{i}.htrace.gz"))
-                fmt = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
-                print(f"{backend}: attaching after {fmt(att)} s, trace closed {fmt(closed)} s "
-                      f"and saved {fmt(saved)} s after it (window {fmt(window)} s), exit "
-                      f"after {total:.2f} s (status {rc})", flush=True)
+                for k, co in enumerate(checkouts):
+                    att, saved, total, rc, closed, window = attach_once(
+                        tree.pid, backend, ns.duration,
+                        os.path.join(d, f"{backend}-{i}-{k}.htrace.gz"), co)
+                    who = f"{co} " if len(checkouts) > 1 else ""
+                    print(f"{who}{backend}: attaching after {fmt(att)} s, trace closed "
+                          f"{fmt(closed)} s and saved {fmt(saved)} s after it (window "
+                          f"{fmt(window)} s), exit after {total:.2f} s (status {rc}), load "
+                          f"{os.getloadavg()[0]:.2f}", flush=True)
     finally:
         os.killpg(tree.pid, signal.SIGKILL)
         tree.wait()

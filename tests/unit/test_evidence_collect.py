@@ -114,6 +114,18 @@ MAPS = """\
 """
 
 
+def test_every_library_known_needs_its_needle():
+    """libs.may_map skips a maps text without any NEEDLES: each LIBRARIES pattern can match
+    only a path that holds one of its name's needles."""
+    for name, rx in libs.LIBRARIES:
+        needles = libs.NEEDLES[name]
+        pattern = rx.pattern.replace("\\.", ".")
+        assert any(n in pattern for n in needles), name
+    assert set(libs.NEEDLES) == {n for n, _ in libs.LIBRARIES}
+    assert not libs.may_map("7f00-7f01 r-xp 0 08:01 5 /usr/lib/libc.so.6\n", libs.NEEDLES)
+    assert libs.may_map("7f00-7f01 r-xp 0 08:01 5 /opt/x/libnccl.so.2 (deleted)\n", ["nccl"])
+
+
 def test_parse_maps_and_identify():
     files = libs.parse_maps(MAPS)
     assert files[1] == ("/usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib/libnccl.so.2",

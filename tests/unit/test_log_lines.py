@@ -136,3 +136,29 @@ def test_a_progress_bar_redrawn_after_carriage_returns_is_lines():
     assert lines == ["Loading weights:  20%| 2/10", "Loading weights:  30%| 3/10"]
     news = judge_log(_lines(head, lines))
     assert "3 of 10 done, 7 left" in news.text
+
+
+def test_a_log_that_did_not_grow_is_not_opened(tmp_path, monkeypatch):
+    """log_lines_probe stats each held file first: one whose size is what the start saw is
+    not read (a 2,000-process tree sharing one stderr file opened it 2,000 times)."""
+    import os
+    from types import SimpleNamespace
+    from tracer.events.evidence import LogTargets
+    from tracer.record.probes import log_lines
+    same, grown = tmp_path / "same.log", tmp_path / "grown.log"
+    same.write_text("old line 1\n")
+    grown.write_text("old line 1\n")
+    with open(same, "a") as a, open(grown, "a") as b:
+        start = LogTargets(ts=0.0, pid=os.getpid(), phase="start", targets=[
+            {"fd": a.fileno(), "role": "log", "kind": "file", "path": str(same), "size": 11},
+            {"fd": b.fileno(), "role": "log", "kind": "file", "path": str(grown), "size": 11}])
+        analyzer = SimpleNamespace(evidence=SimpleNamespace(logs={os.getpid(): {"start": start}}))
+        b.write("step 2 loss 0.5\n")
+        b.flush()
+        opened = []
+        real = log_lines.read_held_file
+        monkeypatch.setattr(log_lines, "read_held_file",
+                            lambda pid, fd, **k: opened.append(fd) or real(pid, fd, **k))
+        got = log_lines.log_lines_probe([os.getpid()], analyzer)
+        assert opened == [b.fileno()]
+        assert [(e.fd, e.lines) for e in got] == [(b.fileno(), 1)]

@@ -93,6 +93,22 @@ def test_probe_skips_disabled_ras_and_never_connects_elsewhere(ras_server, monke
     assert ras_addresses([p.pid]) == {}
 
 
+def test_the_listeners_the_last_look_saw_are_asked_without_reading_proc(ras_server,
+                                                                         monkeypatch):
+    """The analyzer's last ProcessInfo of a process says where it listens (the last look read
+    it just before): its fds are not read again; a process it has no info of is."""
+    p, port = ras_server("shape_mismatch.json")
+    monkeypatch.setattr("tracer.linux.procfs.read_environ_vars",
+                        lambda pid, names, root="/proc": {"NCCL_RAS_ADDR": f"127.0.0.1:{port}"})
+    read: list = []
+    monkeypatch.setattr("tracer.record.probes.nccl_ras.socket_inodes",
+                        lambda pid: read.append(pid) or set())
+    known = {p.pid: [f"tcp 127.0.0.1:{port}", "unix /tmp/x.sock"]}.get
+    assert ras_addresses([p.pid, 1], known) == {("127.0.0.1", port): p.pid}
+    assert read == [1]
+    assert ras_addresses([p.pid], lambda pid: []) == {}
+
+
 def test_query_is_bounded_when_the_server_never_answers():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

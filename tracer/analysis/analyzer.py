@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .. import events as ev
 from ..events.stacks import FlightRecorderDump
@@ -137,6 +137,17 @@ class Analyzer:
             if w is not None and w.whole_window:
                 out.append((pid, tid, w))
         return out
+
+    def callers(self, pids: Iterable[int]) -> Set[int]:
+        """Those of ``pids`` with a thread seen completing a call so far (the end of a ptraced
+        recording tells the processes that did nothing from them: record/stillness.py)."""
+        return {pid for pid in pids if any(t.ncalls for t in self.acc.threads_of(pid))}
+
+    def listening(self, pid: int) -> Optional[List[str]]:
+        """The listening sockets of ``pid`` as its last ProcessInfo says, None without one
+        (NCCL RAS's probe looks for its port there)."""
+        p = self.acc.processes.get(pid)
+        return list(p.info.listening) if p is not None and p.info is not None else None
 
     def known_tids(self, pid: int) -> List[int]:
         """Every thread of ``pid`` seen during the recording (some may have exited since)."""

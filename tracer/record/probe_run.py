@@ -4,21 +4,22 @@ Contract:
 - ``run_probes(probes, pids, analyzer, take, budget_s=..., phase=...)`` runs each probe and
   hands its events to ``take``; a probe that raises is one (probe, message) line, never the
   end of the recording. It returns those lines and the names of the probes not run.
-- A probe is not started once ``budget_s`` seconds have gone since ``began`` (the run's start
-  by default), nor after a signal came; those left out are named in one ("session", line) the
-  trace keeps and the report shows: a verdict then lacks that signal and says so. An end
-  probe whose start twin was cut ("memory (end)" after "memory (start)") is cut too.
-- ``START_PROBES_S`` and ``END_PROBES_S`` bound what a tree of thousands of processes adds to
-  a recording's start and end; a small job's probes take a fraction of them.
+- A probe is not started once ``budget_s`` seconds (``START_PROBES_S``, ``END_PROBES_S``)
+  have gone since ``began`` (the run's start by default), nor after a signal came; those left
+  out are named in one ("session", line) the trace keeps and the report shows: a verdict then
+  lacks that signal and says so. An end probe whose start twin was cut is cut too.
+- ``mark(probe, ...)`` says when a probe may run (its docstring); ``run_probes(still=)``
+  gives a ``per_process`` probe only the processes not in ``still``.
 """
 from __future__ import annotations
 
 import time
-from typing import Callable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Collection, List, Optional, Sequence, Set, Tuple
 
 from .. import events as ev
 
-__all__ = ["run_probes", "probe_name", "START_PROBES_S", "END_PROBES_S"]
+__all__ = ["run_probes", "probe_name", "mark", "after_stop", "per_process", "beside",
+           "START_PROBES_S", "END_PROBES_S"]
 
 START_PROBES_S = 1.0
 END_PROBES_S = 5.0      # not a share of the window: the end's stacks, logs and memory decide
@@ -30,6 +31,31 @@ def probe_name(probe: Probe) -> str:
     return getattr(probe, "__name__", "probe")
 
 
+def mark(probe: Probe, *, after_stop: bool = False, per_process: bool = False,
+         beside: bool = False) -> Probe:
+    """``probe`` marked: ``after_stop``, it needs the backends' last events (the calls still
+    running), talks to the target or pauses it, so it runs once they stopped; ``per_process``,
+    it reads each process again and a process that did nothing since the start need not be;
+    ``beside``, it spends its time waiting on helpers (py-spy), so it may run in a thread
+    beside the others (record/ending.py)."""
+    setattr(probe, "after_stop", after_stop)
+    setattr(probe, "per_process", per_process)
+    setattr(probe, "beside", beside)
+    return probe
+
+
+def after_stop(probe: Probe) -> bool:
+    return bool(getattr(probe, "after_stop", False))
+
+
+def per_process(probe: Probe) -> bool:
+    return bool(getattr(probe, "per_process", False))
+
+
+def beside(probe: Probe) -> bool:
+    return bool(getattr(probe, "beside", False))
+
+
 def _start_twin(name: str) -> Optional[str]:
     return name[:-len("(end)")] + "(start)" if name.endswith(" (end)") else None
 
@@ -38,10 +64,12 @@ def run_probes(probes: Sequence[Probe], pids: List[int], analyzer: object,
                take: Callable[[ev.Event], None], *, budget_s: float, phase: str = "end",
                interrupted: Callable[[], bool] = lambda: False,
                cut_before: Set[str] = frozenset(),
-               began: Optional[float] = None) -> Tuple[List[Tuple[str, str]], List[str]]:
+               began: Optional[float] = None,
+               still: Collection[int] = frozenset()) -> Tuple[List[Tuple[str, str]], List[str]]:
     """(trouble lines, names of the probes not run) (module doc); ``cut_before``: names cut
     by an earlier run (the start probes), whose end twins are cut here; ``began``: when the
-    budget started (time.monotonic(); now when None)."""
+    budget started (time.monotonic(); now when None); ``still``: processes a ``per_process``
+    probe is not given."""
     errors: List[Tuple[str, str]] = []
     began = time.monotonic() if began is None else began
     why = ""
@@ -60,7 +88,8 @@ def run_probes(probes: Sequence[Probe], pids: List[int], analyzer: object,
             cut.append(name)
             continue
         try:
-            for e in probe(pids, analyzer):
+            mine = [p for p in pids if p not in still] if still and per_process(probe) else pids
+            for e in probe(mine, analyzer):
                 take(e)
         except Exception as exc:  # a probe is extra evidence; never lose the recording for it
             errors.append((name, str(exc)))

@@ -25,8 +25,10 @@ from ..errors import AccessDenied, HangtraceError, TargetGone, ToolMissing, Usag
 from ..linux import access, processes, procfs
 from ..linux.netns import node_identity
 from .backends.base import Backend, TargetSet
+from .ending import Ending, lead_for
 from .inbox import Inbox
-from .probe_run import END_PROBES_S, START_PROBES_S, run_probes
+from .own_cpu import cpu_note, own_cpu
+from .probe_run import START_PROBES_S, run_probes
 from .stopflag import StopFlag
 from ..tracefile.format import TraceWriter, create_output, make_header
 
@@ -186,16 +188,6 @@ def _running(pid: int) -> bool:
     return st is not None and st.state not in ("Z", "X")
 
 
-def _final_infos(pids: List[int]) -> List[ev.ProcessInfo]:
-    out = []
-    tables = procfs.SocketTables()      # one read of each namespace's sockets, not two a pid
-    for pid in pids:
-        info = procfs.read_process_info(pid, tables=tables)
-        if info is not None:
-            out.append(info)
-    return out
-
-
 # What may run at the end of a recording, after the backends detached and while the target is
 # still in the state it was recorded in: it reads what it needs (memory, stacks) and returns
 # events for the trace. ``probe(pids, analyzer)``; a probe that fails is reported, not fatal.
@@ -265,6 +257,7 @@ class Session:
         unwritable path fails here, before any backend touches a target), the roots left out
         said, the start probes run."""
         self.roots, self.backends, self.duration = roots, backends, duration
+        began = time.monotonic()
         self.targets, left_out = plan_targets(roots, OwnFamily(roots))
         self.infos = self.targets.initial_infos()
         self.raw = create_output(output)
@@ -273,7 +266,6 @@ class Session:
         self.names = [b.name for b in backends]
         self.inbox = Inbox()
         self.stop = StopFlag()
-        self.end_probes = end_probes
         self.reason = "complete"
         self.stopped_by = ""              # the signal that ended it early, if one did
         self.started: List[Backend] = []
@@ -284,12 +276,18 @@ class Session:
                             why="hangtrace's own ancestor: never traced (it would trace "
                             "hangtrace's own output); its other descendants are")
             for pid in left_out]
-        self.start_errors, self.cut = run_probes(start_probes, self.targets.pids(), None,
-                                                 self.pending.append,
-                                                 budget_s=START_PROBES_S, phase="start")
+        pids = self.targets.pids()
+        self.start_errors, cut = run_probes(start_probes, pids, None, self.pending.append,
+                                            budget_s=START_PROBES_S, phase="start")
+        cost = time.monotonic() - began
+        self.ending = Ending(end_probes, roots, counts=self.targets.run_counts, cut_before=cut,
+                             lead_s=lead_for(len(pids), cost, duration), start_cost_s=cost,
+                             ptraced="strace" in self.names)
         self.errors: List[Tuple[str, str]] = []
+        self.errors_early: List[Tuple[str, str]] = []     # of the end's part in the window
         self.cpu: List[float] = []
         self.start = self.end = 0.0
+        self.began = 0.0                  # time.monotonic() at the window's start
 
     def take(self, e: ev.Event) -> None:
         """One event into the trace and the analyzer, or into ``pending`` before they are."""
@@ -303,12 +301,12 @@ class Session:
         """Start every backend (each is in ``started`` before its start, so a half-started one
         is stopped too); the window opens once all are in place (BCC compiles for about a
         second), and the trace and the analyzer begin with it."""
-        self.cpu.append(_own_cpu())
+        self.cpu.append(own_cpu())
         for b in self.backends:
             self.started.append(b)
             b.start(self.targets, self.inbox.put)
-        self.start = time.time()
-        self.cpu.append(_own_cpu())
+        self.start, self.began = time.time(), time.monotonic()
+        self.cpu.append(own_cpu())
         self._open_trace(self.start)
 
     def _open_trace(self, start: float) -> None:
@@ -332,15 +330,21 @@ class Session:
     def loop(self, on_tick: Optional[Callable[[float, Analyzer], None]] = None) -> None:
         """Take events off the inbox until ``duration`` has passed, a stop signal came
         (``StopFlag``, looked at every 0.1 s at most) or no target runs any more (looked at,
-        with ``on_tick``, every 0.25 s); ``reason`` says which."""
-        deadline = time.monotonic() + self.duration
+        with ``on_tick``, every 0.25 s); ``reason`` says which. The window counts from its
+        start (``attach``); a large tree's end begins ``Ending.lead_s`` before its end."""
+        deadline = self.began + self.duration
+        early = deadline - self.ending.lead_s if self.ending.lead_s > 0 else None
         next_alive_check = 0.0
         while self.stop.signum is None:
             now = time.monotonic()
             if now >= deadline:
                 break
+            if early is not None and now >= early:
+                early = self._end_step(deadline)
+                continue
             try:
-                self.take(self.inbox.get(timeout=min(0.1, max(0.0, deadline - now))))
+                until = deadline if early is None else min(deadline, early)
+                self.take(self.inbox.get(timeout=min(0.1, max(0.0, until - now))))
             except queue.Empty:
                 pass
             if now >= next_alive_check:
@@ -354,27 +358,40 @@ class Session:
             self.reason = "interrupted"
             self.stopped_by = signal.Signals(self.stop.signum).name
 
+    def _end_step(self, deadline: float) -> Optional[float]:
+        """One of the end's parts that run in the window (record/ending.py), after what is
+        queued: the survey, which says when the early part runs (returned), then that. As
+        after the window, a first signal ends the window and a second cuts the end short."""
+        self.inbox.drain(self.take, interrupted=lambda: self.stop.count > 1)
+        assert self.analyzer is not None
+        args = (self._alive(), self.analyzer, self.take, lambda: self.stop.count > 1)
+        if self.ending.still is None:
+            need, trouble = self.ending.survey(*args)
+            self.errors_early.extend(trouble)
+            return deadline - need
+        self.errors_early.extend(self.ending.early(*args))
+        return None
+
+    def _alive(self) -> List[int]:
+        """The live targets (after a fork storm, thousands of the pids seen have exited)."""
+        return [p for p in self.targets.pids() if procfs.pid_exists(p)]
+
     def close(self) -> None:
         """Stop every backend started, drain the inbox (bounded; a signal after the window
         closed cuts it and the end probes short), record the live processes' last state, run
-        the end probes; then, whatever happened, the losses, the trouble met and the end
-        record are written (a trace begun here when ``attach`` never got to it) and the
-        signal handlers restored."""
+        the end probes (what of them a large tree did not run in the window: ``Ending.late``);
+        then, whatever happened, the losses, the trouble met and the end record are written (a
+        trace begun here when ``attach`` never got to it) and the signal handlers restored."""
         left = 0                          # events still queued after the last drain
         try:
             closed = self.stop.count      # signals until the window closed
             self.errors = self.start_errors + _stop_all(self.started)
             left = self.inbox.drain(self.take, interrupted=lambda: self.stop.count > closed)
-            ending = time.monotonic()     # the end probes' budget counts from here
-            # the live ones only: after a fork storm, thousands of the pids seen have exited
-            alive = [p for p in self.targets.pids() if procfs.pid_exists(p)]
-            for info in _final_infos(alive):
-                self.take(info)
+            self.errors.extend(self.errors_early)
             if self.analyzer is not None:
-                self.errors.extend(run_probes(
-                    self.end_probes, alive, self.analyzer, self.take, budget_s=END_PROBES_S,
-                    began=ending, cut_before=set(self.cut),
-                    interrupted=lambda: self.stop.count > closed)[0])
+                self.errors.extend(self.ending.late(
+                    self._alive(), self.analyzer, self.take,
+                    interrupted=lambda: self.stop.count > closed))
         finally:
             self.end = end = time.time()
             for e in self.inbox.lost(end, left):
@@ -394,29 +411,13 @@ class Session:
         notes = [f"recording ended early: {self.reason}"
                  + (f" ({self.stopped_by})" if self.stopped_by else "")
                  ] if self.reason != "complete" else []
-        notes.append(_cpu_note(self.cpu + [_own_cpu()], self.end - self.start))
+        notes.append(cpu_note(self.cpu + [own_cpu()], self.end - self.start))
         notes.extend(n for b in self.backends for n in getattr(b, "notes", ()))
+        notes.extend(self.ending.notes)
         assert self.analyzer is not None
         report = self.analyzer.report(end=self.end, trace_path=self.output, extra_notes=notes)
         return Recorded(report=report, trace_path=self.output, reason=self.reason,
                         errors=[f"{source}: {msg}" for source, msg in self.errors])
-
-
-def _own_cpu() -> float:
-    """CPU seconds (user+sys) of this process, all threads, and of its reaped children
-    (strace)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-def _cpu_note(cpu: List[float], window: float) -> str:
-    """hangtrace's own CPU use; BPF programs run in the traced threads and are not in it."""
-    if len(cpu) < 3:
-        return f"hangtrace's own CPU: {cpu[-1] - cpu[0]:.2f} s (the recording did not start)"
-    during = cpu[2] - cpu[1]
-    pct = 100.0 * during / window if window > 0 else 0.0
-    return (f"hangtrace's own CPU: {during:.2f} s while recording {window:.1f} s "
-            f"({pct:.0f}% of one CPU), {cpu[1] - cpu[0]:.2f} s to attach")
 
 
 def _stop_all(backends: List[Backend]) -> List[Tuple[str, str]]:

@@ -4,8 +4,8 @@
 Contract:
 - ``TargetSet(roots, exclude)``: the pids being recorded (thread-safe). ``discover()`` walks
   the roots' trees once (linux/procfs.descendants over one listing of /proc) and reads each
-  process's ``ProcessInfo`` once: the trace header's processes and every backend's starting
-  point; it is idempotent, so a backend started alone (tests, benchmarks) calls it itself.
+  process's ``ProcessInfo`` once, its threads' run counts just before (``run_counts``): the
+  trace header's processes and every backend's starting point; it is idempotent, so a backend started alone (tests, benchmarks) calls it itself.
   Births and deaths that backends see afterwards update the set (``add``, ``discard``).
 - ``initial_process_infos(pids)``: ProcessInfo of ``pids`` and all their descendants;
   ``decode_wait_status(code)``: (exit status, signal, core dumped) of a wait(2) status;
@@ -19,6 +19,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..events import ProcessInfo
 from ..linux import procfs
+from .stillness import RunCounts
 
 __all__ = ["TargetSet", "ParentCache", "initial_process_infos", "decode_wait_status"]
 
@@ -61,6 +62,7 @@ class TargetSet:
         self._pids: Set[int] = {p for p in self.roots if not self.excluded(p)}
         self._lock = threading.Lock()
         self.infos: Dict[int, ProcessInfo] = {}
+        self.run_counts = RunCounts()          # before each info: who ran since (stillness.py)
         self.discovered = False
         self._root = "/proc"
 
@@ -71,12 +73,14 @@ class TargetSet:
             if self.discovered:
                 return self.initial_infos()
             self.discovered, self._root = True, root
+            self.run_counts.root = root
         # an excluded root's tree is walked too: its other descendants are recorded
         tables = procfs.SocketTables(root)
         for pid in sorted(set(self.roots) | set(procfs.descendants(self.roots, root))):
             if self.excluded(pid):
                 continue
             self.add(pid)
+            self.run_counts.add(pid)
             info = procfs.read_process_info(pid, root, tables=tables)
             if info is not None:
                 self.infos[pid] = info

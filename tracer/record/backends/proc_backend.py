@@ -8,8 +8,7 @@ Contract (on top of backends/base.py):
 - One daemon thread samples at ``rate_hz``: each round (``ProcBackend.tick``) emits thread
   samples, starts, exits, process I/O, fresh ``ProcessInfo`` and ``ProcessExit``.
 - ``prepare()`` + ``tick()`` are public: one sampling round at a time, without the thread
-  (tests, cost measures). A round that has run over ``LONG_TICK_S`` when ``stop()`` comes
-  ends there (``ProcBackend.stop``).
+  (tests, cost measures). A long round ends when ``stop()`` comes (``ProcBackend.stop``).
 """
 from __future__ import annotations
 
@@ -123,8 +122,9 @@ class ProcBackend(Backend):
 
     def stop(self) -> None:
         """Stop the sampling thread. A round that has run over ``LONG_TICK_S`` when ``stop()``
-        comes ends there (the processes not yet sampled keep their last round's samples): a
-        2,000-process tree's round took seconds, and the end of the recording waited for it."""
+        comes ends there, and so does one after a round that took longer (the processes not yet
+        sampled keep their last round's samples): a 2,000-process tree's round took seconds,
+        and the end of the recording waited for it (then up to ``LONG_TICK_S`` more)."""
         self._stop.set()
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
@@ -175,9 +175,10 @@ class ProcBackend(Backend):
             t0 = time.perf_counter()
             self._discover()
             sockets = SocketTables(self.root)
+            long = self.last_tick_s > LONG_TICK_S       # the last round was long too
             for i, pid in enumerate(self._targets.pids()):
                 if i % 64 == 63 and self._stop.is_set() \
-                        and time.perf_counter() - t0 > LONG_TICK_S:
+                        and (long or time.perf_counter() - t0 > LONG_TICK_S):
                     break   # stop() waits for no long round (2,000 processes: seconds)
                 self._sample_process(pid, sockets)
             if time.monotonic() >= self._next_sockets:

@@ -23,7 +23,8 @@ from ...linux import procfs
 from ...linux.target_files import TargetFileRefused, list_target_dir, read_target_file
 from . import elfver
 
-__all__ = ["read_loaded_libs", "parse_maps", "identify", "LIBRARIES", "read_driver_module"]
+__all__ = ["read_loaded_libs", "parse_maps", "identify", "may_map", "LIBRARIES", "NEEDLES",
+           "read_driver_module"]
 
 # name -> regex on the mapped path
 LIBRARIES: List[Tuple[str, "re.Pattern[str]"]] = [
@@ -72,6 +73,19 @@ def parse_maps(text: str) -> List[Tuple[str, str]]:
             seen.add((path, key))
             out.append((path, key))
     return out
+
+
+# what a path ``LIBRARIES`` knows holds, by name: a maps text without any of a name's needles
+# maps none of its libraries (a 2,000-process tree's maps are not split into lines for nothing)
+NEEDLES: Dict[str, Tuple[str, ...]] = {
+    "nccl": ("/libnccl.so",), "libcuda": ("/libcuda.so",), "cudart": ("/libcudart.so",),
+    "torch": ("/torch/",), "flashinfer": ("/flashinfer",), "sgl-kernel": ("/sgl_kernel/",),
+    "vllm": ("/vllm/",)}
+
+
+def may_map(text: str, names: Iterable[str]) -> bool:
+    """False when a maps ``text`` cannot hold a library of ``names`` (``NEEDLES``)."""
+    return any(n in text for name in names for n in NEEDLES.get(name, ("/",)))
 
 
 def identify(path: str) -> Optional[str]:
@@ -182,8 +196,10 @@ def libs_of(pid: int, root: str = "/proc", cache: Optional[Cache] = None
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return None
-    cache = {} if cache is None else cache
     out: List[Dict[str, str]] = []
+    if not may_map(text, NEEDLES):
+        return out
+    cache = {} if cache is None else cache
     names = set()
     mapped = mapped_files(text, pid, root)
     for path, key in parse_maps(text):

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from typing import Dict, List, Optional
 
 from ...events.evidence import LogTargets, ProcessVitals
 from ...linux import procfs
+from ...linux.bounded_stat import stat_all
 from ...linux.procfs_fds import parse_fdinfo, read_fds_checked
 
 __all__ = ["read_vitals", "read_log_targets", "looks_like_log", "MAX_LOGS"]
@@ -78,21 +78,9 @@ def _stat_inline(paths: Dict[int, str]) -> Dict[int, object]:
 
 
 def _stat_all(paths: Dict[int, str], timeout: float) -> Dict[int, object]:
-    """fd -> os.stat_result or an error text, statted in one daemon thread (``read_log_targets``)."""
-    out: Dict[int, object] = {}
-
-    def work() -> None:
-        for fd, path in paths.items():
-            try:
-                out[fd] = os.stat(path)
-            except OSError as exc:
-                out[fd] = exc.strerror or str(exc)
-
-    t = threading.Thread(target=work, name="hangtrace-logstat", daemon=True)
-    t.start()
-    t.join(timeout)
-    return {fd: out.get(fd, "stat timed out (a network filesystem not answering?)")
-            for fd in paths}
+    """fd -> os.stat_result or an error text, statted in the helper thread a pass over many
+    processes shares (linux/bounded_stat.py; ``read_log_targets``)."""
+    return stat_all(paths, timeout)  # type: ignore[arg-type,return-value]
 
 
 def read_log_targets(pid: int, root: str = "/proc", phase: str = "",
@@ -105,10 +93,11 @@ def read_log_targets(pid: int, root: str = "/proc", phase: str = "",
     (tty_update_time), so mtime is "when it was last written".
 
     stat() of a file on a network filesystem whose server is gone can block for ever; a hang tracer
-    must not hang, so the stats of one process's files and fifos run in one daemon thread given
-    ``STAT_TIMEOUT_S``; what it did not finish says "stat timed out". Pipes and ttys (no filesystem
-    behind them) are statted in the caller's thread: a thread per process was most of the probe's
-    time in a 2,000-process tree."""
+    must not hang, so the stats of one process's files and fifos run in a helper thread given
+    ``STAT_TIMEOUT_S`` (one shared by the processes of a pass: linux/bounded_stat.py); what it
+    did not finish says "stat timed out". Pipes and ttys (no filesystem behind them) are statted
+    in the caller's thread: a thread per process was most of the probe's time in a
+    2,000-process tree."""
     now = time.time() if ts is None else ts
     # No socket tables (sockets={}): reading /proc/PID/net/* costs ~20 ms a process on a busy
     # host, and a log target that is a socket only needs to say "socket".

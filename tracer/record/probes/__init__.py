@@ -46,27 +46,37 @@ class Later(Sequence):
 
 def wait_graph_probes() -> List:
     """The wait-graph probes, NCCL RAS, the Flight Recorder and kernel stacks, in their order:
-    kernel stacks last, before anything that may pause the target (py-spy --native)."""
+    kernel stacks last, before anything that may pause the target (py-spy --native). The
+    futex owners and kernel stacks of the calls still running, and NCCL RAS (it talks to the
+    target), wait for the backends to stop (probe_run.mark)."""
+    from ..probe_run import mark
     from .file_locks import file_locks_probe
     from .flight_recorder import flight_recorder_probe
     from .futex_owner import futex_owner_probe
     from .kernel_stacks import kernel_stack_probe
     from .nccl_ras import nccl_ras_probe
     from .socket_peers import socket_peers_probe
-    return [futex_owner_probe, socket_peers_probe, file_locks_probe, nccl_ras_probe,
-            flight_recorder_probe, kernel_stack_probe]
+    return [mark(futex_owner_probe, after_stop=True), socket_peers_probe, file_locks_probe,
+            mark(nccl_ras_probe, after_stop=True), flight_recorder_probe,
+            mark(kernel_stack_probe, after_stop=True)]
 
 
 def _end_probes(native: bool) -> List:
+    """wait_graph_probes, then the stacks (native ones pause the target: after the stop) and
+    the probes that read each process again (probe_run.mark)."""
     from ..evidence import evidence_end_probe
+    from ..probe_run import mark
     from ..evidence.capture import with_capture_sites
     from ..pystacks import native_stacks_probe, py_stacks_probe
     from .log_lines import log_lines_probe
     from .memory import memory_end_probe
     from .stack_motion import stack_motion_probe
     stacks = native_stacks_probe if native else py_stacks_probe
-    return wait_graph_probes() + [stack_motion_probe, with_capture_sites(stacks),
-                                  log_lines_probe, memory_end_probe, evidence_end_probe]
+    return wait_graph_probes() + [
+        mark(stack_motion_probe, per_process=True, beside=True),
+        mark(with_capture_sites(stacks), after_stop=native, per_process=True, beside=True),
+        mark(log_lines_probe, per_process=True), mark(memory_end_probe, per_process=True),
+        mark(evidence_end_probe, per_process=True)]
 
 
 def attach_probes(native: bool = False) -> Tuple[Sequence, List]:

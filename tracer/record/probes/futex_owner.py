@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Set,
 from ... import events as ev
 from ...linux import procfs
 from ...linux.futex import PI_COMMANDS, WAIT_COMMANDS, decode_op
-from ...linux.syscall_table import parse_proc_syscall
+from ...linux.syscall_table import parse_proc_syscall, syscall_number
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...analysis.analyzer import Analyzer
@@ -105,11 +105,15 @@ Wait = Tuple[int, int, str, Optional[int], bool]   # tid, addr, op, val, private
 
 
 def waits_now(pid: int) -> List[Wait]:
-    """Futex waits of the threads of ``pid`` as /proc/PID/task/TID/syscall shows them now."""
+    """Futex waits of the threads of ``pid`` as /proc/PID/task/TID/syscall shows them now (a
+    line that does not start with futex's number is not parsed)."""
     out: List[Wait] = []
+    head = f"{syscall_number('futex')} ".encode()
     for tid in procfs.list_tids(pid):
-        text = procfs.read_text(f"/proc/{pid}/task/{tid}/syscall") or ""
-        w = parse_futex_syscall(text)
+        data = procfs.read_bytes(f"/proc/{pid}/task/{tid}/syscall") or b""
+        if not data.startswith(head):
+            continue
+        w = parse_futex_syscall(data.decode("ascii", "replace"))
         if w is not None:
             out.append((tid,) + w)  # type: ignore[arg-type]
     return out

@@ -54,10 +54,17 @@ def stack_reason(state: str, wait: Optional["Wait"], whole_window: bool = True) 
 
 
 def _d_state(pids: List[int]) -> Dict[Tuple[int, int], str]:
+    """The threads of ``pids`` in D state now. A process of one thread is told by its own stat
+    (its state is its only thread's: no listing of its tasks)."""
     out: Dict[Tuple[int, int], str] = {}
     for pid in pids:
-        for tid in procfs.list_tids(pid):
-            st = procfs.read_stat(pid, tid)
+        st = procfs.read_stat(pid)
+        if st is None:
+            continue
+        one = st.num_threads == 1
+        for tid in [pid] if one else procfs.list_tids(pid):
+            if not one:
+                st = procfs.read_stat(pid, tid)
             if st is not None and st.state == "D":
                 out[(pid, tid)] = stack_reason("D", None) or ""
     return out

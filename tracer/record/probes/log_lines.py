@@ -12,11 +12,13 @@ new bytes are not text (``is_binary``) gets no templates and ``why`` says so.
 """
 from __future__ import annotations
 
+import os
 import re
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ...events.evidence import LogLines, LogTargets
+from ...linux.bounded_stat import stat_all
 from ...linux.target_files import TargetFileRefused, read_held_file
 
 __all__ = ["log_lines_probe", "line_template", "templates_of", "TemplateMemory", "split_lines",
@@ -204,25 +206,39 @@ def fill_lines(ev: LogLines, data: bytes, appended: int, memory: TemplateMemory)
     return ev
 
 
+def _unchanged(files: Dict[Tuple[int, int], int], seconds: float) -> Set[Tuple[int, int]]:
+    """The (pid, fd) of ``files`` (-> size at the start) whose file has that size now, or is
+    empty: ``lines_of_file`` would find nothing new in them. One stat of each held file, all
+    in one helper thread (linux/bounded_stat.py); one it could not stat is not among them."""
+    got = stat_all({k: f"/proc/{k[0]}/fd/{k[1]}" for k in files}, seconds)
+    return {k for k, st in got.items()
+            if isinstance(st, os.stat_result) and st.st_size in (files[k], 0)}
+
+
 def log_lines_probe(pids: List[int], analyzer: object = None) -> List[LogLines]:
-    """EndProbe (session.py): the LogLines of ``pids``' log files (module doc)."""
+    """EndProbe (session.py): the LogLines of ``pids``' log files (module doc). A file whose
+    size did not change is not opened (``_unchanged``)."""
     deadline = time.monotonic() + SECONDS
     now = time.time()
     out: List[LogLines] = []
+    wanted: Dict[Tuple[int, int], Dict[str, Any]] = {}
     for pid in pids:
         start = _start_targets(analyzer, pid)
         if start is None:
             continue
-        files = [t for t in start.targets if t.get("kind") == "file"
-                 and isinstance(t.get("size"), int)][:MAX_FILES]
-        for t in files:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            got = lines_of_file(pid, t["fd"], t.get("path") or "", t["size"], now,
-                                min(1.0, left))
-            if got is not None:
-                out.append(got)
+        for t in [t for t in start.targets if t.get("kind") == "file"
+                  and isinstance(t.get("size"), int)][:MAX_FILES]:
+            wanted[(pid, t["fd"])] = t
+    same = _unchanged({k: t["size"] for k, t in wanted.items()}, 1.0) if wanted else set()
+    for (pid, fd), t in wanted.items():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            continue
+        if (pid, fd) in same:
+            continue
+        got = lines_of_file(pid, fd, t.get("path") or "", t["size"], now, min(1.0, left))
+        if got is not None:
+            out.append(got)
     return out
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ... import events as ev
 from ...linux import procfs
+from .socket_peers import socket_inodes
 
 RAS_PORT = 28028
 PROTOCOL = 2
@@ -41,22 +42,45 @@ def _parse_addr(text: str) -> Optional[Tuple[str, int]]:
     return (host.strip("[]") or "127.0.0.1"), int(port)
 
 
-def ras_addresses(pids: Sequence[int]) -> Dict[Tuple[str, int], int]:
+Listening = Callable[[int], Optional[List[str]]]
+
+
+def _tcp_listeners(pid: int, tables: procfs.SocketTables,
+                   known: Optional[Listening]) -> List[Tuple[str, str]]:
+    """(proto, local address) of the listening TCP sockets of ``pid``: as ``known`` says
+    (the last look's ``ProcessInfo.listening``), else from its fds' links (no fdinfo; the
+    namespace's table only for a process that holds a socket)."""
+    seen = known(pid) if known is not None else None
+    if seen is not None:
+        pairs = [tuple(x.split(" ", 1)) for x in seen if " " in x]
+        return sorted({(p, a) for p, a in pairs if p.startswith("tcp")})  # type: ignore
+    inodes = socket_inodes(pid)
+    if not inodes:
+        return []
+    table = tables.of(pid)
+    return sorted({(e.proto, e.local) for e in (table.get(i) for i in inodes)
+                   if e is not None and e.listening and e.local and e.proto.startswith("tcp")})
+
+
+def ras_addresses(pids: Sequence[int],
+                  known: Optional[Listening] = None) -> Dict[Tuple[str, int], int]:
     """{(host, port): pid of a listener} for the RAS services the traced tree runs.
     The port is 28028 (``RAS_PORT``), or the port of ``NCCL_RAS_ADDR`` in the process's
-    environment; a process whose environment says ``NCCL_RAS_ENABLE=0`` is skipped."""
+    environment; a process whose environment says ``NCCL_RAS_ENABLE=0`` is skipped. Only a
+    process that listens on TCP has its environment read. ``known(pid)``: its listening
+    sockets as the recording's last look at it saw them (None: not known, read /proc)."""
     out: Dict[Tuple[str, int], int] = {}
     tables = procfs.SocketTables()
     for pid in pids:
+        listening = _tcp_listeners(pid, tables, known)
+        if not listening:
+            continue
         env = procfs.read_environ_vars(pid, ("NCCL_RAS_ADDR", "NCCL_RAS_ENABLE"))
         if env.get("NCCL_RAS_ENABLE", "").strip() == "0":
             continue
         want = _parse_addr(env["NCCL_RAS_ADDR"]) if env.get("NCCL_RAS_ADDR") else None
         port = want[1] if want else RAS_PORT
-        for entry in procfs.listening_sockets(pid, tables=tables):
-            proto, _, local = entry.partition(" ")
-            if not proto.startswith("tcp"):
-                continue
+        for proto, local in listening:
             addr = _parse_addr(local)
             if addr is None or addr[1] != port:
                 continue
@@ -118,9 +142,11 @@ def query(host: str, port: int, *, fmt: str = "json", deadline_s: float = 8.0) -
 
 
 def nccl_ras_probe(pids: List[int], analyzer: object = None) -> List[ev.Event]:
-    """EndProbe (record/session.py): one NcclRasStatus per RAS service of the tree."""
+    """EndProbe (record/session.py): one NcclRasStatus per RAS service of the tree (its
+    listeners as the analyzer's last look at each process saw them, where it has one)."""
     out: List[ev.Event] = []
-    for (host, port), pid in sorted(ras_addresses(pids).items()):
+    known = getattr(analyzer, "listening", None)
+    for (host, port), pid in sorted(ras_addresses(pids, known).items()):
         text, fmt, error = "", "json", ""
         try:
             text = query(host, port, fmt="json")

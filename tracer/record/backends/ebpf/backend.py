@@ -50,7 +50,7 @@ def _u32(v: int) -> bytes:
 class EbpfBackend(Backend):
     name = "ebpf"
 
-    def __init__(self, poll_ms: int = 100, loader: Optional[str] = None) -> None:
+    def __init__(self, poll_ms: int = 25, loader: Optional[str] = None) -> None:
         super().__init__()
         self.poll_ms = poll_ms
         self.loaders = (loader,) if loader else None
@@ -399,10 +399,16 @@ class EbpfBackend(Backend):
             tids = procfs.list_tids(pid) if pid not in self._exited else []
             if tids:
                 live[pid] = tids
+        # what did not run since the discovery read it is as it was: its fds, its threads
+        still = self._targets.run_counts.still(live, live)
+        for pid in still:
+            info = self._targets.infos.get(pid)
+            if info is not None:
+                self._fds.known(pid, info.fds)
         ctx = StopContext(maps=self._maps(), clock=self._clock, conv=self._conv,
                           kinds=self._kinds, start_ts=self._start_ts,
                           start_samples=self._start_samples, born=self._born, live=live,
-                          exited_cpu=self._exited_cpu, emitter=self._counts)
+                          exited_cpu=self._exited_cpu, emitter=self._counts, still=still)
         events, errors = final_events(ctx)
         for e in events:
             self._emit(e)

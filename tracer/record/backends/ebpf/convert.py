@@ -84,6 +84,12 @@ class FdCache:
         self._read_at[pid] = now
         return table
 
+    def known(self, pid: int, fds: List[ev.FdInfo]) -> None:
+        """``pid``'s whole table, known not to change any more (a process that has not run
+        since it was read: record/stillness.py): never read again."""
+        self._tables[pid] = {f.fd: f for f in fds}
+        self._read_at[pid] = float("inf")
+
     def refresh(self, pid: int, max_age: float) -> None:
         """Re-read ``pid``'s table when the copy is older than ``max_age`` seconds (a gone
         process keeps its last table)."""

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from ....events.evidence import CudaDriverCalls, EvidenceNote
 from ....linux.elfsyms import function_symbols
-from ...evidence.libs import identify, mapped_files, parse_maps
+from ...evidence.libs import identify, mapped_files, may_map, parse_maps
 from ..base import Backend, Emit, TargetSet
 from .env import ebpf_problem
 from .loader import Program
@@ -116,6 +116,8 @@ def library_paths(pids: List[int], names: Tuple[str, ...] = ("libcuda",), root: 
             with open(f"{root}/{pid}/maps", "rb") as f:
                 text = f.read().decode("utf-8", "replace")
         except OSError:
+            continue
+        if not may_map(text, names):
             continue
         mapped = mapped_files(text, pid, root)
         for path, key in parse_maps(text):

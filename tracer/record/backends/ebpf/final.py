@@ -12,7 +12,9 @@ from __future__ import annotations
 import ctypes as ct
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Tuple
+from typing import Dict, List, Mapping, Optional, Set, Tuple
+
+from msgspec.structs import replace
 
 from .... import events as ev
 from ....linux import procfs
@@ -39,6 +41,7 @@ class StopContext:
     emitter: CountEmitter
     mem: MemReader = read_mem
     errors: List[str] = field(default_factory=list)
+    still: Set[int] = field(default_factory=set)  # processes that did not run since the attach
 
 
 def _threads(maps: Mapping[str, MapView]) -> Dict[int, L.HtThread]:
@@ -77,7 +80,7 @@ def final_events(ctx: StopContext) -> Tuple[List[ev.Event], List[str]]:
     samples: Dict[int, ev.ThreadSample] = {}
     for pid, tids in ctx.live.items():
         for tid in tids:
-            s = procfs.read_thread_sample(pid, tid, ts=time.time())
+            s = _sample(ctx, pid, tid)
             if s is None:
                 continue
             samples[tid] = s
@@ -110,6 +113,15 @@ def final_events(ctx: StopContext) -> Tuple[List[ev.Event], List[str]]:
         if n:
             ctx.errors.append(f"ebpf: the kernel map for {what} was full {n} times")
     return out, ctx.errors
+
+
+def _sample(ctx: StopContext, pid: int, tid: int) -> Optional[ev.ThreadSample]:
+    """The thread's look at /proc now: for a process that did not run since its first one
+    (``still``: its threads' run counts, exact), that first look, dated now."""
+    first = ctx.start_samples.get(tid) if pid in ctx.still else None
+    if first is not None:
+        return replace(first, ts=time.time())
+    return procfs.read_thread_sample(pid, tid, ts=time.time())
 
 
 def _live_cpu(ctx: StopContext, pid: int, tid: int, s: ev.ThreadSample | None,
