@@ -2,7 +2,10 @@
 """Programs for the watch tests (tests/live/test_watch_recordings.py): each prints ``READY <pid>`` on
 stdout, then behaves as its mode says until killed. Standard library only.
 
-Modes:
+Modes (with --log FILE each "LOG" line also goes to FILE, opened for appending, as "step N:
+LOG <epoch> ...": a log whose lines watch can read, where a counter advances; stdout alone is a
+pipe whose content watch cannot read, and a line a second there is no more than a stats line's
+timer makes: progress/reports.py):
   logs-then-blocks  logs "LOG <epoch>" to stdout every 0.1 s for --log-for seconds, then
                     blocks forever on a lock it already holds (one thread: a deadlock).
   chatter           logs like the above for --log-for seconds, then only chatters: an eventfd
@@ -25,10 +28,22 @@ import threading
 import time
 
 
+LOG_FD = None
+STEP = [0]
+
+
+def log(text: str) -> None:
+    """``text`` to stdout and, with --log, as the next step to the log file."""
+    print(text, flush=True)
+    if LOG_FD is not None:
+        STEP[0] += 1
+        os.write(LOG_FD, f"step {STEP[0]}: {text}\n".encode())
+
+
 def log_for(seconds: float) -> None:
     end = time.time() + seconds
     while time.time() < end:
-        print(f"LOG {time.time():.6f}", flush=True)
+        log(f"LOG {time.time():.6f}")
         time.sleep(0.1)
 
 
@@ -59,7 +74,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("mode")
     ap.add_argument("--log-for", type=float, default=3.0)
+    ap.add_argument("--log", help="also append the LOG lines to this file")
     ns = ap.parse_args()
+    global LOG_FD
+    if ns.log:
+        LOG_FD = os.open(ns.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     if ns.mode == "accepts":
         srv = socket.socket()
         srv.bind(("127.0.0.1", 0))
@@ -95,7 +114,7 @@ def main() -> None:
     elif ns.mode == "keeps-logging":
         threading.Thread(target=poke_forever, args=(0.5,), daemon=True).start()
         while True:
-            print(f"LOG {time.time():.6f} still working", flush=True)
+            log(f"LOG {time.time():.6f} still working")
             time.sleep(1.0)
     elif ns.mode == "streams":
         a, b = tcp_pair()

@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,10 +27,14 @@ TARGET = Path(__file__).resolve().parents[1] / "data" / "watch_target.py"
 
 
 class Target:
-    """A watch_target.py process (its own session), its stdout lines kept with their times."""
+    """A watch_target.py process (its own session), its stdout lines kept with their times, its
+    log lines appended to a file of its own too (--log): watch reads a log file's lines, not a
+    pipe's, and a pipe's line a second is no more than a timer's report."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(TARGET), *args],
+        fd, self.log = tempfile.mkstemp(prefix="ht-watch-target-", suffix=".log")
+        os.close(fd)
+        self.proc = subprocess.Popen([sys.executable, str(TARGET), *args, "--log", self.log],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      stdin=subprocess.DEVNULL, text=True,
                                      start_new_session=True)
@@ -54,6 +59,7 @@ class Target:
         except ProcessLookupError:
             pass
         self.proc.wait(timeout=10)
+        os.unlink(self.log)
 
 
 @pytest.fixture
