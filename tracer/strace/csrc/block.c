@@ -150,15 +150,8 @@ static int fd_fields(Block *b, const char *s, Py_ssize_t n, PyObject **fd, PyObj
 static int ioctl_fields(Block *b, const char *a, Py_ssize_t an, Py_ssize_t flen,
                         PyObject *kind, PyObject **req, PyObject **req_name)
 {
-    Py_ssize_t rs = flen + 2 < an ? flen + 2 : an, re_ = an;
-    if (re_ - rs >= 5 && memcmp(a + rs, "_IOC(", 5) == 0) {
-        Py_ssize_t p = find_char(a, rs, re_, ')');
-        re_ = p < 0 ? rs : p + 1;
-    } else {
-        Py_ssize_t k = find_str(a, rs, re_, ", ", 2);
-        if (k >= 0)
-            re_ = k;
-    }
+    Py_ssize_t rs = flen + 2 < an ? flen + 2 : an;
+    Py_ssize_t re_ = ioctl_request_end(a, rs, an);
     PyObject *dec = memo_hit(b->c.ioctl_cache, a + rs, re_ - rs);
     if (!dec || !PyTuple_Check(dec) || PyTuple_GET_SIZE(dec) != 2)
         return PyErr_Occurred() ? -1 : 0;

@@ -93,18 +93,11 @@ static int native_call(Emit *em, PyObject *cls, const char *tag, int io, PyObjec
     if (io) {
         /* rest = args[len(first) + 2:]; the request text; its memoised decoding */
         Py_ssize_t alen = PyUnicode_GET_LENGTH(args), flen = PyUnicode_GET_LENGTH(first);
-        Py_ssize_t rs = flen + 2 < alen ? flen + 2 : alen, re_ = alen;
+        Py_ssize_t rs = flen + 2 < alen ? flen + 2 : alen;
         const char *a = PyUnicode_AsUTF8(args);
         if (!a || !PyUnicode_IS_ASCII(args))
             goto out;
-        if (re_ - rs >= 5 && memcmp(a + rs, "_IOC(", 5) == 0) {
-            Py_ssize_t p = find_char(a, rs, re_, ')');
-            re_ = p < 0 ? rs : p + 1;
-        } else {
-            Py_ssize_t c = find_str(a, rs, re_, ", ", 2);
-            if (c >= 0)
-                re_ = c;
-        }
+        Py_ssize_t re_ = ioctl_request_end(a, rs, alen);
         PyObject *req_text = ascii_str(a, rs, re_);
         if (!req_text) {
             rc = -1;

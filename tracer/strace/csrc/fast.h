@@ -22,6 +22,8 @@ PyObject *fallback(PyObject *fn, PyObject *arg);
 /* text.c: ASCII text */
 Py_ssize_t find_char(const char *s, Py_ssize_t from, Py_ssize_t n, char c);
 Py_ssize_t find_str(const char *s, Py_ssize_t from, Py_ssize_t n, const char *w, Py_ssize_t wl);
+/* where an ioctl's request ends in its arguments a[rs:end]: "_IOC(...)" whole, else ", " */
+Py_ssize_t ioctl_request_end(const char *a, Py_ssize_t rs, Py_ssize_t end);
 Py_ssize_t rfind_str(const char *s, Py_ssize_t from, Py_ssize_t n, const char *w,
                      Py_ssize_t wl);
 int ends_with(const char *s, Py_ssize_t a, Py_ssize_t b, const char *w);
