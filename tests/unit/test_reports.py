@@ -60,6 +60,9 @@ def test_what_is_not_a_timer_s_report():
     work = [ev.WriteCall(ts=T0 + i * 0.1, pid=5, tid=5, name="write", fd=1, fd_kind="pipe",
                          fd_target=PIPE, ret=120, nbytes=120, dur=1e-5) for i in range(40)]
     assert thread(run(work, procs), 5, 5).rule == "wrote-output"
+    # a loop that logs a line every 50 ms: a rate limit on work, not a report's timer
+    fast = _stats_thread(5, 5, period=0.05, n=90)
+    assert thread(run(fast, procs), 5, 5).rule == "wrote-output"
     # a loop that sleeps but writes a lot each time (a batch of results, not a line)
     big = _stats_thread(5, 5)
     for e in big:
@@ -89,6 +92,9 @@ def test_a_process_stream_its_timers_could_write_is_no_progress():
     assert (thread(r, 5, 7).rule, r.verdict) == ("cpu-spin", "busy-waiting")
     # no timer in the process: the spinning thread wrote them, as it works
     r = run(io + _spinner(5, 7), procs, backends=("proc",))
+    assert thread(r, 5, 7).rule == "process-output"
+    # a thread that wakes 20 times a second is no report's timer: a worker's loop
+    r = run(io + _spinner(5, 7) + _sleeper(5, 6, woke_every=0.05), procs, backends=("proc",))
     assert thread(r, 5, 7).rule == "process-output"
     # more than its timers could write: a worker's output
     fast = [io[0], ev.ProcessIO(ts=T0 + 5.0, pid=5, rchar=0, wchar=240 + 100_000, syscr=0,

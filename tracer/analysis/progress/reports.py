@@ -2,13 +2,14 @@
 a pipe or a terminal (a stats line every 2 s) shows its process is alive, not that it advances.
 
 Contract: ``periodic_report(t, wakeups, window, cpu)`` -> a sentence when thread ``t`` woke on a
-timer at least ``MIN_WAKEUPS`` times (``wakeups``), wrote at most ``MAX_WRITES`` calls and
+timer ``MIN_WAKEUPS`` times or more, at most ``MAX_HZ`` a second (a loop that writes 20 times a
+second works: a rate limit, not a report), wrote at most ``MAX_WRITES`` calls and
 ``MAX_BYTES`` per wake-up, all to ``REPORT_KINDS`` (pipes, FIFOs, terminals: log files are
 log_lines.py's, sockets traffic.py's), read nothing, made no connection and used under
 ``MAX_CPU`` of a CPU; else None. Where only a process's /proc io totals are known, its stream
 output shows no progress by itself when its timers could have written it all:
-``timer_reports(nbytes, writes, wakeups)`` (the proc backend: other threads' wake-ups from /proc
-samples), ``stream_is_report(nbytes, span)`` (watch: no faster than ``REPORT_MAX_RATE``).
+``timer_reports(nbytes, writes, wakeups)`` (the proc backend: wake-ups of its timers of at most
+``MAX_HZ``, from /proc samples), ``stream_is_report(nbytes, span)`` (watch: ``REPORT_MAX_RATE``).
 """
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from typing import Optional
 from ...linux.fdtarget import fd_kind
 from ..accumulate.stats import ThreadStats
 
-__all__ = ["periodic_report", "timer_reports", "stream_is_report", "MIN_WAKEUPS", "MAX_WRITES",
-           "MAX_BYTES", "MAX_CPU", "REPORT_KINDS", "REPORT_MAX_RATE"]
+__all__ = ["periodic_report", "timer_reports", "stream_is_report", "MIN_WAKEUPS", "MAX_HZ",
+           "MAX_WRITES", "MAX_BYTES", "MAX_CPU", "REPORT_KINDS", "REPORT_MAX_RATE"]
 
 MIN_WAKEUPS = 2
+MAX_HZ = 2.0            # a report's timer wakes every 0.5 s or less often
 MAX_WRITES = 8          # write calls per wake-up: one line, unbuffered (text, then "\n"), or a few
 MAX_BYTES = 4096        # bytes per wake-up
 MAX_CPU = 0.05
@@ -38,7 +40,8 @@ def _kind(label: str) -> Optional[str]:
 def periodic_report(t: ThreadStats, wakeups: int, window: float,
                     cpu: Optional[float]) -> Optional[str]:
     """The evidence that ``t``'s output is a timer's report (module doc), or None."""
-    if wakeups < MIN_WAKEUPS or t.output_writes <= 0 or not t.output_targets:
+    if wakeups < MIN_WAKEUPS or wakeups > MAX_HZ * window or t.output_writes <= 0 \
+            or not t.output_targets:
         return None
     if t.output_writes > MAX_WRITES * (wakeups + 1) or t.output_bytes > MAX_BYTES * (wakeups + 1):
         return None

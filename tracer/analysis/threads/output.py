@@ -22,7 +22,7 @@ from ..job.roles import helper_kind
 from ..progress.gpu import stalled_sync
 from ..progress.log_lines import heartbeat_fds, news_by_fd
 from ..progress.memory import loading
-from ..progress.reports import periodic_report, timer_reports
+from ..progress.reports import MAX_HZ, periodic_report, timer_reports
 from ..progress.stacks import code_moves
 from ..vocab.verdict import BUSY, PROGRESSING, SPIN_CPU, WAIT_NAMES, ThreadVerdict
 from ..vocab.waits import BLOCKING_CALLS
@@ -163,15 +163,16 @@ def _ran(c: ThreadContext) -> bool:
 def _timers_wrote(c: ThreadContext, stream: int) -> bool:
     """The process's stream output (pipes, terminals: /proc io totals) could all be reports of
     its timers (progress/reports.timer_reports): the wake-ups, from /proc samples, of its
-    threads that sit in a timed wait, library helpers aside (their pollers wake often and
-    write nothing)."""
+    threads that sit in a timed wait no more than ``MAX_HZ`` a second, library helpers aside
+    (their pollers wake often and write nothing)."""
     a, b = c.proc.first_io, c.proc.last_io
     if a is None or b is None:
         return False
     writes, wakeups = b.syscw - a.syscw, 0
     for t in c.rec.threads_of(c.proc.pid):
         found = sampled_timer(t, c.fds) if not helper_kind(t.comm) else None
-        wakeups += max(0, found[1]) if found is not None else 0
+        woke = max(0, found[1]) if found is not None else 0
+        wakeups += woke if woke <= MAX_HZ * c.rec.window else 0
         if timer_reports(stream, writes, wakeups):
             return True
     return False
