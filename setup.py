@@ -2,7 +2,7 @@
 
 Contract:
 - ``fast_extension()``: the optional C extension ``tracer.strace._fast`` (the compiled
-  helpers of the strace importer and the trace reader), built from every ``tracer/*/csrc/*.c``
+  helpers of the strace importer and the trace reader), built from every ``tracer/**/csrc/*.c``
   (a glob: the sources may live in several packages' csrc folders) with
   ``-DSOURCE_HASH`` set to strace/fastpath.py's hash of those sources, so that a module
   built from other sources is ignored at run time. ``optional=True``: without a compiler or

@@ -1,5 +1,15 @@
 #include "calls.h"
 
+Py_ssize_t ioctl_request_end(const char *a, Py_ssize_t rs, Py_ssize_t end)
+{
+    if (end - rs >= 5 && memcmp(a + rs, "_IOC(", 5) == 0) {
+        Py_ssize_t p = find_char(a, rs, end, ')');
+        return p < 0 ? rs : p + 1;
+    }
+    Py_ssize_t c = find_str(a, rs, end, ", ", 2);
+    return c >= 0 ? c : end;
+}
+
 /* ------------------------------------------------------------------ convert_calls */
 /* convert_calls(texts, start, ctx, out) -> (next, lines, last_ts, has_dur, entered, tail,
  *                                            events)

@@ -2,15 +2,7 @@
  * Every function here is hidden in the module (built with -fvisibility=hidden). */
 #ifndef HANGTRACE_FAST_H
 #define HANGTRACE_FAST_H
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <limits.h>
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
+#include "text.h"
 
 /* module.c: the "cannot" marker, interned strings, the Python twins to fall back to */
 extern PyObject *UNHANDLED;
@@ -19,20 +11,8 @@ extern PyObject *S_DIR, *S_FILE, *S_FD, *S_FD_KIND, *S_TAG;
 extern PyObject *FB_SPLIT, *FB_SCRUB, *FB_FIRST_ARG;
 PyObject *fallback(PyObject *fn, PyObject *arg);
 
-/* text.c: ASCII text */
-Py_ssize_t find_char(const char *s, Py_ssize_t from, Py_ssize_t n, char c);
-Py_ssize_t find_str(const char *s, Py_ssize_t from, Py_ssize_t n, const char *w, Py_ssize_t wl);
-/* where an ioctl's request ends in its arguments a[rs:end]: "_IOC(...)" whole, else ", " */
+/* calls.c: where an ioctl's request ends in its arguments a[rs:end]: "_IOC(...)" whole, else ", " */
 Py_ssize_t ioctl_request_end(const char *a, Py_ssize_t rs, Py_ssize_t end);
-Py_ssize_t rfind_str(const char *s, Py_ssize_t from, Py_ssize_t n, const char *w,
-                     Py_ssize_t wl);
-int ends_with(const char *s, Py_ssize_t a, Py_ssize_t b, const char *w);
-PyObject *ascii_str(const char *s, Py_ssize_t a, Py_ssize_t b);
-PyObject *py_int(const char *s, Py_ssize_t a, Py_ssize_t b, int base);
-
-/* numbers.c: float() of the numbers strace logs hold */
-int clinger(const char *s, Py_ssize_t a, Py_ssize_t b, double *out);
-PyObject *py_float(const char *s, Py_ssize_t a, Py_ssize_t b, double *out);
 
 /* lines.c: strace lines. parse_fields reads the common shapes of one ASCII line (s[0:n],
  * a trailing "\r\n" allowed) into a Line of byte ranges and numbers, no Python object made:

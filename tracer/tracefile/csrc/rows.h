@@ -2,7 +2,7 @@
  * analysis/accumulate/csrc/feed.c (which feeds it to the accumulator). */
 #ifndef HANGTRACE_ROWS_H
 #define HANGTRACE_ROWS_H
-#include "fast.h"
+#include "text.h"
 
 enum { ROW_SC, ROW_RD, ROW_IO, ROW_EVENT };
 

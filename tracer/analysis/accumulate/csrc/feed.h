@@ -2,7 +2,7 @@
  * the context feed_calls's comment describes, read once per call, and its helpers. */
 #ifndef HANGTRACE_FEED_H
 #define HANGTRACE_FEED_H
-#include "fast.h"
+#include "text.h"
 
 enum { M_FIRST_TS, M_LAST_TS, M_ONGOING, M_LAST_CALL, M_NCALLS, M_SYSCALLS, M_FAILURES,
        M_TAIL_NAME, M_TAIL_RET, M_TAIL_RUN, M_TAIL_SINCE, M_DURS_KNOWN, M_SYSCALL_TIME,
@@ -37,4 +37,7 @@ PyObject *thread_of(Ctx *c, PyObject *pid, PyObject *tid);
 int feed_call(Ctx *c, PyObject *t, PyObject *e, int k);
 int call_class(Ctx *c, PyObject *e);                    /* C_* of e's class, or C_COUNT */
 int fd_unfollowed(Ctx *c, PyObject *pid, PyObject *fd);
+/* the module's functions (module.c lists them) */
+PyObject *feed_calls(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
+PyObject *feed_rows(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 #endif

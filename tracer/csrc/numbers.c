@@ -1,4 +1,4 @@
-#include "fast.h"
+#include "text.h"
 
 /* Decimal "digits[.digits][e[+-]digits]" -> the correctly rounded double, when the digits
  * (an integer <= 2**53, so exactly representable) and the power of ten (|k| <= 22, exact too)

@@ -1,4 +1,4 @@
-#include "fast.h"
+#include "text.h"
 
 /* ------------------------------------------------------------------ helpers */
 Py_ssize_t find_char(const char *s, Py_ssize_t from, Py_ssize_t n, char c)
@@ -19,16 +19,6 @@ Py_ssize_t find_str(const char *s, Py_ssize_t from, Py_ssize_t n, const char *w,
             return i;
     }
     return -1;
-}
-
-Py_ssize_t ioctl_request_end(const char *a, Py_ssize_t rs, Py_ssize_t end)
-{
-    if (end - rs >= 5 && memcmp(a + rs, "_IOC(", 5) == 0) {
-        Py_ssize_t p = find_char(a, rs, end, ')');
-        return p < 0 ? rs : p + 1;
-    }
-    Py_ssize_t c = find_str(a, rs, end, ", ", 2);
-    return c >= 0 ? c : end;
 }
 
 Py_ssize_t rfind_str(const char *s, Py_ssize_t from, Py_ssize_t n, const char *w,
