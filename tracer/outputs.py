@@ -16,7 +16,6 @@ import contextlib
 import errno
 import io
 import os
-import secrets
 import stat
 from typing import IO, Iterator, Tuple, Union
 
@@ -84,7 +83,7 @@ def _temp_beside(path: str) -> Tuple[int, str]:
     """A new file with a random name in ``path``'s directory: (fd, its path)."""
     directory, base = os.path.split(os.path.abspath(path))
     for _ in range(_MOST_FRESH_TRIES):
-        tmp = os.path.join(directory, f".{base[:200]}.{secrets.token_hex(6)}.tmp")
+        tmp = os.path.join(directory, f".{base[:200]}.{os.urandom(6).hex()}.tmp")
         try:
             return _create(tmp), tmp
         except FileExistsError:

@@ -4,7 +4,7 @@ Contract (every function takes ``root``, default "/proc", like procfs):
 - ``read_checked(path)`` (procfs's, re-exported): ``(data, None)`` or ``(None, GONE | DENIED |
   UNREADABLE)``, so a message never says "permission denied" for a process that simply exited.
 - Whether a pid given on the command line exists and is readable: linux/processes.py's
-  ``pid_access`` (psutil), with these words.
+  ``pid_access``, with these words.
 - ``may_trace(pid)``: whether this user may ptrace ``pid``, asked without attaching.
 - ``is_kernel_thread(pid)``: PF_KTHREAD in /proc/PID/stat (kthreadd, kworkers).
 - ``ancestors(pid)``: the parent chain up to (and including) pid 1, nearest first;

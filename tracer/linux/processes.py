@@ -9,18 +9,23 @@ Contract:
 - ``ancestors_of_me()``: this process's parent chain (psutil), nearest first; ``listing()``:
   (pid, name) of every process psutil sees, for shell completion of pids.
 - ``access_of(exc)``: GONE, DENIED or UNREADABLE for a psutil error; ``pid_access(pid)``: None
-  when psutil can read the process's status, else those words.
+  when the process's /proc/PID/stat reads, else those words (procfs.read_checked).
 """
 from __future__ import annotations
 
 import fnmatch
 import os
+from types import ModuleType
 from typing import List, Optional, Sequence, Tuple
 
-import psutil
-
 from .access import is_kernel_thread
-from .procfs import DENIED, GONE, UNREADABLE, list_pids, read_cmdline, read_comm
+from .procfs import DENIED, GONE, UNREADABLE, list_pids, read_checked, read_cmdline, read_comm
+
+
+def _psutil() -> ModuleType:
+    """psutil, imported where it is used: 10 ms that attach's start does without."""
+    import psutil
+    return psutil
 
 __all__ = ["name_matches", "find_by_name", "select_by_name", "ancestors_of_me", "access_of",
            "pid_access", "listing"]
@@ -45,6 +50,7 @@ def access_of(exc: BaseException) -> str:
     """GONE, DENIED or UNREADABLE for an error psutil raised (module doc).
     GONE for psutil.NoSuchProcess (a zombie too), DENIED for psutil.AccessDenied, else UNREADABLE:
     the same words as linux/access.py's readers."""
+    psutil = _psutil()
     if isinstance(exc, psutil.NoSuchProcess):      # ZombieProcess is one
         return GONE
     if isinstance(exc, psutil.AccessDenied):
@@ -56,12 +62,8 @@ def pid_access(pid: int) -> Optional[str]:
     """None when the process exists and its status reads, else GONE or DENIED (module doc)."""
     if pid <= 0:
         return GONE
-    try:
-        psutil.Process(pid).status()
-    except psutil.Error as exc:
-        why = access_of(exc)
-        return why if why != UNREADABLE else DENIED
-    return None
+    _, why = read_checked(f"/proc/{pid}/stat")    # what psutil's status() reads
+    return None if why is None else why if why != UNREADABLE else DENIED
 
 
 def find_by_name(pattern: str, root: str = "/proc") -> List[int]:
@@ -76,7 +78,7 @@ def find_by_name(pattern: str, root: str = "/proc") -> List[int]:
                                       read_cmdline(pid, root)))
     me = os.getpid()
     found = []
-    for proc in psutil.process_iter(["name", "cmdline"]):
+    for proc in _psutil().process_iter(["name", "cmdline"]):
         info = proc.info                  # values psutil could not read are None
         if proc.pid == me:
             continue
@@ -119,11 +121,12 @@ def select_by_name(pattern: str, *, force: bool = False,
 
 def listing() -> List[Tuple[int, str]]:
     """(pid, comm) of every process, sorted by pid (module doc)."""
-    return sorted((p.pid, p.info.get("name") or "") for p in psutil.process_iter(["name"]))
+    return sorted((p.pid, p.info.get("name") or "") for p in _psutil().process_iter(["name"]))
 
 
 def ancestors_of_me() -> List[int]:
     """This process's parents up to pid 1, nearest first (psutil.Process.parents)."""
+    psutil = _psutil()
     try:
         return [p.pid for p in psutil.Process().parents()]
     except psutil.Error:

@@ -2,8 +2,9 @@
 
 Contract (on top of backends/base.py):
 - ``check()``: None when NVML can be opened here, else one line why not; never raises.
-- ``start()`` starts one daemon thread emitting a ``GpuSample`` per GPU (every GPU, not only
-  the targets') every ``1 / rate_hz`` seconds; it never touches the target processes.
+- ``start()`` starts one daemon thread that opens NVML and emits a ``GpuSample`` per GPU
+  (every GPU, not only the targets') every ``1 / rate_hz`` seconds; it never touches the target
+  processes, and NVML's opening never delays the recording's start.
 - Where the NVML object has ``health(ts, phase)`` (tracer/gpu/nvml.py), one ``GpuHealth`` per
   GPU is emitted at start (phase "start") and in ``stop()`` before NVML is shut down ("end").
 - ``stop()`` is idempotent and returns when the thread has ended and NVML is shut down.
@@ -65,16 +66,22 @@ class NvmlBackend(Backend):
             self.errors.append(f"NVML health read failed: {exc}")
 
     def start(self, targets: TargetSet, emit: Emit) -> None:
-        """Open NVML and start one daemon thread that emits a ``GpuSample`` per GPU every ``1 /
-        rate_hz`` seconds (the first at once). It never touches the target processes: NVML reads
-        the driver. Readings of every GPU are emitted, not only those the targets use: the analysis
-        (tracer/analysis/threads/gpu.py) matches ``pids`` with the traced processes."""
-        self._nv = self._opener()
+        """Start one daemon thread that opens NVML, emits the start's ``GpuHealth`` and then a
+        ``GpuSample`` per GPU every ``1 / rate_hz`` seconds (the first at once): opening NVML and
+        reading its health (tens of ms on a GPU host) never delay the recording's start; an NVML
+        that fails to open there is said in ``errors``. It never touches the target processes:
+        NVML reads the driver. Readings of every GPU are emitted, not only those the targets use:
+        the analysis (tracer/analysis/threads/gpu.py) matches ``pids`` with the traced processes."""
         self._emit = emit
         self._stop.clear()
-        self._health(emit, "start")
 
         def loop() -> None:
+            try:
+                self._nv = self._opener()
+            except Exception as exc:  # noqa: BLE001 - the recording goes on without the GPU
+                self.errors.append(f"NVML could not be opened: {exc}")
+                return
+            self._health(emit, "start")
             failures = 0
             while not self._stop.is_set():
                 try:
