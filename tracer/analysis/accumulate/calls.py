@@ -215,6 +215,9 @@ class CallFeed:
                 t.futex_waits_timeout += 1
             if e.err == "ETIMEDOUT":
                 t.futex_timeouts += 1
+            elif e.timeout is None and e.err is not None and (
+                    e.err == "EINTR" or e.err.startswith("ERESTART")):
+                t.interrupted = e
         elif op.startswith("WAKE") or op in ("UNLOCK_PI", "REQUEUE", "CMP_REQUEUE"):
             t.futex_wakes += 1
             wakers = self.futex_wakers

@@ -91,6 +91,8 @@ class ThreadStats:
     ioctls: Counter = field(default_factory=new_counter)        # (fd_kind, request, name) -> n
     ongoing: Optional[ev.Syscall] = None                    # still blocked in it at the end
     last_call: Optional[ev.Syscall] = None
+    # its last futex wait without timeout that a signal interrupted (ERESTARTSYS, EINTR)
+    interrupted: Optional[ev.Syscall] = None
     exited_at: Optional[float] = None
     started_at: Optional[float] = None                      # born during the recording
     # /proc samples

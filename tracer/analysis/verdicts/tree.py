@@ -159,6 +159,9 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
     chains = chains or Chains(graph)
     if not pvs:
         return TreeVerdict(UNKNOWN, "no-processes", RootCause(None, None, "nothing was recorded"))
+    ended = _interrupted_wait(pvs, rec)
+    if ended is not None:
+        return ended
     if all(pv.verdict == EXITED for pv in pvs.values()):
         return _gone_cause(pvs, rec)
     lacks = view_lacks(rec.capabilities)     # a partial view proves no deadlock (view.py)
@@ -199,6 +202,46 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
         tree.notes.append(Note(NoteKind.PARTIAL_DEADLOCK, "some threads are deadlocked although "
                                "the tree goes on: " + proof.text))
     return tree
+
+
+# Signals a user or a supervisor sends to end a process (a terminal's Ctrl-C, Ctrl-\\, kill,
+# a closed terminal): one that interrupts a wait ends the hang the log shows.
+ENDING_SIGNALS = ("SIGINT", "SIGTERM", "SIGQUIT", "SIGHUP")
+
+
+def _interrupted_wait(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> Optional[TreeVerdict]:
+    """Blocked, rule ``interrupted-wait``: where the log shows the hang ended from outside. A
+    thread's futex wait without timeout returns ERESTARTSYS (or EINTR) as SIGINT, SIGTERM,
+    SIGQUIT or SIGHUP reaches its process, and what the process does after it is its end (a
+    traceback written, an exit): that is not progress, and "exited" hides why it was stopped.
+    Only where every process of the tree is such a one or has exited, and each such process
+    shows no other thread at work (each other thread in a wait without timeout that never
+    returned): a worker that computed beside the waiting main thread makes it no hang."""
+    found: List[Tuple[ProcessVerdict, object, str]] = []
+    for pid, pv in pvs.items():
+        p = rec.processes[pid]
+        signal = next((s for s in ENDING_SIGNALS if p.signals.get(s)), None)
+        threads = rec.threads_of(pid)
+        waiting = [t for t in threads if t.interrupted is not None]
+        if signal is None or not waiting:
+            if pv.verdict == EXITED:
+                continue
+            return None
+        others = [t for t in threads if t.interrupted is None]
+        if any(t.never_returned is None or t.never_returned.name != "futex" for t in others):
+            return None
+        found.append((pv, waiting[0], signal))
+    if not found:
+        return None
+    pv, t, signal = min(found, key=lambda f: (_depth(pvs, f[0].pid), f[0].pid))
+    p = rec.processes[pv.pid]
+    w = wait_from_call(t.interrupted, p.info.fds if p.info else [])
+    who = "its main thread" if t.is_main else f"thread {real_id(t.tid)}"
+    after = (f"then it {pv.exit_status}" if pv.verdict == EXITED else
+             "what it did after (a traceback, its exit) is its end, not progress")
+    return TreeVerdict(BLOCKED, "interrupted-wait", RootCause(pv.pid, t.tid, (
+        f"{pv.label}: {who} was blocked in {w.describe()} until {signal} interrupted it (sent "
+        f"from a terminal or another process: the hang ended from outside); {after}")))
 
 
 def _gone_cause(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
