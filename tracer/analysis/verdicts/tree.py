@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..accumulate.accumulator import Recording
+from ..accumulate.stats import ThreadStats
+from ...events import Syscall
 from ..job.collective import LagSource, Straggler, straggler_summary
 from ..vocab.nodes import real_id
 from ..job.process_facts import exit_failed
@@ -217,12 +219,12 @@ def _interrupted_wait(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> Opti
     Only where every process of the tree is such a one or has exited, and each such process
     shows no other thread at work (each other thread in a wait without timeout that never
     returned): a worker that computed beside the waiting main thread makes it no hang."""
-    found: List[Tuple[ProcessVerdict, object, str]] = []
+    found: List[Tuple[ProcessVerdict, ThreadStats, Syscall, str]] = []
     for pid, pv in pvs.items():
         p = rec.processes[pid]
         signal = next((s for s in ENDING_SIGNALS if p.signals.get(s)), None)
         threads = rec.threads_of(pid)
-        waiting = [t for t in threads if t.interrupted is not None]
+        waiting = [(t, t.interrupted) for t in threads if t.interrupted is not None]
         if signal is None or not waiting:
             if pv.verdict == EXITED:
                 continue
@@ -230,12 +232,12 @@ def _interrupted_wait(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> Opti
         others = [t for t in threads if t.interrupted is None]
         if any(t.never_returned is None or t.never_returned.name != "futex" for t in others):
             return None
-        found.append((pv, waiting[0], signal))
+        found.append((pv, *waiting[0], signal))
     if not found:
         return None
-    pv, t, signal = min(found, key=lambda f: (_depth(pvs, f[0].pid), f[0].pid))
+    pv, t, call, signal = min(found, key=lambda f: (_depth(pvs, f[0].pid), f[0].pid))
     p = rec.processes[pv.pid]
-    w = wait_from_call(t.interrupted, p.info.fds if p.info else [])
+    w = wait_from_call(call, p.info.fds if p.info else [])
     who = "its main thread" if t.is_main else f"thread {real_id(t.tid)}"
     after = (f"then it {pv.exit_status}" if pv.verdict == EXITED else
              "what it did after (a traceback, its exit) is its end, not progress")
