@@ -4,6 +4,7 @@ where one is installed (the GPU machine), and here its absence must read "no NVI
 from __future__ import annotations
 
 import ctypes.util
+import re
 import threading
 import time
 
@@ -32,12 +33,34 @@ class FakeNvml:
         self.closed = True
 
 
-def test_check_says_why_not():
-    def no_lib():
-        raise NvmlError("no NVIDIA management library (libnvidia-ml.so.1: not found)")
-    assert NvmlBackend(opener=no_lib).check().startswith("no NVIDIA management library")
-    fake = FakeNvml()
-    assert NvmlBackend(opener=lambda: fake).check() is None and fake.closed
+def test_check_says_why_not_without_opening_nvml():
+    def never():
+        raise AssertionError("check() opened NVML")
+    why = "no NVIDIA driver (NVIDIA's management library, libnvidia-ml.so.1, is not loaded)"
+    assert NvmlBackend(opener=never, probe=lambda: why).check() == why
+    assert NvmlBackend(opener=never, probe=lambda: None).check() is None
+
+    def broken():
+        raise RuntimeError("bad ELF")
+    assert NvmlBackend(opener=never, probe=broken).check() == "NVML unusable: bad ELF"
+
+
+def test_an_nvml_that_fails_to_open_in_the_thread_is_an_error_not_a_failed_start():
+    def refuse():
+        raise NvmlError("nvmlInit failed through nvidia-ml-py (Driver/library version mismatch)")
+    got = []
+    b = NvmlBackend(rate_hz=50, opener=refuse, probe=lambda: None)
+    b.start(TargetSet([1]), got.append)        # returns at once: NVML opens in the thread
+    b.stop()
+    assert got == [] and b.errors == ["NVML could not be opened: nvmlInit failed through "
+                                      "nvidia-ml-py (Driver/library version mismatch)"]
+
+
+def test_nvml_problem_without_the_driver_imports_nothing(monkeypatch):
+    import sys
+    monkeypatch.setattr(nvml_mod, "DRIVER_PATHS", ("/nonexistent/nvidia",))
+    monkeypatch.setitem(sys.modules, "pynvml", None)        # an import would raise
+    assert nvml_mod.nvml_problem().startswith("no NVIDIA driver")
 
 
 @pytest.fixture(autouse=True)
@@ -234,7 +257,12 @@ def test_open_nvml_refused_by_the_bindings_is_one_line(monkeypatch, code, words)
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     with pytest.raises(NvmlError, match=words):
         open_nvml()
-    assert NvmlBackend(opener=open_nvml).check().split(" ")[0] in ("no", "nvmlInit")
+    b = NvmlBackend(rate_hz=50, opener=open_nvml, probe=lambda: None)
+    b.start(TargetSet([1]), lambda e: None)     # the open fails in the sampling thread
+    b.stop()
+    (error,) = b.errors
+    assert error.startswith("NVML could not be opened: ") and "\n" not in error
+    assert re.match(words, error[len("NVML could not be opened: "):])
 
 
 def test_open_nvml_without_the_bindings_says_so(monkeypatch):

@@ -1,15 +1,15 @@
 """The NVML backend: per-GPU utilization, memory and compute pids, sampled beside the others.
 
 Contract (on top of backends/base.py):
-- ``check()``: None when NVML can be opened here, else one line why not; never raises.
+- ``check()``: None when NVML may open here (gpu/nvml.py ``nvml_problem``: found without
+  opening it), else one line why not; never raises.
 - ``start()`` starts one daemon thread that opens NVML and emits a ``GpuSample`` per GPU
   (every GPU, not only the targets') every ``1 / rate_hz`` seconds; it never touches the target
   processes, and NVML's opening never delays the recording's start.
 - Where the NVML object has ``health(ts, phase)`` (tracer/gpu/nvml.py), one ``GpuHealth`` per
   GPU is emitted at start (phase "start") and in ``stop()`` before NVML is shut down ("end").
 - ``stop()`` is idempotent and returns when the thread has ended and NVML is shut down.
-- ``opener`` replaces ``tracer.gpu.nvml.open_nvml`` in tests (anything with ``read()`` and
-  ``close()``).
+  ``opener`` and ``probe`` replace gpu/nvml.py's ``open_nvml`` and ``nvml_problem`` (tests).
 """
 from __future__ import annotations
 
@@ -17,36 +17,33 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from ...gpu.nvml import NvmlError, open_nvml
+from ...gpu.nvml import nvml_problem, open_nvml
 from .base import Backend, Emit, TargetSet
 
 
 class NvmlBackend(Backend):
     name = "nvml"
 
-    def __init__(self, rate_hz: float = 2.0, opener: Callable[[], Any] = open_nvml) -> None:
+    def __init__(self, rate_hz: float = 2.0, opener: Callable[[], Any] = open_nvml,
+                 probe: Callable[[], Optional[str]] = nvml_problem) -> None:
         super().__init__()
         self.interval = 1.0 / max(rate_hz, 0.1)
         self._opener = opener
+        self._probe = probe
         self._nv: Any = None
         self._thread: Optional[threading.Thread] = None
         self._stop = threading.Event()
         self._emit: Optional[Emit] = None
 
     def check(self) -> Optional[str]:
-        """None when NVML can be opened here, else one line why not (no library, no GPU); it opens
-        and closes NVML once and never raises."""
+        """None when NVML may open here, else one line why not (no driver, no library, no
+        bindings); it never raises. Found without opening NVML: an open and a shutdown cost
+        30 ms on a GPU host before the recording's first byte. An NVML that still fails to
+        open (a driver and library of different versions) is said by ``start``'s thread."""
         try:
-            nv = self._opener()
-        except NvmlError as exc:
-            return str(exc)
+            return self._probe()
         except Exception as exc:  # a broken library must not break attach
             return f"NVML unusable: {exc}"
-        try:
-            nv.close()
-        except Exception:
-            pass
-        return None
 
     def sample_once(self, emit: Emit) -> int:
         """One round of readings (also used by tests); returns how many were emitted."""
