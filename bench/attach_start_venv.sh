@@ -3,7 +3,7 @@
 # own (the system's Python, the carried wheels .whl/*.whl and .whl/venv/*.whl unpacked into its
 # site-packages), beside the image's torch venv (whose .pth files Python reads at every start).
 # Then one `python -X importtime` of attach -b ebpf in the clean venv: where the start goes.
-#   [CLEAN_ONLY=1] bash bench/attach_start_venv.sh [REPS]     (on the device; the archive is $OUT/attach-start.txt)
+#   [CLEAN_ONLY=1] [TREES='--tree A --tree B'] bash bench/attach_start_venv.sh [REPS]     (on the device; the archive is $OUT/attach-start.txt)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . fixtures/gpu/device_env.sh
@@ -28,7 +28,7 @@ done
     done | tr '\n' ' '; echo
   done
   echo "## clean venv (PYTHONPATH only the tree):"
-  env -u PYTHONPATH "${HT_ENV[@]}" PYTHONPATH= "$V/bin/python" bench/attach_start.py --backends ebpf proc --reps "$REPS" 2>&1
+  env -u PYTHONPATH "${HT_ENV[@]}" PYTHONPATH= "$V/bin/python" bench/attach_start.py --backends ebpf proc --reps "$REPS" ${TREES:-} 2>&1
   [ -n "${CLEAN_ONLY:-}" ] || {
   echo "## torch venv (device_env.sh's PYTHONPATH):"
   "${HT_ENV[@]}" python3 bench/attach_start.py --backends ebpf proc --reps "$REPS" 2>&1; }
