@@ -3,7 +3,8 @@ ground, issue 30's verdicts): shapes of real logs from public issue trackers, re
 made-up pids and addresses.
 
 - A wait owed from outside the log (a file lock whose holder the log does not show, a connect a
-  peer does not answer) is blocked, not idle; a tree whose other chains advance still progresses.
+  peer does not answer) is blocked, not idle, its process's verdict as the tree's; a tree whose
+  other chains advance still progresses.
 - A log without times that ends with a thread in a call without a time limit: the end decides,
   and what the thread wrote before is history; a line cut in a call that cannot block is not a
   wait.
@@ -62,6 +63,16 @@ def test_a_lock_whose_holder_the_log_does_not_show_is_blocked(tmp_path):
 def test_a_connect_that_never_completes_is_blocked(tmp_path):
     r = _judge(tmp_path, CONNECT)
     assert r.verdict == "blocked", (r.verdict, r.rule)
+
+
+def test_the_process_waiting_for_what_is_owed_says_blocked_as_its_tree_does(tmp_path):
+    # its process's own verdict agreed with the tree's (it said idle under a blocked tree)
+    for text in (FLOCK, CONNECT):
+        (p,) = _judge(tmp_path, text).processes
+        assert (p.verdict, p.rule) == ("blocked", "waits-outside")
+    # a read from a source the log does not name is input: idle, process and tree
+    r = _judge(tmp_path, "read(0, ")
+    assert r.verdict == "idle" and [p.verdict for p in r.processes] == ["idle"]
 
 
 def test_the_end_decides_what_was_written_before_is_history(tmp_path):

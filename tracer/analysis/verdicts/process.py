@@ -252,6 +252,10 @@ def _judge_blocked(pv: ProcessVerdict, graph: WaitGraph, waits: List[ResolvedWai
     elif EdgeKind.COLLECTIVE in kinds:
         pv.rule, pv.block = "waits-in-collective", BlockKind.COLLECTIVE
     elif kinds and kinds <= {EdgeKind.OUTSIDE}:
-        pv.verdict, pv.rule, pv.block = IDLE, "waits-outside", BlockKind.OUTSIDE
+        # a wait for something owed (a lock, a connection, a device: chain.OWED_CALLS) is no
+        # idle wait for input: blocked, as the tree it decides says
+        owed = chains.end(pnode(pid)).kind == EndKind.OUTSIDE_STUCK
+        pv.verdict = BLOCKED if owed else IDLE
+        pv.rule, pv.block = "waits-outside", BlockKind.OUTSIDE
     else:
         pv.rule, pv.block = "waits-on-peers", BlockKind.PEERS
