@@ -70,6 +70,8 @@ def test_the_process_waiting_for_what_is_owed_says_blocked_as_its_tree_does(tmp_
     for text in (FLOCK, CONNECT):
         (p,) = _judge(tmp_path, text).processes
         assert (p.verdict, p.rule) == ("blocked", "waits-outside")
+        # the log names no process: its thread is "the traced thread", never a thread 0
+        assert p.evidence[0].startswith("the traced thread: waits "), p.evidence
     # a read from a source the log does not name is input: idle, process and tree
     r = _judge(tmp_path, "read(0, ")
     assert r.verdict == "idle" and [p.verdict for p in r.processes] == ["idle"]

@@ -34,7 +34,10 @@ class Finding:
     text: str
 
     def render(self) -> str:
-        return f"thread {real_id(self.tid)}: {self.text}" if self.tid is not None else self.text
+        if self.tid is None:
+            return self.text
+        tid = real_id(self.tid)      # 0: a log's unprefixed lines whose process it never names
+        return f"{f'thread {tid}' if tid else 'the traced thread'}: {self.text}"
 
 
 @dataclass
