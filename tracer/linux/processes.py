@@ -21,14 +21,15 @@ from typing import List, Optional, Sequence, Tuple
 from .access import is_kernel_thread
 from .procfs import DENIED, GONE, UNREADABLE, list_pids, read_checked, read_cmdline, read_comm
 
+__all__ = ["name_matches", "find_by_name", "select_by_name", "ancestors_of_me", "access_of",
+           "pid_access", "listing"]
+
 
 def _psutil() -> ModuleType:
     """psutil, imported where it is used: 10 ms that attach's start does without."""
     import psutil
     return psutil
 
-__all__ = ["name_matches", "find_by_name", "select_by_name", "ancestors_of_me", "access_of",
-           "pid_access", "listing"]
 
 _GLOB_CHARS = frozenset("*?[")
 

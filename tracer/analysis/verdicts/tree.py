@@ -217,8 +217,8 @@ def _interrupted_wait(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> Opti
     SIGQUIT or SIGHUP reaches its process, and what the process does after it is its end (a
     traceback written, an exit): that is not progress, and "exited" hides why it was stopped.
     Only where every process of the tree is such a one or has exited, and each such process
-    shows no other thread at work (each other thread in a wait without timeout that never
-    returned): a worker that computed beside the waiting main thread makes it no hang."""
+    shows no other thread at work (each other thread inside a futex wait that never returned):
+    a worker that computed beside the waiting main thread makes it no hang."""
     found: List[Tuple[ProcessVerdict, ThreadStats, Syscall, str]] = []
     for pid, pv in pvs.items():
         p = rec.processes[pid]
@@ -238,12 +238,17 @@ def _interrupted_wait(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> Opti
     pv, t, call, signal = min(found, key=lambda f: (_depth(pvs, f[0].pid), f[0].pid))
     p = rec.processes[pv.pid]
     w = wait_from_call(call, p.info.fds if p.info else [])
-    who = "its main thread" if t.is_main else f"thread {real_id(t.tid)}"
+    who = _thread_words(t)
     after = (f"then it {pv.exit_status}" if pv.verdict == EXITED else
              "what it did after (a traceback, its exit) is its end, not progress")
     return TreeVerdict(BLOCKED, "interrupted-wait", RootCause(pv.pid, t.tid, (
         f"{pv.label}: {who} was blocked in {w.describe()} until {signal} interrupted it (sent "
         f"from a terminal or another process: the hang ended from outside); {after}")))
+
+
+def _thread_words(t: ThreadStats) -> str:
+    """How a root cause's sentence names a thread of its process."""
+    return "its main thread" if t.is_main else f"thread {real_id(t.tid)}"
 
 
 def _gone_cause(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> TreeVerdict:
@@ -266,7 +271,7 @@ def _gone_cause(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> TreeVerdic
     tid = stuck[0][0].tid if stuck else (root.pid if (root.pid, root.pid) in rec.threads
                                          else None)
     for t, w in stuck[:3]:
-        who = "its main thread" if t.is_main else f"thread {real_id(t.tid)}"
+        who = _thread_words(t)
         summary += (f"; before it ended, {who} was blocked in {w.describe()}, and the call "
                     "never returned")
     return TreeVerdict(EXITED, "all-exited", RootCause(root.pid, tid, summary))
