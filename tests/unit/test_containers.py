@@ -151,3 +151,12 @@ def test_no_container_no_line():
              xe.ProcessVitals(ts=1.0, pid=300, start_time=0.5, phase="start")]
     e = _evidence(facts)
     assert e["containers"] == [] and e["processes"][0]["cgroup"] == "/user.slice"
+
+
+def test_watch_looks_again_for_the_containers_processes(proc):
+    from tracer.record.watch_looks import TreeSampler
+    root, _ = proc
+    sampler = TreeSampler([], container="3f2a1b9c", root=root, nvml=None)
+    assert sampler._selected() == [100, 101]
+    ambiguous = TreeSampler([], container="3f2a", root=root, nvml=None)
+    assert ambiguous._selected() == []          # an error between looks is no crash
