@@ -1,6 +1,7 @@
 """--cgroup and --container on a real cgroup v2 tree: a cgroup made where v2 is mounted
-(/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host like this VM) with a child named as Docker names its systemd scopes (docker-<64 hex>.scope), a scenario's two
-processes moved into it, and a process outside it. attach and snapshot select exactly the
+(/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host like this VM) with children
+named as Docker names its systemd scopes (docker-<64 hex>.scope), a scenario's two
+processes moved into one, and a process outside it. attach and snapshot select exactly the
 two, and the report (text and JSON) names the container, its runtime and its processes. The
 cgroups are removed at the end (their processes moved back first). Root and cgroup v2 only."""
 from __future__ import annotations

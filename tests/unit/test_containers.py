@@ -19,7 +19,8 @@ from tracer import events as ev
 A = "3f2a1b9c4d5e" + "0" * 52
 B = "3f2a77777777" + "1" * 52
 C = "c0ffee000000" + "2" * 52
-POD = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b3c4d_0000_1111_2222_333344445555.slice"
+POD = ("/kubepods.slice/kubepods-burstable.slice/"
+       "kubepods-burstable-pod1a2b3c4d_0000_1111_2222_333344445555.slice")
 CGROUPS = {
     100: f"0::/system.slice/docker-{A}.scope\n",
     101: f"0::/system.slice/docker-{A}.scope\n",

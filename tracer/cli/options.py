@@ -25,7 +25,8 @@ from ..errors import shown
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console       # rich loads when a report is shown (30 ms)
 
-__all__ = ["FiniteFloat", "PidList", "pid_option", "container_options", "all_pids", "report_console", "show",
+__all__ = ["FiniteFloat", "PidList", "pid_option", "container_options", "all_pids",
+           "report_console", "show",
            "is_terminal", "FILE", "DIR", "complete_from", "complete_scenario"]
 
 _PID_DIGITS = 10                  # pid_max is at most 2**22; 10 digits bound int() anyway

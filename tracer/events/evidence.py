@@ -1,6 +1,6 @@
 """Events that carry the evidence an engineer checks by hand (issue 14): process vitals, log
-targets, each process's cgroup and container, kernel log lines of the NVIDIA driver, GPU health from NVML, library versions, CUDA
-graph activity, and one-line notes on what could not be read.
+targets, cgroups, kernel log lines of the NVIDIA driver, GPU health from NVML, library
+versions, CUDA graph activity, and one-line notes on what could not be read.
 
 Contract:
 - Same rules as events/__init__.py: an event states what was read and where (``source``), never what it

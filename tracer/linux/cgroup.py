@@ -57,8 +57,8 @@ _BARE_ID = re.compile(_HEX64)
 # "kubepods-burstable-pod<uid>.slice", "kubepods-pod<uid>.slice" (guaranteed: no QoS slice),
 # the cgroupfs driver's "pod<uid>"; a static pod's uid is a 32-hex hash, a plain pod's a
 # UUID (its dashes written as underscores in a systemd unit name)
-_POD_SLICE = re.compile(r"(?:[a-z0-9_]+-)?kubepods-(?:(burstable|besteffort)-)?pod([0-9a-f_\-]+)\.slice"
-                        r"(?::.*)?")
+_POD_SLICE = re.compile(r"(?:[a-z0-9_]+-)?kubepods-(?:(burstable|besteffort)-)?"
+                        r"pod([0-9a-f_\-]+)\.slice(?::.*)?")
 _POD_DIR = re.compile(r"pod([0-9a-f\-]{32,36})")
 _QOS_DIRS = {"burstable": "burstable", "besteffort": "besteffort"}
 

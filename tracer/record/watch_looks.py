@@ -3,9 +3,9 @@
 Contract:
 - ``TreeSampler(roots, name=None, cgroup=None, container=None)``; ``look()``: a ``TreeLook``
   (analysis/watch_rules.py) of every live process of the roots' trees (a new one followed from
-  the look that sees it, also after its parent dies) and of every process ``name``,
-  ``cgroup`` and ``container`` select (linux/containers.py; looked for again every ``rescan_s`` seconds, so a watcher may start
-  before the server it watches); never the watcher's own process, its ancestors and children.
+  the look that sees it, also after its parent dies) and of what ``name``, ``cgroup`` and
+  ``container`` select (looked for again every ``rescan_s`` s: a watcher may start before its
+  server); never the watcher's own process, its ancestors and children.
 - It never stops, signals or ptrace-attaches a process: it reads /proc files and kernel tables
   (what a look reads: ``TreeSampler.look``); one it cannot read (another user's, without root)
   is watched through what it can, and ``notes`` says what it could not, once. ``close()``

@@ -3,8 +3,9 @@
 
 Contract: reads only the evidence dict (never /proc); every text taken from processes (paths,
 command lines, kernel log lines) is escaped. Findings come first (warnings, then context),
-then one line per container the tree runs in (``container_line``), per-process vitals, log targets and library versions, ports, GPUs, the kernel log, CUDA
-graph activity, and one line per datum that could not be gathered and why.
+then one line per container the tree runs in (``container_line``), per-process vitals, log
+targets and library versions, ports, GPUs, the kernel log, CUDA graph activity, and one line
+per datum that could not be gathered and why.
 """
 from __future__ import annotations
 
