@@ -96,6 +96,10 @@ def test_cgroup_and_container_select_exactly_the_containers_processes(scenario, 
             assert (c["id"], c["runtime"], c["pids"]) == (cid, "docker", tree)
             assert c["cgroup"] == rel and c["pod_uid"] is None
             assert outside.pid not in [x["pid"] for x in doc["processes"]]
+        # the container is a fact of the trace: analyze of the saved trace names it too
+        again = json.loads(run("analyze", str(tmp_path / f"t{len(how[1])}.htrace.gz"),
+                               "--json").stdout)
+        assert again["evidence"]["containers"] == doc["evidence"]["containers"]
         # the test parent holds both containers: the cgroup below it selects both
         p = run("snapshot", "--cgroup", "/" + docker_like["parent"].name, "--json")
         snap = json.loads(p.stdout)
