@@ -3,8 +3,9 @@
 
 Contract: reads only the evidence dict (never /proc); every text taken from processes (paths,
 command lines, kernel log lines) is escaped. Findings come first (warnings, then context),
-then per-process vitals, log targets and library versions, ports, GPUs, the kernel log, CUDA
-graph activity, and one line per datum that could not be gathered and why.
+then one line per container the tree runs in (``container_line``), per-process vitals, log
+targets and library versions, ports, GPUs, the kernel log, CUDA graph activity, and one line
+per datum that could not be gathered and why.
 """
 from __future__ import annotations
 
@@ -89,6 +90,25 @@ def _process_node(node: Tree, p: Dict[str, Any], ref: float,
         pn.add(_t("libs: " + "; ".join(_lib_text(x) for x in p["libs"])))
 
 
+MAX_PIDS = 8         # pids named on a container's line; the rest counted
+
+
+def container_line(c: Dict[str, Any], name: Callable[[int], str]) -> str:
+    """One container of the tree: runtime, short id, pod and QoS class, its processes and
+    the cgroup they were read from (evidence/containers.py's entry)."""
+    runtime = escape(c["runtime"]) if c.get("runtime") else "kubernetes (runtime not in the path)"
+    bits = [f"[bold]container[/] {runtime} {escape(c['short'])}"]
+    if c.get("pod_uid"):
+        bits.append(f", pod {escape(c['pod_uid'])}"
+                    + (f" (QoS {escape(c['qos'])})" if c.get("qos") else ""))
+    pids = c.get("pids") or []
+    shown = ", ".join(name(p) for p in pids[:MAX_PIDS]) + \
+        (f" and {len(pids) - MAX_PIDS} more" if len(pids) > MAX_PIDS else "")
+    bits.append(f": {len(pids)} process{'es' if len(pids) != 1 else ''} ({escape(shown)})")
+    bits.append(f" [dim](cgroup v{c.get('version', 2)} {escape(c.get('cgroup') or '?')})[/]")
+    return "".join(bits)
+
+
 def _gpu_line(g: Dict[str, Any]) -> str:
     head = f"GPU {g['gpu']}" + (f" {escape(g['name'])}" if g.get("name") else "") \
         + (f" [dim]({escape(g['pci_bus'])})[/]" if g.get("pci_bus") else "")
@@ -132,6 +152,8 @@ def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False,
         style = "bold yellow" if f["severity"] == "warn" else "cyan"
         top.add(_t(f"[{style}]{escape(f['rule'])}[/]: {escape(f['text'])} "
                    f"[dim]({escape(f.get('source') or '')})[/]"))
+    for c in ev.get("containers") or []:
+        top.add(_t(container_line(c, name)))
     procs = ev.get("processes") or []
     if procs:
         pn = top.add(_t("[bold]processes[/]"))
