@@ -112,11 +112,14 @@ def _stop(p: subprocess.Popen) -> None:
 
 def test_the_probe_asks_the_target_s_namespace_never_the_host_s(host: HostListener) -> None:
     p = _in_own_netns(host.port)
+    ours = os.readlink("/proc/thread-self/ns/net")
     try:
-        assert os.readlink(f"/proc/{p.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+        assert os.readlink(f"/proc/{p.pid}/ns/net") != ours
         events = nccl_ras_probe([p.pid])
     finally:
         _stop(p)
+    assert os.readlink("/proc/thread-self/ns/net") == ours      # only the helper thread moved
+    assert not [t for t in threading.enumerate() if t.name == "hangtrace-netns"]
     time.sleep(0.2)                     # a connection the host accepted is counted by now
     assert host.got == [], f"the host's 127.0.0.1:{host.port} was reached: {host.got}"
     [e] = events

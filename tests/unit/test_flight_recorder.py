@@ -211,3 +211,23 @@ def test_dumps_given_beside_a_trace_are_put_on_its_ranks_by_rank():
                           str(SKIP / "nothing_here_")], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "no dump found" in bad.stderr
+
+
+@pytest.mark.parametrize("rank", ["\u00b2", "\u0663", "1" * 5000, " +1_0"])
+def test_a_rank_a_target_writes_is_read_by_the_one_integer_parser(tmp_path, monkeypatch, rank):
+    """Issue 46, item 6: ``RANK=²`` in one process's environment made ``int()`` raise inside the
+    probe (``isdigit()`` says yes), which turned it off for the whole tree. That process has no
+    rank now; the other's dump is read as ever."""
+    import os
+    import shutil
+    from tracer.record.probes import flight_recorder as fr
+    shutil.copy(SKIP / "fr_rank_1", tmp_path / "d_1")
+    me, other = os.getpid(), os.getppid()
+    envs = {me: {"TORCH_FR_BUFFER_SIZE": "1", "TORCH_FR_DUMP_TEMP_FILE": f"{tmp_path}/d_",
+                 "RANK": "1"},
+            other: {"RANK": rank, "TORCH_NCCL_TRACE_BUFFER_SIZE": "\u00b2"}}
+    monkeypatch.setattr(fr.procfs, "read_environ_vars",
+                        lambda pid, names, root="/proc": envs.get(pid, {}))
+    [e] = fr.flight_recorder_probe([other, me])
+    assert (e.path, e.rank, e.pid, e.error) == (f"{tmp_path}/d_1", 1, me, "")
+    assert e.entries
