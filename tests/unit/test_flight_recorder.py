@@ -6,7 +6,9 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -218,8 +220,6 @@ def test_a_rank_a_target_writes_is_read_by_the_one_integer_parser(tmp_path, monk
     """Issue 46, item 6: ``RANK=²`` in one process's environment made ``int()`` raise inside the
     probe (``isdigit()`` says yes), which turned it off for the whole tree. That process has no
     rank now; the other's dump is read as ever."""
-    import os
-    import shutil
     from tracer.record.probes import flight_recorder as fr
     shutil.copy(SKIP / "fr_rank_1", tmp_path / "d_1")
     me, other = os.getpid(), os.getppid()
@@ -231,3 +231,24 @@ def test_a_rank_a_target_writes_is_read_by_the_one_integer_parser(tmp_path, monk
     [e] = fr.flight_recorder_probe([other, me])
     assert (e.path, e.rank, e.pid, e.error) == (f"{tmp_path}/d_1", 1, me, "")
     assert e.entries
+
+
+@pytest.mark.parametrize("ranks, pg_key", [("[0, \u00b2]", "0"), ("[0, " + "9" * 5000 + "]", "0"),
+                                           ("[0, 1]", "\u00b2"), ("[0, 1]", "9" * 5000)])
+def test_numbers_a_dump_writes_are_read_by_the_one_integer_parser(tmp_path, ranks, pg_key):
+    """Issue 46, item 6: a group's ranks or a status's pg_id of ``²`` or 5,000 digits made
+    ``int()`` raise in the analysis (``isdigit()`` says yes): the dumps still read, the odd
+    number is no rank and no group."""
+    def edit(rank, d):
+        for cfg in d["pg_config"].values():
+            cfg["ranks"] = ranks
+        d["pg_status"] = {pg_key: st for st in d["pg_status"].values()}
+        return d
+    rec = read_recorder(read_dumps(str(_variant(tmp_path, edit))))
+    assert len(rec.dumps) == 2 and not [d for d in rec.dumps if d.error]
+
+
+def test_a_dump_file_s_rank_is_ascii_digits(tmp_path):
+    shutil.copy(SKIP / "fr_rank_1", tmp_path / "d_1")
+    shutil.copy(SKIP / "fr_rank_1", tmp_path / "d_\u00b2")
+    assert [os.path.basename(p) for p, _ in find_dumps(str(tmp_path / "d_"))] == ["d_1"]
