@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pickle
+import time
 import shutil
 import subprocess
 import sys
@@ -252,3 +253,27 @@ def test_a_dump_file_s_rank_is_ascii_digits(tmp_path):
     shutil.copy(SKIP / "fr_rank_1", tmp_path / "d_1")
     shutil.copy(SKIP / "fr_rank_1", tmp_path / "d_\u00b2")
     assert [os.path.basename(p) for p, _ in find_dumps(str(tmp_path / "d_"))] == ["d_1"]
+
+
+def test_the_whole_probe_stops_reading_at_its_deadline(tmp_path, monkeypatch):
+    """Issue 46, item 5: each file was given at least 0.05 s after the probe's 5 s were spent,
+    1,024 files of a stuck file system 51 s more. A file not read in time says so."""
+    from tracer.linux.target_files import TargetFileRefused
+    from tracer.record.probes import flight_recorder as fr
+    for n in range(20):
+        shutil.copy(SKIP / "fr_rank_1", tmp_path / f"d_{n}")
+    me = os.getpid()
+    monkeypatch.setattr(fr.procfs, "read_environ_vars", lambda pid, names, root="/proc": {
+        "TORCH_FR_BUFFER_SIZE": "1", "TORCH_FR_DUMP_TEMP_FILE": f"{tmp_path}/d_"})
+    asked = []
+
+    def stuck(pid, path, *, max_bytes, seconds, owned, root):  # a hung file system's read
+        asked.append(seconds)
+        time.sleep(seconds)
+        raise TargetFileRefused(f"no answer within {seconds:g} s")
+
+    monkeypatch.setattr(fr, "read_target_file", stuck)
+    monkeypatch.setattr(fr, "SECONDS", 0.3)
+    events = fr.flight_recorder_probe([me])
+    assert len(events) == 20 and sum(asked) < 1.0
+    assert "the probe's 0.3 s were spent" in events[-1].error

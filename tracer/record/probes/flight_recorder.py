@@ -68,7 +68,8 @@ def flight_recorder_probe(pids: List[int], analyzer: object = None,
                           root: str = "/proc") -> List[FlightRecorderDump]:
     """EndProbe (session.py): the Flight Recorder dumps of ``pids`` (module doc).
     Each file is read inside the process's own root, no link followed, a regular file it owns,
-    bounded in size and time (linux/target_files.py)."""
+    bounded in size and time (linux/target_files.py); at most ``MAX_FILES`` in all, none once
+    the probe's ``SECONDS`` are spent (each left is an event that says so)."""
     deadline = time.monotonic() + SECONDS
     envs = {pid: procfs.read_environ_vars(pid, ENV, root) for pid in pids}
     ranks: Dict[int, int] = {}
@@ -79,7 +80,7 @@ def flight_recorder_probe(pids: List[int], analyzer: object = None,
     files: Dict[str, Tuple[int, Optional[int], int]] = {}
     out = []
     for pid, env in sorted(envs.items()):
-        if not _enabled(env):
+        if not _enabled(env) or time.monotonic() >= deadline:
             continue
         creds = target_creds(pid, root)
         why = privilege_refusal(pid, creds, root) if creds is not None else None
@@ -91,8 +92,12 @@ def flight_recorder_probe(pids: List[int], analyzer: object = None,
             owner = ranks.get(rank, pid) if rank is not None else pid
             files.setdefault(seen_as, (pid, rank, owner))
     now = time.time()
-    for seen_as, (reader, rank, owner) in sorted(files.items()):
+    for seen_as, (reader, rank, owner) in sorted(files.items())[:MAX_FILES]:
         ev = FlightRecorderDump(ts=now, path=seen_as, rank=rank, pid=owner)
+        if time.monotonic() >= deadline:
+            ev.error = f"not read: the probe's {SECONDS:g} s were spent"
+            out.append(ev)
+            continue
         try:
             got = read_target_file(reader, seen_as, max_bytes=MAX_BYTES,
                                    seconds=_left(deadline), owned=True, root=root)
