@@ -32,7 +32,11 @@ RAS_PORT = 28028
 PROTOCOL = 2
 MAX_BYTES = 4 << 20
 LEG_TIMEOUT_S = 2          # what we ask the RAS collective to wait for each peer
-SECONDS = END_PROBES_S     # the whole probe, every service asked at once
+# The whole probe, every service asked at once: the RAS collective's own wait for a peer and
+# one second more, so that the end probes after it (stacks, logs) keep part of END_PROBES_S;
+# a probe that took all of it left them not run.
+SECONDS = LEG_TIMEOUT_S + 1.0
+assert SECONDS < END_PROBES_S
 MAX_SERVICES = 32          # asked; any more are named as not asked
 MAX_LINE = 4096            # a reply line of the handshake
 
