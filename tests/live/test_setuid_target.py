@@ -18,6 +18,7 @@ from typing import Iterator
 
 import pytest
 
+from tracer.analysis.job.flight_recorder import read_recorder
 from tracer.linux.target_files import TargetFileRefused, list_target_dir, target_creds
 from tracer.record.probes.flight_recorder import flight_recorder_probe
 
@@ -94,6 +95,8 @@ def test_a_setuid_target_s_dump_prefix_is_not_read(world: Path) -> None:
     [e] = events                                       # the probe says why it read nothing
     assert e.path == f"{secret_dir}/s_" and e.pid == p.pid
     assert e.error.startswith("not read: ") and "setuid" in e.error, e.error
+    [note] = read_recorder(events).notes               # the report says it once
+    assert note.count("not read") == 1 and "65534/0/0/0" in note, note
 
 
 def test_a_relative_prefix_is_looked_up_from_the_target_s_working_folder(world: Path) -> None:

@@ -161,7 +161,8 @@ def read_recorder(dumps: Sequence[FlightRecorderDump],
     rec = Recorder(dumps=list(dumps))
     for d in dumps:
         if d.error:
-            rec.notes.append(f"Flight Recorder dump {d.path} not read: {d.error}")
+            why = d.error.removeprefix("not read: ")     # the probe's words for a refusal
+            rec.notes.append(f"Flight Recorder dump {d.path} not read: {why}")
         elif window_start is not None and d.mtime is not None and d.mtime < window_start - 1:
             rec.notes.append(f"Flight Recorder dump {d.path} was written "
                              f"{window_start - d.mtime:.0f} s before the recording began: what "
