@@ -298,3 +298,42 @@ def test_real_answer_with_rank_1_killed(fmt):
     [(comm, m)] = missing_ranks(st)
     assert (m.rank, m.gpu) == (1, 1) and m.pid is not None
     assert lagging_ranks(st) == []
+
+
+_ODD_NUMBERS = ["\u00b2", "\u0663", "9" * 5000, "-1", "1e308", "0x10", "18446744073709551616",
+                "", "1_0"]
+
+
+def _ras_mutants(seed: int, count: int):
+    """Real answers with their numbers replaced by odd ones, lines repeated or cut (fixed seed)."""
+    import random
+    import re
+    rnd = random.Random(seed)
+    sources = sorted(DATA.glob("*.text")) + sorted(DATA.glob("*.json"))
+    for n in range(count):
+        src = sources[n % len(sources)]
+        text = src.read_text()
+        spans = [m.span() for m in re.finditer(r"[0-9]+", text)]
+        for a, b in sorted(rnd.sample(spans, min(len(spans), rnd.randint(1, 6))),
+                           reverse=True):
+            text = text[:a] + rnd.choice(_ODD_NUMBERS) + text[b:]
+        lines = text.splitlines()
+        if lines and rnd.random() < 0.3:
+            i = rnd.randrange(len(lines))
+            lines[i:i + 1] = [lines[i]] * rnd.randint(2, 500)
+        if lines and rnd.random() < 0.2:
+            lines = lines[:rnd.randrange(len(lines))]
+        yield src.name, "json" if src.suffix == ".json" else "text", "\n".join(lines)
+
+
+def test_mutated_answers_parse_or_are_no_answer_never_an_exception():
+    """Issue 46, items 5 and 6: numbers a target writes (RAS answers come from the job) never
+    raise in the parser or the notes: 300 mutants of the real answers, a fixed seed."""
+    from tracer import events as ev
+    from tracer.analysis.job.ras import read_ras
+    for name, fmt, text in _ras_mutants(46, 300):
+        st = parse_ras(text, fmt)
+        if st is not None:
+            lagging_ranks(st), missing_ranks(st), rank_of_pid(st)
+        read_ras([ev.NcclRasStatus(ts=0.0, pid=1, host="127.0.0.1", port=28028, fmt=fmt,
+                                   text=text)])
