@@ -238,6 +238,20 @@ def test_a_large_text_answer_is_read_in_linear_time():
     assert took < 5.0, f"{took:.1f} CPU seconds"
 
 
+def test_the_note_names_a_few_missing_or_failing_ranks_and_counts_the_rest():
+    """40,000 ranks without data made one note of 2.3 MB; 8 are named, the rest counted."""
+    from tracer import events as ev
+    from tracer.analysis.job.ras import MAX_LISTED, read_ras
+    lines = ["NCCL version 2.28.9", "#0-0 (abc) INCOMPLETE"]
+    lines += [f"  Rank {r} -- GPU 0 managed by process {1000 + r} on node 10.0.0.1"
+              for r in range(40000)]
+    [note] = read_ras([ev.NcclRasStatus(ts=0.0, pid=1, host="h", port=1, fmt="text",
+                                        text="\n".join(lines))]).notes
+    assert note.text.count("no data from rank") == MAX_LISTED
+    assert note.text.endswith(f"no data from {40000 - MAX_LISTED} more ranks")
+    assert len(note.text) < 2000
+
+
 def test_json_answer_gives_counts_pids_and_gpus():
     st = parse_ras((DATA / "shape_mismatch.json").read_text(), "json")
     assert rank_of_pid(st) == {622: (0, 0), 623: (1, 1)}
