@@ -257,8 +257,9 @@ def nccl_ras_probe(pids: List[int], analyzer: object = None, *,
                for i, s in enumerate(asked)]
     for t in threads:
         t.start()
+    grace = deadline.at + 1.0        # the sockets' own timeouts end every thread by then
     for t in threads:
-        t.join(max(0.0, deadline.at - time.monotonic()) + 1.0)
+        t.join(max(0.0, grace - time.monotonic()))
     out: List[ev.Event] = []
     for i, s in enumerate(services):
         e = box.get(i)
