@@ -116,3 +116,28 @@ def test_a_relative_prefix_is_looked_up_from_the_target_s_working_folder(world: 
     [e] = events
     assert (e.path, e.rank, e.error) == (f"{work}/fr/d_3", 3, "")
     assert e.entries and e.size == DUMP.stat().st_size
+
+
+def test_a_chrooted_target_s_relative_prefix_is_found_from_its_working_folder(world: Path
+                                                                               ) -> None:
+    """In a chroot, /proc/PID/cwd reads as the host sees it (JAIL/own): the prefix is looked up
+    from /own inside the target's root, not from the host's JAIL/own nor from /."""
+    import sys
+    jail = world / "jail"
+    (jail / "own").mkdir(parents=True)
+    shutil.copy(DUMP, jail / "own" / "d_8")
+    os.chown(jail / "own" / "d_8", NOBODY, NOBODY)
+    script = (f"import os, time\nos.chroot({str(jail)!r})\nos.chdir('/own')\nos.setgroups([])\n"
+              f"os.setgid({NOBODY})\nos.setuid({NOBODY})\nprint('READY', flush=True)\n"
+              "while True: time.sleep(1)\n")
+    env = dict(os.environ, TORCH_FR_BUFFER_SIZE="1", TORCH_FR_DUMP_TEMP_FILE="d_")
+    p = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "READY"
+        events = flight_recorder_probe([p.pid])
+    finally:
+        _stop(p)
+    [e] = events
+    assert (e.path, e.rank, e.error) == ("/own/d_8", 8, "")
+    assert e.entries
