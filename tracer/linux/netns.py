@@ -1,18 +1,15 @@
-"""Which node a recording was made on: host name, network namespace, addresses.
+"""Which node a recording was made on (host name, network namespace, addresses), and sockets
+made in a target's network namespace.
 
 Contract (readers take an injectable ``root`` like procfs.py; parsers are pure and never raise):
 - ``node_identity()`` -> {"hostname", "netns", "netns_name", "addrs"}: what ``attach`` writes
-  into a trace's header so that ``merge`` can tell nodes apart and match the hosts NCCL RAS
-  names.
-- ``netns_inode(root)``: the inode of /proc/self/ns/net (None where it cannot be read);
+  into a trace's header so that ``merge`` can tell nodes apart and match NCCL RAS's hosts.
+- ``netns_inode(root)``: the inode of /proc/self/ns/net (None where unreadable);
   ``netns_name(inode, run)``: the name ``ip netns`` gave that namespace, "" for none.
-- ``parse_fib_trie(text)``: the IPv4 addresses of this namespace's interfaces;
-  ``parse_if_inet6(text)``: the global IPv6 addresses. Loopback and link-local addresses name
-  no node and are left out.
-- ``socket_in_netns_of(pid, family)``: a TCP socket of ``pid``'s network namespace (made in a
-  thread of its own that enters it: setns(2) of a network namespace moves only the calling
-  thread), so that an address a process names is reached where that process reaches it, never
-  in hangtrace's own namespace; ``NetnsRefused`` (one line) where it cannot be entered.
+- ``parse_fib_trie(text)``, ``parse_if_inet6(text)``: the IPv4 and global IPv6 addresses of
+  this namespace's interfaces (no loopback, no link-local: they name no node).
+- ``socket_in_netns_of(pid, family)``: a TCP socket of ``pid``'s network namespace (its
+  docstring); ``NetnsRefused`` (one line) where that namespace cannot be entered.
 """
 from __future__ import annotations
 

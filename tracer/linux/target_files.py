@@ -1,20 +1,15 @@
 """Files a traced process names, read as root without letting it choose what root reads.
 
 Contract: ``read_target_file(pid, path, max_bytes=, seconds=, owned=)`` and
-``list_target_dir(pid, path, seconds=)`` read a file or a folder that ``pid`` names (a dump
-prefix in its environment, a source file in its stack) as that process would see it: resolved
-inside its own root, no magic link, no link as the last component (``_open_in_root``), opened
-and read in a thread with the target's REAL user and group ids and its groups as file-system
-credentials, bounded in time (``_as_target``). A process whose ids differ (real, effective,
-saved, file-system: a setuid or setgid program, or one that changed its effective id) or whose
-exec was AT_SECURE (/proc/PID/auxv: setuid, setgid, file capabilities) gets nothing read:
-what it names came from someone with fewer rights (``privilege_refusal``; gdb and py-spy read
-no file such a process names either). ``target_path(pid, path)``: where a path it names lies
-in its root (a relative one from its working folder, where the process itself finds it).
+``list_target_dir(pid, path, seconds=)`` read what ``pid`` names (a dump prefix, a source file)
+as that process would see it: in its own root, no magic link, no link as the last component
+(``_open_in_root``), a relative path from its working folder (``target_path``), in a thread
+with its REAL user, group and groups as file-system ids, bounded in time (``_as_target``).
+Nothing is read for a process whose ids differ or whose exec was AT_SECURE
+(``privilege_refusal``: a setuid program names what a less privileged user chose).
 ``read_held_file(pid, fd, tail=)``: the last bytes of a file it holds open (/proc/PID/fd/FD).
 ``open_mapped_file(path, max_bytes=)``: a file it maps, by its /proc/PID/map_files entry.
-Each accepts a regular file only, not on FUSE, of bounded size; anything else raises
-``TargetFileRefused`` with one line saying why.
+Each accepts a regular file only, not on FUSE, of bounded size; else ``TargetFileRefused``.
 """
 from __future__ import annotations
 
@@ -104,8 +99,12 @@ def _aux_pairs(data: bytes, word: int) -> Optional[dict]:
 
 
 def privilege_refusal(pid: int, creds: Optional[Creds], root: str = "/proc") -> Optional[str]:
-    """Why nothing ``pid`` names is read (module doc): ids that differ, an AT_SECURE exec, or,
-    for a privileged reader, an auxiliary vector it cannot read; None when it may be read."""
+    """Why nothing ``pid`` names is read (module doc); None when it may be read. Its user or
+    group ids differ (real, effective, saved, file-system: a setuid or setgid program, or one
+    that changed its effective id for a while), its exec was AT_SECURE (setuid, setgid, file
+    capabilities: the kernel's own word that the caller had fewer rights), or, for a
+    privileged reader, its auxiliary vector does not read. What such a process names came from
+    the less privileged user; gdb and py-spy open no file it names either."""
     if creds is None:
         return f"the credentials of pid {pid} are not readable"
     if len(set(creds.uids)) > 1 or len(set(creds.gids)) > 1:

@@ -1,14 +1,12 @@
 """NCCL RAS answers (``NcclRasStatus`` events) read into typed facts about the job's ranks.
 
-Contract (pure, never raises):
+Contract (pure, never raises; linear in the ranks of the answer):
 - ``parse_ras(text, fmt)`` -> ``RasStatus`` or None: the communicators, each rank's pid, GPU and
   collective operation counts (per kind: AllReduce, AllGather, ...), its status and async error,
   and the ranks missing from the answer (with their pid and whether RAS considers them dead).
   JSON or text, as NCCL prints them (the formats: its docstring).
 - ``lagging_ranks(status)``: per communicator and operation, the ranks that launched fewer
   operations than the others (``RasLag``: who is behind, its count, who is ahead and how far);
-  linear in the ranks of the answer (a rank is found by an index, never by a scan), as are
-  ``parse_ras`` and ``rank_of_pid``;
   ``missing_ranks(status)``: ranks that did not answer (``dead`` when RAS gave up on them).
 - ``rank_of_pid(status)``: {pid: (rank, cuda device)} for naming processes "rank 1 (GPU 1)".
 """

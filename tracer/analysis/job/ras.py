@@ -1,16 +1,13 @@
 """What the job itself said (NCCL RAS answers saved in the trace), as typed facts and notes.
 
-Contract: ``read_ras(events)`` takes the ``NcclRasStatus`` events of a recording and returns
-``JobFacts``: the parsed answer (nccl_ras.RasStatus; the last one that parses, None when none
-did) and report notes that quote it: the operation counts per rank where they differ, the
-ranks RAS got no data from, asynchronous errors (``MAX_LISTED`` of each named, the rest
-counted: an answer of 40,000 missing ranks made one note of 2.3 MB), or why RAS did not
-answer. Pure.
+Contract (pure): ``read_ras(events)`` -> ``JobFacts``: the parsed answer (nccl_ras.RasStatus;
+the last one that parses, None when none did) and notes that quote it: the operation counts per
+rank where they differ, the ranks RAS got no data from, asynchronous errors (``MAX_LISTED`` of
+each named, the rest counted), or why RAS did not answer.
 ``localize_ras(status, nodes, known)``: in merged traces, a copy of the answer whose pids are
-node keys (vocab/nodes.py): NCCL RAS names every rank of the job by (host, pid), host being the
-address the rank's node bound; each becomes the key of that pid on the node with that address
-(or, where no node has it, on the one node where that pid was traced); None where that cannot
-be told. So one trace's RAS answer speaks for every node.
+node keys (vocab/nodes.py): NCCL RAS names every rank by (host, pid), host being the address
+its node bound; each becomes the key of that pid on the node with that address (or, where no
+node has it, on the one node where that pid was traced); None where that cannot be told.
 """
 from __future__ import annotations
 

@@ -1,16 +1,13 @@
 """PyTorch Flight Recorder dumps of the traced ranks, read at the end of a recording.
 
 Contract: ``flight_recorder_probe(pids, analyzer)`` is an ``EndProbe``: for each traced process
-whose environment enables the Flight Recorder, the dump files it names (``dump_files``) are
-read as that process sees and may read them (linux/target_files.py; ``SECONDS`` for the whole
-probe) and parsed (tracefile/fr_dump.py: plain data only) into one ``FlightRecorderDump``
-event each; a file refused is an event whose ``error`` says why. ``pid`` is the process whose
-RANK is the file's rank, else the one whose environment named the prefix. Nothing is asked of
-the ranks: hangtrace never triggers a dump. A process whose environment cannot be read or
-names no file gives no event; one whose files are not read at all (a setuid program:
-target_files.privilege_refusal) gives one event per prefix whose ``error`` says why. A relative
-prefix is looked up from the process's working folder, where torch writes it. Numbers in the
-environment (RANK, the buffer sizes) are read by linux/intparse.py: ``RANK=²`` is no rank.
+whose environment enables the Flight Recorder, the dump files it names (``dump_files``; a
+relative prefix from its working folder) are read as that process may read them
+(linux/target_files.py; ``SECONDS`` for the whole probe) and parsed (tracefile/fr_dump.py) into
+one ``FlightRecorderDump`` event each; a file refused, or each prefix of a process nothing is
+read for (a setuid program), is an event whose ``error`` says why. ``pid`` is the process whose
+RANK is the file's rank, else the one that named the prefix. hangtrace never triggers a dump.
+Numbers in the environment are read by linux/intparse.py (``RANK=²`` is no rank).
 """
 from __future__ import annotations
 

@@ -1,17 +1,13 @@
 """Ask NCCL's RAS service what the job itself knows: which rank is behind, missing or dead.
 
 Contract: ``nccl_ras_probe(pids, analyzer)`` is an ``EndProbe``. When a traced process listens
-on NCCL's RAS port (``ras_addresses``), it connects to that address once (read only: the RAS
-client protocol has no command that changes the job) and returns one ``NcclRasStatus`` event
-with the raw answer, so that ``analyze`` of the saved trace reaches the same verdict. It asks
-for JSON first and falls back to text when the server refuses ``SET FORMAT`` (the protocol:
-``query``). Everything is bounded and never fatal: the services are asked at once, each in a
-thread of its own, all within ``SECONDS`` for the whole probe (a server that answers a byte at
-a time is cut there), at most ``MAX_BYTES`` each; trouble becomes the event's ``error``.
-It only ever connects to an address a traced process listens on, in that process's network
-namespace (the listener is found in its namespace's tables, and the socket is made there:
-linux/netns.socket_in_netns_of), so a target in a container that names 127.0.0.1 is asked on
-its own loopback, never the host's.
+on NCCL's RAS port (``ras_addresses``), it connects to that address once (read only) and
+returns one ``NcclRasStatus`` event with the raw answer, JSON, else text (``query``), so that
+``analyze`` of the saved trace reaches the same verdict. Bounded and never fatal: every service
+asked at once, all within ``SECONDS`` for the whole probe, ``MAX_BYTES`` each; trouble is the
+event's ``error``. It only connects to an address a traced process listens on, from that
+process's network namespace (its listener found in its namespace's tables, the socket made
+there: netns.socket_in_netns_of): a container's 127.0.0.1 is its own, never the host's.
 """
 from __future__ import annotations
 
