@@ -20,11 +20,14 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..report import ProcessReport, Report, ThreadReport
+from . import compact as cv
+from .fold import cut, label_ranges, number_ranges, pid_runs
 
 STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
 LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
 NO_WRAP_WIDTH = 1_000_000   # "never wrap": wider than any line a report has
 FOLD_EXITED_AFTER = 20  # exited childless children drawn per process; the rest are counted
+COMPACT_EVIDENCE = 1    # evidence lines a process or thread shows in the default view
 EXITED_VERDICT = "exited"
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
          "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
@@ -96,33 +99,39 @@ class _Ids:
         return tid - self.offset.get(pid, 0)
 
 
-def _thread_line(t: ThreadReport, tid: Optional[int] = None) -> Text:
+def _thread_line(t: ThreadReport, tid: Optional[int] = None, frames: int = STACK_FRAMES,
+                 low_frames: int = LOW_FRAMES, head: str = "") -> Text:
+    """A thread's line and its stacks (``frames`` Python frames, ``low_frames`` native and
+    kernel ones); ``head`` replaces its tid (a folded group's "x4 ... tids 3-6")."""
     name = escape(t.name or "?")
     cur = f" in {escape(t.current)}" if t.current else ""
     who = t.tid if tid is None else tid
-    line = f"[bold]{who or 'unknown'}[/] {name} [dim]{t.state}{cur}[/]  {_verdict(t.verdict)} [dim]({t.rule})[/]"
+    line = (head or f"[bold]{who or 'unknown'}[/] {name}") + \
+        f" [dim]{t.state}{cur}[/]  {_verdict(t.verdict)} [dim]({t.rule})[/]"
     counters = _counters(t.counters)
     if counters:
         line += f"  [dim]{counters}[/]"
-    if t.stack:     # Python stack (py-spy), innermost frame first
-        shown = t.stack[:STACK_FRAMES]
+    if t.stack and frames:     # Python stack (py-spy), innermost frame first
+        shown = t.stack[:frames]
         more = len(t.stack) - len(shown)
         line += "\n  [cyan]py:[/] " + "\n      ".join(f"[cyan]{escape(f)}[/]" for f in shown)
-        if more:
+        if more and frames > 1:     # one frame: the innermost only, as a label
             line += f"\n      [dim]… {more} outer frames[/]"
-    for label, style, frames in (("native", "green", t.native_stack),
-                                 ("kernel", "magenta", t.kernel_stack)):
-        if frames:      # below Python: the C frames, then the kernel's (issue 24)
-            shown = frames[:LOW_FRAMES]
+    for label, style, low in (("native", "green", t.native_stack),
+                              ("kernel", "magenta", t.kernel_stack)):
+        if low and low_frames:      # below Python: the C frames, then the kernel's (issue 24)
+            shown = low[:low_frames]
             line += f"\n  [{style}]{label}:[/] " + "\n          ".join(
                 f"[{style}]{escape(f)}[/]" for f in shown)
-            if len(frames) > len(shown):
-                line += f"\n          [dim]… {len(frames) - len(shown)} outer frames[/]"
+            if len(low) > len(shown):
+                line += f"\n          [dim]… {len(low) - len(shown)} outer frames[/]"
     return Text.from_markup(line)
 
 
-def _process_label(p: ProcessReport) -> Text:
-    cmd = escape(" ".join(p.cmdline)[:90] or p.comm)
+def _process_label(p: ProcessReport, cmd_chars: int = 90, compact: bool = False) -> Text:
+    """Its role, pid, command line, verdict and counters; ``compact``: on one line, the
+    verdict before the command line (a screen's row cut at its end keeps the verdict)."""
+    cmd = escape(cut(" ".join(p.cmdline), cmd_chars) or p.comm)
     role = f"[bold]{escape(p.role)}[/] " if p.role != "other" else ""
     pid = p.pid if p.node_pid is None else p.node_pid
     if p.pid_unknown and not pid:     # a log that names no task (strace -o LOG -p N)
@@ -131,22 +140,31 @@ def _process_label(p: ProcessReport) -> Text:
         who = f"thread [bold]{pid}[/] [dim](its process is not shown by the recording)[/]"
     else:
         who = f"pid [bold]{pid}[/]"
-    line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
     counters = _counters(p.counters)
+    if compact:
+        return Text.from_markup(f"{role}{who}  {_verdict(p.verdict)} [dim]({p.rule})  "
+                                f"{counters + '  ' if counters else ''}{cmd}[/]")
+    line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
     if counters:
         line += f"\n[dim]{counters}[/]"
     return Text.from_markup(line)
 
 
-def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids) -> None:
+def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids,
+                 compact: bool = False, keep: frozenset = frozenset()) -> None:
+    """A process's evidence, waits and threads under ``node``; ``compact`` (the default view,
+    compact.py): at most ``COMPACT_EVIDENCE`` lines of evidence each, alike threads folded,
+    one Python frame a thread but for the threads in ``keep`` (the root cause's)."""
     if not p.rule.startswith("thread-"):     # thread-level evidence is shown at its thread
-        for e in p.evidence:
-            node.add(Text.from_markup(f"[italic]{escape(e)}[/]"))
+        for e in p.evidence[:COMPACT_EVIDENCE] if compact else p.evidence:
+            node.add(Text.from_markup(f"[italic]{escape(pid_runs(e) if compact else e)}[/]"))
     for w in p.waits_on:
         if w["pids"]:
-            who = ", ".join(ids.pid(q) for q in w["pids"])
+            who = _pids_text(w["pids"], ids) if compact else \
+                ", ".join(ids.pid(q) for q in w["pids"])
             node.add(Text.from_markup(f"waits on {escape(who)} [dim]({escape(w['kind'])})[/]"))
     folded: List[ThreadReport] = []
+    shown: List[ThreadReport] = []
     gone = 0                # exited threads past the first FOLD_EXITED_AFTER (thread churn)
     for t in p.threads:
         if not verbose and (t.helper or t.parked) and len(p.threads) > 3:
@@ -156,9 +174,14 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids) -> None
             gone += 1
             if gone > FOLD_EXITED_AFTER:
                 continue
-        tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
-        for e in t.evidence:
-            tn.add(Text.from_markup(f"[dim]{escape(e)}[/]"))
+        shown.append(t)
+    if compact:
+        _add_compact_threads(node, p, shown, ids, keep)
+    else:
+        for t in shown:
+            tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
+            for e in t.evidence:
+                tn.add(Text.from_markup(f"[dim]{escape(e)}[/]"))
     if gone > FOLD_EXITED_AFTER:
         node.add(Text.from_markup(f"[dim]+ {gone - FOLD_EXITED_AFTER} more threads that exited "
                                   "during the recording (--verbose shows them)[/]"))
@@ -176,6 +199,32 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids) -> None
                                   "verdict (--verbose shows them)[/]"))
 
 
+def _pids_text(pids: List[int], ids: _Ids) -> str:
+    """"pid 3-5,9" for pids of one trace; one by one in a merged report (node ids)."""
+    named = [ids.pid(q) for q in pids]
+    if len(pids) < 3 or any(" on node " in n for n in named):
+        return ", ".join(named)
+    return "pid " + number_ranges(pids)
+
+
+def _add_compact_threads(node: Tree, p: ProcessReport, threads: List[ThreadReport],
+                         ids: _Ids, keep: frozenset) -> None:
+    """Alike threads folded into one line (compact.thread_groups); the root cause's thread
+    with its whole stacks, the others with their innermost Python frame."""
+    for group in cv.thread_groups(threads, set(keep)):
+        t = group[0]
+        if len(group) > 1:
+            tids = number_ranges([ids.tid(p.pid, m.tid) for m in group])
+            head = f"[bold]x{len(group)}[/] {escape(t.name or '?')} [dim]tids {tids}[/]"
+            tn = node.add(_thread_line(t, frames=1, low_frames=0, head=head))
+        elif t.tid in keep:
+            tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
+        else:
+            tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid), frames=1, low_frames=0))
+        for e in t.evidence if t.tid in keep else t.evidence[:COMPACT_EVIDENCE]:
+            tn.add(Text.from_markup(f"[dim]{escape(pid_runs(e))}[/]"))
+
+
 def window_text(window: Dict[str, Any]) -> str:
     """How long the recording lasted, in words: a log without times says so, never "0.0 s"."""
     if window.get("timed", True):
@@ -188,10 +237,13 @@ def window_text(window: Dict[str, Any]) -> str:
     return f"at least {least:.1f} s (-T durations; no times)" if least else "no times in the log"
 
 
-def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = None) -> Tree:
+def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = None,
+                 compact: bool = False) -> Tree:
     """The report's processes as a tree by parent (one subtree per node of a merged report),
     each process's children in the report's order: children are looked up by ppid, so the
-    tree costs what it shows, not the square of the processes."""
+    tree costs what it shows, not the square of the processes. ``compact`` (the default view):
+    alike leaf siblings folded into one line (compact.process_groups), the root cause's process
+    never."""
     ids = ids or _Ids(report)
     by_pid = {p.pid: p for p in report.processes}
     roots = [p for p in report.processes if p.ppid not in by_pid or p.ppid == p.pid]
@@ -199,12 +251,15 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     for p in report.processes:
         if p.ppid != p.pid:
             children.setdefault(p.ppid, []).append(p)
+    rc = report.root_cause
+    keep_pids = {rc["pid"]} if rc.get("pid") is not None else set()
+    keep_tids = frozenset({rc["tid"]} if rc.get("tid") is not None else ())
     tree = Tree("[bold]process tree[/]", guide_style="dim")
     per_node: Dict[str, Tree] = {}
     for r in roots:
         if r.node is not None and r.node not in per_node:
             per_node[r.node] = tree.add(Text.from_markup(f"[bold]node {escape(r.node)}[/]"))
-        pending: List[Tuple[Tree, Union[ProcessReport, int]]] = [
+        pending: List[Tuple[Tree, Union[ProcessReport, int, List[ProcessReport]]]] = [
             (per_node.get(r.node or "", tree), r)]
         while pending:              # depth first, as a recursion would, without its limit
             parent, p = pending.pop()
@@ -213,13 +268,43 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
                                             "the recording, without children (--verbose "
                                             "shows them)[/]"))
                 continue
-            node = parent.add(_process_label(p))
-            _add_process(node, p, verbose, ids)
+            if isinstance(p, list):     # alike siblings, folded
+                parent.add(_folded_processes(p, by_pid, ids))
+                continue
+            node = parent.add(_process_label(p, cv.CMDLINE_CHARS if compact else 90, compact))
+            _add_process(node, p, verbose, ids, compact,
+                         keep_tids if p.pid in keep_pids else frozenset())
             shown, folded = _fold_exited(children.get(p.pid, []), children, verbose)
             if folded:
                 pending.append((node, folded))
-            pending.extend((node, c) for c in reversed(shown))
+            if not compact:
+                pending.extend((node, c) for c in reversed(shown))
+                continue
+            for group in reversed(cv.process_groups(shown, set(children), keep_pids)):
+                pending.append((node, group if len(group) > 1 else group[0]))
     return tree
+
+
+def _folded_processes(group: List[ProcessReport], by_pid: Dict[int, ProcessReport],
+                      ids: _Ids) -> Text:
+    """One line for alike sibling processes: "x7 scheduler TP0-4,6-7 pids ...: blocked (rule):
+    waits on scheduler TP5 pid 42 (collective)"."""
+    p = group[0]
+    pids = _pids_text([m.pid for m in group], ids)
+    line = (f"[bold]x{len(group)}[/] [bold]{escape(cv.process_word(group))}[/]  "
+            f"{_verdict(p.verdict)} [dim]({p.rule})  {pids}[/]")
+    kinds: Dict[Tuple[int, ...], List[str]] = {}
+    for w in p.waits_on:
+        targets = tuple(q for q in w["pids"] if q in by_pid)
+        if targets and w["kind"] not in kinds.setdefault(targets, []):
+            kinds[targets].append(w["kind"])
+    waits = [f"{cv.process_word([by_pid[q] for q in t])} ({', '.join(k)})"
+             for t, k in kinds.items()]
+    if waits:
+        line += f"\nwaits on {escape('; '.join(waits))}"
+    n = len(p.threads)
+    line += f"\n[dim]{n} thread{'s' if n != 1 else ''} each, alike (--verbose shows them)[/]"
+    return Text.from_markup(line)
 
 
 def _fold_exited(kids: List[ProcessReport], children: Dict[int, List[ProcessReport]],
@@ -237,46 +322,84 @@ def _fold_exited(kids: List[ProcessReport], children: Dict[int, List[ProcessRepo
     return [c for c in kids if id(c) not in hidden], len(hidden)
 
 
+def _root_cause_who(report: Report, ids: _Ids) -> str:
+    """Who the root cause names, as its line starts ("pid 42 tid 43", "thread unknown")."""
+    rc = report.root_cause
+    pick = next((p for p in report.processes if p.pid == rc.get("pid")), None)
+    if rc.get("pid") is None and any(p.pid_unknown and not p.pid for p in report.processes):
+        return "thread unknown"
+    if pick is not None and pick.pid_unknown:
+        return f"tid {ids.pid(rc['pid']).removeprefix('pid ')}, process unknown"
+    if not rc.get("pid"):
+        return ""
+    return ids.pid(rc["pid"]) + (f" tid {ids.tid(rc['pid'], rc['tid'])}" if rc.get("tid")
+                                 else "")
+
+
+def _root_cause_text(report: Report, ids: _Ids, summary: str) -> Text:
+    who = _root_cause_who(report, ids)
+    return Text.from_markup(f"[bold]root cause[/]{' [dim]' + who + '[/]' if who else ''}: "
+                            f"{escape(summary)}")
+
+
+def _print_rows(console: Console, text: Text, rows: int) -> None:
+    """Print ``text`` wrapped to the console's width, cut (with an ellipsis) after ``rows``."""
+    lines = text.wrap(console, console.width)
+    if len(lines) > rows:
+        lines = lines[:rows]
+        last = lines[-1]
+        last.rstrip()
+        if last.cell_len >= console.width:
+            last.truncate(console.width - 1)
+        last.append("…")
+    for line in lines:
+        console.print(line, no_wrap=True, overflow="ellipsis")
+
+
+def _one_row_each(tree: Tree) -> Tree:
+    """Every line of ``tree`` kept to one row of the screen, cut with an ellipsis."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node.label, Text):
+            node.label.no_wrap = True
+            node.label.overflow = "ellipsis"
+        pending.extend(node.children)
+    return tree
+
+
 def render_report(report: Report, console: Optional[Console] = None, *,
                   verbose: bool = False) -> None:
+    """The report: the verdict first; by default (compact.py) the tree folded to one screen and
+    the verdict, root cause and chain of waits last, so that they stay on the screen; with
+    ``verbose`` every thread and every line of evidence, the root cause under the verdict."""
     console = console or report_console()
+    compact = not verbose
+    screen = console.width < NO_WRAP_WIDTH     # a terminal (or a fixed width): rows count
     v = report.verdict
     partial = "  [yellow]partial: not everything could be observed[/]" \
         if report.unobserved else ""
-    console.print(Text.from_markup(f"[bold]hangtrace verdict:[/] {_verdict(v)}  "
-                                   f"[dim]({report.rule}, {window_text(report.window)}, "
-                                   f"backends: {', '.join(report.backends) or '?'})[/]"
-                                   + partial))
+    header = Text.from_markup(f"[bold]hangtrace verdict:[/] {_verdict(v)}  "
+                              f"[dim]({report.rule}, {window_text(report.window)}, "
+                              f"backends: {', '.join(report.backends) or '?'})[/]" + partial)
+    console.print(header)
     for line in report.unobserved:      # the verdict rests on the rest: say what was not seen
         console.print(Text.from_markup(f"[yellow]not observed:[/] {escape(line)}"))
     if report.watch:       # a capture by ``hangtrace watch``: when the silence began
         console.print(Text.from_markup(f"[bold]watch:[/] {escape(report.watch['summary'])}"))
-    rc = report.root_cause
     ids = _Ids(report)
-    if rc.get("summary"):
-        pick = next((p for p in report.processes if p.pid == rc.get("pid")), None)
-        if rc.get("pid") is None and any(p.pid_unknown and not p.pid
-                                         for p in report.processes):
-            who = "thread unknown"
-        elif pick is not None and pick.pid_unknown:
-            who = f"tid {ids.pid(rc['pid']).removeprefix('pid ')}, process unknown"
-        else:
-            who = ids.pid(rc["pid"]) + (f" tid {ids.tid(rc['pid'], rc['tid'])}" if rc.get("tid")
-                                        else "") if rc.get("pid") else ""
-        console.print(Text.from_markup(f"[bold]root cause[/]{' [dim]' + who + '[/]' if who else ''}: "
-                                       f"{escape(rc['summary'])}"))
-    tree = process_tree(report, verbose, ids)
+    if report.root_cause.get("summary") and not compact:
+        console.print(_root_cause_text(report, ids, report.root_cause["summary"]))
+
+    def show(tree: Optional[Tree]) -> None:
+        if tree is not None:
+            console.print(_one_row_each(tree) if compact and screen else tree)
+
     if report.processes:
-        console.print(tree)
-    recorder = flight_recorder_tree(report.flight_recorder)
-    if recorder is not None:
-        console.print(recorder)
-    waits = wait_graph_tree(report.wait_graph, verbose)
-    if waits is not None:
-        console.print(waits)
-    stacks = rank_stacks_tree(report.rank_stacks)
-    if stacks is not None:
-        console.print(stacks)
+        show(process_tree(report, verbose, ids, compact))
+    show(flight_recorder_tree(report.flight_recorder))
+    show(wait_graph_tree(report.wait_graph, verbose))
+    show(rank_stacks_tree(report.rank_stacks, compact=compact))
     for h in report.partial_hangs:      # part of the tree hung while the rest goes on
         tids = ", ".join(map(str, h["tids"][:8])) + (" ..." if len(h["tids"]) > 8 else "")
         style = "bold red" if h["certain"] else "yellow"
@@ -284,12 +407,37 @@ def render_report(report: Report, console: Optional[Console] = None, *,
             f"[{style}]partial hang:[/] {ids.pid(h['pid'])}: {len(h['tids'])} thread"
             f"{'s' if len(h['tids']) > 1 else ''} ({tids}) blocked all window on "
             f"{escape(h['object'])}: {escape(h['evidence'])}"))
-    from .evidence import render_evidence
-    render_evidence(report.evidence, console, verbose, ids.pid)
+    from .evidence import evidence_tree
+    show(evidence_tree(report.evidence, verbose, ids.pid, compact=compact))
     for n in report.notes:
-        console.print(Text.from_markup(f"[yellow]note:[/] {escape(n)}"))
+        note = Text.from_markup(f"[yellow]note:[/] {escape(n)}")
+        if compact and screen:
+            console.print(note, no_wrap=True, overflow="ellipsis")
+        else:
+            console.print(note)
     if report.trace_path:
         console.print(Text.from_markup(f"[dim]trace saved: {escape(report.trace_path)}[/]"))
+    if compact:
+        _render_summary(report, console, ids, screen)
+
+
+def _render_summary(report: Report, console: Console, ids: _Ids, screen: bool) -> None:
+    """The default view's last lines: the verdict, the root cause (condensed, at most
+    ``compact.ROOT_CAUSE_ROWS`` rows on a screen) and the chain of waits, one line a hop."""
+    console.print(Text.from_markup(f"[bold]verdict:[/] {_verdict(report.verdict)} "
+                                   f"[dim]({report.rule})[/]"))
+    if report.root_cause.get("summary"):
+        line = _root_cause_text(report, ids, cv.condensed_summary(report))
+        if screen:
+            _print_rows(console, line, cv.ROOT_CAUSE_ROWS)
+        else:
+            console.print(line)
+    for i, hop in enumerate(cv.chain_lines(report)):
+        text = Text.from_markup(("[bold]chain:[/] " if i == 0 else "       ") + escape(hop))
+        if screen:
+            console.print(text, no_wrap=True, overflow="ellipsis")
+        else:
+            console.print(text)
 
 
 def flight_recorder_tree(fr: Optional[Dict]) -> Optional[Tree]:
@@ -309,18 +457,31 @@ def flight_recorder_tree(fr: Optional[Dict]) -> Optional[Tree]:
     return tree
 
 
-def rank_stacks_tree(groups: List[Dict], frames: int = 4) -> Optional[Tree]:
-    """Ranks grouped by their main thread's Python stack (STAT-style), largest group first."""
+def rank_stacks_tree(groups: List[Dict], frames: int = 4,
+                     compact: bool = False) -> Optional[Tree]:
+    """Ranks grouped by their main thread's Python stack (STAT-style), largest group first;
+    ``compact``: one line a group, its labels as rank ranges and its innermost frame."""
     if len(groups) < 1 or sum(len(g.get("pids", [])) for g in groups) < 2:
         return None
     tree = Tree("[bold]ranks by main-thread stack[/]", guide_style="dim")
     for g in groups:
-        names = ", ".join(g.get("labels") or [f"pid {p}" for p in g.get("pids", [])])
+        labels = g.get("labels") or [f"pid {p}" for p in g.get("pids", [])]
+        names = _rank_names(labels) if compact else ", ".join(labels)
         where = "[magenta]in a collective[/] " if g.get("collective") else ""
-        node = tree.add(Text.from_markup(f"{len(g.get('pids', []))} × {where}{escape(names)}"))
-        for f in (g.get("frames") or [])[:frames]:
+        line = f"{len(g.get('pids', []))} × {where}{escape(names)}"
+        shown = (g.get("frames") or [])[:1 if compact else frames]
+        if compact and shown:
+            tree.add(Text.from_markup(f"{line}: [dim]{escape(shown[0])}[/]"))
+            continue
+        node = tree.add(Text.from_markup(line))
+        for f in shown:
             node.add(Text(f, style="dim"))
     return tree
+
+
+def _rank_names(labels: List[str]) -> str:
+    """"scheduler TP0 (pid 4)", ... as "scheduler TP0-7" (fold.label_ranges)."""
+    return label_ranges([label.split(" (pid ")[0] for label in labels])
 
 
 # --------------------------------------------------------------------------- wait-for graph
