@@ -73,8 +73,10 @@ def process_word(procs: Sequence[ProcessReport]) -> str:
         role = p.role if p.role != "other" else p.comm
         return f"{role} pid {p.node_pid if p.node_pid is not None else p.pid}"
     roles = [p.role if p.role != "other" else p.comm for p in procs]
-    if len(set(roles)) == len(roles):
+    if len(set(roles)) == len(roles) and all(_RANK_NUMBER.search(r) for r in roles):
         return label_ranges(roles)
+    if len(procs) <= 3:
+        return ", ".join(process_word([p]) for p in procs)
     return f"{label_ranges(sorted(set(roles)))} pids {pid_list([p.pid for p in procs])}"
 
 

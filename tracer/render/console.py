@@ -1,9 +1,13 @@
 """Human rendering of a ``Report`` with rich: the verdict, the root cause, the process tree.
 
-Contract: reads only the Report (never /proc, never the trace). Threads that did not decide a
-verdict (library helpers, parked pool threads) are folded into one line per process unless
-``verbose``, and so are exited children and threads past the first ``FOLD_EXITED_AFTER``
-(``_fold_exited``); everything else shows its verdict, the rule that fired and its evidence.
+Contract: reads only the Report (never /proc, never the trace). By default the report is laid
+out for one screen (compact.py: alike threads and alike sibling processes folded, evidence one
+line per kind, command lines cut with "…", on a screen each line one row) and ends with the
+verdict, the root cause (at most two rows) and the chain of waits, one line a hop; ``verbose``
+shows every thread with its verdict, the rule that fired and its evidence, the root cause under
+the verdict. Threads that did not decide a verdict (library helpers, parked pool threads) are
+folded into one line per process unless ``verbose``, and so are exited children and threads past
+the first ``FOLD_EXITED_AFTER`` (``_fold_exited``). The report's other sections are sections.py's.
 A merged report (several nodes) shows one tree per node, and pids and tids as their node knows
 them (the report's ids are keys there: ``_Ids``). ``report_console(file, stderr)`` is the
 Console a report goes to: wrapped to a terminal's width, else never wrapped and without
@@ -21,7 +25,8 @@ from rich.tree import Tree
 
 from ..report import ProcessReport, Report, ThreadReport
 from . import compact as cv
-from .fold import cut, label_ranges, number_ranges, pid_runs
+from .fold import cut, number_ranges, pid_runs
+from .sections import flight_recorder_tree, rank_stacks_tree, wait_graph_tree
 
 STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
 LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
@@ -377,8 +382,9 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     compact = not verbose
     screen = console.width < NO_WRAP_WIDTH     # a terminal (or a fixed width): rows count
     v = report.verdict
-    partial = "  [yellow]partial: not everything could be observed[/]" \
-        if report.unobserved else ""
+    cut = report.cut_short_text()
+    partial = f"  [bold yellow]partial: {escape(cut)}[/]" if cut else \
+        "  [yellow]partial: not everything could be observed[/]" if report.unobserved else ""
     header = Text.from_markup(f"[bold]hangtrace verdict:[/] {_verdict(v)}  "
                               f"[dim]({report.rule}, {window_text(report.window)}, "
                               f"backends: {', '.join(report.backends) or '?'})[/]" + partial)
@@ -438,112 +444,3 @@ def _render_summary(report: Report, console: Console, ids: _Ids, screen: bool) -
             console.print(text, no_wrap=True, overflow="ellipsis")
         else:
             console.print(text)
-
-
-def flight_recorder_tree(fr: Optional[Dict]) -> Optional[Tree]:
-    """PyTorch Flight Recorder: each group's ranks at their last collective, then findings."""
-    if not fr or not (fr.get("groups") or fr.get("findings")):
-        return None
-    tree = Tree("[bold]flight recorder[/] [dim](PyTorch, per-rank collective log)[/]",
-                guide_style="dim")
-    for g in fr.get("groups", []):
-        node = tree.add(Text(f"group {g['group']} (ranks {g['ranks']})"))
-        for s in g["states"]:
-            pid = f" pid {s['pid']}" if s.get("pid") else ""
-            node.add(Text(f"rank {s['rank']}{pid}: enqueued up to {s['last_enqueued']}, "
-                          f"completed up to {s['last_completed']}: {s['op']}", style="dim"))
-    for f in fr.get("findings", []):
-        tree.add(Text.from_markup(f"[bold red]{escape(f['kind'])}:[/] {escape(f['text'])}"))
-    return tree
-
-
-def rank_stacks_tree(groups: List[Dict], frames: int = 4,
-                     compact: bool = False) -> Optional[Tree]:
-    """Ranks grouped by their main thread's Python stack (STAT-style), largest group first;
-    ``compact``: one line a group, its labels as rank ranges and its innermost frame."""
-    if len(groups) < 1 or sum(len(g.get("pids", [])) for g in groups) < 2:
-        return None
-    tree = Tree("[bold]ranks by main-thread stack[/]", guide_style="dim")
-    for g in groups:
-        labels = g.get("labels") or [f"pid {p}" for p in g.get("pids", [])]
-        names = _rank_names(labels) if compact else ", ".join(labels)
-        where = "[magenta]in a collective[/] " if g.get("collective") else ""
-        line = f"{len(g.get('pids', []))} × {where}{escape(names)}"
-        shown = (g.get("frames") or [])[:1 if compact else frames]
-        if compact and shown:
-            tree.add(Text.from_markup(f"{line}: [dim]{escape(shown[0])}[/]"))
-            continue
-        node = tree.add(Text.from_markup(line))
-        for f in shown:
-            node.add(Text(f, style="dim"))
-    return tree
-
-
-def _rank_names(labels: List[str]) -> str:
-    """"scheduler TP0 (pid 4)", ... as "scheduler TP0-7" (fold.label_ranges)."""
-    return label_ranges([label.split(" (pid ")[0] for label in labels])
-
-
-# --------------------------------------------------------------------------- wait-for graph
-def wait_graph_tree(g: Optional[Dict], verbose: bool = False, limit: int = 8) -> Optional[Tree]:
-    """The wait-for graph as a tree of waits from the proof's first thread (or, with
-    ``verbose``, from every waiting thread nobody waits for), the proof's edges in red, the
-    cycle's closing node and dead ends marked. None when there is nothing to show."""
-    if not g or not g.get("edges"):
-        return None
-    proof = g.get("proof")
-    if not proof and not verbose:
-        return None
-    nodes = {n["id"]: n for n in g["nodes"]}
-    out: Dict[str, List[Dict]] = {}
-    for e in g["edges"]:
-        out.setdefault(e["src"], []).append(e)
-    hot = {(e["src"], e["dst"], e["object"]) for e in (proof or {}).get("path", [])}
-    kind = {"cycle": "a cycle", "dead-end": "a dead end", "closed": "no thread left to wake them"}
-    title = "[bold]wait-for graph[/]" + (f": [bold red]{kind.get(proof['kind'], proof['kind'])}"
-                                         "[/]" if proof else "")
-    tree = Tree(Text.from_markup(title), guide_style="dim")
-
-    def waiting_threads(pid: int) -> List[str]:
-        return [n["id"] for n in nodes.values() if n["kind"] == "thread" and n["pid"] == pid
-                and n["id"] in out]
-
-    def add(branch: Tree, nid: str, seen: List[str], depth: int) -> None:
-        edges = sorted(out.get(nid, []), key=lambda e: (e["src"], e["dst"], e["object"]) not in hot)
-        for e in edges[:limit]:
-            red = (e["src"], e["dst"], e["object"]) in hot
-            dst = nodes.get(e["dst"], {"label": e["dst"], "kind": "?"})
-            style = "bold red" if red else "white"
-            what = e["object"] if e["object"].startswith(e["kind"]) else f"{e['kind']} {e['object']}"
-            line = f"[{style}]{escape(what)}[/] -> {escape(dst['label'])}"
-            if e["dst"] in seen:
-                line += " [bold red](cycle: waits on the start of the loop)[/]"
-            elif dst.get("dead"):
-                line += f" [bold red](dead end: {escape(dst.get('state') or 'gone')})[/]"
-            child = branch.add(Text.from_markup(line))
-            if e["dst"] in seen or dst.get("dead") or depth >= limit:
-                continue
-            if dst.get("kind") == "process":
-                for t in waiting_threads(dst["pid"]):
-                    if t in seen:
-                        child.add(Text.from_markup(
-                            f"[bold red]{escape(nodes[t]['label'])} (cycle)[/]"))
-                    else:
-                        tn = child.add(Text.from_markup(f"{escape(nodes[t]['label'])} "
-                                                        f"[dim]{nodes[t]['state']}[/]"))
-                        add(tn, t, seen + [e["dst"], t], depth + 1)
-            else:
-                add(child, e["dst"], seen + [e["dst"]], depth + 1)
-
-    if proof:
-        starts = [proof["path"][0]["src"]] if proof.get("path") else []
-    else:
-        targets = {e["dst"] for e in g["edges"]}
-        starts = [s for s in out if s not in targets][:limit]
-    for s in starts:
-        n = nodes[s]
-        branch = tree.add(Text.from_markup(f"[bold]{escape(n['label'])}[/] [dim]{n['state']}[/]"))
-        add(branch, s, [s], 0)
-    if proof:
-        tree.add(Text.from_markup(f"[italic]{escape(proof['text'])}[/]"))
-    return tree
