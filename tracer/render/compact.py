@@ -6,7 +6,7 @@ What it folds, with fold.py's rules (the ones ``snapshot`` uses):
   innermost Python frame: ``thread_key``) -> one line "x4 python3 tids 10-13: ...", with the
   first one's evidence;
 - sibling processes without children of their own, with one shape (role without its rank
-  number, verdict, rule, what they wait on, their threads' shapes) -> one line "x7 scheduler
+  number, verdict, rule, what they wait on: ``process_key``) -> one line "x7 scheduler
   TP0-4,6-7 pids ...: blocked (...): waits on scheduler TP5 pid 42 (collective)";
 - the root cause's summary: lists of process labels as rank ranges, clauses alike but for their
   process folded into one ("scheduler TP0-4,6-7 wait in the collective, waiting for it"), then
@@ -22,12 +22,11 @@ import re
 from typing import Dict, Hashable, List, Optional, Sequence, Set, Tuple
 
 from ..report import ProcessReport, Report, ThreadReport
-from .fold import FOLD_MIN, cut, fold_groups, label_ranges, number_ranges, shape
+from .fold import fold_groups, label_ranges, number_ranges, shape
 
-__all__ = ["SCREEN_WIDTH", "ROOT_CAUSE_ROWS", "CMDLINE_CHARS", "thread_key", "thread_groups",
-           "process_groups", "process_word", "condensed_summary", "chain_lines", "pid_list"]
+__all__ = ["ROOT_CAUSE_ROWS", "CMDLINE_CHARS", "thread_key", "thread_groups", "process_key",
+           "process_groups", "process_word", "condensed_summary", "chain_lines"]
 
-SCREEN_WIDTH = 80           # the screen a report is laid out for when the output is no terminal
 ROOT_CAUSE_ROWS = 2         # rows the root cause's line takes at most
 CMDLINE_CHARS = 48          # a process's command line past this is cut
 MAX_HOPS = 8                # chain lines at most
@@ -51,9 +50,11 @@ def _base_role(p: ProcessReport) -> str:
 
 
 def process_key(p: ProcessReport) -> Hashable:
+    """Processes with one key are alike: one role but for its rank number, one verdict and
+    rule, waiting on the same processes for the same reasons (what their threads did beside
+    that, a watchdog's tick more or less, does not part them)."""
     waits = tuple(sorted((w["kind"], tuple(sorted(w["pids"]))) for w in p.waits_on))
-    threads = tuple(sorted(repr(thread_key(t)) for t in p.threads))   # with their counts
-    return (_base_role(p), p.verdict, p.rule, waits, threads, p.node)
+    return (_base_role(p), p.verdict, p.rule, waits, p.node)
 
 
 def process_groups(kids: Sequence[ProcessReport], has_children: Set[int],
@@ -77,11 +78,7 @@ def process_word(procs: Sequence[ProcessReport]) -> str:
         return label_ranges(roles)
     if len(procs) <= 3:
         return ", ".join(process_word([p]) for p in procs)
-    return f"{label_ranges(sorted(set(roles)))} pids {pid_list([p.pid for p in procs])}"
-
-
-def pid_list(pids: Sequence[int]) -> str:
-    return number_ranges(pids)
+    return f"{label_ranges(sorted(set(roles)))} pids {number_ranges([p.pid for p in procs])}"
 
 
 # --------------------------------------------------------------------------- root cause

@@ -307,8 +307,9 @@ def _folded_processes(group: List[ProcessReport], by_pid: Dict[int, ProcessRepor
              for t, k in kinds.items()]
     if waits:
         line += f"\nwaits on {escape('; '.join(waits))}"
-    n = len(p.threads)
-    line += f"\n[dim]{n} thread{'s' if n != 1 else ''} each, alike (--verbose shows them)[/]"
+    counts = sorted({len(m.threads) for m in group})
+    n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    line += f"\n[dim]{n} thread{'s' if n != '1' else ''} each (--verbose shows them)[/]"
     return Text.from_markup(line)
 
 
