@@ -1,20 +1,11 @@
 """The console report's default view: one screen for a tree of hundreds of threads (issue 43).
 
-Contract: reads only the Report (never /proc), and is drawn by console.py unless ``--verbose``.
-What it folds, with fold.py's rules (the ones ``snapshot`` uses):
-- threads of a process with one shape (name, state, call with addresses masked, verdict, rule,
-  innermost Python frame: ``thread_key``) -> one line "x4 python3 tids 10-13: ...", with the
-  first one's evidence;
-- sibling processes without children of their own, with one shape (role without its rank
-  number, verdict, rule, what they wait on: ``process_key``) -> one line "x7 scheduler
-  TP0-4,6-7 pids ...: blocked (...): waits on scheduler TP5 pid 42 (collective)";
-- the root cause's summary: lists of process labels as rank ranges, clauses alike but for their
-  process folded into one ("scheduler TP0-4,6-7 wait in the collective, waiting for it"), then
-  cut to ``ROOT_CAUSE_ROWS`` rows of the screen;
-- the chain of waits from the tree's root to the root cause, one line a hop (``chain_lines``):
-  the wait-for graph's proof where there is one, else the processes' waits, each process at its
-  longest distance from the root cause, processes at one distance folded.
-The root-cause process and thread are never folded. Long command lines are cut with "…".
+Contract: reads only the Report (never /proc); console.py draws it unless ``--verbose``. With
+fold.py's rules (``snapshot``'s): alike threads of a process (``thread_key``) -> one line "x4
+python3 tids 10-13"; alike leaf sibling processes (``process_key``) -> one line "x7 scheduler
+TP0-4,6-7"; the root cause's summary with label lists as rank ranges and alike clauses folded
+(``condensed_summary``); the chain of waits from the tree's root to the root cause, a line a
+hop (``chain_lines``). The root cause's process and thread are never folded.
 """
 from __future__ import annotations
 

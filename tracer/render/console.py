@@ -1,17 +1,13 @@
 """Human rendering of a ``Report`` with rich: the verdict, the root cause, the process tree.
 
-Contract: reads only the Report (never /proc, never the trace). By default the report is laid
-out for one screen (compact.py: alike threads and alike sibling processes folded, evidence one
-line per kind, command lines cut with "…", on a screen each line one row) and ends with the
-verdict, the root cause (at most two rows) and the chain of waits, one line a hop; ``verbose``
-shows every thread with its verdict, the rule that fired and its evidence, the root cause under
-the verdict. Threads that did not decide a verdict (library helpers, parked pool threads) are
-folded into one line per process unless ``verbose``, and so are exited children and threads past
-the first ``FOLD_EXITED_AFTER`` (``_fold_exited``). The report's other sections are sections.py's.
-A merged report (several nodes) shows one tree per node, and pids and tids as their node knows
-them (the report's ids are keys there: ``_Ids``). ``report_console(file, stderr)`` is the
-Console a report goes to: wrapped to a terminal's width, else never wrapped and without
-colours, so that grep over saved reports finds whole lines.
+Contract: reads only the Report (never /proc, never the trace). By default it is laid out for one
+screen (compact.py's folds; evidence a line per kind; on a screen each line one row) and ends
+with the verdict, the root cause (two rows at most) and the chain of waits, a line a hop;
+``verbose`` shows every thread, the root cause under the verdict. Helper and parked threads are
+folded into one line per process unless ``verbose``, and so are exited children and threads
+past ``FOLD_EXITED_AFTER``. The other sections are sections.py's. A merged report shows a tree
+per node, pids and tids as their node knows them (``_Ids``). ``report_console(file, stderr)``:
+wrapped to a terminal's width, else never wrapped and without colours (grep finds whole lines).
 """
 from __future__ import annotations
 

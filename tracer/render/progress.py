@@ -1,19 +1,14 @@
 """A progress bar for long reads of one file (import-strace, analyze, export of large files).
 
 Contract:
-- ``FileProgress(path, label, passes=1)`` is a context manager whose ``update(offset)`` is the
-  callback the work calls as it reads, with the offset reached in the file as stored. Nothing
-  here looks at other processes or at /proc: renderers never read /proc.
-- When stderr is a terminal it draws a rich bar on stderr (when and how: ``FileProgress``),
-  else ``update`` does nothing. It never raises into the work it watches.
+- ``FileProgress(path, label, passes=1, later_cost=1.0)`` is a context manager whose
+  ``update(offset)`` is the work's callback (the offset reached in the file as stored). On a
+  terminal stderr it draws a rich bar there, else nothing; it never raises into the work, and
+  never reads /proc. ``clock`` and ``console`` are for tests: drawing depends on them only.
 - ``passes``: how many times the work reads the whole file (``PassCounter``); the bar never
-  goes beyond ``passes`` times the file's size, nor back.
-- The ETA is the work left in every pass, not the bytes left at the rate so far
-  (``PassCounter.seconds_left``): the current pass's rest at its own rate, each later pass at
-  that rate divided by ``later_cost`` while in the first pass (the strace importer's second pass
-  reads a byte about ``LATER_PASS_COST`` times slower than its scan), at the current rate after.
-- ``clock`` (time.monotonic by default) and ``console`` are for tests: drawing depends on
-  them only, never on a thread's timing.
+  goes beyond ``passes`` times the file's size, nor back. The ETA is the work left in every
+  pass (``PassCounter.seconds_left``), later passes ``later_cost`` times slower per byte while
+  in the first (the strace importer's conversion against its scan: ``LATER_PASS_COST``).
 """
 from __future__ import annotations
 
