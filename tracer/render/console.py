@@ -22,13 +22,15 @@ from rich.tree import Tree
 from ..report import ProcessReport, Report, ThreadReport
 from . import compact as cv
 from .fold import cut, number_ranges, pid_runs
+from .rows import one_row_each, print_rows
 from .sections import flight_recorder_tree, rank_stacks_tree, wait_graph_tree
 
 STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
 LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
 NO_WRAP_WIDTH = 1_000_000   # "never wrap": wider than any line a report has
 FOLD_EXITED_AFTER = 20  # exited childless children drawn per process; the rest are counted
-COMPACT_EVIDENCE = 1    # evidence lines a process or thread shows in the default view
+COMPACT_EVIDENCE = 1    # evidence lines a process shows in the default view
+COMPACT_THREAD_EVIDENCE = 2     # and a thread (a D-state thread's second: its kernel stack)
 EXITED_VERDICT = "exited"
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
          "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
@@ -124,14 +126,16 @@ def _thread_line(t: ThreadReport, tid: Optional[int] = None, frames: int = STACK
             shown = low[:low_frames]
             line += f"\n  [{style}]{label}:[/] " + "\n          ".join(
                 f"[{style}]{escape(f)}[/]" for f in shown)
-            if len(low) > len(shown):
+            if len(low) > len(shown) and low_frames > 1:
                 line += f"\n          [dim]… {len(low) - len(shown)} outer frames[/]"
     return Text.from_markup(line)
 
 
-def _process_label(p: ProcessReport, cmd_chars: int = 90, compact: bool = False) -> Text:
+def _process_label(p: ProcessReport, cmd_chars: int = 90, compact: bool = False,
+                   waits: str = "") -> Text:
     """Its role, pid, command line, verdict and counters; ``compact``: on one line, the
-    verdict before the command line (a screen's row cut at its end keeps the verdict)."""
+    verdict and ``waits`` (what it waits on) before the command line (a screen's row cut at
+    its end keeps the verdict)."""
     cmd = escape(cut(" ".join(p.cmdline), cmd_chars) or p.comm)
     role = f"[bold]{escape(p.role)}[/] " if p.role != "other" else ""
     pid = p.pid if p.node_pid is None else p.node_pid
@@ -143,8 +147,9 @@ def _process_label(p: ProcessReport, cmd_chars: int = 90, compact: bool = False)
         who = f"pid [bold]{pid}[/]"
     counters = _counters(p.counters)
     if compact:
-        return Text.from_markup(f"{role}{who}  {_verdict(p.verdict)} [dim]({p.rule})  "
-                                f"{counters + '  ' if counters else ''}{cmd}[/]")
+        return Text.from_markup(f"{role}{who}  {_verdict(p.verdict)} [dim]({p.rule})[/]  "
+                                f"{escape(waits) + '  ' if waits else ''}"
+                                f"[dim]{counters + '  ' if counters else ''}{cmd}[/]")
     line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
     if counters:
         line += f"\n[dim]{counters}[/]"
@@ -159,10 +164,9 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids,
     if not p.rule.startswith("thread-"):     # thread-level evidence is shown at its thread
         for e in p.evidence[:COMPACT_EVIDENCE] if compact else p.evidence:
             node.add(Text.from_markup(f"[italic]{escape(pid_runs(e) if compact else e)}[/]"))
-    for w in p.waits_on:
+    for w in [] if compact else p.waits_on:        # compact: on its label (_waits_text)
         if w["pids"]:
-            who = _pids_text(w["pids"], ids) if compact else \
-                ", ".join(ids.pid(q) for q in w["pids"])
+            who = ", ".join(ids.pid(q) for q in w["pids"])
             node.add(Text.from_markup(f"waits on {escape(who)} [dim]({escape(w['kind'])})[/]"))
     folded: List[ThreadReport] = []
     shown: List[ThreadReport] = []
@@ -200,6 +204,17 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids,
                                   "verdict (--verbose shows them)[/]"))
 
 
+def _waits_text(p: ProcessReport, ids: _Ids) -> str:
+    """"waits on pid 3-5,9 (pipe); pid 7 (collective, socket)": each set of processes it waits
+    on once, with every reason."""
+    kinds: Dict[Tuple[int, ...], List[str]] = {}
+    for w in p.waits_on:
+        if w["pids"] and w["kind"] not in kinds.setdefault(tuple(w["pids"]), []):
+            kinds[tuple(w["pids"])].append(w["kind"])
+    parts = [f"{_pids_text(list(t), ids)} ({', '.join(k)})" for t, k in kinds.items()]
+    return "waits on " + "; ".join(parts) if parts else ""
+
+
 def _pids_text(pids: List[int], ids: _Ids) -> str:
     """"pid 3-5,9" for pids of one trace; one by one in a merged report (node ids)."""
     named = [ids.pid(q) for q in pids]
@@ -210,19 +225,21 @@ def _pids_text(pids: List[int], ids: _Ids) -> str:
 
 def _add_compact_threads(node: Tree, p: ProcessReport, threads: List[ThreadReport],
                          ids: _Ids, keep: frozenset) -> None:
-    """Alike threads folded into one line (compact.thread_groups); the root cause's thread
-    with its whole stacks, the others with their innermost Python frame."""
+    """Alike threads folded into one line (compact.thread_groups); the root cause's thread and
+    threads in the kernel's uninterruptible sleep (D: rare, and what they wait in is the news)
+    whole, the others with their innermost Python, native and kernel frames."""
+    keep = keep | {t.tid for t in threads if t.state == "D"}
     for group in cv.thread_groups(threads, set(keep)):
         t = group[0]
         if len(group) > 1:
             tids = number_ranges([ids.tid(p.pid, m.tid) for m in group])
             head = f"[bold]x{len(group)}[/] {escape(t.name or '?')} [dim]tids {tids}[/]"
-            tn = node.add(_thread_line(t, frames=1, low_frames=0, head=head))
+            tn = node.add(_thread_line(t, frames=1, low_frames=1, head=head))
         elif t.tid in keep:
             tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
         else:
-            tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid), frames=1, low_frames=0))
-        for e in t.evidence if t.tid in keep else t.evidence[:COMPACT_EVIDENCE]:
+            tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid), frames=1, low_frames=1))
+        for e in t.evidence if t.tid in keep else t.evidence[:COMPACT_THREAD_EVIDENCE]:
             tn.add(Text.from_markup(f"[dim]{escape(pid_runs(e))}[/]"))
 
 
@@ -272,7 +289,8 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
             if isinstance(p, list):     # alike siblings, folded
                 parent.add(_folded_processes(p, by_pid, ids))
                 continue
-            node = parent.add(_process_label(p, cv.CMDLINE_CHARS if compact else 90, compact))
+            node = parent.add(_process_label(p, cv.CMDLINE_CHARS if compact else 90, compact,
+                                             _waits_text(p, ids) if compact else ""))
             _add_process(node, p, verbose, ids, compact,
                          keep_tids if p.pid in keep_pids else frozenset())
             shown, folded = _fold_exited(children.get(p.pid, []), children, verbose)
@@ -344,32 +362,6 @@ def _root_cause_text(report: Report, ids: _Ids, summary: str) -> Text:
                             f"{escape(summary)}")
 
 
-def _print_rows(console: Console, text: Text, rows: int) -> None:
-    """Print ``text`` wrapped to the console's width, cut (with an ellipsis) after ``rows``."""
-    lines = text.wrap(console, console.width)
-    if len(lines) > rows:
-        lines = lines[:rows]
-        last = lines[-1]
-        last.rstrip()
-        if last.cell_len >= console.width:
-            last.truncate(console.width - 1)
-        last.append("…")
-    for line in lines:
-        console.print(line, no_wrap=True, overflow="ellipsis")
-
-
-def _one_row_each(tree: Tree) -> Tree:
-    """Every line of ``tree`` kept to one row of the screen, cut with an ellipsis."""
-    pending = [tree]
-    while pending:
-        node = pending.pop()
-        if isinstance(node.label, Text):
-            node.label.no_wrap = True
-            node.label.overflow = "ellipsis"
-        pending.extend(node.children)
-    return tree
-
-
 def render_report(report: Report, console: Optional[Console] = None, *,
                   verbose: bool = False) -> None:
     """The report: the verdict first; by default (compact.py) the tree folded to one screen and
@@ -396,7 +388,7 @@ def render_report(report: Report, console: Optional[Console] = None, *,
 
     def show(tree: Optional[Tree]) -> None:
         if tree is not None:
-            console.print(_one_row_each(tree) if compact and screen else tree)
+            console.print(one_row_each(tree) if compact and screen else tree)
 
     if report.processes:
         show(process_tree(report, verbose, ids, compact))
@@ -432,7 +424,7 @@ def _render_summary(report: Report, console: Console, ids: _Ids, screen: bool) -
     if report.root_cause.get("summary"):
         line = _root_cause_text(report, ids, cv.condensed_summary(report))
         if screen:
-            _print_rows(console, line, cv.ROOT_CAUSE_ROWS)
+            print_rows(console, line, cv.ROOT_CAUSE_ROWS)
         else:
             console.print(line)
     for i, hop in enumerate(cv.chain_lines(report)):

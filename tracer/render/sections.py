@@ -47,6 +47,9 @@ def rank_stacks_tree(groups: List[Dict], frames: int = 4,
         where = "[magenta]in a collective[/] " if g.get("collective") else ""
         line = f"{len(g.get('pids', []))} × {where}{escape(names)}"
         shown = (g.get("frames") or [])[:1 if compact else frames]
+        if compact and shown and len(groups) == 1:      # every rank in one stack: one line
+            return Tree(Text.from_markup(f"[bold]ranks by main-thread stack:[/] {line}: "
+                                         f"[dim]{escape(shown[0])}[/]"), guide_style="dim")
         if compact and shown:
             tree.add(Text.from_markup(f"{line}: [dim]{escape(shown[0])}[/]"))
             continue
