@@ -7,7 +7,8 @@ processes; marked ``live`` by their folder). Helpers shared by the tiers sit in 
 ``scenario("name", *args, ready_timeout=15, settle=0.2)`` starts a scenario (see
 ``tests/scenarios.py``) and returns a READY :class:`Scenario`; every
 scenario started through it is killed (whole process group) at teardown. ``sleeper`` is the
-pid of a plain ``sleep 60`` this test started (no ancestor of the test: a pid a user would give).
+pid of a plain ``sleep 3600`` this test started, killed at teardown (no ancestor of the test: a
+pid a user would give; it outlives however long a busy machine makes an attach).
 A session-wide autouse check fails the run if any scenario process started
 in this session is still alive at the end (and kills it). ``compiled_helpers``: the module of
 the compiled helpers (tracer/strace/fastpath.py), built into a temporary directory where the
@@ -39,7 +40,7 @@ StartScenario = Callable[..., Scenario]
 
 @pytest.fixture
 def sleeper() -> Iterator[int]:
-    proc = subprocess.Popen(["sleep", "60"])
+    proc = subprocess.Popen(["sleep", "3600"])     # killed at teardown; outlives a slow attach
     yield proc.pid
     proc.kill()
     proc.wait()

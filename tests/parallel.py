@@ -44,10 +44,13 @@ SERIAL: dict[str, tuple[str, str]] = {
                               "it left, a 1,000-thread target"),
     "test_storms": ("storms", "a fork storm and thread churn (EXCLUSIVE too)"),
 }
-# module name -> why nothing else may run meanwhile
+# module name, or module::test, -> why nothing else of the run may run meanwhile
 EXCLUSIVE: dict[str, str] = {
     "test_storms": "a fork storm floods the pid space and both CPUs: the other tests' targets "
                    "would be starved, and the storm is what is measured",
+    "test_cli_attach::test_name_picks_every_scheduler_by_title":
+        "attach --name sglang::scheduler takes every process so titled: another test's "
+        "sglang_like would join its tree (seen: its verdict became 'progressing')",
 }
 # live modules with a module- or class-scoped fixture (tests/unit/test_parallel_runs.py finds them)
 SHARED_FIXTURES = {"test_evidence_gathered"}
@@ -69,7 +72,10 @@ def _rank(scope: str) -> int:
 
 
 def is_exclusive(nodeid: str) -> bool:
-    return Path(nodeid.split("::", 1)[0]).stem in EXCLUSIVE
+    """Whether the test ``nodeid`` runs alone (``EXCLUSIVE``: its module, or it by name)."""
+    path, _, name = nodeid.partition("::")
+    stem = Path(path).stem
+    return stem in EXCLUSIVE or f"{stem}::{name.split('[', 1)[0]}" in EXCLUSIVE
 
 
 def make_scheduler(config: pytest.Config, log: object) -> object:

@@ -33,8 +33,13 @@ def test_auto_is_two_workers_a_cpu_within_bounds(cpus: int, workers: int) -> Non
 
 def test_every_serial_and_exclusive_module_exists() -> None:
     live = {p.stem for p in (ROOT / "tests" / "live").glob("test_*.py")}
-    assert set(parallel.SERIAL) <= live and set(parallel.EXCLUSIVE) <= live
-    assert set(parallel.EXCLUSIVE) <= set(parallel.SERIAL), "an exclusive module stays in order"
+    modules = {key.split("::")[0] for key in parallel.EXCLUSIVE}
+    assert set(parallel.SERIAL) <= live and modules <= live
+    tests = [key.split("::") for key in parallel.EXCLUSIVE if "::" in key]
+    assert all(f"def {name}(" in (ROOT / "tests" / "live" / f"{m}.py").read_text()
+               for m, name in tests)
+    assert {m for m in parallel.EXCLUSIVE if "::" not in m} <= set(parallel.SERIAL), \
+        "an exclusive module stays in order"
 
 
 def test_shared_fixtures_are_the_live_modules_with_wider_fixtures() -> None:
@@ -61,6 +66,9 @@ def test_scopes(nodeid: str, scope: str) -> None:
 def test_exclusive() -> None:
     assert parallel.is_exclusive("tests/live/test_storms.py::test_x[fork-storm-ebpf]")
     assert not parallel.is_exclusive("tests/live/test_safety.py::test_x")
+    assert parallel.is_exclusive(
+        "tests/live/test_cli_attach.py::test_name_picks_every_scheduler_by_title")
+    assert not parallel.is_exclusive("tests/live/test_cli_attach.py::test_other")
 
 
 def _hold(folder: str, tag: str, exclusive: bool, seconds: float,
