@@ -41,7 +41,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 \
     | grep -v "^WARNING: Location" || true
-.venv/bin/python -c 'import tracer, click, rich, psutil, elftools, msgspec, pytest' \
+.venv/bin/python -c 'import tracer, click, rich, psutil, elftools, msgspec, pytest, xdist' \
     || { echo "setup: the venv is incomplete" >&2; exit 1; }
 # The compiled helpers of the strace importer: the install built them with this
 # machine's C compiler where it could; without them hangtrace runs its pure-Python path (same

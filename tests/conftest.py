@@ -7,15 +7,21 @@ processes; marked ``live`` by their folder). Helpers shared by the tiers sit in 
 ``scenario("name", *args, ready_timeout=15, settle=0.2)`` starts a scenario (see
 ``tests/scenarios.py``) and returns a READY :class:`Scenario`; every
 scenario started through it is killed (whole process group) at teardown. ``sleeper`` is the
-pid of a plain ``sleep 60`` this test started (no ancestor of the test: a pid a user would give).
+pid of a plain ``sleep 3600`` this test started, killed at teardown (no ancestor of the test: a
+pid a user would give; it outlives however long a busy machine makes an attach).
 A session-wide autouse check fails the run if any scenario process started
 in this session is still alive at the end (and kills it). ``compiled_helpers``: the module of
 the compiled helpers (tracer/strace/fastpath.py), built into a temporary directory where the
 checkout has none; the tests that need it skip where it cannot be built.
+
+The suite runs on several workers (pytest-xdist): ``tests/parallel.py`` says how, and which
+tests run one after another (its scopes, through ``pytest_xdist_make_scheduler``) or alone (the
+run's lock, held by ``_alone_when_asked`` around every test).
 """
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +31,7 @@ from typing import Callable, Iterator
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import parallel  # noqa: E402  (tests/parallel.py)
 import scenarios  # noqa: E402  (tests/scenarios.py)
 from scenarios import Scenario  # noqa: E402
 
@@ -33,7 +40,7 @@ StartScenario = Callable[..., Scenario]
 
 @pytest.fixture
 def sleeper() -> Iterator[int]:
-    proc = subprocess.Popen(["sleep", "60"])
+    proc = subprocess.Popen(["sleep", "3600"])     # killed at teardown; outlives a slow attach
     yield proc.pid
     proc.kill()
     proc.wait()
@@ -104,3 +111,42 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if live in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.live)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)      # before xdist's own
+def pytest_xdist_make_scheduler(config, log):  # type: ignore[no-untyped-def]
+    """``--dist loadscope`` (pyproject.toml's addopts) with tests/parallel.py's scopes."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    return parallel.make_scheduler(config, log)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config) -> int | None:
+    """``-n auto`` (pyproject.toml's addopts): tests/parallel.py's count, unless
+    PYTEST_XDIST_AUTO_NUM_WORKERS says."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return parallel.auto_workers(parallel.usable_cpus())
+
+
+@pytest.fixture(scope="session")
+def _run_lock(request, tmp_path_factory) -> Iterator[parallel.RunLock | None]:
+    """The lock of this run's workers (in the run's base temporary folder, which every worker's
+    own folder is in); None outside xdist, where tests run one at a time anyway."""
+    if not hasattr(request.config, "workerinput"):
+        yield None
+        return
+    lock = parallel.RunLock(tmp_path_factory.getbasetemp().parent)
+    yield lock
+    lock.close()
+
+
+@pytest.fixture(autouse=True)
+def _alone_when_asked(request, _run_lock: parallel.RunLock | None) -> Iterator[None]:
+    """Every test holds the run's lock: shared, or alone for tests/parallel.py's EXCLUSIVE."""
+    if _run_lock is None:
+        yield
+        return
+    with _run_lock.hold(parallel.is_exclusive(request.node.nodeid)):
+        yield

@@ -47,7 +47,18 @@ def test_rank_2_is_the_root_cause(scenario, tmp_path, backend: str, fault: str,
     assert live["root_cause"]["pid"] == rank2, live["root_cause"]["summary"]
     if fault != "kill":
         assert live["root_cause"]["tid"] == pid_tid(sc.facts["stuck"])[1]
-        assert "(same stack); rank 2" in live["root_cause"]["summary"]
+        summary = live["root_cause"]["summary"]
+        if all(main_stack(live, int(sc.facts[f"rank{k}"])) for k in range(4)):
+            assert "(same stack); rank 2" in summary       # the ranks' stacks compared
+        else:   # a stack py-spy could not take in its budget (a busy machine): their threads
+            assert "rank 2" in summary and "its threads differ from the 3 other ranks'" \
+                in summary, summary
     from tracer.load.trace import analyze_trace
     replay = analyze_trace(str(out))
     assert (replay.verdict, replay.root_cause["pid"]) == (live["verdict"], rank2)
+
+
+def main_stack(report: dict, pid: int) -> list:
+    """The Python stack the report gives ``pid``'s main thread ([] where none was taken)."""
+    proc = next((q for q in report["processes"] if q["pid"] == pid), {})
+    return next((t.get("stack") or [] for t in proc.get("threads", []) if t["tid"] == pid), [])

@@ -59,12 +59,12 @@ def test_flight_recorder_probe_reads_the_dump_the_environment_names(tmp_path: Pa
     shutil.copy(SKIP / "fr_rank_1", f"{prefix}1")
     env = dict(os.environ, TORCH_FR_BUFFER_SIZE="100", TORCH_FR_DUMP_TEMP_FILE=str(prefix),
                RANK="1")
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], env=env)
     try:
         time.sleep(0.3)
         events = flight_recorder_probe([proc.pid])
         off = dict(env, TORCH_FR_BUFFER_SIZE="0")
-        quiet = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+        quiet = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"],
                                  env=off)
         try:
             time.sleep(0.3)
@@ -83,7 +83,7 @@ def test_flight_recorder_probe_reads_the_dump_the_environment_names(tmp_path: Pa
 
 @needs_root
 def test_stack_scan_names_libc_without_stopping_the_thread() -> None:
-    proc = subprocess.Popen(["sleep", "60"])
+    proc = subprocess.Popen(["sleep", "3600"])
     try:
         time.sleep(0.3)
         before = open(f"/proc/{proc.pid}/stat").read().split()[2]

@@ -43,10 +43,22 @@ def world() -> Iterator[Path]:
 
 
 def _start(argv: list, env: dict, **kw: object) -> subprocess.Popen:
+    """The target started and asleep in its loop (SLEEPER), so that its set-up (a chroot, a
+    setuid) is done, however long a busy machine takes (a fixed 0.4 s was not always enough)."""
     p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, **kw)  # type: ignore[call-overload]
-    time.sleep(0.4)
-    assert p.poll() is None
+    deadline = time.monotonic() + 60.0      # only bounds a hang
+    while "nanosleep" not in _wchan(p.pid):
+        assert p.poll() is None, "the target exited"
+        assert time.monotonic() < deadline, "the target never reached its sleep loop"
+        time.sleep(0.02)
     return p
+
+
+def _wchan(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return ""
 
 
 def _stop(p: subprocess.Popen) -> None:

@@ -168,15 +168,33 @@ def test_name_finds_a_process_that_starts_later(target, tmp_path):
                                       "--interval", str(INTERVAL), "--output-dir",
                                       str(tmp_path), "--json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiting = "watching nothing yet: waiting for a process matching"
     try:
-        time.sleep(1.5)
-        assert w.poll() is None                             # nothing matches yet: it waits
+        # nothing matches yet: it says it waits (however long a busy machine makes its start)
+        said = _stderr_until(w, waiting, timeout=60.0)
+        assert waiting in said and w.poll() is None, said
         t = target("logs-then-blocks", "--log-for", tag)
-        out, err = w.communicate(timeout=60)
+        out, err = w.communicate(timeout=120)
     finally:
         if w.poll() is None:
             w.kill()
             w.wait()
     doc = json.loads(out)
-    assert w.returncode == 4 and [q["pid"] for q in doc["processes"]] == [t.pid], err
-    assert "watching nothing yet: waiting for a process matching" in err
+    assert w.returncode == 4 and [q["pid"] for q in doc["processes"]] == [t.pid], said + err
+
+
+def _stderr_until(p: subprocess.Popen, text: str, timeout: float) -> str:
+    """``p``'s stderr lines up to the first that holds ``text`` (all of them if none does
+    within ``timeout`` s, or at its end)."""
+    lines: list = []
+
+    def read() -> None:
+        for line in p.stderr:
+            lines.append(line)
+            if text in line:
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return "".join(lines)

@@ -58,6 +58,7 @@ def _read_both(path, fast):
     return out
 
 
+@pytest.mark.slow
 def test_traces_feed_alike(compiled_helpers):
     assert len(TRACES) > 100
     for path in TRACES:

@@ -175,7 +175,7 @@ print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 def _export_rss(path: Path, fmt: str) -> tuple:
     p = subprocess.run([sys.executable, "-c", _MEASURE, str(path), fmt], capture_output=True,
-                       text=True, timeout=300, cwd=str(ROOT))
+                       text=True, timeout=1800, cwd=str(ROOT))   # bounds a hang, not a speed
     assert p.returncode == 0, p.stderr
     n, rss_kb = map(int, p.stdout.split())
     return n, rss_kb

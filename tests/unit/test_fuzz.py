@@ -14,6 +14,8 @@ import collections
 import os
 import time
 
+import pytest
+
 import fr_inputs
 import fuzzing
 import typed_sweep
@@ -30,6 +32,7 @@ def test_corpus_holds_logs_and_traces() -> None:
     assert kinds["log"] >= 5 and kinds["trace"] >= 15, kinds
 
 
+@pytest.mark.slow
 def test_mutants_never_crash_or_hang() -> None:
     failures = []
     codes: collections.Counter = collections.Counter()
@@ -57,6 +60,7 @@ def _run_all(mutants, cpu_limit: float):
     return failures, codes
 
 
+@pytest.mark.slow
 def test_one_field_of_one_real_row_at_a_time() -> None:
     """Huge, negative, NaN, Unicode digits, a wrong type, a lone surrogate, in one field of
     one row of a real trace: a verdict, or one line saying the trace is corrupt."""
@@ -75,6 +79,7 @@ def test_one_hostile_line_in_a_real_log_at_a_time() -> None:
     assert sum(n for c, n in codes.items() if c != 1) >= LINE_COUNT // 2, codes
 
 
+@pytest.mark.slow
 def test_typed_sweep_of_every_tag_and_field() -> None:
     """Every field of a row of every registered tag, one hostile value at a time: the codec
     refuses it (one bad line) or the analysis gives a report, each within the CPU bound. In
@@ -93,6 +98,7 @@ def test_typed_sweep_of_every_tag_and_field() -> None:
     assert r["mutants"] > 5000 and r["edge"] > r["mutants"] // 2 and r["analyzed"] > 500, r
 
 
+@pytest.mark.slow
 def test_flight_recorder_inputs() -> None:
     """Hostile dump files beside a real one (``hangtrace analyze DIR``): each a report (the
     bad file refused with its reason, the good one read), never an internal error."""

@@ -12,6 +12,7 @@ SEED = 20261201
 COUNT = 100
 
 
+@pytest.mark.slow
 def test_a_fuzz_pass_through_the_sanitized_helpers_reports_nothing(tmp_path) -> None:
     try:
         module = sanitized.build(str(tmp_path))

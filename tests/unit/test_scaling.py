@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Tuple
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -43,6 +45,7 @@ def _cpu(fn, *args) -> Tuple[float, object]:
     return best, out
 
 
+@pytest.mark.slow
 def test_analysis_cpu_grows_linearly_with_processes(tmp_path) -> None:
     small = write_storm(str(tmp_path / "small.htrace"), SMALL)
     large = write_storm(str(tmp_path / "large.htrace"), LARGE)

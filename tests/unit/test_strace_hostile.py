@@ -162,6 +162,7 @@ def test_byte_blocks_reads_a_long_line_in_linear_time() -> None:
         list(byte_blocks(io.BytesIO(b"z" * (3 << 20)), limit=2 << 20))
 
 
+@pytest.mark.slow
 def test_byte_blocks_reused_give_the_same_blocks() -> None:
     """reuse=True: one bytearray refilled with each block, the same bytes as the blocks a
     new bytes object holds each (a long line too, a last line without its newline, a gzip

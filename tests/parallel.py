@@ -1,0 +1,143 @@
+"""How the suite runs on several workers, and which tests must not run beside which.
+
+pyproject.toml's addopts give ``-n auto --dist loadscope`` (pytest-xdist, the ``test`` extra):
+the README's test command runs every tier on several worker processes at once, and ``scope_of``
+below defines the scopes (tests/conftest.py hands xdist ``make_scheduler``'s scheduler). ``-n 0``
+runs in one process, as before (``-p no:xdist`` where xdist is not installed).
+
+Tests are independent unless this module says otherwise: each starts its own scenario processes,
+attaches only to their pids and writes under its own ``tmp_path``; the live checks of what a run
+left behind (strace processes, BPF programs, traced or stopped threads) look at that run's own
+processes only, since the machine is shared. What this module adds:
+
+* ``scope_of(nodeid)``: the unit of work a test belongs to; the tests of one unit run on one
+  worker, one after another, in collection order. A live module in ``SERIAL`` shares something
+  of the machine with the other modules of its group (``SERIAL`` says what); a unit or replay
+  module is one unit (its module-scoped fixtures built once), as is a live module in
+  ``SHARED_FIXTURES``; any other live test is a unit of its own (they mostly wait on a scenario
+  or a recording window, so they are what runs side by side). ``make_scheduler`` hands the
+  serial groups out first, then the live tests, then the modules (the short ones fill the end).
+* ``EXCLUSIVE``: modules whose tests run alone: while one runs, no other test of the run does
+  (``RunLock``: every other test holds the run's lock shared, these hold it exclusively).
+* ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU, at least 2 and at
+  most 8; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it.
+
+(Not xdist's ``loadgroup`` and ``xdist_group`` marks: with pytest 9.2 its worker-side renaming of
+node ids no longer takes, and the groups are silently ignored: pytest-xdist issue 1386.)
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+from typing import IO, Iterator
+
+import pytest
+
+# module name -> (group, what its tests share with the group's other modules)
+SERIAL: dict[str, tuple[str, str]] = {
+    "test_launchers": ("launchers", "Slurm's, munge's and OpenSSH's daemons, started as root"),
+    "test_multinode": ("netns", "network namespaces and veth pairs with 192.0.2.x addresses"),
+    "test_netns": ("netns", "the machine's network namespaces, listed and entered"),
+    "test_safety": ("safety", "hangtrace killed mid-recording, every process scanned for what "
+                              "it left, a 1,000-thread target"),
+    "test_storms": ("storms", "a fork storm and thread churn (EXCLUSIVE too)"),
+}
+# module name, or module::test, -> why nothing else of the run may run meanwhile
+EXCLUSIVE: dict[str, str] = {
+    "test_storms": "a fork storm floods the pid space and both CPUs: the other tests' targets "
+                   "would be starved, and the storm is what is measured",
+    "test_cli_attach::test_name_picks_every_scheduler_by_title":
+        "attach --name sglang::scheduler takes every process so titled: another test's "
+        "sglang_like would join its tree (seen: its verdict became 'progressing')",
+}
+# live modules with a module- or class-scoped fixture (tests/unit/test_parallel_runs.py finds them)
+SHARED_FIXTURES = {"test_evidence_gathered"}
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work of the test ``nodeid`` (module doc)."""
+    path = nodeid.split("::", 1)[0]
+    stem = Path(path).stem
+    if stem in SERIAL:
+        return f"serial:{SERIAL[stem][0]}"
+    if "/live/" in f"/{path}" and stem not in SHARED_FIXTURES:
+        return nodeid
+    return path
+
+
+def _rank(scope: str) -> int:
+    return 0 if scope.startswith("serial:") else 1 if "::" in scope else 2
+
+
+def is_exclusive(nodeid: str) -> bool:
+    """Whether the test ``nodeid`` runs alone (``EXCLUSIVE``: its module, or it by name)."""
+    path, _, name = nodeid.partition("::")
+    stem = Path(path).stem
+    return stem in EXCLUSIVE or f"{stem}::{name.split('[', 1)[0]}" in EXCLUSIVE
+
+
+def make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's scheduler of scopes, with ``scope_of``'s scopes handed out in ``_rank`` order."""
+    from xdist.scheduler.loadscope import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        _ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+        def _assign_work_unit(self, node) -> None:  # type: ignore[no-untyped-def]
+            if not self._ordered:       # the first call: the queue is whole
+                units = sorted(self.workqueue.items(), key=lambda unit: _rank(unit[0]))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+                self._ordered = True
+            super()._assign_work_unit(node)
+
+    return Scheduling(config, log)
+
+
+def auto_workers(cpus: int) -> int:
+    """``-n auto``'s number of workers for ``cpus`` usable CPUs (module doc)."""
+    return max(2, min(8, 2 * cpus))
+
+
+class RunLock:
+    """A readers-writer lock shared by the workers of one run (flock on two files in the run's
+    base temporary folder). A turnstile keeps a waiting writer from being starved: a reader
+    passes it before taking the lock shared; a writer holds it while it waits and runs."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self._turnstile: IO[str] = open(folder / "run.turnstile", "a")
+        self._lock: IO[str] = open(folder / "run.lock", "a")
+
+    @contextlib.contextmanager
+    def hold(self, exclusive: bool) -> Iterator[None]:
+        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        except BaseException:
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+            raise
+        if not exclusive:
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            if exclusive:
+                fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        self._turnstile.close()
+        self._lock.close()
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
