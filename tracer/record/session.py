@@ -414,9 +414,8 @@ class Session:
 
     def recorded(self) -> Recorded:
         """The report of what was recorded, with the notes on how the recording went."""
-        notes = [f"recording ended early: {self.reason}"
-                 + (f" ({self.stopped_by})" if self.stopped_by else "")
-                 ] if self.reason != "complete" else []
+        from ..load.trace import ended_early_note
+        notes = ended_early_note(self.reason, self.stopped_by)
         notes.append(cpu_note(self.cpu + [own_cpu()], self.end - self.start))
         notes.extend(n for b in self.backends for n in getattr(b, "notes", ()))
         notes.extend(self.ending.notes)
