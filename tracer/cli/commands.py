@@ -120,6 +120,8 @@ def _quiet_stdout() -> None:
 def _open_missing_stdout() -> None:
     """A stdout closed before hangtrace started (``>&-``) is /dev/null (module doc)."""
     if sys.stdout is None:
+        from ..outputs import note_stdout_closed
+        note_stdout_closed()            # "-o -" must not say its trace went there
         sys.stdout = open(os.devnull, "w")
 
 

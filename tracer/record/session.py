@@ -30,7 +30,7 @@ from .inbox import Inbox
 from .own_cpu import cpu_note, own_cpu
 from .probe_run import START_PROBES_S, run_probes
 from .stopflag import StopFlag
-from ..tracefile.format import TraceWriter, create_output, make_header
+from ..tracefile.format import TraceWriter, create_output, make_header, not_a_trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis.analyzer import Analyzer
@@ -239,13 +239,17 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
         on_attach()
     session.stop.install()
     try:
-        session.attach()
-        session.loop(on_tick)
-    except BaseException:
-        session.reason = "error"
+        try:
+            session.attach()
+            session.loop(on_tick)
+        except BaseException:
+            session.reason = "error"
+            raise
+        finally:
+            session.close()
+    except OSError:             # the trace could not be written (a full disk)
+        session.drop_unreadable()
         raise
-    finally:
-        session.close()
     return session.recorded()
 
 
@@ -411,6 +415,27 @@ class Session:
                 self.take(ev.ObserveError(ts=end, source=source, what="backend", why=msg))
             self.writer.close(self.reason, end_ts=end)
             self.stop.restore()
+
+    def drop_unreadable(self) -> None:
+        """After writing the trace failed (a full disk): a trace file that does not read as
+        one (0 bytes, a header cut short) is removed, so that nothing is left that looks like a
+        recording; one cut after its header is kept (a partial recording reads up to where it
+        stopped). Standard output is left alone."""
+        try:
+            self.raw.close()       # the writer's end record was tried by close()
+        except OSError:            # the disk is full: what is buffered is lost
+            pass
+        if self.output == "-":
+            return
+        try:
+            unreadable = not_a_trace(self.output) is not None
+        except HangtraceError:
+            unreadable = True
+        if unreadable:
+            try:
+                os.unlink(self.output)
+            except OSError:
+                pass
 
     def recorded(self) -> Recorded:
         """The report of what was recorded, with the notes on how the recording went."""
