@@ -107,3 +107,15 @@ def test_live_view_rows_are_visible() -> None:
     out = buf.getvalue()
     assert not re.search(r"\x1b\](52|0|2);|\x1b\[2J|\x9b|\u202e|\x07", out), out
     assert "\\x1b]52;c;Y3VybA==" in out and "\\x1b]2;T" in out
+
+
+def test_dot_export_labels_are_visible() -> None:
+    """``export -f dot`` without -o prints on the terminal: a comm's escape sequence is shown."""
+    from tracer.render.export.dot import render_dot
+    graph = {"nodes": [{"id": "t1", "label": "\x1b]0;PWN\x1b\\ 1", "kind": "thread", "pid": 1},
+                       {"id": "t2", "label": "w\u202e 2\ud8ff", "kind": "thread", "pid": 1}],
+             "edges": [{"src": "t1", "dst": "t2", "kind": "futex", "object": "futex 0x1",
+                        "text": "waits\x9b2J"}]}
+    out = render_dot(graph)
+    assert not re.search(r"[\x1b\x9b\u202e\ud800-\udfff]", out), out
+    assert '\\\\x1b]0;PWN' in out and "\\\\u202e" in out and "\ufffd" in out
