@@ -13,6 +13,7 @@ Contract:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -30,7 +31,8 @@ from .inbox import Inbox
 from .own_cpu import cpu_note, own_cpu
 from .probe_run import START_PROBES_S, run_probes
 from .stopflag import StopFlag
-from ..tracefile.format import TraceWriter, create_output, make_header, not_a_trace
+from ..tracefile.format import TraceWriter, create_output, make_header
+from ..tracefile.unreadable import drop_unreadable
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis.analyzer import Analyzer
@@ -227,7 +229,8 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     every exit path: the backends stopped (strace detached, no child left), the trace closed with
     its end record, trouble the backends met saved in it as ``ObserveError`` events. The start and
     end probes run under a time budget each (record/probe_run.py); the report is built from what
-    was recorded.
+    was recorded. A trace that could not be written (a full disk) is removed where it does not
+    read as one (tracefile/unreadable.py), and the OSError goes on to the caller.
 
     ``on_tick(elapsed_s, analyzer)`` runs about 4 times a second in this thread (a live view asks
     the analyzer for a provisional report there); ``on_attach()`` runs once the targets and the
@@ -248,7 +251,9 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
         finally:
             session.close()
     except OSError:             # the trace could not be written (a full disk)
-        session.drop_unreadable()
+        with contextlib.suppress(OSError):
+            session.raw.close()     # what is still buffered is lost
+        drop_unreadable(session.output)
         raise
     return session.recorded()
 
@@ -415,27 +420,6 @@ class Session:
                 self.take(ev.ObserveError(ts=end, source=source, what="backend", why=msg))
             self.writer.close(self.reason, end_ts=end)
             self.stop.restore()
-
-    def drop_unreadable(self) -> None:
-        """After writing the trace failed (a full disk): a trace file that does not read as
-        one (0 bytes, a header cut short) is removed, so that nothing is left that looks like a
-        recording; one cut after its header is kept (a partial recording reads up to where it
-        stopped). Standard output is left alone."""
-        try:
-            self.raw.close()       # the writer's end record was tried by close()
-        except OSError:            # the disk is full: what is buffered is lost
-            pass
-        if self.output == "-":
-            return
-        try:
-            unreadable = not_a_trace(self.output) is not None
-        except HangtraceError:
-            unreadable = True
-        if unreadable:
-            try:
-                os.unlink(self.output)
-            except OSError:
-                pass
 
     def recorded(self) -> Recorded:
         """The report of what was recorded, with the notes on how the recording went."""
