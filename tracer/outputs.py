@@ -1,20 +1,14 @@
 """Every file hangtrace writes is created here. hangtrace runs as root and writes at names
 others can predict (``/tmp/x.htrace.gz``, the default trace name, watch's files), so nothing
-is ever written through a link or into a file that is already there.
+is ever written through a link (at the output or on the way to it: ``a/link/x``) or into a
+file that is already there.
 
 Contract: a file is always created new (``O_CREAT|O_EXCL|O_NOFOLLOW``, mode 0600 whatever the
-umask: outputs hold command lines, paths and host names); an existing regular file at an output
-path is replaced only by renaming a new file over it, never truncated (a hard link planted
-there keeps its content). Each way out has one function: ``check_target``, ``replacing``,
-``open_streamed``, ``create_fresh``, ``fresh_directory``, ``output_directory``,
-``scratch_beside``, ``guarded_stdout`` (their docstrings say how). No output goes through a
-symbolic link anywhere on its path either: a directory on the way to an output (``a/link/x``,
-``link -> /etc``) that is a link is refused with one line, as a link at the output itself is
-(``refuse_links_on_the_way``; the path as given: a relative one from the working directory).
-``note_stdout_closed()``/``stdout_closed()``: whether standard output was closed when hangtrace
-started (``>&-``; fd 1 is /dev/null then), so that nothing claims to have been written there.
-Text is written as UTF-8 with errors="replace". This module imports only errors.py: every
-layer may create files here.
+umask); an existing regular file is replaced only by renaming a new file over it, never
+truncated. Each way out has one function: ``check_target``, ``replacing``, ``open_streamed``,
+``create_fresh``, ``fresh_directory``, ``output_directory``, ``scratch_beside``,
+``guarded_stdout``, ``refuse_links_on_the_way``; ``stdout_closed()``: standard output was closed
+at start (``>&-``). Text is UTF-8 with errors="replace". This module imports only errors.py.
 """
 from __future__ import annotations
 

@@ -2,15 +2,13 @@
 printed there.
 
 Contract:
-- ``FiniteFloat(lo, hi)``: a float in [lo, hi]; NaN and infinity are refused.
-- ``PidList``: one ``-p/--pid`` value, a pid or a list of them, as strace takes them;
-  ``pid_option(help)`` is the option (``container_options``: --cgroup, --container),
-  ``all_pids(positional, given)`` the pids of both forms in order, each once.
+- ``FiniteFloat(lo, hi)``: a float in [lo, hi], NaN and infinity refused. ``PidList``: one
+  ``-p/--pid`` value (strace's forms); ``pid_option(help)``, ``container_options`` (--cgroup,
+  --container), ``all_pids(positional, given)``.
 - Completion (click's ``shell_complete``): ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``.
 - ``report_console(err)``: the rich Console a report is printed on (wrapped on a terminal only).
-- ``tell(line)``: one line for the user on stderr, "hangtrace: LINE", through render/visible.py's
-  ``visible`` (a line quoting a comm, a path or an error from a target shows its escape
-  sequences, never sends them to the terminal); every message the commands print goes so.
+- ``tell(line)``: "hangtrace: LINE" on stderr through render/visible.py's ``visible``; every
+  message the commands print goes so.
 - ``show(report, as_json, verbose, err)``: print a report (JSON: one document) and return its
   verdict's status, for the command to return (cli/commands.py makes it the exit status).
 """

@@ -2,13 +2,10 @@
 
 Contract:
 - ``LiveView(console, duration, roots)`` is a context manager around a rich ``Live`` display;
-  its ``on_tick(elapsed_s, analyzer)`` is session.record's on_tick (it runs in the recording
-  thread, about 4 times a second). Everything it shows comes from ``analyzer.report()`` (the
-  same provisional report replay builds, never a second set of rules); it never reads /proc,
-  the trace or the analyzer's internals. What it shows, in 80 columns: ``LiveView``.
-- A string of the report (a comm, argv, a thread's name, a root cause quoting them) is shown
-  through markup.py's ``visible``/``escape``, never raw: a target's escape sequences must not
-  reach the terminal (issue 46); the caller gives a ``SafeConsole`` as the second line.
+  its ``on_tick(elapsed_s, analyzer)`` is session.record's on_tick (recording thread, about 4
+  times a second). What it shows comes from ``analyzer.report()`` (never /proc, the trace or the
+  analyzer's internals), a target's strings through markup.py's ``visible``/``escape`` (issue
+  46). What it shows, in 80 columns: ``LiveView``.
 - Cost: redrawn at most every ``refresh_s``, ``report()`` throttled to about a tenth of the
   recording thread (``LiveView.on_tick``); ``stats`` says what it cost.
 - Ctrl-C is not handled here: the KeyboardInterrupt raised in the recording thread ends the

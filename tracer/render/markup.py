@@ -1,21 +1,14 @@
-"""Text that reaches rich: every string hangtrace did not write itself (a comm, a path, a fix that
-names ``pip install 'hangtrace[stacks]'``, an error's message) goes through ``escape`` before it is
-put into markup, or ``plain`` before it becomes a Text; every Console hangtrace prints on is a
-``SafeConsole``. All three make text visible with render/visible.py's ``visible``, the one
-function that keeps a target's escape sequences off the terminal (issue 46).
+"""Text that reaches rich, made visible by render/visible.py's ``visible`` (issue 46).
 
 Contract:
-- ``escape(text) -> str``: ``text`` (any object, through ``str``) with rich's markup characters
-  escaped (``[stacks]`` prints as ``[stacks]``, never as a tag that is dropped) and every
-  character that is not printable (ESC, C1, a newline in a comm, U+202E) made visible as its
-  Python escape (``visible``). Pure.
+- ``escape(text) -> str``: ``text`` (any object) with rich's markup characters escaped
+  (``[stacks]`` prints as ``[stacks]``) and every character that is not printable (ESC, C1, a
+  newline in a comm, U+202E) made visible. Pure. Every string hangtrace did not write itself
+  goes through it before it is put into markup.
 - ``plain(text) -> rich.text.Text``: the same text as a Text that is never read as markup.
-- ``SafeConsole``: rich's Console, except that the text of every segment it writes (not its
-  styles' colour codes nor the cursor moves of a live display, which rich makes) goes through
-  ``visible`` keeping hangtrace's own line breaks: a string that reached a renderable without
-  ``escape`` or ``plain`` (an oversight, a renderer added later) still cannot put a raw escape
-  sequence on the terminal. It is the second line; ``escape`` and ``plain`` are the first (they
-  keep the widths rich measured).
+- ``SafeConsole``: rich's Console that passes the text of every segment it writes (not rich's
+  colour codes nor a live display's cursor moves) through ``visible``, hangtrace's line breaks
+  kept: the second line behind ``escape``/``plain``. Every Console hangtrace prints on is one.
 """
 from __future__ import annotations
 
