@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -119,3 +120,35 @@ def test_dot_export_labels_are_visible() -> None:
     out = render_dot(graph)
     assert not re.search(r"[\x1b\x9b\u202e\ud800-\udfff]", out), out
     assert '\\\\x1b]0;PWN' in out and "\\\\u202e" in out and "\ufffd" in out
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_errors_and_tracebacks_are_visible(monkeypatch, capsys, tmp_path, debug) -> None:
+    """An error line quoting a target's string, and --debug's traceback of an internal error
+    whose message holds one: nothing raw on stderr."""
+    import sys
+    from tracer.cli import commands
+    import tracer.load.trace as load_trace
+
+    def boom(*a, **k):
+        raise ValueError("comm \x1b]0;PWN\x1b\\ \x9b2J")
+
+    monkeypatch.setattr(load_trace, "analyze_trace", boom)
+    monkeypatch.setattr(commands, "_debug", {"on": False})
+    trace = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / \
+        "feeder_blocked.proc.htrace.gz"
+    monkeypatch.setattr(sys, "argv", ["hangtrace"] + (["--debug"] if debug else [])
+                        + ["analyze", str(tmp_path / "no\x1b]52;c;eA==\x07such")])
+    with pytest.raises(SystemExit):
+        commands.entry()
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x9b" not in err and "\x07" not in err, err
+    assert "no\\x1b]52;c;eA==\\x07such" in err
+    monkeypatch.setattr(sys, "argv", ["hangtrace"] + (["--debug"] if debug else [])
+                        + ["analyze", str(trace)])
+    with pytest.raises(SystemExit):
+        commands.entry()
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x9b" not in err, err
+    assert "\\x1b]0;PWN" in err
+    assert ("Traceback" in err) == debug

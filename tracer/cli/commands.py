@@ -198,7 +198,7 @@ def entry() -> None:
         code = _main(None)
     except Exception as exc:  # the last line of defence: one line, exit 1
         if _debug["on"]:
-            traceback.print_exc()
+            sys.stderr.write(visible(traceback.format_exc(), keep="\n"))
         click.echo(f"hangtrace: internal error: {type(exc).__name__}: {visible(exc)}"
                    + ("" if _debug["on"] else " (--debug shows where)"), err=True)
         code = 1
