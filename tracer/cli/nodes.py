@@ -104,8 +104,8 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
     node_list = list(nodes)
     if via == "kubectl" and selector:
         if dry_run:
-            click.echo(shlex.join(["kubectl", "get", "pods", "-l", selector, "-o", "name"]
-                                  + (["-n", namespace] if namespace else []))
+            click.echo(visible(shlex.join(["kubectl", "get", "pods", "-l", selector, "-o",
+                                           "name"] + (["-n", namespace] if namespace else [])))
                        + "    # the pods; then for each POD:")
             node_list = node_list or ["POD"]
         else:

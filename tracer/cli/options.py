@@ -7,8 +7,7 @@ Contract:
   --container), ``all_pids(positional, given)``.
 - Completion (click's ``shell_complete``): ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``.
 - ``report_console(err)``: the rich Console a report is printed on (wrapped on a terminal only).
-- ``tell(line)``: "hangtrace: LINE" on stderr through render/visible.py's ``visible``; every
-  message the commands print goes so.
+- ``tell(line)``: "hangtrace: LINE" on stderr through render/visible.py's ``visible``.
 - ``show(report, as_json, verbose, err)``: print a report (JSON: one document) and return its
   verdict's status, for the command to return (cli/commands.py makes it the exit status).
 """
