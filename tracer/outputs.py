@@ -1,14 +1,14 @@
 """Every file hangtrace writes is created here. hangtrace runs as root and writes at names
 others can predict (``/tmp/x.htrace.gz``, the default trace name, watch's files), so nothing
-is ever written through a link or into a file that is already there.
+is ever written through a link (at the output or on the way to it: ``a/link/x``) or into a
+file that is already there.
 
 Contract: a file is always created new (``O_CREAT|O_EXCL|O_NOFOLLOW``, mode 0600 whatever the
-umask: outputs hold command lines, paths and host names); an existing regular file at an output
-path is replaced only by renaming a new file over it, never truncated (a hard link planted
-there keeps its content). Each way out has one function: ``check_target``, ``replacing``,
-``open_streamed``, ``create_fresh``, ``fresh_directory``, ``output_directory``,
-``scratch_beside``, ``guarded_stdout`` (their docstrings say how). Text is written as UTF-8
-with errors="replace". This module imports only errors.py: every layer may create files here.
+umask); an existing regular file is replaced only by renaming a new file over it, never
+truncated. Each way out has one function: ``check_target``, ``replacing``, ``open_streamed``,
+``create_fresh``, ``fresh_directory``, ``output_directory``, ``scratch_beside``,
+``guarded_stdout``, ``refuse_links_on_the_way``; ``stdout_closed()``: standard output was closed
+at start (``>&-``). Text is UTF-8 with errors="replace". This module imports only errors.py.
 """
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from .errors import OutputError, StdoutFailed
 
 __all__ = ["MODE", "FreshName", "check_target", "open_streamed", "create_fresh", "replacing",
            "guarded", "scratch_beside", "fresh_directory", "output_directory",
-           "guarded_stdout", "STDOUT_NAME"]
+           "guarded_stdout", "STDOUT_NAME", "refuse_links_on_the_way", "note_stdout_closed",
+           "stdout_closed"]
 
 STDOUT_NAME = "standard output"
 _STDOUT_OWN_RULES = (errno.EPIPE, errno.EBADF)   # the command line's rules (guarded_stdout)
@@ -52,10 +53,45 @@ def _what(mode: int) -> str:
     return "a device or special file"
 
 
+_STDOUT_CLOSED = [False]
+
+
+def note_stdout_closed() -> None:
+    """Standard output was closed when hangtrace started (cli/commands.py says so, once)."""
+    _STDOUT_CLOSED[0] = True
+
+
+def stdout_closed() -> bool:
+    """Whether standard output was closed when hangtrace started (module doc)."""
+    return _STDOUT_CLOSED[0]
+
+
+def refuse_links_on_the_way(path: str, last: bool = False) -> None:
+    """OutputError (one line) when a directory on the way to ``path`` (each component before its
+    last, as ``path`` is written; the last one too with ``last``) is a symbolic link: the output
+    would land wherever it points (``--output-dir a/link/x`` with ``link -> /etc``). Components
+    that do not exist yet are made by hangtrace (real directories); the walk stops there."""
+    names = [c for c in path.rstrip("/").split("/") if c not in ("", ".")]
+    if not last:
+        names = names[:-1]
+    here = "/" if path.startswith("/") else ""
+    for name in names:
+        here = os.path.join(here, name) if here else name
+        try:
+            st = os.lstat(here)
+        except OSError:          # missing (made later, for real) or unreadable (said later)
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise OutputError(f"{path}: {here} is a symbolic link: nothing written (hangtrace "
+                              "writes no output through a link: give the path it points to)")
+
+
 def check_target(path: str) -> bool:
     """What is at an output path, looked at first: True when a regular file is at ``path``,
     False when nothing is; a symbolic link, a directory, a FIFO, a device or a socket raises
-    ``OutputError`` with one line saying what is there and that it is not written."""
+    ``OutputError`` with one line saying what is there and that it is not written, and so does
+    a link on the way to it (``refuse_links_on_the_way``)."""
+    refuse_links_on_the_way(path)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -111,6 +147,7 @@ def create_fresh(path: str, text: bool = False, what: str = "") -> IO:
     free ``STEM-N.EXT`` (``a-2.htrace.gz``, ``a-3...``); it never replaces anything. The file
     object's ``name`` is where it is. ``text``: a text file (UTF-8,
     errors="replace") whose write errors are OutputError."""
+    refuse_links_on_the_way(path)
     directory, base = os.path.split(path)
     stem, ext = _split_ext(base)
     for n in range(1, _MOST_FRESH_TRIES + 1):
@@ -300,6 +337,7 @@ def replacing(path: str, text: bool = True) -> Iterator[IO]:
 def fresh_directory(path: str) -> str:
     """A new directory (mode 0700) at ``path`` or at the first free ``PATH-N``, for a
     directory name hangtrace made up (cluster's default ``--output-dir``); its path."""
+    refuse_links_on_the_way(path)
     for n in range(1, _MOST_FRESH_TRIES + 1):
         candidate = path if n == 1 else f"{path}-{n}"
         try:
@@ -322,8 +360,9 @@ def output_directory(path: str) -> str:
     """``path``, a directory the user named for outputs (watch's and cluster's
     ``--output-dir``), made when missing; OutputError (one line) for a symbolic link there (the
     files would land in whatever it points to), something else than a directory, or one this
-    user may not write into."""
+    user may not write into; and a link on the way to it (``refuse_links_on_the_way``)."""
     entry = path.rstrip("/") or "/"      # "LINK/" would be looked up through the link
+    refuse_links_on_the_way(entry)
     try:
         st = os.lstat(entry)
     except FileNotFoundError:
@@ -348,6 +387,7 @@ def output_directory(path: str) -> str:
 def scratch_beside(path: str) -> IO[bytes]:
     """A new temporary file (0600, random name) in ``path``'s directory for work on the way
     to ``path`` (the importer's rows); its ``name`` is its path; the caller removes it."""
+    refuse_links_on_the_way(path)
     try:
         fd, tmp = _temp_beside(path)
     except OSError as e:

@@ -24,6 +24,7 @@ import click
 from .. import __version__
 from ..errors import EXIT_USAGE, HangtraceError, StdoutFailed, exit_code
 from ..outputs import guarded_stdout
+from ..render.visible import visible
 from .examples import epilog
 
 __all__ = ["main", "run", "entry", "EXIT_STDOUT_GONE", "COMPLETE_VAR"]
@@ -119,6 +120,8 @@ def _quiet_stdout() -> None:
 def _open_missing_stdout() -> None:
     """A stdout closed before hangtrace started (``>&-``) is /dev/null (module doc)."""
     if sys.stdout is None:
+        from ..outputs import note_stdout_closed
+        note_stdout_closed()            # "-o -" must not say its trace went there
         sys.stdout = open(os.devnull, "w")
 
 
@@ -163,15 +166,15 @@ def _ended(args: List[str]) -> int:
         _quiet_stdout()
         return EXIT_STDOUT_GONE
     except HangtraceError as exc:
-        click.echo(f"hangtrace: {exc}", err=True)
+        click.echo(f"hangtrace: {visible(exc)}", err=True)
         if isinstance(exc, StdoutFailed):
             _quiet_stdout()              # what is still buffered must not fail at exit
         return exit_code(exc)
     except click.UsageError as exc:    # bad options or arguments: one line, not click's four
-        click.echo(f"hangtrace: {exc.format_message()}", err=True)
+        click.echo(f"hangtrace: {visible(exc.format_message())}", err=True)
         return EXIT_USAGE
     except click.ClickException as exc:
-        click.echo(f"hangtrace: {exc.format_message()}", err=True)
+        click.echo(f"hangtrace: {visible(exc.format_message())}", err=True)
         return exc.exit_code
     except (click.Abort, _Interrupted, KeyboardInterrupt):   # Ctrl-C before a recording began
         click.echo("hangtrace: interrupted", err=True)
@@ -195,8 +198,8 @@ def entry() -> None:
         code = _main(None)
     except Exception as exc:  # the last line of defence: one line, exit 1
         if _debug["on"]:
-            traceback.print_exc()
-        click.echo(f"hangtrace: internal error: {type(exc).__name__}: {exc}"
+            sys.stderr.write(visible(traceback.format_exc(), keep="\n"))
+        click.echo(f"hangtrace: internal error: {type(exc).__name__}: {visible(exc)}"
                    + ("" if _debug["on"] else " (--debug shows where)"), err=True)
         code = 1
     sys.exit(code)

@@ -16,6 +16,7 @@ import click
 
 from ..errors import OutputError, UsageError, shown
 from .examples import epilog
+from .options import tell
 from ..render.export import FORMATS
 from .options import FILE, complete_from, is_terminal, show
 
@@ -63,8 +64,7 @@ def _analyze_strace_log(given: "Input") -> "Report":
     from ..render.progress import LATER_PASS_COST, FileProgress
     with FileProgress(given.path, "importing", passes=2, later_cost=LATER_PASS_COST) as bar:
         log = open_log(given, progress=bar.update)
-    click.echo(f"hangtrace: {given.path} is an strace log; imported {log.events} events",
-               err=True)
+    tell(f"{given.path} is an strace log; imported {log.events} events")
     with FileProgress(given.path, "analyzing") as bar:
         return analyze_log(log, progress=bar.update)
 
@@ -97,7 +97,7 @@ def export(trace: str, fmt: str, output: Optional[str]) -> int:
             with replacing(output, text=not binary) as out, \
                     FileProgress(trace, "exporting") as bar:
                 export_to(fmt, trace, out, progress=bar.update)
-            click.echo(f"hangtrace: wrote {output}", err=True)
+            tell(f"wrote {output}")
         else:
             with FileProgress(trace, "exporting") as bar:
                 export_to(fmt, trace, sys.stdout.buffer if binary else sys.stdout,
@@ -133,9 +133,9 @@ def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_js
     out = output or _default_import_path(log)
     with FileProgress(log, "importing", passes=2, later_cost=LATER_PASS_COST) as bar:
         result = import_strace(log, out, progress=bar.update, pid=pid)
-    click.echo(f"hangtrace: imported {result.events} events from {log} into {out}"
-               + (f" ({result.unparsed} lines not understood)" if result.unparsed else "")
-               + (" (log was cut short)" if result.truncated else ""), err=True)
+    tell(f"imported {result.events} events from {log} into {out}"
+         + (f" ({result.unparsed} lines not understood)" if result.unparsed else "")
+         + (" (log was cut short)" if result.truncated else ""))
     if then_analyze:
         from ..load.trace import analyze_trace
         with FileProgress(out, "analyzing") as bar:

@@ -19,7 +19,7 @@ import click
 from ..errors import OutputError, TargetGone, UsageError
 from .examples import epilog
 from .options import FILE, DIR, FiniteFloat, PidList, all_pids, complete_scenario, show, \
-    container_options, is_terminal, pid_option, pids_text, report_console
+    container_options, is_terminal, pid_option, pids_text, report_console, tell
 
 __all__ = ["attach", "watch", "snapshot", "demo", "doctor"]
 
@@ -71,8 +71,7 @@ def attach(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: 
     done = record_with_view(roots, backends, duration, out, as_json or piped,
                             f"attaching to {pids_text(roots)} for {duration:g} s with {why}",
                             native=native)
-    click.echo("hangtrace: trace written to standard output" if piped else
-               f"hangtrace: trace saved to {done.trace_path}", err=True)
+    tell("trace written to standard output" if piped else f"trace saved to {done.trace_path}")
     return show(done.report, as_json, verbose, err=piped)
 
 
@@ -88,15 +87,15 @@ def record_with_view(roots: List[int], backends: list, duration: float, out: str
     probes, starts = attach_probes(native=native)
     try:
         if not as_json and is_terminal(sys.stdout):
-            from rich.console import Console      # not before a plain recording's first byte
+            from ..render.markup import SafeConsole   # not before a plain recording's first byte
             from ..render.live import LiveView
-            with LiveView(Console(), duration, roots) as view:
+            with LiveView(SafeConsole(), duration, roots) as view:
                 return record(roots, backends, duration=duration, output=out,
                               on_tick=view.on_tick, end_probes=probes,
                               on_attach=lambda: view.say(f"hangtrace: {announce}"),
                               start_probes=starts)
         return record(roots, backends, duration=duration, output=out, end_probes=probes,
-                      on_attach=lambda: click.echo(f"hangtrace: {announce}", err=True),
+                      on_attach=lambda: tell(announce),
                       start_probes=starts)
     except OSError as exc:      # the trace could not be written on (disk full, ...)
         raise OutputError(f"recording failed: {exc.strerror or exc} "
@@ -153,9 +152,6 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
                         max_captures=1 if once else max_captures, interval=interval,
                         backend=backend, verbose=verbose)
 
-    def say(line: str) -> None:
-        click.echo(f"hangtrace: {line}", err=True)
-
     def print_capture(cap) -> None:  # type: ignore[no-untyped-def]
         if as_json:     # JSON Lines: one compact document per line, --once included
             click.echo(json.dumps(cap.report.to_json(), separators=(",", ":")))
@@ -165,11 +161,11 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
 
     who = (f"pid {pids_text(roots)} and descendants" if roots else
            f"nothing yet: waiting for a process matching {name!r}")
-    say(f"watching {who}" + (f" (and new matches of {name!r})" if roots and name else "")
+    tell(f"watching {who}" + (f" (and new matches of {name!r})" if roots and name else "")
         + f"; a {duration:g} s recording after {silent_for:g} s without progress, into "
         f"{output_dir}; a look every {interval:g} s")
     sampler = TreeSampler(roots, name, cgroup=cgroup, container=container)
-    return Watcher(sampler, opts, say=say, on_capture=print_capture).run()
+    return Watcher(sampler, opts, say=tell, on_capture=print_capture).run()
 
 
 @click.command(epilog=epilog("snapshot"))
@@ -231,7 +227,7 @@ def demo(scenario: str, duration: float, backend: str, output: Optional[str], as
                                 f"{duration:g} s with {why}")
     finally:
         sc.kill()
-    click.echo(f"hangtrace: trace saved to {done.trace_path}", err=True)
+    tell(f"trace saved to {done.trace_path}")
     return show(done.report, as_json)
 
 

@@ -16,7 +16,8 @@ import click
 
 from ..errors import UsageError
 from .examples import epilog
-from .options import DIR, FILE, PidList, all_pids, report_console
+from ..render.visible import visible
+from .options import DIR, FILE, PidList, all_pids, report_console, tell
 
 
 def _show(report, as_json: bool, verbose: bool, output: Optional[str]) -> int:
@@ -28,7 +29,7 @@ def _show(report, as_json: bool, verbose: bool, output: Optional[str]) -> int:
         else:
             render_report(report, report_console(file=out), verbose=verbose)
     if output:
-        click.echo(f"hangtrace: report written to {output}", err=True)
+        tell(f"report written to {output}")
     return int(report.exit_code)
 
 
@@ -103,8 +104,8 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
     node_list = list(nodes)
     if via == "kubectl" and selector:
         if dry_run:
-            click.echo(shlex.join(["kubectl", "get", "pods", "-l", selector, "-o", "name"]
-                                  + (["-n", namespace] if namespace else []))
+            click.echo(visible(shlex.join(["kubectl", "get", "pods", "-l", selector, "-o",
+                                           "name"] + (["-n", namespace] if namespace else [])))
                        + "    # the pods; then for each POD:")
             node_list = node_list or ["POD"]
         else:
@@ -112,7 +113,7 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
     refused = cl.refused_nodes(node_list)
     if dry_run and refused:     # say what a run would refuse, and plan the rest
         for node, why in refused:
-            click.echo(f"# refused: {shlex.quote(node)}: {why}")
+            click.echo(visible(f"# refused: {shlex.quote(node)}: {why}"))
         node_list = [n for n in node_list if not cl.node_name_problem(n)]
     runs = cl.plan(via, node_list, att, outdir, jobid=jobid, namespace=namespace,
                    container=container) if node_list or not refused else []
@@ -123,16 +124,16 @@ def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name:
                        container=container)
     if dry_run:
         for line in cl.dry_run_lines(runs):
-            click.echo(line)
+            click.echo(visible(line))
         return 2 if refused else 0
     from ..outputs import output_directory
     output_directory(outdir)             # a link there is refused, as for watch
-    click.echo(f"hangtrace: recording {len(node_list) or 'the'} nodes through {via} for "
-               f"{duration:g} s into {outdir}", err=True)
+    tell(f"recording {len(node_list) or 'the'} nodes through {via} for {duration:g} s into "
+         f"{outdir}")
     results = cl.run(runs, timeout if timeout is not None else duration + 120, fanout)
     for r in results:
         if r.error or r.warning:
-            click.echo(f"hangtrace: node {r.node}: {r.error or r.warning}", err=True)
+            tell(f"node {r.node}: {r.error or r.warning}")
     good = [r for r in results if r.trace]
     if not good:
         from ..errors import BackendFailed

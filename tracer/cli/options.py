@@ -2,12 +2,12 @@
 printed there.
 
 Contract:
-- ``FiniteFloat(lo, hi)``: a float in [lo, hi]; NaN and infinity are refused.
-- ``PidList``: one ``-p/--pid`` value, a pid or a list of them, as strace takes them;
-  ``pid_option(help)`` is the option (``container_options``: --cgroup, --container),
-  ``all_pids(positional, given)`` the pids of both forms in order, each once.
+- ``FiniteFloat(lo, hi)``: a float in [lo, hi], NaN and infinity refused. ``PidList``: one
+  ``-p/--pid`` value (strace's forms); ``pid_option(help)``, ``container_options`` (--cgroup,
+  --container), ``all_pids(positional, given)``.
 - Completion (click's ``shell_complete``): ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``.
 - ``report_console(err)``: the rich Console a report is printed on (wrapped on a terminal only).
+- ``tell(line)``: "hangtrace: LINE" on stderr through render/visible.py's ``visible``.
 - ``show(report, as_json, verbose, err)``: print a report (JSON: one document) and return its
   verdict's status, for the command to return (cli/commands.py makes it the exit status).
 """
@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Seque
 import click
 
 from ..errors import shown
+from ..render.visible import visible
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console       # rich loads when a report is shown (30 ms)
 
 __all__ = ["FiniteFloat", "PidList", "pid_option", "container_options", "all_pids",
-           "report_console", "show",
+           "report_console", "show", "tell",
            "is_terminal", "FILE", "DIR", "complete_from", "complete_scenario"]
 
 _PID_DIGITS = 10                  # pid_max is at most 2**22; 10 digits bound int() anyway
@@ -163,6 +164,11 @@ def report_console(err: bool = False, file=None) -> Console:  # type: ignore[no-
     line, so that grep over a saved report finds whole lines."""
     from ..render.console import report_console as console_for
     return console_for(file=file, stderr=err)
+
+
+def tell(line: str) -> None:
+    """``line`` on stderr as "hangtrace: LINE", made visible (module doc)."""
+    click.echo(f"hangtrace: {visible(line)}", err=True)
 
 
 def show(report, as_json: bool, verbose: bool = False,  # type: ignore[no-untyped-def]

@@ -2,7 +2,8 @@
 ``Analyzer`` up (``analyzer_for``; ``analyzer_from`` for a header alone) and its events are fed
 to it (``analyze_trace``), for ``analyze``, ``import-strace --analyze``, the exports and the
 tests alike; ``compiled_helpers``: the compiled twins of reading and feeding, where built;
-``trace_notes``: the notes a trace brings to its report (``header_notes``: its header's);
+``trace_notes``: the notes a trace brings to its report (``header_notes``: its header's;
+``ended_early_note``: "recording ended early: REASON", as attach's own report words it);
 ``mark_cut_short``: what the report of a trace cut short says of it. Bad
 files raise errors.BadInput (CorruptTrace, NotATrace).
 """
@@ -16,7 +17,9 @@ from ..report import Report
 from ..tracefile.format import TraceReader
 
 __all__ = ["analyze_trace", "analyzer_for", "analyzer_from", "compiled_helpers", "header_notes",
-           "mark_cut_short", "trace_notes"]
+           "mark_cut_short", "trace_notes", "ended_early_note", "COMPLETE"]
+
+COMPLETE = "complete"       # the end record's reason when the window ran its whole length
 
 
 def analyzer_for(reader: TraceReader) -> Analyzer:
@@ -80,9 +83,19 @@ def trace_notes(info: Any) -> List[str]:
     """The notes a trace brings to its report (a TraceReader's ``info`` once read): the
     recording's errors and notes from the header, and corrupt lines skipped."""
     notes = header_notes(info.header)
+    if info.end is not None:
+        notes.extend(ended_early_note(info.end.reason))
     if info.bad_lines:
         notes.append(f"{info.bad_lines} corrupt lines in the trace were skipped")
     return notes
+
+
+def ended_early_note(reason: str, stopped_by: str = "") -> List[str]:
+    """The note of a recording that ended for ``reason`` (its end record's: "interrupted",
+    "targets-exited", "error"), with the signal that ended it where known; none when complete."""
+    if not reason or reason == COMPLETE:
+        return []
+    return [f"recording ended early: {reason}" + (f" ({stopped_by})" if stopped_by else "")]
 
 
 def header_notes(header: Dict[str, Any]) -> List[str]:

@@ -13,6 +13,7 @@ Contract:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -31,6 +32,7 @@ from .own_cpu import cpu_note, own_cpu
 from .probe_run import START_PROBES_S, run_probes
 from .stopflag import StopFlag
 from ..tracefile.format import TraceWriter, create_output, make_header
+from ..tracefile.unreadable import drop_unreadable
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis.analyzer import Analyzer
@@ -227,7 +229,8 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     every exit path: the backends stopped (strace detached, no child left), the trace closed with
     its end record, trouble the backends met saved in it as ``ObserveError`` events. The start and
     end probes run under a time budget each (record/probe_run.py); the report is built from what
-    was recorded.
+    was recorded. A trace that could not be written (a full disk) is removed where it does not
+    read as one (tracefile/unreadable.py), and the OSError goes on to the caller.
 
     ``on_tick(elapsed_s, analyzer)`` runs about 4 times a second in this thread (a live view asks
     the analyzer for a provisional report there); ``on_attach()`` runs once the targets and the
@@ -239,13 +242,19 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
         on_attach()
     session.stop.install()
     try:
-        session.attach()
-        session.loop(on_tick)
-    except BaseException:
-        session.reason = "error"
+        try:
+            session.attach()
+            session.loop(on_tick)
+        except BaseException:
+            session.reason = "error"
+            raise
+        finally:
+            session.close()
+    except OSError:             # the trace could not be written (a full disk)
+        with contextlib.suppress(OSError):
+            session.raw.close()     # what is still buffered is lost
+        drop_unreadable(session.output)
         raise
-    finally:
-        session.close()
     return session.recorded()
 
 
@@ -414,9 +423,8 @@ class Session:
 
     def recorded(self) -> Recorded:
         """The report of what was recorded, with the notes on how the recording went."""
-        notes = [f"recording ended early: {self.reason}"
-                 + (f" ({self.stopped_by})" if self.stopped_by else "")
-                 ] if self.reason != "complete" else []
+        from ..load.trace import ended_early_note
+        notes = ended_early_note(self.reason, self.stopped_by)
         notes.append(cpu_note(self.cpu + [own_cpu()], self.end - self.start))
         notes.extend(n for b in self.backends for n in getattr(b, "notes", ()))
         notes.extend(self.ending.notes)

@@ -14,6 +14,7 @@ Contract:
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import signal
@@ -110,8 +111,8 @@ class Watcher:
         (0: never), returning the last verdict's exit status (``--once`` is one capture); with 0 on
         SIGTERM, SIGHUP or Ctrl-C (a recording in progress is ended early, saved and reported
         first); with 5 (exited, ``EXIT_EXITED``) when every watched process is gone and no
-        ``--name`` pattern could bring new ones; with 1 when a recording failed and no capture is
-        left to make."""
+        ``--name`` pattern could bring new ones; with 1 when a recording failed, or its report
+        could not be written (a full disk), and no capture is left to make."""
         # SIGTERM and SIGHUP (a terminal closed) stop it as Ctrl-C does; a recording in
         # progress has its own handlers (stopflag.StopFlag) and is saved first
         old = {sig: signal.signal(sig, lambda s, f: self._stop.set())
@@ -243,7 +244,9 @@ class Watcher:
         DIR/hangtrace-PIDS-TIME.htrace.gz (the trace), .txt (the report as ``attach`` prints it)
         and .json (``hangtrace.report/1`` with ``watch`` set: when the silence began, when the
         recording began). One capture per silence: the next one waits until the tree has made
-        progress again and gone silent again."""
+        progress again and gone silent again. A report that cannot be written whole (a full
+        disk) leaves no cut .json or .txt: both are removed, one line says so and the capture
+        counts as failed; the trace, written whole before them, is kept."""
         from ..render.console import render_report, report_console
         from .session import SessionError
         opts = self.opts
@@ -271,16 +274,26 @@ class Watcher:
         base = _trace_base(done.trace_path) or base
         cap = Capture(report, done.trace_path, base + ".txt", base + ".json", done.reason,
                       done.errors)
+        written: List[str] = []
         try:
             with create_fresh(cap.json_path, text=True) as f:
                 cap.json_path = f.name
+                written.append(f.name)
                 json.dump(report.to_json(), f, indent=2)
                 f.write("\n")
             with create_fresh(cap.text_path, text=True) as f:
                 cap.text_path = f.name
+                written.append(f.name)
                 render_report(report, report_console(file=f))
-        except OutputError as exc:
-            self.say(f"cannot write the report into {opts.output_dir}: {exc}")
+        except (OutputError, OSError) as exc:      # a full disk: no cut report is left
+            for path in written:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            self.failed += 1
+            self.say(f"capture failed: cannot write its report: "
+                     f"{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}; "
+                     f"the trace is kept ({done.trace_path}); watching on")
+            return None
         self.captures.append(cap)
         self.say(f"capture {len(self.captures)}: {report.verdict} ({report.rule}); "
                  f"{cap.trace_path}, {os.path.basename(cap.text_path)}, "

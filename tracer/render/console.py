@@ -15,7 +15,7 @@ import errno
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from rich.console import Console
-from .markup import escape
+from .markup import SafeConsole, escape
 from rich.text import Text
 from rich.tree import Tree
 
@@ -37,7 +37,7 @@ STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yel
          "unknown": "dim"}
 
 
-class _ReportConsole(Console):
+class _ReportConsole(SafeConsole):
     """rich's Console, except that a reader gone away (``| head``) is an EPIPE for the command
     line to map to its exit status (141), not rich's own ``SystemExit(1)``."""
 
@@ -63,7 +63,7 @@ def report_console(file: Any = None, stderr: bool = False) -> Console:
 
 
 def _verdict(v: str) -> str:
-    return f"[{STYLE.get(v, 'white')}]{v}[/]"
+    return f"[{STYLE.get(v, 'white')}]{escape(v)}[/]"
 
 
 def _counters(c: Dict[str, float]) -> str:
@@ -110,7 +110,7 @@ def _thread_line(t: ThreadReport, tid: Optional[int] = None, frames: int = STACK
     cur = f" in {escape(t.current)}" if t.current else ""
     who = t.tid if tid is None else tid
     line = (head or f"[bold]{who or 'unknown'}[/] {name}") + \
-        f" [dim]{t.state}{cur}[/]  {_verdict(t.verdict)} [dim]({t.rule})[/]"
+        f" [dim]{escape(t.state)}{cur}[/]  {_verdict(t.verdict)} [dim]({escape(t.rule)})[/]"
     counters = _counters(t.counters)
     if counters:
         line += f"  [dim]{counters}[/]"
@@ -147,10 +147,10 @@ def _process_label(p: ProcessReport, cmd_chars: int = 90, compact: bool = False,
         who = f"pid [bold]{pid}[/]"
     counters = _counters(p.counters)
     if compact:
-        return Text.from_markup(f"{role}{who}  {_verdict(p.verdict)} [dim]({p.rule})[/]  "
+        return Text.from_markup(f"{role}{who}  {_verdict(p.verdict)} [dim]({escape(p.rule)})[/]  "
                                 f"{escape(waits) + '  ' if waits else ''}"
                                 f"[dim]{counters + '  ' if counters else ''}{cmd}[/]")
-    line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
+    line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({escape(p.rule)})[/]"
     if counters:
         line += f"\n[dim]{counters}[/]"
     return Text.from_markup(line)
@@ -311,7 +311,7 @@ def _folded_processes(group: List[ProcessReport], by_pid: Dict[int, ProcessRepor
     p = group[0]
     pids = _pids_text([m.pid for m in group], ids)
     line = (f"[bold]x{len(group)}[/] [bold]{escape(cv.process_word(group))}[/]  "
-            f"{_verdict(p.verdict)} [dim]({p.rule})  {pids}[/]")
+            f"{_verdict(p.verdict)} [dim]({escape(p.rule)})  {pids}[/]")
     kinds: Dict[Tuple[int, ...], List[str]] = {}
     for w in p.waits_on:
         targets = tuple(q for q in w["pids"] if q in by_pid)
@@ -375,8 +375,9 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     partial = f"  [bold yellow]partial: {escape(cut)}[/]" if cut else \
         "  [yellow]partial: not everything could be observed[/]" if report.unobserved else ""
     header = Text.from_markup(f"[bold]hangtrace verdict:[/] {_verdict(v)}  "
-                              f"[dim]({report.rule}, {window_text(report.window)}, "
-                              f"backends: {', '.join(report.backends) or '?'})[/]" + partial)
+                              f"[dim]({escape(report.rule)}, "
+                              f"{window_text(report.window)}, "
+                              f"backends: {escape(', '.join(report.backends) or '?')})[/]" + partial)
     console.print(header)
     for line in report.unobserved:      # the verdict rests on the rest: say what was not seen
         console.print(Text.from_markup(f"[yellow]not observed:[/] {escape(line)}"))
@@ -420,7 +421,7 @@ def _render_summary(report: Report, console: Console, ids: _Ids, screen: bool) -
     """The default view's last lines: the verdict, the root cause (condensed, at most
     ``compact.ROOT_CAUSE_ROWS`` rows on a screen) and the chain of waits, one line a hop."""
     console.print(Text.from_markup(f"[bold]verdict:[/] {_verdict(report.verdict)} "
-                                   f"[dim]({report.rule})[/]"))
+                                   f"[dim]({escape(report.rule)})[/]"))
     if report.root_cause.get("summary"):
         line = _root_cause_text(report, ids, cv.condensed_summary(report))
         if screen:

@@ -2,10 +2,10 @@
 
 Contract:
 - ``LiveView(console, duration, roots)`` is a context manager around a rich ``Live`` display;
-  its ``on_tick(elapsed_s, analyzer)`` is session.record's on_tick (it runs in the recording
-  thread, about 4 times a second). Everything it shows comes from ``analyzer.report()`` (the
-  same provisional report replay builds, never a second set of rules); it never reads /proc,
-  the trace or the analyzer's internals. What it shows, in 80 columns: ``LiveView``.
+  its ``on_tick(elapsed_s, analyzer)`` is session.record's on_tick (recording thread, about 4
+  times a second). What it shows comes from ``analyzer.report()`` (never /proc, the trace or the
+  analyzer's internals), a target's strings through markup.py's ``visible``/``escape`` (issue
+  46). What it shows, in 80 columns: ``LiveView``.
 - Cost: redrawn at most every ``refresh_s``, ``report()`` throttled to about a tenth of the
   recording thread (``LiveView.on_tick``); ``stats`` says what it cost.
 - Ctrl-C is not handled here: the KeyboardInterrupt raised in the recording thread ends the
@@ -20,13 +20,13 @@ from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from .markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
 from ..analysis.accumulate.stats import syscall_backends
 from ..report import ProcessReport, Report
+from .markup import escape, visible
 
 __all__ = ["LiveView", "LiveStats", "RATE_KEYS"]
 
@@ -95,7 +95,7 @@ class LiveView:
 
     def say(self, line: str) -> None:
         """A line for the user while the view is up: printed above it, never inside it."""
-        self._live.console.print(Text(line), soft_wrap=True)
+        self._live.console.print(Text(visible(line)), soft_wrap=True)
 
     # ------------------------------------------------------------------ ticking
     def on_tick(self, elapsed: float, analyzer: Any) -> None:
@@ -170,7 +170,7 @@ class LiveView:
                                     f"[dim]({escape(r.rule)})[/]")
             parts.append(line)
             if r.root_cause.get("summary"):
-                parts.append(Text(f"root cause: {r.root_cause['summary']}", style="italic",
+                parts.append(Text(f"root cause: {visible(r.root_cause['summary'])}", style="italic",
                                   overflow="ellipsis", no_wrap=True))
             parts.append(self._table(r))
         parts.append(Text(LEGEND, style="dim"))
@@ -222,7 +222,7 @@ class LiveView:
         for th in shown:
             key = (p.pid, th.tid)
             table.add_row(Text(f"{indent}  {th.tid}"), _name(th.name or "?"),
-                          Text(th.state), Text.from_markup(_verdict(th.verdict, dim=bool(
+                          Text(visible(th.state)), Text.from_markup(_verdict(th.verdict, dim=bool(
                               th.helper or th.parked))),
                           *self._rate_cells(self._rates.get(key)),
                           _cpu(th.counters.get("cpu_pct")),
@@ -248,7 +248,8 @@ class LiveView:
 
 
 def _name(text: str, style: str = "") -> Text:
-    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
+    """A name the target controls (argv, comm, a thread's name), made visible (markup.py)."""
+    return Text(visible(text), style=style, no_wrap=True, overflow="ellipsis")
 
 
 def _sum_rates(items: Any) -> Optional[Dict[str, float]]:

@@ -157,17 +157,18 @@ class FileProgress:
             self.counter = None
 
     def _make_bar(self):  # type: ignore[no-untyped-def]
-        from rich.console import Console
         from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
                                    TransferSpeedColumn)
+        from .markup import SafeConsole, escape
         bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                        DownloadColumn(binary_units=True), TransferSpeedColumn(),
                        TextColumn("ETA"), TextColumn("[cyan]{task.fields[eta]}"),
-                       console=self.console or Console(stderr=True), transient=True,
+                       console=self.console or SafeConsole(stderr=True), transient=True,
                        auto_refresh=False, get_time=self.clock)
         name = os.path.basename(self.path)
         if self.passes > 1:
             name += f" ({self.passes} passes)"
-        task = bar.add_task(f"{self.label} {name}", total=self.size * self.passes, eta=eta_text(None))
+        task = bar.add_task(escape(f"{self.label} {name}"), total=self.size * self.passes,
+                            eta=eta_text(None))
         bar.start()
         return bar, task

@@ -12,7 +12,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .fold import label_ranges
-from .markup import escape
+from .markup import escape, plain, visible
 
 __all__ = ["flight_recorder_tree", "rank_stacks_tree", "wait_graph_tree"]
 
@@ -24,11 +24,12 @@ def flight_recorder_tree(fr: Optional[Dict]) -> Optional[Tree]:
     tree = Tree("[bold]flight recorder[/] [dim](PyTorch, per-rank collective log)[/]",
                 guide_style="dim")
     for g in fr.get("groups", []):
-        node = tree.add(Text(f"group {g['group']} (ranks {g['ranks']})"))
+        node = tree.add(plain(f"group {g['group']} (ranks {g['ranks']})"))
         for s in g["states"]:
             pid = f" pid {s['pid']}" if s.get("pid") else ""
-            node.add(Text(f"rank {s['rank']}{pid}: enqueued up to {s['last_enqueued']}, "
-                          f"completed up to {s['last_completed']}: {s['op']}", style="dim"))
+            node.add(Text(visible(f"rank {s['rank']}{pid}: enqueued up to {s['last_enqueued']}, "
+                                  f"completed up to {s['last_completed']}: {s['op']}"),
+                          style="dim"))
     for f in fr.get("findings", []):
         tree.add(Text.from_markup(f"[bold red]{escape(f['kind'])}:[/] {escape(f['text'])}"))
     return tree
@@ -55,7 +56,7 @@ def rank_stacks_tree(groups: List[Dict], frames: int = 4,
             continue
         node = tree.add(Text.from_markup(line))
         for f in shown:
-            node.add(Text(f, style="dim"))
+            node.add(Text(visible(f), style="dim"))
     return tree
 
 
@@ -110,7 +111,7 @@ def wait_graph_tree(g: Optional[Dict], verbose: bool = False, limit: int = 8) ->
                             f"[bold red]{escape(nodes[t]['label'])} (cycle)[/]"))
                     else:
                         tn = child.add(Text.from_markup(f"{escape(nodes[t]['label'])} "
-                                                        f"[dim]{nodes[t]['state']}[/]"))
+                                                        f"[dim]{escape(nodes[t]['state'])}[/]"))
                         add(tn, t, seen + [e["dst"], t], depth + 1)
             else:
                 add(child, e["dst"], seen + [e["dst"]], depth + 1)
@@ -122,7 +123,8 @@ def wait_graph_tree(g: Optional[Dict], verbose: bool = False, limit: int = 8) ->
         starts = [s for s in out if s not in targets][:limit]
     for s in starts:
         n = nodes[s]
-        branch = tree.add(Text.from_markup(f"[bold]{escape(n['label'])}[/] [dim]{n['state']}[/]"))
+        branch = tree.add(Text.from_markup(f"[bold]{escape(n['label'])}[/] "
+                                           f"[dim]{escape(n['state'])}[/]"))
         add(branch, s, [s], 0)
     if proof:
         tree.add(Text.from_markup(f"[italic]{escape(proof['text'])}[/]"))

@@ -36,7 +36,7 @@ from .validate import check_header
 from .blocks import (BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks,  # noqa: F401 (re-exported)
                      offset_reporter)
 from .inputs import open_raw
-from ..outputs import FreshName, open_streamed
+from ..outputs import FreshName, open_streamed, stdout_closed
 
 MAGIC = "hangtrace-trace"
 _IN_PLACE = ("sc", "rd", "io")         # the rows csrc/rows.c reads in place
@@ -91,6 +91,9 @@ def create_output(path: str) -> IO[bytes]:
     Trace files are created new, 0600 (they hold command lines, paths and host names), never
     through a link."""
     if path == "-":
+        if stdout_closed():
+            raise OutputError("cannot write the trace to standard output: it is closed; give "
+                              "a file (-o FILE)")
         try:
             fd = os.dup(1)
             os.dup2(2, 1)

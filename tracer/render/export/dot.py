@@ -11,13 +11,17 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Optional, TextIO
 
+from ..visible import visible
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _q(s: object) -> str:
     """A DOT string: quoted, escaped, and encodable (a comm read from /proc with bytes that are
-    not UTF-8 holds lone surrogates: each becomes U+FFFD, so no output stream refuses it)."""
-    text = _SURROGATE.sub("\ufffd", str(s))
+    not UTF-8 holds lone surrogates: each becomes U+FFFD, so no output stream refuses it), with
+    other characters that are not printable made visible (render/visible.py: a comm's escape
+    sequence reaches no terminal the graph is printed on)."""
+    text = visible(_SURROGATE.sub("\ufffd", str(s)), keep="\n")
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
