@@ -19,6 +19,7 @@ from ...linux.syscall_table import parse_proc_syscall
 from ..accumulate.accumulator import ProcessStats, Recording, ThreadStats
 from .gpu import (rule_gpu_computes, rule_gpu_sync_wait, rule_gpu_work_completes,
                   rule_gpu_yield_wait)
+from .empty_polls import rule_empty_polls
 from .observed import rule_not_observed
 from ..job.roles import helper_kind
 from ..accumulate.io_class import STALE_CALLS_MIN, WAKEUP_MAX_BYTES
@@ -129,11 +130,19 @@ def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
     return ThreadVerdict(BUSY, "gpu-spin-wait", ev_, cpu=c.cpu, gpu_wait=True)
 
 
+# A thread that makes nothing but sched_yield spins, however few a log without times shows
+# (issue 44 item 1: by the count and the order, not the rate); otherwise this many at least.
+YIELD_MIN_CALLS, YIELD_ONLY_MIN_CALLS = 20, 3
+
+
 def rule_yield_loop(c: ThreadContext) -> Optional[ThreadVerdict]:
     t = c.t
-    if t.yields < 20 or not _no_output(c):
+    timed = c.rec.capabilities.get("timestamps", True)
+    least = YIELD_ONLY_MIN_CALLS if not timed and t.yields == t.ncalls \
+        and c.wait is None else YIELD_MIN_CALLS
+    if t.yields < least or not _no_output(c):
         return None
-    if c.rec.capabilities.get("timestamps", True) and t.yields / c.rec.window < YIELD_MIN_RATE:
+    if timed and t.yields / c.rec.window < YIELD_MIN_RATE:
         return None
     return ThreadVerdict(BUSY, "yield-loop",
                          [f"sched_yield {c.rate(t.yields)} ({t.yields} calls)", "no output"],
@@ -377,7 +386,7 @@ THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
     rule_process_output, rule_served_connections, rule_made_connections, rule_varied_work,
     rule_loads_memory, rule_code_moves, rule_gpu_work_completes, rule_gpu_computes,
     rule_gpu_sync_wait, rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_call_spin,
-    rule_waits_for_input, rule_retrying,
+    rule_empty_polls, rule_waits_for_input, rule_retrying,
     rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,
 ]
 
