@@ -30,6 +30,19 @@ def _returned_nothing(e: ev.Syscall) -> bool:
                                                   and not e.name.startswith("accept"))
 
 
+_REPLY_READS = frozenset({"read", "readv", "recvfrom", "recvmsg", "recvmmsg"})
+
+
+def _awaits_reply(t: ThreadStats) -> bool:
+    """The thread waits to read the fd its last call sent on (a request, then its reply): a
+    reply owed by the peer, never input that may or may not come (issue 44 item 6)."""
+    c, last = t.ongoing, t.last_call
+    return c is not None and last is not None and c.name in _REPLY_READS \
+        and isinstance(last, ev.WriteCall) and last.err is None and last.fd == c.fd \
+        and c.fd is not None and (c.fd_kind or last.fd_kind or "socket") in ("socket", "tcp",
+                                                                            "unix", "?")
+
+
 def running_at_cut(t: ThreadStats) -> bool:
     """The end of the recording cut ``t`` inside a call that cannot block
     (linux/blocking.cannot_block: the clock, sched_yield, a query ioctl, a poll with a zero
@@ -66,6 +79,7 @@ def blocking_wait(t: ThreadStats, rec: Recording, fds: List[ev.FdInfo]) -> Optio
         if running_at_cut(t):
             return None
         w = wait_from_call(t.ongoing, fds)
+        w.awaits_reply = _awaits_reply(t)
         if w.call == "restart_syscall":
             _resume(w, t.ongoing.args or "", t.last_sample.wchan if t.last_sample else "")
         # Blocked "throughout" when the call began near the start of what we saw of it.
