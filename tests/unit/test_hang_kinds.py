@@ -139,3 +139,26 @@ def test_a_thread_that_only_yields_spins_however_few_the_yields() -> None:
              *["[pid 27230] sched_yield()               = 0"] * 5]
     verdicts, _ = _judge(lines)
     assert verdicts[27230] == ("busy-waiting", "yield-loop")
+
+
+# ---------------------------------------------------------------- item 4: redraws
+def _shapes(lines: List[str]):
+    from tracer.record.probes.log_lines import line_template
+    return [line_template(x) for x in lines]
+
+
+def test_a_stuck_redraw_is_one_shape_with_the_same_count() -> None:
+    """Fails on main: each spinner glyph made its own shape (a 'new line': news)."""
+    got = _shapes(["⠼ loading shards 450/1000 elapsed 0:00:12",
+                   "⠴ loading shards 450/1000 elapsed 0:00:13",
+                   "⠦ loading shards 450/1000 elapsed 0:01:02"])
+    assert len({t for t, _ in got}) == 1 and {tuple(v) for _, v in got} == {(450.0, 1000.0)}
+
+
+def test_a_tqdm_bar_keeps_only_its_count_as_slots() -> None:
+    """Fails on main: the elapsed and left clocks and the rate were slots that moved."""
+    a, b = _shapes([" 45%|████▌     | 450/1000 [00:12<00:15, 36.1it/s]",
+                    " 45%|████▌     | 450/1000 [00:14<00:18, 30.2it/s]"])
+    assert a == b == ("<N>%|<B>| <N>/<N> [<T><<T>, <R>]", [45.0, 450.0, 1000.0])
+    c, = _shapes([" 46%|████▋     | 460/1000 [00:13<00:15, 36.0it/s]"])
+    assert c[0] == a[0] and c[1][1] == 460.0          # an advancing count stays a slot
