@@ -197,3 +197,18 @@ def test_a_lone_result_line_without_a_call_before_it_stays_unparsed() -> None:
     out = conv.feed_text("getpid()                                = 7") + conv.feed_text(") = 3")
     assert [e.name for e in out if isinstance(e, ev.Syscall)] == ["getpid"]
     assert conv.unparsed == 1
+
+
+# ---------------------------------------------------------------- item 5b: polling the driver
+RM_CONTROL = "ioctl(8, _IOC(_IOC_READ|_IOC_WRITE, 0x46, 0x2a, 0x20), 0x7fff56739ea0) = 0"
+
+
+@pytest.mark.parametrize("lines, busy", [
+    ([f"444  {RM_CONTROL}"] * 5, True),                    # h200_rm_control_p_excerpt's shape
+    ([f"444  {RM_CONTROL}"] * 4, False),
+    ([f"444  {RM_CONTROL}"] * 3 + ["444  getpid() = 444"] + [f"444  {RM_CONTROL}"] * 2, False),
+])
+def test_the_same_rm_control_back_to_back_polls_the_driver(lines, busy) -> None:
+    """Fails on main for five: 'idle, no spin'."""
+    verdicts, _ = _judge(lines)
+    assert (verdicts[444] == ("busy-waiting", "gpu-spin-wait")) is busy

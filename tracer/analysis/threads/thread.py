@@ -189,6 +189,9 @@ def rule_call_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
 # The length of the run of one call, returning at once, that a log must end in to be a spin
 # whatever the thread did before it (start-up's many kinds of calls, its log lines).
 TAIL_SPIN_MIN = 100
+# ... or, in a log without times whose thread makes nothing but one NVIDIA RM_CONTROL request
+# on an fd opened before the log, back to back, this many: it polls the driver (issue 44 5b)
+GPU_POLL_MIN = 5
 
 
 def returns_at_once(e: Optional[ev.Syscall]) -> bool:
@@ -209,10 +212,11 @@ def rule_tail_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
     that names the loop better (GPU, yield, CPU, clock calls) answers first."""
     t, rec = c.t, c.rec
     run = t.tail_run
-    if run < TAIL_SPIN_MIN or t.calls_at_output > t.ncalls - run:
-        return None
     last = t.last_call
     gpu_poll = isinstance(last, ev.IoctlCall) and _is_rm_control(last.fd_kind, last.request)
+    least = GPU_POLL_MIN if gpu_poll and run == t.ncalls and not c.timed else TAIL_SPIN_MIN
+    if run < least or t.calls_at_output > t.ncalls - run:
+        return None
     if not (returns_at_once(last) or gpu_poll) or (c.wait is not None and c.wait.timeout != 0):
         return None
     if rec.capabilities.get("timestamps", True) and rec.end - t.tail_since < 0.5 * rec.window:
