@@ -2,19 +2,13 @@
 that return at once and bring nothing, for something that never comes.
 
 Contract: ``rule_empty_polls(ctx)`` (a thread rule, threads/thread.py) says busy-waiting when,
-since the thread's last sign of life (its last output, input read, connection), at least 90% of
-its calls, and at least ``EMPTY_MIN_CALLS``, were calls that brought nothing without waiting
-(``empty_call_counts``): a query ioctl (FIONREAD = 0), a read or receive that returned no bytes
-(0 on a closed socket, EAGAIN), a poll with a zero timeout, sched_yield, the clock; when its
-last call is one of them and it is not in a wait now (a call the end cut that cannot block is
-no wait: state.running_at_cut); when it has no timed wait to speak of (a loop that sleeps
-between its looks polls, and the periodic rules judge it); and, where the recording has times,
-at ``EMPTY_MIN_RATE`` such calls a second or more. A log without times decides by the count
-and the order alone.
-
-The counters are the thread's whole life (the accumulator keeps no per-call history), so the
-calls since the last sign of life are bounded from below: whatever the thread did up to that
-call, at most that many of the empty calls came before it.
+since the thread's last output, input or connection, at least 90% of its calls (and at least
+``EMPTY_MIN_CALLS``) brought nothing without waiting (``empty_call_counts``: a query ioctl, a
+read of 0 bytes or EAGAIN, a zero-timeout poll, sched_yield, the clock), its last call is one
+of them, it is in no wait now (state.running_at_cut), it has no timed wait to speak of, and,
+with times, makes ``EMPTY_MIN_RATE`` of them a second. Without times: the count and the order.
+The counters cover the thread's whole life, so the calls since its last sign of life are
+bounded from below (rule_empty_polls says how).
 """
 from __future__ import annotations
 
@@ -82,7 +76,8 @@ def _sign_of_life(t: ThreadStats) -> int:
 
 
 def rule_empty_polls(c: ThreadContext) -> Optional[ThreadVerdict]:
-    """The module doc's rule."""
+    """The module doc's rule. The calls before the last sign of life number ``since``: at most
+    that many of the empty calls came before it, the rest after."""
     t = c.t
     if t.output_bytes and not t.output_stale:
         return None

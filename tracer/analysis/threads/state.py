@@ -3,8 +3,7 @@ facts every thread rule is given (context.ThreadContext). Pure functions over on
 ``ThreadStats`` (plus its process's fd table):
 - ``blocking_wait``: the call the thread sits in at the end, as a typed ``Wait`` (vocab/waits.py),
   from an strace or eBPF call still unfinished, or from /proc samples that show the same call
-  throughout without the thread running; a call cut by the end that cannot block
-  (``running_at_cut``) is no wait: the thread was running;
+  throughout without the thread running (a cut call that cannot block: ``running_at_cut``);
 - ``cpu_use``: the fraction of the window the thread was on CPU, measured (kernel sched_switch
   accounting or /proc ticks), otherwise inferred from strace timing (time outside syscalls);
 - ``timed_wakeups``: its timed waits that ran out (calls); ``sampled_timer``: from /proc samples,

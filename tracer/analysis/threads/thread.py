@@ -130,8 +130,7 @@ def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
     return ThreadVerdict(BUSY, "gpu-spin-wait", ev_, cpu=c.cpu, gpu_wait=True)
 
 
-# A thread that makes nothing but sched_yield spins, however few a log without times shows
-# (issue 44 item 1: by the count and the order, not the rate); otherwise this many at least.
+# A thread that makes nothing but sched_yield spins, however few an untimed log shows (issue 44)
 YIELD_MIN_CALLS, YIELD_ONLY_MIN_CALLS = 20, 3
 
 

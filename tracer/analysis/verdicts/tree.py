@@ -24,6 +24,7 @@ from ..vocab.nodes import real_id
 from ..job.process_facts import exit_failed
 from ..vocab.waits import wait_from_call
 from .chain_text import chain_line, end_line
+from .served import a_server_progresses, ticks_after_progress
 from .process import ProcessVerdict
 from .view import end_severity, unproven, view_lacks
 from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING,
@@ -148,32 +149,6 @@ def _node_pid(graph: WaitGraph, nid: str) -> int:
     return graph.nodes[nid].pid or 0
 
 
-def _a_server_progresses(pvs: Mapping[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
-                         chains: Chains) -> bool:
-    """Some chain of the tree ends in a process that makes progress by serving connections
-    (it accepted them, or took them on its listening ports: sock_diag): a server answering
-    requests (issue 44 item 10). Its load, a client that connects, asks, reads the answer and
-    sleeps, only ticks between requests: the tree is judged by the server's progress."""
-    for src in _sources(pvs, graph):
-        e = chains.end(src)
-        pid = graph.nodes[e.node].pid if e.node in graph.nodes else None
-        if e.kind != EndKind.PROGRESS or pid is None or pid not in rec.processes:
-            continue
-        p = rec.processes[pid]
-        if sum(p.served.values()) > 0 or any(t.accepts > 0 for (q, _), t in rec.threads.items()
-                                             if q == pid):
-            return True
-    return False
-
-
-def _ticks_after_progress(severity: Sequence[EndKind]) -> List[EndKind]:
-    """``severity`` with a process that only ticks weighed below progress (its life shows, not
-    a hang, beside a server that serves)."""
-    out = [k for k in severity if k != EndKind.TICK]
-    out.insert(out.index(EndKind.PROGRESS) + 1, EndKind.TICK)
-    return out
-
-
 def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
                stragglers: Sequence[Straggler] = (),
                chains: Optional[Chains] = None) -> TreeVerdict:
@@ -197,9 +172,9 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
         pv.verdict = unproven(pv.verdict, lacks)
     severity = end_severity(rec.capabilities)
     found = _worst_end(pvs, graph, chains, rec.roots, severity)
-    if found is not None and found[0].kind == EndKind.TICK and _a_server_progresses(
-            pvs, rec, graph, chains):
-        found = _worst_end(pvs, graph, chains, rec.roots, _ticks_after_progress(severity))
+    if found is not None and found[0].kind == EndKind.TICK and a_server_progresses(
+            _sources(pvs, graph), rec, graph, chains):
+        found = _worst_end(pvs, graph, chains, rec.roots, ticks_after_progress(severity))
     verdict = unproven(END_VERDICT[found[0].kind] if found else UNKNOWN, lacks)
     if _spins(pvs, graph, chains):
         # a rank that spin-waits for a peer busy-waits, whatever its chain ends in
