@@ -439,7 +439,8 @@ def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
               "serving_tree", "unbuffered_logger", "pool_server", "feeder_blocked",
               "watchdog_futex", "stopped_child",
               # tests/live/test_truth_live.py
-              "spinning_reader", "nccl_ranks",
+              "spinning_reader", "nccl_ranks", "empty_poller", "served_client",
+              "shard_loader",
               # tests/live/test_four_ranks.py
               "four_ranks",
               # tests/live/test_report_screen.py

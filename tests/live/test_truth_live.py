@@ -24,8 +24,7 @@ from test_attach_verdicts import BACKENDS  # noqa: E402
 DURATION = 4.0
 NAMES = sorted(n for n in CASES if not n.startswith("four_ranks"))
 # what the live run cannot show (the replay keeps it as a strict xfail with the same reason)
-CANNOT = {("pool_server", "proc"): "the client's connections are invisible to /proc sampling",
-          **{("serving_tree-warmup-slow", b): "syncs that return are seen by uprobes on libcuda "
+CANNOT = {**{("serving_tree-warmup-slow", b): "syncs that return are seen by uprobes on libcuda "
              "only (the eBPF backend)" for b in ("strace", "proc")},
           **{(f"nccl_ranks-{s}", b): "which rank's sync waits for the other is in the libnccl "
              "and libcuda calls only (uprobes, the eBPF backend)"

@@ -87,4 +87,5 @@ def test_field_log_has_truth_and_readme_row(path: Path) -> None:
     text = path.read_text()
     cause = truth["root_cause"]
     if cause is not None:                 # the log itself names the root cause's thread
-        assert re.search(rf"(^|\[pid +|Process ){cause['tid']}\b", text, re.M), cause
+        assert re.search(rf"(^|\[pid +|Process |getpid\(\) += ){cause['tid']}\b", text,
+                         re.M), cause

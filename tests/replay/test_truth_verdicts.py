@@ -39,9 +39,6 @@ KNOWN_MISSES = {
     **{f"nccl_ranks-slow.{b}": UPROBES_ONLY for b in ("strace", "proc")},
     "nccl_ranks-dead.strace": NO_RM_CONTROL,
     **{f"serving_tree-warmup-slow.{b}": UPROBES_ONLY for b in ("strace", "proc")},
-    "pool_server.proc": "the client's connections are invisible to /proc sampling (each one "
-                        "lives for a few ms between two samples): it shows as a thread that "
-                        "wakes 25 times a second with nothing to show, which is busy-waiting",
     "serving_tree-retry.proc": RETRY_UNSEEN,
     **{f"serving2-idle.{b}": IDLE_WORKER for b in ("strace", "proc", "ebpf")},
 }

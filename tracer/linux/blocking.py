@@ -18,7 +18,8 @@ from ..events import FdInfo
 from .futex import FutexOp, decode_op
 from .syscall_table import CurrentSyscall
 
-__all__ = ["BlockedCall", "decode_blocking", "FD_CALLS", "s32"]
+__all__ = ["BlockedCall", "decode_blocking", "FD_CALLS", "s32", "NEVER_BLOCK", "QUERY_IOCTLS",
+           "cannot_block"]
 
 FdTable = Union[Mapping[int, FdInfo], Iterable[FdInfo], None]
 
@@ -102,6 +103,40 @@ FD_CALLS = frozenset({
     "sendmsg", "sendmmsg", "connect", "flock", "fcntl", "ioctl", "fsync", "fdatasync",
     "splice", "tee", "sendfile",
 })
+# Calls that return at once whatever their arguments: the clock, ids, the CPU given up for a
+# moment, the process's own tables. A thread that a log's end leaves inside one was running,
+# not waiting (issue 44 item 2).
+NEVER_BLOCK = frozenset({
+    "sched_yield", "getpid", "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid",
+    "getpgrp", "getpgid", "getsid", "clock_gettime", "clock_getres", "gettimeofday", "time",
+    "getrusage", "times", "getcpu", "sched_getaffinity", "sched_getparam",
+    "sched_getscheduler", "getpriority", "uname", "sysinfo", "umask", "rt_sigprocmask",
+    "rt_sigaction", "sigaltstack", "getitimer", "timerfd_gettime", "timerfd_settime",
+    "epoll_ctl", "getsockname", "getpeername", "getsockopt", "setsockopt", "lseek", "dup",
+    "dup2", "dup3", "set_robust_list", "set_tid_address", "arch_prctl", "prctl",
+})
+# ioctl requests that only read or set a flag of the fd: never a wait (a device's own requests
+# may block: VT_WAITACTIVE, the GPU driver's).
+QUERY_IOCTLS = frozenset({"FIONREAD", "TIOCINQ", "TIOCOUTQ", "SIOCINQ", "SIOCOUTQ", "TCGETS",
+                          "TIOCGWINSZ", "TIOCGPGRP", "FIONBIO", "FIOCLEX", "FIONCLEX",
+                          "FIOASYNC", "SIOCGSTAMP"})
+
+
+def cannot_block(name: str, args: str = "", timeout: Optional[float] = None,
+                 request_name: Optional[str] = None) -> bool:
+    """Whether a call, seen from its name and the arguments it was entered with, returns at
+    once: ``NEVER_BLOCK``, a query ioctl, a poll with a zero timeout, a receive with
+    MSG_DONTWAIT. A call this cannot tell (a read on an fd that may be non-blocking) can block."""
+    if name in NEVER_BLOCK:
+        return True
+    if name == "ioctl":
+        return (request_name or "") in QUERY_IOCTLS
+    if timeout == 0 and name in ("poll", "ppoll", "select", "pselect6", "epoll_wait",
+                                 "epoll_pwait", "epoll_pwait2"):
+        return True
+    return name.startswith("recv") and "MSG_DONTWAIT" in args
+
+
 _WAITID_TYPES = {0: "any child", 1: "child {}", 2: "process group {}", 3: "pidfd {}"}
 
 

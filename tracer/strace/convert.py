@@ -38,6 +38,11 @@ _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
 _ATTACHED = "strace: Process "
 _STOPPED_BY = "stopped by "
 _DETACHED = "<detached ...>"
+# The rest of a call's line that a terminal split (issue 44 item 3): Enter pressed while strace
+# waited, or the program's own output to the same terminal, ends the line strace began; its
+# result comes on a later line, after blank lines or the echo, Ctrl-C's "^C" before it.
+_CALL_REST = re.compile(r"^(?:\^C)?\)\s*= ")
+_CALL_HEAD = re.compile(r"^[a-z_][a-z0-9_]*\(")
 
 
 def _continues_cut(text: str) -> bool:
@@ -69,6 +74,8 @@ class StraceConverter(BatchFeed, LastCalls):
         self._cut: Optional[str] = None          # a line strace cut with an attach message
         self._cut_by_detach = False              # ... with a detach message (strace's Ctrl-C)
         self._held: List[tuple] = []             # those messages, fed once the line is whole
+        self._split_head: Optional[str] = None   # an unparsed line that began a call (_rejoin)
+        self._last_cut: Optional[int] = None     # the tid of the last 'cut' entry fed
         self._attach_seen = False                # strace's "Process N attached" messages
         self.unfinished_tid: Optional[int] = None  # the tid of the last entry half fed
         self.names: Set[str] = set()
@@ -179,7 +186,35 @@ class StraceConverter(BatchFeed, LastCalls):
             first.cmdline = list(argv)
             first.comm = first.comm or argv[0].rsplit("/", 1)[-1][:15]
 
+    def _rejoin(self, text: str) -> Optional[List[ev.Event]]:
+        """``text`` is the rest of a call a terminal split (``_CALL_REST``): the call is the one
+        the last entry alone began (a 'cut' line) or the last unparsed line that began a call
+        (the program's output glued to it); fed whole, at the entry's time. None otherwise."""
+        if not _CALL_REST.match(text):
+            return None
+        rest = text[2:] if text.startswith("^C") else text
+        tid = self._last_cut
+        if tid is not None and tid in self._cut_entries and tid in self._pending:
+            ts, name, args = self._pending[tid]
+            t = split_line(f"{name}({args}{rest}")
+            if t is None or t[2] != "call":
+                return None
+            self._cut_entries.discard(tid)
+            del self._pending[tid]
+            return self._feed((tid if self._has_pid else None, ts) + tuple(t[2:]))
+        head, self._split_head = self._split_head, None
+        if head is None:
+            return None
+        t = split_line(head + rest)
+        if t is None or t[2] != "call":
+            return None
+        self.unparsed -= 1               # (the head was counted as not understood)
+        return self._feed(t)
+
     def _unparsed(self, text: str) -> List[ev.Event]:
+        rejoined = self._rejoin(text)
+        if rejoined is not None:
+            return rejoined
         k = _glued_message(text)
         if k > 0:
             # "...SIGCHLDstrace: Process 4024 attached" + "\n, child_tidptr=...) = 4024": strace
@@ -196,6 +231,8 @@ class StraceConverter(BatchFeed, LastCalls):
             return []
         if text.strip():
             self._count_bad(text)
+            if _CALL_HEAD.match(text):
+                self._split_head = text      # a call's line the program's output went into
             if not self.lines and self.named_command is None:
                 self.named_command = named_program(text)
         return []
@@ -246,6 +283,7 @@ class StraceConverter(BatchFeed, LastCalls):
         pid = self._tid_pid.get(tid)
         if pid is None:
             pid = self._procs.discover(tid, ts, out)
+        self._split_head = None
         if tid in self._cut_entries and kind != "signal":
             self._drop_cut(tid)      # a line of the tid after its 'cut' entry
         if tid in self._interrupted:
@@ -273,6 +311,7 @@ class StraceConverter(BatchFeed, LastCalls):
             self._entered[tid] = self.lines
             if kind == "cut":
                 self._cut_entries.add(tid)
+                self._last_cut = tid
             self.unfinished_tid = tid
             self.names.add(name)
             if name in _CLONES:

@@ -72,12 +72,24 @@ def _log_news(c: ThreadContext) -> List[str]:
             if fd in news and not news[fd].heartbeat]
 
 
+# With times, the wait the thread ends in must have lasted this long, and half the window
+ENDING_WAIT_MIN_S = 1.0
+
+
 def ends_in_a_wait(c: ThreadContext) -> bool:
-    """A log without times that ends with the thread inside a call without a time limit: the
-    end decides (issue 32: the call it was in when the log was cut), since how long it has
-    been there cannot be told; what it wrote or read before is history."""
-    return not c.timed and c.t.ongoing is not None and c.wait is not None \
-        and c.wait.timeout is None and c.wait.call in BLOCKING_CALLS
+    """The recording ends with the thread inside a call without a time limit: the end decides
+    (issue 32: the call it was in when the log was cut; issue 44 item 6: a client that wrote
+    its start-up and then waits for a reply that never comes is blocked, whatever it wrote
+    before). Without times, or where nothing in the recording came after the call began (a
+    log that ends in it), how long it has been there cannot be told; otherwise the wait must
+    fill half the window and ``ENDING_WAIT_MIN_S``: all its output came before it."""
+    if c.t.ongoing is None or c.wait is None or c.wait.timeout is not None \
+            or c.wait.call not in BLOCKING_CALLS:
+        return False
+    waited = c.rec.end - c.t.ongoing.ts
+    if not c.timed or waited <= 0.0:   # nothing came after it: as long as is unknown
+        return True
+    return waited >= max(ENDING_WAIT_MIN_S, 0.5 * c.rec.window)
 
 
 def rule_wrote_output(c: ThreadContext) -> Optional[ThreadVerdict]:
@@ -240,7 +252,7 @@ def rule_served_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 def rule_made_connections(c: ThreadContext) -> Optional[ThreadVerdict]:
     t = c.t
-    if t.connects <= 0 or _connections_are_old_news(c):
+    if t.connects <= 0 or _connections_are_old_news(c) or ends_in_a_wait(c):
         return None
     where = ", ".join(k for k, _ in t.connect_targets.most_common(3))
     return ThreadVerdict(PROGRESSING, "made-connections",

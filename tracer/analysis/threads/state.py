@@ -3,7 +3,7 @@ facts every thread rule is given (context.ThreadContext). Pure functions over on
 ``ThreadStats`` (plus its process's fd table):
 - ``blocking_wait``: the call the thread sits in at the end, as a typed ``Wait`` (vocab/waits.py),
   from an strace or eBPF call still unfinished, or from /proc samples that show the same call
-  throughout without the thread running;
+  throughout without the thread running (a cut call that cannot block: ``running_at_cut``);
 - ``cpu_use``: the fraction of the window the thread was on CPU, measured (kernel sched_switch
   accounting or /proc ticks), otherwise inferred from strace timing (time outside syscalls);
 - ``timed_wakeups``: its timed waits that ran out (calls); ``sampled_timer``: from /proc samples,
@@ -16,11 +16,47 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from ... import events as ev
+from ...linux.blocking import cannot_block
 from ...linux.restart import TIMED_RESTARTS, resumed_call
 from ..accumulate.stats import Recording, ThreadStats
 from ..vocab.waits import CpuUse, Wait, wait_from_call, wait_from_proc
 
-__all__ = ["blocking_wait", "cpu_use", "timed_wakeups", "sampled_timer"]
+__all__ = ["blocking_wait", "cpu_use", "timed_wakeups", "sampled_timer", "running_at_cut"]
+
+
+def _returned_nothing(e: ev.Syscall) -> bool:
+    return e.err in ("EAGAIN", "EWOULDBLOCK") or (isinstance(e, ev.ReadCall) and e.ret == 0
+                                                  and not e.name.startswith("accept"))
+
+
+_REPLY_READS = frozenset({"read", "readv", "recvfrom", "recvmsg", "recvmmsg"})
+
+
+def _awaits_reply(t: ThreadStats) -> bool:
+    """The thread waits to read the fd its last call sent on (a request, then its reply): a
+    reply owed by the peer, never input that may or may not come (issue 44 item 6)."""
+    c, last = t.ongoing, t.last_call
+    return c is not None and last is not None and c.name in _REPLY_READS \
+        and isinstance(last, ev.WriteCall) and last.err is None and last.fd == c.fd \
+        and c.fd is not None and (c.fd_kind or last.fd_kind or "socket") in ("socket", "tcp",
+                                                                            "unix", "?")
+
+
+def running_at_cut(t: ThreadStats) -> bool:
+    """The end of the recording cut ``t`` inside a call that cannot block
+    (linux/blocking.cannot_block: the clock, sched_yield, a query ioctl, a poll with a zero
+    timeout, a receive with MSG_DONTWAIT), or inside the same call on the same fd as its last
+    one, which returned nothing at once (EAGAIN, 0 bytes): the thread was running, not waiting
+    (issue 44 item 2). Only a call that can block is the thread's state at the cut."""
+    c = t.ongoing
+    if c is None:
+        return False
+    if cannot_block(c.name, c.args or "", c.timeout if isinstance(c, ev.PollCall) else None,
+                    c.request_name if isinstance(c, ev.IoctlCall) else None):
+        return True
+    last = t.last_call
+    return last is not None and last.name == c.name and last.fd == c.fd \
+        and c.fd is not None and _returned_nothing(last)
 
 
 def _resume(w: Wait, strace_args: str, wchan: str) -> None:
@@ -39,7 +75,10 @@ def blocking_wait(t: ThreadStats, rec: Recording, fds: List[ev.FdInfo]) -> Optio
     if t.exited_at is not None:
         return None
     if t.ongoing is not None:
+        if running_at_cut(t):
+            return None
         w = wait_from_call(t.ongoing, fds)
+        w.awaits_reply = _awaits_reply(t)
         if w.call == "restart_syscall":
             _resume(w, t.ongoing.args or "", t.last_sample.wchan if t.last_sample else "")
         # Blocked "throughout" when the call began near the start of what we saw of it.
@@ -92,7 +131,7 @@ def cpu_use(t: ThreadStats, rec: Recording) -> Optional[CpuUse]:
     if span <= 0.5:
         return None
     blocked = 0.0
-    if t.ongoing is not None:
+    if t.ongoing is not None and not running_at_cut(t):
         blocked = max(0.0, end - max(t.ongoing.ts, begin))
     outside = span - min(span, t.syscall_time + blocked)
     return CpuUse(max(0.0, outside / span), outside, "strace")

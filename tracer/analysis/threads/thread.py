@@ -19,6 +19,7 @@ from ...linux.syscall_table import parse_proc_syscall
 from ..accumulate.accumulator import ProcessStats, Recording, ThreadStats
 from .gpu import (rule_gpu_computes, rule_gpu_sync_wait, rule_gpu_work_completes,
                   rule_gpu_yield_wait)
+from .empty_polls import rule_empty_polls
 from .observed import rule_not_observed
 from ..job.roles import helper_kind
 from ..accumulate.io_class import STALE_CALLS_MIN, WAKEUP_MAX_BYTES
@@ -129,11 +130,18 @@ def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
     return ThreadVerdict(BUSY, "gpu-spin-wait", ev_, cpu=c.cpu, gpu_wait=True)
 
 
+# A thread that makes nothing but sched_yield spins, however few an untimed log shows (issue 44)
+YIELD_MIN_CALLS, YIELD_ONLY_MIN_CALLS = 20, 3
+
+
 def rule_yield_loop(c: ThreadContext) -> Optional[ThreadVerdict]:
     t = c.t
-    if t.yields < 20 or not _no_output(c):
+    timed = c.rec.capabilities.get("timestamps", True)
+    least = YIELD_ONLY_MIN_CALLS if not timed and t.yields == t.ncalls \
+        and c.wait is None else YIELD_MIN_CALLS
+    if t.yields < least or not _no_output(c):
         return None
-    if c.rec.capabilities.get("timestamps", True) and t.yields / c.rec.window < YIELD_MIN_RATE:
+    if timed and t.yields / c.rec.window < YIELD_MIN_RATE:
         return None
     return ThreadVerdict(BUSY, "yield-loop",
                          [f"sched_yield {c.rate(t.yields)} ({t.yields} calls)", "no output"],
@@ -180,6 +188,9 @@ def rule_call_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
 # The length of the run of one call, returning at once, that a log must end in to be a spin
 # whatever the thread did before it (start-up's many kinds of calls, its log lines).
 TAIL_SPIN_MIN = 100
+# ... or, in a log without times whose thread makes nothing but one NVIDIA RM_CONTROL request
+# on an fd opened before the log, back to back, this many: it polls the driver (issue 44 5b)
+GPU_POLL_MIN = 5
 
 
 def returns_at_once(e: Optional[ev.Syscall]) -> bool:
@@ -200,10 +211,11 @@ def rule_tail_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
     that names the loop better (GPU, yield, CPU, clock calls) answers first."""
     t, rec = c.t, c.rec
     run = t.tail_run
-    if run < TAIL_SPIN_MIN or t.calls_at_output > t.ncalls - run:
-        return None
     last = t.last_call
     gpu_poll = isinstance(last, ev.IoctlCall) and _is_rm_control(last.fd_kind, last.request)
+    least = GPU_POLL_MIN if gpu_poll and run == t.ncalls and not c.timed else TAIL_SPIN_MIN
+    if run < least or t.calls_at_output > t.ncalls - run:
+        return None
     if not (returns_at_once(last) or gpu_poll) or (c.wait is not None and c.wait.timeout != 0):
         return None
     if rec.capabilities.get("timestamps", True) and rec.end - t.tail_since < 0.5 * rec.window:
@@ -377,7 +389,7 @@ THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
     rule_process_output, rule_served_connections, rule_made_connections, rule_varied_work,
     rule_loads_memory, rule_code_moves, rule_gpu_work_completes, rule_gpu_computes,
     rule_gpu_sync_wait, rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_call_spin,
-    rule_waits_for_input, rule_retrying,
+    rule_empty_polls, rule_waits_for_input, rule_retrying,
     rule_periodic_wakeups, rule_blocked, rule_sleeping, rule_quiet,
 ]
 

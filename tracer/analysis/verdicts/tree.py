@@ -24,6 +24,7 @@ from ..vocab.nodes import real_id
 from ..job.process_facts import exit_failed
 from ..vocab.waits import wait_from_call
 from .chain_text import chain_line, end_line
+from .served import a_server_progresses, ticks_after_progress
 from .process import ProcessVerdict
 from .view import end_severity, unproven, view_lacks
 from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING,
@@ -169,7 +170,11 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
     lacks = view_lacks(rec.capabilities)     # a partial view proves no deadlock (view.py)
     for pv in pvs.values():
         pv.verdict = unproven(pv.verdict, lacks)
-    found = _worst_end(pvs, graph, chains, rec.roots, end_severity(rec.capabilities))
+    severity = end_severity(rec.capabilities)
+    found = _worst_end(pvs, graph, chains, rec.roots, severity)
+    if found is not None and found[0].kind == EndKind.TICK and a_server_progresses(
+            _sources(pvs, graph), rec, graph, chains):
+        found = _worst_end(pvs, graph, chains, rec.roots, ticks_after_progress(severity))
     verdict = unproven(END_VERDICT[found[0].kind] if found else UNKNOWN, lacks)
     if _spins(pvs, graph, chains):
         # a rank that spin-waits for a peer busy-waits, whatever its chain ends in

@@ -54,6 +54,7 @@ class Wait:
     gpu_ioctl: str = ""          # an NVIDIA driver ioctl, by fd kind or request number
     resumed: bool = False        # seen as restart_syscall: ``call`` is the call it resumes
     futex_val: Optional[int] = None  # the value a futex wait expects (2: a contended lock)
+    awaits_reply: bool = False   # a read of the fd the thread's last call sent a request on
 
     @property
     def waits_for_a_lock(self) -> bool:

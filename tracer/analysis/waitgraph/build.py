@@ -147,6 +147,7 @@ class _Builder(FdWaits):
         n.call = tv.wait.call if tv is not None and tv.wait is not None else ""
         n.polls = tv is not None and tv.polls
         n.lock_wait = tv is not None and tv.wait is not None and tv.wait.waits_for_a_lock
+        n.owed = tv is not None and tv.wait is not None and tv.wait.awaits_reply
         self.g.add_node(n)
         self.process(pid)
         return nid

@@ -48,7 +48,8 @@ _RANK = {k: i for i, k in enumerate(SEVERITY)}
 WAITER_ENDS = frozenset({EndKind.UNKNOWN_WAKER, EndKind.GPU, EndKind.OUTSIDE,
                          EndKind.WRITE_STUCK, EndKind.OUTSIDE_STUCK})
 # Calls that wait outside the recording for something owed, never for input: a lock its holder
-# keeps, a connection the peer does not answer, a device, a child not traced.
+# keeps, a connection the peer does not answer, a device, a child not traced; and a read of the
+# reply to a request the thread just sent on the same fd (Node.owed, issue 44 item 6).
 OWED_CALLS = frozenset({"flock", "fcntl", "lockf", "connect", "ioctl", "wait4", "waitid"})
 _ACTIVITY_END = {"progress": EndKind.PROGRESS, "spin": EndKind.SPIN, "tick": EndKind.TICK,
                  "stopped": EndKind.STOPPED,
@@ -117,7 +118,7 @@ class Chains:
             e = End(e.kind, e.node, nid)      # the thread that waits on the end (GPU, outside)
             if e.kind == EndKind.OUTSIDE and node.call in WRITE_CALLS:
                 e = End(EndKind.WRITE_STUCK, e.node, nid)
-            elif e.kind == EndKind.OUTSIDE and node.call in OWED_CALLS:
+            elif e.kind == EndKind.OUTSIDE and (node.call in OWED_CALLS or node.owed):
                 e = End(EndKind.OUTSIDE_STUCK, e.node, nid)
         if e.kind != EndKind.CYCLE or e.node not in self._open:
             self._memo[nid] = e               # a cycle through a node still open is not final

@@ -59,6 +59,7 @@ class Node:
     untraced: bool = False     # A<pid> of a process only some of whose threads were traced
     polls: bool = False        # a thread's: it ticks fast only to look again (a flag)
     lock_wait: bool = False    # a thread's: it waits for a lock's holder (Wait.waits_for_a_lock)
+    owed: bool = False         # a thread's: it waits for a reply to what it sent (Wait.awaits_reply)
 
 
 @dataclass

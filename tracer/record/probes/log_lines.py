@@ -38,6 +38,13 @@ _TIME = re.compile(
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"
                   r"|\b(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b")
 _ADDRESS = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\w.])")
+# A progress bar's redraw (issue 44 item 4): what changes at every redraw whether or not the
+# count advances is no slot: a spinner's glyph (Braille dots, or |/-\\ starting the line), the
+# bar's fill, a clock (elapsed, time left: MM:SS), a rate (it/s, s/it, B/s). The count stays.
+_SPINNER = re.compile(r"[\u2800-\u28ff]|^[|/\\-](?=\s)")
+_BAR = re.compile(r"\|[\u2580-\u259f #=>.-]*\|")
+_CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?![\d:])")
+_RATE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:[kKMGT]?i?(?:it|B|b)/s|s/it)\b")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|(?<=[A-Za-z_])\d+"
                      r"|(?<=[A-Za-z_][._-])\d+")
 
@@ -51,8 +58,10 @@ def _is_epoch(text: str, value: float) -> bool:
 def line_template(line: str) -> Tuple[str, List[float]]:
     """(template, values of its <N> slots) of one log line.
     Numbers are masked as <N> and kept as values, times and dates as <T>, hex and UUIDs as <H>,
-    IPv4 addresses (with a port) as <A>."""
+    IPv4 addresses (with a port) as <A>; of a progress bar's redraw, the spinner glyph as <S>,
+    the bar's fill as <B>, a clock (MM:SS) as <T> and a rate as <R>: only its count is a slot."""
     line = _ADDRESS.sub("<A>", _HEX.sub("<H>", _TIME.sub("<T>", line[:1024].strip())))
+    line = _RATE.sub("<R>", _CLOCK.sub("<T>", _SPINNER.sub("<S>", _BAR.sub("|<B>|", line))))
     values: List[float] = []
 
     def number(m: "re.Match[str]") -> str:
