@@ -9,9 +9,11 @@ Contract:
   Python's headers the build goes on and hangtrace runs its pure-Python twins.
   scripts/build_fast.py builds the same extension into the source tree.
 - ``PURE_VAR`` (``HANGTRACE_PURE=1``): no extension at all, so the wheel is the pure
-  ``py3-none-any`` one (any CPython >= 3.10, any architecture: the pure-Python path), and no
-  eBPF CO-RE objects either (built against this machine's architecture: the pure wheel's eBPF
-  backend compiles the C with BCC at attach, as without the objects). Without
+  ``py3-none-any`` one (any CPython >= 3.10, any architecture: the pure-Python path). Its eBPF
+  CO-RE objects go under ``tracer/bpf/<machine>/`` (``uname -m``: the objects read syscall
+  registers by the architecture's pt_regs, ``-D__TARGET_ARCH_x86``, so they are per
+  architecture, not per Python or kernel): source.py:object_path takes them on that machine
+  only; on another architecture the eBPF backend compiles the C with BCC at attach. Without
   it the wheel is ``cp3X-cp3X-linux_*``, which ``auditwheel repair`` turns into the
   manylinux wheel a registry accepts (scripts/check_dist.py does both).
 - Not abi3: the helpers read and build str objects in place, which the limited API does not
@@ -100,10 +102,11 @@ class BuildPy(build_py):
         if pure() and not getattr(self, "editable_mode", False):
             for obj in glob.glob(os.path.join(self.build_lib, "tracer", "bpf", "*.bpf.o")):
                 os.remove(obj)           # a checkout's objects, copied as package data
+            self.build_bpf_objects(os.uname().machine)
             return
         self.build_bpf_objects()
 
-    def build_bpf_objects(self) -> List[str]:
+    def build_bpf_objects(self, arch_dir: str = "") -> List[str]:
         script = BUILD_BPF
         if not os.path.exists(script):
             return []
@@ -112,7 +115,7 @@ class BuildPy(build_py):
                           "the programs at run time)", level=3)
             return []
         out = os.path.join(HERE, "bpf") if getattr(self, "editable_mode", False) else \
-            os.path.join(self.build_lib, "tracer", "bpf")
+            os.path.join(self.build_lib, "tracer", "bpf", arch_dir)
         os.makedirs(out, exist_ok=True)
         try:
             built = _load("_hangtrace_build_bpf", script).build(out)
