@@ -18,6 +18,7 @@ from rich.console import Console
 from .markup import escape
 from rich.tree import Tree
 
+from ..linux.wait_status import describe_wait_status
 from ..snapshot_model import STATE_NAMES, ProcessSnapshot, Snapshot, ThreadSnapshot
 
 __all__ = ["render_snapshot"]
@@ -128,7 +129,7 @@ def _process_label(p: ProcessSnapshot) -> str:
     if len(cmd) > _MAX_CMDLINE:
         cmd = cmd[:_MAX_CMDLINE] + "…"
     rank = f" [magenta]{escape(p.environ_rank)}[/]" if p.environ_rank else ""
-    exit_ = f" exit_code={p.exit_code}" if p.exit_code is not None else ""
+    exit_ = f" {describe_wait_status(p.exit_code)}" if p.exit_code is not None else ""
     return (f"[bold]{p.pid}[/] {_clean(p.comm)} {_state(p.state)}{exit_} ppid {p.ppid}{rank}"
             f"  [dim]{_clean(cmd)}[/]")
 
