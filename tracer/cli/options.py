@@ -7,6 +7,8 @@ Contract:
   ``pid_option(help)`` is the option (``container_options``: --cgroup, --container),
   ``all_pids(positional, given)`` the pids of both forms in order, each once.
 - Completion (click's ``shell_complete``): ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``.
+- ``color_option``: ``--color=auto|always|never`` (render/colour.py), on every command that
+  prints colour.
 - ``report_console(err)``: the rich Console a report is printed on (wrapped on a terminal only).
 - ``show(report, as_json, verbose, err)``: print a report (JSON: one document) and return its
   verdict's status, for the command to return (cli/commands.py makes it the exit status).
@@ -25,7 +27,7 @@ from ..errors import shown
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console       # rich loads when a report is shown (30 ms)
 
-__all__ = ["FiniteFloat", "PidList", "pid_option", "container_options", "all_pids",
+__all__ = ["FiniteFloat", "PidList", "pid_option", "container_options", "all_pids", "color_option",
            "report_console", "show",
            "is_terminal", "FILE", "DIR", "complete_from", "complete_scenario"]
 
@@ -117,6 +119,20 @@ class PidList(click.ParamType):
                 self.fail(f"{shown(part)} is not a pid (a positive decimal number)", param, ctx)
             out.append(pid)
         return out
+
+
+def _set_colour(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from ..render.colour import set_mode
+    set_mode(value)
+    return value
+
+
+# --color, as ls and grep take it: "always" keeps the colours through a pipe (less -R).
+color_option = click.option(
+    "--color", "--colour", type=click.Choice(["auto", "always", "never"]), default="auto",
+    show_default=True, expose_value=False, is_eager=True, callback=_set_colour,
+    help="Colours: on a terminal unless NO_COLOR is set (auto), also through a pipe for "
+         "less -R (always), or none (never).")
 
 
 def pid_option(help_text: str):  # type: ignore[no-untyped-def]
