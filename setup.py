@@ -21,8 +21,15 @@ Contract:
   written in place: text.c, lines.c), PyUnicode_IS_ASCII / PyUnicode_DATA (an ASCII str's
   bytes read without a copy: calls.c, lines.c), PyLong_FromUnicodeObject (text.c: not in the
   limited API), PyObject_Vectorcall (calls.c: limited only from 3.12) and PyUnicode_AsUTF8
-  (calls.c: from 3.13). The rest (PyTuple_GET_ITEM and the other macros) have limited
-  functions. One wheel per CPython minor version, then, and the pure wheel for the rest.
+  (calls.c: from 3.13). For 3.10 (Py_LIMITED_API=0x030A0000, compiled 2026-12-07) also the
+  buffer protocol: Py_buffer, PyObject_GetBuffer and PyBuffer_Release (block.c, rowbuf.c) and
+  a type that exports a buffer (rowbuf.c's static RowBuf type, tp_as_buffer; a heap type's
+  Py_bf_getbuffer slot) are limited only from 3.11, and PyObject_CallOneArg is not limited at
+  all; the rest (PyTuple_GET_ITEM and the other macros, Py_SETREF) have limited functions. So
+  one abi3 wheel cannot cover 3.10 without a new way to hand rows to Python; the speed of a
+  3.11-floor port was not measured. One wheel per CPython minor version, then
+  (scripts/build_wheels.sh builds one per interpreter found), and the pure wheel, with the
+  CO-RE objects, for every other Python.
 - ``BuildPy``: after the ordinary build_py, the ``__init__.py`` of ``tracer.scenarios``
   (``SCENARIOS_INIT``: the source folder has none, so that py-spy and tracebacks name a scenario
   by its file, not as a module of a package), then the eBPF CO-RE objects: when scripts/build_bpf.py
