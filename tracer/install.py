@@ -1,5 +1,5 @@
-"""How this copy of hangtrace was installed, and the advice that fits it (doctor's fixes, the eBPF
-backend's errors): a checkout's user has scripts/, a wheel's user has pip only.
+"""How this copy of hangtrace was installed, and the advice that fits it (doctor's fixes, the
+eBPF backend's errors): a checkout's user has scripts/, a wheel's user pip only.
 
 Contract:
 - ``install_kind()`` -> one of ``KINDS``: "checkout" (the package runs from a source tree that has
@@ -8,9 +8,8 @@ Contract:
   registry's, manylinux or py3-none-any), "sdist" (built on this machine from a source archive:
   direct_url.json names a .tar.gz/.zip, or the WHEEL tag is a plain ``linux_*`` one), or
   "unknown". Read from files only, cached; never raises.
-- ``core_objects_fix()``: what to do when the eBPF CO-RE objects (bpf/NAME.bpf.o) are missing.
-- ``bcc_fix()``: what to do when BCC or the kernel headers are missing.
-Each fix names only what that kind of install has (scripts/ only in a checkout).
+- ``core_objects_fix()``, ``bcc_fix()``: what to do when the CO-RE objects, or BCC and the
+  kernel headers, are missing; each names only what that kind has (scripts/: a checkout's).
 """
 from __future__ import annotations
 

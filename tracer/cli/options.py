@@ -6,10 +6,8 @@ Contract:
 - ``PidList``: one ``-p/--pid`` value, a pid or a list of them, as strace takes them;
   ``pid_option(help)`` is the option (``container_options``: --cgroup, --container),
   ``all_pids(positional, given)`` the pids of both forms in order, each once.
-- Completion (click's ``shell_complete``): ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``.
-- ``color_option``: ``--color=auto|always|never`` (render/colour.py), on every command that
-  prints colour.
-- ``report_console(err)``: the rich Console a report is printed on (wrapped on a terminal only).
+- Completion: ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``; ``color_option``: --color (render/colour.py); ``report_console(err)``: the rich Console a
+  report is printed on (wrapped on a terminal only).
 - ``show(report, as_json, verbose, err)``: print a report (JSON: one document) and return its
   verdict's status, for the command to return (cli/commands.py makes it the exit status).
 """

@@ -8,9 +8,8 @@ included). Python scenarios run with this interpreter as they are. C scenarios a
 with gcc on first use (their build.py, by mtime): into ``bin/`` beside the sources in a
 checkout, into ``$XDG_CACHE_HOME/hangtrace/scenarios`` (default ``~/.cache``) for an installed
 copy, whose package folder is not a place to write; without gcc a C scenario is refused with
-one line saying so. ``scenario_summaries()``: per scenario what it shows and the verdict to
-expect, read from the scenarios' own truth (the table of fixtures/scenarios/README.md, shipped
-with them; a scenario without a row: its docstring's first line): ``demo --list`` prints them.
+one line saying so. ``scenario_summaries()``: what each shows and the verdict to expect, from
+the scenarios' README table (shipped with them; else the docstring's head), for ``demo --list``.
 """
 from __future__ import annotations
 
@@ -74,7 +73,7 @@ def _truth_rows() -> Dict[str, List[str]]:
 
 
 def _doc_head(path: Path) -> str:
-    """The first sentence-block of a scenario's docstring (after "name.py - "), on one line."""
+    """The first sentence-block of a scenario's docstring (after "spin.c - "), on one line."""
     try:
         m = _DOC_HEAD.search(path.read_text()[:4000])
     except OSError:
