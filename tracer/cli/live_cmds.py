@@ -127,7 +127,7 @@ def record_with_view(roots: List[int], backends: list, duration: float, out: str
 @click.option("--backend", "-b", default="auto", show_default=True, type=BACKENDS,
               help="Backends of the recordings (nothing is attached while watching).")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print each capture's report as JSON (--once: one document).")
+              help="Print each capture's report as JSON Lines (one document per line).")
 @click.option("--verbose", "-v", is_flag=True, help="Say when the tree goes silent and when "
               "it makes progress again.")
 @color_option
@@ -160,9 +160,8 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
         click.echo(f"hangtrace: {line}", err=True)
 
     def print_capture(cap) -> None:  # type: ignore[no-untyped-def]
-        if as_json:
-            doc = cap.report.to_json()
-            click.echo(json.dumps(doc, indent=2) if once else json.dumps(doc))
+        if as_json:     # JSON Lines: one compact document per line, --once included
+            click.echo(json.dumps(cap.report.to_json(), separators=(",", ":")))
         else:
             from ..render.console import render_report
             render_report(cap.report, report_console(), verbose=verbose)

@@ -1,7 +1,7 @@
 """Folding what is alike, for the renderers (STAT's rule: group what has one shape, count it).
 
 Contract: pure functions over plain values, one rule each, shared by ``snapshot``'s thread list
-and the console report's compact view (console.py and its compact view):
+and the console report's compact view (console.py, compact.py):
 - ``fold_groups(items, key)``: items with one key, in the order of each key's first item; a
   key held by fewer than ``FOLD_MIN`` items is not folded (its items come back one group each);
 - ``shape(text)``: the text with what differs between alike things (addresses, numbers when
