@@ -9,9 +9,11 @@ Contract:
   Python's headers the build goes on and hangtrace runs its pure-Python twins.
   scripts/build_fast.py builds the same extension into the source tree.
 - ``PURE_VAR`` (``HANGTRACE_PURE=1``): no extension at all, so the wheel is the pure
-  ``py3-none-any`` one (any CPython >= 3.10, any architecture: the pure-Python path), and no
-  eBPF CO-RE objects either (built against this machine's architecture: the pure wheel's eBPF
-  backend compiles the C with BCC at attach, as without the objects). Without
+  ``py3-none-any`` one (any CPython >= 3.10, any architecture: the pure-Python path). Its eBPF
+  CO-RE objects go under ``tracer/bpf/<machine>/`` (``uname -m``: the objects read syscall
+  registers by the architecture's pt_regs, ``-D__TARGET_ARCH_x86``, so they are per
+  architecture, not per Python or kernel): source.py:object_path takes them on that machine
+  only; on another architecture the eBPF backend compiles the C with BCC at attach. Without
   it the wheel is ``cp3X-cp3X-linux_*``, which ``auditwheel repair`` turns into the
   manylinux wheel a registry accepts (scripts/check_dist.py does both).
 - Not abi3: the helpers read and build str objects in place, which the limited API does not
@@ -19,8 +21,15 @@ Contract:
   written in place: text.c, lines.c), PyUnicode_IS_ASCII / PyUnicode_DATA (an ASCII str's
   bytes read without a copy: calls.c, lines.c), PyLong_FromUnicodeObject (text.c: not in the
   limited API), PyObject_Vectorcall (calls.c: limited only from 3.12) and PyUnicode_AsUTF8
-  (calls.c: from 3.13). The rest (PyTuple_GET_ITEM and the other macros) have limited
-  functions. One wheel per CPython minor version, then, and the pure wheel for the rest.
+  (calls.c: from 3.13). For 3.10 (Py_LIMITED_API=0x030A0000, compiled 2026-12-07) also the
+  buffer protocol: Py_buffer, PyObject_GetBuffer and PyBuffer_Release (block.c, rowbuf.c) and
+  a type that exports a buffer (rowbuf.c's static RowBuf type, tp_as_buffer; a heap type's
+  Py_bf_getbuffer slot) are limited only from 3.11, and PyObject_CallOneArg is not limited at
+  all; the rest (PyTuple_GET_ITEM and the other macros, Py_SETREF) have limited functions. So
+  one abi3 wheel cannot cover 3.10 without a new way to hand rows to Python; the speed of a
+  3.11-floor port was not measured. One wheel per CPython minor version, then
+  (scripts/build_wheels.sh builds one per interpreter found), and the pure wheel, with the
+  CO-RE objects, for every other Python.
 - ``BuildPy``: after the ordinary build_py, the ``__init__.py`` of ``tracer.scenarios``
   (``SCENARIOS_INIT``: the source folder has none, so that py-spy and tracebacks name a scenario
   by its file, not as a module of a package), then the eBPF CO-RE objects: when scripts/build_bpf.py
@@ -100,10 +109,11 @@ class BuildPy(build_py):
         if pure() and not getattr(self, "editable_mode", False):
             for obj in glob.glob(os.path.join(self.build_lib, "tracer", "bpf", "*.bpf.o")):
                 os.remove(obj)           # a checkout's objects, copied as package data
+            self.build_bpf_objects(os.uname().machine)
             return
         self.build_bpf_objects()
 
-    def build_bpf_objects(self) -> List[str]:
+    def build_bpf_objects(self, arch_dir: str = "") -> List[str]:
         script = BUILD_BPF
         if not os.path.exists(script):
             return []
@@ -112,7 +122,7 @@ class BuildPy(build_py):
                           "the programs at run time)", level=3)
             return []
         out = os.path.join(HERE, "bpf") if getattr(self, "editable_mode", False) else \
-            os.path.join(self.build_lib, "tracer", "bpf")
+            os.path.join(self.build_lib, "tracer", "bpf", arch_dir)
         os.makedirs(out, exist_ok=True)
         try:
             built = _load("_hangtrace_build_bpf", script).build(out)

@@ -4,15 +4,17 @@ checkout, works on its own.
 Usage: python scripts/check_dist.py [--keep] [--skip-ebpf]
 
 Steps (each prints one line; the first failure ends the run with status 1 and what it saw):
-1. ``python -m build`` makes dist/hangtrace-*.whl and dist/hangtrace-*.tar.gz from this tree
-   (in a temporary folder); ``auditwheel repair`` turns the wheel into the manylinux one
-   (``cp3X-cp3X-manylinux_2_17_x86_64``, what a registry accepts: the helpers use only old
-   glibc symbols), and ``HANGTRACE_PURE=1 python -m build --wheel`` makes the pure
-   ``py3-none-any`` wheel (setup.py). Each wheel must hold the BPF C, the scenarios, the
-   schemas and the man page; the manylinux one the compiled helpers, the pure one neither them
-   nor eBPF objects; the sdist the C sources of the helpers.
-2. For the manylinux wheel, the pure wheel, then the sdist: a venv under /tmp
-   (``--system-site-packages``, for Debian's BCC), ``pip install`` of the file, and from a
+1. scripts/build_wheels.sh (the README's steps, as written) makes, in a temporary folder, one
+   manylinux wheel per CPython >= 3.10 with headers on this machine (``cp3X-cp3X-manylinux_2_17
+   _x86_64``: ``python -m build`` with that interpreter, then ``auditwheel repair``), the pure
+   ``py3-none-any`` wheel (HANGTRACE_PURE=1) and the sdist. Each wheel must hold the BPF C, the
+   scenarios, the schemas and the man page; the manylinux ones the compiled helpers; the pure
+   one no helpers but the CO-RE objects of this architecture under tracer/bpf/<machine>/; the
+   sdist the C sources of the helpers and scripts/build_bpf.py.
+2. For each manylinux wheel (a venv of its Python), the pure wheel, then the sdist: a venv under
+   /tmp (``--system-site-packages``, for Debian's BCC, except the pure wheel's: without it, so
+   that its ``attach -b ebpf`` must go through libbpf and the wheel's CO-RE objects, BCC not
+   importable, which is checked), ``pip install`` of the file, and from a
    folder outside the checkout: ``python -m tracer --version``; ``hangtrace doctor --json``
    (the installed copy is used, its compiled helpers are loaded; the pure wheel's doctor says
    the pure-Python path); ``hangtrace schema snapshot`` (the shipped schema); ``hangtrace
@@ -44,6 +46,7 @@ from typing import List, Optional
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG = os.path.join(ROOT, "fixtures", "gpu-h200", "spin.strace.gz")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+BUILD_WHEELS = os.path.join(ROOT, "scripts", "build_wheels.sh")
 
 
 class Failed(Exception):
@@ -89,43 +92,53 @@ def check_wheel(wheel: str, compiled: bool) -> None:
     if has_fast != compiled:
         raise Failed(f"{os.path.basename(wheel)}: compiled helpers "
                      f"{'missing' if compiled else 'present'}")
-    if not compiled and any(n.endswith(".bpf.o") for n in names):
-        raise Failed("the pure wheel has eBPF objects of this architecture")
+    objects = {n for n in names if n.endswith(".bpf.o")}
+    arch = f"tracer/bpf/{os.uname().machine}/"
+    if not compiled and not {arch + "hangtrace.bpf.o", arch + "cuda_calls.bpf.o"} <= objects:
+        raise Failed(f"the pure wheel has no CO-RE objects under {arch}: {sorted(objects)}")
     if not any(n.endswith("data/share/man/man1/hangtrace.1") for n in names):
         raise Failed(f"{os.path.basename(wheel)} has no man page")
 
 
 def build(out: str) -> tuple:
-    """(manylinux wheel, pure wheel, sdist), each checked (module doc)."""
-    run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, ROOT],
-        timeout=1200)
+    """([(python, manylinux wheel) per CPython found], pure wheel, sdist), each checked, made by
+    scripts/build_wheels.sh as the README says (module doc)."""
+    run(["bash", BUILD_WHEELS, out], timeout=2400)
     sdist = one(os.path.join(out, "hangtrace-*.tar.gz"))
-    plain = one(os.path.join(out, "hangtrace-*.whl"))
-    tools = dict(os.environ, PATH=os.path.dirname(sys.executable) + ":" + os.environ["PATH"])
-    run([sys.executable, "-m", "auditwheel", "repair", plain, "-w", os.path.join(out, "wh")],
-        env=tools)
-    wheel = one(os.path.join(out, "wh", "hangtrace-*.whl"))
-    if not MANYLINUX.search(wheel):
-        raise Failed(f"auditwheel made {os.path.basename(wheel)}, not a manylinux wheel")
-    run([sys.executable, "-m", "build", "--wheel", "--outdir", os.path.join(out, "pure"), ROOT],
-        env=dict(os.environ, HANGTRACE_PURE="1"), timeout=1200)
-    pure = one(os.path.join(out, "pure", "hangtrace-*.whl"))
-    if not PURE.search(pure):
-        raise Failed(f"HANGTRACE_PURE=1 made {os.path.basename(pure)}")
-    check_wheel(wheel, compiled=True)
+    pure = one(os.path.join(out, "hangtrace-*-py3-none-any.whl"))
+    wheels = []
+    for py in pythons():
+        tag = run([py, "-c", "import sys; print('cp%d%d' % sys.version_info[:2])"]).stdout.strip()
+        wheel = one(os.path.join(out, f"hangtrace-*-{tag}-{tag}-*.whl"))
+        if not MANYLINUX.search(wheel):
+            raise Failed(f"auditwheel made {os.path.basename(wheel)}, not a manylinux wheel")
+        check_wheel(wheel, compiled=True)
+        wheels.append((py, wheel))
     check_wheel(pure, compiled=False)
     listing = run(["tar", "tzf", sdist]).stdout
     for want in ("tracer/strace/csrc/module.c", "setup.py", "bpf/hangtrace.bpf.c",
-                 "LICENSE", "docs/hangtrace.1"):
+                 "LICENSE", "docs/hangtrace.1", "scripts/build_bpf.py"):
         if f"/{want}" not in listing:
             raise Failed(f"the sdist has no {want}")
-    return wheel, pure, sdist
+    return wheels, pure, sdist
 
 
-def venv(where: str, artifact: str, env: Optional[dict] = None) -> str:
-    """A fresh venv with ``artifact`` installed (no pip cache: a wheel built from the sdist
-    earlier must not stand in for this build)."""
-    run([PY, "-m", "venv", "--system-site-packages", where])
+def pythons() -> List[str]:
+    """The CPythons >= 3.10 with headers this machine has (scripts/build_wheels.sh's choice)."""
+    found = []
+    for py in sorted(glob.glob("/usr/bin/python3.1[0-9]") + glob.glob("/usr/local/bin/python3.1[0-9]")):
+        inc = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+                             capture_output=True, text=True).stdout.strip()
+        if os.path.exists(os.path.join(inc, "Python.h")):
+            found.append(py)
+    return found
+
+
+def venv(where: str, artifact: str, env: Optional[dict] = None, py: str = PY,
+         system_site: bool = True) -> str:
+    """A fresh venv of ``py`` with ``artifact`` installed (no pip cache: a wheel built from the
+    sdist earlier must not stand in for this build); ``system_site``: Debian's BCC seen."""
+    run([py, "-m", "venv"] + (["--system-site-packages"] if system_site else []) + [where])
     run([f"{where}/bin/python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
          "--no-cache-dir", artifact], env=env, timeout=1200)
     return where
@@ -137,7 +150,8 @@ def in_venv(where: str, cache: str) -> dict:
     return env
 
 
-def check_copy(where: str, work: str, skip_ebpf: bool, compiled: bool = True) -> None:
+def check_copy(where: str, work: str, skip_ebpf: bool, compiled: bool = True,
+               core_only: bool = False) -> None:
     env = in_venv(where, os.path.join(work, "cache"))
     hx = [f"{where}/bin/hangtrace"]
     out = run([f"{where}/bin/python", "-m", "tracer", "--version"], cwd=work, env=env).stdout
@@ -183,7 +197,15 @@ def check_copy(where: str, work: str, skip_ebpf: bool, compiled: bool = True) ->
             target.wait()
         if "ebpf" not in rep["backends"]:
             raise Failed(f"attach -b ebpf recorded with {rep['backends']}")
-        say(f"  attach -b ebpf on a live process: {rep['verdict']}")
+        how = facts["ebpf_loader"]["detail"].split(":")[0]
+        if core_only:
+            no_bcc = subprocess.run([f"{where}/bin/python", "-c", "import bcc"], cwd=work,
+                                    env=env, capture_output=True).returncode != 0
+            if not no_bcc or not how.startswith("libbpf"):
+                raise Failed(f"not the CO-RE path without BCC: bcc importable={not no_bcc}, "
+                             f"loader {facts['ebpf_loader']['detail']}")
+            how += ", the wheel's CO-RE objects, BCC not importable"
+        say(f"  attach -b ebpf on a live process ({how}): {rep['verdict']}")
     man = os.path.join(where, "share", "man", "man1", "hangtrace.1")
     if not os.path.exists(man):
         raise Failed(f"no man page at {man}")
@@ -198,16 +220,19 @@ def main() -> int:
     top = tempfile.mkdtemp(prefix="hangtrace-dist-")
     try:
         say(f"building the wheels and the sdist (in {top})")
-        wheel, pure, sdist = build(os.path.join(top, "dist"))
-        say(f"built {os.path.basename(wheel)}, {os.path.basename(pure)} and "
-            f"{os.path.basename(sdist)}")
-        for name, artifact, compiled in (("wheel", wheel, True), ("pure-wheel", pure, False),
-                                         ("sdist", sdist, True)):
+        wheels, pure, sdist = build(os.path.join(top, "dist"))
+        say(f"built {', '.join(os.path.basename(w) for _, w in wheels)}, "
+            f"{os.path.basename(pure)} and {os.path.basename(sdist)}")
+        runs = [(f"wheel-{os.path.basename(py)}", w, True, py, True) for py, w in wheels]
+        runs += [("pure-wheel", pure, False, PY, False), ("sdist", sdist, True, PY, True)]
+        for name, artifact, compiled, py, system_site in runs:
             work = os.path.join(top, f"work-{name}")
             os.makedirs(work)
-            say(f"installing the {name} ({os.path.basename(artifact)}) into a fresh venv")
-            check_copy(venv(os.path.join(top, f"venv-{name}"), artifact), work, a.skip_ebpf,
-                       compiled)
+            say(f"installing the {name} ({os.path.basename(artifact)}) into a fresh venv of "
+                f"{py}{'' if system_site else ' without the system site-packages (no BCC)'}")
+            check_copy(venv(os.path.join(top, f"venv-{name}"), artifact, py=py,
+                            system_site=system_site), work, a.skip_ebpf, compiled,
+                       core_only=not system_site)
         say("installing the sdist with a C compiler that fails (CC=/bin/false)")
         env = dict(os.environ, CC="/bin/false")
         where = venv(os.path.join(top, "venv-nocc"), sdist, env=env)

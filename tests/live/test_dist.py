@@ -1,7 +1,8 @@
 """The manylinux wheel (auditwheel), the pure py3-none-any wheel and the sdist, each installed
 into a fresh venv outside the checkout, work on their own: scripts/check_dist.py builds them
 and runs --version, doctor (compiled helpers loaded),
-an import, the demo (a Python and a C scenario), attach -b ebpf on a live process, the man page,
+an import, the demo (a Python and a C scenario), attach -b ebpf on a live process (the pure
+wheel's through its CO-RE objects, in a venv without the system site-packages: no BCC), the man page,
 and an install with a compiler that fails (the pure path). It takes minutes and needs the
 package index: it runs in CI (CI=true) or with HANGTRACE_TEST_DIST=1, and is skipped otherwise
 with that reason."""
@@ -33,3 +34,5 @@ def test_the_wheel_and_the_sdist_work_installed():
     assert any(line.startswith("check_dist: installing the pure-wheel (hangtrace-")
                and "-py3-none-any.whl" in line for line in lines)
     assert any("pure-Python path" in line for line in lines)
+    # the pure wheel's eBPF: its own CO-RE objects through libbpf, in a venv where BCC is absent
+    assert any("attach -b ebpf" in line and "BCC not importable" in line for line in lines)

@@ -18,7 +18,7 @@ from ..errors import OutputError, UsageError, shown
 from .examples import epilog
 from .options import tell
 from ..render.export import FORMATS
-from .options import FILE, complete_from, is_terminal, show
+from .options import FILE, color_option, complete_from, is_terminal, show
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..load.inputs import Input
@@ -34,6 +34,7 @@ __all__ = ["analyze", "export", "import_strace_cmd"]
 @click.option("--flight-recorder", "--fr", "fr", multiple=True, metavar="PATH", type=FILE,
               help="PyTorch Flight Recorder dumps to read with the trace (a directory, a file "
               "prefix such as /tmp/nccl_trace_rank_, or a file).")
+@color_option
 def analyze(trace: str, as_json: bool, verbose: bool, fr: Tuple[str, ...]) -> int:
     """Analyze a saved trace (or a raw strace log, or the files of strace -ff -o PREFIX: the
     directory or PREFIX, or a directory of PyTorch Flight Recorder dumps) and print the
@@ -124,6 +125,7 @@ def _is_fifo(path: str) -> bool:
 @click.option("--pid", "pid", type=click.IntRange(1, 4194304), metavar="N",
               help="The N of strace -p N: whose lines those without a pid column are, when the "
               "log does not name it (else they are one thread of unknown process).")
+@color_option
 def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_json: bool,
                       pid: Optional[int]) -> int:
     """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip; or the

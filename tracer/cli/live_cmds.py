@@ -19,7 +19,7 @@ import click
 from ..errors import OutputError, TargetGone, UsageError
 from .examples import epilog
 from .options import FILE, DIR, FiniteFloat, PidList, all_pids, complete_scenario, show, \
-    container_options, is_terminal, pid_option, pids_text, report_console, tell
+    color_option, container_options, is_terminal, pid_option, pids_text, report_console, tell
 
 __all__ = ["attach", "watch", "snapshot", "demo", "doctor"]
 
@@ -52,6 +52,7 @@ NATIVE_HELP = ("Also gather native (C/C++) frames and name the CUDA, NCCL and cu
 @click.option("--force", is_flag=True,
               help="Record pid 1 or a kernel thread too (hangtrace and its ancestors never).")
 @click.option("--native", is_flag=True, help=NATIVE_HELP)
+@color_option
 def attach(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: Optional[str],
            cgroup: Optional[str], container: Optional[str], duration: float, backend: str,
            rate: float, output: Optional[str], as_json: bool,
@@ -87,9 +88,10 @@ def record_with_view(roots: List[int], backends: list, duration: float, out: str
     probes, starts = attach_probes(native=native)
     try:
         if not as_json and is_terminal(sys.stdout):
-            from ..render.markup import SafeConsole   # not before a plain recording's first byte
+            from ..render.colour import console_options   # not before a plain recording's first byte
+            from ..render.markup import SafeConsole
             from ..render.live import LiveView
-            with LiveView(SafeConsole(), duration, roots) as view:
+            with LiveView(SafeConsole(**console_options(True)), duration, roots) as view:
                 return record(roots, backends, duration=duration, output=out,
                               on_tick=view.on_tick, end_probes=probes,
                               on_attach=lambda: view.say(f"hangtrace: {announce}"),
@@ -127,6 +129,7 @@ def record_with_view(roots: List[int], backends: list, duration: float, out: str
               help="Print each capture's report as JSON Lines (one document per line).")
 @click.option("--verbose", "-v", is_flag=True, help="Say when the tree goes silent and when "
               "it makes progress again.")
+@color_option
 def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: Optional[str],
           cgroup: Optional[str], container: Optional[str], silent_for: float, duration: float,
           output_dir: str, once: bool, max_captures: int,
@@ -178,6 +181,7 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
               help="Also take each Python process's stacks with py-spy (never pauses it) and "
               "the kernel stacks of threads stuck in the kernel (root).")
 @click.option("--native", is_flag=True, help=NATIVE_HELP)
+@color_option
 def snapshot(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...],
              name: Optional[str], cgroup: Optional[str], container: Optional[str],
              as_json: bool, stacks: bool, native: bool) -> None:
@@ -194,6 +198,20 @@ def snapshot(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...],
         render_snapshot(snap, report_console())
 
 
+def _list_scenarios() -> None:
+    """``demo --list``: each scenario, what it shows and the verdict to expect (record/demo.py's
+    scenario_summaries); on a terminal each line is cut to its width, with an ellipsis."""
+    import shutil
+    import sys
+    from ..record.demo import scenario_summaries
+    from ..render.fold import cut
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 1 << 30
+    for s in scenario_summaries():
+        lang = " (C)" if s.language == "C" else ""
+        click.echo(cut(f"{s.name}{lang}: {s.shows}", width))
+        click.echo(cut(f"    expect: {s.expected}", width))
+
+
 @click.command(epilog=epilog("demo"))
 @click.argument("scenario", default="sglang_like", shell_complete=complete_scenario)
 @click.option("--duration", "-d", default=5.0, show_default=True, type=FiniteFloat(0.2),
@@ -203,16 +221,17 @@ def snapshot(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...],
 @click.option("--output", "-o", type=FILE, metavar="FILE",
               help="Trace file (default: hangtrace-demo-SCENARIO.htrace.gz in $TMPDIR, or /tmp).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
-@click.option("--list", "list_them", is_flag=True, help="List the bundled scenarios and exit.")
+@click.option("--list", "list_them", is_flag=True, help="List the bundled scenarios, what each shows and the verdict to expect, and exit.")
+@color_option
 def demo(scenario: str, duration: float, backend: str, output: Optional[str], as_json: bool,
          list_them: bool) -> int:
     """Start a bundled hanging scenario (default: an SGLang-like tree that went silent),
     attach to it and print the verdict; the scenario is killed afterwards."""
     import tempfile
-    from ..record.demo import RunningScenario, scenario_names
+    from ..record.demo import RunningScenario
     from ..record.session import choose_backends
     if list_them:
-        click.echo("\n".join(scenario_names()))
+        _list_scenarios()
         return 0
     if output == "-":
         raise UsageError("demo -o -: the report goes to standard output; give a file")
@@ -233,6 +252,7 @@ def demo(scenario: str, duration: float, backend: str, output: Optional[str], as
 
 @click.command(epilog=epilog("doctor"))
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as one JSON document.")
+@color_option
 def doctor(as_json: bool) -> int:
     """What this machine allows (BPF, BTF, tracepoints, kprobes, uprobes, ptrace, strace, BCC,
     headers, the compiled helpers) and what to install where something is missing."""

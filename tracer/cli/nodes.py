@@ -17,7 +17,7 @@ import click
 from ..errors import UsageError
 from .examples import epilog
 from ..render.visible import visible
-from .options import DIR, FILE, PidList, all_pids, report_console, tell
+from .options import DIR, FILE, color_option, PidList, all_pids, report_console, tell
 
 
 def _show(report, as_json: bool, verbose: bool, output: Optional[str]) -> int:
@@ -38,6 +38,7 @@ def _show(report, as_json: bool, verbose: bool, output: Optional[str]) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--output", "-o", type=FILE, metavar="FILE", help="Write the report here instead of stdout.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
+@color_option
 def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose: bool) -> int:
     """Merge the traces of one job's nodes (one trace per node, recorded by attach) into one
     report: processes are told apart by node, waits between nodes are followed over TCP, clocks
@@ -84,6 +85,7 @@ def merge(traces: Tuple[str, ...], as_json: bool, output: Optional[str], verbose
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 @click.option("--output", "-o", type=FILE, metavar="FILE", help="Write the report here instead of stdout.")
 @click.option("--verbose", "-v", is_flag=True, help="Show helper and parked threads too.")
+@color_option
 def cluster(nodes: Tuple[str, ...], via: str, pid_lists: Tuple[list, ...], name: Optional[str],
             duration: float, backend: str, rate: Optional[float], jobid: Optional[str],
             selector: Optional[str], namespace: Optional[str], container: Optional[str],

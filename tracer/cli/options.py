@@ -5,7 +5,8 @@ Contract:
 - ``FiniteFloat(lo, hi)``: a float in [lo, hi], NaN and infinity refused. ``PidList``: one
   ``-p/--pid`` value (strace's forms); ``pid_option(help)``, ``container_options`` (--cgroup,
   --container), ``all_pids(positional, given)``.
-- Completion (click's ``shell_complete``): ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``.
+- Completion (click's ``shell_complete``): ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``;
+  ``color_option``: --color (render/colour.py).
 - ``report_console(err)``: the rich Console a report is printed on (wrapped on a terminal only).
 - ``tell(line)``: "hangtrace: LINE" on stderr through render/visible.py's ``visible``.
 - ``show(report, as_json, verbose, err)``: print a report (JSON: one document) and return its
@@ -26,7 +27,7 @@ from ..render.visible import visible
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console       # rich loads when a report is shown (30 ms)
 
-__all__ = ["FiniteFloat", "PidList", "pid_option", "container_options", "all_pids",
+__all__ = ["FiniteFloat", "PidList", "pid_option", "container_options", "all_pids", "color_option",
            "report_console", "show", "tell",
            "is_terminal", "FILE", "DIR", "complete_from", "complete_scenario"]
 
@@ -118,6 +119,20 @@ class PidList(click.ParamType):
                 self.fail(f"{shown(part)} is not a pid (a positive decimal number)", param, ctx)
             out.append(pid)
         return out
+
+
+def _set_colour(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from ..render.colour import set_mode
+    set_mode(value)
+    return value
+
+
+# --color, as ls and grep take it: "always" keeps the colours through a pipe (less -R).
+color_option = click.option(
+    "--color", "--colour", type=click.Choice(["auto", "always", "never"]), default="auto",
+    show_default=True, expose_value=False, is_eager=True, callback=_set_colour,
+    help="Colours: on a terminal unless NO_COLOR is set (auto), also through a pipe for "
+         "less -R (always), or none (never).")
 
 
 def pid_option(help_text: str):  # type: ignore[no-untyped-def]

@@ -8,24 +8,27 @@ included). Python scenarios run with this interpreter as they are. C scenarios a
 with gcc on first use (their build.py, by mtime): into ``bin/`` beside the sources in a
 checkout, into ``$XDG_CACHE_HOME/hangtrace/scenarios`` (default ``~/.cache``) for an installed
 copy, whose package folder is not a place to write; without gcc a C scenario is refused with
-one line saying so.
+one line saying so. ``scenario_summaries()``: what each shows and the verdict to expect, from
+the scenarios' README table (shipped with them; else the docstring's head), for ``demo --list``.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 from ..errors import HangtraceError, ToolMissing, shown
 from ..resources import is_checkout, scenario_dir
 
-__all__ = ["DemoError", "RunningScenario", "scenario_argv", "scenario_names", "SCENARIO_DIR"]
+__all__ = ["DemoError", "RunningScenario", "scenario_argv", "scenario_names", "SCENARIO_DIR",
+           "ScenarioSummary", "scenario_summaries"]
 
 SCENARIO_DIR = scenario_dir()
 _NOT_SCENARIOS = {"build", "__init__"}
@@ -41,6 +44,56 @@ def scenario_names() -> List[str]:
     names |= {p.stem for p in SCENARIO_DIR.glob("*.py")
               if not p.stem.startswith("_") and p.stem not in _NOT_SCENARIOS}
     return sorted(names)
+
+
+class ScenarioSummary(NamedTuple):
+    """What ``demo --list`` says of one scenario."""
+    name: str
+    language: str           # "C" or "Python"
+    shows: str              # what it mimics
+    expected: str           # the verdict to expect ("" when its truth says none)
+
+
+_ROW = re.compile(r"^\| `(\w+)`(?: \(C\))? \|")
+_DOC_HEAD = re.compile(r'(?:"""|/\*)\s*\*?\s*[\w.]+ - (.+?)(?:\n\s*\n|\n \*\n|\n[A-Z][a-z]+:)', re.S)
+
+
+def _truth_rows() -> Dict[str, List[str]]:
+    """name -> the cells of its row in the scenarios' README table (mimics ... correct diagnosis)."""
+    try:
+        text = (SCENARIO_DIR / "README.md").read_text()
+    except OSError:
+        return {}
+    rows = {}
+    for line in text.splitlines():
+        m = _ROW.match(line)
+        if m:
+            rows[m.group(1)] = [c.strip().replace("`", "") for c in line.strip().strip("|").split("|")]
+    return rows
+
+
+def _doc_head(path: Path) -> str:
+    """The first sentence-block of a scenario's docstring (after "spin.c - "), on one line."""
+    try:
+        m = _DOC_HEAD.search(path.read_text()[:4000])
+    except OSError:
+        return ""
+    return " ".join(m.group(1).replace(" * ", " ").split()) if m else ""
+
+
+def scenario_summaries() -> List[ScenarioSummary]:
+    """Every scenario with what it shows and the verdict to expect (module doc)."""
+    rows, out = _truth_rows(), []
+    for name in scenario_names():
+        c = (SCENARIO_DIR / f"{name}.c").exists()
+        row = rows.get(name)
+        if row and len(row) >= 3:
+            shows, expected = row[1], row[-1]
+        else:
+            shows = _doc_head(SCENARIO_DIR / f"{name}.{'c' if c else 'py'}")
+            expected = "not in the scenarios' table: its docstring says what each mode shows"
+        out.append(ScenarioSummary(name, "C" if c else "Python", shows, expected))
+    return out
 
 
 def c_binary_dir() -> Path:

@@ -21,9 +21,13 @@ __all__ = ["doctor_facts", "run_doctor", "FORMAT"]
 
 FORMAT = "hangtrace.doctor/1"
 
-_DEB_WORKAROUND = ("no linux-headers package for this kernel: apt install linux-headers-amd64 "
-                   "and link /lib/modules/$(uname -r)/build and /source to its trees "
-                   "(scripts/setup-ebpf.sh does it)")
+def _deb_workaround() -> str:
+    """The headers fix where Debian has no package for the running kernel."""
+    from ..install import install_kind
+    how = ("scripts/setup-ebpf.sh does it" if install_kind() == "checkout" else
+           "as hangtrace's scripts/setup-ebpf.sh does")
+    return ("no linux-headers package for this kernel: apt install linux-headers-amd64 and link "
+            f"/lib/modules/$(uname -r)/build and /source to its trees ({how})")
 
 
 PRIVILEGE_FIX = ("run as root (sudo hangtrace ...), or with the capabilities CAP_BPF and "
@@ -81,24 +85,26 @@ def _libbpf() -> Dict[str, Any]:
         return _fact(False, str(exc), "apt install libbpf1 (or set $HANGTRACE_LIBBPF to a "
                      "libbpf.so.1)")
     from .backends.ebpf.source import object_path
+    from ..install import core_objects_fix
     missing = [n for n in ("hangtrace", "cuda_calls") if not object_path(n).exists()]
     detail = f"libbpf {libbpf.version()} ({libbpf.path()})"
     if missing:
         return _fact(False, detail + "; not built: " + ", ".join(
             str(object_path(n)) for n in missing),
-            "python scripts/build_bpf.py (needs clang and libbpf-dev)")
+            core_objects_fix())
     return _fact(True, detail + f"; CO-RE objects in {object_path('hangtrace').parent}")
 
 
 def _ebpf_loader() -> Dict[str, Any]:
     """Which loader --backend ebpf uses here, and why not the other (one line)."""
     from .backends.ebpf.env import loader_problems
+    from ..install import bcc_fix, core_objects_fix
     problems = loader_problems()
     works = [n for n, why in problems.items() if why is None]
     if not works:
         return _fact(False, "; ".join(f"{n}: {why}" for n, why in problems.items()),
                      "for libbpf: root, a kernel with BTF, libbpf1 and the built objects "
-                     "(python scripts/build_bpf.py); for BCC: scripts/setup-ebpf.sh")
+                     f"({core_objects_fix()}); for BCC: {bcc_fix()}")
     if works[0] == "libbpf":
         from .backends.ebpf import libbpf
         line = (f"libbpf {libbpf.version()}: loads the CO-RE objects here (BTF relocations, "
@@ -156,7 +162,7 @@ def doctor_facts() -> Dict[str, Any]:
     link = os.path.realpath(build) if hdr else ""
     facts["kernel_headers"] = _fact(hdr, f"{build} -> {link}" if hdr else f"{build} missing",
                                     f"apt install linux-headers-{rel}; if there is none: "
-                                    + _DEB_WORKAROUND)
+                                    + _deb_workaround())
     nv = sorted(glob.glob("/dev/nvidia[0-9]*"))
     facts["nvidia"] = _fact(bool(nv), ", ".join(nv) or "no /dev/nvidia* devices",
                             "only needed to trace GPU servers")

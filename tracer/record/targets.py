@@ -13,31 +13,15 @@ Contract:
 """
 from __future__ import annotations
 
-import signal
 import threading
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..events import ProcessInfo
 from ..linux import procfs
+from ..linux.wait_status import decode_wait_status
 from .stillness import RunCounts
 
 __all__ = ["TargetSet", "ParentCache", "initial_process_infos", "decode_wait_status"]
-
-
-def decode_wait_status(code: int) -> Tuple[Optional[int], Optional[str], bool]:
-    """(exit status, signal name, core dumped) from a wait(2) status word.
-
-    A normal exit keeps its status in bits 8-15 with the low 7 bits zero; a death by signal keeps
-    the signal number in the low 7 bits and 0x80 when a core was dumped.
-    """
-    sig = code & 0x7F
-    if sig == 0:
-        return (code >> 8) & 0xFF, None, False
-    try:
-        name = signal.Signals(sig).name
-    except ValueError:
-        name = f"SIG{sig}"
-    return None, name, bool(code & 0x80)
 
 
 def initial_process_infos(pids: Iterable[int], root: str = "/proc") -> List[ProcessInfo]:

@@ -49,17 +49,20 @@ class _ReportConsole(SafeConsole):
 def report_console(file: Any = None, stderr: bool = False) -> Console:
     """The Console a report is printed on: on a terminal it wraps to the terminal's width; anywhere
     else (a pipe, a file, watch's REPORT.txt) it never wraps a line and has no colours, so that
-    grep over saved reports finds whole lines."""
+    grep over saved reports finds whole lines; on stdout/stderr ``--color`` and NO_COLOR decide
+    the colours (render/colour.py)."""
     import sys
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     try:
         tty = stream is not None and stream.isatty()
     except (ValueError, OSError):
         tty = False
+    from .colour import console_options
+    colours = console_options(tty) if file is None else {}      # --color: the std streams only
     if tty:
-        return _ReportConsole(file=file, stderr=stderr)
+        return _ReportConsole(file=file, stderr=stderr, **colours)
     return _ReportConsole(file=file, stderr=stderr, width=NO_WRAP_WIDTH, soft_wrap=True,
-                          color_system=None)
+                          **(colours or {"color_system": None}))
 
 
 def _verdict(v: str) -> str:

@@ -27,6 +27,7 @@ from rich.text import Text
 from ..analysis.accumulate.stats import syscall_backends
 from ..report import ProcessReport, Report
 from .markup import escape, visible
+from .fold import cut
 
 __all__ = ["LiveView", "LiveStats", "RATE_KEYS"]
 
@@ -211,7 +212,7 @@ class LiveView:
         has_cpu = any("cpu_pct" in th.counters for th in p.threads)
         last = max((self._last_output.get(k, 0.0) for k in keys), default=0.0)
         indent = "  " * depth
-        label = p.role if p.role != "other" else (" ".join(p.cmdline)[:40] or p.comm)
+        label = p.role if p.role != "other" else (cut(" ".join(p.cmdline), 40) or p.comm)
         table.add_row(Text(f"{indent}{p.pid}", style="bold"), _name(label, "bold"),
                       Text(f"{len(p.threads)}t", style="dim"), Text.from_markup(_verdict(p.verdict)),
                       *self._rate_cells(rates), _cpu(cpu if has_cpu else None),

@@ -17,8 +17,9 @@ from rich.console import Console
 from .markup import escape
 from rich.tree import Tree
 
+from ..linux.wait_status import describe_wait_status
 from ..snapshot_model import STATE_NAMES, ProcessSnapshot, Snapshot, ThreadSnapshot
-from .fold import fold_groups, number_ranges, shape
+from .fold import fold_groups, number_ranges, shape, cut
 
 __all__ = ["render_snapshot"]
 
@@ -110,10 +111,9 @@ def _add_fds(node: Tree, p: ProcessSnapshot) -> None:
 
 def _process_label(p: ProcessSnapshot) -> str:
     cmd = " ".join(p.cmdline) or f"[{p.comm}]"
-    if len(cmd) > _MAX_CMDLINE:
-        cmd = cmd[:_MAX_CMDLINE] + "…"
+    cmd = cut(cmd, _MAX_CMDLINE)
     rank = f" [magenta]{escape(p.environ_rank)}[/]" if p.environ_rank else ""
-    exit_ = f" exit_code={p.exit_code}" if p.exit_code is not None else ""
+    exit_ = f" {describe_wait_status(p.exit_code)}" if p.exit_code is not None else ""
     return (f"[bold]{p.pid}[/] {_clean(p.comm)} {_state(p.state)}{exit_} ppid {p.ppid}{rank}"
             f"  [dim]{_clean(cmd)}[/]")
 

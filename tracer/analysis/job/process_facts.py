@@ -16,13 +16,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 from ... import events as ev
+from ...linux.wait_status import describe_wait_status
 from ..accumulate.accumulator import ProcessStats, Recording
 from ..vocab.nodes import NodeMap, real_id, scoped_inode, target_scope
 from .roles import Role, role_of
-
-SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS",
-           8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
-
 
 def exit_text(p: ProcessStats) -> Optional[str]:
     """'exited with status 3' / 'killed by SIGKILL' / None when the process is alive.
@@ -40,10 +37,7 @@ def exit_text(p: ProcessStats) -> Optional[str]:
         code = info.exit_code
         if code is None:
             return "exited (zombie)"
-        if code & 0x7F:
-            sig = code & 0x7F
-            return f"killed by {SIGNALS.get(sig, f'signal {sig}')} (zombie, not reaped)"
-        return f"exited with status {code >> 8} (zombie, not reaped)"
+        return describe_wait_status(code) + " (zombie, not reaped)"
     return None
 
 

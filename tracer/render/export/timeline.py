@@ -22,6 +22,7 @@ from ...load.trace import analyzer_for, trace_notes
 from ...gpu.nvidia import describe_ioctl
 from ...report import Report
 from ...tracefile.format import TraceReader, trace_end
+from ..fold import cut
 from .rates import GPU_PID, Rates
 from .window import Window
 
@@ -142,7 +143,7 @@ def _names(sink: Sink, report: Report, seen: Set[Key], names: Dict[Key, str]) ->
     sink.process(GPU_PID, "hangtrace", -1)
     sink.thread(GPU_PID, TREE_TID, "tree verdict")
     for i, p in enumerate(report.processes):
-        label = " ".join(p.cmdline)[:120] or p.comm
+        label = cut(" ".join(p.cmdline), 120) or p.comm
         role = f"{p.role}: " if p.role != "other" else ""
         sink.process(p.pid, f"{role}{label}", i)
         sink.thread(p.pid, VERDICT_TID_BASE + p.pid, "hangtrace verdict")
@@ -259,7 +260,7 @@ def walk(trace_path: str, sink: Sink,
     names: Dict[Key, str] = {(p.pid, tid): comm for p in reader.info.processes
                              for tid, comm in p.threads.items()}
     for i, p in enumerate(reader.info.processes):     # named now; by role at the end
-        sink.process(p.pid, " ".join(p.cmdline)[:120] or p.comm, i)
+        sink.process(p.pid, cut(" ".join(p.cmdline), 120) or p.comm, i)
         for tid, comm in p.threads.items():
             sink.thread(p.pid, tid, comm or f"thread {tid}")
     counter = sink.counter

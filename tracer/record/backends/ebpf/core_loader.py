@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ....install import core_objects_fix
 from . import libbpf as B
 from .loader import OnRecord
 
@@ -193,11 +194,11 @@ class CoreProgram:
             got = B.BtfType.from_address(lib.btf__type_by_id(btf, tid)).size
             if got != size:
                 raise OSError(errno.EINVAL, f"{self.path} was built from other sources (struct "
-                              f"{name}: {got} bytes, {size} expected): python "
-                              "scripts/build_bpf.py")
+                              f"{name}: {got} bytes, {size} expected): "
+                              f"{core_objects_fix()}")
         if not found:
             raise OSError(errno.EINVAL, f"{self.path} has none of the structs "
-                          f"{', '.join(sorted(sizes))}: python scripts/build_bpf.py")
+                          f"{', '.join(sorted(sizes))}: {core_objects_fix()}")
 
     def _write_rodata(self, settings: Mapping[str, int]) -> None:
         """ht_set_<name> = value in .rodata, by the offsets the object's BTF gives."""

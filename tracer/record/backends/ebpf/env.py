@@ -92,12 +92,12 @@ def bcc_problem(what: str = "eBPF") -> Optional[str]:
     try:
         import bcc  # noqa: F401  (imported here only: see the module doc)
     except Exception as e:  # ImportError, or a broken libbcc
-        return (f"BCC is not importable ({type(e).__name__}): apt install bpfcc-tools "
-                "python3-bpfcc (see scripts/setup-ebpf.sh)")
+        from ....install import bcc_fix
+        return f"BCC is not importable ({type(e).__name__}): {bcc_fix()}"
     build = f"/lib/modules/{os.uname().release}/build"
     if not os.path.exists(build):
-        return (f"no kernel headers at {build}: apt install linux-headers-$(uname -r) "
-                "(or run scripts/setup-ebpf.sh)")
+        from ....install import bcc_fix
+        return f"no kernel headers at {build}: {bcc_fix()}"
     return None
 
 
@@ -123,8 +123,8 @@ def core_problem(objects: Sequence[str] = ("hangtrace",), what: str = "eBPF") ->
         return "the kernel has no BPF ring buffer (5.8+)"
     for name in objects:
         if not object_path(name).exists():
-            return (f"{object_path(name)} not built: python scripts/build_bpf.py "
-                    "(needs clang and libbpf-dev)")
+            from ....install import core_objects_fix
+            return f"{object_path(name)} not built: {core_objects_fix()}"
     return None
 
 

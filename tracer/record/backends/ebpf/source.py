@@ -12,6 +12,7 @@ Pure: reads files only.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import List
@@ -30,8 +31,12 @@ def source_path(name: str) -> Path:
 
 def object_path(name: str) -> Path:
     """The CO-RE object built from bpf/NAME.bpf.c: NAME.bpf.o beside the source, as
-    scripts/build_bpf.py builds it."""
-    return BPF_DIR / f"{name}.bpf.o"
+    scripts/build_bpf.py builds it (a checkout, a compiled wheel, an sdist's install), else
+    ``<machine>/NAME.bpf.o`` under it (the pure wheel's, one folder per architecture: setup.py),
+    for this machine's ``uname -m`` only. The flat path when neither exists."""
+    flat = BPF_DIR / f"{name}.bpf.o"
+    arch = BPF_DIR / os.uname().machine / f"{name}.bpf.o"
+    return arch if not flat.exists() and arch.exists() else flat
 
 
 _PART = re.compile(r'^#include "(ht_\w+\.bpf\.h)"$', re.M)
