@@ -298,7 +298,7 @@ class ObserveError(Event, tag="oerr"):
 
 
 # --------------------------------------------------------------------------- the registry
-from .probes import (FileLock, FutexOwner, NcclRasStatus, ServedConnections,  # noqa: E402
+from .probes import (FileLock, FileMount, FutexOwner, NcclRasStatus, ServedConnections,  # noqa: E402
                      SocketCounters, SocketPeers)
 
 EVENT_CLASSES: Dict[str, Type[Event]] = {}
@@ -328,7 +328,7 @@ def register(*classes: Type[Event]) -> None:
 register(Syscall, FutexCall, PollCall, IoctlCall, WriteCall, ReadCall, WaitChild, ThreadSample,
          ThreadCpu, ProcessIO, ProcessInfo, ThreadStart, ProcessExec, ThreadExit, ProcessExit,
          SignalDelivered, Lost, RecordingEnd, GpuSample, PyStack, FutexOwner, SocketPeers,
-         NcclRasStatus, SocketCounters, ObserveError, FileLock, ServedConnections)
+         NcclRasStatus, SocketCounters, ObserveError, FileLock, ServedConnections, FileMount)
 
 
 # strace prints buffers as "..." literals with C escapes (... after one cut by -s: group 2); we

@@ -117,7 +117,7 @@ class Chains:
             e = End(e.kind, e.node, nid)      # the thread that waits on the end (GPU, outside)
             if e.kind == EndKind.OUTSIDE and node.call in WRITE_CALLS:
                 e = End(EndKind.WRITE_STUCK, e.node, nid)
-            elif e.kind == EndKind.OUTSIDE and node.call in OWED_CALLS:
+            elif e.kind == EndKind.OUTSIDE and (node.call in OWED_CALLS or node.owed):
                 e = End(EndKind.OUTSIDE_STUCK, e.node, nid)
         if e.kind != EndKind.CYCLE or e.node not in self._open:
             self._memo[nid] = e               # a cycle through a node still open is not final
@@ -131,7 +131,8 @@ class Chains:
           (``IDLE``) or was not observed (``UNKNOWN``); a thread or process that is gone ends it as
           ``DEAD``, the GPU as ``GPU`` (a blocking wait its kernel ends), the outside world as
           ``OUTSIDE`` (``OUTSIDE_STUCK`` when it waits there for something owed, never input:
-          ``OWED_CALLS``; ``WRITE_STUCK`` when it waits to write: a full pipe or socket whose
+          ``OWED_CALLS``, or a thread whose wait the graph marks ``owed``: a file system's or a
+          device's answer, fd_waits.storage; ``WRITE_STUCK`` when it waits to write: a full pipe or socket whose
           reader the recording does not show, a consumer that stopped reading);
         """
         if node.dead:

@@ -9,16 +9,24 @@ Contract: ``FdWaits`` is a mixin of build.py's builder (it uses its node and edg
 - ``pipe``: a read waits for the pipe's writers, a write (the pipe is full) for its readers;
 - ``eventfd``: every other holder, and the process itself when another of its threads could
   write it;
-- ``socket``: the process at the other end (TCP by reversed addresses, unix by peer inode).
+- ``socket``: the process at the other end (TCP by reversed addresses, unix by peer inode);
+- ``storage``: a call on a file or device (read, write, fsync, ioctl) that the storage-waits
+  probe found on a FUSE, network or device file system, or asleep in D state: blocked on that
+  file system or device, never idle. On a FUSE mount the daemon that owes the reply (the
+  holder of the mount's /dev/fuse connection) is the next hop; elsewhere the wait is owed from
+  outside (the NFS server, the driver). A FUSE daemon waiting in read(/dev/fuse) for its next
+  request while a thread waits on its mount owes that thread's reply (``fuse_server``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..vocab.nodes import real_inode, scoped_inode
+from ... import events as ev
+from ...linux.mounts import FUSE_DEVICE, fs_kind
+from ..vocab.nodes import real_inode, real_id, scoped_inode
 from ..vocab.waits import Wait, eventfd_id_target
-from .graph import EdgeKind, NodeKind
+from .graph import OUTSIDE, EdgeKind, NodeKind
 
 
 @dataclass
@@ -174,3 +182,84 @@ class FdWaits:
                                 + self.refs(peers), peers)
         return ResolvedWait(tid, EdgeKind.SOCKET if not outside else EdgeKind.OUTSIDE,
                             f"waits on {target.text} (peer outside the traced tree or unknown)")
+
+    # ------------------------------------------------------------------ storage and devices
+    def storage(self, pid: int, tid: int, src: str, who: str, w: Wait) -> Optional[ResolvedWait]:
+        """A call on a file or device blocked on its file system or device (module doc), or None
+        when the probe found nothing that says so (a FIFO, a local file in S state: resolved as
+        before)."""
+        m = self.inp.facts.mount(pid, tid, w.fd)
+        if m is None:
+            return None
+        if m.path == FUSE_DEVICE:
+            return self.fuse_server(tid, src, who, w, m)
+        kind = fs_kind(m.fstype)
+        if kind == "local" and m.state != "D":
+            return None
+        self.g.nodes[src].owed = True
+        where = _mount_text(m)
+        how = f"{w.call}({w.fd}<{m.path}>)"
+        long = self.waited(w)
+        servers = [q for q in m.servers if q > 0 and q != pid]
+        if kind == "fuse" and servers:
+            for q, state in zip(m.servers, m.server_states or [""] * len(m.servers)):
+                if q <= 0 or q == pid:
+                    continue
+                now = f"; it is {_state_words(state)}" if q not in self.procs and state else ""
+                self.edge(src, self.process(q), EdgeKind.STORAGE, m.path,
+                          f"{who} is blocked in {how} on {where}{long}: its FUSE daemon "
+                          f"{self.plabel(q)} owes the reply (it holds /dev/fuse connection "
+                          f"{m.fuse_conn}){now}")
+            return ResolvedWait(tid, EdgeKind.STORAGE, f"blocked in {how} on {where}{long}; "
+                                f"its FUSE daemon: {self.refs(servers)}", servers)
+        owner = {"fuse": "its FUSE daemon (not found on this host)",
+                 "network": f"the server {m.source}" if m.source else "the file server",
+                 "device": "the driver behind it"}.get(kind, "the disk or its driver")
+        what = (f"{'device wait: ' if kind == 'device' else ''}blocked in {how} on {where}"
+                f"{long}; {owner} has not answered")
+        self.edge(src, self.special(OUTSIDE, NodeKind.OUTSIDE, "outside the traced tree"),
+                  EdgeKind.STORAGE, m.path, f"{who} {what}")
+        return ResolvedWait(tid, EdgeKind.OUTSIDE, what)
+
+    def fuse_server(self, tid: int, src: str, who: str, w: Wait,
+                    m: ev.FileMount) -> Optional[ResolvedWait]:
+        """A FUSE daemon in read(/dev/fuse) waits for its next request: idle, unless threads
+        wait on its mount (the probe found them blocked on a file of its connection): then it
+        owes them their reply and does not work on it. None when nothing is owed."""
+        owed = [x for x in self.inp.facts.fuse_waiters(m.fuse_conn) if x.pid != m.pid]
+        if not owed or w.call not in ("read", "readv"):
+            return None
+        self.g.nodes[src].owed = True
+        them = ", ".join(f"thread {real_id(x.tid)} of {self.ref(x.pid)} in {x.call}({x.path})"
+                         for x in owed[:3]) + (f" and {len(owed) - 3} more" if len(owed) > 3
+                                               else "")
+        what = (f"waits in {w.call}(/dev/fuse) for its next request of FUSE connection "
+                f"{m.fuse_conn}, while {them} waits for its reply: the request it was given is "
+                "not being answered")
+        self.edge(src, self.special(OUTSIDE, NodeKind.OUTSIDE, "outside the traced tree"),
+                  EdgeKind.STORAGE, FUSE_DEVICE, f"{who} {what}")
+        return ResolvedWait(tid, EdgeKind.OUTSIDE, what)
+
+    def waited(self, w: Wait) -> str:
+        """" for 12.3 s" (since the call began, where known) or " all the window (5.0 s)"."""
+        if w.since is not None and self.rec.end > w.since:
+            return f" for {self.rec.end - w.since:.1f} s"
+        if w.whole_window:
+            return f" all the window ({self.rec.window:.1f} s)"
+        return ""
+
+
+def _mount_text(m: ev.FileMount) -> str:
+    """"the fuse mount /mnt/w (hangtrace-fusefs)"; "an unknown mount" without one."""
+    if not m.fstype:
+        return "an unknown mount"
+    src = f" ({m.source})" if m.source and m.source != m.fstype else ""
+    return f"the {m.fstype} mount {m.mountpoint}{src}"
+
+
+def _state_words(state: str) -> str:
+    """"S in read(/dev/fuse)" -> "asleep (S) in read(/dev/fuse)"."""
+    head, _, rest = state.partition(" ")
+    words = {"S": "asleep (S)", "D": "in uninterruptible sleep (D)", "R": "running (R)",
+             "T": "stopped (T)", "Z": "a zombie (Z)", "gone": "gone"}.get(head, head)
+    return f"{words} {rest}".strip()

@@ -27,6 +27,7 @@ from ... import events as ev
 from ...linux import procfs
 from ...strace.convert import StraceConverter
 from .base import Backend, Emit, TargetSet
+from .in_flight import in_flight_events, uninterruptible_calls
 
 __all__ = ["StraceBackend", "ptrace_problem", "parse_attach_error"]
 
@@ -106,6 +107,9 @@ class StraceBackend(Backend):
         self._tgid_cache: Dict[int, Optional[int]] = {}
         self.converter: Optional[StraceConverter] = None
         self.lines = 0
+        self._start_ts = 0.0
+        # (pid, tid) -> /proc syscall line of the threads in D state at stop (in_flight.py)
+        self._in_d: Dict[Tuple[int, int], str] = {}
 
     # ------------------------------------------------------------------ contract
     def check(self) -> Optional[str]:
@@ -137,6 +141,7 @@ class StraceBackend(Backend):
             raise ValueError("no target pids")
         self._emit = emit
         self._targets = targets
+        self._start_ts = time.time()
         self.converter = StraceConverter(pid_of=self._pid_of)
         read_fd, write_fd = os.pipe()
         cmd = [path, *STRACE_ARGS, "-o", f"/dev/fd/{write_fd}"]
@@ -179,6 +184,9 @@ class StraceBackend(Backend):
             return
         proc = self._proc
         if proc.poll() is None:
+            # threads inside a call that never returns (D state): strace cannot stop them to
+            # detach, nor print their call; /proc shows it (in_flight.py)
+            self._in_d = uninterruptible_calls(self._targets.pids() if self._targets else [])
             try:
                 proc.send_signal(signal.SIGINT)     # strace detaches every tracee, then exits
             except ProcessLookupError:
@@ -186,8 +194,7 @@ class StraceBackend(Backend):
             try:
                 _wait_exit(proc, self._stop_timeout)
             except subprocess.TimeoutExpired:
-                self.errors.append(f"strace did not exit within {self._stop_timeout:.0f} s "
-                                   "of SIGINT; killed it (the kernel detaches its tracees)")
+                self.errors.append(self._kill_note())
                 proc.kill()
                 proc.wait()
         self._kill_leftovers(proc)
@@ -196,6 +203,25 @@ class StraceBackend(Backend):
         if self._err_reader is not None:
             self._err_reader.join(timeout=2)
         self._stopped.wait(timeout=5)
+
+    def _kill_note(self) -> str:
+        """Why strace had to be killed: the threads in D state it could not detach, if any."""
+        head = f"strace did not exit within {self._stop_timeout:.0f} s of SIGINT; killed it"
+        if not self._in_d:
+            return head + " (the kernel detaches its tracees)"
+        tids = sorted(tid for _, tid in self._in_d)
+        names = ", ".join(str(t) for t in tids[:8]) + (" ..." if len(tids) > 8 else "")
+        one = len(tids) == 1
+        return (f"{head}: thread{'' if one else 's'} {names} {'is' if one else 'are'} inside "
+                "a call in uninterruptible sleep (D state), which takes no ptrace stop until it "
+                f"returns, so strace could not detach {'it' if one else 'them'}; the kernel "
+                f"detached {'it' if one else 'them'} when strace died: untraced now, still in "
+                "that call (recorded from /proc/TID/syscall)")
+
+    def _unseen_in_flight(self, conv: StraceConverter) -> List[ev.Event]:
+        """The calls of the D-state threads strace never printed: ongoing since the attach."""
+        lines = {k: v for k, v in self._in_d.items() if not conv.in_call(k[1])}
+        return list(in_flight_events(lines, self._start_ts, time.time()))
 
     @property
     def running(self) -> bool:
@@ -269,6 +295,8 @@ class StraceBackend(Backend):
                     self.errors.append(f"strace exited with status {proc.returncode}")
             if self._err_reader is not None:    # its attach errors come before the end
                 self._err_reader.join(timeout=2)
+            for e in self._unseen_in_flight(conv):
+                emit(e)
             for e in conv.finish(time.time()):
                 emit(e)
             self._stopping = True

@@ -1,0 +1,164 @@
+"""Which mount an open file lives on, and which process serves a FUSE mount: read from /proc only.
+
+Contract:
+- ``parse_mountinfo(text)`` is pure: /proc/PID/mountinfo's lines -> ``Mount``s (mount id, device
+  "MAJ:MIN", mount point, file system type, source: the NFS server's "host:/export", the FUSE
+  daemon's name), octal escapes ("\\040" for a space) undone; malformed lines are skipped.
+- ``parse_fdinfo(text)`` is pure: /proc/PID/fdinfo/FD -> its "key: value" fields (``mnt_id``,
+  ``fuse_connection``, ``flags``, ...).
+- ``fuse_connection(dev)``: the FUSE connection number of a mount's "MAJ:MIN" device, as
+  /sys/fs/fuse/connections/N and the fdinfo of a /dev/fuse fd ("fuse_connection: N") name it
+  (the kernel's dev_t: MAJ << 20 | MIN).
+- ``STORAGE_FSTYPES`` / ``DEVICE_FSTYPES`` and ``fs_kind(fstype)``: "network" (NFS, CIFS, Lustre,
+  Ceph, 9p, ...), "fuse", "device" (sysfs, debugfs, procfs, devtmpfs: a read there is the
+  driver's answer) or "local".
+- ``mount_of_fd(pid, fd)`` and ``fuse_servers(conn, pids)`` read /proc: the mount an fd's file is
+  on (fdinfo's mnt_id in the process's own mountinfo), and the processes holding an fd on
+  /dev/fuse for connection ``conn``. Neither ever touches the file or the mount itself (a hung
+  FUSE or NFS mount would hang the reader): only /proc's links, fdinfo and mountinfo.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional
+
+__all__ = ["Mount", "parse_mountinfo", "parse_fdinfo", "fuse_connection", "fs_kind",
+           "mount_of_fd", "fuse_servers", "read_fdinfo", "FUSE_DEVICE", "MAX_SCAN"]
+
+FUSE_DEVICE = "/dev/fuse"
+MAX_SCAN = 4096                 # processes whose fds fuse_servers looks at, at most
+_OCTAL = re.compile(r"\\([0-7]{3})")
+_NETWORK = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "lustre", "9p", "glusterfs", "gfs2",
+            "ocfs2", "beegfs", "gpfs", "afs", "virtiofs", "orangefs", "pvfs2", "wekafs", "davfs")
+_DEVICE = ("sysfs", "debugfs", "proc", "devtmpfs", "tracefs", "configfs", "securityfs",
+           "efivarfs")
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One line of mountinfo (module doc)."""
+    mount_id: int
+    dev: str                 # "0:40"
+    root: str
+    mountpoint: str
+    fstype: str              # "fuse", "fuse.sshfs", "nfs4", "ext4", ...
+    source: str              # "server:/export", "sshfs#user@host:", "/dev/sda1", ...
+
+    @property
+    def kind(self) -> str:
+        return fs_kind(self.fstype)
+
+
+def _unescape(s: str) -> str:
+    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), s)
+
+
+def parse_mountinfo(text: str) -> List[Mount]:
+    """Mounts of one mountinfo text (module doc). A line: "ID PARENT MAJ:MIN ROOT MOUNTPOINT
+    OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS"."""
+    out: List[Mount] = []
+    for line in text.splitlines():
+        parts = line.split()
+        try:
+            sep = parts.index("-", 6)
+        except ValueError:
+            continue
+        if len(parts) < sep + 3 or not parts[0].isdigit() or ":" not in parts[2]:
+            continue
+        out.append(Mount(int(parts[0]), parts[2], _unescape(parts[3]), _unescape(parts[4]),
+                         parts[sep + 1], _unescape(parts[sep + 2])))
+    return out
+
+
+def parse_fdinfo(text: str) -> Dict[str, str]:
+    """The "key:\\tvalue" lines of an fdinfo file (module doc); later lines (an epoll's tfd
+    lines, an inotify's) only the first of a key kept."""
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        key, colon, value = line.partition(":")
+        if colon and key and " " not in key.strip() and key.strip() not in out:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def fuse_connection(dev: str) -> Optional[int]:
+    """"0:40" -> 40: a FUSE connection is named by the mount's device number (module doc)."""
+    major, colon, minor = dev.partition(":")
+    if not colon or not major.isdigit() or not minor.isdigit():
+        return None
+    return (int(major) << 20) | int(minor)
+
+
+def fs_kind(fstype: str) -> str:
+    """"fuse" (fuse, fuse.sshfs, fuseblk), "network", "device" or "local" (module doc)."""
+    base = fstype.split(".", 1)[0]
+    if base in ("fuse", "fuseblk"):
+        return "fuse"
+    if base in _NETWORK or fstype in _NETWORK:
+        return "network"
+    if base in _DEVICE:
+        return "device"
+    return "local"
+
+
+def _read(path: str) -> Optional[str]:
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def read_fdinfo(pid: int, fd: int, root: str = "/proc") -> Dict[str, str]:
+    text = _read(f"{root}/{pid}/fdinfo/{fd}")
+    return parse_fdinfo(text) if text is not None else {}
+
+
+def mount_of_fd(pid: int, fd: int, root: str = "/proc") -> Optional[Mount]:
+    """The mount fd ``fd`` of ``pid`` is on (fdinfo's mnt_id in the process's mountinfo)."""
+    mnt = read_fdinfo(pid, fd, root).get("mnt_id", "")
+    text = _read(f"{root}/{pid}/mountinfo") if mnt.isdigit() else None
+    if text is None:
+        return None
+    return next((m for m in parse_mountinfo(text) if m.mount_id == int(mnt)), None)
+
+
+def _fuse_fds(pid: int, root: str) -> Iterable[int]:
+    try:
+        names = os.listdir(f"{root}/{pid}/fd")
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        try:
+            if os.readlink(f"{root}/{pid}/fd/{name}") == FUSE_DEVICE:
+                out.append(int(name))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def fuse_servers(conn: int, pids: Optional[Iterable[int]] = None,
+                 root: str = "/proc") -> Dict[int, List[int]]:
+    """pid -> its fds on /dev/fuse for connection ``conn`` (fdinfo "fuse_connection"), over
+    ``pids`` or every process of this host (at most ``MAX_SCAN``). A kernel whose fdinfo lacks
+    the field (before 6.x) gives every /dev/fuse holder, with the fds marked -1: the caller
+    cannot tell which mount each serves."""
+    if pids is None:
+        try:
+            pids = sorted(int(n) for n in os.listdir(root) if n.isdigit())
+        except OSError:
+            return {}
+    out: Dict[int, List[int]] = {}
+    for i, pid in enumerate(pids):
+        if i >= MAX_SCAN:
+            break
+        for fd in _fuse_fds(pid, root):
+            got = read_fdinfo(pid, fd, root).get("fuse_connection")
+            if got is None:
+                out.setdefault(pid, []).append(-1)
+            elif got.isdigit() and int(got) == conn:
+                out.setdefault(pid, []).append(fd)
+    return out

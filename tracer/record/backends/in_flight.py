@@ -1,0 +1,55 @@
+"""Calls a thread was already inside when the recording attached, and never left: read from
+/proc/TID/syscall, the same way for every backend (issue 42 item 4).
+
+A thread in uninterruptible sleep (state D: a read of a hung FUSE or NFS mount, a driver call)
+takes no ptrace stop and runs no tracepoint until its call returns: strace never prints it and
+eBPF never sees its exit. /proc/PID/task/TID/syscall still shows the call: its number and its six
+argument registers (the fd: its path through the fd table).
+
+Contract:
+- ``uninterruptible_calls(pids)`` -> {(pid, tid): syscall line} of the threads of ``pids`` in
+  state D inside a system call, now (reads /proc only).
+- ``in_flight_events(lines, since, now)`` -> one ongoing ``Syscall`` event per line (``ret``
+  None, ``dur`` now - since), decoded as the eBPF backend decodes its last look
+  (ebpf/inflight.ongoing_call: fds to paths, timeouts read from the target's memory).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from ... import events as ev
+from ...linux import procfs
+from ...linux.syscall_table import parse_proc_syscall, syscall_table
+
+__all__ = ["uninterruptible_calls", "in_flight_events"]
+
+
+def uninterruptible_calls(pids: List[int]) -> Dict[Tuple[int, int], str]:
+    """The module doc's D-state threads and their syscall lines."""
+    out: Dict[Tuple[int, int], str] = {}
+    for pid in pids:
+        for tid in procfs.list_tids(pid):
+            s = procfs.read_thread_sample(pid, tid)
+            if s is None or s.state != "D" or not s.syscall:
+                continue
+            cs = parse_proc_syscall(s.syscall)
+            if cs is not None and cs.kind == "syscall":
+                out[(pid, tid)] = s.syscall
+    return out
+
+
+def in_flight_events(lines: Dict[Tuple[int, int], str], since: float,
+                     now: float) -> List[ev.Syscall]:
+    """The module doc's ongoing events, in (pid, tid) order."""
+    if not lines:
+        return []
+    from .ebpf import layout as L
+    from .ebpf.convert import Converter, FdCache
+    from .ebpf.inflight import ongoing_call
+    conv, kinds = Converter(FdCache()), L.kinds_for(syscall_table())
+    out: List[ev.Syscall] = []
+    for (pid, tid), text in sorted(lines.items()):
+        e = ongoing_call(conv, pid, tid, text, kinds, since, now - since)
+        if e is not None:
+            out.append(e)
+    return out
