@@ -28,11 +28,38 @@ from ...linux import procfs
 from ...strace.convert import StraceConverter
 from .base import Backend, Emit, TargetSet
 from .in_flight import in_flight_events, uninterruptible_calls
+from ...linux.mounts import FUSE_DEVICE
 
 __all__ = ["StraceBackend", "ptrace_problem", "parse_attach_error"]
 
 _PR_SET_PDEATHSIG = 1
 STRACE_ARGS = ["-f", "-ttt", "-T", "-yy", "-s", "0", "-q"]
+
+
+def fuse_servers_among(pids: List[int], root: str = "/proc") -> List[int]:
+    """Those of ``pids`` holding an fd on /dev/fuse: FUSE daemons (linux/mounts.py)."""
+    return [pid for pid in pids if _holds_fuse(pid, root)]
+
+
+def _holds_fuse(pid: int, root: str) -> bool:
+    try:
+        names = os.listdir(f"{root}/{pid}/fd")
+    except OSError:
+        return False
+    for name in names:
+        try:
+            if os.readlink(f"{root}/{pid}/fd/{name}") == FUSE_DEVICE:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def strace_args(fuse_daemons: List[int]) -> List[str]:
+    """``STRACE_ARGS``, with -y for -yy when the tree holds a FUSE daemon: -yy stats every path
+    it prints (for a device's numbers), and a stat of a file on the daemon's mount waits for the
+    daemon, which strace holds stopped: strace would deadlock (seen with strace 6.1)."""
+    return [("-y" if a == "-yy" and fuse_daemons else a) for a in STRACE_ARGS]
 
 
 def _elided(argv: List[str]) -> bool:
@@ -143,8 +170,15 @@ class StraceBackend(Backend):
         self._targets = targets
         self._start_ts = time.time()
         self.converter = StraceConverter(pid_of=self._pid_of)
+        fuse = fuse_servers_among(pids)
+        if fuse:
+            self.notes.append(
+                f"strace -y, not -yy: {'pids' if len(fuse) > 1 else 'pid'} "
+                f"{', '.join(map(str, fuse[:4]))} serve{'' if len(fuse) > 1 else 's'} a FUSE "
+                "mount, and -yy stats the files it prints, which waits for a daemon strace holds "
+                "stopped; sockets show without their addresses")
         read_fd, write_fd = os.pipe()
-        cmd = [path, *STRACE_ARGS, "-o", f"/dev/fd/{write_fd}"]
+        cmd = [path, *strace_args(fuse), "-o", f"/dev/fd/{write_fd}"]
         for pid in pids:
             cmd += ["-p", str(pid)]
         try:
