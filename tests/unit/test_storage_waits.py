@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tracer import events as ev
+from tracer.events.stacks import KernelStack
 from tracer.linux.fdtarget import fd_kind
 from tracer.linux.mounts import (Mount, fs_kind, fuse_connection, parse_fdinfo,
                                  parse_mountinfo)
@@ -220,6 +221,27 @@ def test_file_reads_that_return_data_are_progress():
     r = run(evs, [p])
     assert r.verdict == "progressing"
     assert r.process(22).rule.endswith("reads-files")
+
+
+# a page fault on a file mapped from a hung NFS mount, as this kernel's stack shows one
+FAULT_STACK = ["folio_wait_bit_common+0x167/0x370", "filemap_fault+0x5e1/0xa60",
+               "__do_fault+0x33/0x170", "do_fault+0x1b0/0x520", "__handle_mm_fault+0x6d2/0xc40",
+               "handle_mm_fault+0x113/0x320", "do_user_addr_fault+0x1d4/0x6c0",
+               "exc_page_fault+0x7c/0x1a0", "asm_exc_page_fault+0x26/0x30"]
+
+
+def test_a_thread_in_d_state_all_window_without_an_fd_is_owed_never_idle():
+    # proc samples: state D outside a syscall ("-1 sp pc"), never ran; its kernel stack faults
+    samples = [ev.ThreadSample(ts=T0 + 0.5 * i, pid=30, tid=30, comm="loader", state="D",
+                               utime=5, stime=1, wchan="folio_wait_bit_common",
+                               syscall="-1 0x7ffc19552f48 0x7f746143c2ad", run_ns=1000,
+                               wait_ns=10, run_count=7) for i in range(1, 10)]
+    k = KernelStack(ts=T0 + 5.0, pid=30, tid=30, state="D", reason="D state", frames=FAULT_STACK)
+    r = run(samples + [k], [info(30, comm="loader", state="D")], backends=("proc",))
+    assert r.verdict == "blocked", r.root_cause
+    what = r.process(30).waits_on[0]["what"]
+    assert "in uninterruptible sleep (D) in a page fault on a mapped file" in what
+    assert "storage or device wait" in what
 
 
 # --------------------------------------------------------------------------- strace

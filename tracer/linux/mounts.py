@@ -1,21 +1,14 @@
 """Which mount an open file lives on, and which process serves a FUSE mount: read from /proc only.
 
 Contract:
-- ``parse_mountinfo(text)`` is pure: /proc/PID/mountinfo's lines -> ``Mount``s (mount id, device
-  "MAJ:MIN", mount point, file system type, source: the NFS server's "host:/export", the FUSE
-  daemon's name), octal escapes ("\\040" for a space) undone; malformed lines are skipped.
-- ``parse_fdinfo(text)`` is pure: /proc/PID/fdinfo/FD -> its "key: value" fields (``mnt_id``,
-  ``fuse_connection``, ``flags``, ...).
-- ``fuse_connection(dev)``: the FUSE connection number of a mount's "MAJ:MIN" device, as
-  /sys/fs/fuse/connections/N and the fdinfo of a /dev/fuse fd ("fuse_connection: N") name it
-  (the kernel's dev_t: MAJ << 20 | MIN).
-- ``STORAGE_FSTYPES`` / ``DEVICE_FSTYPES`` and ``fs_kind(fstype)``: "network" (NFS, CIFS, Lustre,
-  Ceph, 9p, ...), "fuse", "device" (sysfs, debugfs, procfs, devtmpfs: a read there is the
-  driver's answer) or "local".
-- ``mount_of_fd(pid, fd)`` and ``fuse_servers(conn, pids)`` read /proc: the mount an fd's file is
-  on (fdinfo's mnt_id in the process's own mountinfo), and the processes holding an fd on
-  /dev/fuse for connection ``conn``. Neither ever touches the file or the mount itself (a hung
-  FUSE or NFS mount would hang the reader): only /proc's links, fdinfo and mountinfo.
+- pure: ``parse_mountinfo(text)`` -> ``Mount``s (id, "MAJ:MIN", mount point, fstype, source: the
+  NFS server's "host:/export", the FUSE daemon's name; octal escapes undone, bad lines skipped);
+  ``parse_fdinfo(text)`` -> an fdinfo's fields (``mnt_id``, ``fuse_connection``);
+  ``fuse_connection(dev)`` -> the connection number /sys/fs/fuse/connections/N and a /dev/fuse
+  fd's fdinfo use (the kernel's dev_t); ``fs_kind(fstype)`` -> fuse, network, device, local.
+- ``mount_of_fd(pid, fd)`` (fdinfo's mnt_id in the process's mountinfo) and ``fuse_servers(conn)``
+  (the processes with an fd on /dev/fuse for ``conn``) read /proc's links, fdinfo and mountinfo,
+  never the file or the mount (a hung FUSE or NFS mount would hang the reader).
 """
 from __future__ import annotations
 

@@ -1,21 +1,15 @@
-"""Waits on fds and objects between processes, resolved into wait-for edges (the part of
-waitgraph/build.py's one resolution that follows file descriptors).
-
-Contract: ``FdWaits`` is a mixin of build.py's builder (it uses its node and edge helpers:
-``process``, ``special``, ``edge``, ``outside``, ``plabel``, ``refs``, ``fdx``, ``rec``,
-``inp``); each method resolves one kind of wait of thread ``tid`` of ``pid`` and returns its
-``ResolvedWait``, the summary a process's ``waits_on`` shows:
+"""Waits on fds between processes, resolved into wait-for edges (build.py's resolution's part
+that follows fds). Contract: ``FdWaits`` is a mixin of build.py's builder (its node and edge
+helpers); each method resolves one kind of wait of thread ``tid`` of ``pid`` into the
+``ResolvedWait`` a process's ``waits_on`` shows:
 - ``file_lock``: flock/fcntl(F_SETLKW), the processes holding a lock on the file;
 - ``pipe``: a read waits for the pipe's writers, a write (the pipe is full) for its readers;
 - ``eventfd``: every other holder, and the process itself when another of its threads could
   write it;
 - ``socket``: the process at the other end (TCP by reversed addresses, unix by peer inode);
-- ``storage``: a call on a file or device (read, write, fsync, ioctl) that the storage-waits
-  probe found on a FUSE, network or device file system, or asleep in D state: blocked on that
-  file system or device, never idle. On a FUSE mount the daemon that owes the reply (the
-  holder of the mount's /dev/fuse connection) is the next hop; elsewhere the wait is owed from
-  outside (the NFS server, the driver). A FUSE daemon waiting in read(/dev/fuse) for its next
-  request while a thread waits on its mount owes that thread's reply (``fuse_server``).
+- ``storage``: a call on a file or device on a FUSE, network or device file system (or in D
+  state), as the storage-waits probe found it: the FUSE daemon, else owed from outside; and
+  ``fuse_server``: a daemon in read(/dev/fuse) while a reader waits on its mount owes the reply.
 """
 from __future__ import annotations
 
@@ -23,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ... import events as ev
+from ...linux.kstack import frame_function
 from ...linux.mounts import FUSE_DEVICE, fs_kind
 from ..vocab.nodes import real_inode, real_id, scoped_inode
+from ..vocab.verdict import D_RULE
 from ..vocab.waits import Wait, eventfd_id_target
 from .graph import OUTSIDE, EdgeKind, NodeKind
 
@@ -190,7 +186,7 @@ class FdWaits:
         before)."""
         m = self.inp.facts.mount(pid, tid, w.fd)
         if m is None:
-            return None
+            return self.uninterruptible(pid, tid, src, who, w)
         if m.path == FUSE_DEVICE:
             return self.fuse_server(tid, src, who, w, m)
         kind = fs_kind(m.fstype)
@@ -221,6 +217,25 @@ class FdWaits:
                   EdgeKind.STORAGE, m.path, f"{who} {what}")
         return ResolvedWait(tid, EdgeKind.OUTSIDE, what)
 
+    def uninterruptible(self, pid: int, tid: int, src: str, who: str,
+                        w: Wait) -> Optional[ResolvedWait]:
+        """A thread in D state all the window (threads/stacks.py's rule; no fd the probe could
+        follow: a path call, a page fault on a mapped file) waits for the kernel to complete
+        I/O or a driver's work: owed, never input. None for any other thread."""
+        tv = self.inp.threads.get(pid, {}).get(tid)
+        if tv is None or tv.rule != D_RULE:
+            return None
+        self.g.nodes[src].owed = True
+        frames = self.inp.facts.stacks.kernel.get((pid, tid))
+        fault = frames is not None and any(frame_function(f) in _FAULT_FRAMES
+                                           for f in frames.frames)
+        where = "a page fault on a mapped file" if fault else w.call
+        what = (f"in uninterruptible sleep (D) in {where}{self.waited(w)}: the kernel has not completed the I/O or driver work it waits "
+                "for (a storage or device wait)")
+        self.edge(src, self.special(OUTSIDE, NodeKind.OUTSIDE, "outside the traced tree"),
+                  EdgeKind.STORAGE, w.call, f"{who} is {what}")
+        return ResolvedWait(tid, EdgeKind.OUTSIDE, what)
+
     def fuse_server(self, tid: int, src: str, who: str, w: Wait,
                     m: ev.FileMount) -> Optional[ResolvedWait]:
         """A FUSE daemon in read(/dev/fuse) waits for its next request: idle, unless threads
@@ -247,6 +262,11 @@ class FdWaits:
         if w.whole_window:
             return f" all the window ({self.rec.window:.1f} s)"
         return ""
+
+
+# kernel frames of a page fault that reads a mapped file in (mmap'd weights on NFS or FUSE)
+_FAULT_FRAMES = frozenset({"filemap_fault", "handle_mm_fault", "exc_page_fault",
+                           "do_user_addr_fault", "fuse_readahead", "nfs_read_folio"})
 
 
 def _mount_text(m: ev.FileMount) -> str:

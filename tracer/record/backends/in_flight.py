@@ -1,17 +1,13 @@
 """Calls a thread was already inside when the recording attached, and never left: read from
-/proc/TID/syscall, the same way for every backend (issue 42 item 4).
-
-A thread in uninterruptible sleep (state D: a read of a hung FUSE or NFS mount, a driver call)
-takes no ptrace stop and runs no tracepoint until its call returns: strace never prints it and
-eBPF never sees its exit. /proc/PID/task/TID/syscall still shows the call: its number and its six
-argument registers (the fd: its path through the fd table).
+/proc/TID/syscall, the same way for every backend (issue 42 item 4). A thread in D state (a read of
+a hung FUSE or NFS mount, a driver call) takes no ptrace stop and hits no exit tracepoint until its
+call returns; /proc/PID/task/TID/syscall still shows its number and argument registers.
 
 Contract:
 - ``uninterruptible_calls(pids)`` -> {(pid, tid): syscall line} of the threads of ``pids`` in
   state D inside a system call, now (reads /proc only).
-- ``in_flight_events(lines, since, now)`` -> one ongoing ``Syscall`` event per line (``ret``
-  None, ``dur`` now - since), decoded as the eBPF backend decodes its last look
-  (ebpf/inflight.ongoing_call: fds to paths, timeouts read from the target's memory).
+- ``in_flight_events(lines, since, now)`` -> one ongoing ``Syscall`` per line (``ret`` None,
+  ``dur`` now - since), decoded as ebpf/inflight.ongoing_call decodes the eBPF backend's.
 """
 from __future__ import annotations
 
