@@ -6,10 +6,12 @@ Contract:
   and answers the protocol's INIT, LOOKUP, GETATTR, OPEN, FLUSH, RELEASE and GETXATTR (ENODATA),
   ENOSYS to the rest. It shows one regular file, ``data`` (64 MiB, inode 2). ``mode`` says what
   READ gets: "hang" never answers it (the reader waits in the kernel for ever: state D), "slow"
-  answers one READ of at most 4 KiB every ``SLOW_INTERVAL`` s (zeros). It writes "READY\\n" to
+  answers one READ of at most 4 KiB every ``SLOW_INTERVAL`` s (zeros), "stuck" answers nothing
+  once the file is open (a stat of it hangs too, as on a dead NFS server). It writes "READY\\n" to
   stdout once mounted and stops (unmounting) on SIGTERM.
 - ``FuseTree`` (a context manager) is the tree tests attach to: a launcher process whose two
-  children are the daemon and a reader that reads ``data`` in a loop (``READER``); on exit it
+  children are the daemon and a reader that reads ``data`` in a loop (``READER``, or
+  ``MMAP_READER``: maps it and touches its pages); on exit it
   kills them and detaches the mount (umount2 MNT_DETACH), whatever happened, and
   ``mounted(mountpoint)`` says whether /proc/self/mountinfo still lists it.
 Root only (mount(2)); the kernel must have FUSE (/dev/fuse).
@@ -62,8 +64,8 @@ def _attr(ino: int) -> bytes:
                      0, 4096, 0)
 
 
-def _entry(ino: int) -> bytes:
-    return struct.pack("<QQQQII", ino, 0, 3600, 3600, 0, 0) + _attr(ino)
+def _entry(ino: int, valid: int) -> bytes:
+    return struct.pack("<QQQQII", ino, 0, valid, valid, 0, 0) + _attr(ino)
 
 
 def _init_out(major: int, minor: int, max_readahead: int) -> bytes:
@@ -79,6 +81,8 @@ class FuseServer:
     def __init__(self, fd: int, mode: str) -> None:
         self.fd, self.mode = fd, mode
         self.last_read = 0.0
+        self.opened = False
+        self.valid = 0 if mode == "stuck" else 3600     # seconds the kernel may cache attributes
 
     def reply(self, unique: int, body: bytes = b"", error: int = 0) -> None:
         try:
@@ -90,19 +94,20 @@ class FuseServer:
     def handle(self, req: bytes) -> None:
         _, op, unique, nodeid = IN_HEADER.unpack_from(req)[:4]
         arg = req[IN_HEADER.size:]
-        if op in NO_REPLY or op == INTERRUPT:
+        if op in NO_REPLY or op == INTERRUPT or (self.mode == "stuck" and self.opened):
             return
+        self.opened = self.opened or op == OPEN
         if op == INIT:
             major, minor, readahead = struct.unpack_from("<III", arg)
             self.reply(unique, _init_out(major, minor, readahead))
         elif op == LOOKUP:
             name = arg.split(b"\0", 1)[0]
             if nodeid == 1 and name == FILE_NAME:
-                self.reply(unique, _entry(FILE_INO))
+                self.reply(unique, _entry(FILE_INO, self.valid))
             else:
                 self.reply(unique, error=errno.ENOENT)
         elif op == GETATTR:
-            self.reply(unique, struct.pack("<QII", 3600, 0, 0) + _attr(nodeid))
+            self.reply(unique, struct.pack("<QII", self.valid, 0, 0) + _attr(nodeid))
         elif op == OPEN:      # slow: direct I/O, so that each read() is one READ
             self.reply(unique, struct.pack("<QII", 1, FOPEN_DIRECT_IO if self.mode == "slow"
                                            else 0, 0))
@@ -192,6 +197,18 @@ while True:
     os.lseek(fd, 0, 0)
 '''
 
+# The other reader: maps the file and touches a byte per page (a loader of mmap'd weights); a
+# hang mount leaves it in D state inside a page fault, outside any system call.
+MMAP_READER = r'''
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+print("READING", flush=True)
+while True:
+    for off in range(0, len(m), 4096):
+        m[off]
+'''
+
 # The launcher: starts the daemon, waits for READY, starts the reader, reports both pids, waits.
 LAUNCHER = r'''
 import os, subprocess, sys
@@ -217,8 +234,8 @@ class FuseTree:
     """launcher -> (daemon, reader) over a fresh mount (module doc). Attributes once entered:
     ``launcher``, ``daemon``, ``reader`` (pids) and ``mountpoint``."""
 
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
+    def __init__(self, mode: str, reader: str = READER) -> None:
+        self.mode, self.reader_code = mode, reader
         self.mountpoint = ""
         self.launcher = self.daemon = self.reader = 0
         self._proc: Optional[subprocess.Popen] = None
@@ -227,7 +244,7 @@ class FuseTree:
         self.mountpoint = tempfile.mkdtemp(prefix="hangtrace-fuse-")
         here = str(Path(__file__).resolve().parent)
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", LAUNCHER, here, self.mode, self.mountpoint, READER],
+            [sys.executable, "-c", LAUNCHER, here, self.mode, self.mountpoint, self.reader_code],
             stdout=subprocess.PIPE, text=True)
         try:
             line = _readline(self._proc, 30.0)

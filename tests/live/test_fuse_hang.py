@@ -7,6 +7,7 @@ wait goes to the daemon (the holder of the mount's /dev/fuse connection), the ch
 daemon idle in read(/dev/fuse) while the reply is owed; strace, which cannot detach a thread in
 D state, is stopped within its bound and the report says so; the reader is left untraced, still
 in its read. In "slow" mode (one 4 KiB READ answered every 100 ms) the same tree progresses.
+A reader that maps the file instead waits in D state inside a page fault: the daemon is named.
 Each test leaves no mount behind (FuseTree detaches it, and the test checks mountinfo).
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from fusefs import FuseTree, mounted, thread_state
+from fusefs import MMAP_READER, FuseTree, mounted, thread_state
 from test_attach_verdicts import attach_json
 from test_safety import BACKENDS
 from tracer import events as ev
@@ -64,12 +65,28 @@ def test_a_read_stuck_on_fuse_is_blocked_on_its_daemon(backend, tmp_path):
     assert "read(3<" + mountpoint + "/data>)" in json.dumps(wait)
     if backend == "strace":
         said = json.dumps(report)
-        assert f"thread {t.reader} is inside a call in uninterruptible sleep (D state)" in said
+        assert f"thread {t.reader} is in uninterruptible sleep (D state)" in said
         assert "strace -y, not -yy" in said
     if backend in ("strace", "ebpf"):
         calls = [e for e in TraceReader(str(trace)).events()
                  if isinstance(e, ev.Syscall) and e.tid == t.reader and e.ongoing]
         assert [(c.name, c.fd) for c in calls] == [("read", 3)], calls
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_page_fault_stuck_on_fuse_is_blocked_on_its_daemon(backend, tmp_path):
+    # a loader of mmap'd weights: in D state inside a page fault, outside any system call
+    with FuseTree("hang", MMAP_READER) as t:
+        t.wait_state("D")
+        report = attach_json(t.launcher, backend, 2.0, str(tmp_path / "t.htrace.gz"))
+        assert thread_state(t.reader) == "D" and _tracer_pid(t.reader) == 0
+        mountpoint = t.mountpoint
+    assert not mounted(mountpoint)
+    assert report["verdict"] == "blocked", report["root_cause"]
+    reader = next(p for p in report["processes"] if p["pid"] == t.reader)
+    assert [(w["kind"], w["pids"]) for w in reader["waits_on"]] == [("storage", [t.daemon])]
+    assert f"a page fault on {mountpoint}/data" in reader["waits_on"][0]["what"]
+    assert report["root_cause"]["pid"] == t.daemon
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

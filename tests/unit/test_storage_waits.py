@@ -15,7 +15,7 @@ import pytest
 from tracer import events as ev
 from tracer.events.stacks import KernelStack
 from tracer.linux.fdtarget import fd_kind
-from tracer.linux.mounts import (Mount, fs_kind, fuse_connection, parse_fdinfo,
+from tracer.linux.mounts import (Mount, fs_kind, fuse_connection, on_mounts, parse_fdinfo,
                                  parse_mountinfo)
 from tracer.record.backends.strace_backend import STRACE_ARGS, strace_args
 from tracer.record.probes.storage_waits import blocked_fd_call
@@ -93,6 +93,13 @@ def test_fdinfo_keeps_the_first_of_a_repeated_key():
                                       ("", None), ("0-40", None), ("a:b", None)])
 def test_fuse_connection_is_the_kernel_dev_t(dev, conn):
     assert fuse_connection(dev) == conn
+
+
+@pytest.mark.parametrize("path,on", [("/mnt/w", True), ("/mnt/w/data", True),
+                                     ("/mnt/wx/data", False), ("/mnt", False),
+                                     ("/tmp/hangtrace-fuse-1wmy419d/data", True)])
+def test_a_path_on_a_fuse_mount(path, on):
+    assert on_mounts(path, ["/mnt/w", "/tmp/hangtrace-fuse-1wmy419d"]) == on
 
 
 def test_dev_fuse_is_its_own_fd_kind():
@@ -198,8 +205,25 @@ def test_a_file_or_device_read_that_blocks_is_owed_never_idle(fstype, source, pa
     w = r.process(20).waits_on[0]
     assert w["kind"] == "outside" and owner + " has not answered" in w["what"]
     assert ("device wait" in w["what"]) == (fstype in ("sysfs", "devtmpfs"))
-    assert "storage or device wait, not input" in r.root_cause["summary"]
+    assert owner + " has not answered" in r.root_cause["summary"]
     assert "waits for input" not in r.root_cause["summary"]
+
+
+@pytest.mark.parametrize("path,kind,device", [
+    ("/sys/class/drm/card0/device/gpu_busy_percent", "file", True),
+    ("/sys/kernel/debug/dri/0/amdgpu_fence_info", "file", True),
+    ("/dev/nvidia0", "nvidia", True), ("/dev/accel/accel0", "dev", True),
+    ("/proc/driver/nvidia/gpus/0000:01:00.0/information", "file", True),
+    ("/dev/input/event3", "dev", False), ("/dev/net/tun", "dev", False),
+    ("/dev/pts/3", "tty", False), ("/dev/shm/ring", "file", False),
+    ("/var/run/fifo", "file", False)])
+def test_without_facts_a_blocking_read_of_a_device_path_is_a_device_wait(path, kind, device):
+    # an imported strace log: no probe facts, the path alone says it is a driver's file
+    p = info(23, fds=[fd(3, kind, path, "r")])
+    r = run([_read(23, path, kind=kind)], [p])
+    what = " ".join(w["what"] for w in r.process(23).waits_on)
+    assert (r.verdict, what.startswith("device wait: blocked in read(3<" + path)) == \
+        (("blocked", True) if device else ("idle", False))
 
 
 def test_a_local_file_in_s_state_is_not_a_storage_wait():

@@ -100,7 +100,8 @@ class ServedConnections(Event, tag="srv"):
 
 
 class FileMount(Event, tag="fmt"):
-    """The file or device a blocked thread of ``pid`` waits on through fd ``fd``, and its mount
+    """The file or device a blocked thread of ``pid`` waits on through fd ``fd`` (-1: a page fault
+    on a file it maps, ``call`` "mapped"), and its mount
     (record/probes/storage_waits.py, from /proc/PID/fdinfo and /proc/PID/mountinfo): the
     ``path``, the thread ``tid`` and its ``state`` ("D", "S"), ``call`` the call it is in (from
     /proc/TID/syscall), the mount's ``mount_id``, ``dev`` ("0:40"), ``mountpoint``, ``fstype``

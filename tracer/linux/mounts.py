@@ -6,9 +6,10 @@ Contract:
   ``parse_fdinfo(text)`` -> an fdinfo's fields (``mnt_id``, ``fuse_connection``);
   ``fuse_connection(dev)`` -> the connection number /sys/fs/fuse/connections/N and a /dev/fuse
   fd's fdinfo use (the kernel's dev_t); ``fs_kind(fstype)`` -> fuse, network, device, local.
-- ``mount_of_fd(pid, fd)`` (fdinfo's mnt_id in the process's mountinfo) and ``fuse_servers(conn)``
-  (the processes with an fd on /dev/fuse for ``conn``) read /proc's links, fdinfo and mountinfo,
-  never the file or the mount (a hung FUSE or NFS mount would hang the reader).
+- ``mount_of_fd(pid, fd)`` (fdinfo's mnt_id in the process's mountinfo), ``fuse_servers(conn)``
+  (the processes with an fd on /dev/fuse for ``conn``) and ``fuse_users(pids)`` (those with an
+  fd on a FUSE mount's file or on /dev/fuse) read /proc's links, fdinfo and mountinfo, never a
+  file or a mount (a hung FUSE or NFS mount would hang the reader).
 """
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional
 
 __all__ = ["Mount", "parse_mountinfo", "parse_fdinfo", "fuse_connection", "fs_kind",
-           "mount_of_fd", "fuse_servers", "read_fdinfo", "FUSE_DEVICE", "MAX_SCAN"]
+           "mount_of_fd", "fuse_servers", "fuse_users", "on_mounts", "read_fdinfo",
+           "mount_of_path", "mapped_files", "FUSE_DEVICE", "PAGE_FAULT_FD", "MAX_SCAN"]
 
 FUSE_DEVICE = "/dev/fuse"
+PAGE_FAULT_FD = -1              # FileMount's fd of a page fault on a mapped file (no fd)
 MAX_SCAN = 4096                 # processes whose fds fuse_servers looks at, at most
 _OCTAL = re.compile(r"\\([0-7]{3})")
 _NETWORK = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "lustre", "9p", "glusterfs", "gfs2",
@@ -154,4 +157,64 @@ def fuse_servers(conn: int, pids: Optional[Iterable[int]] = None,
                 out.setdefault(pid, []).append(-1)
             elif got.isdigit() and int(got) == conn:
                 out.setdefault(pid, []).append(fd)
+    return out
+
+
+def on_mounts(path: str, mountpoints: Iterable[str]) -> bool:
+    """``path`` lies on one of ``mountpoints`` (itself, or under it: "/mnt/w/x" on "/mnt/w",
+    never "/mnt/wx")."""
+    return any(path == m or path.startswith(m.rstrip("/") + "/") for m in mountpoints)
+
+
+def _links(pid: int, root: str) -> List[str]:
+    try:
+        names = os.listdir(f"{root}/{pid}/fd")
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        try:
+            out.append(os.readlink(f"{root}/{pid}/fd/{name}"))
+        except OSError:
+            continue
+    return out
+
+
+def fuse_users(pids: Iterable[int], root: str = "/proc") -> List[int]:
+    """Those of ``pids`` holding an fd on /dev/fuse (a daemon) or on a file of a FUSE mount
+    their mountinfo lists (module doc). Each mount namespace's mountinfo is parsed once."""
+    fuse_by_text: Dict[str, List[str]] = {}
+    out = []
+    for pid in pids:
+        text = _read(f"{root}/{pid}/mountinfo") or ""
+        if text not in fuse_by_text:
+            fuse_by_text[text] = [m.mountpoint for m in parse_mountinfo(text)
+                                  if m.kind == "fuse"]
+        points = fuse_by_text[text]
+        if any(t == FUSE_DEVICE or (points and on_mounts(t, points))
+               for t in _links(pid, root)):
+            out.append(pid)
+    return out
+
+
+def mount_of_path(path: str, mounts: List[Mount]) -> Optional[Mount]:
+    """The mount ``path`` (absolute, resolved: as /proc/PID/maps shows it) lies on: the last
+    listed of those with the longest mount point over it (a later mount hides an earlier)."""
+    best: Optional[Mount] = None
+    for m in mounts:
+        if on_mounts(path, [m.mountpoint]) and (
+                best is None or len(m.mountpoint) >= len(best.mountpoint)):
+            best = m
+    return best
+
+
+def mapped_files(maps_text: str) -> List[str]:
+    """The files a /proc/PID/maps text maps, in order, each once (" (deleted)" kept off)."""
+    out: List[str] = []
+    for line in maps_text.splitlines():
+        head = line.split(None, 5)
+        if len(head) == 6 and head[5].startswith("/"):
+            path = head[5].removesuffix(" (deleted)")
+            if path not in out:
+                out.append(path)
     return out

@@ -17,7 +17,6 @@ from typing import Mapping, Optional
 
 from ..vocab.nodes import real_id
 from ..waitgraph.chain import WAITER_ENDS, Chain, End, EndKind
-from ...linux.mounts import FUSE_DEVICE
 from ..waitgraph.graph import EdgeKind, NodeKind, WaitGraph
 from .process import ProcessVerdict
 
@@ -96,11 +95,8 @@ def end_line(end: End, graph: WaitGraph, pvs: Mapping[int, ProcessVerdict],
                 "work" + (f" ({rest})" if rest else "")
                 + ": which one would end the wait cannot be told from here")
     if end.kind == EndKind.OUTSIDE_STUCK:
-        storage = [e for e in graph.out(at.id) if e.kind == EdgeKind.STORAGE]
-        if storage:          # its own line says what owes it (fd_waits.storage)
-            return head if storage[0].obj == FUSE_DEVICE else head + (
-                "; a storage or device wait, not input: the file system or device owes the "
-                "answer and does not give it")
+        if any(e.kind == EdgeKind.STORAGE for e in graph.out(at.id)):
+            return head      # its own line says what owes it (fd_waits.storage)
         return head + ("; what it waits for is owed from outside the recording (a lock's holder, "
                        "a peer that does not answer, a device, a child not traced) and does "
                        "not come")

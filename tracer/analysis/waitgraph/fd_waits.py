@@ -18,7 +18,7 @@ from typing import Dict, List, Optional
 
 from ... import events as ev
 from ...linux.kstack import frame_function
-from ...linux.mounts import FUSE_DEVICE, fs_kind
+from ...linux.mounts import FUSE_DEVICE, PAGE_FAULT_FD, fs_kind
 from ..vocab.nodes import real_inode, real_id, scoped_inode
 from ..vocab.verdict import D_RULE
 from ..vocab.waits import Wait, eventfd_id_target
@@ -185,8 +185,12 @@ class FdWaits:
         when the probe found nothing that says so (a FIFO, a local file in S state: resolved as
         before)."""
         m = self.inp.facts.mount(pid, tid, w.fd)
+        tv = self.inp.threads.get(pid, {}).get(tid)
+        if m is None and w.fd is None and tv is not None and tv.rule == D_RULE:
+            m = self.inp.facts.mount(pid, tid, PAGE_FAULT_FD)    # a fault on a mapped file
         if m is None:
-            return self.uninterruptible(pid, tid, src, who, w)
+            return self.uninterruptible(pid, tid, src, who, w) or self.device_path(
+                tid, src, who, w)
         if m.path == FUSE_DEVICE:
             return self.fuse_server(tid, src, who, w, m)
         kind = fs_kind(m.fstype)
@@ -194,7 +198,8 @@ class FdWaits:
             return None
         self.g.nodes[src].owed = True
         where = _mount_text(m)
-        how = f"{w.call}({w.fd}<{m.path}>)"
+        how = f"{w.call}({w.fd}<{m.path}>)" if m.fd != PAGE_FAULT_FD else \
+            f"a page fault on {m.path} ({m.call})"
         long = self.waited(w)
         servers = [q for q in m.servers if q > 0 and q != pid]
         if kind == "fuse" and servers:
@@ -236,6 +241,22 @@ class FdWaits:
                   EdgeKind.STORAGE, w.call, f"{who} is {what}")
         return ResolvedWait(tid, EdgeKind.OUTSIDE, what)
 
+    def device_path(self, tid: int, src: str, who: str, w: Wait) -> Optional[ResolvedWait]:
+        """Without the probe's facts (an imported strace log), a read or write that blocks on
+        a device or a kernel file by its path (/dev/*, /sys/*, debugfs, /proc/*) is a device
+        wait, owed by the driver; never a terminal, an input device, a tun device, /dev/fuse
+        (a daemon's wait for requests) or /dev/shm (tmpfs). None for anything else."""
+        path = w.target.path or ""
+        if not path.startswith(_DEVICE_PATHS) or path.startswith(_NOT_DEVICES) \
+                or w.fd_kind in ("tty", "null", "fuse"):
+            return None
+        self.g.nodes[src].owed = True
+        what = (f"device wait: blocked in {w.call}({w.fd}<{path}>){self.waited(w)}; the driver "
+                "behind it has not answered")
+        self.edge(src, self.special(OUTSIDE, NodeKind.OUTSIDE, "outside the traced tree"),
+                  EdgeKind.STORAGE, path, f"{who} {what}")
+        return ResolvedWait(tid, EdgeKind.OUTSIDE, what)
+
     def fuse_server(self, tid: int, src: str, who: str, w: Wait,
                     m: ev.FileMount) -> Optional[ResolvedWait]:
         """A FUSE daemon in read(/dev/fuse) waits for its next request: idle, unless threads
@@ -245,8 +266,9 @@ class FdWaits:
         if not owed or w.call not in ("read", "readv"):
             return None
         self.g.nodes[src].owed = True
-        them = ", ".join(f"thread {real_id(x.tid)} of {self.ref(x.pid)} in {x.call}({x.path})"
-                         for x in owed[:3]) + (f" and {len(owed) - 3} more" if len(owed) > 3
+        them = ", ".join(f"thread {real_id(x.tid)} of {self.ref(x.pid)} in "
+                         + (f"{x.call}({x.path})" if x.fd != PAGE_FAULT_FD
+                            else f"a page fault on {x.path}") for x in owed[:3]) + (f" and {len(owed) - 3} more" if len(owed) > 3
                                                else "")
         what = (f"waits in {w.call}(/dev/fuse) for its next request of FUSE connection "
                 f"{m.fuse_conn}, while {them} waits for its reply: the request it was given is "
@@ -264,6 +286,9 @@ class FdWaits:
         return ""
 
 
+_DEVICE_PATHS = ("/dev/", "/sys/", "/proc/")
+_NOT_DEVICES = ("/dev/input/", "/dev/net/tun", "/dev/pts/", "/dev/tty", "/dev/console",
+                "/dev/ptmx", "/dev/null", "/dev/fuse", "/dev/shm/", "/dev/mqueue/")
 # kernel frames of a page fault that reads a mapped file in (mmap'd weights on NFS or FUSE)
 _FAULT_FRAMES = frozenset({"filemap_fault", "handle_mm_fault", "exc_page_fault",
                            "do_user_addr_fault", "fuse_readahead", "nfs_read_folio"})

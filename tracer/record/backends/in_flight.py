@@ -4,8 +4,8 @@ a hung FUSE or NFS mount, a driver call) takes no ptrace stop and hits no exit t
 call returns; /proc/PID/task/TID/syscall still shows its number and argument registers.
 
 Contract:
-- ``uninterruptible_calls(pids)`` -> {(pid, tid): syscall line} of the threads of ``pids`` in
-  state D inside a system call, now (reads /proc only).
+- ``uninterruptible_samples(pids)``: the D-state threads' ThreadSamples now (reads /proc);
+  ``uninterruptible_calls(samples)`` -> {(pid, tid): syscall line} of those inside a call.
 - ``in_flight_events(lines, since, now)`` -> one ongoing ``Syscall`` per line (``ret`` None,
   ``dur`` now - since), decoded as ebpf/inflight.ongoing_call decodes the eBPF backend's.
 """
@@ -17,20 +17,29 @@ from ... import events as ev
 from ...linux import procfs
 from ...linux.syscall_table import parse_proc_syscall, syscall_table
 
-__all__ = ["uninterruptible_calls", "in_flight_events"]
+__all__ = ["uninterruptible_samples", "uninterruptible_calls", "in_flight_events"]
 
 
-def uninterruptible_calls(pids: List[int]) -> Dict[Tuple[int, int], str]:
-    """The module doc's D-state threads and their syscall lines."""
-    out: Dict[Tuple[int, int], str] = {}
+def uninterruptible_samples(pids: List[int]) -> Dict[Tuple[int, int], ev.ThreadSample]:
+    """{(pid, tid): its ThreadSample now} of the threads of ``pids`` in state D (in a call or
+    not: a page fault), read from /proc."""
+    out: Dict[Tuple[int, int], ev.ThreadSample] = {}
     for pid in pids:
         for tid in procfs.list_tids(pid):
             s = procfs.read_thread_sample(pid, tid)
-            if s is None or s.state != "D" or not s.syscall:
-                continue
-            cs = parse_proc_syscall(s.syscall)
-            if cs is not None and cs.kind == "syscall":
-                out[(pid, tid)] = s.syscall
+            if s is not None and s.state == "D":
+                out[(pid, tid)] = s
+    return out
+
+
+def uninterruptible_calls(samples: Dict[Tuple[int, int], ev.ThreadSample]
+                          ) -> Dict[Tuple[int, int], str]:
+    """The module doc's syscall lines, of those of ``samples`` inside a system call."""
+    out: Dict[Tuple[int, int], str] = {}
+    for key, s in samples.items():
+        cs = parse_proc_syscall(s.syscall or "")
+        if cs is not None and cs.kind == "syscall":
+            out[key] = s.syscall
     return out
 
 

@@ -27,8 +27,8 @@ from ... import events as ev
 from ...linux import procfs
 from ...strace.convert import StraceConverter
 from .base import Backend, Emit, TargetSet
-from .in_flight import in_flight_events, uninterruptible_calls
-from ...linux.mounts import FUSE_DEVICE
+from .in_flight import in_flight_events, uninterruptible_calls, uninterruptible_samples
+from ...linux.mounts import fuse_users
 
 __all__ = ["StraceBackend", "ptrace_problem", "parse_attach_error"]
 
@@ -36,30 +36,13 @@ _PR_SET_PDEATHSIG = 1
 STRACE_ARGS = ["-f", "-ttt", "-T", "-yy", "-s", "0", "-q"]
 
 
-def fuse_servers_among(pids: List[int], root: str = "/proc") -> List[int]:
-    """Those of ``pids`` holding an fd on /dev/fuse: FUSE daemons (linux/mounts.py)."""
-    return [pid for pid in pids if _holds_fuse(pid, root)]
-
-
-def _holds_fuse(pid: int, root: str) -> bool:
-    try:
-        names = os.listdir(f"{root}/{pid}/fd")
-    except OSError:
-        return False
-    for name in names:
-        try:
-            if os.readlink(f"{root}/{pid}/fd/{name}") == FUSE_DEVICE:
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def strace_args(fuse_daemons: List[int]) -> List[str]:
-    """``STRACE_ARGS``, with -y for -yy when the tree holds a FUSE daemon: -yy stats every path
-    it prints (for a device's numbers), and a stat of a file on the daemon's mount waits for the
-    daemon, which strace holds stopped: strace would deadlock (seen with strace 6.1)."""
-    return [("-y" if a == "-yy" and fuse_daemons else a) for a in STRACE_ARGS]
+def strace_args(fuse_users: List[int]) -> List[str]:
+    """``STRACE_ARGS``, with -y for -yy when a target uses FUSE (linux/mounts.fuse_users): -yy
+    stats every path it prints (for a device's numbers); a stat of a file on a FUSE mount waits
+    for its daemon, uninterruptibly once the daemon has read the request, so a daemon strace
+    holds stopped, or one that hangs, would leave strace unkillable and its tracees stopped
+    (seen with strace 6.1: strace in fuse_do_getattr, both tracees in ptrace_stop)."""
+    return [("-y" if a == "-yy" and fuse_users else a) for a in STRACE_ARGS]
 
 
 def _elided(argv: List[str]) -> bool:
@@ -135,7 +118,10 @@ class StraceBackend(Backend):
         self.converter: Optional[StraceConverter] = None
         self.lines = 0
         self._start_ts = 0.0
-        # (pid, tid) -> /proc syscall line of the threads in D state at stop (in_flight.py)
+        # the threads in D state at the start and at stop (in_flight.py); of those at stop, the
+        # /proc syscall line of each inside a call
+        self._d_start: Dict[Tuple[int, int], ev.ThreadSample] = {}
+        self._d_stop: Dict[Tuple[int, int], ev.ThreadSample] = {}
         self._in_d: Dict[Tuple[int, int], str] = {}
 
     # ------------------------------------------------------------------ contract
@@ -169,14 +155,19 @@ class StraceBackend(Backend):
         self._emit = emit
         self._targets = targets
         self._start_ts = time.time()
+        # a thread in D state takes no ptrace stop: strace shows nothing of it; its /proc
+        # samples at both ends say it slept (not "outside syscalls", not a CPU spin)
+        self._d_start = uninterruptible_samples(pids)
+        for s in self._d_start.values():
+            emit(s)
         self.converter = StraceConverter(pid_of=self._pid_of)
-        fuse = fuse_servers_among(pids)
+        fuse = fuse_users(pids)
         if fuse:
             self.notes.append(
                 f"strace -y, not -yy: {'pids' if len(fuse) > 1 else 'pid'} "
-                f"{', '.join(map(str, fuse[:4]))} serve{'' if len(fuse) > 1 else 's'} a FUSE "
-                "mount, and -yy stats the files it prints, which waits for a daemon strace holds "
-                "stopped; sockets show without their addresses")
+                f"{', '.join(map(str, fuse[:4]))} use{'' if len(fuse) > 1 else 's'} FUSE (a "
+                "file on a FUSE mount, or /dev/fuse), and -yy stats the files it prints, which "
+                "can wait for ever on the daemon; sockets show without their addresses")
         read_fd, write_fd = os.pipe()
         cmd = [path, *strace_args(fuse), "-o", f"/dev/fd/{write_fd}"]
         for pid in pids:
@@ -220,7 +211,8 @@ class StraceBackend(Backend):
         if proc.poll() is None:
             # threads inside a call that never returns (D state): strace cannot stop them to
             # detach, nor print their call; /proc shows it (in_flight.py)
-            self._in_d = uninterruptible_calls(self._targets.pids() if self._targets else [])
+            self._d_stop = uninterruptible_samples(self._targets.pids() if self._targets else [])
+            self._in_d = uninterruptible_calls(self._d_stop)
             try:
                 proc.send_signal(signal.SIGINT)     # strace detaches every tracee, then exits
             except ProcessLookupError:
@@ -241,16 +233,16 @@ class StraceBackend(Backend):
     def _kill_note(self) -> str:
         """Why strace had to be killed: the threads in D state it could not detach, if any."""
         head = f"strace did not exit within {self._stop_timeout:.0f} s of SIGINT; killed it"
-        if not self._in_d:
+        if not self._d_stop:
             return head + " (the kernel detaches its tracees)"
-        tids = sorted(tid for _, tid in self._in_d)
+        tids = sorted(tid for _, tid in self._d_stop)
         names = ", ".join(str(t) for t in tids[:8]) + (" ..." if len(tids) > 8 else "")
         one = len(tids) == 1
-        return (f"{head}: thread{'' if one else 's'} {names} {'is' if one else 'are'} inside "
-                "a call in uninterruptible sleep (D state), which takes no ptrace stop until it "
-                f"returns, so strace could not detach {'it' if one else 'them'}; the kernel "
-                f"detached {'it' if one else 'them'} when strace died: untraced now, still in "
-                "that call (recorded from /proc/TID/syscall)")
+        return (f"{head}: thread{'' if one else 's'} {names} {'is' if one else 'are'} in "
+                "uninterruptible sleep (D state), which takes no ptrace stop until the kernel "
+                f"finishes, so strace could not detach {'it' if one else 'them'}; the kernel "
+                f"detached {'it' if one else 'them'} when strace died: untraced now, still "
+                "asleep (a call in flight is recorded from /proc/TID/syscall)")
 
     def _unseen_in_flight(self, conv: StraceConverter) -> List[ev.Event]:
         """The calls of the D-state threads strace never printed: ongoing since the attach."""
@@ -331,6 +323,9 @@ class StraceBackend(Backend):
                 self._err_reader.join(timeout=2)
             for e in self._unseen_in_flight(conv):
                 emit(e)
+            for key, s in sorted(self._d_stop.items()):
+                if key in self._d_start:      # asleep at both ends: the samples say how long
+                    emit(s)
             for e in conv.finish(time.time()):
                 emit(e)
             self._stopping = True

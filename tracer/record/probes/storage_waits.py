@@ -3,8 +3,8 @@
 Contract: ``storage_waits_probe(pids, analyzer)`` is an ``EndProbe``: for every thread of
 ``pids`` asleep (state D or S) in a call on an fd (/proc/TID/syscall: read, write, fsync, ioctl,
 ...) whose target is a path (a file, a device, /dev/fuse; never a pipe, socket or terminal), one
-``FileMount`` event: the path, the call, the thread's state, the mount the file is on (fdinfo's
-mnt_id in the process's mountinfo: its type and source) and, for a FUSE mount or an fd on
+``FileMount`` event (a thread in D state outside any call, a page fault: the file it maps from a
+FUSE or network mount, fd -1): the path, the call, its state, the file's mount and, for a FUSE mount or an fd on
 /dev/fuse, the connection and the processes of this host that serve it (linux/mounts.py), with
 each server's state in a few words. At most ``MAX_EVENTS``. It only reads /proc: never the file,
 never the mount (a hung mount would hang the probe too). What it decides nothing about: the
@@ -19,7 +19,9 @@ from typing import Dict, List, Optional, Tuple
 from ... import events as ev
 from ...linux import procfs
 from ...linux.blocking import FD_CALLS
-from ...linux.mounts import FUSE_DEVICE, fuse_connection, fuse_servers, mount_of_fd, read_fdinfo
+from ...linux.mounts import (FUSE_DEVICE, PAGE_FAULT_FD, Mount, fuse_connection, fuse_servers,
+                             mapped_files, mount_of_fd, mount_of_path, parse_mountinfo,
+                             read_fdinfo)
 from ...linux.syscall_table import parse_proc_syscall
 
 __all__ = ["storage_waits_probe", "blocked_fd_call", "MAX_EVENTS"]
@@ -56,7 +58,8 @@ def _server_state(pid: int) -> str:
 
 
 def _thread_waits(pid: int) -> List[Tuple[int, str, str, int]]:
-    """(tid, state, call, fd) of the threads of ``pid`` asleep in a call on an fd."""
+    """(tid, state, call, fd) of the threads of ``pid`` asleep in a call on an fd; fd
+    ``PAGE_FAULT_FD`` for one in D state outside any call (a page fault)."""
     out = []
     for tid in procfs.list_tids(pid) or [pid]:
         s = procfs.read_thread_sample(pid, tid)
@@ -65,7 +68,34 @@ def _thread_waits(pid: int) -> List[Tuple[int, str, str, int]]:
         got = blocked_fd_call(s.syscall or "")
         if got is not None:
             out.append((tid, s.state, got[0], got[1]))
+        elif s.state == "D" and (s.syscall or "").startswith("-1"):
+            out.append((tid, s.state, "page fault", PAGE_FAULT_FD))
     return out
+
+
+def _mapped_remote(pid: int) -> Tuple[List[str], List[Mount]]:
+    """The files ``pid`` maps from FUSE or network mounts, and its mounts."""
+    mounts = parse_mountinfo(procfs.read_text(f"/proc/{pid}/mountinfo") or "")
+    files = [p for p in mapped_files(procfs.read_text(f"/proc/{pid}/maps") or "")
+             if (m := mount_of_path(p, mounts)) is not None and m.kind in ("fuse", "network")]
+    return files, mounts
+
+
+def _target(pid: int, call: str, fd: int) -> Optional[Tuple[str, str, Optional[Mount]]]:
+    """(path, call, mount) a wait is on: an fd's link and mount, or for a page fault the one
+    file the process maps from a FUSE or network mount (None when it maps none)."""
+    if fd != PAGE_FAULT_FD:
+        try:
+            path = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            return None
+        return path, call, mount_of_fd(pid, fd)
+    files, mounts = _mapped_remote(pid)
+    if not files:
+        return None
+    more = f", one of {len(files)} files it maps from FUSE or network mounts" \
+        if len(files) > 1 else ""
+    return files[0], f"mapped{more}", mount_of_path(files[0], mounts)
 
 
 def storage_waits_probe(pids: List[int], analyzer: Optional[object] = None) -> List[ev.Event]:
@@ -77,13 +107,12 @@ def storage_waits_probe(pids: List[int], analyzer: Optional[object] = None) -> L
         for tid, state, call, fd in _thread_waits(pid):
             if len(out) >= MAX_EVENTS:
                 return out
-            try:
-                path = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
+            got = _target(pid, call, fd)
+            if got is None:
                 continue
+            path, call, m = got
             if not path.startswith("/") or path.startswith(_NOT_STORAGE):
                 continue
-            m = mount_of_fd(pid, fd)
             conn: Optional[int] = None
             if path == FUSE_DEVICE:
                 got = read_fdinfo(pid, fd).get("fuse_connection", "")
