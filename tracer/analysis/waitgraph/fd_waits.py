@@ -278,11 +278,13 @@ class FdWaits:
         return ResolvedWait(tid, EdgeKind.OUTSIDE, what)
 
     def waited(self, w: Wait) -> str:
-        """" for 12.3 s" (since the call began, where known) or " all the window (5.0 s)"."""
-        if w.since is not None and self.rec.end > w.since:
-            return f" for {self.rec.end - w.since:.1f} s"
-        if w.whole_window:
-            return f" all the window ({self.rec.window:.1f} s)"
+        """" for 12.3 s" (since the call began, where known), or " for at least 5.0 s (since
+        before the recording began)" for a call it was in at the attach."""
+        rec = self.rec
+        if w.since is not None and rec.end > w.since > rec.start + 0.05:
+            return f" for {rec.end - w.since:.1f} s"
+        if w.whole_window or w.since is not None:
+            return f" for at least {rec.window:.1f} s (since before the recording began)"
         return ""
 
 

@@ -26,7 +26,9 @@ def uninterruptible_samples(pids: List[int]) -> Dict[Tuple[int, int], ev.ThreadS
     out: Dict[Tuple[int, int], ev.ThreadSample] = {}
     for pid in pids:
         for tid in procfs.list_tids(pid):
-            s = procfs.read_thread_sample(pid, tid)
+            st = procfs.read_stat(pid, tid)           # one file a thread; the rest if in D
+            s = procfs.read_thread_sample(pid, tid) if st is not None and st.state == "D" \
+                else None
             if s is not None and s.state == "D":
                 out[(pid, tid)] = s
     return out

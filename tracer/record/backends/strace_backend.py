@@ -155,11 +155,6 @@ class StraceBackend(Backend):
         self._emit = emit
         self._targets = targets
         self._start_ts = time.time()
-        # a thread in D state takes no ptrace stop: strace shows nothing of it; its /proc
-        # samples at both ends say it slept (not "outside syscalls", not a CPU spin)
-        self._d_start = uninterruptible_samples(pids)
-        for s in self._d_start.values():
-            emit(s)
         self.converter = StraceConverter(pid_of=self._pid_of)
         fuse = fuse_users(pids)
         if fuse:
@@ -287,6 +282,12 @@ class StraceBackend(Backend):
         assert conv is not None and self._emit is not None and self._targets is not None
         emit = self._emit
         targets = self._targets
+        # a thread in D state takes no ptrace stop: strace shows nothing of it; its /proc
+        # samples at both ends say it slept (not "outside syscalls", not a CPU spin). Read
+        # here, not in start(): the attach does not wait for it (0.2 s for 1,000 threads)
+        self._d_start = uninterruptible_samples(targets.pids())
+        for s in self._d_start.values():
+            emit(s)
         try:
             for text in out:
                 self.lines += 1
