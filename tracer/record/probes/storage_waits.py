@@ -120,7 +120,7 @@ def storage_waits_probe(pids: List[int], analyzer: Optional[object] = None) -> L
             elif m is not None and m.kind == "fuse":
                 conn = fuse_connection(m.dev)
             if conn is not None and conn not in servers and path != FUSE_DEVICE:
-                found = fuse_servers(conn)
+                found = fuse_servers(conn, pids) or fuse_servers(conn)   # the tree first
                 servers[conn] = (sorted(found), [_server_state(q) for q in sorted(found)])
             held, states = servers.get(conn, ([], [])) if conn is not None else ([], [])
             out.append(ev.FileMount(
