@@ -15,8 +15,9 @@ import pytest
 from tracer import events as ev
 from tracer.events.stacks import KernelStack
 from tracer.linux.fdtarget import fd_kind
-from tracer.linux.mounts import (Mount, fs_kind, fuse_connection, on_mounts, parse_fdinfo,
-                                 parse_mountinfo)
+from tracer.linux.mounts import (Mount, fs_kind, fuse_connection, fuse_servers, fuse_users,
+                                 mapped_files, mount_of_fd, mount_of_path, on_mounts,
+                                 parse_fdinfo, parse_mountinfo)
 from tracer.record.backends.strace_backend import STRACE_ARGS, strace_args
 from tracer.record.probes.storage_waits import blocked_fd_call
 
@@ -106,6 +107,57 @@ def test_dev_fuse_is_its_own_fd_kind():
     assert fd_kind("/dev/fuse") == "fuse"
     assert fd_kind("/dev/fuse<char 10:229>") == "fuse"
     assert fd_kind("/dev/sda") == "dev" and fd_kind("/tmp/x") == "file"
+
+
+def _fake_proc(root, pid, fds, mountinfo=""):
+    """A /proc/PID with fd links (fd -> target) and fdinfo texts, and a mountinfo."""
+    (root / str(pid) / "fd").mkdir(parents=True)
+    (root / str(pid) / "fdinfo").mkdir()
+    for n, (target, info_text) in fds.items():
+        (root / str(pid) / "fd" / str(n)).symlink_to(target)
+        (root / str(pid) / "fdinfo" / str(n)).write_text(info_text)
+    (root / str(pid) / "mountinfo").write_text(mountinfo)
+
+
+def test_the_daemon_of_a_connection_is_found_by_its_fdinfo(tmp_path):
+    _fake_proc(tmp_path, 100, {3: ("/dev/fuse", FUSE_FDINFO)})                    # conn 40
+    _fake_proc(tmp_path, 101, {4: ("/dev/fuse", FUSE_FDINFO.replace("40", "41"))})
+    _fake_proc(tmp_path, 102, {3: ("/tmp/x", FILE_FDINFO)})
+    assert fuse_servers(40, root=str(tmp_path)) == {100: [3]}
+    assert fuse_servers(41, [100, 101, 102], root=str(tmp_path)) == {101: [4]}
+    assert fuse_servers(42, root=str(tmp_path)) == {}
+    # a kernel whose fdinfo has no fuse_connection: every holder, its fds marked -1
+    _fake_proc(tmp_path, 103, {5: ("/dev/fuse", FILE_FDINFO)})
+    assert fuse_servers(42, root=str(tmp_path)) == {103: [-1]}
+
+
+def test_the_mount_of_an_fd_and_the_users_of_fuse(tmp_path):
+    mi = "\n".join(line for line, _, _ in MOUNTINFO)
+    _fake_proc(tmp_path, 200, {3: ("/tmp/hangtrace-fuse-1wmy419d/data",
+                                   FILE_FDINFO.replace("mnt_id:\t24", "mnt_id:\t46"))}, mi)
+    _fake_proc(tmp_path, 201, {3: ("/sys/class/x", FILE_FDINFO.replace("24", "23"))}, mi)
+    m = mount_of_fd(200, 3, root=str(tmp_path))
+    assert (m.fstype, m.source, m.dev) == ("fuse", "hangtrace-fusefs", "0:40")
+    assert mount_of_fd(201, 3, root=str(tmp_path)).fstype == "sysfs"
+    assert mount_of_fd(201, 9, root=str(tmp_path)) is None
+    _fake_proc(tmp_path, 202, {3: ("/dev/fuse", FUSE_FDINFO)}, mi)
+    assert fuse_users([200, 201, 202, 999], root=str(tmp_path)) == [200, 202]
+
+
+def test_the_file_a_page_fault_waits_on_is_the_mapped_file_of_its_mount():
+    # /proc/PID/maps of the mmap reader (tests/fusefs.py), shortened
+    maps = "\n".join([
+        "55d0c4a00000-55d0c4a01000 r--p 00000000 fe:01 1311 /usr/bin/python3.11",
+        "7f5e30000000-7f5e34000000 r--s 00000000 00:28 2 /tmp/hangtrace-fuse-1wmy419d/data",
+        "7f5e34000000-7f5e34021000 rw-p 00000000 00:00 0 ",
+        "7f5e35000000-7f5e35001000 r--p 00000000 fe:01 1311 /usr/bin/python3.11",
+        "7ffc1955f000-7ffc19580000 rw-p 00000000 00:00 0                          [stack]"])
+    assert mapped_files(maps) == ["/usr/bin/python3.11", "/tmp/hangtrace-fuse-1wmy419d/data"]
+    mounts = parse_mountinfo("\n".join(line for line, _, _ in MOUNTINFO) +
+                             "\n1 0 254:1 / / rw - ext4 /dev/vda1 rw")
+    assert mount_of_path("/tmp/hangtrace-fuse-1wmy419d/data", mounts).fstype == "fuse"
+    assert mount_of_path("/usr/bin/python3.11", mounts).fstype == "ext4"
+    assert mount_of_path("/dev/shm/x", mounts).mountpoint == "/dev/shm"
 
 
 # --------------------------------------------------------------------------- /proc syscall
