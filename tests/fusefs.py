@@ -1,19 +1,18 @@
 """A FUSE filesystem in pure Python on /dev/fuse, for tests of storage waits (issue 42 item 3).
 
 Contract:
-- ``serve(mountpoint, mode, ready_fd)`` (run as ``python fusefs.py MODE MOUNTPOINT``) opens
-  /dev/fuse, mounts it with mount(2) through ctypes ("fd=N,rootmode=40000,user_id=0,group_id=0")
-  and answers the protocol's INIT, LOOKUP, GETATTR, OPEN, FLUSH, RELEASE and GETXATTR (ENODATA),
-  ENOSYS to the rest. It shows one regular file, ``data`` (64 MiB, inode 2). ``mode`` says what
-  READ gets: "hang" never answers it (the reader waits in the kernel for ever: state D), "slow"
-  answers one READ of at most 4 KiB every ``SLOW_INTERVAL`` s (zeros), "stuck" answers nothing
-  once the file is open (a stat of it hangs too, as on a dead NFS server). It writes "READY\\n" to
-  stdout once mounted and stops (unmounting) on SIGTERM.
-- ``FuseTree`` (a context manager) is the tree tests attach to: a launcher process whose two
-  children are the daemon and a reader that reads ``data`` in a loop (``READER``, or
-  ``MMAP_READER``: maps it and touches its pages); on exit it
-  kills them and detaches the mount (umount2 MNT_DETACH), whatever happened, and
-  ``mounted(mountpoint)`` says whether /proc/self/mountinfo still lists it.
+- ``serve(mode, mountpoint)`` (run as ``python fusefs.py MODE MOUNTPOINT``) opens /dev/fuse,
+  mounts it with mount(2) through ctypes ("fd=N,rootmode=40000,user_id=0,group_id=0") and
+  answers INIT, LOOKUP, GETATTR, OPEN, FLUSH, RELEASE, GETXATTR (ENODATA), ENOSYS to the rest,
+  for one regular file, ``data`` (64 MiB, inode 2). What READ gets (``mode``): "hang" never an
+  answer (reads ahead in the background, FUSE_ASYNC_READ: the reader waits on the page in state
+  D); "slow" one of at most 4 KiB every ``SLOW_INTERVAL`` s (direct I/O: one READ a read());
+  "stuck": nothing at all is answered once the file is open (a stat of it hangs too, as on a
+  dead server). It prints "READY" once mounted and unmounts on SIGTERM.
+- ``FuseTree(mode, reader)`` is the tree tests attach to: a launcher whose two children are the
+  daemon and a reader (``READER``: read() in a loop; ``MMAP_READER``: maps the file and touches
+  its pages); on exit it detaches the mount (umount2 MNT_DETACH) and kills them, whatever
+  happened; ``mounted(mountpoint)`` says whether /proc/self/mountinfo still lists it.
 Root only (mount(2)); the kernel must have FUSE (/dev/fuse).
 """
 from __future__ import annotations
@@ -40,7 +39,8 @@ MNT_DETACH = 2
 MS_NOSUID, MS_NODEV = 2, 4
 
 # opcodes (include/uapi/linux/fuse.h)
-LOOKUP, FORGET, GETATTR, OPEN, READ, RELEASE, GETXATTR, FLUSH, INIT = 1, 2, 3, 14, 15, 18, 22, 25, 26
+LOOKUP, FORGET, GETATTR, OPEN, READ, RELEASE = 1, 2, 3, 14, 15, 18
+GETXATTR, FLUSH, INIT = 22, 25, 26
 INTERRUPT, BATCH_FORGET, DESTROY = 36, 42, 38
 NO_REPLY = frozenset({FORGET, BATCH_FORGET})
 # INIT flag: reads ahead in the background, so a reader waits on the page's lock (state D,
@@ -71,8 +71,8 @@ def _entry(ino: int, valid: int) -> bytes:
 def _init_out(major: int, minor: int, max_readahead: int) -> bytes:
     # major minor max_readahead flags max_background congestion max_write time_gran max_pages
     # map_alignment flags2 max_stack_depth unused[6]
-    return struct.pack("<IIIIHHIIHHII24x", 7, min(minor, 31), max_readahead, FUSE_ASYNC_READ, 16, 12,
-                       1 << 17, 1, 32, 0, 0, 0)
+    return struct.pack("<IIIIHHIIHHII24x", 7, min(minor, 31), max_readahead, FUSE_ASYNC_READ,
+                       16, 12, 1 << 17, 1, 32, 0, 0, 0)
 
 
 class FuseServer:

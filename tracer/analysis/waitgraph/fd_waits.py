@@ -235,8 +235,8 @@ class FdWaits:
         fault = frames is not None and any(frame_function(f) in _FAULT_FRAMES
                                            for f in frames.frames)
         where = "a page fault on a mapped file" if fault else w.call
-        what = (f"in uninterruptible sleep (D) in {where}{self.waited(w)}: the kernel has not completed the I/O or driver work it waits "
-                "for (a storage or device wait)")
+        what = (f"in uninterruptible sleep (D) in {where}{self.waited(w)}: the kernel has not "
+                "completed the I/O or driver work it waits for (a storage or device wait)")
         self.edge(src, self.special(OUTSIDE, NodeKind.OUTSIDE, "outside the traced tree"),
                   EdgeKind.STORAGE, w.call, f"{who} is {what}")
         return ResolvedWait(tid, EdgeKind.OUTSIDE, what)
@@ -268,8 +268,9 @@ class FdWaits:
         self.g.nodes[src].owed = True
         them = ", ".join(f"thread {real_id(x.tid)} of {self.ref(x.pid)} in "
                          + (f"{x.call}({x.path})" if x.fd != PAGE_FAULT_FD
-                            else f"a page fault on {x.path}") for x in owed[:3]) + (f" and {len(owed) - 3} more" if len(owed) > 3
-                                               else "")
+                            else f"a page fault on {x.path}") for x in owed[:3])
+        if len(owed) > 3:
+            them += f" and {len(owed) - 3} more"
         what = (f"waits in {w.call}(/dev/fuse) for its next request of FUSE connection "
                 f"{m.fuse_conn}, while {them} waits for its reply: the request it was given is "
                 "not being answered")
