@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,7 @@ from fusefs import MMAP_READER, FuseTree, mounted, thread_state
 from test_attach_verdicts import attach_json
 from test_safety import BACKENDS
 from tracer import events as ev
+from tracer.record.backends.strace_backend import KILL_WAIT_S, StraceBackend
 from tracer.tracefile.format import TraceReader
 
 pytestmark = [pytest.mark.live, pytest.mark.skipif(
@@ -97,3 +101,39 @@ def test_a_fuse_mount_that_answers_slowly_progresses(backend, tmp_path):
     assert not mounted(mountpoint)
     assert report["verdict"] == "progressing", report["root_cause"]
     assert report["exit_code"] == 0
+
+
+def _stuck_stat(path: str) -> subprocess.Popen:
+    """A process whose stat of ``path`` the daemon has read and will never answer, SIGKILLed:
+    asleep in D state until the daemon dies. Tried again when the kill came before the daemon
+    read the request (the kernel then ends the wait with EINTR)."""
+    for _ in range(10):
+        p = subprocess.Popen([sys.executable, "-c", f"import os; os.stat({path!r})"])
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{p.pid}/wchan").read_text() != "request_wait_answer":
+            assert time.monotonic() < deadline and p.poll() is None
+            time.sleep(0.05)
+        time.sleep(0.5)
+        p.kill()
+        try:
+            p.wait(1.0)                            # gone: the request was still pending
+        except subprocess.TimeoutExpired:
+            return p
+    raise AssertionError("no stat got stuck")
+
+
+def test_a_process_sigkill_cannot_reach_is_not_waited_for():
+    # a stat of a file whose FUSE daemon read the request and never answers: once SIGKILLed
+    # the caller sleeps uninterruptibly (fuse's request_wait_answer) until the daemon dies.
+    # strace doing -yy's stat there is that caller: stop() gives up after KILL_WAIT_S.
+    with FuseTree("stuck") as t:
+        p = _stuck_stat(os.path.join(t.mountpoint, "data"))
+        backend = StraceBackend()
+        t0 = time.monotonic()
+        backend._reap(p)
+        assert time.monotonic() - t0 < KILL_WAIT_S + 3
+        assert p.poll() is None and thread_state(p.pid) == "D"
+        assert any("did not die within" in e for e in backend.errors), backend.errors
+        mountpoint = t.mountpoint
+    p.wait(10)                                     # the daemon's death ended its wait
+    assert not mounted(mountpoint)

@@ -34,6 +34,7 @@ __all__ = ["StraceBackend", "ptrace_problem", "parse_attach_error"]
 
 _PR_SET_PDEATHSIG = 1
 STRACE_ARGS = ["-f", "-ttt", "-T", "-yy", "-s", "0", "-q"]
+KILL_WAIT_S = 5.0           # how long a SIGKILLed strace is waited for (StraceBackend._reap)
 
 
 def strace_args(fuse_users: List[int]) -> List[str]:
@@ -217,13 +218,24 @@ class StraceBackend(Backend):
             except subprocess.TimeoutExpired:
                 self.errors.append(self._kill_note())
                 proc.kill()
-                proc.wait()
+                self._reap(proc)
         self._kill_leftovers(proc)
         if self._reader is not None:
             self._reader.join(timeout=10)
         if self._err_reader is not None:
             self._err_reader.join(timeout=2)
         self._stopped.wait(timeout=5)
+
+    def _reap(self, proc: subprocess.Popen) -> None:
+        """Wait for a SIGKILLed strace, at most ``KILL_WAIT_S``: a strace asleep in the kernel
+        where SIGKILL cannot reach (a stat of a file on a FUSE mount whose daemon has the
+        request and never answers) dies only when that ends; hangtrace does not wait for it."""
+        try:
+            proc.wait(timeout=KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.errors.append(f"strace did not die within {KILL_WAIT_S:.0f} s of SIGKILL: it "
+                               "sleeps in the kernel (D state) where no signal reaches it, and "
+                               "its tracees stay stopped until that ends; hangtrace left it")
 
     def _kill_note(self) -> str:
         """Why strace had to be killed: the threads in D state it could not detach, if any."""
@@ -316,7 +328,7 @@ class StraceBackend(Backend):
                     proc.wait(timeout=self._stop_timeout + 5)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-                    proc.wait()
+                    self._reap(proc)
                 self._kill_leftovers(proc)
                 if not self._stopping and proc.returncode not in (0, None):
                     self.errors.append(f"strace exited with status {proc.returncode}")
