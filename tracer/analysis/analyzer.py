@@ -176,7 +176,7 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-_FACTS = (ev.FutexOwner, ev.SocketPeers, ev.FileLock)
+_FACTS = (ev.FutexOwner, ev.SocketPeers, ev.FileLock, ev.FileMount)
 PROGRESS_TYPES = (LogLines, MemoryProgress)
 
 

@@ -148,7 +148,7 @@ class ProcessIO(Event, tag="pio"):
 class FdInfo(Struct, array_like=True, gc=False, forbid_unknown_fields=True):
     """One open fd: kind, target text, access mode ("r", "w", "rw"), position. The fd kinds
     (``fd_kind``): file, dir, pipe, fifo, tcp, udp, unix, netlink, socket, eventfd, epoll, timerfd,
-    signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, dev, null, None."""
+    signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, fuse, dev, null, None."""
     fd: Int
     kind: Optional[str]
     target: str
@@ -298,7 +298,7 @@ class ObserveError(Event, tag="oerr"):
 
 
 # --------------------------------------------------------------------------- the registry
-from .probes import (FileLock, FutexOwner, NcclRasStatus, ServedConnections,  # noqa: E402
+from .probes import (FileLock, FileMount, FutexOwner, NcclRasStatus, ServedConnections,  # noqa: E402
                      SocketCounters, SocketPeers)
 
 EVENT_CLASSES: Dict[str, Type[Event]] = {}
@@ -328,7 +328,7 @@ def register(*classes: Type[Event]) -> None:
 register(Syscall, FutexCall, PollCall, IoctlCall, WriteCall, ReadCall, WaitChild, ThreadSample,
          ThreadCpu, ProcessIO, ProcessInfo, ThreadStart, ProcessExec, ThreadExit, ProcessExit,
          SignalDelivered, Lost, RecordingEnd, GpuSample, PyStack, FutexOwner, SocketPeers,
-         NcclRasStatus, SocketCounters, ObserveError, FileLock, ServedConnections)
+         NcclRasStatus, SocketCounters, ObserveError, FileLock, ServedConnections, FileMount)
 
 
 # strace prints buffers as "..." literals with C escapes (... after one cut by -s: group 2); we

@@ -97,3 +97,29 @@ class ServedConnections(Event, tag="srv"):
     pid: Int
     port: Int
     count: Int = 0
+
+
+class FileMount(Event, tag="fmt"):
+    """The file or device a blocked thread of ``pid`` waits on through fd ``fd`` (-1: a page fault
+    on a file it maps, ``call`` "mapped"), and its mount
+    (record/probes/storage_waits.py, from /proc/PID/fdinfo and /proc/PID/mountinfo): the
+    ``path``, the thread ``tid`` and its ``state`` ("D", "S"), ``call`` the call it is in (from
+    /proc/TID/syscall), the mount's ``mount_id``, ``dev`` ("0:40"), ``mountpoint``, ``fstype``
+    ("fuse", "nfs4", "sysfs") and ``source`` (the NFS server, the FUSE daemon's name). For FUSE,
+    ``fuse_conn`` is the connection (/sys/fs/fuse/connections/N; for an fd on /dev/fuse itself,
+    the connection it serves) and ``servers`` the pids on this host holding /dev/fuse for it,
+    ``server_states`` one line each ("S in read(/dev/fuse)")."""
+    pid: Int
+    tid: Int
+    fd: Int
+    path: str = ""
+    state: str = ""
+    call: str = ""
+    mount_id: Optional[Int] = None
+    dev: str = ""
+    mountpoint: str = ""
+    fstype: str = ""
+    source: str = ""
+    fuse_conn: Optional[Int] = None
+    servers: List[Int] = field(default_factory=list)
+    server_states: List[str] = field(default_factory=list)

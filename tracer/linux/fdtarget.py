@@ -20,8 +20,9 @@ from .intparse import ID_DIGITS, is_digits, parse_uint
 
 __all__ = ["FdTarget", "fd_kind", "strip_device", "OUTPUT_KINDS", "SOCKET_KINDS", "GPU_KINDS"]
 
-# Kinds whose writes can carry something to the outside world (a log, a peer, a terminal).
-OUTPUT_KINDS = frozenset({"file", "pipe", "fifo", "tcp", "udp", "unix", "socket", "tty"})
+# Kinds whose writes can carry something to the outside world (a log, a peer, a terminal, a
+# FUSE daemon's replies to the readers of its mount).
+OUTPUT_KINDS = frozenset({"file", "pipe", "fifo", "tcp", "udp", "unix", "socket", "tty", "fuse"})
 SOCKET_KINDS = frozenset({"tcp", "udp", "unix", "socket"})
 GPU_KINDS = frozenset({"nvidia", "nvidiactl", "nvidia-uvm"})
 
@@ -54,6 +55,8 @@ def _path_kind(path: str, device: bool) -> str:
             return "nvidia"
         if path == "/dev/null":
             return "null"
+        if path == "/dev/fuse":                    # a FUSE daemon's connection to the kernel
+            return "fuse"
         if path.startswith("/dev/pts/") or path.startswith("/dev/tty") \
                 or path in ("/dev/console", "/dev/ptmx"):
             return "tty"

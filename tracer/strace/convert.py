@@ -155,6 +155,11 @@ class StraceConverter(BatchFeed, LastCalls):
                            line.err, line.ret_text, line.dur, line.status, line.signal,
                            line.core_dumped, line.si_pid, line.time_of_day, line.nr))
 
+    def in_call(self, tid: int) -> bool:
+        """Thread ``tid`` entered a call the log has not shown the end of (or is cut in one)."""
+        return tid in self._pending or tid in self._interrupted or (
+            self._cut is not None and self.unfinished_tid == tid)
+
     def finish(self, end_ts: Optional[float] = None) -> List[ev.Event]:
         """Calls still in flight become ``ongoing`` events; then the ``Lost`` count, if any."""
         if self._finished:

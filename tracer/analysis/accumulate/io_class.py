@@ -65,7 +65,8 @@ def write_class(kind: Optional[str], nbytes: int,
     - ``DISCARDED``: /dev/null;
     - ``SOCKET``: a socket to a peer, judged at the end of the window by traffic.keepalive (a
       keep-alive is not output);
-    - ``OUTPUT``: files, pipes, FIFOs and ttys (fdtarget.OUTPUT_KINDS);
+    - ``OUTPUT``: files, pipes, FIFOs, ttys and /dev/fuse (a FUSE daemon's replies)
+      (fdtarget.OUTPUT_KINDS);
     - ``OTHER``: anything else (a device, an epoll fd): neither output nor a wake-up.
 
     ``internal`` is a callable, asked only for channel kinds (``CHANNEL_KINDS``): the hot path

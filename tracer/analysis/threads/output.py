@@ -280,6 +280,24 @@ def rule_code_moves(c: ThreadContext) -> Optional[ThreadVerdict]:
                          cpu=c.cpu)
 
 
+FILE_READS_MIN = 3         # reads of files that returned data, for rule_reads_files
+
+
+def rule_reads_files(c: ThreadContext) -> Optional[ThreadVerdict]:
+    """A thread whose reads of files keep returning data loads them (weights from network
+    storage, a data set): it progresses, however slowly, by the measure of those reads; unless
+    that input is old news (io_class.is_old_news), it has been inside a GPU sync since, or the
+    log ends with it inside a call without a time limit (``ends_in_a_wait``)."""
+    t = c.t
+    if t.file_reads < FILE_READS_MIN or t.input_bytes <= 0 \
+            or _old_news(c, t.input_at, t.input_ts) or _stalled_since_input(c) \
+            or ends_in_a_wait(c):
+        return None
+    return ThreadVerdict(PROGRESSING, "reads-files",
+                         [f"read files: {t.file_reads} reads ({c.rate(t.file_reads)}) that "
+                          f"returned data, {_bytes(t.input_bytes)} of input in all"], cpu=c.cpu)
+
+
 def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:
     """A thread that reads input and runs varied syscalls works, unless its input is old news
     or it has been inside a GPU sync since after its last input (progress/gpu.stalled_sync):

@@ -20,12 +20,13 @@ from ...linux.syscall_table import parse_proc_syscall
 from ..accumulate.accumulator import Recording, ThreadStats
 from ..vocab.nodes import real_id
 from ..vocab.stack_facts import GilHolder, StackFacts
-from ..vocab.verdict import BLOCKED, BUSY, EXITED, IDLE, PROGRESSING, UNKNOWN, ThreadVerdict
+from ..vocab.verdict import (BLOCKED, BUSY, D_RULE, EXITED, IDLE, PROGRESSING, UNKNOWN,
+                             ThreadVerdict)
 from ..vocab.waits import Wait, wait_from_proc
 
 __all__ = ["apply_stack_facts", "kernel_line", "GIL_RULE", "DRIVER_RULE", "D_RULE"]
 
-GIL_RULE, DRIVER_RULE, D_RULE = "waits-for-gil", "in-gpu-driver", "uninterruptible-sleep"
+GIL_RULE, DRIVER_RULE = "waits-for-gil", "in-gpu-driver"
 KERNEL_FRAMES_SHOWN = 4
 _ENTRY = ("entry_SYSCALL", "do_syscall_64", "__x64_sys_", "__arm64_sys_", "el0_svc",
           "invoke_syscall", "x64_sys_call")

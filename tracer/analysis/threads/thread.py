@@ -31,7 +31,7 @@ from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PER
 from .context import ThreadContext
 from .output import (REPORT_RULE, _bytes, heartbeat_output, rule_code_moves, rule_loads_memory,
                      rule_made_connections, rule_periodic_report, rule_process_output,
-                     rule_served_connections, rule_varied_work, rule_wrote_output,
+                     rule_reads_files, rule_served_connections, rule_varied_work, rule_wrote_output,
                      socket_traffic)
 
 # A thread in a periodic loop with nothing to show ticks: it shows its process is alive, not that
@@ -387,6 +387,7 @@ THREAD_RULES: List[Callable[[ThreadContext], Optional[ThreadVerdict]]] = [
     rule_exited, rule_stopped, rule_not_observed, rule_tail_spin, rule_periodic_report,
     rule_wrote_output,
     rule_process_output, rule_served_connections, rule_made_connections, rule_varied_work,
+    rule_reads_files,
     rule_loads_memory, rule_code_moves, rule_gpu_work_completes, rule_gpu_computes,
     rule_gpu_sync_wait, rule_gpu_spin_wait, rule_gpu_yield_wait, rule_yield_loop, rule_cpu_spin, rule_call_spin,
     rule_empty_polls, rule_waits_for_input, rule_retrying,

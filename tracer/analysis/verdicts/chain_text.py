@@ -17,7 +17,7 @@ from typing import Mapping, Optional
 
 from ..vocab.nodes import real_id
 from ..waitgraph.chain import WAITER_ENDS, Chain, End, EndKind
-from ..waitgraph.graph import NodeKind, WaitGraph
+from ..waitgraph.graph import EdgeKind, NodeKind, WaitGraph
 from .process import ProcessVerdict
 
 __all__ = ["chain_line", "end_line", "thread_label"]
@@ -95,6 +95,8 @@ def end_line(end: End, graph: WaitGraph, pvs: Mapping[int, ProcessVerdict],
                 "work" + (f" ({rest})" if rest else "")
                 + ": which one would end the wait cannot be told from here")
     if end.kind == EndKind.OUTSIDE_STUCK:
+        if any(e.kind == EdgeKind.STORAGE for e in graph.out(at.id)):
+            return head      # its own line says what owes it (fd_waits.storage)
         return head + ("; what it waits for is owed from outside the recording (a lock's holder, "
                        "a peer that does not answer, a device, a child not traced) and does "
                        "not come")

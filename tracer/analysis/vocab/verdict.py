@@ -42,6 +42,9 @@ class Verdict(StrEnum):
 PROGRESSING, BUSY, BLOCKED, DEADLOCKED = (Verdict.PROGRESSING, Verdict.BUSY, Verdict.BLOCKED,
                                           Verdict.DEADLOCKED)
 IDLE, EXITED, UNKNOWN = Verdict.IDLE, Verdict.EXITED, Verdict.UNKNOWN
+# The thread rule of a thread in uninterruptible sleep (D) all the window (threads/stacks.py);
+# the wait-for graph makes its wait owed (waitgraph/fd_waits.py).
+D_RULE = "uninterruptible-sleep"
 ACTIVE = frozenset({PROGRESSING, BUSY, IDLE, UNKNOWN})   # a thread that can still act
 
 

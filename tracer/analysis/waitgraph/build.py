@@ -67,7 +67,9 @@ def build_wait_graph(inp: GraphInput) -> BuiltGraph:
       by inode, or the log's lock calls); an eventfd (named by its eventfd-id): every other
       process holding it, and the process itself when another of its threads could write it; a
       socket: the process at the other end (TCP by reversed addresses, unix by strace -yy's peer
-      inode or sock_diag's); anything else: outside.
+      inode or sock_diag's); a file or device on a FUSE, network or device file system, or in D
+      state (the storage-waits probe's facts): blocked on it, its FUSE daemon the next hop
+      (fd_waits.storage); anything else: outside.
     - In merged traces a TCP 4-tuple between nodes links their processes; every other object
       (pipe, eventfd, unix socket, futex, loopback) only processes of one node (nodes.py). Texts
       name pids and tids as their node knows them (``ProcessFacts.ref``, nodes.real_id).
@@ -199,7 +201,8 @@ class _Builder(FdWaits):
         elif w.fd_kind in ("unix", "socket", "tcp", "udp") and w.fd_target:
             r = self.socket(pid, tid, src, who, w)
         else:
-            r = self.outside(tid, src, who, w, f"waits in {w.describe()}")
+            r = self.storage(pid, tid, src, who, w) or self.outside(
+                tid, src, who, w, f"waits in {w.describe()}")
         return r
 
     def outside(self, tid: int, src: str, who: str, w: Wait, what: str,

@@ -132,7 +132,8 @@ class Chains:
           (``IDLE``) or was not observed (``UNKNOWN``); a thread or process that is gone ends it as
           ``DEAD``, the GPU as ``GPU`` (a blocking wait its kernel ends), the outside world as
           ``OUTSIDE`` (``OUTSIDE_STUCK`` when it waits there for something owed, never input:
-          ``OWED_CALLS``; ``WRITE_STUCK`` when it waits to write: a full pipe or socket whose
+          ``OWED_CALLS``, or a thread whose wait the graph marks ``owed``: a file system's or a
+          device's answer, fd_waits.storage; ``WRITE_STUCK`` when it waits to write: a full pipe or socket whose
           reader the recording does not show, a consumer that stopped reading);
         """
         if node.dead:

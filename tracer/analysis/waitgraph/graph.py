@@ -31,6 +31,7 @@ class EdgeKind(StrEnum):
     GPU = "gpu"                # a blocking-sync wait the GPU ends
     COLLECTIVE = "collective"  # a collective that waits for another rank
     OUTSIDE = "outside"        # nothing in the tree can end it (or we cannot tell)
+    STORAGE = "storage"        # a file's file system or a device: its FUSE daemon, or outside
 
 
 class NodeKind(StrEnum):
@@ -59,7 +60,9 @@ class Node:
     untraced: bool = False     # A<pid> of a process only some of whose threads were traced
     polls: bool = False        # a thread's: it ticks fast only to look again (a flag)
     lock_wait: bool = False    # a thread's: it waits for a lock's holder (Wait.waits_for_a_lock)
-    owed: bool = False         # a thread's: it waits for a reply to what it sent (Wait.awaits_reply)
+    owed: bool = False         # a thread's: it waits for something owed, never for input: a
+                               # reply to what it sent (Wait.awaits_reply), or a file system's
+                               # or a device's answer (fd_waits.storage)
 
 
 @dataclass

@@ -27,11 +27,23 @@ from ... import events as ev
 from ...linux import procfs
 from ...strace.convert import StraceConverter
 from .base import Backend, Emit, TargetSet
+from .in_flight import in_flight_events, uninterruptible_calls, uninterruptible_samples
+from ...linux.mounts import fuse_users
 
 __all__ = ["StraceBackend", "ptrace_problem", "parse_attach_error"]
 
 _PR_SET_PDEATHSIG = 1
 STRACE_ARGS = ["-f", "-ttt", "-T", "-yy", "-s", "0", "-q"]
+KILL_WAIT_S = 5.0           # how long a SIGKILLed strace is waited for (StraceBackend._reap)
+
+
+def strace_args(fuse_users: List[int]) -> List[str]:
+    """``STRACE_ARGS``, with -y for -yy when a target uses FUSE (linux/mounts.fuse_users): -yy
+    stats every path it prints (for a device's numbers); a stat of a file on a FUSE mount waits
+    for its daemon, uninterruptibly once the daemon has read the request, so a daemon strace
+    holds stopped, or one that hangs, would leave strace unkillable and its tracees stopped
+    (seen with strace 6.1: strace in fuse_do_getattr, both tracees in ptrace_stop)."""
+    return [("-y" if a == "-yy" and fuse_users else a) for a in STRACE_ARGS]
 
 
 def _elided(argv: List[str]) -> bool:
@@ -106,6 +118,12 @@ class StraceBackend(Backend):
         self._tgid_cache: Dict[int, Optional[int]] = {}
         self.converter: Optional[StraceConverter] = None
         self.lines = 0
+        self._start_ts = 0.0
+        # the threads in D state at the start and at stop (in_flight.py); of those at stop, the
+        # /proc syscall line of each inside a call
+        self._d_start: Dict[Tuple[int, int], ev.ThreadSample] = {}
+        self._d_stop: Dict[Tuple[int, int], ev.ThreadSample] = {}
+        self._in_d: Dict[Tuple[int, int], str] = {}
 
     # ------------------------------------------------------------------ contract
     def check(self) -> Optional[str]:
@@ -137,9 +155,17 @@ class StraceBackend(Backend):
             raise ValueError("no target pids")
         self._emit = emit
         self._targets = targets
+        self._start_ts = time.time()
         self.converter = StraceConverter(pid_of=self._pid_of)
+        fuse = fuse_users(pids)
+        if fuse:
+            self.notes.append(
+                f"strace -y, not -yy: {'pids' if len(fuse) > 1 else 'pid'} "
+                f"{', '.join(map(str, fuse[:4]))} use{'' if len(fuse) > 1 else 's'} FUSE (a "
+                "file on a FUSE mount, or /dev/fuse), and -yy stats the files it prints, which "
+                "can wait for ever on the daemon; sockets show without their addresses")
         read_fd, write_fd = os.pipe()
-        cmd = [path, *STRACE_ARGS, "-o", f"/dev/fd/{write_fd}"]
+        cmd = [path, *strace_args(fuse), "-o", f"/dev/fd/{write_fd}"]
         for pid in pids:
             cmd += ["-p", str(pid)]
         try:
@@ -179,6 +205,10 @@ class StraceBackend(Backend):
             return
         proc = self._proc
         if proc.poll() is None:
+            # threads inside a call that never returns (D state): strace cannot stop them to
+            # detach, nor print their call; /proc shows it (in_flight.py)
+            self._d_stop = uninterruptible_samples(self._targets.pids() if self._targets else [])
+            self._in_d = uninterruptible_calls(self._d_stop)
             try:
                 proc.send_signal(signal.SIGINT)     # strace detaches every tracee, then exits
             except ProcessLookupError:
@@ -186,16 +216,45 @@ class StraceBackend(Backend):
             try:
                 _wait_exit(proc, self._stop_timeout)
             except subprocess.TimeoutExpired:
-                self.errors.append(f"strace did not exit within {self._stop_timeout:.0f} s "
-                                   "of SIGINT; killed it (the kernel detaches its tracees)")
+                self.errors.append(self._kill_note())
                 proc.kill()
-                proc.wait()
+                self._reap(proc)
         self._kill_leftovers(proc)
         if self._reader is not None:
             self._reader.join(timeout=10)
         if self._err_reader is not None:
             self._err_reader.join(timeout=2)
         self._stopped.wait(timeout=5)
+
+    def _reap(self, proc: subprocess.Popen) -> None:
+        """Wait for a SIGKILLed strace, at most ``KILL_WAIT_S``: a strace asleep in the kernel
+        where SIGKILL cannot reach (a stat of a file on a FUSE mount whose daemon has the
+        request and never answers) dies only when that ends; hangtrace does not wait for it."""
+        try:
+            proc.wait(timeout=KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.errors.append(f"strace did not die within {KILL_WAIT_S:.0f} s of SIGKILL: it "
+                               "sleeps in the kernel (D state) where no signal reaches it, and "
+                               "its tracees stay stopped until that ends; hangtrace left it")
+
+    def _kill_note(self) -> str:
+        """Why strace had to be killed: the threads in D state it could not detach, if any."""
+        head = f"strace did not exit within {self._stop_timeout:.0f} s of SIGINT; killed it"
+        if not self._d_stop:
+            return head + " (the kernel detaches its tracees)"
+        tids = sorted(tid for _, tid in self._d_stop)
+        names = ", ".join(str(t) for t in tids[:8]) + (" ..." if len(tids) > 8 else "")
+        one = len(tids) == 1
+        return (f"{head}: thread{'' if one else 's'} {names} {'is' if one else 'are'} in "
+                "uninterruptible sleep (D state), which takes no ptrace stop until the kernel "
+                f"finishes, so strace could not detach {'it' if one else 'them'}; the kernel "
+                f"detached {'it' if one else 'them'} when strace died: untraced now, still "
+                "asleep (a call in flight is recorded from /proc/TID/syscall)")
+
+    def _unseen_in_flight(self, conv: StraceConverter) -> List[ev.Event]:
+        """The calls of the D-state threads strace never printed: ongoing since the attach."""
+        lines = {k: v for k, v in self._in_d.items() if not conv.in_call(k[1])}
+        return list(in_flight_events(lines, self._start_ts, time.time()))
 
     @property
     def running(self) -> bool:
@@ -235,6 +294,12 @@ class StraceBackend(Backend):
         assert conv is not None and self._emit is not None and self._targets is not None
         emit = self._emit
         targets = self._targets
+        # a thread in D state takes no ptrace stop: strace shows nothing of it; its /proc
+        # samples at both ends say it slept (not "outside syscalls", not a CPU spin). Read
+        # here, not in start(): the attach does not wait for it (0.2 s for 1,000 threads)
+        self._d_start = uninterruptible_samples(targets.pids())
+        for s in self._d_start.values():
+            emit(s)
         try:
             for text in out:
                 self.lines += 1
@@ -263,12 +328,17 @@ class StraceBackend(Backend):
                     proc.wait(timeout=self._stop_timeout + 5)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-                    proc.wait()
+                    self._reap(proc)
                 self._kill_leftovers(proc)
                 if not self._stopping and proc.returncode not in (0, None):
                     self.errors.append(f"strace exited with status {proc.returncode}")
             if self._err_reader is not None:    # its attach errors come before the end
                 self._err_reader.join(timeout=2)
+            for e in self._unseen_in_flight(conv):
+                emit(e)
+            for key, s in sorted(self._d_stop.items()):
+                if key in self._d_start:      # asleep at both ends: the samples say how long
+                    emit(s)
             for e in conv.finish(time.time()):
                 emit(e)
             self._stopping = True

@@ -1,6 +1,7 @@
 """End-of-recording probes (session.py's ``EndProbe``): after the backends detached and while
 the target is still in the state it was recorded in, each reads what the recording could not
-see and returns events for the trace (mutex owners, unix socket peers, file locks, NCCL RAS).
+see and returns events for the trace (mutex owners, unix socket peers, file locks, the mounts
+of blocked file and device calls, NCCL RAS).
 They only read /proc (never write, never stop a thread); what they cannot read gives fewer
 events, never an error.
 
@@ -56,7 +57,9 @@ def wait_graph_probes() -> List:
     from .kernel_stacks import kernel_stack_probe
     from .nccl_ras import nccl_ras_probe
     from .socket_peers import socket_peers_probe
+    from .storage_waits import storage_waits_probe
     return [mark(futex_owner_probe, after_stop=True), socket_peers_probe, file_locks_probe,
+            mark(storage_waits_probe, after_stop=True),
             mark(nccl_ras_probe, after_stop=True), flight_recorder_probe,
             mark(kernel_stack_probe, after_stop=True)]
 

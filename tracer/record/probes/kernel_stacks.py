@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["stack_reason", "kernel_stack_probe", "read_thread_stacks", "MAX_THREADS"]
 
 MAX_THREADS = 2048
-DEVICE_KINDS = frozenset({"nvidia", "nvidia-uvm", "nvidiactl", "dev", "tty"})
+DEVICE_KINDS = frozenset({"nvidia", "nvidia-uvm", "nvidiactl", "fuse", "dev", "tty"})
 _RW_CALLS = frozenset({"read", "write", "pread64", "pwrite64", "readv", "writev", "preadv",
                        "pwritev"})
 
