@@ -38,9 +38,7 @@ _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
 _ATTACHED = "strace: Process "
 _STOPPED_BY = "stopped by "
 _DETACHED = "<detached ...>"
-# The rest of a call's line that a terminal split (issue 44 item 3): Enter pressed while strace
-# waited, or the program's own output to the same terminal, ends the line strace began; its
-# result comes on a later line, after blank lines or the echo, Ctrl-C's "^C" before it.
+# The rest of a call's line a terminal split (Enter, echo, output, "^C" between): issue 44 item 3
 _CALL_REST = re.compile(r"^(?:\^C)?\)\s*= ")
 _CALL_HEAD = re.compile(r"^[a-z_][a-z0-9_]*\(")
 
@@ -192,9 +190,8 @@ class StraceConverter(BatchFeed, LastCalls):
             first.comm = first.comm or argv[0].rsplit("/", 1)[-1][:15]
 
     def _rejoin(self, text: str) -> Optional[List[ev.Event]]:
-        """``text`` is the rest of a call a terminal split (``_CALL_REST``): the call is the one
-        the last entry alone began (a 'cut' line) or the last unparsed line that began a call
-        (the program's output glued to it); fed whole, at the entry's time. None otherwise."""
+        """``text`` ends a call a terminal split (``_CALL_REST``) that the last 'cut' entry or the
+        last unparsed line beginning a call began: fed whole, at the entry's time; else None."""
         if not _CALL_REST.match(text):
             return None
         rest = text[2:] if text.startswith("^C") else text

@@ -188,8 +188,7 @@ def rule_call_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
 # The length of the run of one call, returning at once, that a log must end in to be a spin
 # whatever the thread did before it (start-up's many kinds of calls, its log lines).
 TAIL_SPIN_MIN = 100
-# ... or, in a log without times whose thread makes nothing but one NVIDIA RM_CONTROL request
-# on an fd opened before the log, back to back, this many: it polls the driver (issue 44 5b)
+# ... or, untimed, only one NVIDIA RM_CONTROL request back to back: it polls the driver (44 5b)
 GPU_POLL_MIN = 5
 
 
