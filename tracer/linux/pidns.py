@@ -1,0 +1,125 @@
+"""Pid namespaces: whose pid numbers hangtrace sees, and a process's pid in the namespaces
+below that one (a container's own numbering, as NSpid shows it).
+
+hangtrace numbers processes as its /proc does: that is what its user types, what every /proc
+reader returns and what ptrace takes. On the host that is the init pid namespace; in a pod's
+sidecar, `kubectl debug` or `docker exec`, the container's. The eBPF programs must number
+tasks the same way (bpf/ht_pidns.bpf.h), and a report of a process that lives in a namespace
+below the one /proc shows also gives its pid there ("pid 4123 (pid 7 in its namespace)").
+
+Contract:
+- ``INIT_PID_NS_INO``: the inode of the init pid namespace (PROC_PID_INIT_INO, fixed by the
+  kernel since 3.8).
+- ``PidView``: the pid namespace /proc numbers processes in (``dev``, ``ino``, ``host``: it
+  is the init one), and ``own_ino``/``proc_is_own`` (hangtrace's own namespace, and whether
+  /proc is that one's). ``bpf_settings()``: the BPF programs' pidns_dev/pidns_ino (0, 0 on the
+  host), dev in the kernel's encoding as bpf_get_ns_current_pid_tgid compares it.
+- ``pid_view(root)``: the view now (cached per root); never raises (unreadable: the host's,
+  ``known`` False).
+- ``parse_nspid(text)``: the NSpid numbers of a /proc/PID/status text, outermost (/proc's
+  namespace) first; () when the line is absent or malformed (kernels before 4.1).
+- ``read_nspid(pid, root)``; ``inner_pids(pid, root)``: the pids of ``pid`` in the
+  namespaces below /proc's (NSpid less its first entry), [] when it lives in /proc's.
+Pure but for the readers of /proc (root-relative) and os.stat.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+__all__ = ["INIT_PID_NS_INO", "PidView", "pid_view", "parse_nspid", "read_nspid",
+           "inner_pids", "kernel_dev"]
+
+INIT_PID_NS_INO = 0xEFFFFFFC
+
+
+def kernel_dev(st_dev: int) -> int:
+    """A device number as the kernel keeps it (MKDEV: major << 20 | minor), from stat's."""
+    return os.major(st_dev) << 20 | os.minor(st_dev)
+
+
+@dataclass(frozen=True)
+class PidView:
+    """The pid namespace whose numbers /proc shows (module doc)."""
+    dev: int = 0            # st_dev of its nsfs inode, as stat gives it
+    ino: int = INIT_PID_NS_INO
+    own_ino: int = INIT_PID_NS_INO
+    proc_is_own: bool = True
+    known: bool = True
+
+    @property
+    def host(self) -> bool:
+        """/proc numbers processes as the host (the init pid namespace) does."""
+        return self.ino == INIT_PID_NS_INO
+
+    @property
+    def own_host(self) -> bool:
+        """hangtrace itself runs in the init pid namespace."""
+        return self.own_ino == INIT_PID_NS_INO
+
+    def bpf_settings(self) -> Dict[str, int]:
+        """pidns_dev / pidns_ino of bpf/ht_pidns.bpf.h: 0, 0 for host pids."""
+        if self.host:
+            return {"pidns_dev": 0, "pidns_ino": 0}
+        return {"pidns_dev": kernel_dev(self.dev), "pidns_ino": self.ino}
+
+
+def _ns_of(path: str) -> Optional[Tuple[int, int]]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+_views: Dict[str, PidView] = {}
+
+
+def pid_view(root: str = "/proc") -> PidView:
+    """The namespace /proc numbers processes in: that of its pid 1 (the namespace's init lives
+    in it), else, where pid 1's is unreadable, hangtrace's own when /proc/self is this process.
+    Cached per ``root``."""
+    got = _views.get(root)
+    if got is not None:
+        return got
+    own = _ns_of(f"{root}/self/ns/pid")
+    try:
+        proc_is_own = os.readlink(f"{root}/self") == str(os.getpid())
+    except OSError:
+        proc_is_own = False
+    seen = _ns_of(f"{root}/1/ns/pid") or (own if proc_is_own else None)
+    if seen is None:
+        view = PidView(own_ino=own[1] if own else INIT_PID_NS_INO, proc_is_own=proc_is_own,
+                       known=False)
+    else:
+        view = PidView(dev=seen[0], ino=seen[1], own_ino=own[1] if own else seen[1],
+                       proc_is_own=proc_is_own)
+    _views[root] = view
+    return view
+
+
+def parse_nspid(text: str) -> Tuple[int, ...]:
+    """The numbers of the ``NSpid:`` line of a /proc/PID/status text (module doc)."""
+    for line in text.splitlines():
+        if line.startswith("NSpid:"):
+            fields = line[len("NSpid:"):].split()
+            if not fields or not all(f.isascii() and f.isdigit() and len(f) <= 10
+                                     for f in fields):
+                return ()
+            return tuple(int(f) for f in fields)
+    return ()
+
+
+def read_nspid(pid: int, root: str = "/proc") -> Tuple[int, ...]:
+    """NSpid of ``pid`` as ``root`` shows it; () when unreadable."""
+    try:
+        with open(f"{root}/{pid}/status", encoding="utf-8", errors="replace") as f:
+            return parse_nspid(f.read(4096))
+    except OSError:
+        return ()
+
+
+def inner_pids(pid: int, root: str = "/proc") -> List[int]:
+    """The pids of ``pid`` in the namespaces below /proc's, outermost first (module doc)."""
+    return list(read_nspid(pid, root)[1:])
