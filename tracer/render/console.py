@@ -131,6 +131,8 @@ def _process_label(p: ProcessReport) -> Text:
         who = f"thread [bold]{pid}[/] [dim](its process is not shown by the recording)[/]"
     else:
         who = f"pid [bold]{pid}[/]"
+        if p.ns_pid is not None:
+            who += f" [dim](pid {p.ns_pid} in its namespace)[/]"
     line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
     counters = _counters(p.counters)
     if counters:
