@@ -118,3 +118,50 @@ def _check_counted(name: str, report: dict) -> None:
     else:                           # the client sends 200-400 B on TCP every 0.3 s
         assert counted["bytes_written"] >= 400, (counted, report["root_cause"])
     assert counted["syscalls"] >= 4, counted
+
+
+def _doctor(*prefix: str) -> dict:
+    p = subprocess.run([*prefix, sys.executable, "-m", "tracer", "doctor", "--json"],
+                       capture_output=True, text=True, timeout=60, env=pidns._env())
+    assert p.stdout.strip(), p.stderr
+    facts = json.loads(p.stdout)
+    import report_schema
+    assert not list(report_schema.validator("doctor").iter_errors(facts))
+    return facts
+
+
+INIT_PID_NS = 0xEFFFFFFC
+
+
+def test_doctor_json_inside_a_pid_namespace_says_what_the_backends_see():
+    host = _doctor()
+    assert host["pid_namespace"]["host"] and host["pid_namespace"]["inode"] == INIT_PID_NS
+    assert "the host's processes" in host["backends"]["proc"]["sees"]
+    facts = _doctor(*pidns.UNSHARE)
+    ns = facts["pid_namespace"]
+    assert not ns["host"] and ns["inode"] != INIT_PID_NS, ns
+    assert ns["ok"] and ns["ns_pid_helper"] is True, ns      # kernel 5.7+ (CI: 6.x)
+    assert f"pid namespace {ns['inode']}" in ns["detail"]
+    for name in ("ebpf", "strace", "proc"):
+        assert f"pid namespace {ns['inode']}" in facts["backends"][name]["sees"], facts["backends"]
+    if EBPF_PROBLEM is None:
+        assert facts["backends"]["ebpf"]["ok"], facts["backends"]["ebpf"]
+        # BCC numbers a fork's child with the host's pid: said, never used there
+        assert "bcc: BCC cannot number a new child" in facts["ebpf_loader"]["detail"]
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="no setpriv")
+def test_doctor_in_a_container_without_bpf_capabilities_says_so_and_how_to_grant_them():
+    """Root in a container (Docker's default capabilities) lacks CAP_BPF, CAP_PERFMON and
+    CAP_SYS_ADMIN: eBPF cannot load, whatever the euid; doctor says which capability is
+    missing and the docker flag / pod setting that grants it."""
+    drop = ["setpriv", "--bounding-set", "-bpf,-perfmon,-sys_admin", "--"]
+    facts = _doctor(*pidns.UNSHARE, *drop)
+    assert facts["root"]
+    caps = facts["capabilities"]
+    assert not caps["ok"] and "CAP_BPF" not in caps["effective"], caps
+    assert "missing: CAP_BPF, CAP_PERFMON" in caps["detail"]
+    assert "--cap-add BPF" in caps["fix"] and "securityContext" in caps["fix"]
+    assert not facts["backends"]["ebpf"]["ok"]
+    assert "CAP_BPF" in facts["backends"]["ebpf"]["why"]
+    assert "bpf_syscall" in facts["denied"]

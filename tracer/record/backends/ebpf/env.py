@@ -85,12 +85,36 @@ BCC_PIDNS = ("BCC cannot number a new child in this pid namespace (a container's
 
 
 def _admin() -> bool:
-    return os.geteuid() == 0 or bool(_cap_eff() >> _CAP_SYS_ADMIN & 1)
+    """CAP_SYS_ADMIN in effect: root on the host has it, root in a container (Docker's
+    default capabilities) does not, whatever its euid."""
+    return bool(_cap_eff() >> _CAP_SYS_ADMIN & 1)
+
+
+_INIT_USER_NS_INO = 0xEFFFFFFD       # PROC_USER_INIT_INO
+
+
+def _foreign_user_ns() -> bool:
+    """In a user namespace other than the host's (a rootless container): its capabilities
+    give no eBPF."""
+    try:
+        return os.stat("/proc/self/ns/user").st_ino != _INIT_USER_NS_INO
+    except OSError:
+        return False
 
 
 def privilege_problem(what: str = "eBPF") -> Optional[str]:
+    """Why this process may not load BPF programs (one line), or None: it needs CAP_BPF and
+    CAP_PERFMON (or CAP_SYS_ADMIN) in the host's user namespace; root in a container may lack
+    them (record/doctor_ns.py says how to grant them)."""
     caps = _cap_eff()
+    if _foreign_user_ns():
+        return (f"{what} needs the host's user namespace: this is a rootless container's, "
+                "whose capabilities do not reach the kernel's BPF")
     if not _admin() and not (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1):
+        if os.geteuid() == 0:
+            return (f"{what} needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN), which this root "
+                    "lacks (as in a container): docker run --cap-add BPF --cap-add PERFMON, or a "
+                    "pod's securityContext.capabilities.add [BPF, PERFMON]")
         return f"{what} needs root (or CAP_BPF and CAP_PERFMON): run with sudo"
     return None
 
