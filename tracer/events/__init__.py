@@ -291,7 +291,8 @@ class ObserveError(Event, tag="oerr"):
     the live report knew (tracer/analysis/threads/observed.py). ``source``: the backend; ``what``:
     "attach" (thread ``tid`` of ``pid``, or the whole process when ``tid`` is None), "syscall",
     "io", "fd", "stat" (those /proc files of ``pid``), "excluded" (never traced: hangtrace's
-    own ancestor), "backend" (its own trouble; no pid); ``denied``: a permission refusal
+    own ancestor), "reused" (never traced: another process took ``pid`` after discovery),
+    "backend" (its own trouble; no pid); ``denied``: a permission refusal
     (EPERM, EACCES), not a target that was gone; ``why``: one line."""
     source: str
     what: str

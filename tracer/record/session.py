@@ -302,12 +302,25 @@ class Session:
         is stopped too); the window opens once all are in place (BCC compiles for about a
         second), and the trace and the analyzer begin with it."""
         self.cpu.append(own_cpu())
+        self._drop_reused()
         for b in self.backends:
             self.started.append(b)
             b.start(self.targets, self.inbox.put)
         self.start, self.began = time.time(), time.monotonic()
         self.cpu.append(own_cpu())
         self._open_trace(self.start)
+
+    def _drop_reused(self) -> None:
+        """Leave out every pid another process took since discovery (record/targets.py): said in
+        the trace; when none of the targets is left, TargetGone with the first line."""
+        dropped = self.targets.drop_reused()
+        gone = {pid for pid, _ in dropped}
+        self.infos = [i for i in self.infos if i.pid not in gone]   # it exited: not in the tree
+        for pid, line in dropped:
+            self.pending.append(ev.ObserveError(ts=time.time(), source="session",
+                                                what="reused", pid=pid, why=line))
+        if dropped and not self.targets.pids():
+            raise TargetGone(dropped[0][1])
 
     def _open_trace(self, start: float) -> None:
         """The trace's header and writer, then the analyzer, from ``start``; what is pending
@@ -373,8 +386,10 @@ class Session:
         return None
 
     def _alive(self) -> List[int]:
-        """The live targets (after a fork storm, thousands of the pids seen have exited)."""
-        return [p for p in self.targets.pids() if procfs.pid_exists(p)]
+        """The live targets (after a fork storm, thousands of the pids seen have exited), less a
+        pid another process took since (the end probes read memory and stacks: never of a
+        process that is not the target)."""
+        return self.targets.alive()
 
     def close(self) -> None:
         """Stop every backend started, drain the inbox (bounded; a signal after the window

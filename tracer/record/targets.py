@@ -7,6 +7,13 @@ Contract:
   process's ``ProcessInfo`` once, its threads' run counts just before (``run_counts``): the
   trace header's processes and every backend's starting point; it is idempotent, so a backend started alone (tests, benchmarks) calls it itself.
   Births and deaths that backends see afterwards update the set (``add``, ``discard``).
+- A pid names a process only while that process lives: ``add`` keeps each pid's start time
+  (/proc/PID/stat, clock ticks since boot), and ``reused(pid)`` says, in one line, when the
+  pid is now held by another process (the one found exited and its pid was taken: pids
+  wrap). ``drop_reused()`` discards every such pid and returns those lines: the session calls
+  it before the backends attach, each backend again just before it ptraces a pid or marks it
+  in its BPF filter, and the end probes read only ``alive()`` (issue 46 item 4: ``strace -p``
+  has this race; a root process that took a dead target's pid is never traced as it).
 - ``initial_process_infos(pids)``: ProcessInfo of ``pids`` and all their descendants;
   ``decode_wait_status(code)``: (exit status, signal, core dumped) of a wait(2) status;
   ``ParentCache``: pid -> ppid kept from one /proc listing to the next.
@@ -17,11 +24,13 @@ import signal
 import threading
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+from ..errors import shown
 from ..events import ProcessInfo
 from ..linux import procfs
 from .stillness import RunCounts
 
-__all__ = ["TargetSet", "ParentCache", "initial_process_infos", "decode_wait_status"]
+__all__ = ["TargetSet", "ParentCache", "initial_process_infos", "decode_wait_status",
+           "pid_reused_line"]
 
 
 def decode_wait_status(code: int) -> Tuple[Optional[int], Optional[str], bool]:
@@ -65,6 +74,7 @@ class TargetSet:
         self.run_counts = RunCounts()          # before each info: who ran since (stillness.py)
         self.discovered = False
         self._root = "/proc"
+        self._started: Dict[int, int] = {}     # pid -> its process's start time (clock ticks)
 
     def discover(self, root: str = "/proc") -> List[ProcessInfo]:
         """Walk the roots' trees once (module doc): every descendant not excluded is added and
@@ -80,6 +90,7 @@ class TargetSet:
             if self.excluded(pid):
                 continue
             self.add(pid)
+            self._note_start(pid)               # a root was in the set before: noted here
             self.run_counts.add(pid)
             info = procfs.read_process_info(pid, root, tables=tables)
             if info is not None:
@@ -100,14 +111,50 @@ class TargetSet:
         return known
 
     def add(self, pid: int) -> bool:
-        """Add a pid; True when it was new (False too for an excluded pid)."""
+        """Add a pid, with its process's start time; True when it was new (False too for an
+        excluded pid)."""
         if self.excluded(pid):
             return False
         with self._lock:
             if pid in self._pids:
                 return False
             self._pids.add(pid)
-            return True
+        self._note_start(pid)
+        return True
+
+    def _note_start(self, pid: int) -> None:
+        st = procfs.read_stat(pid, root=self._root)
+        if st is not None:
+            with self._lock:
+                self._started.setdefault(pid, st.starttime)
+
+    def reused(self, pid: int) -> Optional[str]:
+        """One line when ``pid`` is now another process than the one added under it (its start
+        time differs), else None (the same process, gone, or never known)."""
+        with self._lock:
+            was = self._started.get(pid)
+        if was is None:
+            return None
+        st = procfs.read_stat(pid, root=self._root)
+        if st is None or st.starttime == was:
+            return None
+        return pid_reused_line(pid, was, st.starttime, st.comm)
+
+    def drop_reused(self, pids: Optional[Iterable[int]] = None) -> List[Tuple[int, str]]:
+        """Discard every pid (of ``pids``, default all) that another process now holds;
+        (pid, the line saying so: ``reused``) for each."""
+        dropped = []
+        for pid in list(self.pids() if pids is None else pids):
+            line = self.reused(pid)
+            if line is not None:
+                self.discard(pid)
+                dropped.append((pid, line))
+        return dropped
+
+    def alive(self) -> List[int]:
+        """The pids whose process still runs as the one found (not gone, not reused)."""
+        return [p for p in self.pids() if procfs.pid_exists(p, self._root)
+                and self.reused(p) is None]
 
     def discard(self, pid: int) -> None:
         with self._lock:
@@ -120,6 +167,15 @@ class TargetSet:
     def __contains__(self, pid: int) -> bool:
         with self._lock:
             return pid in self._pids
+
+
+def pid_reused_line(pid: int, was: int, now: int, comm: str) -> str:
+    """The one line that says a pid changed hands (``TargetSet.reused``); start times in clock
+    ticks since boot."""
+    hz = procfs.TICKS_HZ
+    return (f"pid {pid} is not the process found at discovery: that one (started "
+            f"{was / hz:.2f} s after boot) exited and {shown(comm)} (started {now / hz:.2f} s "
+            f"after boot) now holds its pid: not traced")
 
 
 class ParentCache:

@@ -146,6 +146,8 @@ class StraceBackend(Backend):
             raise RuntimeError("StraceBackend.start called twice")
         path = self._strace or shutil.which("strace") or "strace"
         targets.discover()              # once per recording (record/targets.py)
+        # just before ptrace: a pid another process took since discovery is not attached
+        self.errors.extend(line for _, line in targets.drop_reused())
         pids = targets.pids()
         if not pids:
             raise ValueError("no target pids")
