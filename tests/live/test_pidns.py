@@ -165,3 +165,28 @@ def test_doctor_in_a_container_without_bpf_capabilities_says_so_and_how_to_grant
     assert not facts["backends"]["ebpf"]["ok"]
     assert "CAP_BPF" in facts["backends"]["ebpf"]["why"]
     assert "bpf_syscall" in facts["denied"]
+
+
+# hangtrace with its eBPF programs told to number pids in a pid namespace no task lives in:
+# what a program that numbers pids otherwise than hangtrace sees (main's, in a namespace).
+_BLIND = """
+import os, sys
+import tracer.record.backends.ebpf.env as env
+from tracer.linux.pidns import PidView
+env.pid_view = lambda root="/proc": PidView(dev=os.makedev(0, 4), ino=1234, own_ino=1234)
+from tracer.cli.commands import entry
+sys.argv = ["hangtrace", *sys.argv[1:]]
+entry()
+"""
+
+
+@pytest.mark.skipif(EBPF_PROBLEM is not None, reason=f"ebpf: {EBPF_PROBLEM}")
+def test_ebpf_that_sees_nothing_of_a_running_tree_says_so(scenario, tmp_path):
+    sc = scenario("chatty_client")
+    p = subprocess.run([sys.executable, "-c", _BLIND, "attach", str(sc.pid), "-b", "ebpf",
+                        "-d", "2", "--json", "-o", str(tmp_path / "t.htrace.gz")],
+                       capture_output=True, text=True, timeout=60, env=pidns._env())
+    report = _report(p.stdout, p.stderr)
+    assert sum(p["counters"]["syscalls"] for p in report["processes"]) == 0   # blind indeed
+    [line] = [u for u in report["unobserved"] if "eBPF saw no call" in u]
+    assert "its counts are missing, not zero" in line
