@@ -33,7 +33,8 @@
 #ifdef HT_BCC
 #include <uapi/linux/ptrace.h>
 #endif
-#include "ht_pidns.bpf.h"     /* current_ids: pids as hangtrace numbers them */
+/* current_ids: pids as hangtrace numbers them */
+#include "ht_pidns.bpf.h"
 
 HT_LICENSE;
 

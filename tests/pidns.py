@@ -4,7 +4,7 @@ hangtrace inside it or outside it (attaching by the host pid).
 
 Used by tests/live/test_pidns.py; run as a program, it is the namespace's first process:
 
-    pidns.py attach SCENARIO DURATION -- ATTACH ARGS...
+    pidns.py attach SCENARIO [SCENARIO ARGS...] -- ATTACH ARGS...
         starts SCENARIO, runs ``hangtrace attach <its ns pid> ARGS`` inside, prints one JSON
         line {"pid": ns pid, "extra": READY extra, "rc":, "stdout":, "stderr":};
     pidns.py hold SCENARIO
@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -41,12 +41,13 @@ def _env() -> dict:
     return env
 
 
-def attach_inside(scenario: str, args: List[str], timeout: float
+def attach_inside(scenario: str, args: List[str], timeout: float,
+                  scenario_args: Sequence[str] = ()
                   ) -> Tuple[int, str, subprocess.CompletedProcess]:
     """hangtrace attach run inside the namespace on SCENARIO's root (module doc)."""
     p = subprocess.run([*UNSHARE, sys.executable, str(HERE / "pidns.py"), "attach", scenario,
-                        "--", *args], capture_output=True, text=True, timeout=timeout,
-                       env=_env(), start_new_session=True)
+                        *scenario_args, "--", *args], capture_output=True, text=True,
+                       timeout=timeout, env=_env(), start_new_session=True)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     assert lines, f"namespace run failed (rc {p.returncode}): {p.stdout[-2000:]}{p.stderr[-3000:]}"
     got = json.loads(lines[-1])
@@ -146,13 +147,14 @@ class Namespace:
 def _inside(argv: List[str]) -> int:
     import scenarios
     mode, name = argv[0], argv[1]
-    sc = scenarios.start_scenario(name)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    sc = scenarios.start_scenario(name, *argv[2:cut])
     try:
         if mode == "hold":
             print(f"READY {sc.pid} {sc.extra}", flush=True)
             sys.stdin.read()
             return 0
-        args = argv[argv.index("--") + 1:]
+        args = argv[cut + 1:]
         p = subprocess.run([sys.executable, "-m", "tracer", "attach", str(sc.pid), *args],
                            capture_output=True, text=True, timeout=120)
         print(json.dumps({"pid": sc.pid, "extra": sc.extra, "rc": p.returncode,

@@ -190,3 +190,21 @@ def test_ebpf_that_sees_nothing_of_a_running_tree_says_so(scenario, tmp_path):
     assert sum(p["counters"]["syscalls"] for p in report["processes"]) == 0   # blind indeed
     [line] = [u for u in report["unobserved"] if "eBPF saw no call" in u]
     assert "its counts are missing, not zero" in line
+
+
+@pytest.mark.skipif(EBPF_PROBLEM is not None, reason=f"ebpf: {EBPF_PROBLEM}")
+def test_uprobes_inside_the_namespace_count_the_tree_s_calls(tmp_path_factory, tmp_path):
+    """The uprobes on libcuda filter on the namespace's pids too (bpf/cuda_calls.bpf.c:
+    current_ids): a stand-in libcuda's cuGraphLaunch every 20 ms is counted, under the
+    namespace's pid and tid."""
+    from fake_gpu_libs import build_fake_libs
+    libs = build_fake_libs(tmp_path_factory.mktemp("fakegpu"))
+    pid, _, p = pidns.attach_inside(
+        "gpu_libs_like", _attach_args("ebpf", 3.0, str(tmp_path / "in.htrace.gz")),
+        timeout=120, scenario_args=["--cuda", libs["cuda"], "--nccl", libs["nccl"]])
+    rep = _report(p.stdout, p.stderr)
+    assert "cuda-uprobes" in rep["backends"], p.stderr
+    calls = {c["tid"]: c for c in rep["evidence"]["graph_calls"]}
+    launcher = [c for t, c in calls.items() if t != pid]
+    assert launcher and launcher[0]["pid"] == pid, calls
+    assert launcher[0]["launches"] >= 20, calls    # every 20 ms for ~3 s
