@@ -95,6 +95,8 @@ def test_same_verdict_and_counts_inside_and_outside(name, backend, tmp_path):
     rout, ns_root_out, host_root = outside(name, backend, duration, tmp_path)
     assert rin["verdict"] == verdict, json.dumps(rin, indent=1)[:3000]
     assert rout["verdict"] == verdict, json.dumps(rout, indent=1)[:3000]
+    for rep in (rin, rout):       # nothing the backend met on its way
+        assert not [u for u in rep["unobserved"] if u.startswith(backend)], rep["unobserved"]
     if backend != "proc":
         for rep in (rin, rout):
             _check_counted(name, rep)

@@ -1,26 +1,14 @@
-"""Pid namespaces: whose pid numbers hangtrace sees, and a process's pid in the namespaces
-below that one (a container's own numbering, as NSpid shows it).
-
-hangtrace numbers processes as its /proc does: that is what its user types, what every /proc
-reader returns and what ptrace takes. On the host that is the init pid namespace; in a pod's
-sidecar, `kubectl debug` or `docker exec`, the container's. The eBPF programs must number
-tasks the same way (bpf/ht_pidns.bpf.h), and a report of a process that lives in a namespace
-below the one /proc shows also gives its pid there ("pid 4123 (pid 7 in its namespace)").
+"""Pid namespaces: whose pid numbers hangtrace sees (its /proc's: what its user types and
+ptrace takes; a container's inside one), and a process's pids in the namespaces below that.
 
 Contract:
-- ``INIT_PID_NS_INO``: the inode of the init pid namespace (PROC_PID_INIT_INO, fixed by the
-  kernel since 3.8).
-- ``PidView``: the pid namespace /proc numbers processes in (``dev``, ``ino``, ``host``: it
-  is the init one), and ``own_ino``/``proc_is_own`` (hangtrace's own namespace, and whether
-  /proc is that one's). ``bpf_settings()``: the BPF programs' pidns_dev/pidns_ino (0, 0 on the
-  host), dev in the kernel's encoding as bpf_get_ns_current_pid_tgid compares it.
-- ``pid_view(root)``: the view now (cached per root); never raises (unreadable: the host's,
-  ``known`` False).
-- ``parse_nspid(text)``: the NSpid numbers of a /proc/PID/status text, outermost (/proc's
-  namespace) first; () when the line is absent or malformed (kernels before 4.1).
-- ``read_nspid(pid, root)``; ``inner_pids(pid, root)``: the pids of ``pid`` in the
-  namespaces below /proc's (NSpid less its first entry), [] when it lives in /proc's.
-Pure but for the readers of /proc (root-relative) and os.stat.
+- ``PidView``: the pid namespace /proc numbers processes in (``dev``, ``ino``, ``host``), with
+  hangtrace's own (``own_ino``, ``proc_is_own``); ``bpf_settings()``: pidns_dev/pidns_ino of
+  bpf/ht_pidns.bpf.h (0, 0 on the host). ``pid_view(root)``: cached, never raises.
+- ``parse_nspid(text)``: the NSpid numbers of a /proc/PID/status text, outermost first; () when
+  absent (kernels before 4.1) or malformed. ``read_nspid(pid, root)``; ``inner_pids(pid,
+  root)``: its pids below /proc's namespace ("pid 4123 (pid 7 in its namespace)"), [] when none.
+- ``INIT_PID_NS_INO``: the init pid namespace's inode; ``kernel_dev``: MKDEV of a stat st_dev.
 """
 from __future__ import annotations
 

@@ -1,20 +1,14 @@
-"""``hangtrace doctor`` inside a container: the pid namespace hangtrace runs in, the
-capabilities it holds, and what each backend sees from there, with the flag or pod setting
-that allows what is missing (issue 42).
-
-A root shell in a container is not root on the host: Docker's default capabilities have no
-CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN nor CAP_SYS_PTRACE; a rootless container's user
-namespace gives none of them over the kernel; a pod's sidecar sees the pod's pid namespace
-only, and usually no tracefs. ``euid == 0`` says none of that: these facts read CapEff and the
-namespaces' inodes.
+"""``hangtrace doctor`` inside a container: hangtrace's pid namespace, its capabilities, and
+what each backend sees from there, with the flag or pod setting that allows what is missing.
+Root in a container is not root on the host (Docker's default capabilities lack CAP_BPF,
+CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE; a rootless container's user namespace gives the
+kernel none): these facts read CapEff and the namespaces' inodes, never the euid.
 
 Contract:
-- ``namespace_facts()`` -> {"pid_namespace": fact, "capabilities": fact} (doctor's
-  ``{"ok", "detail", "fix"}``, plus "host" (bool), "inode" (int) and "ns_pid_helper" (bool or
-  None: not probed) in pid_namespace, "effective" ([names]) in capabilities).
-- ``backend_sees(name)``: one line, what backend ``name`` records from here.
-- ``CONTAINER_CAPS_FIX``: how to grant the capabilities (docker flags, a pod's
-  securityContext). Reads /proc and probes libbpf only; never raises.
+- ``namespace_facts()`` -> {"pid_namespace", "capabilities"}: doctor's facts ({"ok", "detail",
+  "fix"} plus "host", "inode", "ns_pid_helper"; "effective"). ``backend_sees(name)``: one line,
+  whose processes backend ``name`` records from here. ``CONTAINER_CAPS_FIX``: how to grant the
+  capabilities. Reads /proc and probes libbpf only; never raises.
 """
 from __future__ import annotations
 

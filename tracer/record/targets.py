@@ -2,21 +2,14 @@
 /proc services every backend needs (no backend borrows them from another).
 
 Contract:
-- ``TargetSet(roots, exclude)``: the pids being recorded (thread-safe). ``discover()`` walks
-  the roots' trees once (linux/procfs.descendants over one listing of /proc) and reads each
-  process's ``ProcessInfo`` once, its threads' run counts just before (``run_counts``): the
-  trace header's processes and every backend's starting point; it is idempotent, so a backend started alone (tests, benchmarks) calls it itself.
-  Births and deaths that backends see afterwards update the set (``add``, ``discard``).
-- A pid names a process only while that process lives: ``add`` keeps each pid's start time
-  (/proc/PID/stat, clock ticks since boot), and ``reused(pid)`` says, in one line, when the
-  pid is now held by another process (the one found exited and its pid was taken: pids
-  wrap). ``drop_reused()`` discards every such pid and returns those lines: the session calls
-  it before the backends attach, each backend again just before it ptraces a pid or marks it
-  in its BPF filter, and the end probes read only ``alive()`` (issue 46 item 4: ``strace -p``
-  has this race; a root process that took a dead target's pid is never traced as it).
+- ``TargetSet(roots, exclude)``: the pids recorded (thread-safe). ``discover()`` walks the roots'
+  trees once and reads each process's ``ProcessInfo`` (after its threads' ``run_counts``): the
+  trace header's processes, every backend's start; idempotent. ``add``/``discard`` follow births
+  and deaths. A pid names its process only while it lives: ``reused``, ``drop_reused`` and
+  ``alive`` tell a pid another process took since (its start time differs: issue 46 item 4).
 - ``initial_process_infos(pids)``: ProcessInfo of ``pids`` and all their descendants;
   ``decode_wait_status(code)``: (exit status, signal, core dumped) of a wait(2) status;
-  ``ParentCache``: pid -> ppid kept from one /proc listing to the next.
+  ``ParentCache``: pid -> ppid kept from one /proc listing to the next; ``pid_reused_line``.
 """
 from __future__ import annotations
 
@@ -130,7 +123,11 @@ class TargetSet:
 
     def reused(self, pid: int) -> Optional[str]:
         """One line when ``pid`` is now another process than the one added under it (its start
-        time differs), else None (the same process, gone, or never known)."""
+        time, /proc/PID/stat's clock ticks since boot, differs: it exited and pids wrapped),
+        else None (the same process, gone, or never known). The session drops such pids before
+        the backends attach, each backend again just before it ptraces a pid or marks it in
+        its BPF filter, and the end probes read only ``alive()``: a root process that took a
+        dead target's pid is never traced as it (``strace -p`` has this race)."""
         with self._lock:
             was = self._started.get(pid)
         if was is None:

@@ -17,6 +17,7 @@ from typing import Dict, List, Mapping, Optional, Set, Tuple
 from msgspec.structs import replace
 
 from .... import events as ev
+from ....events.counts import ThreadCounts
 from ....linux import procfs
 from . import layout as L
 from .convert import Clock, Converter
@@ -98,7 +99,7 @@ def final_events(ctx: StopContext) -> Tuple[List[ev.Event], List[str]]:
     counted = ctx.emitter.events(KernelSnapshot().read(ctx.maps), stop_ts, every=True)
     out.extend(counted)
     blind = blind_line(ctx.start_samples, samples, threads, bool(ctx.exited_cpu) or any(
-        isinstance(e, ev.ThreadCounts) for e in counted))
+        isinstance(e, ThreadCounts) for e in counted))
     if blind:
         ctx.errors.append(blind)
     for pid, tids in ctx.live.items():
