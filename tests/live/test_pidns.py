@@ -210,3 +210,19 @@ def test_uprobes_inside_the_namespace_count_the_tree_s_calls(tmp_path_factory, t
     launcher = [c for t, c in calls.items() if t != pid]
     assert launcher and launcher[0]["pid"] == pid, calls
     assert launcher[0]["launches"] >= 20, calls    # every 20 ms for ~3 s
+
+
+def test_bcc_inside_a_namespace_is_refused_in_one_line(monkeypatch, tmp_path):
+    """BCC's fork event gives a new child's host pid, which a program in the namespace cannot
+    number: ``--backend ebpf`` with BCC refuses there, one line and a non-zero status, rather
+    than record a tree whose children it would miss."""
+    from tracer.record.backends.ebpf.env import bcc_problem
+    if bcc_problem() is not None:
+        pytest.skip(f"bcc: {bcc_problem()}")
+    monkeypatch.setenv("HANGTRACE_EBPF_LOADER", "bcc")
+    _, _, p = pidns.attach_inside("idle_server", _attach_args("ebpf", 1.0, str(
+        tmp_path / "in.htrace.gz")), timeout=90)
+    assert p.returncode not in (0, 3, 4, 5, 6, 7), p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "BCC cannot number a new child in this pid namespace" in \
+        lines[0], p.stderr
