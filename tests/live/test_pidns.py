@@ -25,6 +25,14 @@ pytestmark = [pytest.mark.live,
 HAVE_STRACE = shutil.which("strace") is not None
 
 
+def _have_py_spy() -> bool:
+    from tracer.record.pystacks import find_py_spy
+    return find_py_spy() is not None
+
+
+HAVE_PY_SPY = _have_py_spy()
+
+
 def _ebpf_problem():
     from tracer.record.backends.ebpf.backend import EbpfBackend
     return EbpfBackend(loader="libbpf").check()
@@ -105,6 +113,10 @@ def test_same_verdict_and_counts_inside_and_outside(name, backend, tmp_path):
     pin, pout = _by_ns_pid(rin, False), _by_ns_pid(rout, True)
     assert pout[ns_root_out]["pid"] == host_root
     assert sorted(pin) == sorted(pout), (sorted(pin), sorted(pout))
+    if HAVE_PY_SPY:                 # py-spy names threads by their tids in the namespace
+        for procs, root in ((pin, ns_root), (pout, ns_root_out)):
+            main = [t for t in procs[root]["threads"] if t["tid"] == procs[root]["pid"]]
+            assert main and main[0]["stack"], procs[root]["threads"]
     for key in COUNTED[backend]:
         tin = sum(p["counters"][key] for p in pin.values())
         tout = sum(p["counters"][key] for p in pout.values())

@@ -59,3 +59,16 @@ def test_the_view_of_this_proc_is_this_process_s_namespace():
     view = pidns.pid_view()
     assert view.known and view.proc_is_own
     assert view.ino == os.stat("/proc/self/ns/pid").st_ino
+
+
+def test_inner_tids_map_a_container_s_thread_ids_to_proc_s(tmp_path):
+    """py-spy reads CPython's thread states, which know a container's threads by their tids
+    there: {7: 4123, 9: 4125} maps them back to the tids /proc (and the trace) gives."""
+    for tid, inner in ((4123, 7), (4125, 9)):
+        d = tmp_path / "4123" / "task" / str(tid)
+        d.mkdir(parents=True)
+        (d / "status").write_text(f"Pid:\t{tid}\nNSpid:\t{tid}\t{inner}\n")
+    (tmp_path / "4123" / "status").write_text("Pid:\t4123\nNSpid:\t4123\t7\n")
+    assert pidns.inner_tids(4123, str(tmp_path)) == {7: 4123, 9: 4125}
+    (tmp_path / "4123" / "status").write_text("Pid:\t4123\nNSpid:\t4123\n")
+    assert pidns.inner_tids(4123, str(tmp_path)) == {}          # lives in /proc's namespace

@@ -7,7 +7,8 @@ Contract:
   bpf/ht_pidns.bpf.h (0, 0 on the host). ``pid_view(root)``: cached, never raises.
 - ``parse_nspid(text)``: the NSpid numbers of a /proc/PID/status text, outermost first; () when
   absent (kernels before 4.1) or malformed. ``read_nspid(pid, root)``; ``inner_pids(pid,
-  root)``: its pids below /proc's namespace ("pid 4123 (pid 7 in its namespace)"), [] when none.
+  root)``: its pids below /proc's namespace ("pid 4123 (pid 7 in its namespace)"), [] when
+  none; ``inner_tids(pid, root)``: {its threads' tids there: /proc's tids}.
 - ``INIT_PID_NS_INO``: the init pid namespace's inode; ``kernel_dev``: MKDEV of a stat st_dev.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 __all__ = ["INIT_PID_NS_INO", "PidView", "pid_view", "parse_nspid", "read_nspid",
-           "inner_pids", "kernel_dev"]
+           "inner_pids", "inner_tids", "kernel_dev"]
 
 INIT_PID_NS_INO = 0xEFFFFFFC
 
@@ -99,8 +100,8 @@ def parse_nspid(text: str) -> Tuple[int, ...]:
     return ()
 
 
-def read_nspid(pid: int, root: str = "/proc") -> Tuple[int, ...]:
-    """NSpid of ``pid`` as ``root`` shows it; () when unreadable."""
+def read_nspid(pid: object, root: str = "/proc") -> Tuple[int, ...]:
+    """NSpid of ``pid`` (or "PID/task/TID") as ``root`` shows it; () when unreadable."""
     try:
         with open(f"{root}/{pid}/status", encoding="utf-8", errors="replace") as f:
             return parse_nspid(f.read(4096))
@@ -111,3 +112,21 @@ def read_nspid(pid: int, root: str = "/proc") -> Tuple[int, ...]:
 def inner_pids(pid: int, root: str = "/proc") -> List[int]:
     """The pids of ``pid`` in the namespaces below /proc's, outermost first (module doc)."""
     return list(read_nspid(pid, root)[1:])
+
+
+def inner_tids(pid: int, root: str = "/proc") -> Dict[int, int]:
+    """{its tid in its own namespace: the tid /proc gives} for each thread of ``pid`` when the
+    process lives below /proc's namespace (what a tool run in it, or py-spy reading CPython's
+    thread states, calls its threads); {} when it lives in /proc's."""
+    if len(read_nspid(pid, root)) < 2:
+        return {}
+    out = {}
+    try:
+        tids = [int(t) for t in os.listdir(f"{root}/{pid}/task") if t.isdigit()]
+    except OSError:
+        return {}
+    for tid in tids:
+        ns = read_nspid(f"{pid}/task/{tid}", root)
+        if len(ns) >= 2:
+            out[ns[-1]] = tid
+    return out
