@@ -149,9 +149,16 @@ class TargetSet:
         return dropped
 
     def alive(self) -> List[int]:
-        """The pids whose process still runs as the one found (not gone, not reused)."""
-        return [p for p in self.pids() if procfs.pid_exists(p, self._root)
-                and self.reused(p) is None]
+        """The pids whose process is still there as the one found (not gone, not reused): one
+        read of /proc/PID/stat each."""
+        with self._lock:
+            started = dict(self._started)
+        out = []
+        for pid in self.pids():
+            st = procfs.read_stat(pid, root=self._root)
+            if st is not None and started.get(pid, st.starttime) == st.starttime:
+                out.append(pid)
+        return out
 
     def discard(self, pid: int) -> None:
         with self._lock:
