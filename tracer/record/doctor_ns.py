@@ -70,9 +70,14 @@ def _pid_namespace() -> Dict[str, Any]:
     helper = _ns_helper() if not view.host else None
     fact: Dict[str, Any] = {"host": view.own_host, "inode": view.own_ino,
                             "ns_pid_helper": helper}
-    if not view.known:
-        detail, ok = "/proc/1/ns/pid and /proc/self are unreadable: which pids /proc shows " \
-            "is unknown", False
+    if not view.known and not view.proc_is_own:
+        detail = (f"hangtrace runs in pid namespace {view.own_ino}, but /proc is an outer "
+                  "namespace's, whose pid 1 is hidden from here: pids are read and given as "
+                  "/proc numbers them, and eBPF numbers them as the host does")
+        ok, fix = False, ("mount this namespace's /proc (unshare --pid --fork --mount-proc; a "
+                          "container has its own), or run hangtrace on the host")
+    elif not view.known:
+        detail, ok = "/proc/1/ns/pid is unreadable: which pids /proc shows is unknown", False
         fix = "run as root"
     elif not view.proc_is_own:
         detail = (f"hangtrace runs in pid namespace {view.own_ino}, but /proc is another's "
