@@ -2,7 +2,7 @@
 pod's sidecar with shareProcessNamespace, ``kubectl debug`` or ``docker exec`` gives), and
 hangtrace inside it or outside it (attaching by the host pid).
 
-Used by tests/live/test_pidns.py; run as a program, it is the namespace's first process:
+Used by tests/live/test_pid_namespaces.py; run as a program, it is the namespace's first process:
 
     pidns.py attach SCENARIO [SCENARIO ARGS...] -- ATTACH ARGS...
         starts SCENARIO, runs ``hangtrace attach <its ns pid> ARGS`` inside, prints one JSON
