@@ -117,7 +117,22 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES.get(self.verdict, EXIT_CODES["unknown"])
+        """The verdict's exit status; but a trace cut short proves no idle tree (what came after
+        its end is unknown): 7, unknown. Progress it recorded is progress (issue 43 item 3)."""
+        code = EXIT_CODES.get(self.verdict, EXIT_CODES["unknown"])
+        if self.truncated and self.verdict == "idle":
+            return EXIT_CODES["unknown"]
+        return code
+
+    def cut_short_text(self) -> str:
+        """Where a trace cut short ends: "the trace ends at 1.2 s of 5 s" (of the seconds asked,
+        ``window["asked"]``, where known); "" for a whole trace."""
+        if not self.truncated:
+            return ""
+        asked = self.window.get("asked")
+        at = f"{self.window.get('duration', 0.0):.1f} s"
+        return f"the trace ends at {at} of {asked:g} s" if asked else \
+            f"the trace was cut short at {at}"
 
     def process(self, pid: int) -> Optional[ProcessReport]:
         return next((p for p in self.processes if p.pid == pid), None)

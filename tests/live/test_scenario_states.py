@@ -435,7 +435,9 @@ def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
               # tests/live/test_truth_live.py
               "spinning_reader", "nccl_ranks",
               # tests/live/test_four_ranks.py
-              "four_ranks"}
+              "four_ranks",
+              # tests/live/test_report_screen.py
+              "tp8_server"}
     assert set(scenarios.available_scenarios()) == tested
     readme = (scenarios.SCENARIO_DIR / "README.md").read_text()
     for name in tested:

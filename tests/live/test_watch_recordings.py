@@ -91,6 +91,7 @@ def test_logs_then_blocks_is_captured_after_the_silence(target, tmp_path):
     p = watch(str(t.pid), "--silent-for", str(SILENT_FOR), "--once", "--duration", "1.5",
               "--backend", "proc", "--interval", str(INTERVAL), "--output-dir", str(tmp_path),
               "--json")
+    assert len(p.stdout.splitlines()) == 1, p.stdout[:300]    # JSON Lines (issue 43 item 4)
     doc = json.loads(p.stdout)
     assert doc["verdict"] == "deadlocked" and p.returncode == doc["exit_code"] == 4, p.stderr
     last = t.last_log()

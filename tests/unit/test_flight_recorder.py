@@ -6,7 +6,10 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
 import pickle
+import time
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -211,3 +214,66 @@ def test_dumps_given_beside_a_trace_are_put_on_its_ranks_by_rank():
                           str(SKIP / "nothing_here_")], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "no dump found" in bad.stderr
+
+
+@pytest.mark.parametrize("rank", ["\u00b2", "\u0663", "1" * 5000, " +1_0"])
+def test_a_rank_a_target_writes_is_read_by_the_one_integer_parser(tmp_path, monkeypatch, rank):
+    """Issue 46, item 6: ``RANK=²`` in one process's environment made ``int()`` raise inside the
+    probe (``isdigit()`` says yes), which turned it off for the whole tree. That process has no
+    rank now; the other's dump is read as ever."""
+    from tracer.record.probes import flight_recorder as fr
+    shutil.copy(SKIP / "fr_rank_1", tmp_path / "d_1")
+    me, other = os.getpid(), os.getppid()
+    envs = {me: {"TORCH_FR_BUFFER_SIZE": "1", "TORCH_FR_DUMP_TEMP_FILE": f"{tmp_path}/d_",
+                 "RANK": "1"},
+            other: {"RANK": rank, "TORCH_NCCL_TRACE_BUFFER_SIZE": "\u00b2"}}
+    monkeypatch.setattr(fr.procfs, "read_environ_vars",
+                        lambda pid, names, root="/proc": envs.get(pid, {}))
+    [e] = fr.flight_recorder_probe([other, me])
+    assert (e.path, e.rank, e.pid, e.error) == (f"{tmp_path}/d_1", 1, me, "")
+    assert e.entries
+
+
+@pytest.mark.parametrize("ranks, pg_key", [("[0, \u00b2]", "0"), ("[0, " + "9" * 5000 + "]", "0"),
+                                           ("[0, 1]", "\u00b2"), ("[0, 1]", "9" * 5000)])
+def test_numbers_a_dump_writes_are_read_by_the_one_integer_parser(tmp_path, ranks, pg_key):
+    """Issue 46, item 6: a group's ranks or a status's pg_id of ``²`` or 5,000 digits made
+    ``int()`` raise in the analysis (``isdigit()`` says yes): the dumps still read, the odd
+    number is no rank and no group."""
+    def edit(rank, d):
+        for cfg in d["pg_config"].values():
+            cfg["ranks"] = ranks
+        d["pg_status"] = {pg_key: st for st in d["pg_status"].values()}
+        return d
+    rec = read_recorder(read_dumps(str(_variant(tmp_path, edit))))
+    assert len(rec.dumps) == 2 and not [d for d in rec.dumps if d.error]
+
+
+def test_a_dump_file_s_rank_is_ascii_digits(tmp_path):
+    shutil.copy(SKIP / "fr_rank_1", tmp_path / "d_1")
+    shutil.copy(SKIP / "fr_rank_1", tmp_path / "d_\u00b2")
+    assert [os.path.basename(p) for p, _ in find_dumps(str(tmp_path / "d_"))] == ["d_1"]
+
+
+def test_the_whole_probe_stops_reading_at_its_deadline(tmp_path, monkeypatch):
+    """Issue 46, item 5: each file was given at least 0.05 s after the probe's 5 s were spent,
+    1,024 files of a stuck file system 51 s more. A file not read in time says so."""
+    from tracer.linux.target_files import TargetFileRefused
+    from tracer.record.probes import flight_recorder as fr
+    for n in range(20):
+        shutil.copy(SKIP / "fr_rank_1", tmp_path / f"d_{n}")
+    me = os.getpid()
+    monkeypatch.setattr(fr.procfs, "read_environ_vars", lambda pid, names, root="/proc": {
+        "TORCH_FR_BUFFER_SIZE": "1", "TORCH_FR_DUMP_TEMP_FILE": f"{tmp_path}/d_"})
+    asked = []
+
+    def stuck(pid, path, *, max_bytes, seconds, owned, root):  # a hung file system's read
+        asked.append(seconds)
+        time.sleep(seconds)
+        raise TargetFileRefused(f"no answer within {seconds:g} s")
+
+    monkeypatch.setattr(fr, "read_target_file", stuck)
+    monkeypatch.setattr(fr, "SECONDS", 0.3)
+    events = fr.flight_recorder_probe([me])
+    assert len(events) == 20 and sum(asked) < 1.0
+    assert "the probe's 0.3 s were spent" in events[-1].error

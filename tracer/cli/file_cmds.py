@@ -60,8 +60,8 @@ def _analyze_strace_log(given: "Input") -> "Report":
     """``analyze`` on a raw strace log or -ff files: its events streamed into the analyzer
     (load/log.py), with the importer's bar and line first, then the analysis's bar."""
     from ..load.log import analyze_log, open_log
-    from ..render.progress import FileProgress
-    with FileProgress(given.path, "importing", passes=2) as bar:
+    from ..render.progress import LATER_PASS_COST, FileProgress
+    with FileProgress(given.path, "importing", passes=2, later_cost=LATER_PASS_COST) as bar:
         log = open_log(given, progress=bar.update)
     click.echo(f"hangtrace: {given.path} is an strace log; imported {log.events} events",
                err=True)
@@ -128,10 +128,10 @@ def import_strace_cmd(log: str, output: Optional[str], then_analyze: bool, as_js
                       pid: Optional[int]) -> int:
     """Convert an existing strace log (any of -f/-t/-tt/-ttt/-T/-y/-yy, plain or gzip; or the
     files of strace -ff -o PREFIX, as their directory or PREFIX) to a trace."""
-    from ..render.progress import FileProgress
+    from ..render.progress import LATER_PASS_COST, FileProgress
     from ..strace.importer import import_strace
     out = output or _default_import_path(log)
-    with FileProgress(log, "importing", passes=2) as bar:
+    with FileProgress(log, "importing", passes=2, later_cost=LATER_PASS_COST) as bar:
         result = import_strace(log, out, progress=bar.update, pid=pid)
     click.echo(f"hangtrace: imported {result.events} events from {log} into {out}"
                + (f" ({result.unparsed} lines not understood)" if result.unparsed else "")

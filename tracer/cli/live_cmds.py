@@ -3,8 +3,9 @@
 
 Contract: as cli/commands.py's: bad input raises errors.py's classes; ``--json`` prints exactly
 one JSON document (``watch`` without ``--once``: one per line); the exit status is the
-verdict's. Targets are pids (positional or ``-p/--pid``, repeatable, comma lists) and
-``--name`` patterns, resolved by record/session.resolve_targets.
+verdict's. Targets are pids (positional or ``-p/--pid``, repeatable, comma lists),
+``--name`` patterns and ``--cgroup``/``--container``, resolved by
+record/session.resolve_targets.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import click
 from ..errors import OutputError, TargetGone, UsageError
 from .examples import epilog
 from .options import FILE, DIR, FiniteFloat, PidList, all_pids, complete_scenario, show, \
-    is_terminal, pid_option, pids_text, report_console
+    container_options, is_terminal, pid_option, pids_text, report_console
 
 __all__ = ["attach", "watch", "snapshot", "demo", "doctor"]
 
@@ -37,6 +38,7 @@ NATIVE_HELP = ("Also gather native (C/C++) frames and name the CUDA, NCCL and cu
 @pid_option("A process whose tree to record (repeatable; PID,PID... too).")
 @click.option("--name", "name", metavar="PATTERN",
               help="Also attach to processes whose title/cmdline/comm matches (substring or glob).")
+@container_options("attach to")
 @click.option("--duration", "-d", default=5.0, show_default=True, type=FiniteFloat(0.2),
               metavar="SECONDS", help="Seconds to record (Ctrl-C ends early).")
 @click.option("--backend", "-b", default="auto", show_default=True, type=BACKENDS,
@@ -51,12 +53,14 @@ NATIVE_HELP = ("Also gather native (C/C++) frames and name the CUDA, NCCL and cu
               help="Record pid 1 or a kernel thread too (hangtrace and its ancestors never).")
 @click.option("--native", is_flag=True, help=NATIVE_HELP)
 def attach(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: Optional[str],
-           duration: float, backend: str, rate: float, output: Optional[str], as_json: bool,
+           cgroup: Optional[str], container: Optional[str], duration: float, backend: str,
+           rate: float, output: Optional[str], as_json: bool,
            verbose: bool, force: bool, native: bool) -> int:
     """Record the process trees under PIDS, save the trace and print the verdict."""
     from ..record.session import choose_backends, refuse_untraceable, resolve_targets
     from ..tracefile.format import default_trace_path
-    roots = resolve_targets(all_pids(pids, pid_lists), name, force=force)
+    roots = resolve_targets(all_pids(pids, pid_lists), name, force=force, cgroup=cgroup,
+                            container=container)
     backends, why = choose_backends(backend, rate)
     refuse_untraceable(roots, backends)
     out = output or default_trace_path(roots)
@@ -105,6 +109,7 @@ def record_with_view(roots: List[int], backends: list, duration: float, out: str
 @click.option("--name", "name", metavar="PATTERN",
               help="Also watch processes whose title/cmdline/comm matches (looked for again "
               "every 5 s: the watcher may start first).")
+@container_options("watch")
 @click.option("--silent-for", "silent_for", required=True, metavar="SECONDS",
               type=FiniteFloat(0.5), help="Record when the tree made no progress for this long.")
 @click.option("--duration", "-d", default=10.0, show_default=True, type=FiniteFloat(0.2),
@@ -120,11 +125,12 @@ def record_with_view(roots: List[int], backends: list, duration: float, out: str
 @click.option("--backend", "-b", default="auto", show_default=True, type=BACKENDS,
               help="Backends of the recordings (nothing is attached while watching).")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print each capture's report as JSON (--once: one document).")
+              help="Print each capture's report as JSON Lines (one document per line).")
 @click.option("--verbose", "-v", is_flag=True, help="Say when the tree goes silent and when "
               "it makes progress again.")
 def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: Optional[str],
-          silent_for: float, duration: float, output_dir: str, once: bool, max_captures: int,
+          cgroup: Optional[str], container: Optional[str], silent_for: float, duration: float,
+          output_dir: str, once: bool, max_captures: int,
           interval: float, backend: str, as_json: bool, verbose: bool) -> int:
     """Watch the process trees under PIDS cheaply (/proc, socket and GPU counters; nothing is
     attached, nothing is stopped) and record them when they make no progress for
@@ -135,9 +141,9 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
     from ..record.watch_looks import TreeSampler
     given = all_pids(pids, pid_lists)
     try:
-        roots = resolve_targets(given, name)
+        roots = resolve_targets(given, name, cgroup=cgroup, container=container)
     except TargetGone:
-        if not name or given:            # only "no match yet" for --name may wait for one
+        if not name or given or cgroup or container:    # only --name may wait for a match
             raise
         roots = []
     choose_backends(backend)                       # fail now, not at the first capture
@@ -151,9 +157,8 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
         click.echo(f"hangtrace: {line}", err=True)
 
     def print_capture(cap) -> None:  # type: ignore[no-untyped-def]
-        if as_json:
-            doc = cap.report.to_json()
-            click.echo(json.dumps(doc, indent=2) if once else json.dumps(doc))
+        if as_json:     # JSON Lines: one compact document per line, --once included
+            click.echo(json.dumps(cap.report.to_json(), separators=(",", ":")))
         else:
             from ..render.console import render_report
             render_report(cap.report, report_console(), verbose=verbose)
@@ -163,7 +168,7 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
     say(f"watching {who}" + (f" (and new matches of {name!r})" if roots and name else "")
         + f"; a {duration:g} s recording after {silent_for:g} s without progress, into "
         f"{output_dir}; a look every {interval:g} s")
-    sampler = TreeSampler(roots, name)
+    sampler = TreeSampler(roots, name, cgroup=cgroup, container=container)
     return Watcher(sampler, opts, say=say, on_capture=print_capture).run()
 
 
@@ -171,18 +176,21 @@ def watch(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: O
 @_PIDS
 @pid_option("A process whose tree to look at (repeatable; PID,PID... too).")
 @click.option("--name", "name", metavar="PATTERN", help="Processes whose title/cmdline matches.")
+@container_options("look at")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--stacks", is_flag=True,
               help="Also take each Python process's stacks with py-spy (never pauses it) and "
               "the kernel stacks of threads stuck in the kernel (root).")
 @click.option("--native", is_flag=True, help=NATIVE_HELP)
 def snapshot(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...],
-             name: Optional[str], as_json: bool, stacks: bool, native: bool) -> None:
+             name: Optional[str], cgroup: Optional[str], container: Optional[str],
+             as_json: bool, stacks: bool, native: bool) -> None:
     """One instant look: threads, current syscalls, wchan, fds and listening sockets."""
     from ..render.snapshot import render_snapshot
     from ..record.session import resolve_targets
     from ..record.snapshot import take_snapshot
-    roots = resolve_targets(all_pids(pids, pid_lists), name, force=True)   # reading /proc never harms
+    roots = resolve_targets(all_pids(pids, pid_lists), name, force=True,  # reading never harms
+                            cgroup=cgroup, container=container)
     snap = take_snapshot(roots, stacks=stacks or native, native=native)
     if as_json:
         click.echo(json.dumps(snap.to_json(), indent=2))

@@ -4,8 +4,8 @@ printed there.
 Contract:
 - ``FiniteFloat(lo, hi)``: a float in [lo, hi]; NaN and infinity are refused.
 - ``PidList``: one ``-p/--pid`` value, a pid or a list of them, as strace takes them;
-  ``pid_option(help)`` is the option, ``all_pids(positional, given)`` the pids of both forms in
-  order, each once.
+  ``pid_option(help)`` is the option (``container_options``: --cgroup, --container),
+  ``all_pids(positional, given)`` the pids of both forms in order, each once.
 - Completion (click's ``shell_complete``): ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``.
 - ``report_console(err)``: the rich Console a report is printed on (wrapped on a terminal only).
 - ``show(report, as_json, verbose, err)``: print a report (JSON: one document) and return its
@@ -25,7 +25,8 @@ from ..errors import shown
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console       # rich loads when a report is shown (30 ms)
 
-__all__ = ["FiniteFloat", "PidList", "pid_option", "all_pids", "report_console", "show",
+__all__ = ["FiniteFloat", "PidList", "pid_option", "container_options", "all_pids",
+           "report_console", "show",
            "is_terminal", "FILE", "DIR", "complete_from", "complete_scenario"]
 
 _PID_DIGITS = 10                  # pid_max is at most 2**22; 10 digits bound int() anyway
@@ -121,6 +122,21 @@ class PidList(click.ParamType):
 def pid_option(help_text: str):  # type: ignore[no-untyped-def]
     return click.option("-p", "--pid", "pid_lists", multiple=True, type=PidList(),
                         metavar="PID[,PID...]", help=help_text)
+
+
+def container_options(verb: str):  # type: ignore[no-untyped-def]
+    """``--cgroup PATH`` and ``--container ID``: select every process of a cgroup or a
+    container (linux/containers.py), as ``--name`` selects by name; ``verb``: "attach to",
+    "watch", "look at"."""
+    def apply(f):  # type: ignore[no-untyped-def]
+        f = click.option("--container", "container", metavar="ID",
+                         help=f"Also {verb} every process of the container whose id starts "
+                         "with ID (at least 4 hex digits; docker://ID too).")(f)
+        return click.option("--cgroup", "cgroup", metavar="PATH",
+                            help=f"Also {verb} every process of this cgroup and the cgroups "
+                            "below it (a path as /proc/PID/cgroup shows it, or under "
+                            "/sys/fs/cgroup).")(f)
+    return apply
 
 
 def all_pids(positional: Iterable[List[int]], given: Iterable[List[int]]) -> List[int]:

@@ -1,6 +1,6 @@
 """Events that carry the evidence an engineer checks by hand (issue 14): process vitals, log
-targets, kernel log lines of the NVIDIA driver, GPU health from NVML, library versions, CUDA
-graph activity, and one-line notes on what could not be read.
+targets, cgroups, kernel log lines of the NVIDIA driver, GPU health from NVML, library
+versions, CUDA graph activity, and one-line notes on what could not be read.
 
 Contract:
 - Same rules as events/__init__.py: an event states what was read and where (``source``), never what it
@@ -23,7 +23,7 @@ from .shapes import (CaptureHow, Int, KlogLine, LoadedLib, LogTarget, LogTemplat
                      MappedFile, Time)
 
 __all__ = ["ProcessVitals", "LogTargets", "LogLines", "MemoryProgress", "KernelLog", "GpuHealth", "LoadedLibs",
-           "CaptureSite", "CudaDriverCalls", "EvidenceNote", "EVIDENCE_TYPES"]
+           "CaptureSite", "CudaDriverCalls", "EvidenceNote", "ProcessCgroup", "EVIDENCE_TYPES"]
 
 
 class ProcessVitals(Event, tag="vit"):
@@ -200,7 +200,25 @@ class MemoryProgress(Event, tag="memp"):
     reads: Dict[Int, Int] = field(default_factory=dict)
 
 
+class ProcessCgroup(Event, tag="cgrp"):
+    """Where /proc/PID/cgroup puts a process (tracer/linux/cgroup.py): its cgroup ``path`` (the
+    cgroup v2 one, or the v1 line that names a container), the hierarchy's ``version`` (2 or
+    1), and the container that path names: ``container_id`` (64 hex; "" in none),
+    ``runtime`` ("containerd", "cri-o", "docker", "podman"; None where the path does not
+    name it), a Kubernetes pod's ``pod_uid`` and ``qos`` ("guaranteed", "burstable",
+    "besteffort"). ``why``: /proc/PID/cgroup could not be read."""
+    pid: Int
+    path: str = ""
+    version: Int = 2
+    container_id: str = ""
+    runtime: Optional[str] = None
+    pod_uid: Optional[str] = None
+    qos: Optional[str] = None
+    phase: str = ""
+    why: str = ""
+
+
 EVIDENCE_TYPES = (ProcessVitals, LogTargets, KernelLog, GpuHealth, LoadedLibs, CaptureSite,
-                  CudaDriverCalls, EvidenceNote, LogLines, MemoryProgress)
+                  CudaDriverCalls, EvidenceNote, LogLines, MemoryProgress, ProcessCgroup)
 
 _events.register(*EVIDENCE_TYPES)

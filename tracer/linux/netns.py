@@ -1,22 +1,28 @@
-"""Which node a recording was made on: host name, network namespace, addresses.
+"""Which node a recording was made on (host name, network namespace, addresses), and sockets
+made in a target's network namespace.
 
 Contract (readers take an injectable ``root`` like procfs.py; parsers are pure and never raise):
 - ``node_identity()`` -> {"hostname", "netns", "netns_name", "addrs"}: what ``attach`` writes
-  into a trace's header so that ``merge`` can tell nodes apart and match the hosts NCCL RAS
-  names.
-- ``netns_inode(root)``: the inode of /proc/self/ns/net (None where it cannot be read);
+  into a trace's header so that ``merge`` can tell nodes apart and match NCCL RAS's hosts.
+- ``netns_inode(root)``: the inode of /proc/self/ns/net (None where unreadable);
   ``netns_name(inode, run)``: the name ``ip netns`` gave that namespace, "" for none.
-- ``parse_fib_trie(text)``: the IPv4 addresses of this namespace's interfaces;
-  ``parse_if_inet6(text)``: the global IPv6 addresses. Loopback and link-local addresses name
-  no node and are left out.
+- ``parse_fib_trie(text)``, ``parse_if_inet6(text)``: the IPv4 and global IPv6 addresses of
+  this namespace's interfaces (no loopback, no link-local: they name no node).
+- ``socket_in_netns_of(pid, family)``: a TCP socket of ``pid``'s network namespace (its
+  docstring); ``NetnsRefused`` (one line) where that namespace cannot be entered.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import socket
+import threading
 from typing import Any, Dict, List, Optional
 
-__all__ = ["node_identity", "netns_inode", "netns_name", "parse_fib_trie", "parse_if_inet6"]
+__all__ = ["node_identity", "netns_inode", "netns_name", "parse_fib_trie", "parse_if_inet6",
+           "socket_in_netns_of", "NetnsRefused"]
+
+CLONE_NEWNET = 0x40000000
 
 
 def _read(path: str) -> str:
@@ -98,3 +104,63 @@ def node_identity(root: str = "/proc", run: str = "/run/netns") -> Dict[str, Any
             "netns_name": netns_name(inode, run),
             "addrs": parse_fib_trie(_read(f"{root}/net/fib_trie"))
             + parse_if_inet6(_read(f"{root}/net/if_inet6"))}
+
+
+class NetnsRefused(Exception):
+    """A process's network namespace that cannot be entered; ``str()`` is one line saying why."""
+
+
+def _setns(fd: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(ctypes.c_int(fd), ctypes.c_int(CLONE_NEWNET)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def socket_in_netns_of(pid: int, family: int = socket.AF_INET, root: str = "/proc"
+                       ) -> socket.socket:
+    """A new TCP socket (module doc) of ``pid``'s network namespace. In hangtrace's own
+    namespace it is made here; in another, by a thread made for it that enters the namespace
+    (setns: per thread, CAP_SYS_ADMIN), makes the socket, goes back to its own namespace and
+    ends. A socket stays in the namespace it was made in, whichever thread uses it later."""
+    try:
+        target = os.open(f"{root}/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise NetnsRefused(f"the network namespace of pid {pid}: {exc.strerror}") from None
+    try:
+        ours = os.stat("/proc/thread-self/ns/net").st_ino
+        if os.fstat(target).st_ino == ours:
+            return socket.socket(family, socket.SOCK_STREAM)
+        box: List[object] = []
+        t = threading.Thread(target=_make_inside, args=(target, family, box),
+                             name="hangtrace-netns", daemon=True)
+        t.start()
+        t.join()
+    finally:
+        os.close(target)
+    got = box[0] if box else OSError(0, "no answer")
+    if isinstance(got, OSError):
+        raise NetnsRefused(f"cannot enter the network namespace of pid {pid}: "
+                           f"{got.strerror or got}")
+    return got  # type: ignore[return-value]
+
+
+def _make_inside(target: int, family: int, box: List[object]) -> None:
+    """The thread of ``socket_in_netns_of``: it ends after, so a failed return to its own
+    namespace leaves nothing in it (the socket is made only once inside)."""
+    try:
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        box.append(exc)
+        return
+    try:
+        _setns(target)
+        try:
+            box.append(socket.socket(family, socket.SOCK_STREAM))
+        finally:
+            _setns(own)
+    except OSError as exc:
+        if not box:
+            box.append(exc)
+    finally:
+        os.close(own)

@@ -5,7 +5,7 @@ Contract:
 - ``name_matches(pattern, comm, argv)``: the one matching rule of ``--name``.
 - ``find_by_name(pattern, root="/proc")``: the pids that match, sorted, never the caller.
 - ``select_by_name(pattern, force=False, root="/proc")``: (the pids ``--name`` selects, what
-  was left out and why, one phrase each).
+  was left out and why, one phrase each: ``keep_selectable``, for every selection).
 - ``ancestors_of_me()``: this process's parent chain (psutil), nearest first; ``listing()``:
   (pid, name) of every process psutil sees, for shell completion of pids.
 - ``access_of(exc)``: GONE, DENIED or UNREADABLE for a psutil error; ``pid_access(pid)``: None
@@ -21,7 +21,8 @@ from typing import List, Optional, Sequence, Tuple
 from .access import is_kernel_thread
 from .procfs import DENIED, GONE, UNREADABLE, list_pids, read_checked, read_cmdline, read_comm
 
-__all__ = ["name_matches", "find_by_name", "select_by_name", "ancestors_of_me", "access_of",
+__all__ = ["name_matches", "find_by_name", "select_by_name", "keep_selectable",
+           "ancestors_of_me", "access_of",
            "pid_access", "listing"]
 
 
@@ -90,14 +91,20 @@ def find_by_name(pattern: str, root: str = "/proc") -> List[int]:
 
 def select_by_name(pattern: str, *, force: bool = False,
                    root: str = "/proc") -> Tuple[List[int], List[str]]:
-    """What ``--name pattern`` records, and what it leaves out (module doc).
+    """What ``--name pattern`` records, and what it leaves out (module doc)."""
+    return keep_selectable(find_by_name(pattern, root), force=force, root=root)
+
+
+def keep_selectable(pids: List[int], *, force: bool = False,
+                    root: str = "/proc") -> Tuple[List[int], List[str]]:
+    """(the ``pids`` a selection by name, cgroup or container records, what it leaves out).
     Hangtrace's own ancestors never (a shell wrapper's command line holds the pattern too), pid 1
     and kernel threads only with ``force`` (as a pid given by number)."""
     mine = set(ancestors_of_me()) if os.path.realpath(root) == "/proc" else set()
     found: List[int] = []
     ancestors: List[int] = []
     kernel, init = 0, False
-    for pid in find_by_name(pattern, root):
+    for pid in pids:
         if pid == 1:                     # everyone's ancestor: refused as init, not as that
             if force:
                 found.append(pid)

@@ -1,14 +1,15 @@
 """Files a traced process names, read as root without letting it choose what root reads.
 
 Contract: ``read_target_file(pid, path, max_bytes=, seconds=, owned=)`` and
-``list_target_dir(pid, path, seconds=)`` read a file or a folder that ``pid`` names (a dump
-prefix in its environment, a source file in its stack) as that process would see it: resolved
-inside its own root, no magic link, no link as the last component (``_open_in_root``), opened
-and read in a thread with the target's file-system credentials, bounded in time (``_as_target``).
+``list_target_dir(pid, path, seconds=)`` read what ``pid`` names (a dump prefix, a source file)
+as that process would see it: in its own root, no magic link, no link as the last component
+(``_open_in_root``), a relative path from its working folder (``target_path``), in a thread
+with its REAL user, group and groups as file-system ids, bounded in time (``_as_target``).
+Nothing is read for a process whose ids differ or whose exec was AT_SECURE
+(``privilege_refusal``: a setuid program names what a less privileged user chose).
 ``read_held_file(pid, fd, tail=)``: the last bytes of a file it holds open (/proc/PID/fd/FD).
 ``open_mapped_file(path, max_bytes=)``: a file it maps, by its /proc/PID/map_files entry.
-Each accepts a regular file only, not on FUSE, of bounded size; anything else raises
-``TargetFileRefused`` with one line saying why.
+Each accepts a regular file only, not on FUSE, of bounded size; else ``TargetFileRefused``.
 """
 from __future__ import annotations
 
@@ -17,20 +18,24 @@ import errno
 import os
 import platform
 import stat
+import sys
 import threading
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, List, Optional, Tuple, TypeVar
 
 from . import procfs
+from .intparse import parse_uint
 
 __all__ = ["read_target_file", "read_held_file", "list_target_dir", "open_mapped_file", "TargetFile",
-           "TargetFileRefused", "target_creds"]
+           "TargetFileRefused", "target_creds", "privilege_refusal", "target_path"]
 
 FUSE_SUPER_MAGIC = 0x65735546
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
 # (openat2, setgroups, setfsuid, setfsgid) by machine; openat2 has one number everywhere
 _SYSCALLS = {"x86_64": (437, 116, 122, 123), "aarch64": (437, 159, 151, 152)}
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+AT_NULL, AT_SECURE = 0, 23          # include/uapi/linux/auxvec.h
+_AT_MAX = 64                        # every AT_ type the kernel writes is below it
 T = TypeVar("T")
 
 
@@ -59,10 +64,86 @@ def target_creds(pid: int, root: str = "/proc") -> Optional[Creds]:
     for line in text.splitlines():
         key, _, value = line.partition(":")
         if key in ("Uid", "Gid", "Groups"):
-            fields[key] = tuple(int(x) for x in value.split() if x.isdigit())
+            ids = [parse_uint(x, 10) for x in value.split()]
+            if any(i is None or i > 0xFFFFFFFF for i in ids):
+                return None
+            fields[key] = tuple(ids)
     if len(fields.get("Uid", ())) != 4 or len(fields.get("Gid", ())) != 4:
         return None
-    return Creds(fields["Uid"], fields["Gid"], fields.get("Groups", ()))
+    return Creds(fields["Uid"], fields["Gid"], fields.get("Groups", ()))  # type: ignore[arg-type]
+
+
+def parse_at_secure(data: bytes) -> Optional[bool]:
+    """AT_SECURE of an auxiliary vector (/proc/PID/auxv: (type, value) pairs of the process's
+    word, 8 bytes or, for a 32-bit process, 4; AT_NULL ends it); None when it reads as
+    neither. Pure."""
+    for word in (8, 4):
+        pairs = _aux_pairs(data, word)
+        if pairs is not None:
+            return bool(pairs.get(AT_SECURE, 0))
+    return None
+
+
+def _aux_pairs(data: bytes, word: int) -> Optional[dict]:
+    step = 2 * word
+    out = {}
+    for at in range(0, len(data) - step + 1, step):
+        kind = int.from_bytes(data[at:at + word], sys.byteorder)
+        value = int.from_bytes(data[at + word:at + step], sys.byteorder)
+        if kind == AT_NULL:
+            return out
+        if kind >= _AT_MAX:
+            return None
+        out[kind] = value
+    return None
+
+
+def privilege_refusal(pid: int, creds: Optional[Creds], root: str = "/proc") -> Optional[str]:
+    """Why nothing ``pid`` names is read (module doc); None when it may be read. Its user or
+    group ids differ (real, effective, saved, file-system: a setuid or setgid program, or one
+    that changed its effective id for a while), its exec was AT_SECURE (setuid, setgid, file
+    capabilities: the kernel's own word that the caller had fewer rights), or, for a
+    privileged reader, its auxiliary vector does not read. What such a process names came from
+    the less privileged user; gdb and py-spy open no file it names either."""
+    if creds is None:
+        return f"the credentials of pid {pid} are not readable"
+    if len(set(creds.uids)) > 1 or len(set(creds.gids)) > 1:
+        return (f"pid {pid} runs with user ids {'/'.join(map(str, creds.uids))} and group ids "
+                f"{'/'.join(map(str, creds.gids))} (real/effective/saved/file-system: a setuid "
+                "or setgid program): hangtrace reads no file it names")
+    try:
+        with open(f"{root}/{pid}/auxv", "rb") as f:
+            secure = parse_at_secure(f.read(1 << 16))
+    except OSError as exc:
+        if os.geteuid() != 0:
+            return None             # the kernel checks this user's own rights anyway
+        return f"pid {pid}'s auxiliary vector: {exc.strerror} (setuid or not, it cannot tell)"
+    if secure is None and os.geteuid() == 0:
+        return f"pid {pid}'s auxiliary vector does not read (setuid or not, it cannot tell)"
+    if secure:
+        return (f"pid {pid} runs a program started AT_SECURE (setuid, setgid or file "
+                "capabilities): hangtrace reads no file it names")
+    return None
+
+
+def target_path(pid: int, path: str, root: str = "/proc") -> str:
+    """``path`` as ``pid`` names it, absolute in its own root: a relative one is joined to its
+    working folder (/proc/PID/cwd, as seen in its root /proc/PID/root); TargetFileRefused
+    when the working folder cannot be told (gone, deleted, outside its root)."""
+    if path.startswith("/"):
+        return path
+    try:
+        cwd = os.readlink(f"{root}/{pid}/cwd")
+        top = os.readlink(f"{root}/{pid}/root")
+    except OSError as exc:
+        raise TargetFileRefused(f"pid {pid}'s working folder: {exc.strerror}") from None
+    if not cwd.startswith("/") or cwd.endswith(" (deleted)"):
+        raise TargetFileRefused(f"pid {pid}'s working folder is gone")
+    if top != "/":
+        if cwd != top and not cwd.startswith(top.rstrip("/") + "/"):
+            raise TargetFileRefused(f"pid {pid}'s working folder is outside its root")
+        cwd = cwd[len(top.rstrip("/")):] or "/"
+    return os.path.join(cwd, path)       # ".." and links: resolved by the kernel, in its root
 
 
 _libc: Optional[ctypes.CDLL] = None
@@ -92,17 +173,19 @@ def _numbers() -> Tuple[int, int, int, int]:
 
 
 def _become(creds: Creds) -> Tuple[int, int, List[int]]:
-    """This thread takes the target's file-system credentials; returns what to restore."""
+    """This thread takes the target's real user and group ids and its groups as file-system
+    credentials (module doc: a process whose ids differ is refused before); returns what to
+    restore."""
     _, nr_groups, nr_fsuid, nr_fsgid = _numbers()
     before = (os.geteuid(), os.getegid(), os.getgroups())
     if before[0] != 0:          # not privileged: the kernel checks our own rights
         return before
     groups = (ctypes.c_uint * max(1, len(creds.groups)))(*creds.groups)
     _syscall(nr_groups, ctypes.c_size_t(len(creds.groups)), groups)
-    _syscall(nr_fsgid, ctypes.c_uint(creds.gids[3]))
-    _syscall(nr_fsuid, ctypes.c_uint(creds.uids[3]))
+    _syscall(nr_fsgid, ctypes.c_uint(creds.gids[0]))
+    _syscall(nr_fsuid, ctypes.c_uint(creds.uids[0]))
     # setfsuid answers the previous id whatever happens: ask again with an id it refuses
-    if _syscall(nr_fsuid, ctypes.c_uint(0xFFFFFFFF)) != creds.uids[3]:
+    if _syscall(nr_fsuid, ctypes.c_uint(0xFFFFFFFF)) != creds.uids[0]:
         raise TargetFileRefused("could not take the target's file-system user id")
     return before
 
@@ -166,11 +249,14 @@ def _is_fuse(fd: int) -> bool:
 def _as_target(pid: int, creds: Optional[Creds], seconds: float, work: Callable[[int], T],
                root: str) -> T:
     """``work(root_fd)`` in a thread of its own with ``pid``'s credentials, bounded in time.
-    The open and the read run in that thread with the target's file-system credentials (fsuid,
-    fsgid, groups: per thread on Linux), so root reads only what the target itself may read; the
-    thread is given ``seconds`` in all (open included)."""
-    if creds is None:
-        raise TargetFileRefused(f"the credentials of pid {pid} are not readable")
+    The open and the read run in that thread with the target's real ids as file-system
+    credentials (fsuid, fsgid, groups: per thread on Linux), so root reads only what the target's
+    user may read; the thread is given ``seconds`` in all (open included). Nothing is read for a
+    process ``privilege_refusal`` refuses."""
+    why = privilege_refusal(pid, creds, root)
+    if why is not None:
+        raise TargetFileRefused(why)
+    assert creds is not None
     try:
         root_fd = os.open(f"{root}/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
@@ -214,7 +300,9 @@ def read_target_file(pid: int, path: str, *, max_bytes: int, seconds: float = 2.
                      owned: bool = True, root: str = "/proc") -> TargetFile:
     """The content of ``path`` as ``pid`` names it (module doc).
     Only a regular file is accepted, not on FUSE, and with ``owned`` (files the target writes) only
-    one owned by the target's real or effective uid; at most ``max_bytes`` are read."""
+    one owned by the target's real uid; at most ``max_bytes`` are read. A relative ``path`` is
+    looked up from its working folder (``target_path``)."""
+    path = target_path(pid, path, root)
     creds = target_creds(pid, root)
 
     def work(root_fd: int) -> TargetFile:
@@ -222,9 +310,9 @@ def read_target_file(pid: int, path: str, *, max_bytes: int, seconds: float = 2.
         fd = _open_in_root(root_fd, path, _OPEN_FLAGS)
         try:
             st = _checked(fd)
-            if owned and creds.uids[0] and st.st_uid not in creds.uids[:2]:
+            if owned and creds.uids[0] and st.st_uid != creds.uids[0]:
                 raise TargetFileRefused(f"owned by uid {st.st_uid}, not by the process "
-                                        f"(uid {creds.uids[1]})")
+                                        f"(uid {creds.uids[0]})")
             if st.st_size > max_bytes:
                 raise TargetFileRefused(f"{st.st_size} bytes: larger than the bound of "
                                         f"{max_bytes} bytes")
@@ -295,7 +383,10 @@ def open_mapped_file(path: str, *, max_bytes: int, fallback: Optional[str] = Non
 
 def list_target_dir(pid: int, path: str, *, seconds: float = 2.0, root: str = "/proc"
                     ) -> List[str]:
-    """The names in folder ``path`` as ``pid`` names it (module doc's resolution)."""
+    """The names in folder ``path`` as ``pid`` names it (module doc's resolution; a relative
+    one from its working folder)."""
+    path = target_path(pid, path, root)
+
     def work(root_fd: int) -> List[str]:
         fd = _open_in_root(root_fd, path, _OPEN_FLAGS | os.O_DIRECTORY)
         try:

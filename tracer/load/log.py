@@ -18,7 +18,7 @@ from ..report import Report
 from ..strace.importer import ImportError_
 from ..strace.stream import LogStream
 from .inputs import Input
-from .trace import analyzer_from, compiled_helpers, header_notes
+from .trace import analyzer_from, compiled_helpers, header_notes, mark_cut_short
 
 __all__ = ["analyze_log", "open_log"]
 
@@ -46,4 +46,6 @@ def analyze_log(log: LogStream, progress: Optional[Progress] = None) -> Report:
     an = analyzer_from(log.header, log.processes)
     with log, collector_paused():
         an.feed_batches(log.batches(progress), compiled_helpers())
-    return an.report(end=log.end, trace_path=None, extra_notes=header_notes(log.header))
+    report = an.report(end=log.end, trace_path=None, extra_notes=header_notes(log.header),
+                       truncated=bool((log.header.get("options") or {}).get("log_truncated")))
+    return mark_cut_short(report, log.header)

@@ -2,7 +2,8 @@
 ``Analyzer`` up (``analyzer_for``; ``analyzer_from`` for a header alone) and its events are fed
 to it (``analyze_trace``), for ``analyze``, ``import-strace --analyze``, the exports and the
 tests alike; ``compiled_helpers``: the compiled twins of reading and feeding, where built;
-``trace_notes``: the notes a trace brings to its report (``header_notes``: its header's). Bad
+``trace_notes``: the notes a trace brings to its report (``header_notes``: its header's);
+``mark_cut_short``: what the report of a trace cut short says of it. Bad
 files raise errors.BadInput (CorruptTrace, NotATrace).
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ..report import Report
 from ..tracefile.format import TraceReader
 
 __all__ = ["analyze_trace", "analyzer_for", "analyzer_from", "compiled_helpers", "header_notes",
-           "trace_notes"]
+           "mark_cut_short", "trace_notes"]
 
 
 def analyzer_for(reader: TraceReader) -> Analyzer:
@@ -46,8 +47,25 @@ def analyze_trace(path: str, extra: Iterable[ev.Event] = (),
         an.feed(e)
     info = reader.info
     end = info.end.ts if info.end is not None else None
-    return an.report(end=end, trace_path=path, truncated=info.truncated,
-                     extra_notes=trace_notes(info))
+    opts = info.header.get("options") or {}
+    report = an.report(end=end, trace_path=path,
+                       truncated=info.truncated or bool(opts.get("log_truncated")),
+                       extra_notes=trace_notes(info))
+    return mark_cut_short(report, info.header)
+
+
+def mark_cut_short(report: Report, header: Dict[str, Any]) -> Report:
+    """A trace cut short (a truncated file, a recording killed mid-write, a log whose end was
+    cut) says so (issue 43 item 3): ``window["asked"]``, the seconds the recording was asked to
+    last where its header has them, and where it ends, first among what was not observed (the
+    verdict line shows it: Report.cut_short_text)."""
+    if not report.truncated:
+        return report
+    asked = (header.get("options") or {}).get("duration")
+    if isinstance(asked, (int, float)) and asked > 0:
+        report.window["asked"] = asked
+    report.unobserved.insert(0, f"{report.cut_short_text()}: what came after is unknown")
+    return report
 
 
 def compiled_helpers() -> Any:

@@ -41,10 +41,12 @@ if TYPE_CHECKING:  # pragma: no cover
 SessionError = HangtraceError
 
 
-def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False) -> List[int]:
-    """The root pids to record: each given pid (it must exist and be readable) and every
-    process ``name`` matches (linux/processes.py). pid 1 and kernel threads are refused unless
-    ``force`` (their trees are the whole machine): a given pid with a message, a match left
+def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False,
+                    cgroup: Optional[str] = None, container: Optional[str] = None) -> List[int]:
+    """The root pids to record: each given pid (it must exist and be readable), every
+    process ``name`` matches (linux/processes.py) and every process of ``cgroup`` (and the
+    cgroups below it) or of the one ``container`` whose id starts so (linux/containers.py).
+    pid 1 and kernel threads are refused unless ``force`` (their trees are the whole machine): a given pid with a message, a match left
     out; hangtrace itself is refused always, and its ancestors are never matches (``--name``
     in a shell wrapper would match the wrapper). Bad input raises errors.py's classes, with
     one-line messages (a missing pid, no permission, pid 1 or a kernel thread without
@@ -72,8 +74,12 @@ def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False
             raise TargetGone(f"no process matches --name {shown(name)}"
                              + (f" (left out: {'; '.join(left_out)})" if left_out else ""))
         out.extend(p for p in found if p not in out)
+    if cgroup or container:
+        from ..linux.containers import select_targets
+        out.extend(p for p in select_targets(cgroup, container, force=force) if p not in out)
     if not out:
-        raise UsageError("give at least one pid (-p PID) or --name PATTERN")
+        raise UsageError("give at least one pid (-p PID), --name PATTERN, --cgroup PATH or "
+                         "--container ID")
     return out
 
 

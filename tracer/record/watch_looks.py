@@ -1,11 +1,11 @@
 """Cheap looks at a watched tree for ``hangtrace watch``: /proc, sock_diag and NVML, nothing else.
 
 Contract:
-- ``TreeSampler(roots, name=None)``; ``look()`` returns a ``TreeLook`` (analysis/watch_rules.py)
-  of every live process of the tree: the roots, their descendants (a new one is followed from
-  the first look that sees it, and stays followed if its parent dies), and with ``name`` every
-  process matching it (looked for again every ``rescan_s`` seconds, so a watcher may start
-  before the server it watches); never the watcher's own process, its ancestors and children.
+- ``TreeSampler(roots, name=None, cgroup=None, container=None)``; ``look()``: a ``TreeLook``
+  (analysis/watch_rules.py) of every live process of the roots' trees (a new one followed from
+  the look that sees it, also after its parent dies) and of what ``name``, ``cgroup`` and
+  ``container`` select (looked for again every ``rescan_s`` s: a watcher may start before its
+  server); never the watcher's own process, its ancestors and children.
 - It never stops, signals or ptrace-attaches a process: it reads /proc files and kernel tables
   (what a look reads: ``TreeSampler.look``); one it cannot read (another user's, without root)
   is watched through what it can, and ``notes`` says what it could not, once. ``close()``
@@ -18,7 +18,9 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from ..analysis.watch_rules import ProcessLook, TreeLook
+from ..errors import HangtraceError
 from ..linux import processes, procfs
+from ..linux.containers import select_by_cgroup, select_by_container
 from ..events.evidence import LogLines
 from ..linux.procfs_fds import written_positions
 from ..linux.target_files import TargetFileRefused, read_held_file
@@ -73,10 +75,12 @@ class TreeSampler:
     """Takes looks at one tree (module doc)."""
 
     def __init__(self, roots: List[int], name: Optional[str] = None, *, root: str = "/proc",
+                 cgroup: Optional[str] = None, container: Optional[str] = None,
                  fd_interval: float = 5.0, rescan_s: float = 5.0, tcp: bool = True,
                  nvml: Optional[Callable[[], Any]] = _open_nvml) -> None:
         self.roots = list(roots)
         self.name = name
+        self.cgroup, self.container = cgroup, container
         self.root = root
         self.fd_interval, self.rescan_s = fd_interval, rescan_s
         self.notes: List[str] = []
@@ -136,9 +140,9 @@ class TreeSampler:
     def _discover(self, now: float) -> None:
         tree = self._parents.refresh(self.root)
         mine = self._mine(tree)
-        if self.name and now >= self._next_rescan:
+        if (self.name or self.cgroup or self.container) and now >= self._next_rescan:
             self._next_rescan = now + self.rescan_s
-            for pid in processes.select_by_name(self.name, root=self.root)[0]:
+            for pid in self._selected():
                 if pid not in self.roots and pid not in mine:
                     self.roots.append(pid)
         alive = [p for p in self.roots if p in self._parents.ppid] + list(self._tracked)
@@ -147,6 +151,18 @@ class TreeSampler:
                 st = procfs.read_stat(pid, root=self.root)
                 if st is not None and st.state not in ("Z", "X"):
                     self._tracked[pid] = st.starttime
+
+    def _selected(self) -> List[int]:
+        """The processes --name, --cgroup and --container select now (new ones join)."""
+        out = processes.select_by_name(self.name, root=self.root)[0] if self.name else []
+        try:
+            if self.cgroup:
+                out += select_by_cgroup(self.cgroup, root=self.root)[0]
+            if self.container:
+                out += select_by_container(self.container, root=self.root)[0]
+        except HangtraceError:          # the cgroup is gone, the prefix now ambiguous
+            pass
+        return out
 
     def _look_process(self, pid: int, now: float) -> Optional[ProcessLook]:
         st = procfs.read_stat(pid, root=self.root)

@@ -1,13 +1,13 @@
 """Human rendering of a ``Report`` with rich: the verdict, the root cause, the process tree.
 
-Contract: reads only the Report (never /proc, never the trace). Threads that did not decide a
-verdict (library helpers, parked pool threads) are folded into one line per process unless
-``verbose``, and so are exited children and threads past the first ``FOLD_EXITED_AFTER``
-(``_fold_exited``); everything else shows its verdict, the rule that fired and its evidence.
-A merged report (several nodes) shows one tree per node, and pids and tids as their node knows
-them (the report's ids are keys there: ``_Ids``). ``report_console(file, stderr)`` is the
-Console a report goes to: wrapped to a terminal's width, else never wrapped and without
-colours, so that grep over saved reports finds whole lines.
+Contract: reads only the Report (never /proc, never the trace). By default it is laid out for one
+screen (compact.py's folds; evidence a line per kind; on a screen each line one row) and ends
+with the verdict, the root cause (two rows at most) and the chain of waits, a line a hop;
+``verbose`` shows every thread, the root cause under the verdict. Helper and parked threads are
+folded into one line per process unless ``verbose``, and so are exited children and threads
+past ``FOLD_EXITED_AFTER``. The other sections are sections.py's. A merged report shows a tree
+per node, pids and tids as their node knows them (``_Ids``). ``report_console(file, stderr)``:
+wrapped to a terminal's width, else never wrapped and without colours (grep finds whole lines).
 """
 from __future__ import annotations
 
@@ -20,11 +20,17 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..report import ProcessReport, Report, ThreadReport
+from . import compact as cv
+from .fold import cut, number_ranges, pid_runs
+from .rows import one_row_each, print_rows
+from .sections import flight_recorder_tree, rank_stacks_tree, wait_graph_tree
 
 STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
 LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
 NO_WRAP_WIDTH = 1_000_000   # "never wrap": wider than any line a report has
 FOLD_EXITED_AFTER = 20  # exited childless children drawn per process; the rest are counted
+COMPACT_EVIDENCE = 1    # evidence lines a process shows in the default view
+COMPACT_THREAD_EVIDENCE = 2     # and a thread (a D-state thread's second: its kernel stack)
 EXITED_VERDICT = "exited"
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
          "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
@@ -96,33 +102,41 @@ class _Ids:
         return tid - self.offset.get(pid, 0)
 
 
-def _thread_line(t: ThreadReport, tid: Optional[int] = None) -> Text:
+def _thread_line(t: ThreadReport, tid: Optional[int] = None, frames: int = STACK_FRAMES,
+                 low_frames: int = LOW_FRAMES, head: str = "") -> Text:
+    """A thread's line and its stacks (``frames`` Python frames, ``low_frames`` native and
+    kernel ones); ``head`` replaces its tid (a folded group's "x4 ... tids 3-6")."""
     name = escape(t.name or "?")
     cur = f" in {escape(t.current)}" if t.current else ""
     who = t.tid if tid is None else tid
-    line = f"[bold]{who or 'unknown'}[/] {name} [dim]{t.state}{cur}[/]  {_verdict(t.verdict)} [dim]({t.rule})[/]"
+    line = (head or f"[bold]{who or 'unknown'}[/] {name}") + \
+        f" [dim]{t.state}{cur}[/]  {_verdict(t.verdict)} [dim]({t.rule})[/]"
     counters = _counters(t.counters)
     if counters:
         line += f"  [dim]{counters}[/]"
-    if t.stack:     # Python stack (py-spy), innermost frame first
-        shown = t.stack[:STACK_FRAMES]
+    if t.stack and frames:     # Python stack (py-spy), innermost frame first
+        shown = t.stack[:frames]
         more = len(t.stack) - len(shown)
         line += "\n  [cyan]py:[/] " + "\n      ".join(f"[cyan]{escape(f)}[/]" for f in shown)
-        if more:
+        if more and frames > 1:     # one frame: the innermost only, as a label
             line += f"\n      [dim]… {more} outer frames[/]"
-    for label, style, frames in (("native", "green", t.native_stack),
-                                 ("kernel", "magenta", t.kernel_stack)):
-        if frames:      # below Python: the C frames, then the kernel's (issue 24)
-            shown = frames[:LOW_FRAMES]
+    for label, style, low in (("native", "green", t.native_stack),
+                              ("kernel", "magenta", t.kernel_stack)):
+        if low and low_frames:      # below Python: the C frames, then the kernel's (issue 24)
+            shown = low[:low_frames]
             line += f"\n  [{style}]{label}:[/] " + "\n          ".join(
                 f"[{style}]{escape(f)}[/]" for f in shown)
-            if len(frames) > len(shown):
-                line += f"\n          [dim]… {len(frames) - len(shown)} outer frames[/]"
+            if len(low) > len(shown) and low_frames > 1:
+                line += f"\n          [dim]… {len(low) - len(shown)} outer frames[/]"
     return Text.from_markup(line)
 
 
-def _process_label(p: ProcessReport) -> Text:
-    cmd = escape(" ".join(p.cmdline)[:90] or p.comm)
+def _process_label(p: ProcessReport, cmd_chars: int = 90, compact: bool = False,
+                   waits: str = "") -> Text:
+    """Its role, pid, command line, verdict and counters; ``compact``: on one line, the
+    verdict and ``waits`` (what it waits on) before the command line (a screen's row cut at
+    its end keeps the verdict)."""
+    cmd = escape(cut(" ".join(p.cmdline), cmd_chars) or p.comm)
     role = f"[bold]{escape(p.role)}[/] " if p.role != "other" else ""
     pid = p.pid if p.node_pid is None else p.node_pid
     if p.pid_unknown and not pid:     # a log that names no task (strace -o LOG -p N)
@@ -133,22 +147,31 @@ def _process_label(p: ProcessReport) -> Text:
         who = f"pid [bold]{pid}[/]"
         if p.ns_pid is not None:
             who += f" [dim](pid {p.ns_pid} in its namespace)[/]"
-    line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
     counters = _counters(p.counters)
+    if compact:
+        return Text.from_markup(f"{role}{who}  {_verdict(p.verdict)} [dim]({p.rule})[/]  "
+                                f"{escape(waits) + '  ' if waits else ''}"
+                                f"[dim]{counters + '  ' if counters else ''}{cmd}[/]")
+    line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({p.rule})[/]"
     if counters:
         line += f"\n[dim]{counters}[/]"
     return Text.from_markup(line)
 
 
-def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids) -> None:
+def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids,
+                 compact: bool = False, keep: frozenset = frozenset()) -> None:
+    """A process's evidence, waits and threads under ``node``; ``compact`` (the default view,
+    compact.py): at most ``COMPACT_EVIDENCE`` lines of evidence each, alike threads folded,
+    one Python frame a thread but for the threads in ``keep`` (the root cause's)."""
     if not p.rule.startswith("thread-"):     # thread-level evidence is shown at its thread
-        for e in p.evidence:
-            node.add(Text.from_markup(f"[italic]{escape(e)}[/]"))
-    for w in p.waits_on:
+        for e in p.evidence[:COMPACT_EVIDENCE] if compact else p.evidence:
+            node.add(Text.from_markup(f"[italic]{escape(pid_runs(e) if compact else e)}[/]"))
+    for w in [] if compact else p.waits_on:        # compact: on its label (_waits_text)
         if w["pids"]:
             who = ", ".join(ids.pid(q) for q in w["pids"])
             node.add(Text.from_markup(f"waits on {escape(who)} [dim]({escape(w['kind'])})[/]"))
     folded: List[ThreadReport] = []
+    shown: List[ThreadReport] = []
     gone = 0                # exited threads past the first FOLD_EXITED_AFTER (thread churn)
     for t in p.threads:
         if not verbose and (t.helper or t.parked) and len(p.threads) > 3:
@@ -158,9 +181,14 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids) -> None
             gone += 1
             if gone > FOLD_EXITED_AFTER:
                 continue
-        tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
-        for e in t.evidence:
-            tn.add(Text.from_markup(f"[dim]{escape(e)}[/]"))
+        shown.append(t)
+    if compact:
+        _add_compact_threads(node, p, shown, ids, keep)
+    else:
+        for t in shown:
+            tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
+            for e in t.evidence:
+                tn.add(Text.from_markup(f"[dim]{escape(e)}[/]"))
     if gone > FOLD_EXITED_AFTER:
         node.add(Text.from_markup(f"[dim]+ {gone - FOLD_EXITED_AFTER} more threads that exited "
                                   "during the recording (--verbose shows them)[/]"))
@@ -178,6 +206,45 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids) -> None
                                   "verdict (--verbose shows them)[/]"))
 
 
+def _waits_text(p: ProcessReport, ids: _Ids) -> str:
+    """"waits on pid 3-5,9 (pipe); pid 7 (collective, socket)": each set of processes it waits
+    on once, with every reason."""
+    kinds: Dict[Tuple[int, ...], List[str]] = {}
+    for w in p.waits_on:
+        if w["pids"] and w["kind"] not in kinds.setdefault(tuple(w["pids"]), []):
+            kinds[tuple(w["pids"])].append(w["kind"])
+    parts = [f"{_pids_text(list(t), ids)} ({', '.join(k)})" for t, k in kinds.items()]
+    return "waits on " + "; ".join(parts) if parts else ""
+
+
+def _pids_text(pids: List[int], ids: _Ids) -> str:
+    """"pid 3-5,9" for pids of one trace; one by one in a merged report (node ids)."""
+    named = [ids.pid(q) for q in pids]
+    if len(pids) < 3 or any(" on node " in n for n in named):
+        return ", ".join(named)
+    return "pid " + number_ranges(pids)
+
+
+def _add_compact_threads(node: Tree, p: ProcessReport, threads: List[ThreadReport],
+                         ids: _Ids, keep: frozenset) -> None:
+    """Alike threads folded into one line (compact.thread_groups); the root cause's thread and
+    threads in the kernel's uninterruptible sleep (D: rare, and what they wait in is the news)
+    whole, the others with their innermost Python, native and kernel frames."""
+    keep = keep | {t.tid for t in threads if t.state == "D"}
+    for group in cv.thread_groups(threads, set(keep)):
+        t = group[0]
+        if len(group) > 1:
+            tids = number_ranges([ids.tid(p.pid, m.tid) for m in group])
+            head = f"[bold]x{len(group)}[/] {escape(t.name or '?')} [dim]tids {tids}[/]"
+            tn = node.add(_thread_line(t, frames=1, low_frames=1, head=head))
+        elif t.tid in keep:
+            tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
+        else:
+            tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid), frames=1, low_frames=1))
+        for e in t.evidence if t.tid in keep else t.evidence[:COMPACT_THREAD_EVIDENCE]:
+            tn.add(Text.from_markup(f"[dim]{escape(pid_runs(e))}[/]"))
+
+
 def window_text(window: Dict[str, Any]) -> str:
     """How long the recording lasted, in words: a log without times says so, never "0.0 s"."""
     if window.get("timed", True):
@@ -190,10 +257,13 @@ def window_text(window: Dict[str, Any]) -> str:
     return f"at least {least:.1f} s (-T durations; no times)" if least else "no times in the log"
 
 
-def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = None) -> Tree:
+def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = None,
+                 compact: bool = False) -> Tree:
     """The report's processes as a tree by parent (one subtree per node of a merged report),
     each process's children in the report's order: children are looked up by ppid, so the
-    tree costs what it shows, not the square of the processes."""
+    tree costs what it shows, not the square of the processes. ``compact`` (the default view):
+    alike leaf siblings folded into one line (compact.process_groups), the root cause's process
+    never."""
     ids = ids or _Ids(report)
     by_pid = {p.pid: p for p in report.processes}
     roots = [p for p in report.processes if p.ppid not in by_pid or p.ppid == p.pid]
@@ -201,12 +271,15 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     for p in report.processes:
         if p.ppid != p.pid:
             children.setdefault(p.ppid, []).append(p)
+    rc = report.root_cause
+    keep_pids = {rc["pid"]} if rc.get("pid") is not None else set()
+    keep_tids = frozenset({rc["tid"]} if rc.get("tid") is not None else ())
     tree = Tree("[bold]process tree[/]", guide_style="dim")
     per_node: Dict[str, Tree] = {}
     for r in roots:
         if r.node is not None and r.node not in per_node:
             per_node[r.node] = tree.add(Text.from_markup(f"[bold]node {escape(r.node)}[/]"))
-        pending: List[Tuple[Tree, Union[ProcessReport, int]]] = [
+        pending: List[Tuple[Tree, Union[ProcessReport, int, List[ProcessReport]]]] = [
             (per_node.get(r.node or "", tree), r)]
         while pending:              # depth first, as a recursion would, without its limit
             parent, p = pending.pop()
@@ -215,13 +288,45 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
                                             "the recording, without children (--verbose "
                                             "shows them)[/]"))
                 continue
-            node = parent.add(_process_label(p))
-            _add_process(node, p, verbose, ids)
+            if isinstance(p, list):     # alike siblings, folded
+                parent.add(_folded_processes(p, by_pid, ids))
+                continue
+            node = parent.add(_process_label(p, cv.CMDLINE_CHARS if compact else 90, compact,
+                                             _waits_text(p, ids) if compact else ""))
+            _add_process(node, p, verbose, ids, compact,
+                         keep_tids if p.pid in keep_pids else frozenset())
             shown, folded = _fold_exited(children.get(p.pid, []), children, verbose)
             if folded:
                 pending.append((node, folded))
-            pending.extend((node, c) for c in reversed(shown))
+            if not compact:
+                pending.extend((node, c) for c in reversed(shown))
+                continue
+            for group in reversed(cv.process_groups(shown, set(children), keep_pids)):
+                pending.append((node, group if len(group) > 1 else group[0]))
     return tree
+
+
+def _folded_processes(group: List[ProcessReport], by_pid: Dict[int, ProcessReport],
+                      ids: _Ids) -> Text:
+    """One line for alike sibling processes: "x7 scheduler TP0-4,6-7 pids ...: blocked (rule):
+    waits on scheduler TP5 pid 42 (collective)"."""
+    p = group[0]
+    pids = _pids_text([m.pid for m in group], ids)
+    line = (f"[bold]x{len(group)}[/] [bold]{escape(cv.process_word(group))}[/]  "
+            f"{_verdict(p.verdict)} [dim]({p.rule})  {pids}[/]")
+    kinds: Dict[Tuple[int, ...], List[str]] = {}
+    for w in p.waits_on:
+        targets = tuple(q for q in w["pids"] if q in by_pid)
+        if targets and w["kind"] not in kinds.setdefault(targets, []):
+            kinds[targets].append(w["kind"])
+    waits = [f"{cv.process_word([by_pid[q] for q in t])} ({', '.join(k)})"
+             for t, k in kinds.items()]
+    if waits:
+        line += f"\nwaits on {escape('; '.join(waits))}"
+    counts = sorted({len(m.threads) for m in group})
+    n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    line += f"\n[dim]{n} thread{'s' if n != '1' else ''} each (--verbose shows them)[/]"
+    return Text.from_markup(line)
 
 
 def _fold_exited(kids: List[ProcessReport], children: Dict[int, List[ProcessReport]],
@@ -239,46 +344,59 @@ def _fold_exited(kids: List[ProcessReport], children: Dict[int, List[ProcessRepo
     return [c for c in kids if id(c) not in hidden], len(hidden)
 
 
+def _root_cause_who(report: Report, ids: _Ids) -> str:
+    """Who the root cause names, as its line starts ("pid 42 tid 43", "thread unknown")."""
+    rc = report.root_cause
+    pick = next((p for p in report.processes if p.pid == rc.get("pid")), None)
+    if rc.get("pid") is None and any(p.pid_unknown and not p.pid for p in report.processes):
+        return "thread unknown"
+    if pick is not None and pick.pid_unknown:
+        return f"tid {ids.pid(rc['pid']).removeprefix('pid ')}, process unknown"
+    if not rc.get("pid"):
+        return ""
+    return ids.pid(rc["pid"]) + (f" tid {ids.tid(rc['pid'], rc['tid'])}" if rc.get("tid")
+                                 else "")
+
+
+def _root_cause_text(report: Report, ids: _Ids, summary: str) -> Text:
+    who = _root_cause_who(report, ids)
+    return Text.from_markup(f"[bold]root cause[/]{' [dim]' + who + '[/]' if who else ''}: "
+                            f"{escape(summary)}")
+
+
 def render_report(report: Report, console: Optional[Console] = None, *,
                   verbose: bool = False) -> None:
+    """The report: the verdict first; by default (compact.py) the tree folded to one screen and
+    the verdict, root cause and chain of waits last, so that they stay on the screen; with
+    ``verbose`` every thread and every line of evidence, the root cause under the verdict."""
     console = console or report_console()
+    compact = not verbose
+    screen = console.width < NO_WRAP_WIDTH     # a terminal (or a fixed width): rows count
     v = report.verdict
-    partial = "  [yellow]partial: not everything could be observed[/]" \
-        if report.unobserved else ""
-    console.print(Text.from_markup(f"[bold]hangtrace verdict:[/] {_verdict(v)}  "
-                                   f"[dim]({report.rule}, {window_text(report.window)}, "
-                                   f"backends: {', '.join(report.backends) or '?'})[/]"
-                                   + partial))
+    cut = report.cut_short_text()
+    partial = f"  [bold yellow]partial: {escape(cut)}[/]" if cut else \
+        "  [yellow]partial: not everything could be observed[/]" if report.unobserved else ""
+    header = Text.from_markup(f"[bold]hangtrace verdict:[/] {_verdict(v)}  "
+                              f"[dim]({report.rule}, {window_text(report.window)}, "
+                              f"backends: {', '.join(report.backends) or '?'})[/]" + partial)
+    console.print(header)
     for line in report.unobserved:      # the verdict rests on the rest: say what was not seen
         console.print(Text.from_markup(f"[yellow]not observed:[/] {escape(line)}"))
     if report.watch:       # a capture by ``hangtrace watch``: when the silence began
         console.print(Text.from_markup(f"[bold]watch:[/] {escape(report.watch['summary'])}"))
-    rc = report.root_cause
     ids = _Ids(report)
-    if rc.get("summary"):
-        pick = next((p for p in report.processes if p.pid == rc.get("pid")), None)
-        if rc.get("pid") is None and any(p.pid_unknown and not p.pid
-                                         for p in report.processes):
-            who = "thread unknown"
-        elif pick is not None and pick.pid_unknown:
-            who = f"tid {ids.pid(rc['pid']).removeprefix('pid ')}, process unknown"
-        else:
-            who = ids.pid(rc["pid"]) + (f" tid {ids.tid(rc['pid'], rc['tid'])}" if rc.get("tid")
-                                        else "") if rc.get("pid") else ""
-        console.print(Text.from_markup(f"[bold]root cause[/]{' [dim]' + who + '[/]' if who else ''}: "
-                                       f"{escape(rc['summary'])}"))
-    tree = process_tree(report, verbose, ids)
+    if report.root_cause.get("summary") and not compact:
+        console.print(_root_cause_text(report, ids, report.root_cause["summary"]))
+
+    def show(tree: Optional[Tree]) -> None:
+        if tree is not None:
+            console.print(one_row_each(tree) if compact and screen else tree)
+
     if report.processes:
-        console.print(tree)
-    recorder = flight_recorder_tree(report.flight_recorder)
-    if recorder is not None:
-        console.print(recorder)
-    waits = wait_graph_tree(report.wait_graph, verbose)
-    if waits is not None:
-        console.print(waits)
-    stacks = rank_stacks_tree(report.rank_stacks)
-    if stacks is not None:
-        console.print(stacks)
+        show(process_tree(report, verbose, ids, compact))
+    show(flight_recorder_tree(report.flight_recorder))
+    show(wait_graph_tree(report.wait_graph, verbose))
+    show(rank_stacks_tree(report.rank_stacks, compact=compact))
     for h in report.partial_hangs:      # part of the tree hung while the rest goes on
         tids = ", ".join(map(str, h["tids"][:8])) + (" ..." if len(h["tids"]) > 8 else "")
         style = "bold red" if h["certain"] else "yellow"
@@ -286,105 +404,34 @@ def render_report(report: Report, console: Optional[Console] = None, *,
             f"[{style}]partial hang:[/] {ids.pid(h['pid'])}: {len(h['tids'])} thread"
             f"{'s' if len(h['tids']) > 1 else ''} ({tids}) blocked all window on "
             f"{escape(h['object'])}: {escape(h['evidence'])}"))
-    from .evidence import render_evidence
-    render_evidence(report.evidence, console, verbose, ids.pid)
+    from .evidence import evidence_tree
+    show(evidence_tree(report.evidence, verbose, ids.pid, compact=compact))
     for n in report.notes:
-        console.print(Text.from_markup(f"[yellow]note:[/] {escape(n)}"))
+        note = Text.from_markup(f"[yellow]note:[/] {escape(n)}")
+        if compact and screen:
+            console.print(note, no_wrap=True, overflow="ellipsis")
+        else:
+            console.print(note)
     if report.trace_path:
         console.print(Text.from_markup(f"[dim]trace saved: {escape(report.trace_path)}[/]"))
+    if compact:
+        _render_summary(report, console, ids, screen)
 
 
-def flight_recorder_tree(fr: Optional[Dict]) -> Optional[Tree]:
-    """PyTorch Flight Recorder: each group's ranks at their last collective, then findings."""
-    if not fr or not (fr.get("groups") or fr.get("findings")):
-        return None
-    tree = Tree("[bold]flight recorder[/] [dim](PyTorch, per-rank collective log)[/]",
-                guide_style="dim")
-    for g in fr.get("groups", []):
-        node = tree.add(Text(f"group {g['group']} (ranks {g['ranks']})"))
-        for s in g["states"]:
-            pid = f" pid {s['pid']}" if s.get("pid") else ""
-            node.add(Text(f"rank {s['rank']}{pid}: enqueued up to {s['last_enqueued']}, "
-                          f"completed up to {s['last_completed']}: {s['op']}", style="dim"))
-    for f in fr.get("findings", []):
-        tree.add(Text.from_markup(f"[bold red]{escape(f['kind'])}:[/] {escape(f['text'])}"))
-    return tree
-
-
-def rank_stacks_tree(groups: List[Dict], frames: int = 4) -> Optional[Tree]:
-    """Ranks grouped by their main thread's Python stack (STAT-style), largest group first."""
-    if len(groups) < 1 or sum(len(g.get("pids", [])) for g in groups) < 2:
-        return None
-    tree = Tree("[bold]ranks by main-thread stack[/]", guide_style="dim")
-    for g in groups:
-        names = ", ".join(g.get("labels") or [f"pid {p}" for p in g.get("pids", [])])
-        where = "[magenta]in a collective[/] " if g.get("collective") else ""
-        node = tree.add(Text.from_markup(f"{len(g.get('pids', []))} × {where}{escape(names)}"))
-        for f in (g.get("frames") or [])[:frames]:
-            node.add(Text(f, style="dim"))
-    return tree
-
-
-# --------------------------------------------------------------------------- wait-for graph
-def wait_graph_tree(g: Optional[Dict], verbose: bool = False, limit: int = 8) -> Optional[Tree]:
-    """The wait-for graph as a tree of waits from the proof's first thread (or, with
-    ``verbose``, from every waiting thread nobody waits for), the proof's edges in red, the
-    cycle's closing node and dead ends marked. None when there is nothing to show."""
-    if not g or not g.get("edges"):
-        return None
-    proof = g.get("proof")
-    if not proof and not verbose:
-        return None
-    nodes = {n["id"]: n for n in g["nodes"]}
-    out: Dict[str, List[Dict]] = {}
-    for e in g["edges"]:
-        out.setdefault(e["src"], []).append(e)
-    hot = {(e["src"], e["dst"], e["object"]) for e in (proof or {}).get("path", [])}
-    kind = {"cycle": "a cycle", "dead-end": "a dead end", "closed": "no thread left to wake them"}
-    title = "[bold]wait-for graph[/]" + (f": [bold red]{kind.get(proof['kind'], proof['kind'])}"
-                                         "[/]" if proof else "")
-    tree = Tree(Text.from_markup(title), guide_style="dim")
-
-    def waiting_threads(pid: int) -> List[str]:
-        return [n["id"] for n in nodes.values() if n["kind"] == "thread" and n["pid"] == pid
-                and n["id"] in out]
-
-    def add(branch: Tree, nid: str, seen: List[str], depth: int) -> None:
-        edges = sorted(out.get(nid, []), key=lambda e: (e["src"], e["dst"], e["object"]) not in hot)
-        for e in edges[:limit]:
-            red = (e["src"], e["dst"], e["object"]) in hot
-            dst = nodes.get(e["dst"], {"label": e["dst"], "kind": "?"})
-            style = "bold red" if red else "white"
-            what = e["object"] if e["object"].startswith(e["kind"]) else f"{e['kind']} {e['object']}"
-            line = f"[{style}]{escape(what)}[/] -> {escape(dst['label'])}"
-            if e["dst"] in seen:
-                line += " [bold red](cycle: waits on the start of the loop)[/]"
-            elif dst.get("dead"):
-                line += f" [bold red](dead end: {escape(dst.get('state') or 'gone')})[/]"
-            child = branch.add(Text.from_markup(line))
-            if e["dst"] in seen or dst.get("dead") or depth >= limit:
-                continue
-            if dst.get("kind") == "process":
-                for t in waiting_threads(dst["pid"]):
-                    if t in seen:
-                        child.add(Text.from_markup(
-                            f"[bold red]{escape(nodes[t]['label'])} (cycle)[/]"))
-                    else:
-                        tn = child.add(Text.from_markup(f"{escape(nodes[t]['label'])} "
-                                                        f"[dim]{nodes[t]['state']}[/]"))
-                        add(tn, t, seen + [e["dst"], t], depth + 1)
-            else:
-                add(child, e["dst"], seen + [e["dst"]], depth + 1)
-
-    if proof:
-        starts = [proof["path"][0]["src"]] if proof.get("path") else []
-    else:
-        targets = {e["dst"] for e in g["edges"]}
-        starts = [s for s in out if s not in targets][:limit]
-    for s in starts:
-        n = nodes[s]
-        branch = tree.add(Text.from_markup(f"[bold]{escape(n['label'])}[/] [dim]{n['state']}[/]"))
-        add(branch, s, [s], 0)
-    if proof:
-        tree.add(Text.from_markup(f"[italic]{escape(proof['text'])}[/]"))
-    return tree
+def _render_summary(report: Report, console: Console, ids: _Ids, screen: bool) -> None:
+    """The default view's last lines: the verdict, the root cause (condensed, at most
+    ``compact.ROOT_CAUSE_ROWS`` rows on a screen) and the chain of waits, one line a hop."""
+    console.print(Text.from_markup(f"[bold]verdict:[/] {_verdict(report.verdict)} "
+                                   f"[dim]({report.rule})[/]"))
+    if report.root_cause.get("summary"):
+        line = _root_cause_text(report, ids, cv.condensed_summary(report))
+        if screen:
+            print_rows(console, line, cv.ROOT_CAUSE_ROWS)
+        else:
+            console.print(line)
+    for i, hop in enumerate(cv.chain_lines(report)):
+        text = Text.from_markup(("[bold]chain:[/] " if i == 0 else "       ") + escape(hop))
+        if screen:
+            console.print(text, no_wrap=True, overflow="ellipsis")
+        else:
+            console.print(text)

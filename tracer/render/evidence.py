@@ -3,8 +3,9 @@
 
 Contract: reads only the evidence dict (never /proc); every text taken from processes (paths,
 command lines, kernel log lines) is escaped. Findings come first (warnings, then context),
-then per-process vitals, log targets and library versions, ports, GPUs, the kernel log, CUDA
-graph activity, and one line per datum that could not be gathered and why.
+then one line per container the tree runs in (``container_line``), per-process vitals, log
+targets and library versions, ports, GPUs, the kernel log, CUDA graph activity, and one line
+per datum that could not be gathered and why.
 """
 from __future__ import annotations
 
@@ -89,6 +90,25 @@ def _process_node(node: Tree, p: Dict[str, Any], ref: float,
         pn.add(_t("libs: " + "; ".join(_lib_text(x) for x in p["libs"])))
 
 
+MAX_PIDS = 8         # pids named on a container's line; the rest counted
+
+
+def container_line(c: Dict[str, Any], name: Callable[[int], str]) -> str:
+    """One container of the tree: runtime, short id, pod and QoS class, its processes and
+    the cgroup they were read from (evidence/containers.py's entry)."""
+    runtime = escape(c["runtime"]) if c.get("runtime") else "kubernetes (runtime not in the path)"
+    bits = [f"[bold]container[/] {runtime} {escape(c['short'])}"]
+    if c.get("pod_uid"):
+        bits.append(f", pod {escape(c['pod_uid'])}"
+                    + (f" (QoS {escape(c['qos'])})" if c.get("qos") else ""))
+    pids = c.get("pids") or []
+    shown = ", ".join(name(p) for p in pids[:MAX_PIDS]) + \
+        (f" and {len(pids) - MAX_PIDS} more" if len(pids) > MAX_PIDS else "")
+    bits.append(f": {len(pids)} process{'es' if len(pids) != 1 else ''} ({escape(shown)})")
+    bits.append(f" [dim](cgroup v{c.get('version', 2)} {escape(c.get('cgroup') or '?')})[/]")
+    return "".join(bits)
+
+
 def _gpu_line(g: Dict[str, Any]) -> str:
     head = f"GPU {g['gpu']}" + (f" {escape(g['name'])}" if g.get("name") else "") \
         + (f" [dim]({escape(g['pci_bus'])})[/]" if g.get("pci_bus") else "")
@@ -119,10 +139,86 @@ def _gpu_line(g: Dict[str, Any]) -> str:
     return head + ": " + ", ".join(bits)
 
 
+def _processes_line(procs: List[Dict[str, Any]], ref: float) -> str:
+    """The processes' vitals in one line: how many, their age and RSS, who used the CPU."""
+    ages = [p["age_s"] for p in procs if p.get("age_s") is not None]
+    rss = [p["rss_bytes"] for p in procs if p.get("rss_bytes") is not None]
+    busy = sorted((p for p in procs if (p.get("cpu_window_s") or 0) >= 0.05),
+                  key=lambda p: -p["cpu_window_s"])
+    bits = [f"{len(procs)}"]
+    if ages:
+        bits.append(f"started {human_age(min(ages))} to {human_age(max(ages))} ago")
+    if rss:
+        bits.append(f"RSS {human_bytes(min(rss))} to {human_bytes(max(rss))}")
+    cpu = ", ".join(f"{escape(p.get('role') or 'pid')} pid {p['pid']} +{p['cpu_window_s']:.1f} s"
+                    for p in busy[:3])
+    bits.append(f"CPU in the window: {cpu}" + (f" and {len(busy) - 3} more" if len(busy) > 3
+                                                else "") if busy else "no CPU in the window")
+    return "[bold]processes[/]: " + ", ".join(bits)
+
+
+def _logs_line(procs: List[Dict[str, Any]], ref: float) -> Optional[str]:
+    """Every process's log targets in one line: each target once, with the streams and the
+    number of processes writing to it, and whether it was written in the window."""
+    targets: Dict[str, Dict[str, Any]] = {}
+    for p in procs:
+        for e in p.get("logs") or []:
+            t = targets.setdefault(e.get("path") or "?", {"roles": [], "pids": set(), "e": e,
+                                                         "grew": 0})
+            if e["role"] not in t["roles"]:
+                t["roles"].append(e["role"])
+            t["pids"].add(p["pid"])
+            t["grew"] = max(t["grew"], e.get("grew_bytes") or 0)
+    if not targets:
+        return None
+    parts = []
+    for path, t in targets.items():
+        n = len(t["pids"])
+        state = (f"[green]+{human_bytes(t['grew'])} in the window[/]" if t["grew"] else
+                 "[yellow]not written in the window[/]"
+                 if t["e"].get("written_in_window") is False else "")
+        parts.append(f"{escape('/'.join(t['roles']))} → {escape(path)} ({n} process"
+                     f"{'es' if n != 1 else ''})" + (f": {state}" if state else ""))
+    return "[bold]logs[/]: " + "; ".join(parts)
+
+
+def _libs_line(procs: List[Dict[str, Any]]) -> Optional[str]:
+    seen: List[str] = []
+    for p in procs:
+        for lib in p.get("libs") or []:
+            text = _lib_text(lib)
+            if text not in seen:
+                seen.append(text)
+    return "[bold]libs[/]: " + "; ".join(seen) if seen else None
+
+
+def _compact_processes(top: Tree, procs: List[Dict[str, Any]], ref: float) -> None:
+    """One line per kind (issue 43): the processes' vitals, their logs, their libraries."""
+    for line in (_processes_line(procs, ref), _logs_line(procs, ref), _libs_line(procs)):
+        if line:
+            top.add(_t(line))
+
+
+def _compact_missing(top: Tree, missing: List[Dict[str, Any]],
+                     name: Callable[[int], str]) -> None:
+    """What could not be gathered, one line per datum and reason, its processes as ranges."""
+    from .fold import number_ranges
+    groups: Dict[Any, List[int]] = {}
+    for m in missing:
+        groups.setdefault((m["what"], m["why"]), []).extend([m["pid"]] if m.get("pid") else [])
+    for (what, why), pids in groups.items():
+        who = "" if not pids else f" ({escape(name(pids[0]))})" if len(pids) == 1 else \
+            f" (pids {number_ranges(pids)})"
+        top.add(_t(f"[dim]not gathered: {escape(what)}{who}: {escape(why)}[/]"))
+
+
 def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False,
-                  pid_text: Optional[Callable[[int], str]] = None) -> Optional[Tree]:
+                  pid_text: Optional[Callable[[int], str]] = None,
+                  compact: bool = False) -> Optional[Tree]:
     """The evidence section as a rich Tree, None when there is none. ``pid_text`` names a
-    pid ("pid 42"; in a merged report, "pid 42 on node b" for its key)."""
+    pid ("pid 42"; in a merged report, "pid 42 on node b" for its key). ``compact`` (the
+    report's default view): one line per kind of evidence (the processes' vitals, their logs,
+    their libraries, the ports, the GPUs, each datum not gathered)."""
     if not ev:
         return None
     name = pid_text or (lambda p: f"pid {p}")
@@ -132,8 +228,12 @@ def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False,
         style = "bold yellow" if f["severity"] == "warn" else "cyan"
         top.add(_t(f"[{style}]{escape(f['rule'])}[/]: {escape(f['text'])} "
                    f"[dim]({escape(f.get('source') or '')})[/]"))
+    for c in ev.get("containers") or []:
+        top.add(_t(container_line(c, name)))
     procs = ev.get("processes") or []
-    if procs:
+    if procs and compact:
+        _compact_processes(top, procs, ref)
+    elif procs:
         pn = top.add(_t("[bold]processes[/]"))
         shown = procs if verbose else procs[:MAX_PROCESSES]
         for p in shown:
@@ -142,8 +242,10 @@ def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False,
             pn.add(_t(f"[dim]… {len(procs) - len(shown)} more (--verbose or --json)[/]"))
     ports = ev.get("ports") or {}
     listening = ports.get("listening") or []
+    most = 3 if compact else 8
+    more = f" and {len(listening) - most} more" if compact and len(listening) > most else ""
     pl = top.add(_t("[bold]ports[/]: " + (", ".join(
-        f"{escape(x['socket'])} ({escape(name(x['pid']))})" for x in listening[:8])
+        f"{escape(x['socket'])} ({escape(name(x['pid']))})" for x in listening[:most]) + more
         if listening else "[yellow]nothing in the tree listens[/]")))
     for a in ports.get("asked") or []:
         ok = "[green]listened on[/]" if a["listened_by"] else \
@@ -151,7 +253,9 @@ def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False,
         pl.add(_t(f"asked: {escape(a['option'])} {a['port']} "
                   f"({escape(', '.join(name(p) for p in a['pids']))}): {ok}"))
     gpus = ev.get("gpus") or []
-    if gpus:
+    if gpus and compact:
+        top.add(_t("[bold]GPUs[/] [dim](NVML)[/]: " + "; ".join(_gpu_line(g) for g in gpus)))
+    elif gpus:
         gn = top.add(_t("[bold]GPUs[/] [dim](NVML)[/]"))
         for g in gpus:
             gn.add(_t(_gpu_line(g)))
@@ -184,7 +288,9 @@ def evidence_tree(ev: Optional[Dict[str, Any]], verbose: bool = False,
                 if c.get("in_nccl_since") is not None:
                     text += f", inside it for {c['until'] - c['in_nccl_since']:.1f} s at the end"
             cn.add(_t(text))
-    for m in ev.get("missing") or []:
+    if compact:
+        _compact_missing(top, ev.get("missing") or [], name)
+    for m in [] if compact else ev.get("missing") or []:
         who = f" ({escape(name(m['pid']))})" if m.get("pid") else ""
         top.add(_t(f"[dim]not gathered: {escape(m['what'])}{who}: {escape(m['why'])}[/]"))
     if not ev.get("recorded", True):

@@ -1,15 +1,14 @@
 """A progress bar for long reads of one file (import-strace, analyze, export of large files).
 
 Contract:
-- ``FileProgress(path, label, passes=1)`` is a context manager whose ``update(offset)`` is the
-  callback the work calls as it reads, with the offset reached in the file as stored. Nothing
-  here looks at other processes or at /proc: renderers never read /proc.
-- When stderr is a terminal it draws a rich bar on stderr (when and how: ``FileProgress``),
-  else ``update`` does nothing. It never raises into the work it watches.
+- ``FileProgress(path, label, passes=1, later_cost=1.0)`` is a context manager whose
+  ``update(offset)`` is the work's callback (the offset reached in the file as stored). On a
+  terminal stderr it draws a rich bar there, else nothing; it never raises into the work, and
+  never reads /proc. ``clock`` and ``console`` are for tests: drawing depends on them only.
 - ``passes``: how many times the work reads the whole file (``PassCounter``); the bar never
-  goes beyond ``passes`` times the file's size, nor back.
-- ``clock`` (time.monotonic by default) and ``console`` are for tests: drawing depends on
-  them only, never on a thread's timing.
+  goes beyond ``passes`` times the file's size, nor back. The ETA is the work left in every
+  pass (``PassCounter.seconds_left``), later passes ``later_cost`` times slower per byte while
+  in the first (the strace importer's conversion against its scan: ``LATER_PASS_COST``).
 """
 from __future__ import annotations
 
@@ -18,12 +17,16 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-__all__ = ["FileProgress", "PassCounter", "PASS_MIN_BYTES", "Progress"]
+__all__ = ["FileProgress", "PassCounter", "PASS_MIN_BYTES", "Progress", "LATER_PASS_COST",
+           "eta_text"]
 
 # A reader that got this far (or half the file) before it went back was a pass; less was a
 # look at the first lines.
 PASS_MIN_BYTES = 1 << 20
 DEFAULT_DELAY_S = 0.5
+# What a byte of the strace importer's conversion costs against one of its first scan: issue 43
+# measured the scan at 54 MB/s and the conversion at 7-10 MB/s on a 1 GB log (the 2-core VM).
+LATER_PASS_COST = 6.0
 
 Progress = Callable[[int], None]          # the callback: the offset reached in the file
 
@@ -50,6 +53,25 @@ class PassCounter:
                                        self.size * self.passes))
         return self.done
 
+    def seconds_left(self, pass_seconds: float, later_cost: float = 1.0) -> Optional[float]:
+        """The work left in every pass, in seconds, given how long the current pass has run
+        (module doc); None before anything was read in it."""
+        if pass_seconds <= 0 or self.last <= 0:
+            return None
+        rate = self.last / pass_seconds
+        later = max(0, self.passes - self.completed - 1)
+        cost = later_cost if self.completed == 0 else 1.0
+        return (self.size - self.last) / rate + later * self.size * cost / rate
+
+
+def eta_text(seconds: Optional[float]) -> str:
+    """"0:01:40" (h:mm:ss, as rich's TimeRemainingColumn), "-:--:--" when unknown."""
+    if seconds is None:
+        return "-:--:--"
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
 
 def _delay() -> float:
     try:
@@ -68,11 +90,14 @@ class FileProgress:
     (``HANGTRACE_PROGRESS_DELAY`` overrides the default 0.5 s); on exit it draws the last frame
     (where the work ended) and clears it."""
 
-    def __init__(self, path: str, label: str, *, passes: int = 1,
+    def __init__(self, path: str, label: str, *, passes: int = 1, later_cost: float = 1.0,
                  delay: Optional[float] = None, interval: float = 0.1,
                  force: Optional[bool] = None, clock: Callable[[], float] = time.monotonic,
                  console: Any = None) -> None:
         self.path, self.label, self.passes = path, label, passes
+        self.later_cost = later_cost
+        self._pass = 0                    # the pass in progress, and when it began
+        self._pass_started = 0.0
         self.delay = _delay() if delay is None else delay
         self.interval = interval
         self.clock = clock
@@ -95,7 +120,7 @@ class FileProgress:
             self.enabled = False    # the command reports the missing file itself
             return self
         self.counter = PassCounter(self.size, self.passes)
-        self._started = self.clock()
+        self._started = self._pass_started = self.clock()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -117,12 +142,15 @@ class FileProgress:
         try:
             done = self.counter.update(offset)
             now = self.clock()
+            if self.counter.completed != self._pass:        # a new pass began
+                self._pass, self._pass_started = self.counter.completed, now
             if now < self._next_draw or now - self._started < self.delay:
                 return
             self._next_draw = now + self.interval
             if self._bar is None:
                 self._bar, self._task = self._make_bar()
-            self._bar.update(self._task, completed=done)
+            left = self.counter.seconds_left(now - self._pass_started, self.later_cost)
+            self._bar.update(self._task, completed=done, eta=eta_text(left))
             self._bar.refresh()
             self.frames += 1
         except Exception:  # a progress bar must never break the work it shows
@@ -131,15 +159,15 @@ class FileProgress:
     def _make_bar(self):  # type: ignore[no-untyped-def]
         from rich.console import Console
         from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
-                                   TimeRemainingColumn, TransferSpeedColumn)
+                                   TransferSpeedColumn)
         bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                        DownloadColumn(binary_units=True), TransferSpeedColumn(),
-                       TextColumn("ETA"), TimeRemainingColumn(),
+                       TextColumn("ETA"), TextColumn("[cyan]{task.fields[eta]}"),
                        console=self.console or Console(stderr=True), transient=True,
                        auto_refresh=False, get_time=self.clock)
         name = os.path.basename(self.path)
         if self.passes > 1:
             name += f" ({self.passes} passes)"
-        task = bar.add_task(f"{self.label} {name}", total=self.size * self.passes)
+        task = bar.add_task(f"{self.label} {name}", total=self.size * self.passes, eta=eta_text(None))
         bar.start()
         return bar, task

@@ -10,15 +10,15 @@ fds are summarised by kind, with the interesting ones (sockets, pipes, files, tt
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 from rich.console import Console
 from .markup import escape
 from rich.tree import Tree
 
 from ..snapshot_model import STATE_NAMES, ProcessSnapshot, Snapshot, ThreadSnapshot
+from .fold import fold_groups, number_ranges, shape
 
 __all__ = ["render_snapshot"]
 
@@ -27,7 +27,6 @@ _LISTED_KINDS = ("tcp", "udp", "unix", "socket", "pipe", "fifo", "file", "tty")
 _MAX_FDS_LISTED = 25
 _MAX_CMDLINE = 160
 _MAX_FRAMES = 6     # Python frames shown per thread (snapshot --stacks), innermost first
-_ADDR_RE = re.compile(r"0x[0-9a-f]+")
 _STATE_STYLE = {"R": "bold red", "D": "bold magenta", "Z": "bold yellow", "T": "yellow",
                 "t": "yellow"}
 
@@ -76,36 +75,22 @@ def _thread_line(t: ThreadSnapshot, count: int = 1, tids: str = "") -> str:
 def _fold_key(t: ThreadSnapshot) -> Tuple[str, str, str, str]:
     # Addresses differ per thread (each waits on its own futex); the shape is what matters.
     # Threads with different Python stacks are different threads.
-    return (t.comm, t.state, _ADDR_RE.sub("0x…", t.blocking),
+    return (t.comm, t.state, shape(t.blocking),
             t.wchan + "|".join(t.stack + t.kernel_stack + t.native_stack))
-
-
-def _tid_ranges(tids: List[int]) -> str:
-    tids = sorted(tids)
-    parts, start, prev = [], tids[0], tids[0]
-    for tid in tids[1:] + [None]:  # type: ignore[list-item]
-        if tid is not None and tid == prev + 1:
-            prev = tid
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if tid is not None:
-            start = prev = tid
-    return ",".join(parts)
 
 
 def _add_threads(node: Tree, p: ProcessSnapshot) -> None:
     on_cpu = sum(1 for t in p.threads if t.state == "R")
     tnode = node.add(f"threads ({len(p.threads)}, {on_cpu} on CPU)")
-    groups: Dict[Tuple[str, str, str, str], List[ThreadSnapshot]] = {}
-    for t in p.threads:
-        key = _fold_key(t) if t.state != "R" and t.tid != p.pid else ("", "", "", str(t.tid))
-        groups.setdefault(key, []).append(t)
-    for members in groups.values():
-        if len(members) >= 3:
-            tnode.add(_thread_line(members[0], len(members), _tid_ranges([m.tid for m in members])))
+    def key(t: ThreadSnapshot) -> Tuple[str, str, str, str]:
+        return _fold_key(t) if t.state != "R" and t.tid != p.pid else ("", "", "", str(t.tid))
+
+    for members in fold_groups(p.threads, key):
+        if len(members) > 1:
+            tnode.add(_thread_line(members[0], len(members),
+                                   number_ranges([m.tid for m in members])))
         else:
-            for t in members:
-                tnode.add(_thread_line(t))
+            tnode.add(_thread_line(members[0]))
 
 
 def _add_fds(node: Tree, p: ProcessSnapshot) -> None:

@@ -28,7 +28,7 @@ from ..tracefile.rows import RowSink, write_trace
 from .arch import log_machine
 from .convert import StraceConverter
 from .ff import open_source
-from .log import ImportError_
+from .log import ImportError_, ends_mid_line
 from .parallel import WorkerError, convert_sharded, plan_shards
 from .scan import LogFacts
 
@@ -144,7 +144,8 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
             conv = convert_log(source, facts, base_date, sink.write)
         sink.close()
         tmp.close()
-        header, end, machine, notes = trace_header(source.name, conv, facts, source.notes)
+        header, end, machine, notes = trace_header(source.name, conv, facts, source.notes,
+                                                   getattr(source, "path", None))
         write_trace(out_path, header, tmp.name, conv.rows, compress=compress, end_ts=end,
                     reason="log-truncated" if conv.truncated else "complete")
     except OSError as e:
@@ -173,10 +174,11 @@ def import_strace(log_path: str, out_path: str, *, compress: Optional[bool] = No
                         warnings + notes, machine, notes)
 
 
-def trace_header(name: str, conv: _Converted, facts: LogFacts,
-                 source_notes: List[str]) -> Tuple[Dict[str, Any], float, str, List[str]]:
+def trace_header(name: str, conv: _Converted, facts: LogFacts, source_notes: List[str],
+                 path: Optional[str] = None) -> Tuple[Dict[str, Any], float, str, List[str]]:
     """(the trace header, end time, machine, notes) of a converted log: what its trace holds
-    before and after its events."""
+    before and after its events. ``log_truncated``: a gzip that broke, or the one log file at
+    ``path`` cut mid-line (log.ends_mid_line)."""
     processes = sorted(conv.processes.values(), key=lambda p: p.pid)
     start = conv.first_ts if conv.first_ts is not None else 0.0
     end = conv.last_ts if conv.last_ts is not None else start
@@ -200,7 +202,8 @@ def trace_header(name: str, conv: _Converted, facts: LogFacts,
         options={"log": name, "capabilities": {**conv.capabilities,
                                                **view_capabilities(facts, processes)},
                  "lines": conv.lines + conv.unparsed, "unparsed": conv.unparsed,
-                 "log_truncated": conv.truncated, "machine_evidence": why, "notes": notes})
+                 "log_truncated": conv.truncated or bool(path and ends_mid_line(path)),
+                 "machine_evidence": why, "notes": notes})
     header["machine"] = machine          # the log's, not this host's
     return header, end, machine, notes
 

@@ -13,13 +13,15 @@ Below both importers (strace/importer.py, strace/parallel.py): neither imports t
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Iterator, List, Optional
 
 from ..errors import BadInput
 from ..tracefile import format as trace
 from .lines import parse_line
 
-__all__ = ["ImportError_", "LogFile", "sniff", "SNIFF_LINES", "NUL_LINE_MARK", "LINE_BLOCK"]
+__all__ = ["ImportError_", "LogFile", "sniff", "SNIFF_LINES", "NUL_LINE_MARK", "LINE_BLOCK",
+           "ends_mid_line"]
 
 SNIFF_LINES = 200
 LINE_BLOCK = 1 << 20        # bytes of a block of line_batches
@@ -184,3 +186,26 @@ def sniff(path: str) -> None:
             return
     raise ImportError_(f"{path}: does not look like strace output "
                        f"(none of the first {seen} lines parse)")
+
+
+_TAIL_BYTES = 64 * 1024
+
+
+def ends_mid_line(path: str) -> bool:
+    """Whether the plain-text log at ``path`` was cut mid-line: its last line lacks its newline
+    and is no strace line (the entry of a call strace was stopped inside, ``read(3, ``, is one:
+    kind 'cut'). A gzip log says so by breaking (``LogFile.truncated``); a pipe, an -ff set or
+    an unreadable file: False."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) == b"\x1f\x8b":
+                return False
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(0, end - _TAIL_BYTES))
+            tail = f.read(_TAIL_BYTES)
+    except OSError:
+        return False
+    if not tail or tail.endswith(b"\n"):
+        return False
+    last = tail.rsplit(b"\n", 1)[-1].decode("utf-8", "surrogateescape")
+    return bool(last.strip()) and parse_line(last) is None

@@ -29,7 +29,8 @@ class LogStream:
         try:
             conv = convert_log(self._source, self._facts, self._base_date, _dropped)
             header, end, _, _ = trace_header(self._source.name, conv, self._facts,
-                                             self._source.notes)
+                                             self._source.notes,
+                                             getattr(self._source, "path", None))
         except BaseException:
             self._source.close()
             raise

@@ -20,6 +20,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..events.shapes import INT64_MAX, INT64_MIN
+from ..linux.intparse import is_digits
 from ..events.stacks import FlightRecorderDump
 from .fr_pickle import MAX_BYTES, UnsafePickle, load_plain
 
@@ -44,7 +45,7 @@ def rank_of(name: str, prefix: str = "") -> Optional[int]:
     base = os.path.basename(name)
     if prefix and base.startswith(os.path.basename(prefix)):
         rest = base[len(os.path.basename(prefix)):]
-        return _int(rest) if rest.isdigit() else None
+        return _int(rest) if is_digits(rest) else None
     m = _RANK_SUFFIX.match(base)
     return _int(m.group("rank")) if m else None
 
@@ -200,7 +201,7 @@ def find_dumps(path: str) -> List[Tuple[str, Optional[int]]]:
     except OSError:
         return []
     return [(os.path.join(folder, n), rank_of(n, base)) for n in names
-            if n.startswith(base) and n[len(base):].isdigit()]
+            if n.startswith(base) and is_digits(n[len(base):])]
 
 
 def read_dumps(path: str) -> List[FlightRecorderDump]:

@@ -4,8 +4,8 @@ Contract:
 - ``EvidenceTable`` is fed the evidence events (events/evidence.py) and the ``GpuSample`` power
   readings of a recording or a snapshot; memory is bounded by processes and GPUs.
 - ``build_evidence(table, procs, window=None, now=None)`` is pure: with one ``ProcFacts`` per
-  process of the tree it returns an ``Evidence``: vitals, log targets, ports, GPU health,
-  kernel log lines, library versions, CUDA graph capture, the ``findings`` that follow and
+  process of the tree it returns an ``Evidence``: vitals, log targets, containers, ports,
+  GPU health, kernel log lines, library versions, CUDA graph capture, the ``findings`` that follow and
   ``missing`` (one line per datum that could not be gathered, with why).
 - Each finding carries its rule, a severity ("warn": points at the cause of a hang or a broken
   machine; "info": context), the pids concerned and the source it rests on.
@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..vocab.nodes import real_id
+from .containers import cgroup_of, container_entries
 from .gpu import gpu_evidence
 from .libs import capture_evidence, fd_conditions, lib_evidence
 from .ports import check_ports
@@ -45,6 +46,7 @@ class Evidence:
     ref_ts: float
     window: Optional[Tuple[float, float]]
     processes: List[Dict[str, Any]] = field(default_factory=list)
+    containers: List[Dict[str, Any]] = field(default_factory=list)
     ports: Dict[str, Any] = field(default_factory=dict)
     gpus: List[Dict[str, Any]] = field(default_factory=list)
     kernel_log: Dict[str, Any] = field(default_factory=dict)
@@ -105,7 +107,7 @@ def _process_entries(table: EvidenceTable, procs: Sequence[ProcFacts],
             "cpu_window_s": round(v.cpu_s - v0.cpu_s, 2)
             if v is not None and v0 is not None and v is not v0 and v.cpu_s is not None
             and v0.cpu_s is not None else None,
-            "logs": logs, "logs_why": why,
+            "logs": logs, "logs_why": why, "cgroup": cgroup_of(table, p.pid),
             "source": "/proc/PID/stat, /proc/PID/statm; fstat of /proc/PID/fd/N"}
         out.append(entry)
     return out
@@ -176,6 +178,7 @@ def build_evidence(table: EvidenceTable, procs: Sequence[ProcFacts],
     ref = window[1] if window else (now if now is not None else 0.0)
     out = Evidence(ref_ts=ref, window=window, recorded=table.fed > 0)
     out.processes = _process_entries(table, procs, window, ref)
+    out.containers = container_entries(table, (p.pid for p in procs))
     out.findings.extend(_log_findings(out.processes, window, ref))
     listening, asks = check_ports((p.pid, p.argv, p.listening) for p in procs)
     out.ports = {"listening": [{"pid": pid, "socket": s} for pid, s in listening],

@@ -46,6 +46,7 @@ class EvidenceTable:
     def __init__(self) -> None:
         self.vitals: Dict[int, Dict[str, xe.ProcessVitals]] = {}
         self.logs: Dict[int, Dict[str, xe.LogTargets]] = {}
+        self.cgroups: Dict[int, Dict[str, xe.ProcessCgroup]] = {}
         self.health: Dict[int, Dict[str, xe.GpuHealth]] = {}
         self.load: Dict[int, GpuLoad] = {}
         self.kernel_log: Optional[xe.KernelLog] = None
@@ -66,6 +67,8 @@ class EvidenceTable:
             self.vitals.setdefault(e.pid, {}).setdefault(e.phase, e)    # type: ignore
         elif t is xe.LogTargets:
             self.logs.setdefault(e.pid, {}).setdefault(e.phase, e)      # type: ignore
+        elif t is xe.ProcessCgroup:
+            self.cgroups.setdefault(e.pid, {}).setdefault(e.phase, e)   # type: ignore
         elif t is xe.GpuHealth:
             self.health.setdefault(e.gpu, {})[e.phase] = e              # type: ignore
         elif t is xe.KernelLog:

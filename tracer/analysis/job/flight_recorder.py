@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from ...events.stacks import FlightRecorderDump
+from ...linux.intparse import parse_uint
 from .process_facts import ProcessFacts
 
 __all__ = ["Recorder", "RankState", "Finding", "RecorderLag", "read_recorder", "lags",
@@ -107,15 +108,20 @@ def _done(e: dict, s: RankState) -> bool:
 
 
 def _ranks_text(text: str) -> List[int]:
-    return [int(x) for x in text.strip("[] ").replace(" ", "").split(",")
-            if x.lstrip("-").isdigit()]
+    """The ranks of a group as its dump writes them ("[0, 1]"; intparse's digits, bounded)."""
+    out = []
+    for x in text.strip("[] ").replace(" ", "").split(","):
+        n = parse_uint(x.removeprefix("-"))
+        if n is not None:
+            out.append(-n if x.startswith("-") else n)
+    return out
 
 
 def _rank_state(d: FlightRecorderDump, group: str, entries: List[dict]) -> RankState:
     s = RankState(rank=d.rank if d.rank is not None else -1, pid=d.pid)
     pg_ids = {e["pg_id"] for e in entries if e.get("pg_id") is not None}
     for st in d.pg_status:
-        if st.get("pg_id") is not None and st["pg_id"].isdigit() and int(st["pg_id"]) in pg_ids:
+        if st.get("pg_id") is not None and parse_uint(st["pg_id"]) in pg_ids:
             s.enqueued = st.get("last_enqueued_collective") if st.get(
                 "last_enqueued_collective") is not None else -1
             s.started = st.get("last_started_collective") or -1
@@ -155,7 +161,8 @@ def read_recorder(dumps: Sequence[FlightRecorderDump],
     rec = Recorder(dumps=list(dumps))
     for d in dumps:
         if d.error:
-            rec.notes.append(f"Flight Recorder dump {d.path} not read: {d.error}")
+            why = d.error.removeprefix("not read: ")     # the probe's words for a refusal
+            rec.notes.append(f"Flight Recorder dump {d.path} not read: {why}")
         elif window_start is not None and d.mtime is not None and d.mtime < window_start - 1:
             rec.notes.append(f"Flight Recorder dump {d.path} was written "
                              f"{window_start - d.mtime:.0f} s before the recording began: what "

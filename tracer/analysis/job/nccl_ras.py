@@ -1,6 +1,6 @@
 """NCCL RAS answers (``NcclRasStatus`` events) read into typed facts about the job's ranks.
 
-Contract (pure, never raises):
+Contract (pure, never raises; linear in the ranks of the answer):
 - ``parse_ras(text, fmt)`` -> ``RasStatus`` or None: the communicators, each rank's pid, GPU and
   collective operation counts (per kind: AllReduce, AllGather, ...), its status and async error,
   and the ranks missing from the answer (with their pid and whether RAS considers them dead).
@@ -65,11 +65,8 @@ class RasLag:
     comm: str
     op: str
     behind: RasRank
-    ahead: List[RasRank]
-
-    @property
-    def ahead_count(self) -> int:
-        return max(r.counts.get(self.op, 0) for r in self.ahead)
+    ahead: List[RasRank]       # one list for every lag of (comm, op)
+    ahead_count: int           # what ``ahead`` launched up to
 
 
 def _int(v: object) -> Optional[int]:
@@ -147,6 +144,7 @@ _PROCESS = re.compile(rf"^\s*Process {_N} on node (\S+) managing GPUs? {_N}")
 def _from_text(text: str) -> RasStatus:
     st = RasStatus("text")
     comms: Dict[str, RasComm] = {}
+    by_rank: Dict[str, Dict[int, RasRank]] = {}     # comm hash -> rank -> its entry
     comm: Optional[RasComm] = None
     kind, op, group = "", "", None
     in_dead = False
@@ -176,9 +174,10 @@ def _from_text(text: str) -> RasStatus:
             if "INCOMPLETE" in kind and not op:
                 comm.missing.append(RasMissing(rank, pid, host, gpu))
                 continue
-            r = next((x for x in comm.ranks if x.rank == rank), None)
+            index = by_rank.setdefault(comm.hash, {})
+            r = index.get(rank)
             if r is None:
-                r = RasRank(rank, pid, host, gpu)
+                r = index[rank] = RasRank(rank, pid, host, gpu)
                 comm.ranks.append(r)
             if op:
                 value = int(count) if count is not None else (group if group is not None
@@ -227,7 +226,7 @@ def lagging_ranks(st: RasStatus) -> List[RasLag]:
             ahead = [r for r in c.ranks if r.counts.get(op, 0) == top]
             for r in c.ranks:
                 if r.counts.get(op, 0) < top:
-                    out.append(RasLag(c.hash, op, r, ahead))
+                    out.append(RasLag(c.hash, op, r, ahead, top))
     out.sort(key=lambda lag: (lag.behind.counts.get(lag.op, 0) - lag.ahead_count,
                               lag.behind.rank))
     return out

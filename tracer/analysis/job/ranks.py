@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from ...linux.fdtarget import FdTarget
+from ...linux.intparse import parse_uint
 from ..accumulate.stats import Recording
 from ..vocab.verdict import BLOCKED, BUSY, EXITED, UNKNOWN, ThreadVerdict
 from .process_facts import ProcessFacts
@@ -45,7 +46,7 @@ def _endpoints(rec: Recording, pid: int) -> set:
 
 def _shape(cmdline: List[str]) -> Tuple[str, ...]:
     """A command line with its integer arguments blanked: the ranks of one job share it."""
-    return tuple("#" if a.isdigit() else a for a in cmdline)
+    return tuple("#" if parse_uint(a) is not None else a for a in cmdline)
 
 
 def _index(cmdlines: Mapping[int, List[str]]) -> Dict[int, int]:
@@ -57,7 +58,9 @@ def _index(cmdlines: Mapping[int, List[str]]) -> Dict[int, int]:
     varying = [i for i in range(len(first)) if len({c[i] for c in cmdlines.values()}) > 1]
     if len(varying) != 1:
         return {}
-    got = {pid: int(c[varying[0]]) for pid, c in cmdlines.items()}
+    got = {pid: n for pid, c in cmdlines.items() if (n := parse_uint(c[varying[0]])) is not None}
+    if len(got) != len(cmdlines):
+        return {}
     values = sorted(got.values())
     # 0..n-1, or with one index missing (a rank that died: a zombie has no command line)
     ok = len(set(values)) == len(values) and values[0] == 0 and values[-1] <= len(values)

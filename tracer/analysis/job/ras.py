@@ -1,14 +1,13 @@
 """What the job itself said (NCCL RAS answers saved in the trace), as typed facts and notes.
 
-Contract: ``read_ras(events)`` takes the ``NcclRasStatus`` events of a recording and returns
-``JobFacts``: the parsed answer (nccl_ras.RasStatus; the last one that parses, None when none
-did) and report notes that quote it: the operation counts per rank where they differ, the
-ranks RAS got no data from, asynchronous errors, or why RAS did not answer. Pure.
+Contract (pure): ``read_ras(events)`` -> ``JobFacts``: the parsed answer (nccl_ras.RasStatus;
+the last one that parses, None when none did) and notes that quote it: the operation counts per
+rank where they differ, the ranks RAS got no data from, asynchronous errors (``MAX_LISTED`` of
+each named, the rest counted), or why RAS did not answer.
 ``localize_ras(status, nodes, known)``: in merged traces, a copy of the answer whose pids are
-node keys (vocab/nodes.py): NCCL RAS names every rank of the job by (host, pid), host being the
-address the rank's node bound; each becomes the key of that pid on the node with that address
-(or, where no node has it, on the one node where that pid was traced); None where that cannot
-be told. So one trace's RAS answer speaks for every node.
+node keys (vocab/nodes.py): NCCL RAS names every rank by (host, pid), host being the address
+its node bound; each becomes the key of that pid on the node with that address (or, where no
+node has it, on the one node where that pid was traced); None where that cannot be told.
 """
 from __future__ import annotations
 
@@ -20,6 +19,9 @@ from ... import events as ev
 from .nccl_ras import RasStatus, lagging_ranks, missing_ranks, parse_ras
 from ..vocab.nodes import ID_STRIDE, NodeMap, key_of
 from ..vocab.verdict import Note, NoteKind
+
+
+MAX_LISTED = 8     # ranks named one by one per kind of note; the rest are counted
 
 
 @dataclass
@@ -62,15 +64,20 @@ def _notes(e: ev.NcclRasStatus, st: RasStatus) -> List[Note]:
         counts = ", ".join(f"rank {r.rank} up to {r.counts.get(lag.op, 0)}"
                            for r in sorted(lag.ahead + [lag.behind], key=lambda r: r.rank)[:8])
         lines.append(f"{lag.op} operations launched differ: {counts}")
-    for comm, m in missing_ranks(st):
+    missing = missing_ranks(st)
+    for comm, m in missing[:MAX_LISTED]:
         who = f"rank {m.rank}" + (f" (pid {m.pid})" if m.pid is not None else "")
         lines.append(f"no data from {who} of communicator {comm.hash}"
                      + ("; RAS considers it dead" if m.dead else ""))
-    for c in st.comms:
-        for r in c.ranks:
-            if r.async_error:
-                lines.append(f"rank {r.rank} (pid {r.pid}) reports asynchronous error "
-                             f"{r.async_error}")
+    if len(missing) > MAX_LISTED:
+        dead = sum(m.dead for _, m in missing[MAX_LISTED:])
+        lines.append(f"no data from {len(missing) - MAX_LISTED} more ranks"
+                     + (f" ({dead} considered dead)" if dead else ""))
+    errors = [r for c in st.comms for r in c.ranks if r.async_error]
+    for r in errors[:MAX_LISTED]:
+        lines.append(f"rank {r.rank} (pid {r.pid}) reports asynchronous error {r.async_error}")
+    if len(errors) > MAX_LISTED:
+        lines.append(f"{len(errors) - MAX_LISTED} more ranks report asynchronous errors")
     return [Note(NoteKind.JOB, "; ".join(lines))]
 
 

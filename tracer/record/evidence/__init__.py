@@ -1,5 +1,5 @@
 """The evidence an engineer checks by hand, gathered at the start and end of a recording and by
-``snapshot`` (issue 14): process vitals and log targets (procinfo.py), NVIDIA driver lines of
+``snapshot`` (issue 14): process vitals, log targets and cgroups (procinfo.py), NVIDIA driver lines of
 the kernel log (kmsg.py), library versions (libs.py, elfver.py), GPU health (gpu/nvml_health.py,
 read by the NVML backend or here) and CUDA graph capture in Python stacks (capture.py).
 
@@ -20,7 +20,7 @@ from ... import events as ev
 from ...events.evidence import EvidenceNote, ProcessVitals
 from .kmsg import read_nvrm_lines
 from .libs import read_loaded_libs
-from .procinfo import read_log_targets, read_vitals
+from .procinfo import read_cgroup_fact, read_log_targets, read_vitals
 
 __all__ = ["evidence_start_probe", "evidence_end_probe", "collect", "gpu_health_now"]
 
@@ -33,6 +33,9 @@ def _per_process(pids: List[int], phase: str, now: float) -> List[ev.Event]:
             continue        # gone: its exit is in the trace already
         out.append(v)
         out.append(read_log_targets(pid, phase=phase, ts=now))
+        cg = read_cgroup_fact(pid, phase=phase, ts=now)
+        if cg is not None:
+            out.append(cg)
     return out
 
 
@@ -63,7 +66,8 @@ def _oldest_start(events: List[ev.Event]) -> Optional[float]:
 
 
 def evidence_start_probe(pids: List[int], analyzer: object = None) -> List[ev.Event]:
-    """Session probe at the start of a recording: vitals and log targets (phase "start")."""
+    """Session probe at the start of a recording: vitals, log targets and cgroups (phase
+    "start")."""
     return _per_process(list(pids), "start", time.time())
 
 

@@ -8,6 +8,7 @@ Contract:
   files the process has open for writing that look like logs (``looks_like_log``), at most
   ``MAX_LOGS``, with their size and mtime; the stats never hang on a dead network filesystem
   (``STAT_TIMEOUT_S``; why and how: ``read_log_targets``).
+- ``read_cgroup_fact(pid)`` -> ``ProcessCgroup`` (linux/cgroup.py); None when it is gone.
 - Never raises for processes that vanish or cannot be read: ``why`` says what was missing.
 """
 from __future__ import annotations
@@ -17,12 +18,13 @@ import re
 import time
 from typing import Dict, List, Optional
 
-from ...events.evidence import LogTargets, ProcessVitals
+from ...events.evidence import LogTargets, ProcessCgroup, ProcessVitals
 from ...linux import procfs
+from ...linux.cgroup import read_cgroup
 from ...linux.bounded_stat import stat_all
 from ...linux.procfs_fds import parse_fdinfo, read_fds_checked
 
-__all__ = ["read_vitals", "read_log_targets", "looks_like_log", "MAX_LOGS"]
+__all__ = ["read_vitals", "read_log_targets", "read_cgroup_fact", "looks_like_log", "MAX_LOGS"]
 
 MAX_LOGS = 8
 STAT_TIMEOUT_S = 2.0
@@ -55,6 +57,23 @@ def read_vitals(pid: int, root: str = "/proc", phase: str = "",
         start_time=None if bt is None else round(bt + st.starttime / procfs.TICKS_HZ, 2),
         rss_bytes=rss, cpu_s=round((st.utime + st.stime) / procfs.TICKS_HZ, 2),
         num_threads=st.num_threads, phase=phase)
+
+
+def read_cgroup_fact(pid: int, root: str = "/proc", phase: str = "",
+                     ts: Optional[float] = None) -> Optional[ProcessCgroup]:
+    """``ProcessCgroup`` of /proc/PID/cgroup (module doc); None when the process is gone."""
+    now = time.time() if ts is None else ts
+    place = read_cgroup(pid, root)
+    if place is None:
+        if not procfs.pid_exists(pid, root):
+            return None
+        return ProcessCgroup(ts=now, pid=pid, phase=phase,
+                             why="/proc/PID/cgroup not readable")
+    c = place.container
+    return ProcessCgroup(ts=now, pid=pid, path=place.path, version=place.version,
+                         container_id=c.id if c else "", runtime=c.runtime if c else None,
+                         pod_uid=c.pod_uid if c else None, qos=c.qos if c else None,
+                         phase=phase)
 
 
 def looks_like_log(path: str, flags: Optional[int]) -> bool:
