@@ -319,14 +319,12 @@ class Session:
     def _drop_reused(self) -> None:
         """Leave out every pid another process took since discovery (record/targets.py): said in
         the trace; when none of the targets is left, TargetGone with the first line."""
-        dropped = self.targets.drop_reused()
-        gone = {pid for pid, _ in dropped}
-        self.infos = [i for i in self.infos if i.pid not in gone]   # it exited: not in the tree
-        for pid, line in dropped:
-            self.pending.append(ev.ObserveError(ts=time.time(), source="session",
-                                                what="reused", pid=pid, why=line))
+        dropped = dict(self.targets.drop_reused())
+        self.infos = [i for i in self.infos if i.pid not in dropped]  # it exited: not in the tree
+        self.pending += [ev.ObserveError(ts=time.time(), source="session", what="reused",
+                                         pid=pid, why=line) for pid, line in dropped.items()]
         if dropped and not self.targets.pids():
-            raise TargetGone(dropped[0][1])
+            raise TargetGone(next(iter(dropped.values())))
 
     def _open_trace(self, start: float) -> None:
         """The trace's header and writer, then the analyzer, from ``start``; what is pending
@@ -392,9 +390,8 @@ class Session:
         return None
 
     def _alive(self) -> List[int]:
-        """The live targets (after a fork storm, thousands of the pids seen have exited), less a
-        pid another process took since (the end probes read memory and stacks: never of a
-        process that is not the target)."""
+        """The live targets (after a fork storm, thousands of the pids seen have exited), never
+        a pid another process took since (the end probes read its memory and stacks)."""
         return self.targets.alive()
 
     def close(self) -> None:
