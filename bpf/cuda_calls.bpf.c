@@ -33,6 +33,8 @@
 #ifdef HT_BCC
 #include <uapi/linux/ptrace.h>
 #endif
+/* current_ids: pids as hangtrace numbers them */
+#include "ht_pidns.bpf.h"
 
 HT_LICENSE;
 
@@ -117,7 +119,7 @@ static __always_inline void on_capture(struct pt_regs *ctx, u32 tgid, u64 id, in
 
 static __always_inline int on_call(struct pt_regs *ctx, int what, int op)
 {
-    u64 id = bpf_get_current_pid_tgid();
+    u64 id = current_ids();   /* pids as hangtrace numbers them (ht_pidns.bpf.h) */
     u32 tgid = id >> 32;
     if (bpf_map_lookup_elem(&tgids, &tgid) == 0)
         return 0;

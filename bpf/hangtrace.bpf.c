@@ -60,6 +60,9 @@ HT_ARRAY(counters, u64, HT_NCOUNTERS);
 HT_ARRAY(gen, u64, HT_NGEN);         /* HT_GEN_*: what makes the per-CPU "cur_*" stale */
 HT_RINGBUF(events, HT_RINGBUF_PAGES);
 
+/* Whose pid numbers: the host's or those of hangtrace's pid namespace (current_ids, task_ids). */
+#include "ht_pidns.bpf.h"
+
 /* Registers: the syscall's number and arguments (differs by loader and architecture). */
 #include "ht_regs.bpf.h"
 
@@ -89,7 +92,8 @@ static __always_inline u64 gen_of(u32 which)
 
 /* Whether the task making this syscall (its saved registers at "regs") is followed, and who
  * it is (*tid, *tgid). From the per-CPU cache while it is about the same task and nothing
- * changed since (the "gen" counters); else one helper call and a "procs" lookup, kept for
+ * changed since (the "gen" counters); else one helper call (current_ids: the pid numbers of
+ * hangtrace's namespace) and a "procs" lookup, kept for
  * the next syscalls. The fast path of every syscall of the machine: loads and compares, no
  * call (a helper call is dear where returns are mitigated, as with AMD's Safe RET). The
  * registers say which task it is, not the last context switch this CPU saw: a switch is not
@@ -101,7 +105,7 @@ static __always_inline int current_target(struct ht_cache *k, ht_regs_t *regs, u
     u64 ugen = gen_of(HT_GEN_USER);
     u32 kgen = (u32)gen_of(HT_GEN_KERNEL);
     if (k->cur_regs != (u64)regs || k->cur_ugen != ugen || k->cur_kgen != kgen || !ugen) {
-        u64 id = bpf_get_current_pid_tgid();
+        u64 id = current_ids();   /* 0: a task outside hangtrace's pid namespace */
         k->cur_tid = (u32)id;
         k->cur_tgid = id >> 32;
         k->cur_target = is_target(id >> 32);
@@ -354,14 +358,16 @@ static __always_inline int on_fork(u32 ptgid, u32 ptid, u32 child, u32 ctgid, u3
 /* exec keeps the tgid, so "procs" needs no change. When a thread other than the leader
  * execs, the kernel first kills every other thread (the leader included: its exit is seen
  * below) and the exec'ing thread takes over the leader's tid: old -> pid. Its state moves
- * with it; the counts made under the old tid stay under it. */
-static __always_inline int on_exec(u32 tgid, u32 pid, u32 old)
+ * with it; the counts made under the old tid stay under it. "moved": the tid changed; "old"
+ * is 0 when its number in hangtrace's pid namespace is not known (the kernel gives the
+ * host's): its state then stays under the old tid. */
+static __always_inline int on_exec(u32 tgid, u32 pid, u32 old, int moved)
 {
-    if (pid != old)
+    if (moved)
         caches_stale();
     if (!is_target(tgid))
         return 0;
-    if (pid != old) {
+    if (moved && old && pid != old) {
         struct ht_thread *ot = bpf_map_lookup_elem(&threads, &old);
         if (ot) {
             struct ht_thread moved = *ot;
@@ -374,7 +380,7 @@ static __always_inline int on_exec(u32 tgid, u32 pid, u32 old)
     struct ht_event *e = new_record(HT_EV_EXEC, tgid, pid, bpf_ktime_get_ns());
     if (!e)
         return 0;
-    e->args[0] = old;
+    e->args[0] = moved ? old : pid;
     bpf_ringbuf_submit(e, 0);
     return 0;
 }

@@ -18,7 +18,7 @@ RAW_TRACEPOINT_PROBE(sys_exit)
 /* (bool preempt, struct task_struct *prev, struct task_struct *next, unsigned prev_state) */
 RAW_TRACEPOINT_PROBE(sched_switch)
 {
-    u64 id = bpf_get_current_pid_tgid();   /* next's pid would need task_struct offsets */
+    u64 id = current_ids();   /* next's pid would need task_struct offsets */
     return on_switch((u32)id, id >> 32, !ctx->args[0] && (u32)ctx->args[3] != 0, 1);
 }
 
@@ -26,7 +26,8 @@ RAW_TRACEPOINT_PROBE(sched_switch)
  * (clone's flags, clone3's struct pointer). */
 TRACEPOINT_PROBE(sched, sched_process_fork)
 {
-    u64 id = bpf_get_current_pid_tgid();
+    u64 id = current_ids();   /* the child's pid is the host's: BCC runs in the init pid
+                               * namespace only (env.ebpf_problem) */
     u32 ptgid = id >> 32;
     if (!is_target(ptgid))
         return 0;
@@ -53,7 +54,7 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
 
 TRACEPOINT_PROBE(sched, sched_process_exec)
 {
-    return on_exec(bpf_get_current_pid_tgid() >> 32, args->pid, args->old_pid);
+    return on_exec(current_ids() >> 32, args->pid, args->old_pid, args->pid != args->old_pid);
 }
 
 TRACEPOINT_PROBE(sched, sched_process_exit)
@@ -84,27 +85,40 @@ int BPF_PROG(ht_sys_exit, struct pt_regs *regs, long ret)
     return on_sys_exit(regs, ret);
 }
 
+/* Tasks are numbered as hangtrace sees them (ht_pidns.bpf.h: task_ids; 0 = outside its pid
+ * namespace, never followed). */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(ht_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-    return on_switch(prev->pid, prev->tgid, !preempt && task_state(prev) != 0,
-                     next->pid != 0 && is_target(next->tgid));
+    u32 ptid, ptgid, ntid, ntgid;
+    task_ids(prev, &ptid, &ptgid);
+    task_ids(next, &ntid, &ntgid);
+    return on_switch(ptid, ptgid, !preempt && task_state(prev) != 0,
+                     ntid != 0 && is_target(ntgid));
 }
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(ht_sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
-    u32 ptgid = parent->tgid, ctgid = child->tgid;
+    u32 ptid, ptgid, ctid, ctgid;
+    task_ids(parent, &ptid, &ptgid);
     if (!is_target(ptgid))
         return 0;
-    return on_fork(ptgid, parent->pid, child->pid, ctgid,
-                   ctgid != ptgid ? HT_F_NEW_PROCESS : 0);
+    task_ids(child, &ctid, &ctgid);
+    if (!ctid)          /* made in a pid namespace nested below hangtrace's: not seen */
+        return 0;
+    return on_fork(ptgid, ptid, ctid, ctgid,
+                   child->tgid != parent->tgid ? HT_F_NEW_PROCESS : 0);
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(ht_sched_process_exec, struct task_struct *p, pid_t old_pid)
 {
-    return on_exec(p->tgid, p->pid, old_pid);
+    u32 tid, tgid;
+    task_ids(p, &tid, &tgid);
+    int moved = p->pid != old_pid;
+    /* the old tid in hangtrace's namespace: the kernel's own when that is the host's */
+    return on_exec(tgid, tid, HT_SET(pidns_ino) ? 0 : old_pid, moved);
 }
 
 /* do_exit() decrements signal->live before this tracepoint: 0 means no thread of the
@@ -112,6 +126,8 @@ int BPF_PROG(ht_sched_process_exec, struct task_struct *p, pid_t old_pid)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(ht_sched_process_exit, struct task_struct *p)
 {
-    return on_exit(p->pid, p->signal->live.counter == 0 ? 1 : 0);
+    u32 tid, tgid;
+    task_ids(p, &tid, &tgid);
+    return on_exit(tid, p->signal->live.counter == 0 ? 1 : 0);
 }
 #endif

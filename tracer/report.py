@@ -66,6 +66,9 @@ class ProcessReport:
     # a key unique across nodes (node i's pid p is i * 10,000,000 + p), as are tids.
     node: Optional[str] = None
     node_pid: Optional[int] = None
+    # Its pid in its own pid namespace when that lies below the recording's (a container's
+    # process seen from the host: NSpid), else None.
+    ns_pid: Optional[int] = None
 
     def to_json(self) -> Dict[str, Any]:
         return {"pid": self.pid, "ppid": self.ppid, "role": self.role, "comm": self.comm,
@@ -74,7 +77,7 @@ class ProcessReport:
                 "exit_status": self.exit_status, "counters": self.counters,
                 "pid_unknown": self.pid_unknown,
                 "threads": [t.to_json() for t in self.threads],
-                "node": self.node, "node_pid": self.node_pid}
+                "node": self.node, "node_pid": self.node_pid, "ns_pid": self.ns_pid}
 
 
 @dataclass

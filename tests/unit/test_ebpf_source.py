@@ -33,8 +33,8 @@ def test_the_main_program_splices_all_its_parts_in_order():
     text = S.bcc_text("hangtrace")
     parts = [m for m in re.findall(r'#include "(ht_\w+\.bpf\.h)"',
                                    S.source_path("hangtrace").read_text())]
-    assert parts == ["ht_dialect.bpf.h", "ht_regs.bpf.h", "ht_count.bpf.h", "ht_stream.bpf.h",
-                     "ht_probes.bpf.h"]
+    assert parts == ["ht_dialect.bpf.h", "ht_pidns.bpf.h", "ht_regs.bpf.h", "ht_count.bpf.h",
+                     "ht_stream.bpf.h", "ht_probes.bpf.h"]
     positions = [text.index((S.BPF_DIR / p).read_text().splitlines()[0]) for p in parts]
     assert positions == sorted(positions)
     # BCC's entry points and the handlers they call are all in its one text

@@ -47,7 +47,7 @@ TABLE = [
      "fds=[FdInfo(fd=1, kind='pipe', target='pipe:[3]', mode='w', pos=0, inode=None), "
      "FdInfo(fd=2, kind=None, target='?', mode='r', pos=None, inode=None)], listening=[], "
      "state='', exit_code=None, start_time=None, environ_rank=None, pid_unknown=False, "
-     "threads_partial=False)"),
+     "threads_partial=False, ns_pids=[])"),      # a row written before ns_pids: []
     ('["end",1.0,"complete",0.0,1]',
      "RecordingEnd(ts=1.0, reason='complete', duration=0.0, events=1)"),
     # refused: wrong types, wrong lengths, what JSON cannot hold, no row at all

@@ -258,4 +258,4 @@ def _process_report(pv: ProcessVerdict, rec: Recording, stacks: Optional[StackTa
         waits_on=[locate_wait(w.to_json(), nodes) for w in pv.waits_on], threads=threads,
         exit_status=pv.exit_status, counters=_process_counters(threads),
         pid_unknown=pv.facts.pid_unknown, node=pv.facts.node,
-        node_pid=real_id(pv.pid) if nodes is not None else None)
+        node_pid=real_id(pv.pid) if nodes is not None else None, ns_pid=pv.facts.ns_pid)

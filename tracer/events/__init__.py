@@ -172,6 +172,9 @@ class ProcessInfo(Event, tag="pi"):
     ``threads_partial``: only some of its threads were traced (``strace -p TID`` without -f:
     "Process TID attached", one thread of a process that may have more): a wait for another
     thread of it may be ended by one the recording does not show.
+    ``ns_pids``: its pids in the pid namespaces below the one ``pid`` is numbered in (a
+    container's, seen from the host), outermost first: /proc/PID/status NSpid less its first
+    number (linux/pidns.py); [] when it lives in that namespace.
     """
     pid: Int
     ppid: Int
@@ -186,6 +189,7 @@ class ProcessInfo(Event, tag="pi"):
     environ_rank: Optional[str] = None
     pid_unknown: bool = False
     threads_partial: bool = False
+    ns_pids: List[Int] = field(default_factory=list)
 
 
 class ThreadStart(Event, tag="tst"):
@@ -287,7 +291,8 @@ class ObserveError(Event, tag="oerr"):
     the live report knew (tracer/analysis/threads/observed.py). ``source``: the backend; ``what``:
     "attach" (thread ``tid`` of ``pid``, or the whole process when ``tid`` is None), "syscall",
     "io", "fd", "stat" (those /proc files of ``pid``), "excluded" (never traced: hangtrace's
-    own ancestor), "backend" (its own trouble; no pid); ``denied``: a permission refusal
+    own ancestor), "reused" (never traced: another process took ``pid`` after discovery),
+    "backend" (its own trouble; no pid); ``denied``: a permission refusal
     (EPERM, EACCES), not a target that was gone; ``why``: one line."""
     source: str
     what: str

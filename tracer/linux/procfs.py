@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..events import ProcessInfo, ProcessIO, ThreadSample
+from .pidns import inner_pids
 from .procfs_fds import SocketTables, listening_sockets, read_fds, socket_table
 
 __all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked", "Stat", "read_bytes", "read_text", "read_stat", "read_cmdline", "read_comm",
@@ -322,7 +323,7 @@ def read_process_info(pid: int, root: str = "/proc", ts: Optional[float] = None,
         listening=listening_sockets(pid, root, fds=fds, tables=tables) if with_fds else [],
         state=st.state, exit_code=st.exit_code if zombie else None,
         start_time=None if bt is None else bt + st.starttime / TICKS_HZ,
-        environ_rank=read_environ_rank(pid, root))
+        environ_rank=read_environ_rank(pid, root), ns_pids=inner_pids(pid, root))
 
 
 def parse_schedstat(data: Optional[bytes]):

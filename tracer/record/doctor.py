@@ -58,10 +58,12 @@ def _bpf_syscall() -> Dict[str, Any]:
     if not os.path.exists("/proc/sys/kernel/bpf_stats_enabled") and not unpriv:
         return _fact(False, "kernel built without CONFIG_BPF_SYSCALL",
                      "use a kernel with CONFIG_BPF_SYSCALL=y")
-    if os.geteuid() == 0:
+    from .backends.ebpf.env import privilege_problem    # capabilities, not the euid
+    why = privilege_problem("bpf()")
+    if why is None:
         return _fact(True, "bpf() available")
-    return _denied(f"bpf() available (unprivileged_bpf_disabled={unpriv or '?'}; needs root "
-                   "or CAP_BPF)", PRIVILEGE_FIX)
+    return _denied(f"bpf() available (unprivileged_bpf_disabled={unpriv or '?'}); {why}",
+                   PRIVILEGE_FIX)
 
 
 def _kmsg() -> Dict[str, Any]:
@@ -126,7 +128,10 @@ def doctor_facts() -> Dict[str, Any]:
     "ebpf_cost" says what a syscall tracepoint costs every process on the machine (the figure
     bench/overhead.py measured on an untraced bystander). It reads files, looks for programs and
     opens libbpf (whose feature probes create and close a tiny map and program); it loads none of
-    hangtrace's programs, changes nothing and never raises."""
+    hangtrace's programs, changes nothing and never raises. "pid_namespace" and "capabilities"
+    (record/doctor_ns.py) say, in a container, whose processes the backends see and which
+    capabilities are missing, with the docker flag or pod setting; each backend's "sees" says
+    what it records from here."""
     from .backends.ebpf.backend import ebpf_problem
     from .backends.ebpf.env import TRACEPOINT_COST
     from .backends.strace_backend import ptrace_problem
@@ -171,13 +176,16 @@ def doctor_facts() -> Dict[str, Any]:
     facts["py_spy"] = _fact(bool(spy), spy or NOT_INSTALLED.split(" (")[0],
                             "pip install 'hangtrace[stacks]' (or set $HANGTRACE_PY_SPY)")
     facts["kmsg"] = _kmsg()
+    from .doctor_ns import backend_sees, namespace_facts   # a container's view (issue 42)
+    facts.update(namespace_facts())
     facts["ebpf_loader"] = _ebpf_loader()
     facts["ebpf_cost"] = TRACEPOINT_COST
     facts["compiled_helpers"] = _fact(fastpath.compiled() is not None, fastpath.status(),
                                       "reinstall with a C compiler and Python's headers "
                                       "(apt install gcc python3-dev); the pure-Python path "
                                       "gives the same results, slower")
-    if not facts["ebpf_loader"]["ok"] and not facts["root"]:
+    from .backends.ebpf.env import privilege_problem
+    if not facts["ebpf_loader"]["ok"] and privilege_problem() is not None:
         facts["ebpf_loader"]["_denied"] = True
     ebpf_why = ebpf_problem()
     facts["backends"] = {
@@ -187,6 +195,8 @@ def doctor_facts() -> Dict[str, Any]:
                    "why": "" if st and why is None else (why or "strace not installed")},
         "proc": {"ok": os.path.isdir("/proc/self"), "why": ""},
     }
+    for name, b in facts["backends"].items():
+        b["sees"] = backend_sees(name)
     return _with_privilege(facts)
 
 
@@ -250,5 +260,7 @@ def run_doctor(console: Any) -> int:
     for name, b in facts["backends"].items():
         how = f": {b['loader']}" if b.get("loader") else ""
         say(f"  {name:<7} {'usable' + how if b['ok'] else 'unavailable: ' + b['why']}")
+        if b["ok"]:
+            say(f"          sees {b['sees']}")
     say(f"note: {facts['ebpf_cost']}")
     return 0 if facts["backends"]["ebpf"]["ok"] or facts["backends"]["strace"]["ok"] else 1

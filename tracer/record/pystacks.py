@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import events as ev
 from ..events.stacks import NativeStack
+from ..linux.pidns import inner_tids
 
 __all__ = ["find_py_spy", "is_python_process", "take_stacks", "py_stacks_probe",
            "native_stacks_probe", "format_frame", "format_native", "NOT_INSTALLED"]
@@ -133,14 +134,18 @@ def take_stacks(pid: int, py_spy: Optional[str] = None, timeout: float = _TIMEOU
     except ValueError:
         return [ev.PyStack(ts=now, pid=pid, tid=0, error="py-spy printed no JSON")]
     out: List[ev.Event] = []
+    # a process in a pid namespace below hangtrace's (a container's, from the host): CPython
+    # and so py-spy know its threads by their tids there
+    from_ns = inner_tids(pid)
     for t in threads if isinstance(threads, list) else []:
         tid = t.get("os_thread_id")
         if not isinstance(tid, int):
             continue   # py-spy could not map the pthread id to a kernel tid
+        tid = from_ns.get(tid, tid) if from_ns else tid
         frames = [f for f in t.get("frames") or [] if isinstance(f, dict)]
         py = [f for f in frames if not f.get("module")]       # native ones name their file
         out.append(ev.PyStack(
-            ts=now, pid=int(t.get("pid") or pid), tid=tid,
+            ts=now, pid=pid if from_ns else int(t.get("pid") or pid), tid=tid,
             thread_name=str(t.get("thread_name") or ""),
             frames=[format_frame(f) for f in py], active=t.get("active"),
             owns_gil=t.get("owns_gil"), files=[str(f.get("filename") or "") for f in py]))

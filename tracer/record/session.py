@@ -317,12 +317,23 @@ class Session:
         is stopped too); the window opens once all are in place (BCC compiles for about a
         second), and the trace and the analyzer begin with it."""
         self.cpu.append(own_cpu())
+        self._drop_reused()
         for b in self.backends:
             self.started.append(b)
             b.start(self.targets, self.inbox.put)
         self.start, self.began = time.time(), time.monotonic()
         self.cpu.append(own_cpu())
         self._open_trace(self.start)
+
+    def _drop_reused(self) -> None:
+        """Leave out every pid another process took since discovery (record/targets.py): said in
+        the trace; when none of the targets is left, TargetGone with the first line."""
+        dropped = dict(self.targets.drop_reused())
+        self.infos = [i for i in self.infos if i.pid not in dropped]  # it exited: not in the tree
+        self.pending += [ev.ObserveError(ts=time.time(), source="session", what="reused",
+                                         pid=pid, why=line) for pid, line in dropped.items()]
+        if dropped and not self.targets.pids():
+            raise TargetGone(next(iter(dropped.values())))
 
     def _open_trace(self, start: float) -> None:
         """The trace's header and writer, then the analyzer, from ``start``; what is pending
@@ -388,8 +399,9 @@ class Session:
         return None
 
     def _alive(self) -> List[int]:
-        """The live targets (after a fork storm, thousands of the pids seen have exited)."""
-        return [p for p in self.targets.pids() if procfs.pid_exists(p)]
+        """The live targets (after a fork storm, thousands of the pids seen have exited), never
+        a pid another process took since (the end probes read its memory and stacks)."""
+        return self.targets.alive()
 
     def close(self) -> None:
         """Stop every backend started, drain the inbox (bounded; a signal after the window

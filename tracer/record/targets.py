@@ -2,26 +2,28 @@
 /proc services every backend needs (no backend borrows them from another).
 
 Contract:
-- ``TargetSet(roots, exclude)``: the pids being recorded (thread-safe). ``discover()`` walks
-  the roots' trees once (linux/procfs.descendants over one listing of /proc) and reads each
-  process's ``ProcessInfo`` once, its threads' run counts just before (``run_counts``): the
-  trace header's processes and every backend's starting point; it is idempotent, so a backend started alone (tests, benchmarks) calls it itself.
-  Births and deaths that backends see afterwards update the set (``add``, ``discard``).
+- ``TargetSet(roots, exclude)``: the pids recorded (thread-safe). ``discover()`` walks the roots'
+  trees once and reads each process's ``ProcessInfo`` (after its threads' ``run_counts``): the
+  trace header's processes, every backend's start; idempotent. ``add``/``discard`` follow births
+  and deaths. A pid names its process only while it lives: ``reused``, ``drop_reused`` and
+  ``alive`` tell a pid another process took since (its start time differs: issue 46 item 4).
 - ``initial_process_infos(pids)``: ProcessInfo of ``pids`` and all their descendants;
   ``decode_wait_status(code)``: (exit status, signal, core dumped) of a wait(2) status;
-  ``ParentCache``: pid -> ppid kept from one /proc listing to the next.
+  ``ParentCache``: pid -> ppid kept from one /proc listing to the next; ``pid_reused_line``.
 """
 from __future__ import annotations
 
 import threading
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+from ..errors import shown
 from ..events import ProcessInfo
 from ..linux import procfs
 from ..linux.wait_status import decode_wait_status
 from .stillness import RunCounts
 
-__all__ = ["TargetSet", "ParentCache", "initial_process_infos", "decode_wait_status"]
+__all__ = ["TargetSet", "ParentCache", "initial_process_infos", "decode_wait_status",
+           "pid_reused_line"]
 
 
 def initial_process_infos(pids: Iterable[int], root: str = "/proc") -> List[ProcessInfo]:
@@ -49,6 +51,7 @@ class TargetSet:
         self.run_counts = RunCounts()          # before each info: who ran since (stillness.py)
         self.discovered = False
         self._root = "/proc"
+        self._started: Dict[int, int] = {}     # pid -> its process's start time (clock ticks)
 
     def discover(self, root: str = "/proc") -> List[ProcessInfo]:
         """Walk the roots' trees once (module doc): every descendant not excluded is added and
@@ -64,6 +67,7 @@ class TargetSet:
             if self.excluded(pid):
                 continue
             self.add(pid)
+            self._note_start(pid)               # a root was in the set before: noted here
             self.run_counts.add(pid)
             info = procfs.read_process_info(pid, root, tables=tables)
             if info is not None:
@@ -84,14 +88,61 @@ class TargetSet:
         return known
 
     def add(self, pid: int) -> bool:
-        """Add a pid; True when it was new (False too for an excluded pid)."""
+        """Add a pid, with its process's start time; True when it was new (False too for an
+        excluded pid)."""
         if self.excluded(pid):
             return False
         with self._lock:
             if pid in self._pids:
                 return False
             self._pids.add(pid)
-            return True
+        self._note_start(pid)
+        return True
+
+    def _note_start(self, pid: int) -> None:
+        st = procfs.read_stat(pid, root=self._root)
+        if st is not None:
+            with self._lock:
+                self._started.setdefault(pid, st.starttime)
+
+    def reused(self, pid: int) -> Optional[str]:
+        """One line when ``pid`` is now another process than the one added under it (its start
+        time, /proc/PID/stat's clock ticks since boot, differs: it exited and pids wrapped),
+        else None (the same process, gone, or never known). The session drops such pids before
+        the backends attach, each backend again just before it ptraces a pid or marks it in
+        its BPF filter, and the end probes read only ``alive()``: a root process that took a
+        dead target's pid is never traced as it (``strace -p`` has this race)."""
+        with self._lock:
+            was = self._started.get(pid)
+        if was is None:
+            return None
+        st = procfs.read_stat(pid, root=self._root)
+        if st is None or st.starttime == was:
+            return None
+        return pid_reused_line(pid, was, st.starttime, st.comm)
+
+    def drop_reused(self, pids: Optional[Iterable[int]] = None) -> List[Tuple[int, str]]:
+        """Discard every pid (of ``pids``, default all) that another process now holds;
+        (pid, the line saying so: ``reused``) for each."""
+        dropped = []
+        for pid in list(self.pids() if pids is None else pids):
+            line = self.reused(pid)
+            if line is not None:
+                self.discard(pid)
+                dropped.append((pid, line))
+        return dropped
+
+    def alive(self) -> List[int]:
+        """The pids whose process is still there as the one found (not gone, not reused): one
+        read of /proc/PID/stat each."""
+        with self._lock:
+            started = dict(self._started)
+        out = []
+        for pid in self.pids():
+            st = procfs.read_stat(pid, root=self._root)
+            if st is not None and started.get(pid, st.starttime) == st.starttime:
+                out.append(pid)
+        return out
 
     def discard(self, pid: int) -> None:
         with self._lock:
@@ -104,6 +155,15 @@ class TargetSet:
     def __contains__(self, pid: int) -> bool:
         with self._lock:
             return pid in self._pids
+
+
+def pid_reused_line(pid: int, was: int, now: int, comm: str) -> str:
+    """The one line that says a pid changed hands (``TargetSet.reused``); start times in clock
+    ticks since boot."""
+    hz = procfs.TICKS_HZ
+    return (f"pid {pid} is not the process found at discovery: that one (started "
+            f"{was / hz:.2f} s after boot) exited and {shown(comm)} (started {now / hz:.2f} s "
+            f"after boot) now holds its pid: not traced")
 
 
 class ParentCache:

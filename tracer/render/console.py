@@ -148,6 +148,8 @@ def _process_label(p: ProcessReport, cmd_chars: int = 90, compact: bool = False,
         who = f"thread [bold]{pid}[/] [dim](its process is not shown by the recording)[/]"
     else:
         who = f"pid [bold]{pid}[/]"
+        if p.ns_pid is not None:
+            who += f" [dim](pid {p.ns_pid} in its namespace)[/]"
     counters = _counters(p.counters)
     if compact:
         return Text.from_markup(f"{role}{who}  {_verdict(p.verdict)} [dim]({escape(p.rule)})[/]  "

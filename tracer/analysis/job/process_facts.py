@@ -71,6 +71,13 @@ class ProcessFacts:
     node: Optional[str] = None                 # its node's name, in merged traces only
     ranked: bool = False         # one of the ranks of a job without RANK (job/ranks.py)
     threads_partial: bool = False  # only some of its threads were traced (strace -p TID)
+    ns_pid: Optional[int] = None   # its pid in its own pid namespace, below the recording's
+
+    @property
+    def ns_words(self) -> str:
+        """", pid 7 in its namespace" for a process of a pid namespace below the one the
+        recording numbers processes in (a container's, seen from the host), else ""."""
+        return f", pid {self.ns_pid} in its namespace" if self.ns_pid is not None else ""
 
     @property
     def is_rank(self) -> bool:
@@ -99,7 +106,7 @@ class ProcessFacts:
         gpu = f", GPU {real_id(self.gpu)}" if self.gpu is not None \
             and self.role.kind in _GPU_ROLES else ""
         where = f"node {self.node}, " if self.node is not None else ""
-        return f"{where}{name} (pid {real_id(self.pid)}{gpu})"
+        return f"{where}{name} (pid {real_id(self.pid)}{self.ns_words}{gpu})"
 
     @property
     def ref(self) -> str:
@@ -132,7 +139,8 @@ def process_facts(rec: Recording, ranks: Optional[Dict[int, Tuple[int, Optional[
                                 exit_text(p), sorted(kids.get(pid, [])), gpu,
                                 info.pid_unknown,
                                 nodes.name(pid) if nodes is not None else None,
-                                threads_partial=info.threads_partial)
+                                threads_partial=info.threads_partial,
+                                ns_pid=info.ns_pids[-1] if info.ns_pids else None)
     return out
 
 

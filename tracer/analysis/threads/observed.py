@@ -89,6 +89,8 @@ def unobserved_lines(rec: Recording) -> List[str]:
             out.append(f"{source}: {why}")
         elif what == "excluded":
             out.append(f"pid {who} not traced: {why}")
+        elif what == "reused":          # the line names the pid and both processes
+            out.append(why)
         else:
             files = _FILES.get(what, "/proc/PID/" + what).replace("{pid}", "PID")
             out.append(f"could not read {files} of pid {who}: {why}")

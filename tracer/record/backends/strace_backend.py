@@ -60,10 +60,24 @@ def ptrace_problem() -> Optional[str]:
         return None                  # no Yama: classic rules (same uid or CAP_SYS_PTRACE)
     if scope >= 3:
         return "ptrace is disabled on this host (kernel.yama.ptrace_scope=3, needs a reboot)"
-    if scope >= 1 and os.geteuid() != 0:
+    if scope >= 1 and not _has_cap_sys_ptrace():
         return (f"kernel.yama.ptrace_scope={scope}: attaching to a running process needs root "
-                "(run with sudo) or CAP_SYS_PTRACE")
+                "(run with sudo) or CAP_SYS_PTRACE" + (" (this root lacks it, as in a container: "
+                "docker run --cap-add SYS_PTRACE, or a pod's securityContext.capabilities.add "
+                "[SYS_PTRACE])" if os.geteuid() == 0 else ""))
     return None
+
+
+def _has_cap_sys_ptrace() -> bool:
+    """CAP_SYS_PTRACE in effect (root in a container may lack it, whatever its euid)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> 19 & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.geteuid() == 0
 
 
 def _strace_child_setup() -> None:
@@ -150,6 +164,8 @@ class StraceBackend(Backend):
             raise RuntimeError("StraceBackend.start called twice")
         path = self._strace or shutil.which("strace") or "strace"
         targets.discover()              # once per recording (record/targets.py)
+        # just before ptrace: a pid another process took since discovery is not attached
+        self.errors.extend(line for _, line in targets.drop_reused())
         pids = targets.pids()
         if not pids:
             raise ValueError("no target pids")

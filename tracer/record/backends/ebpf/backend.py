@@ -192,6 +192,10 @@ class EbpfBackend(Backend):
                         tree.setdefault(st.ppid, []).append(pid)
                 pids = sorted(p for p in set(pids) | set(procfs.descendants(pids, tree=tree))
                               if not targets.excluded(p))
+            # just before the filter: a pid another process took since discovery is left out
+            dropped = targets.drop_reused(pids)
+            self.errors.extend(line for _, line in dropped)
+            pids = [p for p in pids if p not in {d for d, _ in dropped}]
             for pid in pids:
                 if pid not in seen:
                     targets.add(pid)

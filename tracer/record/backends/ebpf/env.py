@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ....linux.pidns import pid_view
 from ....linux.tracefs import TRACEFS_DIRS, ensure_tracefs, find_tracefs
 from . import layout as L
 from .loader import LOADERS, preferred
 from .source import BPF_DIR, object_path
 
 __all__ = ["ebpf_problem", "bcc_problem", "core_problem", "compile_flags", "CFLAGS",
-           "pid_max", "settings", "BTF_VMLINUX", "privilege_problem", "loader_problems",
+           "pid_max", "settings", "setting_flags", "BCC_PIDNS", "BTF_VMLINUX", "privilege_problem", "loader_problems",
            "choose", "describe_loader", "TRACEPOINT_COST"]
 
 _CAP_SYS_ADMIN, _CAP_PERFMON, _CAP_BPF = 21, 38, 39
@@ -65,19 +66,55 @@ def pid_max() -> int:
         return 4194304   # PID_MAX_LIMIT on 64-bit
 
 
-def settings() -> Dict[str, int]:
-    """The HT_SETTING values of bpf/hangtrace.bpf.c (ht_dialect.bpf.h)."""
-    wait_mask, wake_mask = L.futex_masks()
-    return {"futex_wait_mask": wait_mask, "futex_wake_mask": wake_mask}
+def settings(name: str = "hangtrace") -> Dict[str, int]:
+    """The HT_SETTING values of bpf/NAME.bpf.c (ht_dialect.bpf.h): every program numbers pids
+    as hangtrace's /proc does (bpf/ht_pidns.bpf.h, linux/pidns.py); hangtrace.bpf.c also
+    takes the futex commands."""
+    out = pid_view().bpf_settings()
+    if name == "hangtrace":
+        wait_mask, wake_mask = L.futex_masks()
+        out.update(futex_wait_mask=wait_mask, futex_wake_mask=wake_mask)
+    return out
+
+
+# BCC's fork trace event gives the child's host pid, which a program inside another pid
+# namespace cannot number (the CO-RE object reads struct pid: bpf/ht_pidns.bpf.h).
+BCC_PIDNS = ("BCC cannot number a new child in this pid namespace (a container's: its fork "
+             "event gives the host's pid): the CO-RE object can (python scripts/build_bpf.py, "
+             "or the wheel that ships it); or -b proc / -b strace")
 
 
 def _admin() -> bool:
-    return os.geteuid() == 0 or bool(_cap_eff() >> _CAP_SYS_ADMIN & 1)
+    """CAP_SYS_ADMIN in effect: root on the host has it, root in a container (Docker's
+    default capabilities) does not, whatever its euid."""
+    return bool(_cap_eff() >> _CAP_SYS_ADMIN & 1)
+
+
+_INIT_USER_NS_INO = 0xEFFFFFFD       # PROC_USER_INIT_INO
+
+
+def _foreign_user_ns() -> bool:
+    """In a user namespace other than the host's (a rootless container): its capabilities
+    give no eBPF."""
+    try:
+        return os.stat("/proc/self/ns/user").st_ino != _INIT_USER_NS_INO
+    except OSError:
+        return False
 
 
 def privilege_problem(what: str = "eBPF") -> Optional[str]:
+    """Why this process may not load BPF programs (one line), or None: it needs CAP_BPF and
+    CAP_PERFMON (or CAP_SYS_ADMIN) in the host's user namespace; root in a container may lack
+    them (record/doctor_ns.py says how to grant them)."""
     caps = _cap_eff()
+    if _foreign_user_ns():
+        return (f"{what} needs the host's user namespace: this is a rootless container's, "
+                "whose capabilities do not reach the kernel's BPF")
     if not _admin() and not (caps >> _CAP_BPF & 1 and caps >> _CAP_PERFMON & 1):
+        if os.geteuid() == 0:
+            return (f"{what} needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN), which this root "
+                    "lacks (as in a container): docker run --cap-add BPF --cap-add PERFMON, or a "
+                    "pod's securityContext.capabilities.add [BPF, PERFMON]")
         return f"{what} needs root (or CAP_BPF and CAP_PERFMON): run with sudo"
     return None
 
@@ -137,6 +174,8 @@ def loader_problems(names: Sequence[str] = LOADERS,
             out[name] = core_problem(objects)
         elif name == "bcc":
             out[name] = bcc_problem()
+            if out[name] is None and "hangtrace" in objects and not pid_view().host:
+                out[name] = BCC_PIDNS
         else:
             out[name] = f"unknown eBPF loader {name!r} (libbpf, bcc)"
     return out
@@ -183,12 +222,17 @@ def ebpf_problem(loaders: Optional[Sequence[str]] = None,
     return None
 
 
+def setting_flags(name: str) -> List[str]:
+    """bpf/NAME.bpf.c's settings as BCC's -D flags."""
+    return [f"-DHT_SET_{key}={value}" for key, value in settings(name).items()]
+
+
 def compile_flags() -> List[str]:
     """BCC's cflags for bpf/hangtrace.bpf.c on this machine: the pid arrays sized from
     kernel.pid_max, the settings of ht_dialect.bpf.h as -D flags, group_dead when the running
     kernel's sched_process_exit has it."""
     cflags = ["-I" + str(BPF_DIR), *CFLAGS, "-DHT_BCC", f"-DHT_PID_MAX={pid_max()}"]
-    cflags += [f"-DHT_SET_{name}={value}" for name, value in settings().items()]
+    cflags += setting_flags("hangtrace")
     tfs = find_tracefs() or TRACEFS_DIRS[0]
     try:
         with open(f"{tfs}/events/sched/sched_process_exit/format") as f:

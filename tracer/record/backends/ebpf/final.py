@@ -17,6 +17,7 @@ from typing import Dict, List, Mapping, Optional, Set, Tuple
 from msgspec.structs import replace
 
 from .... import events as ev
+from ....events.counts import ThreadCounts
 from ....linux import procfs
 from . import layout as L
 from .convert import Clock, Converter
@@ -24,7 +25,7 @@ from .counts import CountEmitter, KernelSnapshot
 from .inflight import MemReader, ongoing_call, read_mem
 from .loader import MapView
 
-__all__ = ["StopContext", "final_events"]
+__all__ = ["StopContext", "final_events", "blind_line", "BLIND_RUNS"]
 
 
 @dataclass
@@ -95,7 +96,12 @@ def final_events(ctx: StopContext) -> Tuple[List[ev.Event], List[str]]:
                              stop_ts - since, ctx.mem)
             if e is not None:
                 out.append(e)
-    out.extend(ctx.emitter.events(KernelSnapshot().read(ctx.maps), stop_ts, every=True))
+    counted = ctx.emitter.events(KernelSnapshot().read(ctx.maps), stop_ts, every=True)
+    out.extend(counted)
+    blind = blind_line(ctx.start_samples, samples, threads, bool(ctx.exited_cpu) or any(
+        isinstance(e, ThreadCounts) for e in counted))
+    if blind:
+        ctx.errors.append(blind)
     for pid, tids in ctx.live.items():
         for tid in tids:
             cpu = _live_cpu(ctx, pid, tid, samples.get(tid), threads.get(tid), now_ns, stop_ts)
@@ -113,6 +119,37 @@ def final_events(ctx: StopContext) -> Tuple[List[ev.Event], List[str]]:
         if n:
             ctx.errors.append(f"ebpf: the kernel map for {what} was full {n} times")
     return out, ctx.errors
+
+
+# /proc's run counts of the tree (times a thread was put on a CPU) that say it ran for sure
+BLIND_RUNS = 3
+
+
+def blind_line(first: Mapping[int, ev.ThreadSample], last: Mapping[int, ev.ThreadSample],
+               threads: Mapping[int, L.HtThread], counted: bool) -> Optional[str]:
+    """One line when the kernel programs saw nothing of a tree that /proc shows running: no
+    call counted, no exit and no context switch of any of its threads (``threads``' switches,
+    which sched_switch counts for every followed thread, a pure CPU spinner's preemptions
+    too), while its threads' schedstat run counts went up ``BLIND_RUNS`` times or more from
+    the attach (``first``) to the stop (``last``). Its counts are then missing, not zero (a
+    program that numbers pids otherwise than hangtrace: issue 42), and the report says so
+    rather than calling the tree idle. None when eBPF saw something, or /proc shows no run."""
+    if counted or any(threads[t].switches for t in last if t in threads):
+        return None
+    ran = cpu_ns = 0
+    for tid, s in last.items():
+        f = first.get(tid)
+        if f is None or s.run_count is None or f.run_count is None:
+            continue
+        ran += max(0, s.run_count - f.run_count)
+        cpu_ns += max(0, (s.run_ns or 0) - (f.run_ns or 0))
+    if ran < BLIND_RUNS:
+        return None
+    cpu = f", {cpu_ns / 1e9:.2f} s of CPU" if cpu_ns >= 10_000_000 else ""
+    return (f"eBPF saw no call, switch or exit of the traced tree while /proc shows it ran "
+            f"({ran} times on a CPU{cpu}): its counts are missing, "
+            "not zero, and the verdict cannot rest on them; record with -b proc or -b strace "
+            "(hangtrace doctor says what this eBPF sees)")
 
 
 def _sample(ctx: StopContext, pid: int, tid: int) -> Optional[ev.ThreadSample]:

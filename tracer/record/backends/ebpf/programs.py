@@ -17,7 +17,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ....errors import ToolMissing
 from . import layout as L
-from .env import CFLAGS, bcc_problem, choose, compile_flags, describe_loader, pid_max, settings
+from .env import (CFLAGS, choose, compile_flags, describe_loader, pid_max,
+                  loader_problems, setting_flags, settings)
 from .loader import Program, preferred
 from .source import bcc_text, object_path
 
@@ -34,13 +35,14 @@ def _libbpf(name: str) -> Program:
     sizes: Dict[str, int] = {m: pid_max() for m in _PID_ARRAYS.get(name, ())}
     mirror = {n: ct.sizeof(c) for n, c in L.STRUCTS.items()} if name == "hangtrace" else {}
     return CoreProgram(str(object_path(name)), max_entries=sizes,
-                       settings=settings() if name == "hangtrace" else {},
+                       settings=settings(name),
                        attach=name not in _MANUAL, struct_sizes=mirror)
 
 
 def _bcc(name: str) -> Program:
     from .bcc_loader import BccProgram
-    flags = compile_flags() if name == "hangtrace" else [*CFLAGS, "-DHT_BCC"]
+    flags = compile_flags() if name == "hangtrace" else [*CFLAGS, "-DHT_BCC",
+                                                         *setting_flags(name)]
     return BccProgram(bcc_text(name), flags)
 
 
@@ -61,7 +63,7 @@ def load(name: str, loaders: Optional[Sequence[str]] = None) -> Tuple[Program, L
     try:
         return _libbpf(name), []
     except OSError as exc:
-        if "bcc" not in names or bcc_problem() is not None:
+        if "bcc" not in names or loader_problems(("bcc",), (name,))["bcc"] is not None:
             raise
         return _bcc(name), [f"libbpf could not load {object_path(name).name} ({exc}): "
                             "BCC compiled it instead"]
