@@ -7,26 +7,39 @@ Contract:
   window's end: who did nothing since the start (stillness.py; never a root) and the probes
   that read every process. It says when ``early`` runs: the last look and the ``per_process``
   probes (probe_run.mark), for the others only (``notes`` says how many were left).
+- ``start_window(alive, window_end)`` (a tree the survey does not read: ``lead_s`` 0), at
+  the window's start: a thread that sleeps until ``window_lead`` before ``window_end`` and
+  then runs the probes marked ``in_window`` (probe_run.mark: stack motion, Python stacks,
+  memory), so that the report comes soon after the window; their events wait in it.
+  ``window_over()`` wakes it at once (the window ended early).
+- The end's budget (probe_run's ``END_PROBES_S``) counts from the window's end.
 - ``late(pids, analyzer, take)``, once the backends stopped and their events were taken:
-  what did not run before (all of it for a small tree). Each step returns trouble lines.
+  the window thread's events (waited for until the budget ends: what it did not finish is
+  said), then what did not run before (all of it for a small tree without the window
+  thread). Each step returns trouble lines.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .. import events as ev
 from ..linux import procfs
-from .probe_run import (END_PROBES_S, Probe, after_stop, beside, per_process, probe_name,
-                        run_probes)
+from .probe_run import (END_PROBES_S, Probe, after_stop, beside, in_window, per_process,
+                        probe_name, run_probes)
 from .stillness import RunCounts
 
-__all__ = ["Ending", "final_infos", "lead_for", "EARLY_MIN_PROCESSES", "MAX_LEAD_SHARE"]
+__all__ = ["Ending", "final_infos", "lead_for", "window_lead", "EARLY_MIN_PROCESSES",
+           "MAX_LEAD_SHARE", "WINDOW_WORK_S"]
 
 EARLY_MIN_PROCESSES = 64   # a tree of fewer: its end after the window, whole, as it always was
 MAX_LEAD_SHARE = 0.5       # of the window, at most, before its end for the survey
 EARLY_FIXED_S = 0.2        # the early part's own: stack motion's pause, a root's stacks
+# the window thread's work on a quiet machine: stack motion's samples (8, 0.12 s apart) and a
+# py-spy dump of each Python process (about 0.3 s for 9 of 100 threads each, 2 cores)
+WINDOW_WORK_S = 1.4
 
 Take = Callable[[ev.Event], None]
 Trouble = List[Tuple[str, str]]
@@ -53,6 +66,33 @@ def lead_for(processes: int, start_cost_s: float, duration: float) -> float:
     return min(max(start_cost_s, 0.0), MAX_LEAD_SHARE * duration)
 
 
+def window_lead(duration: float, load: Optional[float] = None,
+                cpus: Optional[int] = None) -> float:
+    """Seconds before the window's end at which the window thread begins: ``WINDOW_WORK_S``
+    times the share of a CPU it can expect (the run queue's length, ``load`` (the last
+    minute's average: os.getloadavg) over ``cpus``, at least 1: at load 4 on 2 cores, 2.5),
+    at most ``MAX_LEAD_SHARE`` of the window."""
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+    cpus = cpus or os.cpu_count() or 1
+    return min(WINDOW_WORK_S * max(1.0, (load + 1.0) / cpus), MAX_LEAD_SHARE * duration)
+
+
+class _WindowPart:
+    """The window thread's state (Ending.start_window): its events and trouble, kept until the
+    recording's thread takes them (``done`` set when it has finished)."""
+
+    def __init__(self) -> None:
+        self.events: List[ev.Event] = []
+        self.trouble: Trouble = []
+        self.wake = threading.Event()          # the window ended early: begin now
+        self.done = threading.Event()
+        self.thread: Optional[threading.Thread] = None
+
+
 class Ending:
     """The end of one recording (module doc)."""
 
@@ -67,11 +107,94 @@ class Ending:
         self.still: Optional[Set[int]] = None    # who did nothing, as the survey saw it
         self.notes: List[str] = []               # for the report: who was not read again
         self.looked = False                      # the last look taken (early)
+        self.window_end: Optional[float] = None  # time.monotonic() of the window's end
+        self.window: Optional[_WindowPart] = None
 
     def _start(self) -> float:
+        """When the end's budget began: the window's end (``start_window``, ``window_over``),
+        else the end's first /proc read."""
+        if self.window_end is not None:
+            return self.window_end
         if self.began is None:
             self.began = time.monotonic()
         return self.began
+
+    def start_window(self, alive: Callable[[], List[int]], window_end: float,
+                     interrupted: Interrupted = lambda: False,
+                     lead_s: Optional[float] = None) -> None:
+        """Start the window thread (module doc): ``alive()`` gives the live targets when it
+        begins, ``window_end`` is time.monotonic() at the window's end; ``lead_s`` by default
+        ``window_lead`` of the window left. Nothing for a tree the survey reads (``lead_s``:
+        its early part reads the same, in the window) or without such probes."""
+        self.window_end = window_end
+        mine = [p for p in self.probes if in_window(p) and not after_stop(p)]
+        if self.lead_s > 0 or not mine:
+            return
+        lead = window_lead(max(window_end - time.monotonic(), 0.0)) if lead_s is None \
+            else lead_s
+        part = self.window = _WindowPart()
+        self.ran.update(probe_name(p) for p in mine)
+
+        def run() -> None:
+            try:
+                part.wake.wait(max(0.0, window_end - lead - time.monotonic()))
+                part.events, part.trouble = self._side_by_side(mine, alive(), interrupted)
+            except Exception as exc:  # noqa: BLE001 - extra evidence: never the recording
+                part.trouble.append(("session", f"the window's probes failed: {exc}"))
+            finally:
+                part.done.set()
+        part.thread = threading.Thread(target=run, name="hangtrace-window", daemon=True)
+        part.thread.start()
+
+    def _side_by_side(self, probes: List[Probe], pids: List[int],
+                      interrupted: Interrupted) -> Tuple[List[ev.Event], Trouble]:
+        """``probes`` run at once, each in a thread of its own (they wait on py-spy or on
+        the time between samples: stack motion's second of samples is the Python stacks'
+        time too), under the end's budget; (their events in the probes' order, trouble)."""
+        got: List[List[ev.Event]] = [[] for _ in probes]
+        trouble: List[Trouble] = [[] for _ in probes]
+
+        def one(k: int) -> None:
+            trouble[k] = run_probes([probes[k]], pids, None, got[k].append,
+                                    budget_s=END_PROBES_S, began=self._start(),
+                                    cut_before=self.cut_before, interrupted=interrupted)[0]
+        threads = [threading.Thread(target=one, args=(k,), daemon=True,
+                                    name=f"hangtrace-window-{k}") for k in range(1, len(probes))]
+        for t in threads:
+            t.start()
+        one(0)
+        for t in threads:
+            t.join()
+        return [e for mine in got for e in mine], [t for mine in trouble for t in mine]
+
+    def window_over(self) -> None:
+        """The window ended (now, or earlier than asked: a signal, the targets gone): the
+        window thread begins at once if it has not, and the budget counts from now."""
+        now = time.monotonic()
+        if self.window_end is None or now < self.window_end:
+            self.window_end = now
+        if self.window is not None:
+            self.window.wake.set()
+
+    def _take_window(self, take: Take, wait: bool) -> Trouble:
+        """The window thread's events and trouble, once it has finished (``wait``: until the
+        budget's end and a second more, then what it has not finished is said)."""
+        part = self.window
+        if part is None:
+            return []
+        if wait:
+            part.done.wait(max(0.0, self._start() + END_PROBES_S + 1.0 - time.monotonic()))
+        if not part.done.is_set():
+            if not wait:
+                return []
+            self.window = None
+            return [("session", "the window's probes (" + ", ".join(
+                probe_name(p) for p in self.probes if in_window(p)) + ") did not finish "
+                f"within the end probes' {END_PROBES_S:g} s: their events are not kept")]
+        self.window = None
+        for e in part.events:
+            take(e)
+        return part.trouble
 
     def _run(self, probes: Sequence[Probe], pids: List[int], analyzer: object, take: Take,
              interrupted: Interrupted, still: Set[int] = frozenset()) -> Trouble:  # type: ignore
@@ -98,7 +221,7 @@ class Ending:
         read every process (module doc). ``early`` is given what the start cost for the
         others, half again (the end reads more: libraries, stacks), the survey's look twice
         (it looks again) and ``EARLY_FIXED_S``."""
-        t0 = self._start()
+        t0 = time.monotonic()
         self.still = self._still(pids, analyzer)
         look = time.monotonic() - t0
         whole = [p for p in self.probes if not after_stop(p) and not per_process(p)]
@@ -153,10 +276,13 @@ class Ending:
 
     def late(self, pids: List[int], analyzer: object, take: Take,
              interrupted: Interrupted = lambda: False) -> Trouble:
-        """After the backends stopped (module doc)."""
+        """After the backends stopped (module doc): the window thread's events if it has
+        finished, the last look, the probes not run; then the window thread waited for."""
         self._start()
+        trouble = self._take_window(take, wait=False)
         if not self.looked:
             for info in final_infos(pids):
                 take(info)
         rest = [p for p in self.probes if probe_name(p) not in self.ran]
-        return self._run(rest, pids, analyzer, take, interrupted)
+        trouble += self._run(rest, pids, analyzer, take, interrupted)
+        return trouble + self._take_window(take, wait=True)

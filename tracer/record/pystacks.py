@@ -163,10 +163,14 @@ def py_stacks_probe(pids: List[int], analyzer: object = None,
     process: a stack that could not be taken becomes a ``PyStack`` with ``tid`` 0 and ``error``
     (py-spy not installed, permission denied, not a CPython it can read), which the report turns
     into one note line (analysis/accumulate/stacks.py's ``failure_notes``). At most
-    ``MAX_PROCESSES`` processes and ``BUDGET_S`` seconds in all: the others get such a PyStack
-    too."""
+    ``MAX_PROCESSES`` processes and ``BUDGET_S`` seconds in all, and none after the probe's
+    deadline (probe_run.probe_deadline: its budget counts from the window's end): the others
+    get such a PyStack too. The processes are taken deciding ones first (probes/deciding.py:
+    a thread on a CPU, then one in D state), so that a cut never drops the root cause's
+    stack."""
+    from .probes.deciding import deciding_first
     running = [p for p in pids if _running(p)]
-    targets = [p for p in running if is_python_process(p)]
+    targets = deciding_first([p for p in running if is_python_process(p)])
     exe = find_py_spy()
     if exe is None:
         now = time.time()
@@ -182,20 +186,33 @@ def py_stacks_probe(pids: List[int], analyzer: object = None,
     return out
 
 
+def _workers(n: int) -> int:
+    """py-spy dumps at once: two per CPU, at most 8 (a dump is CPU work: many more at once
+    than CPUs only makes the first one, the deciding process's, finish later)."""
+    return max(1, min(8, n, 2 * (os.cpu_count() or 1)))
+
+
 def _bounded_stacks(targets: List[int], exe: str, native: bool) -> List[ev.Event]:
-    """take_stacks of at most ``MAX_PROCESSES`` of ``targets`` within ``BUDGET_S`` in all; the
-    others get a PyStack that says they were left out (a tree of thousands of Python
-    processes must not hold the recording's end for minutes)."""
-    now = time.time()
+    """take_stacks of at most ``MAX_PROCESSES`` of ``targets``, in their order, within
+    ``BUDGET_S`` in all and by the probe's deadline (py_stacks_probe); the others get a PyStack
+    that says they were left out (a tree of thousands of Python processes must not hold the
+    recording's end for minutes). The events come in ``targets``' order."""
+    from .probe_run import probe_deadline
+    now, began = time.time(), time.monotonic()
+    deadline = probe_deadline()
+    budget = BUDGET_S if deadline is None else max(0.0, min(BUDGET_S, deadline - began))
+    why = (f"the stacks probe's {BUDGET_S:g} s were spent" if budget == BUDGET_S
+           else "the end probes' budget was spent")
     chosen, skipped = targets[:MAX_PROCESSES], targets[MAX_PROCESSES:]
-    pool = ThreadPoolExecutor(max_workers=min(8, len(chosen)))
-    futures = {pool.submit(take_stacks, p, exe, _TIMEOUT_S, native): p for p in chosen}
-    done, late = wait(futures, timeout=BUDGET_S)
+    pool = ThreadPoolExecutor(max_workers=_workers(len(chosen)))
+    futures = {pool.submit(take_stacks, p, exe, max(0.1, min(_TIMEOUT_S, budget)), native): p
+               for p in chosen}
+    done, _ = wait(futures, timeout=budget)
     pool.shutdown(wait=False, cancel_futures=True)
-    out: List[ev.Event] = [s for f in done for s in f.result()]
-    out += [ev.PyStack(ts=now, pid=futures[f], tid=0,
-                       error=f"not taken: the stacks probe's {BUDGET_S:g} s were spent")
-            for f in late]
+    out: List[ev.Event] = []
+    for f, pid in futures.items():
+        out += f.result() if f in done else [
+            ev.PyStack(ts=now, pid=pid, tid=0, error=f"not taken: {why}")]
     out += [ev.PyStack(ts=now, pid=p, tid=0, error=f"not taken: more than {MAX_PROCESSES} "
                        "Python processes (the first ones were)") for p in skipped]
     return out

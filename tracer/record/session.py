@@ -308,6 +308,9 @@ class Session:
         self.start, self.began = time.time(), time.monotonic()
         self.cpu.append(own_cpu())
         self._open_trace(self.start)
+        # stacks, memory: read in the window's last part, beside this thread (ending.py)
+        self.ending.start_window(self._alive, self.began + self.duration,
+                                 interrupted=lambda: self.stop.count > 1)
 
     def _open_trace(self, start: float) -> None:
         """The trace's header and writer, then the analyzer, from ``start``; what is pending
@@ -354,6 +357,7 @@ class Session:
                 if not any(_running(p) for p in self.targets.pids()):
                     self.reason = "targets-exited"
                     break
+        self.ending.window_over()
         if self.stop.signum is not None:
             self.reason = "interrupted"
             self.stopped_by = signal.Signals(self.stop.signum).name
@@ -379,12 +383,13 @@ class Session:
     def close(self) -> None:
         """Stop every backend started, drain the inbox (bounded; a signal after the window
         closed cuts it and the end probes short), record the live processes' last state, run
-        the end probes (what of them a large tree did not run in the window: ``Ending.late``);
+        the end probes (what of them did not run in the window: ``Ending.late``);
         then, whatever happened, the losses, the trouble met and the end record are written (a
         trace begun here when ``attach`` never got to it) and the signal handlers restored."""
         left = 0                          # events still queued after the last drain
         try:
             closed = self.stop.count      # signals until the window closed
+            self.ending.window_over()     # (an error ended it: the window thread begins now)
             self.errors = self.start_errors + _stop_all(self.started)
             left = self.inbox.drain(self.take, interrupted=lambda: self.stop.count > closed)
             self.errors.extend(self.errors_early)

@@ -9,7 +9,8 @@ target is never paused; how they are spaced: ``stack_motion_probe``) and returns
 py-spy, or without a thread on a CPU, it returns nothing (the single stacks probe says why
 py-spy is missing). Cost: ``SAMPLES`` dumps of each busy Python process (about 60-80 ms of
 py-spy each for a small interpreter here), about a second in all, and only where a thread is
-on a CPU.
+on a CPU. No sample is begun after the probe's deadline (probe_run.probe_deadline): those
+taken stand.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Dict, List, Set, Tuple
 from ... import events as ev
 from ...events.stacks import StackSamples
 from ...linux import procfs
+from ..probe_run import probe_deadline
 from ..pystacks import find_py_spy, is_python_process, take_stacks
 
 __all__ = ["stack_motion_probe", "busy_threads", "SAMPLES", "GAP_S", "TOP"]
@@ -71,10 +73,13 @@ def stack_motion_probe(pids: List[int], analyzer: object = None) -> List[StackSa
     samples: Dict[Tuple[int, int], List[List[str]]] = {}
     t0 = time.monotonic()
     due = t0
+    deadline = probe_deadline()
     with ThreadPoolExecutor(max_workers=min(8, len(busy))) as pool:
         for k in range(SAMPLES):
             if k:
                 due += GAP_S * random.uniform(0.4, 1.6)
+            if k and deadline is not None and due >= deadline:
+                break                   # the samples taken stand; the budget is the stacks'
             time.sleep(max(0.0, due - time.monotonic()))
             for stacks in pool.map(lambda p: take_stacks(p, exe), list(busy)):
                 for s in stacks:
