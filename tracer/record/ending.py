@@ -40,6 +40,9 @@ EARLY_FIXED_S = 0.2        # the early part's own: stack motion's pause, a root'
 # the window thread's work on a quiet machine: stack motion's samples (8, 0.12 s apart) and a
 # py-spy dump of each Python process (about 0.3 s for 9 of 100 threads each, 2 cores)
 WINDOW_WORK_S = 1.4
+# the window's probes bound themselves by the end's budget, but for the deciding processes'
+# stacks, which only py-spy's own time bounds (pystacks.py): waited for as long
+WINDOW_WAIT_S = 10.0
 
 Take = Callable[[ev.Event], None]
 Trouble = List[Tuple[str, str]]
@@ -82,15 +85,18 @@ def window_lead(duration: float, load: Optional[float] = None,
 
 
 class _WindowPart:
-    """The window thread's state (Ending.start_window): its events and trouble, kept until the
-    recording's thread takes them (``done`` set when it has finished)."""
+    """The window thread's state (Ending.start_window): per probe, its events and trouble
+    once it has finished (``done``), kept until the recording's thread takes them."""
 
-    def __init__(self) -> None:
-        self.events: List[ev.Event] = []
-        self.trouble: Trouble = []
+    def __init__(self, probes: Sequence[Probe]) -> None:
+        self.probes = list(probes)
+        self.events: List[List[ev.Event]] = [[] for _ in probes]
+        self.trouble: List[Trouble] = [[] for _ in probes]
+        self.done = [threading.Event() for _ in probes]
         self.wake = threading.Event()          # the window ended early: begin now
-        self.done = threading.Event()
-        self.thread: Optional[threading.Thread] = None
+
+    def finished(self) -> bool:
+        return all(d.is_set() for d in self.done)
 
 
 class Ending:
@@ -132,40 +138,33 @@ class Ending:
             return
         lead = window_lead(max(window_end - time.monotonic(), 0.0)) if lead_s is None \
             else lead_s
-        part = self.window = _WindowPart()
+        part = self.window = _WindowPart(mine)
         self.ran.update(probe_name(p) for p in mine)
 
-        def run() -> None:
-            try:
-                part.wake.wait(max(0.0, window_end - lead - time.monotonic()))
-                part.events, part.trouble = self._side_by_side(mine, alive(), interrupted)
-            except Exception as exc:  # noqa: BLE001 - extra evidence: never the recording
-                part.trouble.append(("session", f"the window's probes failed: {exc}"))
-            finally:
-                part.done.set()
-        part.thread = threading.Thread(target=run, name="hangtrace-window", daemon=True)
-        part.thread.start()
-
-    def _side_by_side(self, probes: List[Probe], pids: List[int],
-                      interrupted: Interrupted) -> Tuple[List[ev.Event], Trouble]:
-        """``probes`` run at once, each in a thread of its own (they wait on py-spy or on
-        the time between samples: stack motion's second of samples is the Python stacks'
-        time too), under the end's budget; (their events in the probes' order, trouble)."""
-        got: List[List[ev.Event]] = [[] for _ in probes]
-        trouble: List[Trouble] = [[] for _ in probes]
-
         def one(k: int) -> None:
-            trouble[k] = run_probes([probes[k]], pids, None, got[k].append,
-                                    budget_s=END_PROBES_S, began=self._start(),
-                                    cut_before=self.cut_before, interrupted=interrupted)[0]
-        threads = [threading.Thread(target=one, args=(k,), daemon=True,
-                                    name=f"hangtrace-window-{k}") for k in range(1, len(probes))]
-        for t in threads:
-            t.start()
-        one(0)
-        for t in threads:
-            t.join()
-        return [e for mine in got for e in mine], [t for mine in trouble for t in mine]
+            try:
+                part.trouble[k] = run_probes([mine[k]], pids, None, part.events[k].append,
+                                             budget_s=END_PROBES_S, began=self._start(),
+                                             cut_before=self.cut_before,
+                                             interrupted=interrupted)[0]
+            except Exception as exc:  # noqa: BLE001 - extra evidence: never the recording
+                part.trouble[k].append((probe_name(mine[k]), f"failed in the window: {exc}"))
+            finally:
+                part.done[k].set()
+
+        def begin() -> None:
+            """At ``lead`` before the window's end: each probe in a thread of its own (they
+            wait on py-spy or on the time between samples: stack motion's second of samples
+            is the Python stacks' time too)."""
+            part.wake.wait(max(0.0, window_end - lead - time.monotonic()))
+            try:
+                pids.extend(alive())
+            finally:
+                for k in range(len(mine)):
+                    threading.Thread(target=one, args=(k,), daemon=True,
+                                     name=f"hangtrace-window-{k}").start()
+        pids: List[int] = []
+        threading.Thread(target=begin, name="hangtrace-window", daemon=True).start()
 
     def window_over(self) -> None:
         """The window ended (now, or earlier than asked: a signal, the targets gone): the
@@ -177,24 +176,33 @@ class Ending:
             self.window.wake.set()
 
     def _take_window(self, take: Take, wait: bool) -> Trouble:
-        """The window thread's events and trouble, once it has finished (``wait``: until the
-        budget's end and a second more, then what it has not finished is said)."""
+        """The window thread's events and trouble, once all its probes have finished
+        (``wait``: until the budget's end, or ``WINDOW_WAIT_S`` after the window's end if
+        later, and a second more; then those finished are taken and the others said)."""
         part = self.window
         if part is None:
             return []
         if wait:
-            part.done.wait(max(0.0, self._start() + END_PROBES_S + 1.0 - time.monotonic()))
-        if not part.done.is_set():
-            if not wait:
-                return []
-            self.window = None
-            return [("session", "the window's probes (" + ", ".join(
-                probe_name(p) for p in self.probes if in_window(p)) + ") did not finish "
-                f"within the end probes' {END_PROBES_S:g} s: their events are not kept")]
+            until = self._start() + max(END_PROBES_S, WINDOW_WAIT_S) + 1.0
+            for d in part.done:
+                d.wait(max(0.0, until - time.monotonic()))
+        elif not part.finished():
+            return []
         self.window = None
-        for e in part.events:
-            take(e)
-        return part.trouble
+        trouble: Trouble = []
+        late = []
+        for k, probe in enumerate(part.probes):
+            if not part.done[k].is_set():
+                late.append(probe_name(probe))
+                continue
+            for e in part.events[k]:
+                take(e)
+            trouble += part.trouble[k]
+        if late:
+            trouble.append(("session", f"{', '.join(late)} did not finish within "
+                            f"{max(END_PROBES_S, WINDOW_WAIT_S) + 1:g} s of the window's end: "
+                            "not kept"))
+        return trouble
 
     def _run(self, probes: Sequence[Probe], pids: List[int], analyzer: object, take: Take,
              interrupted: Interrupted, still: Set[int] = frozenset()) -> Trouble:  # type: ignore

@@ -34,6 +34,7 @@ _PY_EXE = re.compile(r"^python[\d.]*(-dbg)?$")
 _TIMEOUT_S = 10.0
 MAX_PROCESSES = 128       # Python processes whose stacks one recording takes
 BUDGET_S = 15.0           # for all of them
+MUST_TAKE = 4             # deciding processes whose stacks no budget drops (py_stacks_probe)
 
 
 def find_py_spy() -> Optional[str]:
@@ -166,18 +167,19 @@ def py_stacks_probe(pids: List[int], analyzer: object = None,
     ``MAX_PROCESSES`` processes and ``BUDGET_S`` seconds in all, and none after the probe's
     deadline (probe_run.probe_deadline: its budget counts from the window's end): the others
     get such a PyStack too. The processes are taken deciding ones first (probes/deciding.py:
-    a thread on a CPU, then one in D state), so that a cut never drops the root cause's
-    stack."""
-    from .probes.deciding import deciding_first
+    CPU time gained, then state D), and the first ``MUST_TAKE`` of those are waited for
+    whatever the deadline (py-spy's own time, ``_TIMEOUT_S``, bounds them), so that a cut
+    never drops the root cause's stack."""
+    from .probes.deciding import deciding_split
     running = [p for p in pids if _running(p)]
-    targets = deciding_first([p for p in running if is_python_process(p)])
+    targets, leading = deciding_split([p for p in running if is_python_process(p)])
     exe = find_py_spy()
     if exe is None:
         now = time.time()
         out: List[ev.Event] = [ev.PyStack(ts=now, pid=p, tid=0, error=NOT_INSTALLED)
                                for p in targets]
     elif targets:
-        out = _bounded_stacks(targets, exe, native)
+        out = _bounded_stacks(targets, exe, native, min(leading, MUST_TAKE))
     else:
         out = []
     if native:
@@ -192,11 +194,14 @@ def _workers(n: int) -> int:
     return max(1, min(8, n, 2 * (os.cpu_count() or 1)))
 
 
-def _bounded_stacks(targets: List[int], exe: str, native: bool) -> List[ev.Event]:
+def _bounded_stacks(targets: List[int], exe: str, native: bool, must: int = 0
+                    ) -> List[ev.Event]:
     """take_stacks of at most ``MAX_PROCESSES`` of ``targets``, in their order, within
-    ``BUDGET_S`` in all and by the probe's deadline (py_stacks_probe); the others get a PyStack
-    that says they were left out (a tree of thousands of Python processes must not hold the
-    recording's end for minutes). The events come in ``targets``' order."""
+    ``BUDGET_S`` in all and by the probe's deadline (py_stacks_probe), but the first ``must``
+    (the deciding processes) each within py-spy's own time (``_TIMEOUT_S``) whatever the
+    deadline; the others get a PyStack that says they were left out (a tree of thousands of
+    Python processes must not hold the recording's end for minutes). The events come in
+    ``targets``' order."""
     from .probe_run import probe_deadline
     now, began = time.time(), time.monotonic()
     deadline = probe_deadline()
@@ -205,9 +210,13 @@ def _bounded_stacks(targets: List[int], exe: str, native: bool) -> List[ev.Event
            else "the end probes' budget was spent")
     chosen, skipped = targets[:MAX_PROCESSES], targets[MAX_PROCESSES:]
     pool = ThreadPoolExecutor(max_workers=_workers(len(chosen)))
-    futures = {pool.submit(take_stacks, p, exe, max(0.1, min(_TIMEOUT_S, budget)), native): p
-               for p in chosen}
+    futures = {pool.submit(take_stacks, p, exe, _TIMEOUT_S if k < must
+                           else max(0.1, min(_TIMEOUT_S, budget)), native): p
+               for k, p in enumerate(chosen)}
     done, _ = wait(futures, timeout=budget)
+    first = [f for f in list(futures)[:must] if f not in done]
+    if first:                     # the deciding ones: never the part a budget drops
+        done |= wait(first, timeout=_TIMEOUT_S)[0]
     pool.shutdown(wait=False, cancel_futures=True)
     out: List[ev.Event] = []
     for f, pid in futures.items():

@@ -306,11 +306,12 @@ class Session:
             self.started.append(b)
             b.start(self.targets, self.inbox.put)
         self.start, self.began = time.time(), time.monotonic()
-        self.cpu.append(own_cpu())
-        self._open_trace(self.start)
-        # stacks, memory: read in the window's last part, beside this thread (ending.py)
+        # stacks, memory: read in the window's last part, beside this thread (ending.py);
+        # started before the trace opens (its analysis's imports: seconds on a busy machine)
         self.ending.start_window(self._alive, self.began + self.duration,
                                  interrupted=lambda: self.stop.count > 1)
+        self.cpu.append(own_cpu())
+        self._open_trace(self.start)
 
     def _open_trace(self, start: float) -> None:
         """The trace's header and writer, then the analyzer, from ``start``; what is pending

@@ -1,51 +1,62 @@
 """Which processes hold the threads that may decide a verdict, as /proc shows them now: those
-on a CPU or waiting for one (state R: a spin, the work that advances) and those in
-uninterruptible sleep (state D: a driver call, a stuck filesystem) are where a chain of waits
-can end; a process of threads that all sleep interruptibly is read after them.
+whose threads are using a CPU (a spin, the work that advances) and those whose main thread is
+in uninterruptible sleep (a driver call, a stuck filesystem) are where a chain of waits can
+end; a process whose threads all sleep is read after them.
 
-Contract: ``deciding_first(pids)`` -> ``pids`` in that order (R, then D, then the rest; the
-given order kept within each), from one read of each thread's /proc/PID/task/TID/stat; a
-process gone or unreadable goes last. Reads only /proc. Pure helper ``rank(states)``.
-The end probes that work through many processes (pystacks.py) or threads (kernel_stacks.py)
-take them in this order, so that what a budget cuts is never the deciding thread's evidence.
+Contract: ``deciding_first(pids)`` -> ``pids`` in that order: those that gained CPU time
+between two reads of /proc/PID/stat ``PAUSE_S`` apart (most first), then those in state D,
+then the rest, each group by the CPU time they used in all (most first); a process gone or
+unreadable goes last (``deciding_split`` also says how many lead). Two reads of one file per process, whatever its threads: on a busy
+machine, beside a recording's own threads, every read costs a wait for the interpreter's lock,
+so one read per thread (800 of them) would take seconds. Pure helper ``order(before, after)``.
+The end probes that work through many processes (pystacks.py) take them in this order, so
+that what a budget cuts is never the deciding thread's evidence.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, List
+import time
+from typing import Dict, List, Optional, Tuple
 
 from ...linux import procfs
 
-__all__ = ["deciding_first", "rank", "RUNNING", "UNINTERRUPTIBLE", "OTHER"]
+__all__ = ["deciding_first", "deciding_split", "order", "PAUSE_S"]
 
-RUNNING, UNINTERRUPTIBLE, OTHER = 0, 1, 2
-
-
-def rank(states: Iterable[str]) -> int:
-    """RUNNING when a thread is in R, else UNINTERRUPTIBLE when one is in D, else OTHER."""
-    seen = set(states)
-    if "R" in seen:
-        return RUNNING
-    return UNINTERRUPTIBLE if "D" in seen else OTHER
+PAUSE_S = 0.05
+Read = Tuple[int, str]            # (utime + stime in ticks, the process's state)
 
 
-def _states(pid: int, root: str) -> List[str]:
+def _read(pid: int, root: str) -> Optional[Read]:
     st = procfs.read_stat(pid, root=root)
-    if st is None:
-        return []
-    if st.num_threads == 1:
-        return [st.state]
-    out = []
-    for tid in procfs.list_tids(pid, root):
-        t = procfs.read_stat(pid, tid, root)
-        if t is not None:
-            out.append(t.state)
-    return out
+    return None if st is None else (st.utime + st.stime, st.state)
 
 
-def deciding_first(pids: List[int], root: str = "/proc") -> List[int]:
-    """``pids`` ordered by ``rank`` of their threads' states now (module doc)."""
-    ranks: Dict[int, int] = {}
-    for pid in pids:
-        states = _states(pid, root)
-        ranks[pid] = rank(states) if states else OTHER + 1
-    return sorted(pids, key=lambda p: ranks[p])
+def _key(pid: int, before: Dict[int, Optional[Read]],
+         after: Dict[int, Optional[Read]]) -> Tuple[int, int]:
+    a, b = before.get(pid), after.get(pid)
+    if a is None or b is None:
+        return 4, 0
+    gained = b[0] - a[0]
+    group = 0 if gained > 0 else 1 if b[1] == "D" else 2
+    return group, -(gained if group == 0 else b[0])
+
+
+def order(pids: List[int], before: Dict[int, Optional[Read]],
+          after: Dict[int, Optional[Read]]) -> Tuple[List[int], int]:
+    """(``pids`` ordered from two reads (module doc), how many of them lead: CPU gained or
+    state D)."""
+    keys = {pid: _key(pid, before, after) for pid in pids}
+    ordered = sorted(pids, key=lambda p: keys[p])
+    return ordered, sum(1 for p in pids if keys[p][0] < 2)
+
+
+def deciding_split(pids: List[int], root: str = "/proc",
+                   pause: float = PAUSE_S) -> Tuple[List[int], int]:
+    """(``pids`` ordered by what their processes do now, how many lead) (module doc)."""
+    before = {pid: _read(pid, root) for pid in pids}
+    time.sleep(pause)
+    return order(pids, before, {pid: _read(pid, root) for pid in pids})
+
+
+def deciding_first(pids: List[int], root: str = "/proc", pause: float = PAUSE_S) -> List[int]:
+    """``pids`` ordered by what their processes do now (module doc)."""
+    return deciding_split(pids, root, pause)[0]

@@ -23,7 +23,7 @@ from ... import events as ev
 from ...events.stacks import StackSamples
 from ...linux import procfs
 from ..probe_run import probe_deadline
-from ..pystacks import find_py_spy, is_python_process, take_stacks
+from ..pystacks import _TIMEOUT_S, find_py_spy, is_python_process, take_stacks
 
 __all__ = ["stack_motion_probe", "busy_threads", "SAMPLES", "GAP_S", "TOP"]
 
@@ -81,7 +81,11 @@ def stack_motion_probe(pids: List[int], analyzer: object = None) -> List[StackSa
             if k and deadline is not None and due >= deadline:
                 break                   # the samples taken stand; the budget is the stacks'
             time.sleep(max(0.0, due - time.monotonic()))
-            for stacks in pool.map(lambda p: take_stacks(p, exe), list(busy)):
+            left = _TIMEOUT_S if deadline is None else deadline - time.monotonic()
+            if k and left <= 0:
+                break
+            for stacks in pool.map(lambda p: take_stacks(p, exe, max(0.1, min(_TIMEOUT_S, left))),
+                                   list(busy)):
                 for s in stacks:
                     if isinstance(s, ev.PyStack) and not s.error and s.tid in busy.get(s.pid, ()):
                         samples.setdefault((s.pid, s.tid), []).append(list(s.frames[:TOP]))
