@@ -69,6 +69,8 @@ def attach(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: 
                             native=native)
     click.echo("hangtrace: trace written to standard output" if piped else
                f"hangtrace: trace saved to {done.trace_path}", err=True)
+    from .commands import allow_quick_exit
+    allow_quick_exit()                    # the trace is closed: no teardown after the report
     return show(done.report, as_json, verbose, err=piped)
 
 
