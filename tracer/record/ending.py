@@ -284,13 +284,13 @@ class Ending:
 
     def late(self, pids: List[int], analyzer: object, take: Take,
              interrupted: Interrupted = lambda: False) -> Trouble:
-        """After the backends stopped (module doc): the window thread's events if it has
-        finished, the last look, the probes not run; then the window thread waited for."""
+        """After the backends stopped (module doc): the last look, the window thread's events
+        if it has finished, the probes not run; then the window thread waited for."""
         self._start()
-        trouble = self._take_window(take, wait=False)
         if not self.looked:
             for info in final_infos(pids):
                 take(info)
+        trouble = self._take_window(take, wait=False)
         rest = [p for p in self.probes if probe_name(p) not in self.ran]
         trouble += self._run(rest, pids, analyzer, take, interrupted)
         return trouble + self._take_window(take, wait=True)
