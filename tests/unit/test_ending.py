@@ -120,15 +120,21 @@ def test_a_window_that_ends_early_wakes_its_probes_and_unfinished_ones_are_said(
     monkeypatch.setattr(ending, "END_PROBES_S", 0.2)
     monkeypatch.setattr(ending, "WINDOW_WAIT_S", 0.0)
     calls: list = []
-    probes = [_timed("memory (end)", calls, in_window=True),
-              _timed("python stacks", calls, 3.0, in_window=True)]
+
+    def stacks(pids, analyzer):            # the deciding process's stack first, then a hang
+        yield ev.ObserveError(ts=0.0, source="deciding stack", what="x", why="")
+        time.sleep(3.0)
+        yield ev.ObserveError(ts=0.0, source="other stack", what="x", why="")
+    stacks.__name__ = "python stacks"
+    probes = [_timed("memory (end)", calls, in_window=True), mark(stacks, in_window=True)]
     end = Ending(probes, [1])
     end.start_window(lambda: [1], time.monotonic() + 60, lead_s=1.0)
     end.window_over()                      # a signal: the window ends now, not in a minute
     taken: list = []
     trouble = end.late([1], object(), taken.append)
-    assert [e.source for e in taken] == ["memory (end)"]      # the finished one is kept
-    assert len(trouble) == 1 and trouble[0][1].startswith("python stacks did not finish")
+    assert [e.source for e in taken] == ["memory (end)", "deciding stack"]   # what came
+    assert len(trouble) == 1 and trouble[0][1].startswith("python stacks (1 events came) did "
+                                                          "not finish")
 
 
 def test_the_end_s_budget_counts_from_the_window_s_end(monkeypatch):

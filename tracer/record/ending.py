@@ -178,7 +178,9 @@ class Ending:
     def _take_window(self, take: Take, wait: bool) -> Trouble:
         """The window thread's events and trouble, once all its probes have finished
         (``wait``: until the budget's end, or ``WINDOW_WAIT_S`` after the window's end if
-        later, and a second more; then those finished are taken and the others said)."""
+        later, and a second more; then what every probe gave is taken, and those not finished
+        said: a probe that gives its events as they come, the Python stacks, keeps the
+        deciding processes' that came first)."""
         part = self.window
         if part is None:
             return []
@@ -192,16 +194,17 @@ class Ending:
         trouble: Trouble = []
         late = []
         for k, probe in enumerate(part.probes):
-            if not part.done[k].is_set():
-                late.append(probe_name(probe))
-                continue
-            for e in part.events[k]:
+            finished = part.done[k].is_set()
+            got = list(part.events[k])       # a probe still running: what it gave so far
+            if not finished:
+                late.append(f"{probe_name(probe)} ({len(got)} events came)")
+            for e in got:
                 take(e)
-            trouble += part.trouble[k]
+            trouble += part.trouble[k] if finished else []
         if late:
             trouble.append(("session", f"{', '.join(late)} did not finish within "
                             f"{max(END_PROBES_S, WINDOW_WAIT_S) + 1:g} s of the window's end: "
-                            "not kept"))
+                            "what came by then is kept"))
         return trouble
 
     def _run(self, probes: Sequence[Probe], pids: List[int], analyzer: object, take: Take,

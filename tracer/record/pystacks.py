@@ -20,8 +20,8 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any, Dict, List, Optional
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Any, Dict, Iterator, List, Optional
 
 from .. import events as ev
 from ..events.stacks import NativeStack
@@ -156,7 +156,7 @@ def take_stacks(pid: int, py_spy: Optional[str] = None, timeout: float = _TIMEOU
 
 
 def py_stacks_probe(pids: List[int], analyzer: object = None,
-                    native: bool = False) -> List[ev.Event]:
+                    native: bool = False) -> Iterator[ev.Event]:
     """EndProbe (session.py): stacks of every running Python process among ``pids`` (and with
     ``native``, the native frames of every process: ``take_stacks``).
 
@@ -169,23 +169,24 @@ def py_stacks_probe(pids: List[int], analyzer: object = None,
     get such a PyStack too. The processes are taken deciding ones first (probes/deciding.py:
     CPU time gained, then state D), and the first ``MUST_TAKE`` of those are waited for
     whatever the deadline (py-spy's own time, ``_TIMEOUT_S``, bounds them), so that a cut
-    never drops the root cause's stack."""
+    never drops the root cause's stack. The events come as each process's dump does (an
+    iterator: what a recording that cannot wait longer takes is what came)."""
     from .probes.deciding import deciding_split
     running = [p for p in pids if _running(p)]
     targets, leading = deciding_split([p for p in running if is_python_process(p)])
     exe = find_py_spy()
+    got: List[ev.Event] = []
     if exe is None:
         now = time.time()
-        out: List[ev.Event] = [ev.PyStack(ts=now, pid=p, tid=0, error=NOT_INSTALLED)
-                               for p in targets]
+        got = [ev.PyStack(ts=now, pid=p, tid=0, error=NOT_INSTALLED) for p in targets]
+        yield from got
     elif targets:
-        out = _bounded_stacks(targets, exe, native, min(leading, MUST_TAKE))
-    else:
-        out = []
+        for e in _bounded_stacks(targets, exe, native, min(leading, MUST_TAKE)):
+            got.append(e)
+            yield e
     if native:
         from .probes.native import scan_uncovered
-        out += scan_uncovered(running, out, analyzer)
-    return out
+        yield from scan_uncovered(running, got, analyzer)
 
 
 def _workers(n: int) -> int:
@@ -195,13 +196,13 @@ def _workers(n: int) -> int:
 
 
 def _bounded_stacks(targets: List[int], exe: str, native: bool, must: int = 0
-                    ) -> List[ev.Event]:
-    """take_stacks of at most ``MAX_PROCESSES`` of ``targets``, in their order, within
+                    ) -> Iterator[ev.Event]:
+    """take_stacks of at most ``MAX_PROCESSES`` of ``targets``, started in their order, within
     ``BUDGET_S`` in all and by the probe's deadline (py_stacks_probe), but the first ``must``
     (the deciding processes) each within py-spy's own time (``_TIMEOUT_S``) whatever the
-    deadline; the others get a PyStack that says they were left out (a tree of thousands of
-    Python processes must not hold the recording's end for minutes). The events come in
-    ``targets``' order."""
+    deadline; each process's events as its dump ends; then a PyStack for each of the others
+    that says it was left out (a tree of thousands of Python processes must not hold the
+    recording's end for minutes)."""
     from .probe_run import probe_deadline
     now, began = time.time(), time.monotonic()
     deadline = probe_deadline()
@@ -210,24 +211,32 @@ def _bounded_stacks(targets: List[int], exe: str, native: bool, must: int = 0
            else "the end probes' budget was spent")
     chosen, skipped = targets[:MAX_PROCESSES], targets[MAX_PROCESSES:]
     pool = ThreadPoolExecutor(max_workers=_workers(len(chosen)))
-    futures = {pool.submit(take_stacks, p, exe, _TIMEOUT_S if k < must
+    pending = {pool.submit(take_stacks, p, exe, _TIMEOUT_S if k < must
                            else max(0.1, min(_TIMEOUT_S, budget)), native): p
                for k, p in enumerate(chosen)}
-    done, _ = wait(futures, timeout=budget)
-    first = [f for f in list(futures)[:must] if f not in done]
-    if first:                     # the deciding ones: never the part a budget drops
-        done |= wait(first, timeout=_TIMEOUT_S)[0]
-    pool.shutdown(wait=False, cancel_futures=True)
-    out: List[ev.Event] = []
-    for f, pid in futures.items():
-        out += f.result() if f in done else [
-            ev.PyStack(ts=now, pid=pid, tid=0, error=f"not taken: {why}")]
-    out += [ev.PyStack(ts=now, pid=p, tid=0, error=f"not taken: more than {MAX_PROCESSES} "
-                       "Python processes (the first ones were)") for p in skipped]
-    return out
+    first = set(list(pending)[:must])
+    try:
+        while pending:
+            now_m = time.monotonic()
+            left = began + budget - now_m
+            if left <= 0:             # the deciding ones: never the part a budget drops
+                left = began + budget + _TIMEOUT_S - now_m if first & set(pending) else 0
+            if left <= 0:
+                break
+            done, _ = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+            for f in done:
+                del pending[f]
+                yield from f.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    for pid in pending.values():
+        yield ev.PyStack(ts=now, pid=pid, tid=0, error=f"not taken: {why}")
+    for p in skipped:
+        yield ev.PyStack(ts=now, pid=p, tid=0, error=f"not taken: more than {MAX_PROCESSES} "
+                         "Python processes (the first ones were)")
 
 
-def native_stacks_probe(pids: List[int], analyzer: object = None) -> List[ev.Event]:
+def native_stacks_probe(pids: List[int], analyzer: object = None) -> Iterator[ev.Event]:
     """``py_stacks_probe`` with native frames (attach --native)."""
     return py_stacks_probe(pids, analyzer, native=True)
 

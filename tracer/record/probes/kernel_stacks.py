@@ -72,6 +72,18 @@ def _d_state(pids: List[int]) -> Dict[Tuple[int, int], str]:
     return out
 
 
+def _state_wchan(pid: int, tid: int) -> Tuple[str, str]:
+    """(state, wchan) of a thread, "" each where unreadable (two files: read for hundreds
+    of parked threads at the end, the other two of a full sample are not needed here)."""
+    base = f"/proc/{pid}/task/{tid}"
+    data = procfs.read_bytes(base + "/stat")
+    st = None if data is None else procfs.parse_stat(data)
+    if st is None:
+        return "", ""
+    wchan = (procfs.read_bytes(base + "/wchan") or b"").decode("ascii", "replace").strip()
+    return st.state, "" if wchan == "0" else wchan
+
+
 def _first(item: Tuple[Tuple[int, int], str]) -> Tuple[int, int, int]:
     """Which stack is read first: a thread in D state, then one in a device call, then the
     futex waits (the many parked threads of a pool), each by pid and tid."""
@@ -96,16 +108,14 @@ def read_thread_stacks(wanted: Dict[Tuple[int, int], str],
                 f"{len(order) - n} more stuck threads: the end probes' budget was spent "
                 "(the deciding ones were read first)")))
             break
-        sample = procfs.read_thread_sample(pid, tid)
+        state, wchan = _state_wchan(pid, tid)
         frames, why = read_stack(pid, tid)
         if why == NOT_ROOT:
             refused.add(pid)
             out.append(KernelStack(ts=ts, pid=pid, tid=0, reason=reason, error=why))
             continue
-        out.append(KernelStack(
-            ts=ts, pid=pid, tid=tid, state=sample.state if sample else "",
-            wchan="" if sample is None or sample.wchan == "0" else sample.wchan,
-            reason=reason, frames=frames, error=why))
+        out.append(KernelStack(ts=ts, pid=pid, tid=tid, state=state, wchan=wchan,
+                               reason=reason, frames=frames, error=why))
     if len(wanted) > MAX_THREADS:
         out.append(KernelStack(ts=ts, pid=0, tid=0, reason="bound", error=(
             f"{len(wanted) - MAX_THREADS} more stuck threads: only the first {MAX_THREADS} "
