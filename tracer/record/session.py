@@ -310,6 +310,8 @@ class Session:
         # started before the trace opens (its analysis's imports: seconds on a busy machine)
         self.ending.start_window(self._alive, self.began + self.duration,
                                  interrupted=lambda: self.stop.count > 1)
+        for b in self.started:
+            b.window_ends_at(self.began + self.duration)
         self.cpu.append(own_cpu())
         self._open_trace(self.start)
 

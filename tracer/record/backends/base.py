@@ -7,6 +7,9 @@ Contract (each method's docstring says the rest):
   events/__init__.py objects only, from any thread. Backends never classify: they report
   what happened.
 - ``stop()`` is idempotent and returns only when the backend has detached; no event after it.
+- ``window_ends_at(t)`` (optional: nothing by default) tells when the window ends
+  (time.monotonic()): a backend that reads something once at its stop may read it then
+  instead, so that the stop after the window is short.
 - ``errors``: one-line messages about trouble during recording (a target that vanished, a tool
   that died), for the report; ``notes``: one-line facts about how it recorded (which loader,
   how long attaching took), for the report's notes.
@@ -43,6 +46,9 @@ class Backend:
         tree (fork/clone) calls ``targets.add(pid)`` so that other backends beside it follow it
         too."""
         raise NotImplementedError
+
+    def window_ends_at(self, at: float) -> None:
+        """The window ends at ``at`` (time.monotonic(); module doc); nothing by default."""
 
     def stop(self) -> None:
         """Idempotent, safe from a signal handler's aftermath and from ``finally`` blocks; returns
