@@ -10,7 +10,7 @@ report's verdict, through options.show) and raises errors.py's classes; ``_main`
 error into its line and exit status (errors.exit_code), for the console script and for tests
 alike. The console script goes through click's own ``main`` (``standalone_mode=False``), so
 that shell completion works (``entry``). Bare ``hangtrace`` prints its help and exits 0.
-A command that has closed every file it wrote may call ``allow_quick_exit()``: the console
+A command that has closed every file it wrote may call options.allow_quick_exit(): the console
 script then ends, once stdout and stderr are flushed and the exit handlers have run, without
 the interpreter's teardown (freeing a recording's objects one by one: 0.6-1.2 s after the
 report of an 800-thread tree on a busy 2-core machine), unless a thread that is not a daemon
@@ -32,19 +32,13 @@ from .. import __version__
 from ..errors import EXIT_USAGE, HangtraceError, StdoutFailed, exit_code
 from ..outputs import guarded_stdout
 from .examples import epilog
+from .options import quick_exit_allowed
 
-__all__ = ["main", "run", "entry", "allow_quick_exit", "EXIT_STDOUT_GONE", "COMPLETE_VAR"]
+__all__ = ["main", "run", "entry", "EXIT_STDOUT_GONE", "COMPLETE_VAR"]
 
 EXIT_STDOUT_GONE = 141            # 128 + SIGPIPE: what a shell shows for `... | head`
 COMPLETE_VAR = "_HANGTRACE_COMPLETE"
 _debug = {"on": False}
-_quick = {"exit": False}
-
-
-def allow_quick_exit() -> None:
-    """The running command closed what it wrote: its end may skip the teardown (module doc)."""
-    _quick["exit"] = True
-
 
 def _exit_now(code: int) -> None:
     """End the process with ``code`` without the interpreter's teardown (module doc); returns
@@ -229,7 +223,7 @@ def entry() -> None:
         click.echo(f"hangtrace: internal error: {type(exc).__name__}: {exc}"
                    + ("" if _debug["on"] else " (--debug shows where)"), err=True)
         code = 1
-    if _quick["exit"]:
+    if quick_exit_allowed():
         _exit_now(code)
     sys.exit(code)
 

@@ -17,7 +17,7 @@ import click
 
 from ..errors import OutputError, TargetGone, UsageError
 from .examples import epilog
-from .options import FILE, DIR, FiniteFloat, PidList, all_pids, complete_scenario, show, \
+from .options import FILE, DIR, allow_quick_exit, FiniteFloat, PidList, all_pids, complete_scenario, show, \
     is_terminal, pid_option, pids_text, report_console
 
 __all__ = ["attach", "watch", "snapshot", "demo", "doctor"]
@@ -69,7 +69,6 @@ def attach(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: 
                             native=native)
     click.echo("hangtrace: trace written to standard output" if piped else
                f"hangtrace: trace saved to {done.trace_path}", err=True)
-    from .commands import allow_quick_exit
     allow_quick_exit()                    # the trace is closed: no teardown after the report
     return show(done.report, as_json, verbose, err=piped)
 

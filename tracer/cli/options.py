@@ -149,6 +149,19 @@ def report_console(err: bool = False, file=None) -> Console:  # type: ignore[no-
     return console_for(file=file, stderr=err)
 
 
+_quick = {"exit": False}
+
+
+def allow_quick_exit() -> None:
+    """The running command closed every file it wrote: the console script may end without
+    the interpreter's teardown (commands.py's module doc)."""
+    _quick["exit"] = True
+
+
+def quick_exit_allowed() -> bool:
+    return _quick["exit"]
+
+
 def show(report, as_json: bool, verbose: bool = False,  # type: ignore[no-untyped-def]
          err: bool = False) -> int:
     from ..render.console import render_report

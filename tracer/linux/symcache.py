@@ -10,8 +10,8 @@ Contract:
   path: what a target names is never trusted, what it maps is what is read.
 - ``load(kind, key)`` -> the JSON value stored, or None: no entry, an entry that is corrupt
   (not zlib, not JSON, another key or version), too large, or a cache directory that is not
-  this user's own real directory. ``store(kind, key, value)`` writes an entry atomically (a
-  temporary file renamed into place) unless it is over ``MAX_ENTRY_BYTES`` compressed, then
+  this user's own real directory. ``store(kind, key, value)`` writes an entry atomically
+  (outputs.replacing: a new 0600 file renamed into place, never through a link) unless it is over ``MAX_ENTRY_BYTES`` compressed, then
   keeps the directory under ``MAX_TOTAL_BYTES`` (the least recently used entries go first).
   Neither raises; the callers check the value's shape (a hostile or damaged entry is as
   none).
@@ -24,9 +24,11 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 import zlib
 from typing import Any, Optional
+
+from ..errors import OutputError
+from ..outputs import replacing
 
 __all__ = ["file_key", "load", "store", "cache_dir", "MAX_ENTRY_BYTES", "MAX_TOTAL_BYTES",
            "VERSION"]
@@ -117,21 +119,11 @@ def store(kind: str, key: str, value: Any) -> None:
         return
     if len(data) > MAX_ENTRY_BYTES:
         return
-    tmp = ""
     try:
-        fd, tmp = tempfile.mkstemp(dir=where, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
+        with replacing(_entry(where, kind, key), text=False) as f:
             f.write(data)
-        os.replace(tmp, _entry(where, kind, key))
-        tmp = ""
-    except OSError:
+    except (OSError, OutputError):
         return
-    finally:
-        if tmp:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
     _prune(where)
 
 
