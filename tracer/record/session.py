@@ -300,7 +300,9 @@ class Session:
     def attach(self) -> None:
         """Start every backend (each is in ``started`` before its start, so a half-started one
         is stopped too); the window opens once all are in place (BCC compiles for about a
-        second), and the trace and the analyzer begin with it."""
+        second), and the trace and the analyzer begin with it. The end's thread for the
+        window's last part starts then (ending.py's ``start_window``: stacks, stack samples,
+        memory), and the backends are told when the window ends (``window_ends_at``)."""
         self.cpu.append(own_cpu())
         for b in self.backends:
             self.started.append(b)
