@@ -3,18 +3,12 @@ exit status.
 
 Contract: every command prints one clear line on stderr and exits non-zero on bad input (a
 missing pid, no permission, a tool that is not installed, a corrupt trace), never a traceback
-(``--debug`` or ``HANGTRACE_DEBUG=1`` adds the traceback of an internal error, for a bug
-report). ``--json`` prints exactly one JSON document on stdout. Exit statuses: README and
-``main``'s help; how stdout's troubles end: ``_ended``. A command returns its status (a
-report's verdict, through options.show) and raises errors.py's classes; ``_main`` turns an
-error into its line and exit status (errors.exit_code), for the console script and for tests
-alike. The console script goes through click's own ``main`` (``standalone_mode=False``), so
-that shell completion works (``entry``). Bare ``hangtrace`` prints its help and exits 0.
-A command that has closed every file it wrote may call options.allow_quick_exit(): the console
-script then ends, once stdout and stderr are flushed and the exit handlers have run, without
-the interpreter's teardown (freeing a recording's objects one by one: 0.6-1.2 s after the
-report of an 800-thread tree on a busy 2-core machine), unless a thread that is not a daemon
-still runs.
+(``--debug`` or ``HANGTRACE_DEBUG=1`` adds the traceback of an internal error). ``--json``
+prints exactly one JSON document on stdout. Exit statuses: README and ``main``'s help; how
+stdout's troubles end: ``_ended``. A command returns its status and raises errors.py's
+classes; ``_main`` turns an error into its line and exit status (errors.exit_code). The
+console script goes through click's own ``main`` (shell completion: ``entry``), and may end
+without the interpreter's teardown (``_exit_now``). Bare ``hangtrace`` prints its help.
 """
 from __future__ import annotations
 
@@ -41,8 +35,11 @@ COMPLETE_VAR = "_HANGTRACE_COMPLETE"
 _debug = {"on": False}
 
 def _exit_now(code: int) -> None:
-    """End the process with ``code`` without the interpreter's teardown (module doc); returns
-    when it may not (a thread still runs, stdout cannot be flushed)."""
+    """End the process with ``code`` without the interpreter's teardown, once stdout and
+    stderr are flushed and the exit handlers have run, for a command that called
+    options.allow_quick_exit() (it closed every file it wrote): freeing a recording's objects
+    one by one took 0.6-1.2 s after the report of an 800-thread tree on a busy 2-core machine.
+    Returns when it may not (a thread that is not a daemon still runs, a flush fails)."""
     me = threading.current_thread()
     if any(t is not me and not t.daemon and t.is_alive() for t in threading.enumerate()):
         return

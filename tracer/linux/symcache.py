@@ -1,22 +1,14 @@
-"""Symbol tables kept across runs, by the identity of the file they were read from, so that a
-library's symbols are read once (pyelftools takes about 1 s on a libpython with full symbols,
-the raw reader 0.2 s on a 112 MiB library) and not again at each recording's end or start.
+"""Symbol tables kept across runs by the identity of the file they were read from: a library's
+symbols are read once (pyelftools takes about 1 s on a libpython with full symbols).
 
 Contract:
-- ``file_key(st)``: the identity of an opened file from its ``os.fstat``: device, inode, size,
-  mtime and ctime, in nanoseconds (a file rewritten in place has another mtime; one whose
-  mtime was set back has another ctime, which no user can set). The caller takes it from the
-  file it opened through /proc/PID/map_files (target_files.open_mapped_file), never from a
-  path: what a target names is never trusted, what it maps is what is read.
-- ``load(kind, key)`` -> the JSON value stored, or None: no entry, an entry that is corrupt
-  (not zlib, not JSON, another key or version), too large, or a cache directory that is not
-  this user's own real directory. ``store(kind, key, value)`` writes an entry atomically
-  (outputs.replacing: a new 0600 file renamed into place, never through a link) unless it is over ``MAX_ENTRY_BYTES`` compressed, then
-  keeps the directory under ``MAX_TOTAL_BYTES`` (the least recently used entries go first).
-  Neither raises; the callers check the value's shape (a hostile or damaged entry is as
-  none).
-- Where: ``$HANGTRACE_SYMBOL_CACHE`` (a directory; empty: no cache), else
-  ``$XDG_CACHE_HOME/hangtrace/symbols``, else ``~/.cache/hangtrace/symbols``; made 0700.
+- ``file_key(st)``: an opened file's identity from its ``os.fstat`` (its docstring); the
+  caller takes it from the file opened through /proc/PID/map_files, never from a path.
+- ``load(kind, key)`` -> the JSON value stored, or None (no entry; a corrupt, foreign or too
+  large one; a cache directory that is not this user's own). ``store(kind, key, value)``
+  writes it atomically (outputs.replacing), at most ``MAX_ENTRY_BYTES`` an entry and
+  ``MAX_TOTAL_BYTES`` in all (least recently used out first). Neither raises; callers check
+  the value's shape. Where: ``cache_dir``.
 """
 from __future__ import annotations
 
@@ -40,13 +32,18 @@ _MAX_INFLATED = 256 << 20
 
 
 def file_key(st: os.stat_result) -> str:
-    """The identity of the file ``st`` describes (module doc)."""
+    """The identity of the file ``st`` describes: device, inode, size, mtime and ctime in
+    nanoseconds (a file rewritten in place has another mtime; one whose mtime was set back
+    has another ctime, which no user can set). What a target names is never trusted: the
+    caller stats what it maps (target_files.open_mapped_file)."""
     return (f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:"
             f"{getattr(st, 'st_ctime_ns', 0)}")
 
 
 def cache_dir() -> Optional[str]:
-    """The cache directory (module doc), made if missing; None where there is none to use."""
+    """``$HANGTRACE_SYMBOL_CACHE`` (empty: no cache), else ``$XDG_CACHE_HOME/hangtrace/symbols``,
+    else ``~/.cache/hangtrace/symbols``, made 0700 if missing; None where there is none to
+    use (not absolute, not a directory of this user's own, a link, writable by others)."""
     where = os.environ.get("HANGTRACE_SYMBOL_CACHE")
     if where is None:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),

@@ -1,22 +1,14 @@
-"""The end of a recording: its last look at the tree and its end probes, after the window or,
-for a large tree, mostly in the window's last part, so that the trace ends on time.
+"""The end of a recording: its last look at the tree and its end probes, mostly in the window's
+last part, so that the report comes soon after the window.
 
 Contract:
-- ``Ending(probes, roots, ...)``: ``lead_s`` is 0 under ``EARLY_MIN_PROCESSES`` processes
-  (the end runs whole after the window, as always), else when ``survey`` runs before the
-  window's end: who did nothing since the start (stillness.py; never a root) and the probes
-  that read every process. It says when ``early`` runs: the last look and the ``per_process``
-  probes (probe_run.mark), for the others only (``notes`` says how many were left).
-- ``start_window(alive, window_end)`` (a tree the survey does not read: ``lead_s`` 0), at
-  the window's start: a thread that sleeps until ``window_lead`` before ``window_end`` and
-  then runs the probes marked ``in_window`` (probe_run.mark: stack motion, Python stacks,
-  memory), so that the report comes soon after the window; their events wait in it.
-  ``window_over()`` wakes it at once (the window ended early).
-- The end's budget (probe_run's ``END_PROBES_S``) counts from the window's end.
-- ``late(pids, analyzer, take)``, once the backends stopped and their events were taken:
-  the window thread's events (waited for until the budget ends: what it did not finish is
-  said), then what did not run before (all of it for a small tree without the window
-  thread). Each step returns trouble lines.
+- ``Ending(probes, roots, ...)``: ``lead_s`` > 0 (``EARLY_MIN_PROCESSES`` processes or more)
+  has ``survey`` and ``early`` run before the window's end (their docstrings), for those that
+  did something since the start; ``notes`` says how many were left.
+- ``start_window(alive, window_end)`` (``lead_s`` 0): the probes marked ``in_window`` run in
+  the window's last part, beside the recording (its docstring); ``window_over()``: it ended.
+- ``late(pids, analyzer, take)`` after the stop: the rest, then what the window part gave.
+  The end's budget (``END_PROBES_S``) counts from the window's end; each step returns trouble.
 """
 from __future__ import annotations
 

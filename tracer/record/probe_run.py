@@ -2,17 +2,14 @@
 
 Contract:
 - ``run_probes(probes, pids, analyzer, take, budget_s=..., phase=...)`` runs each probe and
-  hands its events to ``take``; a probe that raises is one (probe, message) line, never the
-  end of the recording. It returns those lines and the names of the probes not run.
-- A probe is not started once ``budget_s`` seconds (``START_PROBES_S``, ``END_PROBES_S``)
-  have gone since ``began`` (the run's start by default), nor after a signal came; those left
-  out are named in one ("session", line) the trace keeps and the report shows: a verdict then
-  lacks that signal and says so. An end probe whose start twin was cut is cut too.
-- ``mark(probe, ...)`` says when a probe may run (its docstring); ``run_probes(still=)``
-  gives a ``per_process`` probe only the processes not in ``still``.
-- While a probe runs, ``probe_deadline()`` is when its budget ends (time.monotonic(), None
-  where none): a probe that works through many processes or threads (stacks) stops there and
-  says what it left, the deciding ones first (pystacks.py), instead of being cut whole.
+  hands its events to ``take``; a probe that raises is one (probe, message) line. It returns
+  those lines and the names of the probes not run: none is started once ``budget_s`` seconds
+  have gone since ``began`` or after a signal came, and those are named in one ("session",
+  line) the report shows; an end probe whose start twin was cut is cut too.
+- ``mark(probe, ...)`` says when a probe may run; ``run_probes(still=)`` gives a
+  ``per_process`` probe only the processes not in ``still``; ``probe_deadline()``, while a
+  probe runs, is when its budget ends, so that one that works through many processes stops
+  there, the deciding ones taken (pystacks.py).
 """
 from __future__ import annotations
 

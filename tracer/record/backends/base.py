@@ -4,12 +4,9 @@ Contract (each method's docstring says the rest):
 - ``check()``: None when the backend can run here, else one line why not; no side effects.
 - ``start(targets, emit)`` begins recording the trees of ``targets`` (record/targets.py's
   ``TargetSet``, walked once per recording) and returns quickly; ``emit(event)`` takes
-  events/__init__.py objects only, from any thread. Backends never classify: they report
-  what happened.
+  events/__init__.py objects only, from any thread. Backends never classify.
 - ``stop()`` is idempotent and returns only when the backend has detached; no event after it.
-- ``window_ends_at(t)`` (optional: nothing by default) tells when the window ends
-  (time.monotonic()): a backend that reads something once at its stop may read it then
-  instead, so that the stop after the window is short.
+  ``window_ends_at(t)`` (optional) says when the window ends, for what a backend reads once.
 - ``errors``: one-line messages about trouble during recording (a target that vanished, a tool
   that died), for the report; ``notes``: one-line facts about how it recorded (which loader,
   how long attaching took), for the report's notes.

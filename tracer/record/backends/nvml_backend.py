@@ -6,11 +6,8 @@ Contract (on top of backends/base.py):
 - ``start()`` starts one daemon thread that opens NVML and emits a ``GpuSample`` per GPU
   (every GPU, not only the targets') every ``1 / rate_hz`` seconds; it never touches the target
   processes, and NVML's opening never delays the recording's start.
-- Where the NVML object has ``health(ts, phase)`` (tracer/gpu/nvml.py), one ``GpuHealth`` per
-  GPU is emitted at start (phase "start") and at the end ("end"): by the sampling thread
-  ``END_LEAD_S`` before the window's end where ``window_ends_at`` said when that is (eight
-  GPUs' health reads are not left to the time after the window), else in ``stop()`` before
-  NVML is shut down.
+- Where NVML has ``health(ts, phase)`` (gpu/nvml.py), one ``GpuHealth`` per GPU at the start
+  and at the end: ``END_LEAD_S`` before the window's end (``window_ends_at``), else in ``stop()``.
 - ``stop()`` is idempotent and returns when the thread has ended and NVML is shut down.
   ``opener`` and ``probe`` replace gpu/nvml.py's ``open_nvml`` and ``nvml_problem`` (tests).
 """

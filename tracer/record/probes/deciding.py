@@ -1,16 +1,14 @@
 """Which processes hold the threads that may decide a verdict, as /proc shows them now: those
-whose threads are using a CPU (a spin, the work that advances) and those whose main thread is
-in uninterruptible sleep (a driver call, a stuck filesystem) are where a chain of waits can
-end; a process whose threads all sleep is read after them.
+using a CPU (a spin, the work that advances) and those in uninterruptible sleep are where a
+chain of waits can end; a process whose threads all sleep is read after them.
 
 Contract: ``deciding_first(pids)`` -> ``pids`` in that order: those that gained CPU time
-between two reads of /proc/PID/stat ``PAUSE_S`` apart (most first), then those in state D,
-then the rest, each group by the CPU time they used in all (most first); a process gone or
-unreadable goes last (``deciding_split`` also says how many lead). Two reads of one file per process, whatever its threads: on a busy
-machine, beside a recording's own threads, every read costs a wait for the interpreter's lock,
-so one read per thread (800 of them) would take seconds. Pure helper ``order(before, after)``.
-The end probes that work through many processes (pystacks.py) take them in this order, so
-that what a budget cuts is never the deciding thread's evidence.
+between two reads of /proc/PID/stat ``PAUSE_S`` apart (most first), then state D, then the
+rest, each by the CPU time used in all (most first); one gone goes last (``deciding_split``
+also says how many lead). One file per process, whatever its threads: beside a recording's
+threads each read waits for the interpreter's lock, so 800 thread reads took seconds. Pure
+helper ``order(pids, before, after)``. pystacks.py takes processes in this order, so that
+what a budget cuts is never the deciding thread's evidence.
 """
 from __future__ import annotations
 

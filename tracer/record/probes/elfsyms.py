@@ -6,12 +6,10 @@ Contract:
 - ``load_bias(path, mappings)``: what to add to the file's symbol values to get addresses in
   the process (its docstring says how).
 - ``symbols(path, file=)``: the file's function and object symbols as a ``SymbolTable``, read
-  from ``file`` (the map_files entry: the inode mapped, never what the name in maps is now) and
-  cached per inode, size and mtime in the process, and across runs by that file's identity
-  (linux/symcache.py; a table read whole only); ``lookup(value)`` names a value only inside a
-  symbol.
-  Bounded (``MAX_SYMBOLS``, ``MAX_SECONDS``, ``MAX_BYTES``); files that cannot be read or are not
-  regular give an empty table and ``why``. Needs pyelftools (a dependency).
+  from ``file`` (the map_files entry: the inode mapped, never what the name in maps is now),
+  cached in the process and across runs (``_cached``); ``lookup(value)`` names a value only
+  inside a symbol. Bounded (``MAX_SYMBOLS``, ``MAX_SECONDS``, ``MAX_BYTES``); a file not read
+  gives an empty table and ``why``. Needs pyelftools (a dependency).
 """
 from __future__ import annotations
 

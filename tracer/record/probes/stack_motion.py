@@ -4,13 +4,11 @@ their code moves (a capture walking model layers) or stays on one line (a spin).
 Contract: ``stack_motion_probe(pids, analyzer)`` is an ``EndProbe``. For each running Python
 process among ``pids`` with threads on a CPU (``busy_threads``), at most ``MAX_PROCESSES`` of
 them, it takes ``SAMPLES`` ``py-spy dump --nonblocking`` stacks (pystacks.take_stacks: the
-target is never paused; how they are spaced: ``stack_motion_probe``) and returns one
-``StackSamples`` per such thread with its innermost ``TOP`` frames of each sample. Without
-py-spy, or without a thread on a CPU, it returns nothing (the single stacks probe says why
-py-spy is missing). Cost: ``SAMPLES`` dumps of each busy Python process (about 60-80 ms of
-py-spy each for a small interpreter here), about a second in all, and only where a thread is
-on a CPU. No sample is begun after the probe's deadline (probe_run.probe_deadline): those
-taken stand.
+target is never paused; how they are spaced, and that none begins after the probe's deadline:
+``stack_motion_probe``) and returns one ``StackSamples`` per such thread with its innermost
+``TOP`` frames of each sample. Without py-spy, or without a thread on a CPU, it returns
+nothing. Cost: ``SAMPLES`` dumps of each busy Python process (about 60-80 ms of py-spy each
+for a small interpreter here), about a second in all, and only where a thread is on a CPU.
 """
 from __future__ import annotations
 
