@@ -41,3 +41,24 @@ def test_the_deciding_processes_stacks_are_kept_past_the_budget(monkeypatch):
     assert trouble == [] and cut == []
     assert [(e.pid, bool(e.error)) for e in out] == [(8, False), (7, False), (9, True)]
     assert "budget" in out[2].error            # as each dump ended; the one left out last
+
+
+def test_a_spent_budget_still_runs_the_deciding_probes_but_a_signal_cuts_them():
+    from tracer.record.probe_run import mark, probe_deadline
+    ran: list = []
+
+    def probe(name: str, **marks):
+        def run(pids, analyzer):
+            ran.append((name, probe_deadline() is not None))
+            return []
+        run.__name__ = name
+        return mark(run, **marks)
+    probes = [probe("futex owners"), probe("kernel stacks", deciding=True), probe("log lines")]
+    trouble, cut = run_probes(probes, [1], None, lambda e: None, budget_s=1.0,
+                              began=time.monotonic() - 10)
+    assert ran == [("kernel stacks", True)] and cut == ["futex owners", "log lines"]
+    assert "futex owners, log lines not run" in trouble[0][1]
+    ran.clear()
+    trouble, cut = run_probes(probes, [1], None, lambda e: None, budget_s=60.0,
+                              interrupted=lambda: True)
+    assert ran == [] and cut == ["futex owners", "kernel stacks", "log lines"]

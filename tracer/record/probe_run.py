@@ -20,7 +20,7 @@ from typing import Callable, Collection, List, Optional, Sequence, Set, Tuple
 from .. import events as ev
 
 __all__ = ["run_probes", "probe_name", "mark", "after_stop", "per_process", "beside",
-           "in_window", "probe_deadline", "START_PROBES_S", "END_PROBES_S"]
+           "in_window", "deciding", "probe_deadline", "START_PROBES_S", "END_PROBES_S"]
 
 START_PROBES_S = 1.0
 END_PROBES_S = 5.0      # not a share of the window: the end's stacks, logs and memory decide
@@ -40,18 +40,22 @@ def probe_name(probe: Probe) -> str:
 
 
 def mark(probe: Probe, *, after_stop: bool = False, per_process: bool = False,
-         beside: bool = False, in_window: bool = False) -> Probe:
+         beside: bool = False, in_window: bool = False, deciding: bool = False) -> Probe:
     """``probe`` marked: ``after_stop``, it needs the backends' last events (the calls still
     running), talks to the target or pauses it, so it runs once they stopped; ``per_process``,
     it reads each process again and a process that did nothing since the start need not be;
     ``beside``, it spends its time waiting on helpers (py-spy), so it may run in a thread
     beside the others (record/ending.py); ``in_window``, it reads the target's own doing (stacks,
     memory) and needs no backend's last event, so it runs in the window's last part, in a
-    thread beside the recording (record/ending.py's ``Ending.start_window``)."""
+    thread beside the recording (record/ending.py's ``Ending.start_window``); ``deciding``,
+    it reads the root cause's own evidence (stacks) deciding threads first and stops at its
+    deadline (``probe_deadline``), so a spent budget does not cut it whole: it still reads
+    its first ones (a signal does)."""
     setattr(probe, "after_stop", after_stop)
     setattr(probe, "per_process", per_process)
     setattr(probe, "beside", beside)
     setattr(probe, "in_window", in_window)
+    setattr(probe, "deciding", deciding)
     return probe
 
 
@@ -71,6 +75,10 @@ def in_window(probe: Probe) -> bool:
     return bool(getattr(probe, "in_window", False))
 
 
+def deciding(probe: Probe) -> bool:
+    return bool(getattr(probe, "deciding", False))
+
+
 def _start_twin(name: str) -> Optional[str]:
     return name[:-len("(end)")] + "(start)" if name.endswith(" (end)") else None
 
@@ -88,6 +96,7 @@ def run_probes(probes: Sequence[Probe], pids: List[int], analyzer: object,
     errors: List[Tuple[str, str]] = []
     began = time.monotonic() if began is None else began
     why = ""
+    signalled = False
     cut: List[str] = []
     for probe in probes:
         name = probe_name(probe)
@@ -96,10 +105,10 @@ def run_probes(probes: Sequence[Probe], pids: List[int], analyzer: object,
             cut.append(name)
             continue
         if not why and interrupted():
-            why = "a signal ended the recording"
+            why, signalled = "a signal ended the recording", True
         elif not why and time.monotonic() - began > budget_s:
             why = (f"the {phase} probes' {budget_s:g} s were spent ({len(pids)} processes)")
-        if why:
+        if why and (signalled or not deciding(probe)):
             cut.append(name)
             continue
         token = _DEADLINE.set(began + budget_s)

@@ -58,7 +58,7 @@ def wait_graph_probes() -> List:
     from .socket_peers import socket_peers_probe
     return [mark(futex_owner_probe, after_stop=True), socket_peers_probe, file_locks_probe,
             mark(nccl_ras_probe, after_stop=True), flight_recorder_probe,
-            mark(kernel_stack_probe, after_stop=True)]
+            mark(kernel_stack_probe, after_stop=True, deciding=True)]
 
 
 def _end_probes(native: bool) -> List:
@@ -77,7 +77,7 @@ def _end_probes(native: bool) -> List:
     return wait_graph_probes() + [
         mark(stack_motion_probe, per_process=True, beside=True, in_window=True),
         mark(with_capture_sites(stacks), after_stop=native, per_process=True, beside=True,
-             in_window=not native),
+             in_window=not native, deciding=True),
         mark(log_lines_probe, per_process=True),
         mark(memory_end_probe, per_process=True, in_window=True),
         mark(evidence_end_probe, per_process=True)]
