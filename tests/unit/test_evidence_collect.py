@@ -354,5 +354,5 @@ def test_capture_sites_from_stacks(tmp_path):
 def test_with_capture_sites_wraps_a_probe():
     stack = _stack(["CUDAGraph.capture_end (torch/cuda/graphs.py:120)"], ["/t/torch/cuda/graphs.py"])
     probe = capture.with_capture_sites(lambda pids, an=None: [stack])
-    out = probe([1])
+    out = list(probe([1]))
     assert out[0] is stack and out[1].how == "capture-call"

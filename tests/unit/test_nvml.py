@@ -154,6 +154,25 @@ def test_backend_emits_health_at_start_and_stop():
     assert fake.closed
 
 
+def test_the_end_s_health_is_read_in_the_window_when_its_end_is_known():
+    import time
+    from tracer.events.evidence import GpuHealth
+    fake = FakeNvmlWithHealth()
+    got = []
+    b = NvmlBackend(rate_hz=0.2, opener=lambda: fake)     # a sample every 5 s: not the reason
+    end = time.monotonic() + 0.8
+    b.window_ends_at(end)
+    b.start(TargetSet([1]), got.append)
+    while not [e for e in got if isinstance(e, GpuHealth) and e.phase == "end"]:
+        assert time.monotonic() < end + 30, "no end health in the window"
+        time.sleep(0.05)
+    read_at = time.monotonic()
+    b.stop()
+    health = [e.phase for e in got if isinstance(e, GpuHealth)]
+    assert health == ["start", "end"] and read_at >= end - 0.5 - 0.01   # once, not again
+    assert fake.closed
+
+
 @pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is None, reason="no NVML here")
 def test_real_nvml_health():
     nv = open_nvml()

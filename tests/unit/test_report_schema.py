@@ -131,3 +131,23 @@ def _refs(node):
 def test_unknown_schema_name_is_a_usage_error():
     p = cli("schema", "nope")
     assert p.returncode == 2 and p.stderr.startswith("hangtrace: ")
+
+
+def test_every_kind_of_wait_edge_is_in_the_schema():
+    """A flock wait (EdgeKind.LOCK, jit-lock's runner) is a waits_on and an edge kind the
+    analysis gives: the schema names every kind (a live report of it broke the schema)."""
+    from tracer.analysis.waitgraph.graph import EdgeKind
+    text = report_schema.SCHEMA_PATH.read_text()
+    schema = json.loads(text)
+
+    def enums(node):
+        if isinstance(node, dict):
+            if "enum" in node and {"mutex", "outside"} <= set(node["enum"]):
+                yield node["enum"]
+            for v in node.values():
+                yield from enums(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from enums(v)
+    found = list(enums(schema))
+    assert len(found) == 2 and all(set(e) == {k.value for k in EdgeKind} for e in found)

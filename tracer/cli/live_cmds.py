@@ -18,8 +18,8 @@ import click
 
 from ..errors import OutputError, TargetGone, UsageError
 from .examples import epilog
-from .options import FILE, DIR, FiniteFloat, PidList, all_pids, complete_scenario, show, \
-    color_option, container_options, is_terminal, pid_option, pids_text, report_console, tell
+from .options import FILE, DIR, FiniteFloat, PidList, all_pids, allow_quick_exit, complete_scenario, \
+    show, color_option, container_options, is_terminal, pid_option, pids_text, report_console, tell
 
 __all__ = ["attach", "watch", "snapshot", "demo", "doctor"]
 
@@ -73,6 +73,7 @@ def attach(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: 
                             f"attaching to {pids_text(roots)} for {duration:g} s with {why}",
                             native=native)
     tell("trace written to standard output" if piped else f"trace saved to {done.trace_path}")
+    allow_quick_exit()                    # the trace is closed: no teardown after the report
     return show(done.report, as_json, verbose, err=piped)
 
 

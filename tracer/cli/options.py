@@ -186,6 +186,19 @@ def tell(line: str) -> None:
     click.echo(f"hangtrace: {visible(line)}", err=True)
 
 
+_quick = {"exit": False}
+
+
+def allow_quick_exit() -> None:
+    """The running command closed every file it wrote: the console script may end without
+    the interpreter's teardown (commands.py's module doc)."""
+    _quick["exit"] = True
+
+
+def quick_exit_allowed() -> bool:
+    return _quick["exit"]
+
+
 def show(report, as_json: bool, verbose: bool = False,  # type: ignore[no-untyped-def]
          err: bool = False) -> int:
     from ..render.console import render_report

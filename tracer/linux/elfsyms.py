@@ -6,14 +6,17 @@ aarch64); the offset is what the kernel's uprobe API takes. A name listed twice 
 first (.dynsym) entry; two names may share an address (aliases: the caller deduplicates).
 Raises ValueError for a file that is not such an ELF (or not a regular file of at most
 ``MAX_BYTES``: target_files.open_mapped_file), OSError when it cannot be read.
-Pure: reads the file, nothing else (no pyelftools, no libelf); why a second ELF reader beside
+Reads the file (no pyelftools, no libelf), and keeps what it found across runs by the opened
+file's identity (symcache.py), so that a library is read once; why a second ELF reader beside
 pyelftools: ``function_symbols``'s docstring.
 """
 from __future__ import annotations
 
+import os
 import struct
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
+from . import symcache
 from .target_files import TargetFileRefused, open_mapped_file
 
 __all__ = ["function_symbols", "MAX_BYTES"]
@@ -23,6 +26,7 @@ MAX_BYTES = 1 << 30                      # libcuda is ~100 MiB, a fat libnccl ~4
 _SHT_SYMTAB, _SHT_DYNSYM = 2, 11
 _STT_FUNC, _STT_GNU_IFUNC = 2, 10
 _SHN_UNDEF, _SHN_LORESERVE = 0, 0xFF00
+_KIND = "functions"
 _SHDR = struct.Struct("<IIQQQQIIQQ")     # Elf64_Shdr
 _SYM = struct.Struct("<IBBHQQ")          # Elf64_Sym
 
@@ -47,9 +51,33 @@ def function_symbols(path: str) -> Dict[str, Tuple[int, int]]:
     tests/unit/test_elfsyms.py checks that both agree on real libraries."""
     try:
         with open_mapped_file(path, max_bytes=MAX_BYTES) as f:
+            key = symcache.file_key(os.fstat(f.fileno()))
+            cached = _from_doc(symcache.load(_KIND, key))
+            if cached is not None:
+                return cached
             data = f.read(MAX_BYTES)
     except TargetFileRefused as exc:
         raise ValueError(f"{path}: {exc}") from None
+    out = _read(data)
+    symcache.store(_KIND, key, out)
+    return out
+
+
+def _from_doc(doc: object) -> Optional[Dict[str, Tuple[int, int]]]:
+    """{name: (address, offset)} from a cache entry, or None when it is not one."""
+    if not isinstance(doc, dict):
+        return None
+    out: Dict[str, Tuple[int, int]] = {}
+    for name, v in doc.items():
+        if not (isinstance(v, list) and len(v) == 2 and type(v[0]) is int
+                and type(v[1]) is int and v[0] > 0 and v[1] >= 0 and name):
+            return None
+        out[name] = (v[0], v[1])
+    return out
+
+
+def _read(data: bytes) -> Dict[str, Tuple[int, int]]:
+    """The functions of an ELF file's content (function_symbols)."""
     sections = _sections(data)
     out: Dict[str, Tuple[int, int]] = {}
     for kind in (_SHT_DYNSYM, _SHT_SYMTAB):

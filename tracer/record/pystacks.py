@@ -20,8 +20,8 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any, Dict, List, Optional
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Any, Dict, Iterator, List, Optional
 
 from .. import events as ev
 from ..events.stacks import NativeStack
@@ -35,6 +35,7 @@ _PY_EXE = re.compile(r"^python[\d.]*(-dbg)?$")
 _TIMEOUT_S = 10.0
 MAX_PROCESSES = 128       # Python processes whose stacks one recording takes
 BUDGET_S = 15.0           # for all of them
+MUST_TAKE = 4             # deciding processes whose stacks no budget drops (py_stacks_probe)
 
 
 def find_py_spy() -> Optional[str]:
@@ -160,7 +161,7 @@ def take_stacks(pid: int, py_spy: Optional[str] = None, timeout: float = _TIMEOU
 
 
 def py_stacks_probe(pids: List[int], analyzer: object = None,
-                    native: bool = False) -> List[ev.Event]:
+                    native: bool = False) -> Iterator[ev.Event]:
     """EndProbe (session.py): stacks of every running Python process among ``pids`` (and with
     ``native``, the native frames of every process: ``take_stacks``).
 
@@ -168,45 +169,79 @@ def py_stacks_probe(pids: List[int], analyzer: object = None,
     process: a stack that could not be taken becomes a ``PyStack`` with ``tid`` 0 and ``error``
     (py-spy not installed, permission denied, not a CPython it can read), which the report turns
     into one note line (analysis/accumulate/stacks.py's ``failure_notes``). At most
-    ``MAX_PROCESSES`` processes and ``BUDGET_S`` seconds in all: the others get such a PyStack
-    too."""
+    ``MAX_PROCESSES`` processes and ``BUDGET_S`` seconds in all, and none after the probe's
+    deadline (probe_run.probe_deadline: its budget counts from the window's end): the others
+    get such a PyStack too. The processes are taken deciding ones first (probes/deciding.py:
+    CPU time gained, then state D), and the first ``MUST_TAKE`` of those are waited for
+    whatever the deadline (py-spy's own time, ``_TIMEOUT_S``, bounds them), so that a cut
+    never drops the root cause's stack. The events come as each process's dump does (an
+    iterator: what a recording that cannot wait longer takes is what came)."""
+    from .probes.deciding import deciding_split
     running = [p for p in pids if _running(p)]
-    targets = [p for p in running if is_python_process(p)]
+    targets, leading = deciding_split([p for p in running if is_python_process(p)])
     exe = find_py_spy()
+    got: List[ev.Event] = []
     if exe is None:
         now = time.time()
-        out: List[ev.Event] = [ev.PyStack(ts=now, pid=p, tid=0, error=NOT_INSTALLED)
-                               for p in targets]
+        got = [ev.PyStack(ts=now, pid=p, tid=0, error=NOT_INSTALLED) for p in targets]
+        yield from got
     elif targets:
-        out = _bounded_stacks(targets, exe, native)
-    else:
-        out = []
+        for e in _bounded_stacks(targets, exe, native, min(leading, MUST_TAKE)):
+            got.append(e)
+            yield e
     if native:
         from .probes.native import scan_uncovered
-        out += scan_uncovered(running, out, analyzer)
-    return out
+        yield from scan_uncovered(running, got, analyzer)
 
 
-def _bounded_stacks(targets: List[int], exe: str, native: bool) -> List[ev.Event]:
-    """take_stacks of at most ``MAX_PROCESSES`` of ``targets`` within ``BUDGET_S`` in all; the
-    others get a PyStack that says they were left out (a tree of thousands of Python
-    processes must not hold the recording's end for minutes)."""
-    now = time.time()
+def _workers(n: int) -> int:
+    """py-spy dumps at once: two per CPU, at most 8 (a dump is CPU work: many more at once
+    than CPUs only makes the first one, the deciding process's, finish later)."""
+    return max(1, min(8, n, 2 * (os.cpu_count() or 1)))
+
+
+def _bounded_stacks(targets: List[int], exe: str, native: bool, must: int = 0
+                    ) -> Iterator[ev.Event]:
+    """take_stacks of at most ``MAX_PROCESSES`` of ``targets``, started in their order, within
+    ``BUDGET_S`` in all and by the probe's deadline (py_stacks_probe), but the first ``must``
+    (the deciding processes) each within py-spy's own time (``_TIMEOUT_S``) whatever the
+    deadline; each process's events as its dump ends; then a PyStack for each of the others
+    that says it was left out (a tree of thousands of Python processes must not hold the
+    recording's end for minutes)."""
+    from .probe_run import probe_deadline
+    now, began = time.time(), time.monotonic()
+    deadline = probe_deadline()
+    budget = BUDGET_S if deadline is None else max(0.0, min(BUDGET_S, deadline - began))
+    why = (f"the stacks probe's {BUDGET_S:g} s were spent" if budget == BUDGET_S
+           else "the end probes' budget was spent")
     chosen, skipped = targets[:MAX_PROCESSES], targets[MAX_PROCESSES:]
-    pool = ThreadPoolExecutor(max_workers=min(8, len(chosen)))
-    futures = {pool.submit(take_stacks, p, exe, _TIMEOUT_S, native): p for p in chosen}
-    done, late = wait(futures, timeout=BUDGET_S)
-    pool.shutdown(wait=False, cancel_futures=True)
-    out: List[ev.Event] = [s for f in done for s in f.result()]
-    out += [ev.PyStack(ts=now, pid=futures[f], tid=0,
-                       error=f"not taken: the stacks probe's {BUDGET_S:g} s were spent")
-            for f in late]
-    out += [ev.PyStack(ts=now, pid=p, tid=0, error=f"not taken: more than {MAX_PROCESSES} "
-                       "Python processes (the first ones were)") for p in skipped]
-    return out
+    pool = ThreadPoolExecutor(max_workers=_workers(len(chosen)))
+    pending = {pool.submit(take_stacks, p, exe, _TIMEOUT_S if k < must
+                           else max(0.1, min(_TIMEOUT_S, budget)), native): p
+               for k, p in enumerate(chosen)}
+    first = set(list(pending)[:must])
+    try:
+        while pending:
+            now_m = time.monotonic()
+            left = began + budget - now_m
+            if left <= 0:             # the deciding ones: never the part a budget drops
+                left = began + budget + _TIMEOUT_S - now_m if first & set(pending) else 0
+            if left <= 0:
+                break
+            done, _ = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+            for f in done:
+                del pending[f]
+                yield from f.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    for pid in pending.values():
+        yield ev.PyStack(ts=now, pid=pid, tid=0, error=f"not taken: {why}")
+    for p in skipped:
+        yield ev.PyStack(ts=now, pid=p, tid=0, error=f"not taken: more than {MAX_PROCESSES} "
+                         "Python processes (the first ones were)")
 
 
-def native_stacks_probe(pids: List[int], analyzer: object = None) -> List[ev.Event]:
+def native_stacks_probe(pids: List[int], analyzer: object = None) -> Iterator[ev.Event]:
     """``py_stacks_probe`` with native frames (attach --native)."""
     return py_stacks_probe(pids, analyzer, native=True)
 

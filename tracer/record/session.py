@@ -315,13 +315,21 @@ class Session:
     def attach(self) -> None:
         """Start every backend (each is in ``started`` before its start, so a half-started one
         is stopped too); the window opens once all are in place (BCC compiles for about a
-        second), and the trace and the analyzer begin with it."""
+        second), and the trace and the analyzer begin with it. The end's thread for the
+        window's last part starts then (ending.py's ``start_window``: stacks, stack samples,
+        memory), and the backends are told when the window ends (``window_ends_at``)."""
         self.cpu.append(own_cpu())
         self._drop_reused()
         for b in self.backends:
             self.started.append(b)
             b.start(self.targets, self.inbox.put)
         self.start, self.began = time.time(), time.monotonic()
+        # stacks, memory: read in the window's last part, beside this thread (ending.py);
+        # started before the trace opens (its analysis's imports: seconds on a busy machine)
+        self.ending.start_window(self._alive, self.began + self.duration,
+                                 interrupted=lambda: self.stop.count > 1)
+        for b in self.started:
+            b.window_ends_at(self.began + self.duration)
         self.cpu.append(own_cpu())
         self._open_trace(self.start)
 
@@ -380,6 +388,7 @@ class Session:
                 if not any(_running(p) for p in self.targets.pids()):
                     self.reason = "targets-exited"
                     break
+        self.ending.window_over()
         if self.stop.signum is not None:
             self.reason = "interrupted"
             self.stopped_by = signal.Signals(self.stop.signum).name
@@ -406,12 +415,13 @@ class Session:
     def close(self) -> None:
         """Stop every backend started, drain the inbox (bounded; a signal after the window
         closed cuts it and the end probes short), record the live processes' last state, run
-        the end probes (what of them a large tree did not run in the window: ``Ending.late``);
+        the end probes (what of them did not run in the window: ``Ending.late``);
         then, whatever happened, the losses, the trouble met and the end record are written (a
         trace begun here when ``attach`` never got to it) and the signal handlers restored."""
         left = 0                          # events still queued after the last drain
         try:
             closed = self.stop.count      # signals until the window closed
+            self.ending.window_over()     # (an error ended it: the window thread begins now)
             self.errors = self.start_errors + _stop_all(self.started)
             left = self.inbox.drain(self.take, interrupted=lambda: self.stop.count > closed)
             self.errors.extend(self.errors_early)

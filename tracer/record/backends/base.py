@@ -4,9 +4,9 @@ Contract (each method's docstring says the rest):
 - ``check()``: None when the backend can run here, else one line why not; no side effects.
 - ``start(targets, emit)`` begins recording the trees of ``targets`` (record/targets.py's
   ``TargetSet``, walked once per recording) and returns quickly; ``emit(event)`` takes
-  events/__init__.py objects only, from any thread. Backends never classify: they report
-  what happened.
+  events/__init__.py objects only, from any thread. Backends never classify.
 - ``stop()`` is idempotent and returns only when the backend has detached; no event after it.
+  ``window_ends_at(t)`` (optional) says when the window ends, for what a backend reads once.
 - ``errors``: one-line messages about trouble during recording (a target that vanished, a tool
   that died), for the report; ``notes``: one-line facts about how it recorded (which loader,
   how long attaching took), for the report's notes.
@@ -43,6 +43,9 @@ class Backend:
         tree (fork/clone) calls ``targets.add(pid)`` so that other backends beside it follow it
         too."""
         raise NotImplementedError
+
+    def window_ends_at(self, at: float) -> None:
+        """The window ends at ``at`` (time.monotonic(); module doc); nothing by default."""
 
     def stop(self) -> None:
         """Idempotent, safe from a signal handler's aftermath and from ``finally`` blocks; returns

@@ -6,8 +6,8 @@ Contract (on top of backends/base.py):
 - ``start()`` starts one daemon thread that opens NVML and emits a ``GpuSample`` per GPU
   (every GPU, not only the targets') every ``1 / rate_hz`` seconds; it never touches the target
   processes, and NVML's opening never delays the recording's start.
-- Where the NVML object has ``health(ts, phase)`` (tracer/gpu/nvml.py), one ``GpuHealth`` per
-  GPU is emitted at start (phase "start") and in ``stop()`` before NVML is shut down ("end").
+- Where NVML has ``health(ts, phase)`` (gpu/nvml.py), one ``GpuHealth`` per GPU at the start
+  and at the end: ``END_LEAD_S`` before the window's end (``window_ends_at``), else in ``stop()``.
 - ``stop()`` is idempotent and returns when the thread has ended and NVML is shut down.
   ``opener`` and ``probe`` replace gpu/nvml.py's ``open_nvml`` and ``nvml_problem`` (tests).
 """
@@ -19,6 +19,9 @@ from typing import Any, Callable, Optional
 
 from ...gpu.nvml import nvml_problem, open_nvml
 from .base import Backend, Emit, TargetSet
+
+
+END_LEAD_S = 0.5       # the end's health read this long before the window's end
 
 
 class NvmlBackend(Backend):
@@ -34,6 +37,8 @@ class NvmlBackend(Backend):
         self._thread: Optional[threading.Thread] = None
         self._stop = threading.Event()
         self._emit: Optional[Emit] = None
+        self._end_at: Optional[float] = None     # time.monotonic() of the window's end
+        self._end_read = False                   # the "end" health emitted
 
     def check(self) -> Optional[str]:
         """None when NVML may open here, else one line why not (no driver, no library, no
@@ -62,6 +67,13 @@ class NvmlBackend(Backend):
         except Exception as exc:   # health is extra evidence: never lose the recording for it
             self.errors.append(f"NVML health read failed: {exc}")
 
+    def window_ends_at(self, at: float) -> None:
+        """The sampling thread reads the end's health ``END_LEAD_S`` before ``at``."""
+        self._end_at = at
+
+    def _end_due(self) -> bool:
+        return self._end_at is not None and time.monotonic() >= self._end_at - END_LEAD_S
+
     def start(self, targets: TargetSet, emit: Emit) -> None:
         """Start one daemon thread that opens NVML, emits the start's ``GpuHealth`` and then a
         ``GpuSample`` per GPU every ``1 / rate_hz`` seconds (the first at once): opening NVML and
@@ -71,6 +83,7 @@ class NvmlBackend(Backend):
         the analysis (tracer/analysis/threads/gpu.py) matches ``pids`` with the traced processes."""
         self._emit = emit
         self._stop.clear()
+        self._end_read = False
 
         def loop() -> None:
             try:
@@ -89,7 +102,13 @@ class NvmlBackend(Backend):
                         self.errors.append(f"NVML read failed: {exc}")
                     if failures >= 3:
                         return
-                self._stop.wait(self.interval)
+                if not self._end_read and self._end_due():
+                    self._health(emit, "end")
+                    self._end_read = True
+                wait = self.interval
+                if not self._end_read and self._end_at is not None:
+                    wait = min(wait, max(0.0, self._end_at - END_LEAD_S - time.monotonic()))
+                self._stop.wait(wait)
 
         self._thread = threading.Thread(target=loop, name="hangtrace-nvml", daemon=True)
         self._thread.start()
@@ -99,8 +118,9 @@ class NvmlBackend(Backend):
         t, self._thread = self._thread, None
         if t is not None:
             t.join(timeout=5)
-        if self._nv is not None and self._emit is not None:
+        if self._nv is not None and self._emit is not None and not self._end_read:
             self._health(self._emit, "end")
+            self._end_read = True
         nv, self._nv = self._nv, None
         if nv is not None:
             try:

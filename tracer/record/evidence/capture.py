@@ -6,15 +6,16 @@ Contract:
   kind "capture-call", "with-block", "phase" or "runner" (what each means and how it is
   found: ``capture_sites``). A with-block is found in the frame's source, read as the process
   may read it (linux/target_files.py, at most ``MAX_SOURCE`` bytes) and parsed with ``ast``.
-- ``with_capture_sites(probe)`` wraps a session end probe that returns ``PyStack`` events
-  (pystacks.py) so that the capture sites are found from the same stacks.
+- ``with_capture_sites(probe)`` wraps a session end probe that gives ``PyStack`` events
+  (pystacks.py) so that the capture sites are found from the same stacks; the stacks pass
+  through as they come (a recording that cannot wait longer keeps those that came).
 - Never raises: an unreadable or unparsable source file only loses that frame's check.
 """
 from __future__ import annotations
 
 import ast
 import re
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ...events import PyStack
 from ...linux.target_files import TargetFileRefused, read_target_file
@@ -151,10 +152,14 @@ def capture_sites(stacks: Iterable[PyStack], root: str = "/proc") -> List[Captur
     return out
 
 
-def with_capture_sites(probe: Callable[..., list]) -> Callable[..., list]:
-    """A session end probe returning the stacks of ``probe`` and the capture sites in them."""
-    def run(pids: List[int], analyzer: object = None) -> list:
-        stacks = list(probe(pids, analyzer))
-        return stacks + capture_sites(e for e in stacks if isinstance(e, PyStack))
+def with_capture_sites(probe: Callable[..., Iterable]) -> Callable[..., Iterator]:
+    """A session end probe giving the stacks of ``probe`` as they come, then the capture
+    sites in them."""
+    def run(pids: List[int], analyzer: object = None) -> Iterator:
+        stacks = []
+        for e in probe(pids, analyzer):
+            stacks.append(e)
+            yield e
+        yield from capture_sites(e for e in stacks if isinstance(e, PyStack))
     run.__name__ = getattr(probe, "__name__", "python stacks")
     return run

@@ -61,12 +61,14 @@ def wait_graph_probes() -> List:
     return [mark(futex_owner_probe, after_stop=True), socket_peers_probe, file_locks_probe,
             mark(storage_waits_probe, after_stop=True),
             mark(nccl_ras_probe, after_stop=True), flight_recorder_probe,
-            mark(kernel_stack_probe, after_stop=True)]
+            mark(kernel_stack_probe, after_stop=True, deciding=True)]
 
 
 def _end_probes(native: bool) -> List:
     """wait_graph_probes, then the stacks (native ones pause the target: after the stop) and
-    the probes that read each process again (probe_run.mark)."""
+    the probes that read each process again (probe_run.mark). Stack motion, the Python
+    stacks (not the native ones) and the memory run in the window's last part (``in_window``:
+    record/ending.py), so that the report comes soon after the window."""
     from ..evidence import evidence_end_probe
     from ..probe_run import mark
     from ..evidence.capture import with_capture_sites
@@ -76,9 +78,11 @@ def _end_probes(native: bool) -> List:
     from .stack_motion import stack_motion_probe
     stacks = native_stacks_probe if native else py_stacks_probe
     return wait_graph_probes() + [
-        mark(stack_motion_probe, per_process=True, beside=True),
-        mark(with_capture_sites(stacks), after_stop=native, per_process=True, beside=True),
-        mark(log_lines_probe, per_process=True), mark(memory_end_probe, per_process=True),
+        mark(stack_motion_probe, per_process=True, beside=True, in_window=True),
+        mark(with_capture_sites(stacks), after_stop=native, per_process=True, beside=True,
+             in_window=not native, deciding=True),
+        mark(log_lines_probe, per_process=True),
+        mark(memory_end_probe, per_process=True, in_window=True),
         mark(evidence_end_probe, per_process=True)]
 
 

@@ -6,10 +6,10 @@ Contract:
 - ``load_bias(path, mappings)``: what to add to the file's symbol values to get addresses in
   the process (its docstring says how).
 - ``symbols(path, file=)``: the file's function and object symbols as a ``SymbolTable``, read
-  from ``file`` (the map_files entry: the inode mapped, never what the name in maps is now) and
-  cached per inode, size and mtime; ``lookup(value)`` names a value only inside a symbol.
-  Bounded (``MAX_SYMBOLS``, ``MAX_SECONDS``, ``MAX_BYTES``); files that cannot be read or are not
-  regular give an empty table and ``why``. Needs pyelftools (a dependency).
+  from ``file`` (the map_files entry: the inode mapped, never what the name in maps is now),
+  cached in the process and across runs (``_cached``); ``lookup(value)`` names a value only
+  inside a symbol. Bounded (``MAX_SYMBOLS``, ``MAX_SECONDS``, ``MAX_BYTES``); a file not read
+  gives an empty table and ``why``. Needs pyelftools (a dependency).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple
 
+from ...linux import symcache
 from ...linux.target_files import TargetFileRefused, open_mapped_file
 
 __all__ = ["Mapping", "parse_maps", "read_maps", "load_bias", "symbols", "SymbolTable",
@@ -77,6 +78,7 @@ class SymbolTable:
     starts: List[int] = field(default_factory=list)
     ends: List[int] = field(default_factory=list)
     names: List[str] = field(default_factory=list)
+    sizes: List[int] = field(default_factory=list)     # st_size as read (0 for some)
     by_name: Dict[str, Tuple[int, int]] = field(default_factory=dict)
     first_load: int = 0              # page-aligned vaddr of the first PT_LOAD
     pie: bool = True                 # ET_DYN (a shared object or PIE executable)
@@ -91,6 +93,7 @@ class SymbolTable:
 
 
 _CACHE: Dict[Tuple[int, int, int, int], SymbolTable] = {}
+_KIND = "elf-symbols"
 
 
 def symbols(path: str, file: str = "") -> SymbolTable:
@@ -107,8 +110,46 @@ def symbols(path: str, file: str = "") -> SymbolTable:
         st = os.fstat(f.fileno())
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if key not in _CACHE:
-            _CACHE[key] = _read(path, f)
+            _CACHE[key] = _cached(path, f, symcache.file_key(st))
         return _CACHE[key]
+
+
+def _cached(path: str, f: BinaryIO, key: str) -> SymbolTable:
+    """The table of the opened file ``f``: from the cache across runs (linux/symcache.py: by
+    the identity of ``f``, never its name) when it holds a sound one, else read and kept
+    there when read whole."""
+    table = _from_doc(path, symcache.load(_KIND, key))
+    if table is not None:
+        return table
+    table = _read(path, f)
+    if not table.why:
+        symcache.store(_KIND, key, {"starts": table.starts, "sizes": table.sizes,
+                                    "names": table.names, "first_load": table.first_load,
+                                    "pie": table.pie})
+    return table
+
+
+def _from_doc(path: str, doc: object) -> Optional[SymbolTable]:
+    """A SymbolTable from a cache entry, or None when the entry is not one (its shape, its
+    types, its order: a damaged or hostile entry is read as none)."""
+    if not isinstance(doc, dict):
+        return None
+    starts, sizes, names = doc.get("starts"), doc.get("sizes"), doc.get("names")
+    first, pie = doc.get("first_load"), doc.get("pie")
+    if not (isinstance(starts, list) and isinstance(sizes, list) and isinstance(names, list)
+            and len(starts) == len(sizes) == len(names) <= MAX_SYMBOLS
+            and type(first) is int and type(pie) is bool
+            and all(type(v) is int and v >= 0 for v in starts)
+            and all(type(v) is int and v >= 0 for v in sizes)
+            and all(type(v) is str for v in names)
+            and all(a <= b for a, b in zip(starts, starts[1:]))):
+        return None
+    table = SymbolTable(path, first_load=first, pie=pie)
+    table.starts, table.sizes, table.names = starts, sizes, names
+    table.ends = [s + max(n, 1) for s, n in zip(starts, sizes)]
+    for start, size, name in zip(starts, sizes, names):
+        table.by_name.setdefault(name, (start, size))
+    return table
 
 
 def _read(path: str, f: BinaryIO) -> SymbolTable:
@@ -143,6 +184,7 @@ def _read(path: str, f: BinaryIO) -> SymbolTable:
     for start, size, name in rows:
         table.starts.append(start)
         table.ends.append(start + max(size, 1))
+        table.sizes.append(size)
         table.names.append(name)
         table.by_name.setdefault(name, (start, size))
     return table

@@ -5,7 +5,8 @@ Contract:
   None (which threads are: its docstring).
 - ``kernel_stack_probe(pids, analyzer)`` is an ``EndProbe``: D-state threads as /proc shows
   them now, plus the analyzer's ``stuck_waits``; one ``KernelStack`` per thread read (at most
-  ``MAX_THREADS``), and, where the kernel refuses (not root), one event with ``tid`` 0 per
+  ``MAX_THREADS``; D state first, then device calls, then futex waits, none read after the
+  probe's deadline: probe_run.probe_deadline), and, where the kernel refuses (not root), one event with ``tid`` 0 per
   process instead of one refusal per thread. It only reads /proc (linux/kstack.py); it runs
   before anything that pauses the target (py-spy --native), so the stacks are the recorded
   state's.
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 from ...events.stacks import KernelStack
 from ...linux import procfs
 from ...linux.kstack import NOT_ROOT, read_stack
+from ..probe_run import probe_deadline
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...analysis.analyzer import Analyzer
@@ -70,25 +72,50 @@ def _d_state(pids: List[int]) -> Dict[Tuple[int, int], str]:
     return out
 
 
+def _state_wchan(pid: int, tid: int) -> Tuple[str, str]:
+    """(state, wchan) of a thread, "" each where unreadable (two files: read for hundreds
+    of parked threads at the end, the other two of a full sample are not needed here)."""
+    base = f"/proc/{pid}/task/{tid}"
+    data = procfs.read_bytes(base + "/stat")
+    st = None if data is None else procfs.parse_stat(data)
+    if st is None:
+        return "", ""
+    wchan = (procfs.read_bytes(base + "/wchan") or b"").decode("ascii", "replace").strip()
+    return st.state, "" if wchan == "0" else wchan
+
+
+def _first(item: Tuple[Tuple[int, int], str]) -> Tuple[int, int, int]:
+    """Which stack is read first: a thread in D state, then one in a device call, then the
+    futex waits (the many parked threads of a pool), each by pid and tid."""
+    (pid, tid), reason = item
+    kind = 0 if reason.startswith("D state") else 2 if "futex" in reason else 1
+    return kind, pid, tid
+
+
 def read_thread_stacks(wanted: Dict[Tuple[int, int], str],
                        now: Optional[float] = None) -> List[KernelStack]:
     """One KernelStack per (pid, tid) of ``wanted`` (-> reason), a refusal once per process."""
     ts = time.time() if now is None else now
     out: List[KernelStack] = []
     refused: set = set()
-    for (pid, tid), reason in sorted(wanted.items())[:MAX_THREADS]:
+    deadline = probe_deadline()
+    order = sorted(wanted.items(), key=_first)[:MAX_THREADS]
+    for n, ((pid, tid), reason) in enumerate(order):
         if pid in refused:
             continue
-        sample = procfs.read_thread_sample(pid, tid)
+        if deadline is not None and n & 63 == 63 and time.monotonic() > deadline:
+            out.append(KernelStack(ts=ts, pid=0, tid=0, reason="bound", error=(
+                f"{len(order) - n} more stuck threads: the end probes' budget was spent "
+                "(the deciding ones were read first)")))
+            break
+        state, wchan = _state_wchan(pid, tid)
         frames, why = read_stack(pid, tid)
         if why == NOT_ROOT:
             refused.add(pid)
             out.append(KernelStack(ts=ts, pid=pid, tid=0, reason=reason, error=why))
             continue
-        out.append(KernelStack(
-            ts=ts, pid=pid, tid=tid, state=sample.state if sample else "",
-            wchan="" if sample is None or sample.wchan == "0" else sample.wchan,
-            reason=reason, frames=frames, error=why))
+        out.append(KernelStack(ts=ts, pid=pid, tid=tid, state=state, wchan=wchan,
+                               reason=reason, frames=frames, error=why))
     if len(wanted) > MAX_THREADS:
         out.append(KernelStack(ts=ts, pid=0, tid=0, reason="bound", error=(
             f"{len(wanted) - MAX_THREADS} more stuck threads: only the first {MAX_THREADS} "

@@ -4,12 +4,11 @@ their code moves (a capture walking model layers) or stays on one line (a spin).
 Contract: ``stack_motion_probe(pids, analyzer)`` is an ``EndProbe``. For each running Python
 process among ``pids`` with threads on a CPU (``busy_threads``), at most ``MAX_PROCESSES`` of
 them, it takes ``SAMPLES`` ``py-spy dump --nonblocking`` stacks (pystacks.take_stacks: the
-target is never paused; how they are spaced: ``stack_motion_probe``) and returns one
-``StackSamples`` per such thread with its innermost ``TOP`` frames of each sample. Without
-py-spy, or without a thread on a CPU, it returns nothing (the single stacks probe says why
-py-spy is missing). Cost: ``SAMPLES`` dumps of each busy Python process (about 60-80 ms of
-py-spy each for a small interpreter here), about a second in all, and only where a thread is
-on a CPU.
+target is never paused; how they are spaced, and that none begins after the probe's deadline:
+``stack_motion_probe``) and returns one ``StackSamples`` per such thread with its innermost
+``TOP`` frames of each sample. Without py-spy, or without a thread on a CPU, it returns
+nothing. Cost: ``SAMPLES`` dumps of each busy Python process (about 60-80 ms of py-spy each
+for a small interpreter here), about a second in all, and only where a thread is on a CPU.
 """
 from __future__ import annotations
 
@@ -21,7 +20,8 @@ from typing import Dict, List, Set, Tuple
 from ... import events as ev
 from ...events.stacks import StackSamples
 from ...linux import procfs
-from ..pystacks import find_py_spy, is_python_process, take_stacks
+from ..probe_run import probe_deadline
+from ..pystacks import _TIMEOUT_S, find_py_spy, is_python_process, take_stacks
 
 __all__ = ["stack_motion_probe", "busy_threads", "SAMPLES", "GAP_S", "TOP"]
 
@@ -71,12 +71,19 @@ def stack_motion_probe(pids: List[int], analyzer: object = None) -> List[StackSa
     samples: Dict[Tuple[int, int], List[List[str]]] = {}
     t0 = time.monotonic()
     due = t0
+    deadline = probe_deadline()
     with ThreadPoolExecutor(max_workers=min(8, len(busy))) as pool:
         for k in range(SAMPLES):
             if k:
                 due += GAP_S * random.uniform(0.4, 1.6)
+            if k and deadline is not None and due >= deadline:
+                break                   # the samples taken stand; the budget is the stacks'
             time.sleep(max(0.0, due - time.monotonic()))
-            for stacks in pool.map(lambda p: take_stacks(p, exe), list(busy)):
+            left = _TIMEOUT_S if deadline is None else deadline - time.monotonic()
+            if k and left <= 0:
+                break
+            for stacks in pool.map(lambda p: take_stacks(p, exe, max(0.1, min(_TIMEOUT_S, left))),
+                                   list(busy)):
                 for s in stacks:
                     if isinstance(s, ev.PyStack) and not s.error and s.tid in busy.get(s.pid, ()):
                         samples.setdefault((s.pid, s.tid), []).append(list(s.frames[:TOP]))
