@@ -5,8 +5,7 @@ Contract:
 - ``FiniteFloat(lo, hi)``: a float in [lo, hi], NaN and infinity refused. ``PidList``: one
   ``-p/--pid`` value (strace's forms); ``pid_option(help)``, ``container_options`` (--cgroup,
   --container), ``all_pids(positional, given)``.
-- Completion (click's ``shell_complete``): ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``;
-  ``color_option``: --color (render/colour.py).
+- Completion: ``FILE``, ``DIR``, ``complete_from``, ``complete_scenario``; ``color_option``: --color.
 - ``report_console(err)``: the rich Console a report is printed on (wrapped on a terminal only).
 - ``tell(line)``: "hangtrace: LINE" on stderr through render/visible.py's ``visible``.
 - ``show(report, as_json, verbose, err)``: print a report (JSON: one document) and return its

@@ -2,9 +2,9 @@
 analyzer, detach on every exit path, and return the report.
 
 Contract:
-- ``resolve_targets`` and ``choose_backends(name)`` raise errors.py's classes with one-line
-  messages for bad input; ``refuse_untraceable(roots, backends)`` (``attach``) and
-  ``refuse_own_ancestors(pids)`` (``watch``) refuse what would record nothing of the target.
+- ``resolve_targets`` and ``choose_backends(name)`` (backend_choice.py) raise errors.py's
+  classes with one-line messages for bad input; ``refuse_untraceable(roots, backends)``
+  (``attach``) and ``refuse_own_ancestors(pids)`` (``watch``) refuse what would record nothing.
 - Never recorded: hangtrace itself, its children (strace, py-spy) and its ancestors
   (``OwnFamily``); a root that is an ancestor is left out (said in the trace) and its other
   descendants are recorded.
@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
 from .. import events as ev
-from ..errors import AccessDenied, HangtraceError, TargetGone, ToolMissing, UsageError, shown
+from ..errors import AccessDenied, HangtraceError, TargetGone, UsageError, shown
 from ..linux import access, processes, procfs
 from ..linux.netns import node_identity
 from .backends.base import Backend, TargetSet
+from .backend_choice import choose_backends
 from .ending import Ending, lead_for
 from .inbox import Inbox
 from .own_cpu import cpu_note, own_cpu
@@ -132,54 +133,6 @@ def refuse_untraceable(roots: List[int], backends: List[Backend]) -> None:
         return
     raise AccessDenied(f"cannot trace pid {roots[0]}: operation not permitted (another user's "
                        "process: run as root, or with CAP_SYS_PTRACE)")
-
-
-def choose_backends(name: str, rate_hz: float = 10.0) -> Tuple[List[Backend], str]:
-    """Backends for auto|proc|strace|ebpf, and one line saying which and why; a backend asked for
-    by name that cannot run raises ToolMissing (a tool not installed), an unknown name UsageError,
-    each in one line."""
-    from .backends.proc_backend import ProcBackend
-    proc = ProcBackend(rate_hz=rate_hz)
-    if name == "proc":
-        why = proc.check()
-        if why:
-            raise ToolMissing(f"proc backend unavailable: {why}")
-        return _with_nvml([proc], "proc (/proc sampling only, never stops the target)")
-    if name not in ("auto", "strace", "ebpf"):
-        raise UsageError(f"unknown backend {shown(name)} (auto, proc, strace, ebpf)")
-    from .backends.ebpf.backend import EbpfBackend
-    ebpf_why = EbpfBackend().check() if name in ("auto", "ebpf") else None
-    if name == "ebpf":
-        if ebpf_why:
-            raise ToolMissing(f"ebpf backend unavailable: {ebpf_why}")
-        ebpf = EbpfBackend()
-        return _with_nvml([ebpf, proc], f"ebpf+proc ({ebpf.describe()}; /proc for states)")
-    from .backends.strace_backend import StraceBackend     # the strace importer: 60 ms
-    strace = StraceBackend()
-    strace_why = strace.check()
-    if name == "strace":
-        if strace_why:
-            raise ToolMissing(f"strace backend unavailable: {strace_why}")
-        return _with_nvml([strace], "strace (ptrace: the target runs slower while traced)")
-    if ebpf_why is None:
-        ebpf = EbpfBackend()
-        chosen, why = [ebpf, proc], f"ebpf+proc ({ebpf.describe()}; /proc for states)"
-    elif strace_why is None:
-        chosen, why = [strace, proc], f"strace+proc (ebpf not usable: {ebpf_why})"
-    else:
-        chosen, why = [proc], f"proc (ebpf not usable: {ebpf_why}; strace not usable: {strace_why})"
-    return _with_nvml(chosen, why)
-
-
-def _with_nvml(backends: List[Backend], why: str) -> Tuple[List[Backend], str]:
-    """Add GPU sampling through NVML where the machine has it (never a reason to fail), and
-    with eBPF, uprobes on libcuda's CUDA graph calls (ebpf/cuda_uprobes.py)."""
-    from .backends.ebpf.cuda_uprobes import with_cuda_uprobes
-    from .backends.nvml_backend import NvmlBackend
-    nvml = NvmlBackend()
-    if nvml.check() is None:
-        backends, why = backends + [nvml], why + "; nvml for GPU utilization"
-    return with_cuda_uprobes(backends, why)
 
 
 @dataclass
