@@ -37,6 +37,13 @@ from scenarios import Scenario  # noqa: E402
 
 StartScenario = Callable[..., Scenario]
 
+# An xdist worker starts with COLUMNS=80 and LINES=24 in its environment (the one-process run has
+# neither): the programs the tests start would take them over a pseudo-terminal's own size (a
+# progress bar's frames wrapped at 80 columns on a 120-column pty). Same environment in both runs.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
 
 @pytest.fixture
 def sleeper() -> Iterator[int]:

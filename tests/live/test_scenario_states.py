@@ -443,7 +443,7 @@ def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
               "shard_loader",
               # tests/live/test_four_ranks.py
               "four_ranks",
-              # tests/live/test_report_screen.py
+              # tests/live/test_report_screen_live.py
               "tp8_server"}
     assert set(scenarios.available_scenarios()) == tested
     readme = (scenarios.SCENARIO_DIR / "README.md").read_text()
