@@ -66,7 +66,8 @@ def make_header(*, backends: List[str], source: str, targets: List[int], start: 
                 node: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The header object of a trace (line 1; its fields: docs/ARCHITECTURE.md, "The trace file"):
     magic, version, backends, host, kernel, clock, start, source, targets, options, processes,
-    roles, the event schema and, for attach, the node it ran on."""
+    roles, the event schema and, for attach, the node it ran on. A process row the reader would
+    refuse (codec.refused: a value beyond its type's bound) raises ValueError: a writer's bug."""
     for p in processes:         # the reader's bounds, at write (codec.refused)
         if (why := refused(p)) is not None:
             raise ValueError(f"process {p.pid}: a row the reader refuses: {why}")
