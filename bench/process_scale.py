@@ -15,6 +15,12 @@ exited, or in a read. Measured: ``analyze_trace`` (read, accumulate, rules, the 
 the report) and the console's rendering, wall and CPU per run, median of ``--runs``; with
 ``--sizes``, one median per size and the growth ratio between consecutive sizes (2 for linear
 work). ``--profile N`` prints cProfile's N most costly functions of one run.
+
+``--blocked threads|procs --sizes 1000,2000,...`` (issue 46 item 8): an strace log instead
+(``blocked_log``): a launcher (pid 1000) clones N threads (or forks N processes), each then
+blocked in a futex wait without timeout, the launcher in a futex wait (threads) or ``wait4(-1)``
+(processes); ``import-strace`` then ``analyze`` are run as commands, and their wall and CPU
+seconds, per thousand, and peak RSS are printed per size.
 """
 from __future__ import annotations
 
@@ -99,6 +105,53 @@ def write_storm(path: str, n: int) -> str:
     return path
 
 
+_THREAD = "CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM"
+_PROCESS = "CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD"
+
+
+def blocked_log(kind: str, n: int) -> str:
+    """The strace -f -tt log of a launcher and ``n`` threads (kind "threads") or processes
+    ("procs") each blocked in a futex wait without timeout (module doc)."""
+    lines, flags = [], _THREAD if kind == "threads" else _PROCESS
+    for i in range(2 * n + 1):
+        t = 36000 + (i + 1) * 1e-5
+        lines.append(f"{int(t // 3600):02d}:{int(t % 3600 // 60):02d}:{t % 60:09.6f}")
+    for i in range(n):
+        lines[i] = f"{ROOT}  {lines[i]} clone(child_stack=NULL, flags={flags}) = {ROOT + 1 + i}"
+    for i in range(n):
+        lines[n + i] = (f"{ROOT + 1 + i}  {lines[n + i]} futex(0x{0x7f0000000000 + 8 * i:x}, "
+                        "FUTEX_WAIT_PRIVATE, 0, NULL <unfinished ...>")
+    last = ("futex(0x7effff000000, FUTEX_WAIT_PRIVATE, 0, NULL" if kind == "threads"
+            else "wait4(-1, ")
+    lines[2 * n] = f"{ROOT}  {lines[2 * n]} {last} <unfinished ...>"
+    return "\n".join(lines) + "\n"
+
+
+def _timed(argv: List[str]) -> Tuple[float, float, float]:
+    """Wall and CPU seconds and peak RSS (MiB) of a command (its exit status is not checked:
+    analyze exits 4 for a deadlock)."""
+    import subprocess
+    t = time.perf_counter()
+    pid = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid
+    _, _, ru = os.wait4(pid, 0)
+    return time.perf_counter() - t, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+
+
+def blocked_bench(kind: str, sizes: List[int], d: str) -> None:
+    """import-strace and analyze of ``blocked_log(kind, n)`` for each n (module doc)."""
+    exe = [sys.executable, "-m", "tracer"]
+    for n in sizes:
+        log, trace = os.path.join(d, f"{kind}-{n}.log"), os.path.join(d, f"{kind}-{n}.htrace")
+        with open(log, "w") as f:
+            f.write(blocked_log(kind, n))
+        iw, ic, irss = _timed(exe + ["import-strace", log, "-o", trace])
+        aw, ac, arss = _timed(exe + ["analyze", trace])
+        k = n / 1000
+        print(f"{n} blocked {kind}: import {iw:.2f} s wall {ic:.2f} s CPU ({ic / k:.3f} s CPU "
+              f"per 1000) {irss:.0f} MiB; analyze {aw:.2f} s wall {ac:.2f} s CPU "
+              f"({ac / k:.3f} s CPU per 1000) {arss:.0f} MiB", flush=True)
+
+
 def analyze_once(path: str, render: bool = True) -> Tuple[float, float, float, str]:
     """Wall and CPU seconds of ``analyze_trace(path)``, wall seconds of rendering its console
     report (0 when not ``render``), and the verdict."""
@@ -141,9 +194,14 @@ def main() -> None:
     ap.add_argument("--keep", help="keep the traces in this directory")
     ap.add_argument("--profile", type=int, default=0, metavar="N")
     ap.add_argument("--no-render", action="store_true", help="time the analysis alone")
+    ap.add_argument("--blocked", choices=["threads", "procs"],
+                    help="an strace log of N blocked threads or processes (module doc)")
     ns = ap.parse_args()
     d = ns.keep or tempfile.mkdtemp(prefix="hangtrace-procs-bench-")
     os.makedirs(d, exist_ok=True)
+    if ns.blocked:
+        blocked_bench(ns.blocked, [int(s) for s in (ns.sizes or "1000,2000,4000").split(",")], d)
+        return
     sizes = [int(s) for s in ns.sizes.split(",")] if ns.sizes else [ns.procs]
     last = None
     for n in sizes:

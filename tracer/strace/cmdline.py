@@ -7,7 +7,8 @@ command (an optional prompt ending in ``# ``, ``$ `` or ``> ``; ``sudo``, ``time
 (``-p PID`` and no command), a line that is not a strace command, quoting that does not
 parse. The strace options that take a value are strace 6's (``-a -b -e -E -I -o -O -p -P -s
 -S -u -U -X``), glued (``-o/tmp/x``) or apart; ``--name=value`` long options are one word,
-and ``--`` ends the options. Pure: the line is never run or looked up.
+and ``--`` ends the options. Pure: the line is never run or looked up. A line longer than
+``MOST_CHARS`` is None unread (shlex builds a word a character at a time: a 1 MB word took 19 s).
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import re
 import shlex
 from typing import List, Optional
 
-__all__ = ["named_program"]
+__all__ = ["MOST_CHARS", "named_program"]
+
+MOST_CHARS = 64 << 10       # a pasted shell line (a strace command) is far shorter
 
 _PROMPT = re.compile(r"^[^\s#$>]*[#$>]\s+")
 _TAKES_VALUE = set("abeEIoOpPsSuUX")
@@ -43,6 +46,8 @@ def _strip_prefixes(words: List[str]) -> List[str]:
 
 def named_program(line: str) -> Optional[List[str]]:
     """The command's argv the strace line runs (module doc), or None."""
+    if len(line) > MOST_CHARS:
+        return None
     text = _PROMPT.sub("", line.strip(), count=1)
     try:
         words = _strip_prefixes(shlex.split(text, comments=False))

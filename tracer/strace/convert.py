@@ -18,6 +18,7 @@ import re
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .. import events as ev
+from ..events.shapes import INT64_MAX, INT64_MIN
 from ..events.states import ThreadStopped
 from .args import exec_args as _exec_args, unescape as _unescape
 from .batch import BatchFeed
@@ -35,9 +36,7 @@ __all__ = ["StraceConverter"]
 _CLONES = frozenset({"clone", "clone3", "fork", "vfork"})
 _SPECIAL = _CLONES | frozenset({"execve", "execveat", "exit_group", "prctl", "epoll_ctl"})
 _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
-_ATTACHED = "strace: Process "
-_STOPPED_BY = "stopped by "
-_DETACHED = "<detached ...>"
+_ATTACHED, _STOPPED_BY, _DETACHED = "strace: Process ", "stopped by ", "<detached ...>"
 # The rest of a call's line a terminal split (Enter, echo, output, "^C" between): issue 44 item 3
 _CALL_REST = re.compile(r"^(?:\^C)?\)\s*= ")
 _CALL_HEAD = re.compile(r"^[a-z_][a-z0-9_]*\(")
@@ -247,6 +246,7 @@ class StraceConverter(BatchFeed, LastCalls):
     def _feed(self, t: tuple) -> List[ev.Event]:
         tid, ts, kind, name, args, ret, err, ret_text, dur, status, sig, core, si_pid, tod, nr = t
         self.lines += 1
+        ret = ret if ret is None or INT64_MIN <= ret <= INT64_MAX else None  # no result at all
         if kind == "info" and args.startswith(">"):     # strace -k: a frame of the line above
             self._kstacks.frame(args, self._line)
             return []

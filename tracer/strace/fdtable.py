@@ -17,6 +17,7 @@ import re
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from .. import events as ev
+from ..events.shapes import INT64_MAX
 from ..linux.fdtarget import fd_kind
 from ..linux.intparse import parse_c_int
 from ..linux.syscall_table import AARCH64
@@ -160,7 +161,7 @@ class FdTables:
             if fd is not None:
                 table.pop(fd, None)
             return
-        if ret is None or ret < 0:
+        if ret is None or not 0 <= ret <= INT64_MAX:    # a number no fd is (the trace's bound)
             return
         try:
             self._apply(table, name, args, ret, ret_text)

@@ -10,6 +10,9 @@ Contract:
 - ``encode_row(event)`` and ``encode_rows(events)`` give the row text (bytes, one line each,
   newline included); ``header_line(header)`` and ``end_line(start, events, reason, ts)`` the
   first and the last line of a trace (the one place the writer and the importer take them).
+- ``refused(event)``: what the reader would refuse in that event's row (a value out of its
+  type's bounds: an Int beyond 64 bits, a Time outside years 1-9999), else None; the writer
+  checks the header's rows with it (the bounds are the event types', one definition).
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import msgspec
 from .. import events as ev
 
 __all__ = ["BAD", "RowCodec", "encode_row", "encode_rows", "end_line", "header_line",
-           "loads_strict"]
+           "loads_strict", "refused"]
 
 BAD = object()                  # the marker of a line that is no valid row
 DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError,
@@ -49,6 +52,15 @@ def encode_rows(events: List[ev.Event]) -> bytes:
         return _ENCODER.encode_lines(events)
     except UnicodeEncodeError:
         return b"".join(map(encode_row, events))
+
+
+def refused(e: ev.Event) -> Optional[str]:
+    """Why the reader would refuse ``e``'s row (msgspec's check of its type), else None."""
+    try:
+        msgspec.convert(msgspec.to_builtins(e), type(e))
+    except DECODE_ERRORS as exc:
+        return str(exc)
+    return None
 
 
 def header_line(header: Dict[str, Any]) -> bytes:

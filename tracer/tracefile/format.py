@@ -31,7 +31,7 @@ from ..events import counts as count_events, evidence as evidence_events  # noqa
 from ..events import stacks as stack_events, states as state_events  # noqa: F401  (register)
 from ..events.shapes import TIME_MAX, TIME_MIN
 from ..errors import BadInput, CorruptTrace, NotATrace, OutputError, shown
-from .codec import BAD, RowCodec, encode_row, end_line, header_line
+from .codec import BAD, RowCodec, encode_row, end_line, header_line, refused
 from .validate import check_header
 from .blocks import (BROKEN, MAX_LINE_CHARS, LineTooLong, byte_blocks,  # noqa: F401 (re-exported)
                      offset_reporter)
@@ -66,7 +66,11 @@ def make_header(*, backends: List[str], source: str, targets: List[int], start: 
                 node: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The header object of a trace (line 1; its fields: docs/ARCHITECTURE.md, "The trace file"):
     magic, version, backends, host, kernel, clock, start, source, targets, options, processes,
-    roles, the event schema and, for attach, the node it ran on."""
+    roles, the event schema and, for attach, the node it ran on. A process row the reader would
+    refuse (codec.refused: a value beyond its type's bound) raises ValueError: a writer's bug."""
+    for p in processes:         # the reader's bounds, at write (codec.refused)
+        if (why := refused(p)) is not None:
+            raise ValueError(f"process {p.pid}: a row the reader refuses: {why}")
     uname = platform.uname()
     header = {
         "magic": MAGIC, "version": VERSION, "backends": backends, "source": source,

@@ -9,13 +9,15 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Optional
 
 from ..errors import shown
+from ..events.shapes import TIME_MAX, TIME_MIN
 
 __all__ = ["check_header"]
 
 
 # --------------------------------------------------------------------------- value checks
-def _num(v: Any) -> bool:
-    return type(v) in (int, float) and -1e308 <= v <= 1e308
+def _time(v: Any) -> bool:
+    """A time as every event's ``ts`` is one (events/shapes.py ``Time``: years 1 to 9999)."""
+    return type(v) in (int, float) and TIME_MIN <= v <= TIME_MAX
 
 
 def _str_list(v: Any) -> bool:
@@ -59,7 +61,7 @@ def check_header(h: Any) -> Optional[str]:
     checks = [
         ("backends", _str_list, "a list of strings"),
         ("source", lambda v: type(v) is str, "a string"),
-        ("start", lambda v: v is None or _num(v), "a finite number"),
+        ("start", lambda v: v is None or _time(v), "a time (epoch seconds, years 1 to 9999)"),
         ("targets", _int_list, "a list of pids"),
         ("options", lambda v: type(v) is dict, "an object"),
         ("processes", lambda v: type(v) is list and all(type(r) is list for r in v),

@@ -24,7 +24,7 @@ from ..job.roles import Role
 from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING, UNKNOWN,
                              BlockKind, ThreadVerdict, Verdict)
 from ..waitgraph.chain import Chains, EndKind
-from ..waitgraph.graph import EdgeKind, WaitGraph, pnode
+from ..waitgraph.graph import EdgeKind, WaitGraph, anode, pnode
 
 
 @dataclass(frozen=True)
@@ -191,10 +191,12 @@ def _held_most(graph: WaitGraph, pid: int, blocked: Mapping[int, ThreadVerdict])
     """In a process closed on itself: the blocked thread the most of its other threads wait
     for by name (the holder of the GIL or a lock), or None when no thread waits for another."""
     held = {tid: 0 for tid in blocked}
-    for e in graph.edges:
-        dst = graph.nodes[e.dst]
-        if dst.tid in held and dst.pid == pid and graph.nodes[e.src].pid == pid:
-            held[dst.tid] += 1
+    # the edges out of the process's own nodes (its threads, P and A): not every edge per process
+    for src in [n.id for n in graph.threads_of(pid)] + [pnode(pid), anode(pid)]:
+        for e in graph.out(src):
+            dst = graph.nodes[e.dst]
+            if dst.tid in held and dst.pid == pid and graph.nodes[e.src].pid == pid:
+                held[dst.tid] += 1
     best = max(held, key=lambda t: (held[t], t == pid, -t), default=None)
     return best if best is not None and held[best] > 0 else None
 

@@ -57,6 +57,15 @@ def _waiters(pvs: Mapping[int, ProcessVerdict], pid: int) -> List[ProcessVerdict
             and any(pid in w.pids for w in pv.waits_on)]
 
 
+def _waiter_counts(pvs: Mapping[int, ProcessVerdict]) -> Dict[int, int]:
+    """pid -> len(_waiters(pvs, pid)), for every pid, in one pass over the waits."""
+    counts: Dict[int, int] = {}
+    for pv in pvs.values():
+        for q in {q for w in pv.waits_on for q in w.pids if q != pv.pid}:
+            counts[q] = counts.get(q, 0) + 1
+    return counts
+
+
 def _depth(pvs: Mapping[int, ProcessVerdict], pid: int) -> int:
     d, seen = 0, set()
     while pid in pvs and pid not in seen:
@@ -80,7 +89,8 @@ def _pick(pvs: Mapping[int, ProcessVerdict], verdict: Verdict) -> Optional[Proce
         return None
     # The process others wait for; then one whose own main thread shows the verdict (not a
     # helper thread's chatter); then the deepest (a worker before its launcher).
-    return max(hits, key=lambda pv: (len(_waiters(pvs, pv.pid)), pv.key_tid == pv.pid,
+    waiting = _waiter_counts(pvs)
+    return max(hits, key=lambda pv: (waiting.get(pv.pid, 0), pv.key_tid == pv.pid,
                                      _depth(pvs, pv.pid), -pv.pid))
 
 
@@ -401,7 +411,8 @@ def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict
     stuck = [pv for pv in pvs.values() if pv.verdict == DEADLOCKED] or [
         pv for pv in pvs.values() if pv.verdict not in (PROGRESSING, IDLE, EXITED)] or list(
         pvs.values())
-    start = max(stuck, key=lambda pv: (_depth(pvs, pv.pid), len(_waiters(pvs, pv.pid))))
+    waiting = _waiter_counts(pvs)
+    start = max(stuck, key=lambda pv: (_depth(pvs, pv.pid), waiting.get(pv.pid, 0)))
     chain = _chain_text(pvs, start)
     gone = next((st for st in stragglers if st.dead and st.pid in pvs
                  and pvs[st.pid].verdict == EXITED), None)

@@ -93,6 +93,9 @@ class _Builder(FdWaits):
         self.late = {s.pid: s for s in inp.stragglers}
         # node index -> name (merged traces), for pids outside the traced tree
         self.node_names = {node_of(p): pf.node for p, pf in inp.procs.items() if pf.node}
+        # per process, computed once (a futex wait per thread asked them: quadratic)
+        self._pollers: Dict[int, Optional[int]] = {}
+        self._active: Dict[int, List[int]] = {}
 
     # ------------------------------------------------------------------ nodes
     def plabel(self, pid: int) -> str:
@@ -250,8 +253,7 @@ class _Builder(FdWaits):
             self.edge(src, self.process(pid, any_thread=True), EdgeKind.FUTEX,
                       f"futex 0x{addr:x}",
                       f"{who} waits on futex 0x{addr:x} with unknown holder{why}")
-        running = [t for t, v in sorted(self.inp.threads.get(pid, {}).items())
-                   if t != tid and v.verdict in ACTIVE and v.verdict != UNKNOWN]
+        running = [t for t in self.active_threads(pid)[:5] if t != tid]
         what = base
         if pid in self.late:
             what += (" (a wait inside the process: its GPU is idle, so it is not in the "
@@ -320,9 +322,21 @@ class _Builder(FdWaits):
                                 "tree)")
         return self.thread(pid, tid)
 
+    def active_threads(self, pid: int) -> List[int]:
+        """The process's threads judged active (not unknown), in tid order (once per process)."""
+        if pid not in self._active:
+            self._active[pid] = [t for t, v in sorted(self.inp.threads.get(pid, {}).items())
+                                 if v.verdict in ACTIVE and v.verdict != UNKNOWN]
+        return self._active[pid]
+
     def gpu_poller(self, pid: int) -> Optional[int]:
         """A live thread polling /dev/nvidia* fds: libcuda's event handler, the one that wakes a
-        blocking-sync wait when the GPU signals completion."""
+        blocking-sync wait when the GPU signals completion (once per process)."""
+        if pid not in self._pollers:
+            self._pollers[pid] = self._find_gpu_poller(pid)
+        return self._pollers[pid]
+
+    def _find_gpu_poller(self, pid: int) -> Optional[int]:
         for tid, v in sorted(self.inp.threads.get(pid, {}).items()):
             if v.verdict in (EXITED, BLOCKED, UNKNOWN):
                 continue

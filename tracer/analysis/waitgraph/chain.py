@@ -270,7 +270,9 @@ class Chains:
             return True
         node = self.g.nodes[c]
         if node.kind in (NodeKind.PROCESS, NodeKind.ANY_THREAD):
-            return any(t.id in path for t in self.g.threads_of(node.pid or 0))
+            pid, nodes = node.pid or 0, self.g.nodes     # the path (<= limit), not every thread
+            return any((n := nodes.get(p)) is not None and n.kind == NodeKind.THREAD
+                       and n.pid == pid for p in path)
         return False
 
     # ------------------------------------------------------------------ walks

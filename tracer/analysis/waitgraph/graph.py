@@ -239,10 +239,10 @@ class WaitGraph:
         stuck = self.stuck
         if not stuck:
             return None
-        order = [tnode(t) for t in start_tids if tnode(t) in stuck]
-        order += [s for s in stuck if self.nodes[s].decides and s not in order]
-        order += [s for s in stuck if s not in order]
-        self.proof = self.walk(order[0])
+        among = set(stuck)             # (a set: list lookups per thread were quadratic)
+        first = next((tnode(t) for t in start_tids if tnode(t) in among), None) or next(
+            (s for s in stuck if self.nodes[s].decides), stuck[0])
+        self.proof = self.walk(first)
         return self.proof
 
     def definite_cycle(self) -> Optional[Proof]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import IO, Any, Callable, Dict, Optional, Tuple
 
-from ...errors import ToolMissing
+from ...errors import BadInput, ToolMissing
 from .timeline import Args, walk
 
 __all__ = ["export", "BINARY", "ProtoSink", "SEQUENCE_ID"]
@@ -22,6 +22,18 @@ __all__ = ["export", "BINARY", "ProtoSink", "SEQUENCE_ID"]
 BINARY = True
 SEQUENCE_ID = 1
 _NS = 1000                  # timeline times are µs
+_TIMESTAMP_MAX = (1 << 64) - 1      # TracePacket.timestamp: uint64 ns since 1970 (to 2554)
+
+
+def _timestamp(ts_us: float) -> int:
+    """A timeline time as TracePacket's timestamp; BadInput (one line) for a time the format
+    cannot hold (before 1970 or after 2554: a trace's times may be any of years 1 to 9999)."""
+    ns = round(ts_us * _NS)
+    if not 0 <= ns <= _TIMESTAMP_MAX:
+        raise BadInput(f"a time of {ts_us / 1e6:.0f} s since 1970 cannot be written in "
+                       f"perfetto's protobuf format (nanoseconds from 1970 to 2554); "
+                       f"-f perfetto writes it")
+    return ns
 
 
 def _pb() -> Any:
@@ -147,7 +159,7 @@ class ProtoSink:
     def _event(self, track: int, ts_us: float, kind: str, name: str = "", cat: str = "",
                args: Optional[Args] = None) -> Any:
         p = self._packet()
-        p.timestamp = int(round(ts_us * _NS))
+        p.timestamp = _timestamp(ts_us)
         te = p.track_event
         te.type = getattr(self.pb.TrackEvent, kind)
         te.track_uuid = track
