@@ -335,6 +335,8 @@ def test_with_blocks_of_a_long_source_in_linear_time():
     ("CUDAGraph.capture_begin (torch/cuda/graphs.py:104)",
      ("CUDAGraph.capture_begin", "torch/cuda/graphs.py", 104)),
     ("<module> (<string>)", ("<module>", "<string>", None)),
+    ("f (x.py:" + "9" * 5000 + ")", ("f", "x.py:" + "9" * 5000, None)),   # issue 46 item 6
+    ("f (x.py:٣)", ("f", "x.py:٣", None)),
     ("run_once (sglang/srt/model_executor/cuda_graph_runner.py:588)",
      ("run_once", "sglang/srt/model_executor/cuda_graph_runner.py", 588)),
 ])

@@ -18,6 +18,7 @@ import re
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ...events import PyStack
+from ...linux.intparse import parse_uint
 from ...linux.target_files import TargetFileRefused, read_target_file
 from ...events.evidence import CaptureSite
 
@@ -36,7 +37,8 @@ RUNNERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("vllm/v1/worker/gpu_model_runner.py", ("capture_model", "_capture_cudagraphs")),
     ("vllm/compilation/cuda_graph.py", ("__call__",)),
 ]
-_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
+# a line number of at most 10 ASCII digits (intparse.py); more stay in the file's name
+_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>.*?)(?::(?P<line>[0-9]{1,10}))?\)$")
 
 Blocks = List[Tuple[int, int, str, str]]   # (first body line, last line, "with" text, kind)
 
@@ -47,7 +49,7 @@ def parse_frame(frame: str) -> Tuple[str, str, Optional[int]]:
     if not m:
         return frame, "", None
     line = m.group("line")
-    return m.group("func"), m.group("file"), int(line) if line else None
+    return m.group("func"), m.group("file"), parse_uint(line, 10) if line else None
 
 
 def graph_with_blocks(source: str) -> Blocks:
