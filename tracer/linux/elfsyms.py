@@ -1,18 +1,14 @@
 """The function symbols of an ELF shared object, with the file offsets a uprobe attaches to.
 
-Contract: ``function_symbols(path)`` -> {name: (address, file offset)} for every defined
-STT_FUNC / STT_GNU_IFUNC symbol of .dynsym and .symtab (ELF64 little-endian: x86_64 and
-aarch64) whose name ends within ``MAX_NAME`` bytes of its string table, of at most
-``MAX_SYMBOLS`` symbol entries (more: ValueError); the offset is what the kernel's uprobe API
-takes. A name listed twice keeps its first (.dynsym) entry; two names may share an address (aliases: the caller deduplicates).
-Raises ValueError for a file that is not such an ELF (or not a regular file of at most
-``MAX_BYTES``: target_files.open_mapped_file), OSError when it cannot be read.
-``section_headers_problem(f)``: None when the section (and program) header tables an ELF
-file's header names fit the file and ``MAX_SECTIONS``, else one line why not; what pyelftools
-is given only after it (it walks every section the header claims). Reads 128 bytes.
-Reads the file (no pyelftools, no libelf), and keeps what it found across runs by the opened
-file's identity (symcache.py), so that a library is read once; why a second ELF reader beside
-pyelftools: ``function_symbols``'s docstring.
+Contract: ``function_symbols(path)`` -> {name: (address, file offset)} of every defined
+STT_FUNC / STT_GNU_IFUNC symbol of .dynsym and .symtab (ELF64 little-endian) whose name ends
+within ``MAX_NAME`` bytes, of at most ``MAX_SYMBOLS`` entries; the offset is what a uprobe takes;
+a name listed twice keeps its .dynsym entry; aliases stay (the caller deduplicates). ValueError
+for another file (or more symbols; target_files.open_mapped_file's refusals), OSError when
+unreadable. Read by hand (why: its docstring), cached by file identity (symcache.py).
+``section_headers_problem(f)``: None when the section and program header tables an ELF header
+claims fit the file and ``MAX_SECTIONS``, else why not: asked before pyelftools (which walks
+every section claimed).
 """
 from __future__ import annotations
 

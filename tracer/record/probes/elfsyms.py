@@ -8,9 +8,8 @@ Contract:
 - ``symbols(path, file=)``: the file's function and object symbols as a ``SymbolTable``, read
   from ``file`` (the map_files entry: the inode mapped, never what the name in maps is now),
   cached in the process and across runs (``_cached``); ``lookup(value)`` names a value only
-  inside a symbol. Bounded (``MAX_SYMBOLS``, ``MAX_SECONDS``, ``MAX_BYTES``, and header tables
-  that fit the file: linux/elfsyms.section_headers_problem, before pyelftools walks them); a file not read
-  gives an empty table and ``why``. Needs pyelftools (a dependency).
+  inside a symbol. Bounded (``MAX_SYMBOLS``, ``MAX_SECONDS``, ``MAX_BYTES``, header tables that
+  fit: linux/elfsyms.section_headers_problem); a file not read: an empty table and ``why``.
 """
 from __future__ import annotations
 

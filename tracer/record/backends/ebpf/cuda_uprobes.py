@@ -6,8 +6,7 @@ Contract (on top of base.py):
 - ``CudaUprobeBackend(loader=None)``: as EbpfBackend's ``loader``; ``check()``: None when a
   loader can load the uprobe program here, else one line why not (nothing loaded to decide).
 - ``start(targets, emit)`` probes the libcuda and libnccl the traced processes map
-  (``FAMILIES``, ``NCCL_FAMILIES``; ``CudaUprobeBackend.start`` says how); a library file not
-  read as ELF is one ``EvidenceNote`` "cuda-uprobes" ("not read"), never an error.
+  (``FAMILIES``, ``NCCL_FAMILIES``; ``start`` says how); files not read as ELF: one note.
 - ``stop()`` (idempotent) emits one ``CudaDriverCalls`` per thread that made such a call (times
   in epoch) and detaches every probe in a thread of its own (``_cleanup``). Evidence, never a
   verdict. Cost: each probed call traps into the kernel once (twice with its uretprobe).
