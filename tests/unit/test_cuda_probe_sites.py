@@ -45,3 +45,45 @@ def test_probe_sites_of_a_library(tmp_path):
     assert by_symbol["cuEventQuery"] == [("on_query_ret", True)]
     assert by_symbol["cuLaunchKernel_ptsz"] == [("on_kernel", False)]
     assert "fake_cuda_hang" not in by_symbol
+
+
+class _FakeProgram:
+    def __init__(self) -> None:
+        self.attached: list = []
+
+    def attach_uprobe(self, fn, path, sym, offset, retprobe=False) -> None:
+        self.attached.append((fn, sym))
+
+    def map(self, name):
+        class _Map(dict):
+            def set(self, k, v):
+                self[k] = v
+        return _Map()
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_libcuda_that_is_not_elf_is_one_not_read_note(tmp_path, monkeypatch):
+    """A non-ELF file a target maps as libcuda.so.1 (issue 46 item 6): one "not read" note and
+    the readable libnccl still probed, where start raised "not a 64-bit little-endian ELF file"
+    (an internal error, no verdict)."""
+    from tracer.events.evidence import EvidenceNote
+    from tracer.record.backends.base import TargetSet
+    from tracer.record.backends.ebpf import cuda_uprobes as cu
+    bogus = tmp_path / "libcuda.so.1"
+    bogus.write_bytes(b"#!/bin/sh\n" * 100)
+    nccl = build_fake_libs(tmp_path)["cuda"]            # an ELF that defines cu* names
+    monkeypatch.setattr(cu, "library_paths", lambda pids, names: {
+        "libcuda": {"1:2": (str(bogus), {7})}, "nccl": {"1:3": (str(nccl), {7})}})
+    prog = _FakeProgram()
+    monkeypatch.setattr(cu, "load_cuda_calls", lambda loaders: (prog, []))
+    got: list = []
+    backend = cu.CudaUprobeBackend()
+    backend.start(TargetSet([7]), got.append)
+    try:
+        notes = [e for e in got if isinstance(e, EvidenceNote)]
+        assert len(notes) == 1 and "not read" in notes[0].why and "libcuda (pid 7)" in notes[0].why
+        assert "ELF" in notes[0].why
+    finally:
+        backend.stop()

@@ -83,3 +83,55 @@ def test_the_same_symbols_as_pyelftools_reads(tmp_path):
     for lib in libs:
         mine = function_symbols(str(lib))
         assert mine and mine == pyelftools_function_symbols(str(lib)), lib
+
+
+# Hostile files a target maps as a library (issue 46 item 5), bounded in CPU time; each bound is
+# far above what the bounded reader takes (milliseconds) and far below what main took.
+def _cpu(fn, *args):
+    import time
+    t = time.process_time()
+    out = fn(*args)
+    return out, time.process_time() - t
+
+
+def test_a_nul_less_string_table_is_read_in_linear_time(tmp_path):
+    """3,000 functions over a 4 MB string table with no NUL: main looked each name's end up over
+    the whole table (find, slice, decode: 14 s of CPU here); each name is looked for within
+    MAX_NAME bytes of its table now (no name ends there: none is kept)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from hostile_elf import symbol_bomb
+    p = tmp_path / "libcuda.so.1"
+    p.write_bytes(symbol_bomb(3000, 4 << 20))
+    out, cpu = _cpu(function_symbols, str(p))
+    assert out == {} and cpu < 2.0
+
+
+def test_a_claimed_section_count_is_bounded_before_pyelftools(tmp_path):
+    """A 4 KB libnccl.so.2, extended to 64 MB sparse, whose section 0 claims 2**40 sections
+    (e_shnum 0): pyelftools walked a million of them for each name lookup (about 12 s of CPU in
+    each of the two readers on main); refused from its header now, in both."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from hostile_elf import section_count_bomb
+    from tracer.linux.elfsyms import section_headers_problem
+    from tracer.record.evidence.elfver import NCCL_RE, section_search
+    from tracer.record.probes.elfsyms import _read
+    p = tmp_path / "libnccl.so.2"
+    with open(p, "wb") as f:
+        f.write(section_count_bomb(1 << 40))
+        f.truncate(64 << 20)
+    with open(p, "rb") as f:
+        assert "claims 1099511627776 sections" in section_headers_problem(f)
+        table, cpu = _cpu(_read, str(p), f)
+    assert "claims 1099511627776 sections" in table.why and not table.names and cpu < 2.0
+    found, cpu = _cpu(section_search, str(p), ".rodata", NCCL_RE)
+    assert found is None and cpu < 2.0
+
+
+def test_real_libraries_have_header_tables_that_fit():
+    from tracer.linux.elfsyms import section_headers_problem
+    for lib in ("/usr/lib/x86_64-linux-gnu/libc.so.6", "/bin/sh"):
+        if Path(lib).exists():
+            with open(lib, "rb") as f:
+                assert section_headers_problem(f) is None

@@ -48,3 +48,38 @@ def test_parse_environ_rank(text, rank):
 ])
 def test_helper_threads(comm, helper):
     assert (helper_kind(comm) is not None) == helper
+
+
+# Titles a target writes (issue 46 item 6): a rank is at most 10 ASCII digits (intparse.py); 5,000
+# digits made int() raise "Exceeds the limit (4300 digits)" in attach, snapshot and watch.
+@pytest.mark.parametrize("title,label,rank", [
+    ("sglang::scheduler_TP" + "9" * 5000, "scheduler", None),
+    ("VLLM::Worker_TP" + "9" * 5000, "worker", None),
+    ("VLLM::Worker_TP0_DP" + "1" * 5000, "worker TP0", 0),
+    ("sglang::scheduler_TP٣", "scheduler", None),          # Arabic-Indic 3: no ASCII rank
+    ("sglang::scheduler_TP²", "scheduler", None),
+    ("sglang::scheduler_TP-1", "scheduler", None),
+    ("sglang::scheduler_TP12345678901", "scheduler", None),  # 11 digits: no rank
+    ("sglang::scheduler_TP3_DP2", "scheduler TP3 DP2", 3),
+])
+def test_role_of_hostile_titles(title, label, rank):
+    role = role_of([title], "x")
+    assert (role.label, role.rank) == (label, rank)
+
+
+@pytest.mark.parametrize("environ,rank", [
+    ("RANK=" + "7" * 5000, None), ("RANK=²", None), ("RANK=٣", None), ("RANK=-1", None),
+    ("٣", None), ("7" * 5000, None), ("RANK=3", 3),
+])
+def test_environ_rank_hostile(environ, rank):
+    assert parse_environ_rank(environ) == rank
+
+
+def test_label_ranges_hostile_numbers():
+    from tracer.render.fold import label_ranges, pid_runs
+    long = "worker TP" + "9" * 5000
+    assert label_ranges([long, "worker TP1", "worker TP2"]) == f"{long}, worker TP1-2"
+    assert label_ranges(["x٣"]) == "x٣"
+    text = "pid 1, pid 2, pid " + "3" * 5000
+    assert pid_runs(text) == text
+    assert pid_runs("pid 1, pid 2, pid 3") == "pids 1-3"

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, Hashable, Iterable, List, Sequence, TypeVar
 
+from ..linux.intparse import parse_uint
+
 __all__ = ["FOLD_MIN", "fold_groups", "shape", "number_ranges", "label_ranges", "cut",
            "pid_runs"]
 
@@ -24,7 +26,7 @@ FOLD_MIN = 3            # alike items drawn one by one up to this many minus one
 _ADDR_RE = re.compile(r"0x[0-9a-fA-F]+")
 _NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
 _TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
-_PID_RUN = re.compile(r"pid \d+(?:, pid \d+){2,}")
+_PID_RUN = re.compile(r"pid [0-9]{1,10}(?:, pid [0-9]{1,10}){2,}(?![0-9])")
 
 
 def fold_groups(items: Iterable[T], key: Callable[[T], Hashable],
@@ -71,15 +73,16 @@ def label_ranges(labels: Sequence[str]) -> str:
     numbered: Dict[str, List[int]] = {}
     for label in labels:
         m = _TRAILING_NUMBER.match(label)
+        number = parse_uint(m.group(2), 10) if m else None
         head = m.group(1) if m else label
-        if m is None:
+        if number is None:
             if label not in order:
                 order.append(label)
             continue
         if head not in numbered:
             numbered[head] = []
             order.append(head)
-        numbered[head].append(int(m.group(2)))
+        numbered[head].append(number)
     return ", ".join(f"{h}{number_ranges(numbered[h])}" if h in numbered else h for h in order)
 
 
@@ -91,4 +94,4 @@ def cut(text: str, width: int) -> str:
 def pid_runs(text: str) -> str:
     """Lists of three pids or more in ``text`` ("pid 3, pid 4, pid 5") as ranges ("pids 3-5")."""
     return _PID_RUN.sub(lambda m: "pids " + number_ranges(
-        int(x) for x in re.findall(r"\d+", m.group(0))), text)
+        int(x) for x in re.findall(r"[0-9]+", m.group(0))), text)

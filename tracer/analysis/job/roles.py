@@ -16,15 +16,16 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Dict, List, Optional, Protocol, Sequence
 
-from ...linux.intparse import is_digits
+from ...linux.intparse import DIGIT, is_digits, parse_uint
 
-_TP_RE = re.compile(r"_TP(\d+)")
+# a rank of at most 10 ASCII digits (intparse.py): a title of "_TP" and 5,000 digits has no rank
+_TP_RE = re.compile(rf"_TP({DIGIT}{{1,10}})(?!{DIGIT})")
 # a title of its own that names the role and the rank ("...scheduler_TP0", "Worker_TP3"), the
 # way SGLang and vLLM set them, wherever the title puts them: it says what the process is, even
 # when it has children (a JIT compiler it waits for)
 _SCHEDULER_RE = re.compile(r"scheduler_TP\d+", re.IGNORECASE)
 _WORKER_RE = re.compile(r"worker_TP\d+", re.IGNORECASE)
-_DP_RE = re.compile(r"_(DP|PP|EP)(\d+)")
+_DP_RE = re.compile(rf"_(DP|PP|EP)({DIGIT}{{1,10}})(?!{DIGIT})")
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,11 @@ def parse_environ_rank(environ_rank: Optional[str]) -> Optional[int]:
     if not environ_rank:
         return None
     text = environ_rank.strip()
-    if is_digits(text) and len(text) <= 10:
-        return int(text)
+    if is_digits(text):
+        return parse_uint(text, 10)
     found = dict(m.groups() for m in _RANK_RE.finditer(text))
     val = found.get("RANK", found.get("LOCAL_RANK"))
-    return int(val) if val is not None else None
+    return parse_uint(val, 10) if val is not None else None
 
 
 def role_of(cmdline: Sequence[str], comm: str, *, has_children: bool = False,
@@ -67,7 +68,7 @@ def role_of(cmdline: Sequence[str], comm: str, *, has_children: bool = False,
     title = _title(cmdline, comm)
     low = title.lower()
     tp = _TP_RE.search(title)
-    rank = int(tp.group(1)) if tp else None
+    rank = parse_uint(tp.group(1), 10) if tp else None
     suffix = "".join(f" {m.group(1)}{m.group(2)}" for m in _DP_RE.finditer(title))
     if low.startswith("sglang::scheduler") or (tp and _SCHEDULER_RE.search(title)):
         return Role("scheduler", rank, f"scheduler TP{rank}{suffix}" if rank is not None

@@ -18,6 +18,7 @@ import re
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ...events import PyStack
+from ...linux.intparse import parse_uint
 from ...linux.target_files import TargetFileRefused, read_target_file
 from ...events.evidence import CaptureSite
 
@@ -36,7 +37,8 @@ RUNNERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("vllm/v1/worker/gpu_model_runner.py", ("capture_model", "_capture_cudagraphs")),
     ("vllm/compilation/cuda_graph.py", ("__call__",)),
 ]
-_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
+# a line number of at most 10 ASCII digits (intparse.py); more stay in the file's name
+_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>.*?)(?::(?P<line>[0-9]{1,10}))?\)$")
 
 Blocks = List[Tuple[int, int, str, str]]   # (first body line, last line, "with" text, kind)
 
@@ -47,7 +49,7 @@ def parse_frame(frame: str) -> Tuple[str, str, Optional[int]]:
     if not m:
         return frame, "", None
     line = m.group("line")
-    return m.group("func"), m.group("file"), int(line) if line else None
+    return m.group("func"), m.group("file"), parse_uint(line, 10) if line else None
 
 
 def graph_with_blocks(source: str) -> Blocks:
@@ -58,11 +60,12 @@ def graph_with_blocks(source: str) -> Blocks:
     except (SyntaxError, ValueError):
         return []
     out: Blocks = []
+    lines = source_lines(source)
     for node in ast.walk(tree):
         if not isinstance(node, (ast.With, ast.AsyncWith)) or not node.body:
             continue
         for item in node.items:
-            text = ast.get_source_segment(source, item.context_expr) or ""
+            text = source_segment(lines, item.context_expr)
             head = text.split("(", 1)[0] + "("
             kind = "with-block" if _GRAPH_CM.search(head) else \
                 "phase" if _PHASE_CM.search(head) else ""
@@ -70,6 +73,36 @@ def graph_with_blocks(source: str) -> Blocks:
                 end = getattr(node, "end_lineno", None) or node.body[-1].lineno
                 out.append((node.body[0].lineno, end, " ".join(text.split())[:120], kind))
     return out
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")     # the line ends of ast's line numbers (no \f)
+
+
+def source_lines(source: str) -> List[str]:
+    """``source`` as ast numbers its lines (from 0 here), each with its line end."""
+    out, start = [], 0
+    for m in _NEWLINE.finditer(source):
+        out.append(source[start:m.end()])
+        start = m.end()
+    if start < len(source):
+        out.append(source[start:])
+    return out
+
+
+def source_segment(lines: List[str], node: ast.AST) -> str:
+    """What ``ast.get_source_segment(source, node)`` gives ("" for None), from the source's lines
+    split once (``source_lines``): get_source_segment splits the whole source per call, which made
+    2,000 ``with`` statements (36 KB) cost 5.2 s of CPU, quadratic in the file's length."""
+    first, last = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+    col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+    if first is None or last is None or col is None or end_col is None \
+            or not 1 <= first <= last <= len(lines):
+        return ""
+    if first == last:
+        return lines[first - 1].encode()[col:end_col].decode("utf-8", "replace")
+    head = lines[first - 1].encode()[col:].decode("utf-8", "replace")
+    tail = lines[last - 1].encode()[:end_col].decode("utf-8", "replace")
+    return "".join([head, *lines[first:last - 1], tail])
 
 
 class _Sources:

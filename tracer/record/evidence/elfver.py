@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Optional, Pattern, Tuple
 
+from ...linux.elfsyms import section_headers_problem
 from ...linux.target_files import TargetFileRefused, open_mapped_file
 
 __all__ = ["section_search", "nccl_version"]
@@ -28,7 +29,10 @@ NCCL_RE = re.compile(rb"NCCL version (\d+)\.(\d+)\.(\d+)([^\x00+]{0,32})(?:\+cud
 def _section_range(f, name: str) -> Optional[Tuple[int, int]]:
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
+    if section_headers_problem(f) is not None:     # pyelftools walks every section claimed
+        return None
     try:
+        f.seek(0)
         elf = ELFFile(f)
         sec = elf.get_section_by_name(name)
     except (ELFError, ValueError, AssertionError):

@@ -8,8 +8,8 @@ Contract:
 - ``symbols(path, file=)``: the file's function and object symbols as a ``SymbolTable``, read
   from ``file`` (the map_files entry: the inode mapped, never what the name in maps is now),
   cached in the process and across runs (``_cached``); ``lookup(value)`` names a value only
-  inside a symbol. Bounded (``MAX_SYMBOLS``, ``MAX_SECONDS``, ``MAX_BYTES``); a file not read
-  gives an empty table and ``why``. Needs pyelftools (a dependency).
+  inside a symbol. Bounded (``MAX_SYMBOLS``, ``MAX_SECONDS``, ``MAX_BYTES``, header tables that
+  fit: linux/elfsyms.section_headers_problem); a file not read: an empty table and ``why``.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from ...linux import symcache
+from ...linux.elfsyms import section_headers_problem
 from ...linux.target_files import TargetFileRefused, open_mapped_file
 
 __all__ = ["Mapping", "parse_maps", "read_maps", "load_bias", "symbols", "SymbolTable",
@@ -163,6 +164,11 @@ def _read(path: str, f: BinaryIO) -> SymbolTable:
     rows: List[Tuple[int, int, str]] = []
     deadline = time.monotonic() + MAX_SECONDS
     try:
+        problem = section_headers_problem(f)
+        if problem is not None:
+            table.why = f"{os.path.basename(path)}: not readable as ELF ({problem})"
+            return table
+        f.seek(0)
         elf = ELFFile(f)
         table.pie = elf["e_type"] == "ET_DYN"
         loads = [s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]

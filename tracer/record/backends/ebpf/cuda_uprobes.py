@@ -6,7 +6,7 @@ Contract (on top of base.py):
 - ``CudaUprobeBackend(loader=None)``: as EbpfBackend's ``loader``; ``check()``: None when a
   loader can load the uprobe program here, else one line why not (nothing loaded to decide).
 - ``start(targets, emit)`` probes the libcuda and libnccl the traced processes map
-  (``FAMILIES``, ``NCCL_FAMILIES``; ``CudaUprobeBackend.start`` says how).
+  (``FAMILIES``, ``NCCL_FAMILIES``; ``start`` says how); files not read as ELF: one note.
 - ``stop()`` (idempotent) emits one ``CudaDriverCalls`` per thread that made such a call (times
   in epoch) and detaches every probe in a thread of its own (``_cleanup``). Evidence, never a
   verdict. Cost: each probed call traps into the kernel once (twice with its uretprobe).
@@ -127,6 +127,27 @@ def library_paths(pids: List[int], names: Tuple[str, ...] = ("libcuda",), root: 
     return out
 
 
+Site = Tuple[str, str, Set[int], Tuple[str, str, int, bool]]
+
+
+def _sites_of(libs: Dict[str, Dict[str, Tuple[str, Set[int]]]]) -> Tuple[List[Site], List[str]]:
+    """((library name, path, pids, probe site) for every site of the libcuda and libnccl files
+    ``libs`` holds, ["libcuda (pid 7): why"] for each file not read as an ELF shared object: a
+    file a target maps under the name is the target's, and may be anything."""
+    sites: List[Site] = []
+    unread: List[str] = []
+    for name, families in (("libcuda", FAMILIES), ("nccl", NCCL_FAMILIES)):
+        for path, pids in libs.get(name, {}).values():
+            try:
+                found = probe_sites(path, families)
+            except (ValueError, OSError) as exc:
+                who = ", ".join(str(p) for p in sorted(pids)[:3])
+                unread.append(f"{name} (pid {who}): {exc}")
+                continue
+            sites.extend((name, path, pids, site) for site in found)
+    return sites, unread
+
+
 def _op_name(c: CuCount) -> str:
     op = int(c.last_op)
     return NCCL_OPS[op] if op < len(NCCL_OPS) else f"op {op}"
@@ -171,16 +192,18 @@ class CudaUprobeBackend(Backend):
         libs = library_paths(targets.pids(), ("libcuda", "nccl"))
         if not libs["libcuda"]:     # no CUDA in the tree: nothing to count, nothing missing
             return
+        sites, unread = _sites_of(libs)
+        if unread:
+            emit(EvidenceNote(ts=self._since, what="cuda-uprobes",
+                              why="not read, so not probed: " + "; ".join(unread)))
         self._prog, self.notes = load_cuda_calls(self.loaders)
         try:
-            for name, families in (("libcuda", FAMILIES), ("nccl", NCCL_FAMILIES)):
-                for path, pids in libs[name].values():
-                    for fn, sym, offset, ret in probe_sites(path, families):
-                        self._prog.attach_uprobe(fn, path, sym, offset, retprobe=ret)
-                        self.attached += 1
-                        if name == "nccl":
-                            self._nccl_pids |= pids
-            if not self.attached:
+            for name, path, pids, (fn, sym, offset, ret) in sites:
+                self._prog.attach_uprobe(fn, path, sym, offset, retprobe=ret)
+                self.attached += 1
+                if name == "nccl":
+                    self._nccl_pids |= pids
+            if not self.attached and not unread:
                 emit(EvidenceNote(ts=self._since, what="cuda-uprobes",
                                   why="libcuda exports none of the driver entry points probed"))
             self._sync()
