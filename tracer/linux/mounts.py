@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 __all__ = ["Mount", "parse_mountinfo", "parse_fdinfo", "fuse_connection", "fs_kind",
            "mount_of_fd", "fuse_servers", "fuse_users", "on_mounts", "read_fdinfo",
@@ -121,7 +121,8 @@ def mount_of_fd(pid: int, fd: int, root: str = "/proc") -> Optional[Mount]:
     return next((m for m in parse_mountinfo(text) if m.mount_id == int(mnt)), None)
 
 
-def _fuse_fds(pid: int, root: str) -> Iterable[int]:
+def _fd_links(pid: int, root: str) -> List[Tuple[int, str]]:
+    """(fd, what its /proc link names) for each open fd of ``pid`` still there when read."""
     try:
         names = os.listdir(f"{root}/{pid}/fd")
     except OSError:
@@ -129,11 +130,14 @@ def _fuse_fds(pid: int, root: str) -> Iterable[int]:
     out = []
     for name in names:
         try:
-            if os.readlink(f"{root}/{pid}/fd/{name}") == FUSE_DEVICE:
-                out.append(int(name))
+            out.append((int(name), os.readlink(f"{root}/{pid}/fd/{name}")))
         except (OSError, ValueError):
             continue
     return out
+
+
+def _fuse_fds(pid: int, root: str) -> Iterable[int]:
+    return [fd for fd, link in _fd_links(pid, root) if link == FUSE_DEVICE]
 
 
 def fuse_servers(conn: int, pids: Optional[Iterable[int]] = None,
@@ -167,17 +171,7 @@ def on_mounts(path: str, mountpoints: Iterable[str]) -> bool:
 
 
 def _links(pid: int, root: str) -> List[str]:
-    try:
-        names = os.listdir(f"{root}/{pid}/fd")
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        try:
-            out.append(os.readlink(f"{root}/{pid}/fd/{name}"))
-        except OSError:
-            continue
-    return out
+    return [link for _, link in _fd_links(pid, root)]
 
 
 def fuse_users(pids: Iterable[int], root: str = "/proc") -> List[int]:

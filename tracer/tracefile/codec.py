@@ -7,12 +7,9 @@ Contract:
   by line); ``line(data)`` one line; ``row(value)`` one row already parsed as JSON (the
   header's processes); ``current(tags)`` the decoder of those tags' rows in the current field
   order (csrc/rows.c). A row that cannot be read is ``BAD``: no decoding failure escapes.
-- ``encode_row(event)`` and ``encode_rows(events)`` give the row text (bytes, one line each,
-  newline included); ``header_line(header)`` and ``end_line(start, events, reason, ts)`` the
-  first and the last line of a trace (the one place the writer and the importer take them).
-- ``refused(event)``: what the reader would refuse in that event's row (a value out of its
-  type's bounds: an Int beyond 64 bits, a Time outside years 1-9999), else None; the writer
-  checks the header's rows with it (the bounds are the event types', one definition).
+- ``encode_row(event)``, ``encode_rows(events)``: row text (bytes, a line each); ``header_line``
+  and ``end_line``: a trace's first and last lines (the one place writer and importer take them).
+- ``refused(event)``: what the reader would refuse in its row, else None (the writer's check).
 """
 from __future__ import annotations
 
