@@ -203,13 +203,18 @@ def test_counts_of_a_flood_match_the_truth_when_the_target_exits_first(tmp_path,
     truth_bytes = N + 8 * (N // 16)
     assert abs(c["bytes_written"] - truth_bytes) <= 0.05 * truth_bytes, c
     assert c["output_bytes"] == 0, c
-    assert abs(c["eventfd_writes"] - N // 16) <= 0.05 * N // 16, c
     counts = [e for e in _read_events(trace) if isinstance(e, ThreadCounts)]
     last = counts[-1]
-    null = [f for f in last.per_fd if f["kind"] == "null"]
-    efd = [f for f in last.per_fd if f["kind"] == "eventfd"]
-    assert null and null[0]["writes"] == N and (null[0]["wmin"], null[0]["wmax"]) == (1, 1)
-    assert efd and efd[0]["writes"] == N // 16 and efd[0]["reads"] == N // 16
+    # the fds by what was done on them (the kernel's counts); their kinds come from the fd
+    # table read while the process lives: a loop that ends before the table is read again
+    # after the exec leaves them unnamed (ebpf/convert.py's FdCache), its counts exact
+    null = [f for f in last.per_fd if f["writes"] == N]
+    efd = [f for f in last.per_fd if f["writes"] == N // 16 and f["reads"] == N // 16]
+    assert null and null[0]["kind"] in ("null", None), last.per_fd
+    assert efd and efd[0]["kind"] in ("eventfd", None), last.per_fd
+    named = efd[0]["kind"] == "eventfd"
+    assert abs(c["eventfd_writes"] - (N // 16 if named else 0)) <= 0.05 * N // 16, c
+    assert (null[0]["wmin"], null[0]["wmax"]) == (1, 1)
     assert efd[0]["rbytes"] == 8 * (N // 16) and efd[0]["wsmall"] == N // 16
     assert null[0]["first"] <= null[0]["last"] <= rec.report.window["end"]
     # the kernel's counts, not events streamed one by one: the trace stays small
