@@ -19,8 +19,8 @@ processes only, since the machine is shared. What this module adds:
   serial groups out first, then the live tests, then the modules (the short ones fill the end).
 * ``EXCLUSIVE``: modules whose tests run alone: while one runs, no other test of the run does
   (``RunLock``: every other test holds the run's lock shared, these hold it exclusively).
-* ``auto_workers(cpus)``: what ``-n auto`` means here: a worker a CPU, at least 2 and at
-  most 8 (two a CPU loaded 2 cores so that scenarios missed their READY state); ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it.
+* ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU, at least 2 and at
+  most 8; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it.
 
 (Not xdist's ``loadgroup`` and ``xdist_group`` marks: with pytest 9.2 its worker-side renaming of
 node ids no longer takes, and the groups are silently ignored: pytest-xdist issue 1386.)
@@ -101,7 +101,7 @@ def make_scheduler(config: pytest.Config, log: object) -> object:
 
 def auto_workers(cpus: int) -> int:
     """``-n auto``'s number of workers for ``cpus`` usable CPUs (module doc)."""
-    return max(2, min(8, cpus))
+    return max(2, min(8, 2 * cpus))
 
 
 class RunLock:

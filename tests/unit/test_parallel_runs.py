@@ -26,8 +26,8 @@ def test_the_readme_command_runs_on_several_workers_in_scopes() -> None:
                ["optional-dependencies"]["test"]), "setup.sh installs the test extra"
 
 
-@pytest.mark.parametrize("cpus,workers", [(1, 2), (2, 2), (3, 3), (4, 4), (64, 8)])
-def test_auto_is_a_worker_a_cpu_within_bounds(cpus: int, workers: int) -> None:
+@pytest.mark.parametrize("cpus,workers", [(1, 2), (2, 4), (3, 6), (4, 8), (64, 8)])
+def test_auto_is_two_workers_a_cpu_within_bounds(cpus: int, workers: int) -> None:
     assert parallel.auto_workers(cpus) == workers
 
 
