@@ -84,18 +84,25 @@ _SYSCALL_NAME = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 INTERRUPTED = "ERESTART"
 _STACK_FRAME = " > "       # strace -k: " > /usr/lib/x86_64-linux-gnu/libc.so.6(poll+0x4f) [0xfc26f]"
 _CTRL_C = "^C"            # the terminal's echo of Ctrl-C, glued to the line strace was writing
+# what strace writes at Ctrl-C after that echo: its detach message, or with -d (strace 4) its
+# debug line "cleanup: looking at pid N" before it
+_CTRL_C_MESSAGES = ("Process ", "cleanup: looking at pid ")
 
 
 def glued_message(text: str) -> int:
     """Where strace's own message begins inside a line it cut ("...SIGCHLDstrace: Process
-    4024 attached", "...NULL^CProcess 3818 detached": old strace at a terminal), or -1.
+    4024 attached", "...NULL^CProcess 3818 detached", "...^Ccleanup: looking at pid 7716": old
+    strace at a terminal, -d's debug line), or -1.
     The message is ``strace: Process ...`` or, after the echo of Ctrl-C, ``Process ...``; the
     converter and the scan alike find it here."""
     k = text.find("strace: Process ")
     if k > 0:
         return k
-    k = text.find(_CTRL_C + "Process ")
-    return k + 2 if k > 0 else -1
+    for message in _CTRL_C_MESSAGES:
+        k = text.find(_CTRL_C + message)
+        if k > 0:
+            return k + 2
+    return -1
 
 
 def timestamp_shape(tok: str) -> int:

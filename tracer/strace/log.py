@@ -18,7 +18,7 @@ from typing import Callable, Iterator, List, Optional
 
 from ..errors import BadInput
 from ..tracefile import format as trace
-from .lines import parse_line
+from .lines import glued_message, parse_line
 
 __all__ = ["ImportError_", "LogFile", "sniff", "SNIFF_LINES", "NUL_LINE_MARK", "LINE_BLOCK",
            "ends_mid_line"]
@@ -182,7 +182,9 @@ def sniff(path: str) -> None:
     seen = 0
     for raw in lines[:SNIFF_LINES]:
         seen += 1
-        if parse_line(raw.decode("utf-8", "surrogateescape")) is not None:
+        text = raw.decode("utf-8", "surrogateescape")
+        k = glued_message(text)          # "read(5, ^CProcess 7716 detached": the call's part
+        if parse_line(text[:k] if k > 0 else text) is not None:
             return
     raise ImportError_(f"{path}: does not look like strace output "
                        f"(none of the first {seen} lines parse)")

@@ -28,8 +28,8 @@ _OUTPUT, _WAKEUP, _EVENTFD, _DISCARDED, _SOCKET, _UNKNOWN = (
     IoClass.OUTPUT, IoClass.WAKEUP, IoClass.EVENTFD, IoClass.DISCARDED, IoClass.SOCKET,
     IoClass.UNKNOWN)
 # The event classes _specific tells apart, as module globals (one dict lookup, not two).
-_SYSCALL, _WRITE, _FUTEX, _POLL, _IOCTL, _READ = (ev.Syscall, ev.WriteCall, ev.FutexCall,
-                                                  ev.PollCall, ev.IoctlCall, ev.ReadCall)
+_SYSCALL, _WRITE, _FUTEX, _POLL, _IOCTL, _READ, _WAIT = (
+    ev.Syscall, ev.WriteCall, ev.FutexCall, ev.PollCall, ev.IoctlCall, ev.ReadCall, ev.WaitChild)
 PLAIN_NAMES = frozenset({"nanosleep", "clock_nanosleep", "sched_yield", "connect", "flock",
                          "fcntl"}) | ENDS_FD | CLOCK_CALLS      # the plain calls _specific reads
 # The classes _syscall takes, in the order of feed.c's C_* (its twin reads them)
@@ -108,8 +108,12 @@ class CallFeed:
             self._write(t, e)  # type: ignore[arg-type]
         elif kind is _FUTEX:
             self._futex(t, e)  # type: ignore[arg-type]
+            _note_restart(t, e)
         elif kind is _POLL:
             count_poll(t, e)  # type: ignore[arg-type]
+            _note_restart(t, e)
+        elif kind is _WAIT:
+            _note_restart(t, e)
 
     def _plain(self, t: ThreadStats, e: ev.Syscall) -> None:
         name = e.name
@@ -223,6 +227,38 @@ class CallFeed:
             wakers = self.futex_wakers
             if e.ret and e.ret > 0 and (e.addr in wakers or len(wakers) < MAX_FUTEX_ADDRS):
                 wakers[e.addr] = (t.pid, t.tid)
+
+
+def _untimed_wait(e: ev.Syscall) -> bool:
+    """A futex wait, poll or child wait without a time limit (wait4 without WNOHANG)."""
+    if isinstance(e, ev.FutexCall):
+        return e.op.startswith("WAIT") and e.timeout is None
+    if isinstance(e, ev.PollCall):
+        return e.timeout is None
+    return "WNOHANG" not in (e.args or "")
+
+
+def _note_restart(t: ThreadStats, e: ev.Syscall) -> None:
+    """A wait without a time limit that a signal cut (``= ? ERESTARTSYS``, EINTR) and the thread
+    entered again after the handler (a timer signal every 100 ms: Ruby's SIGVTALRM, a
+    profiler's SIGPROF) is still the one wait: counted here, read by threads/state.py. The
+    same wait returning on its own ends the run."""
+    if not _untimed_wait(e):
+        return
+    err = e.err
+    if err is None:
+        if t.restarted is not None and t.restarted.name == e.name:
+            t.restarted, t.restarts = None, 0
+        return
+    if err != "EINTR" and not err.startswith("ERESTART"):
+        return
+    r = t.restarted
+    if r is not None and r.name == e.name and r.fd == e.fd:
+        t.restart_gap = max(t.restart_gap, t.ncalls - t.calls_at_restart)
+        t.restarts += 1
+    else:
+        t.restarts, t.restart_gap = 1, 0
+    t.restarted, t.calls_at_restart = e, t.ncalls
 
 
 def _member(cls: type, name: str) -> object:

@@ -93,6 +93,13 @@ class ThreadStats:
     last_call: Optional[ev.Syscall] = None
     # its last futex wait without timeout that a signal interrupted (ERESTARTSYS, EINTR)
     interrupted: Optional[ev.Syscall] = None
+    # its last wait without a time limit that a signal cut (ERESTART*, EINTR) and that it
+    # entered again after the handler: how many times in a row, the calls made by then, and
+    # the most calls between two cuts (the handler's work). calls.CallFeed._note_restart
+    restarted: Optional[ev.Syscall] = None
+    restarts: int = 0
+    calls_at_restart: int = 0
+    restart_gap: int = 0
     exited_at: Optional[float] = None
     started_at: Optional[float] = None                      # born during the recording
     # /proc samples

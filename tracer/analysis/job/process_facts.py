@@ -122,7 +122,8 @@ def process_facts(rec: Recording, ranks: Optional[Dict[int, Tuple[int, Optional[
     ``nodes`` names their nodes (merged traces)."""
     kids: Dict[int, List[int]] = {}
     for pid, p in rec.processes.items():
-        if p.info is not None:
+        # never its own child: a log's unnamed process is pid 0 with ppid 0
+        if p.info is not None and p.info.ppid != pid:
             kids.setdefault(p.info.ppid, []).append(pid)
     out: Dict[int, ProcessFacts] = {}
     for pid in sorted(rec.processes):

@@ -21,7 +21,7 @@ from ...linux.restart import TIMED_RESTARTS, resumed_call
 from ..accumulate.stats import Recording, ThreadStats
 from ..vocab.waits import CpuUse, Wait, wait_from_call, wait_from_proc
 
-__all__ = ["blocking_wait", "cpu_use", "timed_wakeups", "sampled_timer", "running_at_cut"]
+__all__ = ["blocking_wait", "restarted_wait", "cpu_use", "timed_wakeups", "sampled_timer", "running_at_cut"]
 
 
 def _returned_nothing(e: ev.Syscall) -> bool:
@@ -59,6 +59,26 @@ def running_at_cut(t: ThreadStats) -> bool:
         and c.fd is not None and _returned_nothing(last)
 
 
+MIN_RESTARTS = 2          # cuts of the same wait in a row, each re-entered after the handler
+MAX_HANDLER_CALLS = 32    # calls a signal handler makes between two cuts, at most
+
+
+def restarted_wait(t: ThreadStats, fds: List[ev.FdInfo]) -> Optional[Wait]:
+    """The wait without a time limit a signal keeps cutting (accumulate/calls._note_restart),
+    when the recording ends inside the handler's work after the last cut: no more calls since
+    than between two cuts. The thread sits in that wait; the signal's ticks are no work."""
+    r = t.restarted
+    if r is None or t.restarts < MIN_RESTARTS:
+        return None
+    since = t.ncalls - t.calls_at_restart
+    if since > min(MAX_HANDLER_CALLS, max(t.restart_gap, 2)):
+        return None
+    w = wait_from_call(r, fds)
+    w.interrupted = t.restarts
+    w.whole_window = False
+    return w
+
+
 def _resume(w: Wait, strace_args: str, wchan: str) -> None:
     """A wait seen as restart_syscall becomes the call it resumes (linux/restart.py); a sleep or
     futex resumed this way had a time limit, whose length is not known."""
@@ -84,6 +104,9 @@ def blocking_wait(t: ThreadStats, rec: Recording, fds: List[ev.FdInfo]) -> Optio
         # Blocked "throughout" when the call began near the start of what we saw of it.
         w.whole_window = (t.ongoing.ts - rec.start) <= 0.25 * rec.window \
             and t.total_syscalls <= 2
+        return w
+    w = restarted_wait(t, fds)
+    if w is not None:
         return w
     s = t.last_sample
     if s is None or s.state not in ("S", "D", "I"):

@@ -55,6 +55,7 @@ class Wait:
     resumed: bool = False        # seen as restart_syscall: ``call`` is the call it resumes
     futex_val: Optional[int] = None  # the value a futex wait expects (2: a contended lock)
     awaits_reply: bool = False   # a read of the fd the thread's last call sent a request on
+    interrupted: int = 0         # times a signal cut it and the thread entered it again
 
     @property
     def waits_for_a_lock(self) -> bool:
@@ -90,6 +91,8 @@ class Wait:
                 return f"{what}, with a time limit"
         limit = "no timeout" if self.timeout is None or self.call in _NO_LIMIT_CALLS \
             else f"timeout {_secs(self.timeout)}"
+        if self.interrupted:
+            limit += f" (a signal cut it {self.interrupted} times; entered again each time)"
         return f"{what}, {limit}"
 
 
