@@ -59,12 +59,20 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAST_MODULE = "tracer.strace._fast"
 PURE_VAR = "HANGTRACE_PURE"
+ABI3_VAR = "HANGTRACE_ABI3"
+LIMITED_API = "0x030A0000"                 # CPython 3.10's limited API: the cp310-abi3 tag
+ABI3_TAG = "cp310"
 # Data folders at the top of the tree, mapped into the package (tracer/resources.py).
 MAPPED = {"tracer.bpf": "bpf", "tracer.scenarios": "fixtures/scenarios"}
 FAST_CFLAGS = ["-O2", "-fvisibility=hidden", "-Wall"]
 BUILD_BPF = os.path.join(HERE, "scripts", "build_bpf.py")     # the eBPF helper's, when there
 SCENARIOS_INIT = ('"""The scenario programs of ``hangtrace demo`` (fixtures/scenarios/ of the '
                   'source tree), as package data: each one is run as a program, never imported."""\n')
+
+
+def abi3() -> bool:
+    """Whether the helpers are built against the limited API (module doc)."""
+    return os.environ.get(ABI3_VAR, "") not in ("", "0")
 
 
 def pure() -> bool:
@@ -92,8 +100,10 @@ def fast_extension() -> Extension:
         sources=[p for p in files if p.endswith(".c")],
         depends=[p for p in files if p.endswith(".h")],
         include_dirs=sorted({os.path.dirname(p) for p in files}),
-        define_macros=[("SOURCE_HASH", f'"{fastpath.source_hash(package)}"')],
+        define_macros=[("SOURCE_HASH", f'"{fastpath.source_hash(package)}"')]
+        + ([("Py_LIMITED_API", LIMITED_API)] if abi3() else []),
         extra_compile_args=FAST_CFLAGS,
+        py_limited_api=abi3(),
         optional=True)
 
 
@@ -138,4 +148,5 @@ if __name__ == "__main__":
           package_dir=dict(MAPPED),
           ext_modules=[] if pure() else [fast_extension()],
           cmdclass={"build_py": BuildPy},
+          options={"bdist_wheel": {"py_limited_api": ABI3_TAG}} if abi3() and not pure() else {},
           data_files=[("share/man/man1", ["docs/hangtrace.1"])])

@@ -6,16 +6,34 @@
  * convert_block writes into it (rowbuf_text); add(data) appends bytes; clear() empties it,
  * keeping its memory; it is a read-only bytes-like object (the buffer protocol) of its rows,
  * which cannot change while a view of them is held (add, clear and convert_block raise
- * BufferError then). */
+ * BufferError then). Built for the limited API of 3.10 (capi.h HX_BUFFERS 0: a type cannot
+ * export a buffer there), it is no bytes-like object: view() gives a read-only memoryview of
+ * its rows instead, which the next change (add, clear, convert_block, its end) releases, so
+ * that the view reads no memory the buffer has moved or freed (ValueError from then on;
+ * BufferError for the change while a view of that view is held). */
 
 typedef struct {
     PyObject_HEAD
     Text text;
     Py_ssize_t exports;                 /* views of it held */
+#if !HX_BUFFERS
+    PyObject *view;                     /* the memoryview view() gave last, or NULL */
+#endif
 } RowBuf;
+
+PyTypeObject *RowBufType;
 
 static int unviewed(RowBuf *b)
 {
+#if !HX_BUFFERS
+    if (b->view) {
+        PyObject *r = PyObject_CallMethod(b->view, "release", NULL);
+        if (!r)
+            return -1;                  /* BufferError: a view of the view is held */
+        Py_DECREF(r);
+        Py_CLEAR(b->view);
+    }
+#endif
     if (b->exports > 0) {
         PyErr_SetString(PyExc_BufferError, "RowBuffer: a view of its rows is held");
         return -1;
@@ -25,11 +43,11 @@ static int unviewed(RowBuf *b)
 
 static PyObject *rowbuf_add(RowBuf *b, PyObject *data)
 {
-    Py_buffer view;
-    if (unviewed(b) < 0 || PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+    HxBytes view;
+    if (unviewed(b) < 0 || hx_bytes_get(data, &view) < 0)
         return NULL;
     int rc = row_bytes(&b->text, view.buf, view.len);
-    PyBuffer_Release(&view);
+    hx_bytes_release(&view);
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -48,9 +66,11 @@ static Py_ssize_t rowbuf_len(RowBuf *b)
     return b->text.len;
 }
 
+static char empty[1];
+
+#if HX_BUFFERS
 static int rowbuf_getbuffer(RowBuf *b, Py_buffer *view, int flags)
 {
-    static char empty[1];
     if (PyBuffer_FillInfo(view, (PyObject *)b, b->text.p ? b->text.p : empty, b->text.len, 1,
                           flags) < 0)
         return -1;
@@ -62,42 +82,70 @@ static void rowbuf_releasebuffer(RowBuf *b, Py_buffer *view)
 {
     b->exports--;
 }
+#else
+static PyObject *rowbuf_view(RowBuf *b, PyObject *unused)
+{
+    if (unviewed(b) < 0)
+        return NULL;
+    b->view = PyMemoryView_FromMemory(b->text.p ? b->text.p : empty, b->text.len, PyBUF_READ);
+    Py_XINCREF(b->view);
+    return b->view;
+}
+#endif
 
 static void rowbuf_dealloc(RowBuf *b)
 {
-    PyMem_Free(b->text.p);
-    Py_TYPE(b)->tp_free((PyObject *)b);
+    PyTypeObject *tp = Py_TYPE((PyObject *)b);
+    if (unviewed(b) < 0)
+        PyErr_WriteUnraisable((PyObject *)b);      /* its memory stays: a view reads it */
+    else
+        PyMem_Free(b->text.p);
+    HX_FREE(b);
+    Py_DECREF(tp);
 }
 
 static PyMethodDef rowbuf_methods[] = {
     {"add", (PyCFunction)rowbuf_add, METH_O, "append bytes"},
     {"clear", (PyCFunction)rowbuf_clear, METH_NOARGS, "empty it, keeping its memory"},
+#if !HX_BUFFERS
+    {"view", (PyCFunction)rowbuf_view, METH_NOARGS,
+     "a read-only memoryview of its rows, released by its next change"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
-static PySequenceMethods rowbuf_sequence = {.sq_length = (lenfunc)rowbuf_len};
-
-static PyBufferProcs rowbuf_buffer = {
-    .bf_getbuffer = (getbufferproc)rowbuf_getbuffer,
-    .bf_releasebuffer = (releasebufferproc)rowbuf_releasebuffer,
+static PyType_Slot rowbuf_slots[] = {
+    {Py_tp_dealloc, (void *)rowbuf_dealloc},
+    {Py_sq_length, (void *)rowbuf_len},
+#if HX_BUFFERS
+    {Py_bf_getbuffer, (void *)rowbuf_getbuffer},
+    {Py_bf_releasebuffer, (void *)rowbuf_releasebuffer},
+#endif
+    {Py_tp_doc, (void *)"trace rows in one buffer kept from use to use (rowbuf.c)"},
+    {Py_tp_methods, rowbuf_methods},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {0, NULL},
 };
 
-PyTypeObject RowBufType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tracer.strace._fast.RowBuffer",
-    .tp_basicsize = sizeof(RowBuf),
-    .tp_dealloc = (destructor)rowbuf_dealloc,
-    .tp_as_sequence = &rowbuf_sequence,
-    .tp_as_buffer = &rowbuf_buffer,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "trace rows in one buffer kept from use to use (rowbuf.c)",
-    .tp_methods = rowbuf_methods,
-    .tp_new = PyType_GenericNew,
+static PyType_Spec rowbuf_spec = {
+    .name = "tracer.strace._fast.RowBuffer",
+    .basicsize = sizeof(RowBuf),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = rowbuf_slots,
 };
+
+int rowbuf_init(PyObject *m)
+{
+    RowBufType = (PyTypeObject *)PyType_FromSpec(&rowbuf_spec);
+    if (!RowBufType)
+        return -1;
+    Py_INCREF((PyObject *)RowBufType);
+    return PyModule_AddObject(m, "RowBuffer", (PyObject *)RowBufType);
+}
 
 Text *rowbuf_text(PyObject *o)
 {
-    if (!PyObject_TypeCheck(o, &RowBufType)) {
+    if (!PyObject_TypeCheck(o, RowBufType)) {
         PyErr_SetString(PyExc_TypeError, "a RowBuffer");
         return NULL;
     }
