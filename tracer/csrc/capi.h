@@ -8,15 +8,12 @@
  * said where it is used: ascii_data and ascii_str (text.c), py_int's int(text, base), the
  * heap types (PyType_FromSpec: rowbuf.c, rows.c), the slot offsets (feed.c), and, below
  * 3.11, the buffer protocol (HX_BUFFERS 0: bytes and bytearray only; RowBuffer's rows then
- * read through its view()). */
+ * read as a copy, tobytes()). */
 #ifndef HANGTRACE_CAPI_H
 #define HANGTRACE_CAPI_H
 
 #if defined(Py_LIMITED_API) && Py_LIMITED_API + 0 < 0x030B0000
 #define HX_BUFFERS 0                    /* no Py_buffer, no bf_getbuffer slot before 3.11 */
-#ifndef PyBUF_READ
-#define PyBUF_READ 0x100                /* PyMemoryView_FromMemory's flag (limited in 3.3) */
-#endif
 #else
 #define HX_BUFFERS 1
 #endif

@@ -7,33 +7,20 @@
  * keeping its memory; it is a read-only bytes-like object (the buffer protocol) of its rows,
  * which cannot change while a view of them is held (add, clear and convert_block raise
  * BufferError then). Built for the limited API of 3.10 (capi.h HX_BUFFERS 0: a type cannot
- * export a buffer there), it is no bytes-like object: view() gives a read-only memoryview of
- * its rows instead, which the next change (add, clear, convert_block, its end) releases, so
- * that the view reads no memory the buffer has moved or freed (ValueError from then on;
- * BufferError for the change while a view of that view is held). */
+ * export a buffer there), it is no bytes-like object: tobytes() gives its rows as bytes, a
+ * copy (a memoryview of its memory would be unsafe: memoryview(view) or a slice of it outlives
+ * a release() and reads what the buffer moved or freed). */
 
 typedef struct {
     PyObject_HEAD
     Text text;
     Py_ssize_t exports;                 /* views of it held */
-#if !HX_BUFFERS
-    PyObject *view;                     /* the memoryview view() gave last, or NULL */
-#endif
 } RowBuf;
 
 PyTypeObject *RowBufType;
 
 static int unviewed(RowBuf *b)
 {
-#if !HX_BUFFERS
-    if (b->view) {
-        PyObject *r = PyObject_CallMethod(b->view, "release", NULL);
-        if (!r)
-            return -1;                  /* BufferError: a view of the view is held */
-        Py_DECREF(r);
-        Py_CLEAR(b->view);
-    }
-#endif
     if (b->exports > 0) {
         PyErr_SetString(PyExc_BufferError, "RowBuffer: a view of its rows is held");
         return -1;
@@ -83,23 +70,16 @@ static void rowbuf_releasebuffer(RowBuf *b, Py_buffer *view)
     b->exports--;
 }
 #else
-static PyObject *rowbuf_view(RowBuf *b, PyObject *unused)
+static PyObject *rowbuf_tobytes(RowBuf *b, PyObject *unused)
 {
-    if (unviewed(b) < 0)
-        return NULL;
-    b->view = PyMemoryView_FromMemory(b->text.p ? b->text.p : empty, b->text.len, PyBUF_READ);
-    Py_XINCREF(b->view);
-    return b->view;
+    return PyBytes_FromStringAndSize(b->text.p ? b->text.p : empty, b->text.len);
 }
 #endif
 
 static void rowbuf_dealloc(RowBuf *b)
 {
     PyTypeObject *tp = Py_TYPE((PyObject *)b);
-    if (unviewed(b) < 0)
-        PyErr_WriteUnraisable((PyObject *)b);      /* its memory stays: a view reads it */
-    else
-        PyMem_Free(b->text.p);
+    PyMem_Free(b->text.p);
     HX_FREE(b);
     Py_DECREF(tp);
 }
@@ -108,8 +88,7 @@ static PyMethodDef rowbuf_methods[] = {
     {"add", (PyCFunction)rowbuf_add, METH_O, "append bytes"},
     {"clear", (PyCFunction)rowbuf_clear, METH_NOARGS, "empty it, keeping its memory"},
 #if !HX_BUFFERS
-    {"view", (PyCFunction)rowbuf_view, METH_NOARGS,
-     "a read-only memoryview of its rows, released by its next change"},
+    {"tobytes", (PyCFunction)rowbuf_tobytes, METH_NOARGS, "its rows as bytes (a copy)"},
 #endif
     {NULL, NULL, 0, NULL},
 };
