@@ -61,8 +61,9 @@ static inline PyObject *hx_call(PyObject *f, PyObject *const *args, size_t n)
 #endif
 
 /* a bytes-like argument read in place, held until hx_bytes_release (Python code may run
- * meanwhile): with the buffer protocol any (a bytearray cannot be resized while held), else
- * bytes, or a bytearray's copy as bytes */
+ * meanwhile: a held bytearray cannot be resized): with the buffer protocol any; else bytes,
+ * or a bytearray held through a memoryview of it (PyMemoryView_FromObject counts an export
+ * as a Py_buffer does; its bytes then read with PyByteArray_AsString, no copy) */
 typedef struct {
     const char *buf;
     Py_ssize_t len;
@@ -94,16 +95,17 @@ static inline int hx_bytes_get(PyObject *o, HxBytes *b)
     if (PyBytes_Check(o)) {
         Py_INCREF(o);
         b->held = o;
+        b->buf = PyBytes_AsString(o);
+        b->len = PyBytes_Size(o);
     } else if (PyByteArray_Check(o)) {
-        b->held = PyBytes_FromStringAndSize(PyByteArray_AsString(o), PyByteArray_Size(o));
-        if (!b->held)
+        if (!(b->held = PyMemoryView_FromObject(o)))
             return -1;
+        b->buf = PyByteArray_AsString(o);
+        b->len = PyByteArray_Size(o);
     } else {
         PyErr_SetString(PyExc_TypeError, "a bytes or bytearray object is required");
         return -1;
     }
-    b->buf = PyBytes_AsString(b->held);
-    b->len = PyBytes_Size(b->held);
     return 0;
 #endif
 }
