@@ -227,7 +227,7 @@ def main() -> int:
     try:
         say(f"building the wheels and the sdist (in {top})")
         wheels, pure, sdist = build(os.path.join(top, "dist"))
-        say(f"built {', '.join(os.path.basename(w) for _, w in wheels)}, "
+        say(f"built {', '.join(sorted({os.path.basename(w) for _, w in wheels}))}, "
             f"{os.path.basename(pure)} and {os.path.basename(sdist)}")
         runs = [(f"wheel-{os.path.basename(py)}", w, True, py, debian(py)) for py, w in wheels]
         runs += [("pure-wheel", pure, False, PY, False), ("sdist", sdist, True, PY, True)]
