@@ -13,6 +13,8 @@ Where they come from, in this order:
   for each minor version the first found that runs and has ``Python.h`` (a free-threaded
   build, ``Py_GIL_DISABLED``, is skipped: abi3 does not cover it).
 An interpreter left out is said on stderr with the reason (no headers, does not run).
+CI needs nothing more: the pyenv versions are on the image. (npm's portable-python-3.X packages
+hold no Python: their postinstall downloads it from GitHub, which these machines cannot reach.)
 """
 from __future__ import annotations
 
