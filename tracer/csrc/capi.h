@@ -5,7 +5,7 @@
  * later). Under the limited API the full API's macros become the functions it offers (the
  * same answers where the helpers use them: the object's type is checked first, the index
  * is in range), PyObject_Vectorcall a call with a tuple, and what the limited API lacks is
- * said where it is used: ascii_data and ascii_str (text.c), py_int's int(text, base), the
+ * said where it is used: ascii_data (text.h), ascii_str and py_int's int(text, base) (text.c), the
  * heap types (PyType_FromSpec: rowbuf.c, rows.c), the slot offsets (feed.c), and, below
  * 3.11, the buffer protocol (HX_BUFFERS 0: bytes and bytearray only; RowBuffer's rows then
  * read as a copy, tobytes()). */
