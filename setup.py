@@ -14,22 +14,16 @@ Contract:
   registers by the architecture's pt_regs, ``-D__TARGET_ARCH_x86``, so they are per
   architecture, not per Python or kernel): source.py:object_path takes them on that machine
   only; on another architecture the eBPF backend compiles the C with BCC at attach. Without
-  it the wheel is ``cp3X-cp3X-linux_*``, which ``auditwheel repair`` turns into the
-  manylinux wheel a registry accepts (scripts/check_dist.py does both).
-- Not abi3: the helpers read and build str objects in place, which the limited API does not
-  allow, so a Py_LIMITED_API=0x030B0000 build fails on PyUnicode_New + PyUnicode_DATA (a str
-  written in place: text.c, lines.c), PyUnicode_IS_ASCII / PyUnicode_DATA (an ASCII str's
-  bytes read without a copy: calls.c, lines.c), PyLong_FromUnicodeObject (text.c: not in the
-  limited API), PyObject_Vectorcall (calls.c: limited only from 3.12) and PyUnicode_AsUTF8
-  (calls.c: from 3.13). For 3.10 (Py_LIMITED_API=0x030A0000, compiled 2026-12-07) also the
-  buffer protocol: Py_buffer, PyObject_GetBuffer and PyBuffer_Release (block.c, rowbuf.c) and
-  a type that exports a buffer (rowbuf.c's static RowBuf type, tp_as_buffer; a heap type's
-  Py_bf_getbuffer slot) are limited only from 3.11, and PyObject_CallOneArg is not limited at
-  all; the rest (PyTuple_GET_ITEM and the other macros, Py_SETREF) have limited functions. So
-  one abi3 wheel cannot cover 3.10 without a new way to hand rows to Python; the speed of a
-  3.11-floor port was not measured. One wheel per CPython minor version, then
-  (scripts/build_wheels.sh builds one per interpreter found), and the pure wheel, with the
-  CO-RE objects, for every other Python.
+  it the wheel is ``cp3X-cp3X-linux_*`` (``cp310-abi3-linux_*`` with ``ABI3_VAR``), which
+  ``auditwheel repair`` turns into the manylinux wheel a registry accepts
+  (scripts/build_wheels.sh does both, scripts/check_dist.py checks them).
+- ``ABI3_VAR`` (``HANGTRACE_ABI3=1``): the helpers built against CPython 3.10's limited API
+  (``Py_LIMITED_API=0x030A0000``, ``py_limited_api``): one ``_fast.abi3.so`` and a
+  ``cp310-abi3`` wheel that CPython 3.10, 3.11, 3.12, 3.13 and later install
+  (scripts/build_wheels.sh builds it). tracer/csrc/capi.h says what differs from the full
+  API; bench/results/import-speed-abi3-vm.txt has its speed against the full-API build on
+  3.11 (import, trace reading and analysis within 4%). Unset, as an sdist's install is,
+  they are built against the full API of the Python that builds them.
 - ``BuildPy``: after the ordinary build_py, the ``__init__.py`` of ``tracer.scenarios``
   (``SCENARIOS_INIT``: the source folder has none, so that py-spy and tracebacks name a scenario
   by its file, not as a module of a package), then the eBPF CO-RE objects: when scripts/build_bpf.py
@@ -59,12 +53,20 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAST_MODULE = "tracer.strace._fast"
 PURE_VAR = "HANGTRACE_PURE"
+ABI3_VAR = "HANGTRACE_ABI3"
+LIMITED_API = "0x030A0000"                 # CPython 3.10's limited API: the cp310-abi3 tag
+ABI3_TAG = "cp310"
 # Data folders at the top of the tree, mapped into the package (tracer/resources.py).
 MAPPED = {"tracer.bpf": "bpf", "tracer.scenarios": "fixtures/scenarios"}
 FAST_CFLAGS = ["-O2", "-fvisibility=hidden", "-Wall"]
 BUILD_BPF = os.path.join(HERE, "scripts", "build_bpf.py")     # the eBPF helper's, when there
 SCENARIOS_INIT = ('"""The scenario programs of ``hangtrace demo`` (fixtures/scenarios/ of the '
                   'source tree), as package data: each one is run as a program, never imported."""\n')
+
+
+def abi3() -> bool:
+    """Whether the helpers are built against the limited API (module doc)."""
+    return os.environ.get(ABI3_VAR, "") not in ("", "0")
 
 
 def pure() -> bool:
@@ -92,8 +94,10 @@ def fast_extension() -> Extension:
         sources=[p for p in files if p.endswith(".c")],
         depends=[p for p in files if p.endswith(".h")],
         include_dirs=sorted({os.path.dirname(p) for p in files}),
-        define_macros=[("SOURCE_HASH", f'"{fastpath.source_hash(package)}"')],
+        define_macros=[("SOURCE_HASH", f'"{fastpath.source_hash(package)}"')]
+        + ([("Py_LIMITED_API", LIMITED_API)] if abi3() else []),
         extra_compile_args=FAST_CFLAGS,
+        py_limited_api=abi3(),
         optional=True)
 
 
@@ -138,4 +142,5 @@ if __name__ == "__main__":
           package_dir=dict(MAPPED),
           ext_modules=[] if pure() else [fast_extension()],
           cmdclass={"build_py": BuildPy},
+          options={"bdist_wheel": {"py_limited_api": ABI3_TAG}} if abi3() and not pure() else {},
           data_files=[("share/man/man1", ["docs/hangtrace.1"])])

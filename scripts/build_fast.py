@@ -8,7 +8,9 @@ source hash) with setuptools' build_ext, for after an edit of the C: into
 tracer/strace/ (in place) or into DIR/tracer/strace/. The module carries the hash of the
 sources it was built from; hangtrace ignores a module built from another version
 (tracer/strace/fastpath.py). Exit status 0 when built, 1 when it could not be: hangtrace
-then runs its pure-Python path, which gives the same results, only slower.
+then runs its pure-Python path, which gives the same results, only slower. With
+HANGTRACE_ABI3=1 it builds the abi3 wheel's module (_fast.abi3.so: CPython 3.10's limited API,
+setup.py), e.g. into a copy of the tree to time it with bench/import_speed.py --baseline.
 """
 from __future__ import annotations
 

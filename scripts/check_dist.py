@@ -4,17 +4,21 @@ checkout, works on its own.
 Usage: python scripts/check_dist.py [--keep] [--skip-ebpf]
 
 Steps (each prints one line; the first failure ends the run with status 1 and what it saw):
-1. scripts/build_wheels.sh (the README's steps, as written) makes, in a temporary folder, one
-   manylinux wheel per CPython >= 3.10 with headers on this machine (``cp3X-cp3X-manylinux_2_17
-   _x86_64``: ``python -m build`` with that interpreter, then ``auditwheel repair``), the pure
+1. scripts/build_wheels.sh (the README's steps, as written) makes, in a temporary folder, the one
+   compiled wheel (``cp310-abi3-manylinux_2_17_x86_64``: the helpers built against CPython
+   3.10's limited API with the oldest CPython found, then ``auditwheel repair``; with
+   PER_VERSION=1 one ``cp3X-cp3X-manylinux`` wheel per CPython instead), the pure
    ``py3-none-any`` wheel (HANGTRACE_PURE=1) and the sdist. Each wheel must hold the BPF C, the
-   scenarios, the schemas and the man page; the manylinux ones the compiled helpers; the pure
-   one no helpers but the CO-RE objects of this architecture under tracer/bpf/<machine>/; the
-   sdist the C sources of the helpers and scripts/build_bpf.py.
-2. For each manylinux wheel (a venv of its Python), the pure wheel, then the sdist: a venv under
-   /tmp (``--system-site-packages``, for Debian's BCC, except the pure wheel's: without it, so
-   that its ``attach -b ebpf`` must go through libbpf and the wheel's CO-RE objects, BCC not
-   importable, which is checked), ``pip install`` of the file, and from a
+   scenarios, the schemas and the man page; the compiled one the helpers (one ``_fast.abi3.so``)
+   and the CO-RE objects; the pure one no helpers but the CO-RE objects of this architecture
+   under tracer/bpf/<machine>/; the sdist the C sources of the helpers and scripts/build_bpf.py.
+2. The compiled wheel on EVERY CPython the machine has (scripts/find_pythons.py: 3.10+ with
+   headers in /usr/bin, /usr/local/bin and pyenv's versions, or HANGTRACE_PYTHONS; 3.10, 3.11,
+   3.12 and 3.13 on the development VM and in CI), the pure wheel, then the sdist: a venv under
+   /tmp of that Python (``--system-site-packages`` for Debian's own /usr/bin Pythons, for
+   Debian's BCC; the others' and the pure wheel's without it, so that their ``attach -b ebpf``
+   must go through libbpf, ctypes and the wheel's CO-RE objects, BCC not importable, which is
+   checked), ``pip install`` of the file, and from a
    folder outside the checkout: ``python -m tracer --version``; ``hangtrace doctor --json``
    (the installed copy is used, its compiled helpers are loaded; the pure wheel's doctor says
    the pure-Python path); ``hangtrace schema snapshot`` (the shipped schema); ``hangtrace
@@ -67,7 +71,10 @@ def run(argv: List[str], *, cwd: Optional[str] = None, env: Optional[dict] = Non
     return p
 
 
-MANYLINUX = re.compile(r"-cp3\d+-cp3\d+-(manylinux\w*\.)?manylinux_2_\d+_x86_64\.whl$")
+MANYLINUX = re.compile(r"-cp3\d+-(cp3\d+|abi3)-(manylinux\w*\.)?manylinux_2_\d+_x86_64\.whl$")
+ABI3 = re.compile(r"-cp310-abi3-(manylinux\w*\.)?manylinux_2_\d+_x86_64\.whl$")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from find_pythons import pythons  # noqa: E402  (one rule: build_wheels.sh runs it too)
 PURE = re.compile(r"-py3-none-any\.whl$")
 
 
@@ -88,10 +95,12 @@ def check_wheel(wheel: str, compiled: bool) -> None:
                  "tracer/data/syscalls-x86_64.txt", "tracer/data/syscalls-aarch64.txt"):
         if want not in names:
             raise Failed(f"{os.path.basename(wheel)} has no {want}")
-    has_fast = any(n.startswith("tracer/strace/_fast") and n.endswith(".so") for n in names)
-    if has_fast != compiled:
+    fast = [n for n in names if n.startswith("tracer/strace/_fast") and n.endswith(".so")]
+    if bool(fast) != compiled:
         raise Failed(f"{os.path.basename(wheel)}: compiled helpers "
                      f"{'missing' if compiled else 'present'}")
+    if ABI3.search(wheel) and fast != ["tracer/strace/_fast.abi3.so"]:
+        raise Failed(f"{os.path.basename(wheel)}: helpers {fast}, not one _fast.abi3.so")
     objects = {n for n in names if n.endswith(".bpf.o")}
     arch = f"tracer/bpf/{os.uname().machine}/"
     if not compiled and not {arch + "hangtrace.bpf.o", arch + "cuda_calls.bpf.o"} <= objects:
@@ -101,15 +110,17 @@ def check_wheel(wheel: str, compiled: bool) -> None:
 
 
 def build(out: str) -> tuple:
-    """([(python, manylinux wheel) per CPython found], pure wheel, sdist), each checked, made by
-    scripts/build_wheels.sh as the README says (module doc)."""
+    """([(python, its compiled wheel: the abi3 one for all) per CPython found], pure wheel,
+    sdist), each checked, made by scripts/build_wheels.sh as the README says (module doc)."""
     run(["bash", BUILD_WHEELS, out], timeout=2400)
     sdist = one(os.path.join(out, "hangtrace-*.tar.gz"))
     pure = one(os.path.join(out, "hangtrace-*-py3-none-any.whl"))
     wheels = []
+    abi3 = None if os.environ.get("PER_VERSION") == "1" else \
+        one(os.path.join(out, "hangtrace-*-cp310-abi3-*.whl"))
     for py in pythons():
         tag = run([py, "-c", "import sys; print('cp%d%d' % sys.version_info[:2])"]).stdout.strip()
-        wheel = one(os.path.join(out, f"hangtrace-*-{tag}-{tag}-*.whl"))
+        wheel = abi3 or one(os.path.join(out, f"hangtrace-*-{tag}-{tag}-*.whl"))
         if not MANYLINUX.search(wheel):
             raise Failed(f"auditwheel made {os.path.basename(wheel)}, not a manylinux wheel")
         check_wheel(wheel, compiled=True)
@@ -123,15 +134,10 @@ def build(out: str) -> tuple:
     return wheels, pure, sdist
 
 
-def pythons() -> List[str]:
-    """The CPythons >= 3.10 with headers this machine has (scripts/build_wheels.sh's choice)."""
-    found = []
-    for py in sorted(glob.glob("/usr/bin/python3.1[0-9]") + glob.glob("/usr/local/bin/python3.1[0-9]")):
-        inc = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
-                             capture_output=True, text=True).stdout.strip()
-        if os.path.exists(os.path.join(inc, "Python.h")):
-            found.append(py)
-    return found
+def debian(py: str) -> bool:
+    """Whether ``py`` is Debian's own (/usr/bin): its venv sees the system site-packages, where
+    Debian's BCC (python3-bpfcc) is; any other Python's venv does not."""
+    return os.path.realpath(py).startswith("/usr/bin/")
 
 
 def venv(where: str, artifact: str, env: Optional[dict] = None, py: str = PY,
@@ -221,9 +227,9 @@ def main() -> int:
     try:
         say(f"building the wheels and the sdist (in {top})")
         wheels, pure, sdist = build(os.path.join(top, "dist"))
-        say(f"built {', '.join(os.path.basename(w) for _, w in wheels)}, "
+        say(f"built {', '.join(sorted({os.path.basename(w) for _, w in wheels}))}, "
             f"{os.path.basename(pure)} and {os.path.basename(sdist)}")
-        runs = [(f"wheel-{os.path.basename(py)}", w, True, py, True) for py, w in wheels]
+        runs = [(f"wheel-{os.path.basename(py)}", w, True, py, debian(py)) for py, w in wheels]
         runs += [("pure-wheel", pure, False, PY, False), ("sdist", sdist, True, PY, True)]
         for name, artifact, compiled, py, system_site in runs:
             work = os.path.join(top, f"work-{name}")

@@ -279,6 +279,8 @@ def test_row_buffer_holds_still_while_viewed(fast):
     while a view of them is held (add, clear, convert_block raise BufferError)."""
     from tracer.strace.convert import StraceConverter
     from tracer.tracefile.codec import encode_row
+    if hasattr(fast.RowBuffer, "tobytes"):
+        pytest.skip("built for 3.10's limited API: test_row_buffer_as_bytes_where_not_bytes_like")
     buf = fast.RowBuffer()
     buf.add(b"")                    # (nothing to a buffer with no memory yet)
     assert len(buf) == 0 and bytes(buf) == b""
@@ -299,3 +301,28 @@ def test_row_buffer_holds_still_while_viewed(fast):
     assert bytes(buf).startswith(b'abc["sc",1795953170.000002,1,1,"getuid","",0,null,1e-6')
     buf.clear()
     assert len(buf) == 0 and bytes(buf) == b""
+
+
+def test_row_buffer_as_bytes_where_not_bytes_like(fast):
+    """RowBuffer built for CPython 3.10's limited API (setup.py HANGTRACE_ABI3: no type exports
+    a buffer there): its rows are read as bytes, tobytes(), a copy that no later change of
+    the buffer (add, clear, convert_block) alters."""
+    from tracer.strace.convert import StraceConverter
+    from tracer.tracefile.codec import encode_row
+    if not hasattr(fast.RowBuffer, "tobytes"):
+        pytest.skip("a bytes-like RowBuffer: test_row_buffer_holds_still_while_viewed")
+    buf = fast.RowBuffer()
+    buf.add(b"")
+    assert len(buf) == 0 and buf.tobytes() == b""
+    buf.add(b"ab")
+    buf.add(bytearray(b"c"))
+    rows = buf.tobytes()
+    assert rows == b"abc" and len(buf) == 3
+    conv = StraceConverter(pid_of={1: 1}.get)
+    conv.feed_text("1 1795953170.000001 getpid() = 1 <0.000001>")
+    line = b"1 1795953170.000002 getuid() = 0 <0.000001>\n"
+    assert conv._run_c(fast.convert_block, line, 0, buf, encode_row) == (len(line), 1)
+    assert rows == b"abc"
+    assert buf.tobytes().startswith(b'abc["sc",1795953170.000002,1,1,"getuid","",0,null,1e-6')
+    buf.clear()
+    assert len(buf) == 0 and buf.tobytes() == b"" and rows == b"abc"

@@ -155,3 +155,54 @@ def test_the_pure_wheel_switch(monkeypatch):
     monkeypatch.delenv(setup_py.PURE_VAR)
     assert not setup_py.pure()
     assert setup_py.fast_extension().name == "tracer.strace._fast"
+
+
+def test_the_abi3_switch(setup_py, monkeypatch):
+    """HANGTRACE_ABI3=1 builds the helpers against CPython 3.10's limited API (one
+    _fast.abi3.so, the cp310-abi3 wheel); unset or 0, against the building Python's full API."""
+    for value, abi3 in (("1", True), ("0", False), ("", False)):
+        monkeypatch.setenv(setup_py.ABI3_VAR, value)
+        ext = setup_py.fast_extension()
+        assert setup_py.abi3() is abi3 and ext.py_limited_api is abi3, value
+        assert dict(ext.define_macros).get("Py_LIMITED_API") == ("0x030A0000" if abi3 else None)
+    assert setup_py.ABI3_TAG == "cp310"
+
+
+@pytest.mark.slow
+def test_the_limited_api_build_gives_what_the_full_one_does(tmp_path):
+    """scripts/build_fast.py with HANGTRACE_ABI3=1 compiles every csrc file against 3.10's
+    limited API (-Werror=implicit-function-declaration: a call the limited API lacks is an
+    error, not a warning) into _fast.abi3.so, which splits strace lines and writes rows as the
+    pure-Python twins do; its RowBuffer gives its rows as bytes (no buffer protocol there)."""
+    import subprocess
+    env = dict(os.environ, HANGTRACE_ABI3="1",
+               CFLAGS="-Werror=implicit-function-declaration")
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_fast.py"), "--out",
+                        str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    built = list(out.rglob("_fast*.so"))
+    assert [b.name for b in built] == ["_fast.abi3.so"]
+    check = """
+import importlib.machinery, importlib.util, sys
+from tracer.strace.lines import py_split_line
+from tracer.events import scrub_args as py_scrub_args
+spec = importlib.util.spec_from_file_location("tracer.strace._fast", sys.argv[1])
+fast = importlib.util.module_from_spec(spec); spec.loader.exec_module(fast)
+lines = ['123 1795953170.000001 read(3</dev/nvidia0>, "ab\\\\n", 4096) = 3 <0.000010>',
+         '7 1795953170.5 futex(0x7f, FUTEX_WAIT_PRIVATE, 0, NULL <unfinished ...>',
+         '7 1795953171.25 <... futex resumed>) = -1 EAGAIN (Resource temporarily unavailable)',
+         'not strace', '9 1.0 ioctl(4, _IOC(_IOC_READ|_IOC_WRITE, 0x46, 0x2a, 0x20), 0x7ffc) = 0',
+         '5 1.0 write(1, "caf\\u00e9", 5) = 5']
+for line in lines:
+    assert fast.split_line(line) in (py_split_line(line), fast.UNHANDLED), line
+    got = fast.scrub(line)
+    assert got == py_scrub_args(line) or got is fast.UNHANDLED, line
+buf = fast.RowBuffer(); buf.add(b"ab"); buf.add(bytearray(b"c"))
+assert buf.tobytes() == b"abc" and len(buf) == 3 and not hasattr(buf, "__buffer__")
+print("ok")
+"""
+    p = subprocess.run([sys.executable, "-c", check, str(built[0])], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert p.stdout.strip() == "ok", p.stdout + p.stderr

@@ -40,11 +40,16 @@ PyObject *ascii_str(const char *s, Py_ssize_t a, Py_ssize_t b)
 {
     if (b < a)
         b = a;
+#ifdef Py_LIMITED_API
+    return PyUnicode_DecodeASCII(s + a, b - a, NULL);      /* no str written in place */
+#else
     PyObject *o = PyUnicode_New(b - a, 127);
     if (o)
         memcpy(PyUnicode_DATA(o), s + a, (size_t)(b - a));
     return o;
+#endif
 }
+
 
 /* int(text[a:b], base) with Python's semantics: a fast path for plain digits, else int()
  * itself. Returns NULL with no exception set when int() would raise ValueError. */
@@ -81,11 +86,31 @@ PyObject *py_int(const char *s, Py_ssize_t a, Py_ssize_t b, int base)
         if (j == b)
             return PyLong_FromUnsignedLongLong(v);
     }
+#ifdef Py_LIMITED_API
+    /* int(text, base) is PyLong_FromString over the whole text (what int() does with a str's
+     * ASCII); a NUL in the text ends the C string before its end: ValueError, as int()'s */
+    char small[64];
+    Py_ssize_t len = b > a ? b - a : 0;
+    char *buf = len < (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc((size_t)len + 1);
+    if (!buf)
+        return PyErr_NoMemory();
+    memcpy(buf, s + a, (size_t)len);
+    buf[len] = '\0';
+    char *end = NULL;
+    PyObject *r = PyLong_FromString(buf, &end, base);
+    if (r && end != buf + len) {
+        Py_CLEAR(r);
+        PyErr_SetString(PyExc_ValueError, "invalid literal for int()");
+    }
+    if (buf != small)
+        PyMem_Free(buf);
+#else
     PyObject *sub = ascii_str(s, a, b);
     if (!sub)
         return NULL;
     PyObject *r = PyLong_FromUnicodeObject(sub, base);
     Py_DECREF(sub);
+#endif
     if (!r && PyErr_ExceptionMatches(PyExc_ValueError))
         PyErr_Clear();
     return r;

@@ -13,9 +13,15 @@ Contract:
 """
 from __future__ import annotations
 
-from typing import Annotated, List, Literal, Optional, Required, Tuple, TypedDict
+import sys
+from typing import Annotated, List, Literal, Optional, Tuple, TypedDict
 
 from msgspec import Meta
+
+if sys.version_info >= (3, 11):
+    from typing import Required
+else:                                   # (pyproject: typing_extensions on 3.10 only)
+    from typing_extensions import Required
 
 __all__ = ["Int", "Time", "INT64_MIN", "INT64_MAX", "TIME_MIN", "TIME_MAX", "CaptureHow", "KlogLine",
            "LogTarget", "LoadedLib", "FdCounts", "IoctlCounts", "MappedFile", "LogTemplate",

@@ -49,6 +49,9 @@ def _pick_calls(name: str) -> Optional[Callable]:
 _CONVERT_CALLS = _pick_calls("convert_calls")
 _CONVERT_BLOCK = _pick_calls("convert_block")
 _ROW_BUFFER = _pick_calls("RowBuffer")
+# Built for CPython 3.10's limited API (setup.py HANGTRACE_ABI3) a RowBuffer is no bytes-like
+# object: its rows are handed over as bytes, its tobytes() (a copy).
+_ROWS_COPIED = _ROW_BUFFER is not None and hasattr(_ROW_BUFFER, "tobytes")
 
 
 def block_lines(block: bytes) -> List[str]:
@@ -102,7 +105,8 @@ class BatchFeed:
         convert_block), each line it leaves decoded and fed alone; while it cannot run, the
         lines in windows through ``_batch`` (the same bytes, tests compare them). The rows
         are then the converter's RowBuffer (csrc/rowbuf.c: bytes-like, refilled by the next
-        call: no copy of them is made to hand them over)."""
+        call: no copy of them is made to hand them over), or where it is not bytes-like (the
+        limited API's build) its rows as bytes (tobytes(): a copy)."""
         if _CONVERT_BLOCK is None:
             return self.rows_batch(block_lines(block))
         rows = self._rows
@@ -134,7 +138,7 @@ class BatchFeed:
                 for part in parts:
                     add(part)
                 pos = end
-        return rows, count  # type: ignore[return-value]
+        return (rows.tobytes() if _ROWS_COPIED else rows), count  # type: ignore[return-value]
 
     def _c_ready(self) -> bool:
         """convert_calls and convert_block may run: every line's thread has a pid column, the

@@ -62,7 +62,9 @@ static int name_slot(const char *s, Py_ssize_t n)
             Py_DECREF(str);
             return -2;
         }
-        if (PyUnicode_GET_LENGTH(o) == n && memcmp(PyUnicode_DATA(o), s, (size_t)n) == 0)
+        Py_ssize_t m;
+        const char *d = ascii_data(o, &m);
+        if (d && m == n && memcmp(d, s, (size_t)n) == 0)
             return slot;
     }
     return -2;
@@ -326,7 +328,7 @@ static void block_free(Block *b)
 PyObject *convert_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     static const char usage[] = "convert_block(block, start, ctx, out)";
-    if (argc != 4 || !PyObject_CheckBuffer(argv[0])) {
+    if (argc != 4 || !hx_is_bytes_like(argv[0])) {
         PyErr_SetString(PyExc_TypeError, usage);
         return NULL;
     }
@@ -342,8 +344,8 @@ PyObject *convert_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         goto error;
     }
     /* held while Python code may run (builders, encode_row): a bytearray cannot be resized */
-    Py_buffer view;
-    if (PyObject_GetBuffer(argv[0], &view, PyBUF_SIMPLE) < 0)
+    HxBytes view;
+    if (hx_bytes_get(argv[0], &view) < 0)
         goto error;
     const char *s = view.buf;
     Py_ssize_t n = view.len;
@@ -374,13 +376,13 @@ PyObject *convert_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             break;
         i = e < n ? e + 1 : n;
     }
-    PyBuffer_Release(&view);
+    hx_bytes_release(&view);
     block_free(b);
     PyObject *res = conv_end(&b->c, i);
     PyMem_Free(b);
     return res;
 error_block:
-    PyBuffer_Release(&view);
+    hx_bytes_release(&view);
 error:
     conv_drop(&b->c);
     block_free(b);

@@ -102,11 +102,11 @@ static int native_call(Emit *em, PyObject *cls, const char *tag, int io, PyObjec
     int ntail;
     if (io) {
         /* rest = args[len(first) + 2:]; the request text; its memoised decoding */
-        Py_ssize_t alen = PyUnicode_GET_LENGTH(args), flen = PyUnicode_GET_LENGTH(first);
-        Py_ssize_t rs = flen + 2 < alen ? flen + 2 : alen;
-        const char *a = PyUnicode_AsUTF8(args);
-        if (!a || !PyUnicode_IS_ASCII(args))
+        Py_ssize_t alen, flen = PyUnicode_GET_LENGTH(first);
+        const char *a = ascii_data(args, &alen);
+        if (!a)
             goto out;
+        Py_ssize_t rs = flen + 2 < alen ? flen + 2 : alen;
         Py_ssize_t re_ = ioctl_request_end(a, rs, alen);
         PyObject *req_text = ascii_str(a, rs, re_);
         if (!req_text) {
@@ -141,7 +141,7 @@ static int native_call(Emit *em, PyObject *cls, const char *tag, int io, PyObjec
         ntail = 2;
     } else {
         /* accept/accept4: the result is a new fd, not a byte count */
-        const char *nm = PyUnicode_AsUTF8(name);
+        const char *nm = PyUnicode_AsUTF8AndSize(name, NULL);
         long long n = 0;
         if (nm && nm[0] != 'a' && ret != Py_None) {
             int overflow = 0;
@@ -178,9 +178,9 @@ out:
  * converter holds such a call (convert.py), so it is Python's line. */
 static int interrupted(PyObject *err)
 {
-    return err != Py_None && PyUnicode_Check(err) && PyUnicode_IS_ASCII(err)
-        && PyUnicode_GET_LENGTH(err) >= 8
-        && memcmp(PyUnicode_DATA(err), "ERESTART", 8) == 0;
+    Py_ssize_t n;
+    const char *s = err != Py_None ? ascii_data(err, &n) : NULL;
+    return s && n >= 8 && memcmp(s, "ERESTART", 8) == 0;
 }
 
 
@@ -240,7 +240,7 @@ int conv_start(Conv *c, PyObject *ctx, PyObject *out, const char *usage)
     memset(c, 0, sizeof *c);
     c->em.text = &c->em.own;
     if (!PyTuple_Check(ctx) || PyTuple_GET_SIZE(ctx) != 17
-            || !(PyList_Check(out) || PyObject_TypeCheck(out, &RowBufType))) {
+            || !(PyList_Check(out) || PyObject_TypeCheck(out, RowBufType))) {
         PyErr_SetString(PyExc_TypeError, usage);
         return -1;
     }
@@ -423,7 +423,7 @@ int conv_take(Conv *c, PyObject *t)
     }
     if (!done) {                        /* a plain Syscall */
         PyObject *fd = Py_None, *kind = Py_None, *target = Py_None;
-        const char *a = PyUnicode_AsUTF8(args);
+        const char *a = PyUnicode_AsUTF8AndSize(args, NULL);
         if (!a)
             goto out;
         if (a[0] >= '0' && a[0] <= '9') {
@@ -550,7 +550,7 @@ error:
 /* set_fallback(name, fn): the Python twin of split_line, scrub or first_arg */
 PyObject *set_fallback(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    const char *name = argc == 2 ? PyUnicode_AsUTF8(argv[0]) : NULL;
+    const char *name = argc == 2 ? PyUnicode_AsUTF8AndSize(argv[0], NULL) : NULL;
     PyObject **slot = !name ? NULL : !strcmp(name, "split_line") ? &FB_SPLIT
                       : !strcmp(name, "scrub") ? &FB_SCRUB
                       : !strcmp(name, "first_arg") ? &FB_FIRST_ARG : NULL;

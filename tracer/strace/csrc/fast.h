@@ -67,7 +67,8 @@ int row_end(Text *t);
 
 /* rowbuf.c: RowBuffer, rows kept in one buffer from use to use; its Text (NULL with an
  * exception: not one, or viewed) */
-extern PyTypeObject RowBufType;
+extern PyTypeObject *RowBufType;
+int rowbuf_init(PyObject *m);           /* RowBufType made, the module's RowBuffer */
 Text *rowbuf_text(PyObject *o);
 
 /* calls.c: complete calls from line to event; block.c: from a bytes block to their rows */

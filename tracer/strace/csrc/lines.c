@@ -346,13 +346,14 @@ PyObject *split_line(PyObject *self, PyObject *text)
 
 PyObject *split_line_c(PyObject *text)
 {
-    if (!PyUnicode_Check(text) || !PyUnicode_IS_ASCII(text)) {
+    Py_ssize_t n;
+    const char *s = ascii_data(text, &n);
+    if (!s) {
         Py_INCREF(UNHANDLED);
         return UNHANDLED;
     }
-    const char *s = (const char *)PyUnicode_DATA(text);
     Line L;
-    int rc = parse_fields(s, PyUnicode_GET_LENGTH(text), &L);
+    int rc = parse_fields(s, n, &L);
     if (rc < 0)
         return NULL;
     if (rc == LINE_NONE)
@@ -397,10 +398,10 @@ int next_literal(const char *s, Py_ssize_t from, Py_ssize_t n, Py_ssize_t *a, Py
 
 PyObject *scrub(PyObject *self, PyObject *text)
 {
-    if (!PyUnicode_Check(text) || !PyUnicode_IS_ASCII(text))
+    Py_ssize_t n, a, b;
+    const char *s = ascii_data(text, &n);
+    if (!s)
         return fallback(FB_SCRUB, text);
-    const char *s = (const char *)PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), a, b;
     if (!next_literal(s, 0, n, &a, &b)) {
         Py_INCREF(text);
         return text;
@@ -459,10 +460,11 @@ Py_ssize_t first_arg_len(const char *s, Py_ssize_t n)
 
 PyObject *first_arg(PyObject *self, PyObject *text)
 {
-    if (!PyUnicode_Check(text) || !PyUnicode_IS_ASCII(text))
+    Py_ssize_t n;
+    const char *s = ascii_data(text, &n);
+    if (!s)
         return fallback(FB_FIRST_ARG, text);
-    const char *s = (const char *)PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), k = first_arg_len(s, n);
+    Py_ssize_t k = first_arg_len(s, n);
     if (k == n) {
         Py_INCREF(text);
         return text;

@@ -99,10 +99,7 @@ PyMODINIT_FUNC PyInit__fast(void)
             || !S_FD_KIND || !S_TAG)
         return NULL;
     Py_INCREF(UNHANDLED);
-    if (PyType_Ready(&RowBufType) < 0)
-        return NULL;
-    Py_INCREF(&RowBufType);
-    if (PyModule_AddObject(m, "RowBuffer", (PyObject *)&RowBufType) < 0)
+    if (rowbuf_init(m) < 0)
         return NULL;
     if (PyModule_AddObject(m, "UNHANDLED", UNHANDLED) < 0 || rows_init(m) < 0
             || PyModule_AddStringConstant(m, "SOURCE_HASH", SOURCE_HASH) < 0)

@@ -157,9 +157,9 @@ static int put_ascii(Text *t, const char *s, Py_ssize_t n)
 /* 1 written, 0 not an ASCII str, -1 error */
 static int put_str(Text *t, PyObject *o)
 {
-    if (!PyUnicode_CheckExact(o) || !PyUnicode_IS_ASCII(o))
-        return 0;
-    return put_ascii(t, (const char *)PyUnicode_1BYTE_DATA(o), PyUnicode_GET_LENGTH(o));
+    Py_ssize_t n;
+    const char *s = PyUnicode_CheckExact(o) ? ascii_data(o, &n) : NULL;
+    return s ? put_ascii(t, s, n) : 0;
 }
 
 /* the decimal k * 10**e, as msgspec lays out a double's shortest digits (Ryu's: k's digits,

@@ -111,20 +111,20 @@ static Py_ssize_t next_process(const char *s, Py_ssize_t from, Py_ssize_t n)
 
 PyObject *scan_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    Py_buffer view;                     /* bytes, or a bytearray (held, not resized) */
-    if (argc != 3 || !PyObject_CheckBuffer(argv[0]) || !PyDict_Check(argv[1])) {
+    HxBytes view;                       /* bytes, or a bytearray (held, not resized) */
+    if (argc != 3 || !hx_is_bytes_like(argv[0]) || !PyDict_Check(argv[1])) {
         PyErr_SetString(PyExc_TypeError, "scan_block(block, counter, want_self)");
         return NULL;
     }
     int want_self = PyObject_IsTrue(argv[2]);
-    if (want_self < 0 || PyObject_GetBuffer(argv[0], &view, PyBUF_SIMPLE) < 0)
+    if (want_self < 0 || hx_bytes_get(argv[0], &view) < 0)
         return NULL;
     const char *s = view.buf;
     Py_ssize_t n = view.len;
     PyObject *counter = argv[1];
     PyObject *cand = PyList_New(0);
     if (!cand) {
-        PyBuffer_Release(&view);
+        hx_bytes_release(&view);
         return NULL;
     }
     /* consecutive lines of one tid are counted before one dict update */
@@ -188,11 +188,11 @@ PyObject *scan_block(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         goto error;
     PyObject *r = Py_BuildValue("(nnO)", total, lines, cand);
     Py_DECREF(cand);
-    PyBuffer_Release(&view);
+    hx_bytes_release(&view);
     return r;
 error:
     Py_DECREF(cand);
-    PyBuffer_Release(&view);
+    hx_bytes_release(&view);
     return NULL;
 }
 
@@ -202,21 +202,21 @@ error:
  * at every '/' of a log full of paths) */
 PyObject *find_bytes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    Py_buffer hay, needle;
+    HxBytes hay, needle;
     if (argc != 2) {
         PyErr_SetString(PyExc_TypeError, "find_bytes(haystack, needle)");
         return NULL;
     }
-    if (PyObject_GetBuffer(argv[0], &hay, PyBUF_SIMPLE) < 0)
+    if (hx_bytes_get(argv[0], &hay) < 0)
         return NULL;
-    if (PyObject_GetBuffer(argv[1], &needle, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&hay);
+    if (hx_bytes_get(argv[1], &needle) < 0) {
+        hx_bytes_release(&hay);
         return NULL;
     }
     const char *m = needle.len == 0 ? hay.buf
                     : memmem(hay.buf, (size_t)hay.len, needle.buf, (size_t)needle.len);
     Py_ssize_t at = m ? m - (const char *)hay.buf : -1;
-    PyBuffer_Release(&hay);
-    PyBuffer_Release(&needle);
+    hx_bytes_release(&hay);
+    hx_bytes_release(&needle);
     return PyLong_FromSsize_t(at);
 }

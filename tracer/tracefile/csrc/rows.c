@@ -216,7 +216,9 @@ static void rowblock_dealloc(RowBlock *pb)
             PyMem_Free(pb->rows);
         }
     }
-    Py_TYPE(pb)->tp_free((PyObject *)pb);
+    PyTypeObject *tp = Py_TYPE((PyObject *)pb);
+    HX_FREE(pb);
+    Py_DECREF(tp);
 }
 
 PyObject *row_event(RowBlock *pb, Py_ssize_t i)
@@ -250,10 +252,6 @@ static PyObject *rowblock_item(RowBlock *pb, Py_ssize_t i)
     return row_event(pb, i);
 }
 
-static PySequenceMethods rowblock_seq = {
-    .sq_length = (lenfunc)rowblock_len,
-    .sq_item = (ssizeargfunc)rowblock_item,
-};
 
 static PyObject *rowblock_end(RowBlock *pb, void *closure)
 {
@@ -273,24 +271,32 @@ static PyGetSetDef rowblock_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject RowBlock_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tracer.strace._fast.RowBlock",
-    .tp_basicsize = sizeof(RowBlock),
-    .tp_dealloc = (destructor)rowblock_dealloc,
-    .tp_as_sequence = &rowblock_seq,
-    .tp_getset = rowblock_getset,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A block of trace rows read for the analysis (rows.c parse_rows): its events "
-              "by index, read when asked for.",
+static PyType_Slot rowblock_slots[] = {
+    {Py_tp_dealloc, (void *)rowblock_dealloc},
+    {Py_sq_length, (void *)rowblock_len},
+    {Py_sq_item, (void *)rowblock_item},
+    {Py_tp_getset, rowblock_getset},
+    {Py_tp_doc, (void *)"A block of trace rows read for the analysis (rows.c parse_rows): its "
+                        "events by index, read when asked for."},
+    {0, NULL},
 };
+
+static PyType_Spec rowblock_spec = {
+    .name = "tracer.strace._fast.RowBlock",
+    .basicsize = sizeof(RowBlock),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = rowblock_slots,
+};
+
+PyTypeObject *RowBlock_Type;
 
 int rows_init(PyObject *m)
 {
-    if (PyType_Ready(&RowBlock_Type) < 0)
+    RowBlock_Type = (PyTypeObject *)PyType_FromSpec(&rowblock_spec);
+    if (!RowBlock_Type)
         return -1;
-    Py_INCREF(&RowBlock_Type);
-    return PyModule_AddObject(m, "RowBlock", (PyObject *)&RowBlock_Type);
+    Py_INCREF((PyObject *)RowBlock_Type);
+    return PyModule_AddObject(m, "RowBlock", (PyObject *)RowBlock_Type);
 }
 
 static int grow(RowBlock *pb)
@@ -322,7 +328,7 @@ PyObject *parse_rows(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     if (size >= INT32_MAX) {
         Py_RETURN_NONE;
     }
-    RowBlock *pb = PyObject_New(RowBlock, &RowBlock_Type);
+    RowBlock *pb = PyObject_New(RowBlock, RowBlock_Type);
     if (!pb)
         return NULL;
     pb->data = block;

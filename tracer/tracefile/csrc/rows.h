@@ -32,7 +32,7 @@ typedef struct {
     Py_ssize_t n, cap;
 } RowBlock;
 
-extern PyTypeObject RowBlock_Type;
+extern PyTypeObject *RowBlock_Type;       /* a heap type (PyType_FromSpec) */
 PyObject *row_event(RowBlock *pb, Py_ssize_t i);        /* the event of row i (new ref) */
 PyObject *parse_rows(PyObject *self, PyObject *const *argv, Py_ssize_t argc);
 int rows_init(PyObject *m);

@@ -1,5 +1,7 @@
 #include "feed.h"
+#ifndef Py_LIMITED_API
 #include <structmember.h>       /* T_OBJECT_EX: a slot member */
+#endif
 
 /* ------------------------------------------------------------------ feed_calls */
 /* feed_calls(events, start, ctx, cur) -> next
@@ -33,6 +35,78 @@ int feed_strings(void)
     return S_UNKNOWN_KIND && S_EMPTY && S_ACCEPT && S_CLOSE && S_FILE_KIND ? 0 : -1;
 }
 
+#ifdef Py_LIMITED_API
+/* The limited API shows no member descriptor's PyMemberDef: its offset is found by setting a
+ * new object through the descriptor on a blank instance of its class (the class's tp_alloc:
+ * every slot NULL, no __init__ run) and finding that pointer in the instance's memory; the
+ * descriptor must set (not READONLY) and, deleted, raise AttributeError on a get (T_OBJECT_EX:
+ * NULL is unset). Each descriptor's offset is kept (the classes live as long as the module's
+ * callers; the descriptor is held). */
+#define KNOWN_MAX 64
+static PyObject *known_d[KNOWN_MAX];
+static Py_ssize_t known_off[KNOWN_MAX], known_n;
+
+static Py_ssize_t find_offset(PyObject *d)
+{
+    Py_ssize_t off = -1;
+    PyObject *cls = PyObject_GetAttrString(d, "__objclass__"), *inst = NULL, *mark = NULL;
+    PyObject *size = NULL, *r;
+    if (!cls || !PyType_Check(cls))
+        goto out;
+    size = PyObject_GetAttrString(cls, "__basicsize__");
+    Py_ssize_t basic = size ? PyLong_AsSsize_t(size) : -1;
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (basic <= 0 || !alloc || !(inst = alloc((PyTypeObject *)cls, 0))
+            || !(mark = PyObject_CallObject((PyObject *)&PyBaseObject_Type, NULL)))
+        goto out;
+    if (!(r = PyObject_CallMethod(d, "__set__", "OO", inst, mark)))
+        goto out;
+    Py_DECREF(r);
+    for (Py_ssize_t at = (Py_ssize_t)sizeof(PyObject); at + (Py_ssize_t)sizeof(PyObject *) <= basic;
+            at += (Py_ssize_t)sizeof(PyObject *))
+        if (*(PyObject **)((char *)inst + at) == mark) {
+            off = at;
+            break;
+        }
+    if (!(r = PyObject_CallMethod(d, "__delete__", "O", inst)))
+        off = -1;
+    Py_XDECREF(r);
+    if (off >= 0 && *(PyObject **)((char *)inst + off) != NULL)
+        off = -1;
+    r = off >= 0 ? PyObject_CallMethod(d, "__get__", "OO", inst, cls) : NULL;
+    if (r || (off >= 0 && !PyErr_ExceptionMatches(PyExc_AttributeError)))
+        off = -1;                       /* unset reads as a value: not T_OBJECT_EX */
+    Py_XDECREF(r);
+out:
+    PyErr_Clear();
+    Py_XDECREF(mark);
+    Py_XDECREF(inst);
+    Py_XDECREF(size);
+    Py_XDECREF(cls);
+    return off;
+}
+
+static Py_ssize_t member_offset(PyObject *d)
+{
+    for (Py_ssize_t k = 0; k < known_n; k++)
+        if (known_d[k] == d)
+            return known_off[k];
+    Py_ssize_t off = find_offset(d);
+    if (off >= 0 && known_n < KNOWN_MAX) {
+        Py_INCREF(d);
+        known_d[known_n] = d;
+        known_off[known_n++] = off;
+    }
+    return off;
+}
+#else
+static Py_ssize_t member_offset(PyObject *d)
+{
+    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+    return m->type != T_OBJECT_EX || (m->flags & READONLY) ? -1 : m->offset;
+}
+#endif
+
 /* the offsets of a tuple of slot member descriptors */
 static int offsets(PyObject *members, Py_ssize_t *out, Py_ssize_t n)
 {
@@ -40,12 +114,8 @@ static int offsets(PyObject *members, Py_ssize_t *out, Py_ssize_t n)
         return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *d = PyTuple_GET_ITEM(members, i);
-        if (!Py_IS_TYPE(d, &PyMemberDescr_Type))
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || (out[i] = member_offset(d)) < 0)
             return -1;
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY))
-            return -1;
-        out[i] = m->offset;
     }
     return 0;
 }
@@ -67,7 +137,7 @@ int read_ctx(PyObject *ctx, Ctx *c)
     c->max_failures = PyLong_AsSsize_t(PyTuple_GET_ITEM(ctx, 9));
     if (c->max_failures == -1 && PyErr_Occurred())
         PyErr_Clear();
-    if (!PyDict_Check(c->threads) || !PyType_Check(c->stats) || !PyAnySet_Check(c->plain)
+    if (!PyDict_Check(c->threads) || !PyType_Check((PyObject *)c->stats) || !PyAnySet_Check(c->plain)
             || !PyAnySet_Check(c->not_failures) || c->max_failures < 0
             || !PyDict_Check(c->followed) || !PyAnySet_Check(c->ends_fd)
             || !PyAnySet_Check(c->read_kinds)

@@ -33,8 +33,10 @@ static PyObject *text(const char *s, Span sp)
         PyObject *o = cache[k & (CACHE_SLOTS - 1)].s;
         if (!o)
             break;
-        if (cache[k & (CACHE_SLOTS - 1)].h == h && PyUnicode_GET_LENGTH(o) == n
-                && memcmp(PyUnicode_DATA(o), p, (size_t)n) == 0) {
+        Py_ssize_t m;
+        const char *d;
+        if (cache[k & (CACHE_SLOTS - 1)].h == h && (d = ascii_data(o, &m)) && m == n
+                && memcmp(d, p, (size_t)n) == 0) {
             Py_INCREF(o);
             return o;
         }
@@ -420,7 +422,7 @@ static int event_row(Ctx *c, Cur *k, RowBlock *pb, Py_ssize_t i)
 PyObject *feed_rows(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     Ctx c;
-    if (argc != 4 || !Py_IS_TYPE(argv[0], &RowBlock_Type) || !PyList_Check(argv[3])
+    if (argc != 4 || !Py_IS_TYPE(argv[0], RowBlock_Type) || !PyList_Check(argv[3])
             || PyList_GET_SIZE(argv[3]) != 5 || read_ctx(argv[2], &c) < 0) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "feed_rows(block, start, ctx, cur)");
