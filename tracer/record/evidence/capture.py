@@ -60,8 +60,8 @@ def graph_with_blocks(source: str) -> Blocks:
     (with-block, phase) of ``capture_sites``."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []       # RecursionError, MemoryError: an expression nested 1,000s deep
     out: Blocks = []
     lines = source_lines(source)
     for node in cancel.checked(ast.walk(tree)):
