@@ -10,7 +10,8 @@ report's status, one JSON document and no traceback.
   and name, the table cached whole), 51 s under load with 10**6 names.
 - Inside the end: a RAS service that accepts and drips a byte every 0.5 s; the signal comes
   once the probe connected. Main waited for the probe's 3 s; the probe now says the signal
-  ended it.
+  ended it. Inside the window, the same service: the end has 1 s after the signal (main: all
+  of its budget, the RAS probe's 3 s in it).
 The bounds are generous (a loaded 2-core machine); what fails main is far above them.
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ from hostile_elf import named_symbol_bomb, section_count_bomb
 from test_safety import (BACKENDS, BPFTOOL, EBPF_PROBLEM, HANGTRACE, _bpf_holders,
                          bpf_programs, wait_clean)
 from tracer import events as ev
+from tracer.record import stopflag
 from tracer.tracefile.format import TraceReader
 
 pytestmark = pytest.mark.live
@@ -216,6 +218,41 @@ def test_a_signal_inside_the_ras_probe_stops_the_end(sig, tmp_path):
             [e.error for e in ras]
         print(f"stop inside the end: {took:.2f} s")
         assert took < END_STOP_BOUND_S, (took, err[-2000:])
+        wait_clean("proc", h.pid, [target.pid], set())
+    finally:
+        _stop(target)
+
+
+def test_a_signal_inside_the_window_leaves_the_end_a_second(tmp_path):
+    port = _free_port()
+    target = subprocess.Popen([sys.executable, "-c", DRIP, str(port)], stdout=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, text=True,
+                              env={**os.environ, "NCCL_RAS_ADDR": f"127.0.0.1:{port}"})
+    trace = tmp_path / "t.htrace.gz"
+    try:
+        _ready(target)
+        h = subprocess.Popen(HANGTRACE + ["attach", str(target.pid), "-b", "proc", "-d", "60",
+                                          "--json", "-o", str(trace)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not (trace.exists() and trace.stat().st_size > 200):   # recording
+                assert h.poll() is None and time.monotonic() < deadline, h.communicate()
+                time.sleep(0.1)
+            time.sleep(0.5)
+            out, err, took = _signal_and_time(h, signal.SIGTERM, END_STOP_BOUND_S)
+        finally:
+            if h.poll() is None:
+                h.kill()
+                h.wait()
+        assert "Traceback" not in err and "internal error" not in err, err[-2000:]
+        doc = json.loads(out)
+        assert h.returncode == doc["exit_code"], err[-2000:]
+        r = _read_back(trace, "interrupted")
+        ras = [e for e in r.events_read if isinstance(e, ev.NcclRasStatus)]  # type: ignore
+        assert not any("within the probe's" in e.error for e in ras), [e.error for e in ras]
+        print(f"stop inside the window: {took:.2f} s")
+        assert took < stopflag.STOP_GRACE_S + END_STOP_BOUND_S, (took, err[-2000:])
         wait_clean("proc", h.pid, [target.pid], set())
     finally:
         _stop(target)
