@@ -162,3 +162,25 @@ def test_waits_end_within_a_slice_of_a_stop(stop_after) -> None:
     with pytest.raises(cancel.Cancelled):
         cancel.join(sleeper, 30.0)
     never.set()
+
+
+# ------------------------------------------------------------------ found by target_fuzz
+@pytest.mark.parametrize("section, field, value", [
+    (2, 4, 1),                 # .dynsym made PROGBITS (sh_type)
+    (2, 4, 0xFFFFFFFE),        # .dynsym of an unknown type
+    (3, 0, 7),                 # .dynstr named ".dynsym" (sh_name)
+])
+def test_a_section_named_as_a_symbol_table_of_another_type_is_no_table(
+        tmp_path: Path, monkeypatch, section: int, field: int, value: int) -> None:
+    """scripts/fuzz.py --mode elf: probes/elfsyms.symbols raised AttributeError ('Section'
+    object has no attribute 'iter_symbols'); contract: an empty table, never an error."""
+    import struct
+    from tracer.record.probes import elfsyms
+    monkeypatch.setenv("HANGTRACE_SYMBOL_CACHE", "")
+    data = bytearray(named_symbol_bomb(64))
+    shoff, = struct.unpack_from("<Q", data, 40)
+    struct.pack_into("<I", data, shoff + 64 * section + field, value)
+    lib = tmp_path / f"libx{section}{field}{value}.so"
+    lib.write_bytes(bytes(data))
+    table = elfsyms.symbols(str(lib))
+    assert table.names == []

@@ -157,6 +157,7 @@ def _read(path: str, f: BinaryIO) -> SymbolTable:
     table = SymbolTable(path)
     try:
         from elftools.elf.elffile import ELFFile
+        from elftools.elf.sections import SymbolTableSection
         from elftools.common.exceptions import ELFError
     except ImportError:
         table.why = "pyelftools is not installed"
@@ -175,7 +176,10 @@ def _read(path: str, f: BinaryIO) -> SymbolTable:
         if loads:
             align = max(int(loads[0]["p_align"]), 1)
             table.first_load = int(loads[0]["p_vaddr"]) & ~(align - 1)
-        sec = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
+        # by name, of the symbol table type: a section a file names .symtab may be any
+        sec = next((x for x in (elf.get_section_by_name(".symtab"),
+                                elf.get_section_by_name(".dynsym"))
+                    if isinstance(x, SymbolTableSection)), None)
         for n, sym in enumerate(sec.iter_symbols() if sec is not None else ()):
             if n >= MAX_SYMBOLS or time.monotonic() > deadline:
                 table.why = f"{os.path.basename(path)}: symbols read in part (bounded)"
