@@ -357,8 +357,8 @@ class Session:
 
     def _end_step(self, deadline: float) -> Optional[float]:
         """One of the end's parts that run in the window (record/ending.py), after what is
-        queued: the survey, which says when the early part runs (returned), then that. As
-        after the window, a first signal ends the window and a second cuts the end short."""
+        queued: the survey, which says when the early part runs (returned), then that. A
+        first signal ends the window and leaves the end ``STOP_GRACE_S``; a second cuts it."""
         self.inbox.drain(self.take, interrupted=self.stop.cut)
         assert self.analyzer is not None
         args = (self._alive(), self.analyzer, self.take, self.stop.cut)
