@@ -16,6 +16,7 @@ The bounds are generous (a loaded 2-core machine); what fails main is far above 
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -80,12 +81,20 @@ def _stop(p: subprocess.Popen) -> None:
     p.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def hostile_libs(tmp_path_factory):
+@functools.lru_cache(maxsize=1)
+def _symbol_bomb() -> bytes:
+    """Built once a process (70 MB, seconds): a fixture of a wider scope would bind the
+    module to one worker (tests/parallel.py's SHARED_FIXTURES)."""
+    return named_symbol_bomb(NAMES)
+
+
+@pytest.fixture
+def hostile_libs(tmp_path):
     """A process mapping the symbol bomb as libcuda.so.1 and the section bomb as libnccl.so.2."""
-    d = tmp_path_factory.mktemp("hostile-libs")
+    d = tmp_path / "hostile-libs"
+    d.mkdir()
     cuda, nccl = d / "libcuda.so.1", d / "libnccl.so.2"
-    cuda.write_bytes(named_symbol_bomb(NAMES))
+    cuda.write_bytes(_symbol_bomb())
     nccl.write_bytes(section_count_bomb(1 << 40))
     os.truncate(nccl, 256 << 20)                     # sparse, as the issue's
     p = subprocess.Popen([sys.executable, "-c", MAPPER, str(cuda), str(nccl)],
