@@ -2,8 +2,9 @@
 """The long fuzz runs (tests/fuzzing.py, tests/twins.py, tests/sanitized.py; CI runs a few
 hundred inputs of each in tests/unit/test_fuzz.py, test_twins_fuzz.py, test_sanitizers.py).
 
-Usage: python scripts/fuzz.py [--mode mutants|field|line|typed|fr|twins|sanitizers] [--seed N]
-                              [--count N] [--minutes M] [--cpu-bound S] [--keep DIR]
+Usage: python scripts/fuzz.py [--mode mutants|field|line|typed|fr|twins|sanitizers|targets|
+                              elf|source|ras|title|fd] [--seed N] [--count N] [--minutes M]
+                              [--cpu-bound S] [--keep DIR]
 
 - mutants (default): damaged copies of the real logs and traces (bytes flipped, lines cut...);
 - field: one field of one real trace row made hostile (huge, NaN, Unicode digits, ...);
@@ -16,7 +17,10 @@ Usage: python scripts/fuzz.py [--mode mutants|field|line|typed|fr|twins|sanitize
   (split_line, the first pass's membership; every 10th block a whole import and analysis,
   the pure path in a child): any difference is a failure;
 - sanitizers: the compiled helpers built with -fsanitize=address,undefined and COUNT blocks
-  through them in a child (0 sanitizer reports).
+  through them in a child (0 sanitizer reports);
+- elf, source, ras, title, fd: what a traced process controls, one damage a case
+  (tests/target_fuzz.py: ELF files, Python sources for the AST path, RAS answers, process
+  titles, ints in strace lines); targets: COUNT cases of each of the five.
 Prints what ran, the exit statuses and every failure (internal error, hang, exit status
 outside the README's table, an error without one clear line, an input over --cpu-bound CPU
 seconds); ``--keep`` saves each failing input there. Exits 1 when anything failed. Run from
@@ -157,10 +161,42 @@ def _run_sanitizers(args: argparse.Namespace) -> int:
     return 1 if reports or code else 0
 
 
+def _run_targets(args: argparse.Namespace) -> int:
+    import target_fuzz
+    kinds = target_fuzz.KINDS if args.mode == "targets" else (args.mode,)
+    failures = 0
+    for kind in kinds:
+        t0 = time.monotonic()
+        done = bad = 0
+        slowest = (0.0, "")
+        for i, (what, data) in enumerate(target_fuzz.cases(kind, args.seed, args.count)):
+            if args.minutes and time.monotonic() - t0 > args.minutes * 60:
+                break
+            why, cpu = target_fuzz.run_case(kind, data)
+            done += 1
+            slowest = max(slowest, (cpu, what))
+            if why is None and cpu > args.cpu_bound:
+                why = f"took {cpu:.1f} s of CPU (bound {args.cpu_bound:g} s)"
+            if why:
+                bad += 1
+                print(f"FAIL {kind} #{i} {what[:200]}: {why}", flush=True)
+                if args.keep:
+                    os.makedirs(args.keep, exist_ok=True)
+                    with open(os.path.join(args.keep, f"{kind}-{args.seed}-{i}"), "wb") as f:
+                        f.write(data)
+        failures += bad
+        print(f"{done} {kind} cases (seed {args.seed}) in {time.monotonic() - t0:.0f} s: {bad} "
+              f"failures (internal errors, contract breaks, over {args.cpu_bound:g} s CPU); "
+              f"slowest {slowest[0]:.2f} s CPU ({slowest[1][:100]})", flush=True)
+    return 1 if failures else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", default="mutants",
-                    choices=sorted(GENERATORS) + ["typed", "fr", "twins", "sanitizers"])
+                    choices=sorted(GENERATORS) + ["typed", "fr", "twins", "sanitizers",
+                                                  "targets", "elf", "source", "ras", "title",
+                                                  "fd"])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=5000)
     ap.add_argument("--minutes", type=float, default=0.0, help="stop after this long (0: no limit)")
@@ -176,6 +212,8 @@ def main() -> int:
         return _run_fr(args)
     if args.mode == "sanitizers":
         return _run_sanitizers(args)
+    if args.mode in ("targets", "elf", "source", "ras", "title", "fd"):
+        return _run_targets(args)
     return _run_inputs(args)
 
 

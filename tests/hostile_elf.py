@@ -4,6 +4,9 @@
   ``n_symbols`` defined functions, every name starting in one string table of ``strtab_bytes``
   bytes with no NUL in it: a reader that looks each name's end up over the whole table is
   quadratic.
+- ``named_symbol_bomb(n_symbols)``: an ELF64 shared object of ``n_symbols`` defined functions,
+  each with a short name of its own (``cuX0000000``...): every bound holds (names end at once,
+  far fewer than 2**21 symbols), so only a stop inside the walk ends it early.
 - ``section_count_bomb(claimed)``: a 4 KiB ELF64 file whose header says e_shnum 0, so that
   section 0's sh_size (``claimed``, e.g. 2**40) counts the sections, which the file cannot hold.
 """
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["symbol_bomb", "section_count_bomb"]
+__all__ = ["symbol_bomb", "named_symbol_bomb", "section_count_bomb"]
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
@@ -44,6 +47,33 @@ def symbol_bomb(n_symbols: int, strtab_bytes: int) -> bytes:
     ]
     out = bytearray(_ehdr(sh_off, len(shdrs), 4))
     out += bytes(text_off - len(out)) + b"\xc3" * text_size + syms + b"A" * strtab_bytes + shstr
+    out += bytes(sh_off - len(out)) + b"".join(shdrs)
+    return bytes(out)
+
+
+def named_symbol_bomb(n_symbols: int) -> bytes:
+    """Sections as ``symbol_bomb``'s, the string table holding a name per symbol."""
+    shstr = b"\0.text\0.dynsym\0.dynstr\0.shstrtab\0"
+    text_off, text_size = 0x1000, 0x1000
+    width = 11                                  # b"cuX%07d\0"
+    strtab = b"\0" + b"".join(b"cuX%07d\0" % i for i in range(n_symbols))
+    syms = bytearray(_SYM.size * (n_symbols + 1))
+    for i in range(n_symbols):
+        _SYM.pack_into(syms, _SYM.size * (i + 1), 1 + i * width, 0x12, 0, 1,
+                       text_off + (i % text_size), 1)
+    sym_off = text_off + text_size
+    str_off = sym_off + len(syms)
+    shstr_off = str_off + len(strtab)
+    sh_off = (shstr_off + len(shstr) + 7) & ~7
+    shdrs = [
+        _SHDR.pack(0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        _SHDR.pack(1, 1, 6, text_off, text_off, text_size, 0, 0, 16, 0),
+        _SHDR.pack(7, 11, 2, sym_off, sym_off, len(syms), 3, 1, 8, _SYM.size),
+        _SHDR.pack(15, 3, 2, str_off, str_off, len(strtab), 0, 0, 1, 0),
+        _SHDR.pack(23, 3, 0, 0, shstr_off, len(shstr), 0, 0, 1, 0),
+    ]
+    out = bytearray(_ehdr(sh_off, len(shdrs), 4))
+    out += bytes(text_off - len(out)) + b"\xc3" * text_size + syms + strtab + shstr
     out += bytes(sh_off - len(out)) + b"".join(shdrs)
     return bytes(out)
 

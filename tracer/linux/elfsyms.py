@@ -4,8 +4,8 @@ Contract: ``function_symbols(path)`` -> {name: (address, file offset)} of every 
 STT_FUNC / STT_GNU_IFUNC symbol of .dynsym and .symtab (ELF64 little-endian) whose name ends
 within ``MAX_NAME`` bytes, of at most ``MAX_SYMBOLS`` entries; the offset is what a uprobe takes;
 a name listed twice keeps its .dynsym entry; aliases stay (the caller deduplicates). ValueError
-for another file (or more symbols; target_files.open_mapped_file's refusals), OSError when
-unreadable. Read by hand (why: its docstring), cached by file identity (symcache.py).
+for another file (or more symbols; open_mapped_file's refusals), OSError when unreadable,
+Cancelled on a stop inside the walk (cancel.py). By hand (why: its docstring), cached (symcache).
 ``section_headers_problem(f)``: None when the section and program header tables an ELF header
 claims fit the file and ``MAX_SECTIONS``, else why not: asked before pyelftools (which walks
 every section claimed).
@@ -16,7 +16,7 @@ import os
 import struct
 from typing import BinaryIO, Dict, List, Optional, Tuple
 
-from . import symcache
+from . import cancel, symcache
 from .target_files import TargetFileRefused, open_mapped_file
 
 __all__ = ["function_symbols", "section_headers_problem", "MAX_BYTES", "MAX_SECTIONS"]
@@ -107,7 +107,7 @@ def _from_doc(doc: object) -> Optional[Dict[str, Tuple[int, int]]]:
     if not isinstance(doc, dict):
         return None
     out: Dict[str, Tuple[int, int]] = {}
-    for name, v in doc.items():
+    for name, v in cancel.checked(doc.items()):
         if not (isinstance(v, list) and len(v) == 2 and type(v[0]) is int
                 and type(v[1]) is int and v[0] > 0 and v[1] >= 0 and name):
             return None
@@ -134,6 +134,8 @@ def _read(data: bytes) -> Dict[str, Tuple[int, int]]:
                 raise ValueError(f"more than {MAX_SYMBOLS} symbols")
             walked += count
             for i in range(count):
+                if i % cancel.EVERY == 0:
+                    cancel.check()      # a stop inside the walk, not after (linux/cancel.py)
                 name_off, info, _, shndx, value, _ = _SYM.unpack_from(data, off + i * entsize)
                 if info & 0xF not in (_STT_FUNC, _STT_GNU_IFUNC) or not value \
                         or shndx == _SHN_UNDEF or shndx >= min(_SHN_LORESERVE, len(sections)):

@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, List, Optional, Tuple, TypeVar
 
-from . import procfs
+from . import cancel, procfs
 from .intparse import parse_uint
 
 __all__ = ["read_target_file", "read_held_file", "list_target_dir", "open_mapped_file", "TargetFile",
@@ -277,7 +277,7 @@ def _as_target(pid: int, creds: Optional[Creds], seconds: float, work: Callable[
 
     t = threading.Thread(target=run, name="hangtrace-target-file", daemon=True)
     t.start()
-    t.join(seconds)
+    cancel.join(t, seconds)     # a stop raises cancel.Cancelled; the thread ends by its bound
     if not box:
         raise TargetFileRefused(f"no answer within {seconds:g} s")
     kind, value = box[0]  # type: ignore[misc]

@@ -18,7 +18,7 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .. import events as ev
-from ..linux import procfs
+from ..linux import cancel, procfs
 from .probe_run import (END_PROBES_S, Probe, after_stop, beside, in_window, per_process,
                         probe_name, run_probes)
 from .stillness import RunCounts
@@ -45,7 +45,7 @@ def final_infos(pids: List[int]) -> List[ev.ProcessInfo]:
     """The last look at the live processes: a ProcessInfo each (socket tables read once)."""
     out = []
     tables = procfs.SocketTables()
-    for pid in pids:
+    for pid in cancel.checked(pids, every=64):
         info = procfs.read_process_info(pid, tables=tables)
         if info is not None:
             out.append(info)
@@ -167,19 +167,21 @@ class Ending:
         if self.window is not None:
             self.window.wake.set()
 
-    def _take_window(self, take: Take, wait: bool) -> Trouble:
+    def _take_window(self, take: Take, wait: bool,
+                     interrupted: Interrupted = lambda: False) -> Trouble:
         """The window thread's events and trouble, once all its probes have finished
         (``wait``: until the budget's end, or ``WINDOW_WAIT_S`` after the window's end if
-        later, and a second more; then what every probe gave is taken, and those not finished
-        said: a probe that gives its events as they come, the Python stacks, keeps the
-        deciding processes' that came first)."""
+        later, and a second more, or until ``interrupted()``; then what every probe gave is
+        taken, and those not finished said: a probe that gives its events as they come, the
+        Python stacks, keeps the deciding processes' that came first)."""
         part = self.window
         if part is None:
             return []
         if wait:
             until = self._start() + max(END_PROBES_S, WINDOW_WAIT_S) + 1.0
             for d in part.done:
-                d.wait(max(0.0, until - time.monotonic()))
+                if not cancel.wait(d, until - time.monotonic(), stop=interrupted):
+                    break
         elif not part.finished():
             return []
         self.window = None
@@ -288,4 +290,4 @@ class Ending:
         trouble = self._take_window(take, wait=False)
         rest = [p for p in self.probes if probe_name(p) not in self.ran]
         trouble += self._run(rest, pids, analyzer, take, interrupted)
-        return trouble + self._take_window(take, wait=True)
+        return trouble + self._take_window(take, wait=True, interrupted=interrupted)

@@ -25,6 +25,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from .. import events as ev
 from ..events.stacks import NativeStack
+from ..linux import cancel
 from ..linux.pidns import inner_tids
 
 __all__ = ["find_py_spy", "is_python_process", "take_stacks", "py_stacks_probe",
@@ -121,13 +122,13 @@ def take_stacks(pid: int, py_spy: Optional[str] = None, timeout: float = _TIMEOU
         return [ev.PyStack(ts=now, pid=pid, tid=0, error=NOT_INSTALLED)]
     how = ["--native"] if native else ["--nonblocking"]
     try:
-        p = subprocess.run([exe, "dump", "--pid", str(pid), "--json", *how],
-                           capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL)
+        p = _dump([exe, "dump", "--pid", str(pid), "--json", *how], timeout)
     except subprocess.TimeoutExpired:
         return [ev.PyStack(ts=now, pid=pid, tid=0, error=f"py-spy took more than {timeout:g} s")]
     except OSError as exc:
         return [ev.PyStack(ts=now, pid=pid, tid=0, error=f"py-spy could not run: {exc}")]
+    except cancel.Cancelled as exc:
+        return [ev.PyStack(ts=now, pid=pid, tid=0, error=f"not taken: {exc}")]
     if p.returncode != 0:
         return [ev.PyStack(ts=now, pid=pid, tid=0, error=_why(p.stderr))]
     try:
@@ -158,6 +159,29 @@ def take_stacks(pid: int, py_spy: Optional[str] = None, timeout: float = _TIMEOU
         from .probes.pyruntime import python_runtime
         out.append(python_runtime(pid, now))
     return out
+
+
+def _dump(argv: List[str], timeout: float) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, timeout=)`` whose wait looks at linux/cancel.py's stop every
+    ``cancel.SLICE_S``: py-spy is killed (its ptrace, with ``--native``, ends with it) on a
+    stop (``Cancelled``) or at ``timeout`` (TimeoutExpired), and reaped either way."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    until = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=max(0.0, min(cancel.SLICE_S,
+                                                             until - time.monotonic())))
+                return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+            except subprocess.TimeoutExpired:
+                cancel.check()
+                if time.monotonic() >= until:
+                    raise subprocess.TimeoutExpired(argv, timeout) from None
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            proc.communicate()
 
 
 def py_stacks_probe(pids: List[int], analyzer: object = None,
@@ -226,9 +250,11 @@ def _bounded_stacks(targets: List[int], exe: str, native: bool, must: int = 0
             left = began + budget - now_m
             if left <= 0:             # the deciding ones: never the part a budget drops
                 left = began + budget + _TIMEOUT_S - now_m if first & set(pending) else 0
-            if left <= 0:
+            if left <= 0 or cancel.stopping():
+                why = f"{cancel.stopping()} ended the recording" if cancel.stopping() else why
                 break
-            done, _ = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, timeout=min(left, cancel.SLICE_S),
+                           return_when=FIRST_COMPLETED)
             for f in done:
                 del pending[f]
                 yield from f.result()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 from .. import events as ev
 from ..errors import AccessDenied, HangtraceError, TargetGone, UsageError, shown
 from ..linux import access, processes, procfs
+from ..linux.cancel import Cancelled
 from ..linux.netns import node_identity
 from .backends.base import Backend, TargetSet
 from .backend_choice import choose_backends
@@ -198,6 +199,8 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
         try:
             session.attach()
             session.loop(on_tick)
+        except Cancelled:       # a signal inside attach's reads (a library's symbols)
+            session.interrupted()
         except BaseException:
             session.reason = "error"
             raise
@@ -279,8 +282,9 @@ class Session:
         self.start, self.began = time.time(), time.monotonic()
         # stacks, memory: read in the window's last part, beside this thread (ending.py);
         # started before the trace opens (its analysis's imports: seconds on a busy machine)
+        self.stop.window_opened()
         self.ending.start_window(self._alive, self.began + self.duration,
-                                 interrupted=lambda: self.stop.count > 1)
+                                 interrupted=self.stop.cut)
         for b in self.started:
             b.window_ends_at(self.began + self.duration)
         self.cpu.append(own_cpu())
@@ -343,16 +347,21 @@ class Session:
                     break
         self.ending.window_over()
         if self.stop.signum is not None:
-            self.reason = "interrupted"
+            self.interrupted()
+
+    def interrupted(self) -> None:
+        """A stop signal ended the recording: ``reason`` and ``stopped_by`` say so."""
+        self.reason = "interrupted"
+        if self.stop.signum is not None:
             self.stopped_by = signal.Signals(self.stop.signum).name
 
     def _end_step(self, deadline: float) -> Optional[float]:
         """One of the end's parts that run in the window (record/ending.py), after what is
-        queued: the survey, which says when the early part runs (returned), then that. As
-        after the window, a first signal ends the window and a second cuts the end short."""
-        self.inbox.drain(self.take, interrupted=lambda: self.stop.count > 1)
+        queued: the survey, which says when the early part runs (returned), then that. A
+        first signal ends the window and leaves the end ``STOP_GRACE_S``; a second cuts it."""
+        self.inbox.drain(self.take, interrupted=self.stop.cut)
         assert self.analyzer is not None
-        args = (self._alive(), self.analyzer, self.take, lambda: self.stop.count > 1)
+        args = (self._alive(), self.analyzer, self.take, self.stop.cut)
         if self.ending.still is None:
             need, trouble = self.ending.survey(*args)
             self.errors_early.extend(trouble)
@@ -366,22 +375,24 @@ class Session:
         return self.targets.alive()
 
     def close(self) -> None:
-        """Stop every backend started, drain the inbox (bounded; a signal after the window
-        closed cuts it and the end probes short), record the live processes' last state, run
-        the end probes (what of them did not run in the window: ``Ending.late``);
+        """Stop every backend started, drain the inbox (bounded; a signal cuts it and the end
+        probes short, inside their loops: ``StopFlag.cut``), record the live processes' last
+        state, run the end probes (what of them did not run in the window: ``Ending.late``);
         then, whatever happened, the losses, the trouble met and the end record are written (a
         trace begun here when ``attach`` never got to it) and the signal handlers restored."""
         left = 0                          # events still queued after the last drain
         try:
-            closed = self.stop.count      # signals until the window closed
+            self.stop.window_closed()     # a signal from now on cuts the end at once
             self.ending.window_over()     # (an error ended it: the window thread begins now)
             self.errors = self.start_errors + _stop_all(self.started)
-            left = self.inbox.drain(self.take, interrupted=lambda: self.stop.count > closed)
+            left = self.inbox.drain(self.take, interrupted=self.stop.cut)
             self.errors.extend(self.errors_early)
             if self.analyzer is not None:
-                self.errors.extend(self.ending.late(
-                    self._alive(), self.analyzer, self.take,
-                    interrupted=lambda: self.stop.count > closed))
+                try:
+                    self.errors.extend(self.ending.late(
+                        self._alive(), self.analyzer, self.take, interrupted=self.stop.cut))
+                except Cancelled as exc:  # the last look cut by a signal (linux/cancel.py)
+                    self.errors.append(("session", f"the end's last look {exc}"))
         finally:
             self.end = end = time.time()
             for e in self.inbox.lost(end, left):

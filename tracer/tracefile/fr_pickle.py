@@ -12,6 +12,8 @@ import io
 import pickle
 from typing import Any, List, Tuple
 
+from ..linux import cancel
+
 __all__ = ["load_plain", "UnsafePickle", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES"]
 
 MAX_BYTES = 256 << 20
@@ -39,6 +41,8 @@ def _check(obj: Any) -> None:
     while todo:
         v, depth = todo.pop()
         seen += 1
+        if seen % cancel.EVERY == 0:
+            cancel.check()          # a stop inside the walk (linux/cancel.py)
         if seen > MAX_NODES:
             raise UnsafePickle(f"more than {MAX_NODES} values (shared references expand "
                                "beyond the bound)")

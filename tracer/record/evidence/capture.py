@@ -6,10 +6,10 @@ Contract:
   kind "capture-call", "with-block", "phase" or "runner" (what each means and how it is
   found: ``capture_sites``). A with-block is found in the frame's source, read as the process
   may read it (linux/target_files.py, at most ``MAX_SOURCE`` bytes) and parsed with ``ast``.
-- ``with_capture_sites(probe)`` wraps a session end probe that gives ``PyStack`` events
-  (pystacks.py) so that the capture sites are found from the same stacks; the stacks pass
-  through as they come (a recording that cannot wait longer keeps those that came).
-- Never raises: an unreadable or unparsable source file only loses that frame's check.
+- ``with_capture_sites(probe)`` wraps an end probe giving ``PyStack`` events (pystacks.py):
+  the capture sites found from the same stacks, which pass through as they come.
+- Never raises (but linux/cancel.py's ``Cancelled`` on a stop, inside the source's walk): an
+  unreadable or unparsable source file only loses that frame's check.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import re
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ...events import PyStack
+from ...linux import cancel
 from ...linux.intparse import parse_uint
 from ...linux.target_files import TargetFileRefused, read_target_file
 from ...events.evidence import CaptureSite
@@ -25,7 +26,9 @@ from ...events.evidence import CaptureSite
 __all__ = ["capture_sites", "with_capture_sites", "graph_with_blocks", "parse_frame",
            "RUNNERS", "MAX_SOURCE"]
 
-MAX_SOURCE = 4 << 20
+# ast.parse is one call a signal cannot enter: ~4 s of CPU a MB of ``with`` statements on the
+# 2-core VM at load 15 (5.7 MB: 22 s), where a large real source (torch's) is under 1 MB
+MAX_SOURCE = 1 << 20
 CAPTURE_CALLS = {"capture_begin", "capture_end", "__enter__", "__exit__"}
 _GRAPHS_PY = "torch/cuda/graphs.py"
 _GRAPH_CM = re.compile(r"(^|\.)graph\s*\(")
@@ -57,11 +60,11 @@ def graph_with_blocks(source: str) -> Blocks:
     (with-block, phase) of ``capture_sites``."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []       # RecursionError, MemoryError: an expression nested 1,000s deep
     out: Blocks = []
     lines = source_lines(source)
-    for node in ast.walk(tree):
+    for node in cancel.checked(ast.walk(tree)):
         if not isinstance(node, (ast.With, ast.AsyncWith)) or not node.body:
             continue
         for item in node.items:
@@ -177,6 +180,7 @@ def capture_sites(stacks: Iterable[PyStack], root: str = "/proc") -> List[Captur
     sources = _Sources(root)
     out = []
     for s in stacks:
+        cancel.check()      # a stop between two stacks' sources (linux/cancel.py)
         if s.error or not s.frames:
             continue
         site = _site_of(s, sources)

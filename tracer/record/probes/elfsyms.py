@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple
 
-from ...linux import symcache
+from ...linux import cancel, symcache
 from ...linux.elfsyms import section_headers_problem
 from ...linux.target_files import TargetFileRefused, open_mapped_file
 
@@ -157,6 +157,7 @@ def _read(path: str, f: BinaryIO) -> SymbolTable:
     table = SymbolTable(path)
     try:
         from elftools.elf.elffile import ELFFile
+        from elftools.elf.sections import SymbolTableSection
         from elftools.common.exceptions import ELFError
     except ImportError:
         table.why = "pyelftools is not installed"
@@ -169,15 +170,18 @@ def _read(path: str, f: BinaryIO) -> SymbolTable:
             table.why = f"{os.path.basename(path)}: not readable as ELF ({problem})"
             return table
         f.seek(0)
-        elf = ELFFile(f)
+        elf = ELFFile(cancel.CheckedReader(f, deadline))
         table.pie = elf["e_type"] == "ET_DYN"
         loads = [s for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
         if loads:
             align = max(int(loads[0]["p_align"]), 1)
             table.first_load = int(loads[0]["p_vaddr"]) & ~(align - 1)
-        sec = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
+        # by name, of the symbol table type: a section a file names .symtab may be any
+        sec = next((x for x in (elf.get_section_by_name(".symtab"),
+                                elf.get_section_by_name(".dynsym"))
+                    if isinstance(x, SymbolTableSection)), None)
         for n, sym in enumerate(sec.iter_symbols() if sec is not None else ()):
-            if n >= MAX_SYMBOLS or (n & 1023 == 0 and time.monotonic() > deadline):
+            if n >= MAX_SYMBOLS or time.monotonic() > deadline:
                 table.why = f"{os.path.basename(path)}: symbols read in part (bounded)"
                 break
             if sym["st_info"]["type"] in ("STT_FUNC", "STT_OBJECT") and sym["st_value"] \
@@ -186,6 +190,10 @@ def _read(path: str, f: BinaryIO) -> SymbolTable:
     except (OSError, ELFError, ValueError, KeyError) as exc:
         table.why = f"{os.path.basename(path)}: not readable as ELF ({exc})"
         return table
+    except cancel.Cancelled:    # inside a name's read (CheckedReader): a stop, or the time
+        if cancel.stopping():
+            raise
+        table.why = f"{os.path.basename(path)}: symbols read in part (bounded)"
     rows.sort()
     for start, size, name in rows:
         table.starts.append(start)

@@ -16,7 +16,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from ...events.stacks import FlightRecorderDump
-from ...linux import procfs
+from ...linux import cancel, procfs
 from ...linux.intparse import is_digits, parse_uint
 from ...linux.target_files import (TargetFileRefused, list_target_dir, privilege_refusal,
                                    read_target_file, target_creds, target_path)
@@ -77,6 +77,7 @@ def flight_recorder_probe(pids: List[int], analyzer: object = None,
     files: Dict[str, Tuple[int, Optional[int], int]] = {}
     out = []
     for pid, env in sorted(envs.items()):
+        cancel.check()          # a stop inside the probe (linux/cancel.py), not after it
         if not _enabled(env) or time.monotonic() >= deadline:
             continue
         creds = target_creds(pid, root)
@@ -91,6 +92,7 @@ def flight_recorder_probe(pids: List[int], analyzer: object = None,
     now = time.time()
     for seen_as, (reader, rank, owner) in sorted(files.items())[:MAX_FILES]:
         ev = FlightRecorderDump(ts=now, path=seen_as, rank=rank, pid=owner)
+        cancel.check()
         if time.monotonic() >= deadline:
             ev.error = f"not read: the probe's {SECONDS:g} s were spent"
             out.append(ev)

@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ... import events as ev
-from ...linux import procfs
+from ...linux import cancel, procfs
 from ...linux.futex import PI_COMMANDS, WAIT_COMMANDS, decode_op
 from ...linux.syscall_table import parse_proc_syscall, syscall_number
 
@@ -150,7 +150,7 @@ def probe_pids(pids: Iterable[int], analyzer: Optional["Analyzer"] = None,
     traced = _traced_waits(analyzer, pid_set)
     out: List[ev.FutexOwner] = []
     ts = time.time() if now is None else now
-    for pid in sorted(pid_set):
+    for pid in cancel.checked(sorted(pid_set), every=16):
         groups: Dict[int, List[Wait]] = {}
         for w in waits_now(pid) + traced.get(pid, []):
             if w[0] not in {x[0] for x in groups.get(w[1], [])}:

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ...events.stacks import KernelStack
-from ...linux import procfs
+from ...linux import cancel, procfs
 from ...linux.kstack import NOT_ROOT, read_stack
 from ..probe_run import probe_deadline
 
@@ -103,10 +103,13 @@ def read_thread_stacks(wanted: Dict[Tuple[int, int], str],
     for n, ((pid, tid), reason) in enumerate(order):
         if pid in refused:
             continue
-        if deadline is not None and n & 63 == 63 and time.monotonic() > deadline:
+        stop = cancel.stopping() if n & 63 == 63 else None
+        if stop is not None or (deadline is not None and n & 63 == 63
+                                and time.monotonic() > deadline):
             out.append(KernelStack(ts=ts, pid=0, tid=0, reason="bound", error=(
-                f"{len(order) - n} more stuck threads: the end probes' budget was spent "
-                "(the deciding ones were read first)")))
+                f"{len(order) - n} more stuck threads: "
+                + (f"{stop} ended the recording" if stop else "the end probes' budget was spent")
+                + " (the deciding ones were read first)")))
             break
         state, wchan = _state_wchan(pid, tid)
         frames, why = read_stack(pid, tid)

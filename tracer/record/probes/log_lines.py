@@ -18,6 +18,7 @@ import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ...events.evidence import LogLines, LogTargets
+from ...linux import cancel
 from ...linux.bounded_stat import stat_all
 from ...linux.target_files import TargetFileRefused, read_held_file
 
@@ -231,7 +232,7 @@ def log_lines_probe(pids: List[int], analyzer: object = None) -> List[LogLines]:
     now = time.time()
     out: List[LogLines] = []
     wanted: Dict[Tuple[int, int], Dict[str, Any]] = {}
-    for pid in pids:
+    for pid in cancel.checked(pids, every=64):
         start = _start_targets(analyzer, pid)
         if start is None:
             continue

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 
 from ... import events as ev
 from ...events.stacks import NativeStack
-from ...linux import procfs
+from ...linux import cancel, procfs
 from .elfsyms import read_maps
 from .stackscan import all_mappings, scan_thread
 
@@ -65,7 +65,7 @@ def scan_uncovered(pids: Sequence[int], taken: Sequence[ev.Event],
             continue
         tids = _order(pid, stuck.get(pid, set()))
         regions = all_mappings(pid)
-        for tid in tids[:MAX_THREADS]:
+        for tid in cancel.checked(tids[:MAX_THREADS], every=8):
             s = scan_thread(pid, tid, maps, now, regions)
             if s.error and not s.frames:
                 s.error = f"{NOT_GATHERED}: {s.error}{before}"

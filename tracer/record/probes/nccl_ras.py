@@ -5,9 +5,10 @@ on NCCL's RAS port (``ras_addresses``), it connects to that address once (read o
 returns one ``NcclRasStatus`` event with the raw answer, JSON, else text (``query``), so that
 ``analyze`` of the saved trace reaches the same verdict. Bounded and never fatal: every service
 asked at once, all within ``SECONDS`` for the whole probe, ``MAX_BYTES`` each; trouble is the
-event's ``error``. It only connects to an address a traced process listens on, from that
-process's network namespace (its listener found in its namespace's tables, the socket made
-there: netns.socket_in_netns_of): a container's 127.0.0.1 is its own, never the host's.
+event's ``error``; a stop (linux/cancel.py) ends it at once. It only connects to an address a
+traced process listens on, from that process's network namespace (its listener found in its
+namespace's tables, the socket made there: netns.socket_in_netns_of): a container's 127.0.0.1
+is its own, never the host's.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import time
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ... import events as ev
-from ...linux import procfs
+from ...linux import cancel, procfs
 from ...linux.intparse import parse_uint
 from ...linux.netns import NetnsRefused, socket_in_netns_of
 from ..probe_run import END_PROBES_S
@@ -134,6 +135,7 @@ class Deadline(NamedTuple):
 
 
 def _left(deadline: Deadline, what: str) -> float:
+    cancel.check()              # a stop: the service's thread ends at its next step
     left = deadline.at - time.monotonic()
     if left <= 0:
         raise RasError(f"no {what} within the probe's {deadline.seconds:g} s")
@@ -254,13 +256,16 @@ def nccl_ras_probe(pids: List[int], analyzer: object = None, *,
     for t in threads:
         t.start()
     grace = deadline.at + 1.0        # the sockets' own timeouts end every thread by then
-    for t in threads:
-        t.join(max(0.0, grace - time.monotonic()))
+    for t in threads:                # in slices: a stop leaves them (daemons) to their bound
+        if not cancel.wait(t, grace - time.monotonic()) and cancel.stopping():
+            break
+    stop = cancel.stopping()
     out: List[ev.Event] = []
     for i, s in enumerate(services):
         e = box.get(i)
         if e is None:
             why = (f"not asked: more than {MAX_SERVICES} RAS services" if i >= len(asked)
+                   else f"no answer: {stop} ended the recording" if stop
                    else f"no answer within the probe's {seconds:g} s")
             e = ev.NcclRasStatus(ts=time.time(), pid=s.pid, host=s.host, port=s.port,
                                  fmt="json", text="", error=why)

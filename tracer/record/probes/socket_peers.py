@@ -17,7 +17,7 @@ import time
 from typing import Dict, List, Optional, Set
 
 from ... import events as ev
-from ...linux import procfs, sockdiag
+from ...linux import cancel, procfs, sockdiag
 
 
 def socket_inodes(pid: int) -> Set[int]:
@@ -43,7 +43,7 @@ def holders_of(inodes: Set[int], skip: Set[int]) -> Dict[int, List[int]]:
     out: Dict[int, List[int]] = {}
     if not inodes:
         return out
-    for pid in procfs.list_pids():
+    for pid in cancel.checked(procfs.list_pids(), every=256):
         if pid in skip:
             continue
         for ino in socket_inodes(pid) & inodes:

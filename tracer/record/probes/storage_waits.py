@@ -17,7 +17,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from ... import events as ev
-from ...linux import procfs
+from ...linux import cancel, procfs
 from ...linux.blocking import FD_CALLS
 from ...linux.mounts import (FUSE_DEVICE, PAGE_FAULT_FD, Mount, fuse_connection, fuse_servers,
                              mapped_files, mount_of_fd, mount_of_path, parse_mountinfo,
@@ -103,7 +103,7 @@ def storage_waits_probe(pids: List[int], analyzer: Optional[object] = None) -> L
     ts = time.time()
     out: List[ev.Event] = []
     servers: Dict[int, Tuple[List[int], List[str]]] = {}
-    for pid in pids:
+    for pid in cancel.checked(pids, every=16):
         for tid, state, call, fd in _thread_waits(pid):
             if len(out) >= MAX_EVENTS:
                 return out
