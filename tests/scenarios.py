@@ -143,6 +143,41 @@ def group_members(pgid: int, include_zombies: bool = True,
                   and (started_before is None or int(st[21]) <= started_before))
 
 
+def _proc_field(path: str, name: str) -> str:
+    try:
+        with open(path) as f:
+            return next((line.split(":", 1)[1].strip() for line in f
+                         if line.startswith(name + ":")), "?")
+    except OSError:
+        return "gone"
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError as exc:
+        return f"({exc.strerror})"
+
+
+def describe_group(pgid: int) -> str:
+    """One line per thread of the process group ``pgid``: state, syscall, wchan, tracer (why
+    a scenario is not READY: where each of its threads is)."""
+    lines = []
+    for pid in group_members(pgid):
+        st = read_stat(pid)
+        cmd = _read(f"/proc/{pid}/cmdline").replace("\0", " ")[:100]
+        lines.append(f"pid {pid} {st[2] if st else '?'} TracerPid "
+                     f"{_proc_field(f'/proc/{pid}/status', 'TracerPid')}: {cmd}")
+        for tid in thread_ids(pid):
+            task = f"/proc/{pid}/task/{tid}"
+            tst = read_stat(pid, tid)
+            lines.append(f"  tid {tid} {tst[1] if tst else '?'} {tst[2] if tst else '?'} "
+                         f"syscall {_read(task + '/syscall').split(' ')[0]} "
+                         f"wchan {_read(task + '/wchan')}")
+    return "\n".join(lines) or "(none left)"
+
+
 def boot_ticks() -> int:
     """Now, in the clock ticks since boot that /proc/PID/stat starttime uses."""
     with open("/proc/uptime") as f:
@@ -190,6 +225,8 @@ class Scenario:
         self.output: collections.deque[str] = collections.deque(maxlen=2000)
         self.lines_after_ready = 0
         self._stderr: collections.deque[str] = collections.deque(maxlen=200)
+        # its stdout before READY, apart: a chatty scenario must not push its stderr out
+        self._early: collections.deque[str] = collections.deque(maxlen=20)
         self._ready = threading.Event()
         self._stopped = False
         self.stopped_at: int | None = None  # boot ticks, set by stop()
@@ -228,7 +265,7 @@ class Scenario:
                     self.extra = m.group(2) or ""
                     self._ready.set()
                     continue
-                self._stderr.append(f"[stdout before READY] {line}")
+                self._early.append(f"[stdout before READY] {line}")
                 continue
             self.output.append(line)
             self.lines_after_ready += 1
@@ -247,10 +284,11 @@ class Scenario:
                     break
                 raise ScenarioError(
                     f"scenario {self.name} exited with {self.proc.returncode} before READY:\n"
-                    + self.stderr_tail)
+                    + self.early_tail)
             if time.monotonic() > deadline:
                 raise ScenarioError(
-                    f"scenario {self.name} not READY after {timeout}s:\n" + self.stderr_tail)
+                    f"scenario {self.name} not READY after {timeout}s:\n" + self.early_tail
+                    + "\nwhere its processes were:\n" + describe_group(self.pgid))
 
     # -- inspection
     @property
@@ -264,6 +302,11 @@ class Scenario:
     @property
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
+
+    @property
+    def early_tail(self) -> str:
+        """Its last lines of stdout before READY, then its stderr."""
+        return "\n".join([*self._early, *self._stderr])
 
     def all_pids(self) -> list[int]:
         """The scenario's live process tree (from /proc ppid links), root first.
