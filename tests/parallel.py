@@ -16,7 +16,8 @@ processes only, since the machine is shared. What this module adds:
   module is one unit (its module-scoped fixtures built once), as is a live module in
   ``SHARED_FIXTURES``; any other live test is a unit of its own (they mostly wait on a scenario
   or a recording window, so they are what runs side by side). ``make_scheduler`` hands the
-  serial groups out first, then the live tests, then the modules (the short ones fill the end).
+  serial groups out first, then the live modules and tests, then the unit and replay modules
+  (the short ones fill the end).
 * ``EXCLUSIVE``: modules whose tests run alone: while one runs, no other test of the run does
   (``RunLock``: every other test holds the run's lock shared, these hold it exclusively).
 * ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU, at least 2 and at
@@ -43,6 +44,8 @@ SERIAL: dict[str, tuple[str, str]] = {
     "test_safety": ("safety", "hangtrace killed mid-recording, every process scanned for what "
                               "it left, a 1,000-thread target"),
     "test_storms": ("storms", "a fork storm and thread churn (EXCLUSIVE too)"),
+    "test_report_screen_live": ("heavy", "tp8_server's 802 threads (EXCLUSIVE too)"),
+    "test_deciding_stacks": ("heavy", "tp8_server beside load 4 it makes (EXCLUSIVE too)"),
 }
 # module name, or module::test, -> why nothing else of the run may run meanwhile
 EXCLUSIVE: dict[str, str] = {
@@ -51,6 +54,17 @@ EXCLUSIVE: dict[str, str] = {
     "test_cli_attach::test_name_picks_every_scheduler_by_title":
         "attach --name sglang::scheduler takes every process so titled: another test's "
         "sglang_like would join its tree (seen: its verdict became 'progressing')",
+    "test_report_screen_live": "tp8_server: 802 threads whose recording takes both CPUs for "
+                               "seconds; beside the run's other tests its 2 s window grew past "
+                               "2.3 s, one 1 Hz watchdog thread of four woke 3 times and got a "
+                               "verdict (and report lines) of its own: 61 lines",
+    "test_deciding_stacks": "it makes load 4 (two spinners a CPU) to check what survives it: "
+                            "every other test beside it would be starved, and its load would "
+                            "not be the one it means",
+    "test_ebpf_backend::test_counts_of_a_flood_match_the_truth_when_the_target_exits_first":
+        "a 3 M-call loop on one CPU, every call counted in the kernel",
+    "test_ebpf_backend::test_counts_match_the_kernel_io_accounting_of_a_target_still_running":
+        "a loop of cheap calls on one CPU for 5 s, every call counted in the kernel",
 }
 # live modules with a module- or class-scoped fixture (tests/unit/test_parallel_runs.py finds them)
 SHARED_FIXTURES = {"test_evidence_gathered"}
@@ -68,7 +82,13 @@ def scope_of(nodeid: str) -> str:
 
 
 def _rank(scope: str) -> int:
-    return 0 if scope.startswith("serial:") else 1 if "::" in scope else 2
+    """Serial groups first, then a live module with shared fixtures (long: its tests one after
+    another), then the live tests, then unit and replay modules (short ones fill the end)."""
+    if scope.startswith("serial:"):
+        return 0
+    if "::" in scope:
+        return 2
+    return 1 if "/live/" in f"/{scope}" else 3
 
 
 def is_exclusive(nodeid: str) -> bool:
