@@ -16,8 +16,8 @@ processes only, since the machine is shared. What this module adds:
   module is one unit (its module-scoped fixtures built once), as is a live module in
   ``SHARED_FIXTURES``; any other live test is a unit of its own (they mostly wait on a scenario
   or a recording window, so they are what runs side by side). ``make_scheduler`` hands the
-  serial groups out first, then the live modules and tests, then the unit and replay modules
-  (the short ones fill the end).
+  serial groups out first, then the long unit modules, the live modules and tests, and the
+  other unit and replay modules (the short ones fill the end): ``_rank``.
 * ``EXCLUSIVE``: modules whose tests run alone: while one runs, no other test of the run does
   (``RunLock``: every other test holds the run's lock shared, these hold it exclusively).
 * ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU, at least 2 and at
@@ -68,6 +68,9 @@ EXCLUSIVE: dict[str, str] = {
 }
 # live modules with a module- or class-scoped fixture (tests/unit/test_parallel_runs.py finds them)
 SHARED_FIXTURES = {"test_evidence_gathered"}
+# unit and replay modules that take minutes on one worker (the 1 M-event export alone 403 s in
+# a whole run at load 19): handed out early, beside the live tests, never last and alone
+LONG_MODULES = {"test_export", "test_fuzz", "test_feed_calls_twin", "test_export_bounds"}
 
 
 def scope_of(nodeid: str) -> str:
@@ -82,13 +85,16 @@ def scope_of(nodeid: str) -> str:
 
 
 def _rank(scope: str) -> int:
-    """Serial groups first, then a live module with shared fixtures (long: its tests one after
-    another), then the live tests, then unit and replay modules (short ones fill the end)."""
+    """Serial groups first, then the long unit and replay modules (``LONG_MODULES``), a live
+    module with shared fixtures (its tests one after another), the live tests, and the other
+    unit and replay modules (short ones fill the end)."""
     if scope.startswith("serial:"):
         return 0
     if "::" in scope:
-        return 2
-    return 1 if "/live/" in f"/{scope}" else 3
+        return 3
+    if Path(scope).stem in LONG_MODULES:
+        return 1
+    return 2 if "/live/" in f"/{scope}" else 4
 
 
 def is_exclusive(nodeid: str) -> bool:

@@ -104,7 +104,12 @@ def test_attach_record_stop_leaves_target_running(worker):
     assert len(got.events) == n, "events after stop()"
     assert streamed > 0, "events should stream while recording, not only at stop"
     writes = [e for e in got.of(ev.WriteCall) if e.tid == worker.pid and e.fd == 1]
-    assert len(writes) >= 10 and all(w.nbytes > 0 and w.fd_kind == "pipe" for w in writes)
+    # a write the stop caught inside the call (strace's "<unfinished ...>": likelier the busier
+    # the machine) has no result yet: the finished ones carry their bytes
+    done = [w for w in writes if not w.ongoing]
+    assert len(done) >= 10 and len(writes) - len(done) <= 1, writes
+    assert all(w.nbytes > 0 for w in done) and all(w.fd_kind == "pipe" for w in writes), \
+        [w for w in writes if w.nbytes <= 0 or w.fd_kind != "pipe"]
     assert all(w.pid == worker.pid for w in writes)
     # the thread parked on the lock: a futex wait still in progress when we stopped
     stuck = [e for e in got.of(ev.FutexCall) if e.tid != worker.pid and e.ongoing]
