@@ -278,12 +278,13 @@ class Scenario:
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while not self._ready.wait(0.05):
-            if self.proc.poll() is not None:
+            status = self._exit_status()
+            if status is not None:
                 self._readers[0].join(1.0)  # READY may still be in the pipe
                 if self._ready.is_set():
                     break
                 raise ScenarioError(
-                    f"scenario {self.name} exited with {self.proc.returncode} before READY:\n"
+                    f"scenario {self.name} exited with {status} before READY:\n"
                     + self.early_tail)
             if time.monotonic() > deadline:
                 raise ScenarioError(
@@ -318,7 +319,22 @@ class Scenario:
         return thread_ids(self.pid if pid is None else pid)
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self._exit_status() is None
+
+    def _exit_status(self) -> int | None:
+        """The root's exit status (negative: the signal that killed it), None while it runs.
+        Never reaps it: until stop() does, its pid, the group's id, stays ours (a reaped
+        root's pid can be another test's scenario's by the time killpg runs: pid_max is 32768
+        and a whole run goes round it)."""
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        try:
+            got = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return self.proc.poll()
+        if got is None:
+            return None
+        return got.si_status if got.si_code == os.CLD_EXITED else -got.si_status
 
     # -- teardown
     def stop(self, check: bool = True, timeout: float = 10.0) -> None:
@@ -329,7 +345,7 @@ class Scenario:
             return
         self.stopped_at = boot_ticks()
         victims = set(group_members(self.pgid, started_before=self.stopped_at))
-        if self.proc.poll() is None:  # root not reaped yet, so its pid is still ours
+        if self.proc.returncode is None:  # root not reaped yet, so its pid is still ours
             victims.update(process_tree(self.proc.pid))
         try:
             os.killpg(self.pgid, signal.SIGKILL)
