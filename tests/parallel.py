@@ -69,7 +69,9 @@ EXCLUSIVE: dict[str, str] = {
 # live modules with a module- or class-scoped fixture (tests/unit/test_parallel_runs.py finds them)
 SHARED_FIXTURES = {"test_evidence_gathered"}
 # unit and replay modules that take minutes on one worker (the 1 M-event export alone 403 s in
-# a whole run at load 19): handed out early, beside the live tests, never last and alone
+# a whole run at load 19): handed out early, beside the live tests, never last and alone. Their
+# tests do not take the run's lock (pure CPU, nothing shared): held for minutes, it kept every
+# EXCLUSIVE test, and with it the whole run, waiting.
 LONG_MODULES = {"test_export", "test_fuzz", "test_feed_calls_twin", "test_export_bounds"}
 
 
@@ -95,6 +97,11 @@ def _rank(scope: str) -> int:
     if Path(scope).stem in LONG_MODULES:
         return 1
     return 2 if "/live/" in f"/{scope}" else 4
+
+
+def takes_run_lock(nodeid: str) -> bool:
+    """Whether the test ``nodeid`` holds the run's lock (``RunLock``): all but ``LONG_MODULES``."""
+    return Path(nodeid.split("::", 1)[0]).stem not in LONG_MODULES
 
 
 def is_exclusive(nodeid: str) -> bool:

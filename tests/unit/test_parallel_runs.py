@@ -74,6 +74,11 @@ def test_units_are_handed_out_serial_groups_then_live_then_modules() -> None:
         "tests/live/test_x.py::test_y", "tests/unit/test_a.py", "tests/replay/test_b.py"]
     on_disk = {p.stem for p in (ROOT / "tests").glob("*/test_*.py")}
     assert parallel.LONG_MODULES <= on_disk
+    # minutes of CPU, nothing shared: they never hold an exclusive test (and the run) back
+    assert not parallel.takes_run_lock("tests/unit/test_export.py::test_large_trace_exports_in_"
+                                       "bounded_memory")
+    assert parallel.takes_run_lock("tests/unit/test_cli.py::test_x")
+    assert parallel.takes_run_lock("tests/live/test_truth_live.py::test_x[a-proc]")
 
 
 def test_the_heavy_live_tests_run_alone() -> None:
