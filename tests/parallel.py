@@ -1,9 +1,9 @@
 """How the suite runs on several workers, and which tests must not run beside which.
 
-pyproject.toml's addopts give ``-n auto --dist loadscope`` (pytest-xdist, the ``test`` extra):
-the README's test command runs every tier on several worker processes at once, and ``scope_of``
-below defines the scopes (tests/conftest.py hands xdist ``make_scheduler``'s scheduler). ``-n 0``
-runs in one process, as before (``-p no:xdist`` where xdist is not installed).
+``-n auto --dist loadscope`` (pytest-xdist, the ``test`` extra; the README's parallel run) runs
+every tier on several worker processes at once, and ``scope_of`` below defines the scopes
+(tests/conftest.py hands xdist ``make_scheduler``'s scheduler). ``-n 0``, or no ``-n``, runs in
+one process (the README's test command, while pyproject.toml's addopts give no ``-n``).
 
 Tests are independent unless this module says otherwise: each starts its own scenario processes,
 attaches only to their pids and writes under its own ``tmp_path``; the live checks of what a run
@@ -16,10 +16,11 @@ processes only, since the machine is shared. What this module adds:
   module is one unit (its module-scoped fixtures built once), as is a live module in
   ``SHARED_FIXTURES``; any other live test is a unit of its own (they mostly wait on a scenario
   or a recording window, so they are what runs side by side). ``make_scheduler`` hands the
-  serial groups out first, then the long unit modules, the live modules and tests, and the
+  serial groups out first, then the live modules and tests, the long unit modules and the
   other unit and replay modules (the short ones fill the end): ``_rank``.
-* ``EXCLUSIVE``: modules whose tests run alone: while one runs, no other test of the run does
-  (``RunLock``: every other test holds the run's lock shared, these hold it exclusively).
+* ``EXCLUSIVE``: modules and tests that run alone: while one runs, no other test of the run
+  does (``RunLock``: every other test holds the run's lock shared, these hold it exclusively),
+  but the ``LONG_MODULES``' (pure CPU, minutes long: ``takes_run_lock``).
 * ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU, at least 2 and at
   most 8; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it.
 
@@ -69,9 +70,9 @@ EXCLUSIVE: dict[str, str] = {
 # live modules with a module- or class-scoped fixture (tests/unit/test_parallel_runs.py finds them)
 SHARED_FIXTURES = {"test_evidence_gathered"}
 # unit and replay modules that take minutes on one worker (the 1 M-event export alone 403 s in
-# a whole run at load 19): handed out early, beside the live tests, never last and alone. Their
-# tests do not take the run's lock (pure CPU, nothing shared): held for minutes, it kept every
-# EXCLUSIVE test, and with it the whole run, waiting.
+# a whole run at load 19): the first modules handed out after the live tests, never last and
+# alone. Their tests do not take the run's lock (pure CPU, nothing shared): held for minutes,
+# it kept every EXCLUSIVE test, and with it the whole run, waiting.
 LONG_MODULES = {"test_export", "test_fuzz", "test_feed_calls_twin", "test_export_bounds"}
 
 
@@ -87,16 +88,17 @@ def scope_of(nodeid: str) -> str:
 
 
 def _rank(scope: str) -> int:
-    """Serial groups first, then the long unit and replay modules (``LONG_MODULES``), a live
-    module with shared fixtures (its tests one after another), the live tests, and the other
-    unit and replay modules (short ones fill the end)."""
+    """Serial groups first, then a live module with shared fixtures (its tests one after
+    another), the live tests, the long unit and replay modules (``LONG_MODULES``: after the
+    live tests, whose load they would add to) and the other unit and replay modules (short
+    ones fill the end)."""
     if scope.startswith("serial:"):
         return 0
     if "::" in scope:
-        return 3
-    if Path(scope).stem in LONG_MODULES:
+        return 2
+    if "/live/" in f"/{scope}":
         return 1
-    return 2 if "/live/" in f"/{scope}" else 4
+    return 3 if Path(scope).stem in LONG_MODULES else 4
 
 
 def takes_run_lock(nodeid: str) -> bool:

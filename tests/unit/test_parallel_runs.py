@@ -65,13 +65,15 @@ def test_scopes(nodeid: str, scope: str) -> None:
 
 def test_units_are_handed_out_serial_groups_then_live_then_modules() -> None:
     """A live module with shared fixtures is long (its tests one after another): it starts
-    before the single live tests, never at the end among the short unit modules."""
+    before the single live tests, never at the end among the short unit modules; the long
+    unit modules come right after the live tests (never beside them from the start: they
+    would add to the live tests' load), before the short ones."""
     scopes = ["tests/unit/test_a.py", "tests/live/test_x.py::test_y", "serial:netns",
               "tests/live/test_evidence_gathered.py", "tests/replay/test_b.py",
               "tests/unit/test_export.py"]
     assert sorted(scopes, key=parallel._rank) == [
-        "serial:netns", "tests/unit/test_export.py", "tests/live/test_evidence_gathered.py",
-        "tests/live/test_x.py::test_y", "tests/unit/test_a.py", "tests/replay/test_b.py"]
+        "serial:netns", "tests/live/test_evidence_gathered.py", "tests/live/test_x.py::test_y",
+        "tests/unit/test_export.py", "tests/unit/test_a.py", "tests/replay/test_b.py"]
     on_disk = {p.stem for p in (ROOT / "tests").glob("*/test_*.py")}
     assert parallel.LONG_MODULES <= on_disk
     # minutes of CPU, nothing shared: they never hold an exclusive test (and the run) back
