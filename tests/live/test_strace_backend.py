@@ -143,16 +143,27 @@ def test_target_exit_ends_backend_cleanly():
     assert p.wait(timeout=5) == 7
 
 
+def _traced(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as f:
+        return next(line for line in f if line.startswith("TracerPid:")).split()[1] != "0"
+
+
 def test_fork_child_added_to_targets():
-    code = ("import os, time\ntime.sleep(0.4)\npid = os.fork()\n"
+    # it forks once strace has attached (a line on its stdin), however long that took
+    code = ("import os, sys\nsys.stdin.readline()\npid = os.fork()\n"
             "if pid == 0:\n    os.execvp('sleep', ['sleep', '0.2'])\nos.waitpid(pid, 0)\n")
-    p = subprocess.Popen([sys.executable, "-c", code])
-    time.sleep(0.2)
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
     got = Collector()
     targets = TargetSet([p.pid])
     b = StraceBackend()
     b.start(targets, got)
-    p.wait(timeout=10)
+    deadline = time.monotonic() + 60           # only bounds a hang
+    while not _traced(p.pid):
+        assert time.monotonic() < deadline, "strace never attached"
+        time.sleep(0.02)
+    p.stdin.write(b"\n")
+    p.stdin.close()
+    p.wait(timeout=60)
     deadline = time.time() + 5
     while b.running and time.time() < deadline:
         time.sleep(0.05)
