@@ -16,24 +16,19 @@ interpreter. The default ``--tree``: this checkout only.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
-import pty
-import re
-import select
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import termios
 import time
 from typing import Dict, List, Tuple
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+from terminal import run_on_pty  # noqa: E402  (tests/terminal.py)
 SCENARIO = os.path.join(REPO, "fixtures", "scenarios", "tp8_server.py")
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
 def start_tree() -> Tuple[subprocess.Popen, Dict[str, str]]:
@@ -49,32 +44,6 @@ def start_tree() -> Tuple[subprocess.Popen, Dict[str, str]]:
     return p, facts
 
 
-def run_in_pty(argv: List[str], env: Dict[str, str], cols: int, cwd: str, rows: int = 500
-               ) -> Tuple[str, int]:
-    """(what ``argv`` wrote on a terminal of ``cols`` columns, escape sequences stripped; its
-    exit status)."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=subprocess.DEVNULL, env=env,
-                         cwd=cwd, close_fds=True)
-    os.close(slave)
-    chunks = []
-    while True:
-        ready, _, _ = select.select([master], [], [], 1.0)
-        if ready:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-        elif p.poll() is not None:
-            break
-    os.close(master)
-    return ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")), p.wait()
-
-
 def report_lines(text: str) -> List[str]:
     lines = text.split("\n")
     start = max((i for i, l in enumerate(lines) if l.startswith("hangtrace verdict:")),
@@ -88,8 +57,10 @@ def report_lines(text: str) -> List[str]:
 def measure(tree: str, trace: str, cols: int, facts: Dict[str, str]) -> Dict[str, object]:
     env = dict(os.environ, PYTHONPATH=tree, COLUMNS=str(cols), LINES="500")
     argv = [sys.executable, "-m", "tracer", "analyze", trace]
-    text, rc = run_in_pty(argv, env, cols, tree)      # python -m: the cwd's tracer first
-    lines = report_lines(text)
+    # python -m: the cwd's tracer first
+    run = run_on_pty(argv, cols=cols, rows=500, timeout=600, stderr="devnull", cwd=tree,
+                     env={"PYTHONPATH": tree, "COLUMNS": str(cols), "LINES": "500"})
+    rc, lines = run.returncode, report_lines(run.text)
     piped = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True)
     pid, tid = facts["stuck"].split(":")
     tail = "\n".join(lines[-8:])

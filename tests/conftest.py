@@ -151,8 +151,9 @@ def _run_lock(request, tmp_path_factory) -> Iterator[parallel.RunLock | None]:
 
 @pytest.fixture(autouse=True)
 def _alone_when_asked(request, _run_lock: parallel.RunLock | None) -> Iterator[None]:
-    """Every test holds the run's lock: shared, or alone for tests/parallel.py's EXCLUSIVE."""
-    if _run_lock is None:
+    """Every test holds the run's lock (but tests/parallel.py's LONG_MODULES): shared, or alone
+    for its EXCLUSIVE."""
+    if _run_lock is None or not parallel.takes_run_lock(request.node.nodeid):
         yield
         return
     with _run_lock.hold(parallel.is_exclusive(request.node.nodeid)):

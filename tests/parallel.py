@@ -1,9 +1,9 @@
 """How the suite runs on several workers, and which tests must not run beside which.
 
-pyproject.toml's addopts give ``-n auto --dist loadscope`` (pytest-xdist, the ``test`` extra):
-the README's test command runs every tier on several worker processes at once, and ``scope_of``
-below defines the scopes (tests/conftest.py hands xdist ``make_scheduler``'s scheduler). ``-n 0``
-runs in one process, as before (``-p no:xdist`` where xdist is not installed).
+``-n auto --dist loadscope`` (pytest-xdist, the ``test`` extra; the README's parallel run) runs
+every tier on several worker processes at once, and ``scope_of`` below defines the scopes
+(tests/conftest.py hands xdist ``make_scheduler``'s scheduler). ``-n 0``, or no ``-n``, runs in
+one process (the README's test command, while pyproject.toml's addopts give no ``-n``).
 
 Tests are independent unless this module says otherwise: each starts its own scenario processes,
 attaches only to their pids and writes under its own ``tmp_path``; the live checks of what a run
@@ -16,9 +16,11 @@ processes only, since the machine is shared. What this module adds:
   module is one unit (its module-scoped fixtures built once), as is a live module in
   ``SHARED_FIXTURES``; any other live test is a unit of its own (they mostly wait on a scenario
   or a recording window, so they are what runs side by side). ``make_scheduler`` hands the
-  serial groups out first, then the live tests, then the modules (the short ones fill the end).
-* ``EXCLUSIVE``: modules whose tests run alone: while one runs, no other test of the run does
-  (``RunLock``: every other test holds the run's lock shared, these hold it exclusively).
+  serial groups out first, then the live modules and tests, the long unit modules and the
+  other unit and replay modules (the short ones fill the end): ``_rank``.
+* ``EXCLUSIVE``: modules and tests that run alone: while one runs, no other test of the run
+  does (``RunLock``: every other test holds the run's lock shared, these hold it exclusively),
+  but the ``LONG_MODULES``' (pure CPU, minutes long: ``takes_run_lock``).
 * ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU, at least 2 and at
   most 8; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it.
 
@@ -43,6 +45,8 @@ SERIAL: dict[str, tuple[str, str]] = {
     "test_safety": ("safety", "hangtrace killed mid-recording, every process scanned for what "
                               "it left, a 1,000-thread target"),
     "test_storms": ("storms", "a fork storm and thread churn (EXCLUSIVE too)"),
+    "test_report_screen_live": ("heavy", "tp8_server's 802 threads (EXCLUSIVE too)"),
+    "test_deciding_stacks": ("heavy", "tp8_server beside load 4 it makes (EXCLUSIVE too)"),
 }
 # module name, or module::test, -> why nothing else of the run may run meanwhile
 EXCLUSIVE: dict[str, str] = {
@@ -51,9 +55,25 @@ EXCLUSIVE: dict[str, str] = {
     "test_cli_attach::test_name_picks_every_scheduler_by_title":
         "attach --name sglang::scheduler takes every process so titled: another test's "
         "sglang_like would join its tree (seen: its verdict became 'progressing')",
+    "test_report_screen_live": "tp8_server: 802 threads whose recording takes both CPUs for "
+                               "seconds; beside the run's other tests its 2 s window grew past "
+                               "2.3 s, one 1 Hz watchdog thread of four woke 3 times and got a "
+                               "verdict (and report lines) of its own: 61 lines",
+    "test_deciding_stacks": "it makes load 4 (two spinners a CPU) to check what survives it: "
+                            "every other test beside it would be starved, and its load would "
+                            "not be the one it means",
+    "test_ebpf_backend::test_counts_of_a_flood_match_the_truth_when_the_target_exits_first":
+        "a 3 M-call loop on one CPU, every call counted in the kernel",
+    "test_ebpf_backend::test_counts_match_the_kernel_io_accounting_of_a_target_still_running":
+        "a loop of cheap calls on one CPU for 5 s, every call counted in the kernel",
 }
 # live modules with a module- or class-scoped fixture (tests/unit/test_parallel_runs.py finds them)
 SHARED_FIXTURES = {"test_evidence_gathered"}
+# unit and replay modules that take minutes on one worker (the 1 M-event export alone 403 s in
+# a whole run at load 19): the first modules handed out after the live tests, never last and
+# alone. Their tests do not take the run's lock (pure CPU, nothing shared): held for minutes,
+# it kept every EXCLUSIVE test, and with it the whole run, waiting.
+LONG_MODULES = {"test_export", "test_fuzz", "test_feed_calls_twin", "test_export_bounds"}
 
 
 def scope_of(nodeid: str) -> str:
@@ -68,7 +88,22 @@ def scope_of(nodeid: str) -> str:
 
 
 def _rank(scope: str) -> int:
-    return 0 if scope.startswith("serial:") else 1 if "::" in scope else 2
+    """Serial groups first, then a live module with shared fixtures (its tests one after
+    another), the live tests, the long unit and replay modules (``LONG_MODULES``: after the
+    live tests, whose load they would add to) and the other unit and replay modules (short
+    ones fill the end)."""
+    if scope.startswith("serial:"):
+        return 0
+    if "::" in scope:
+        return 2
+    if "/live/" in f"/{scope}":
+        return 1
+    return 3 if Path(scope).stem in LONG_MODULES else 4
+
+
+def takes_run_lock(nodeid: str) -> bool:
+    """Whether the test ``nodeid`` holds the run's lock (``RunLock``): all but ``LONG_MODULES``."""
+    return Path(nodeid.split("::", 1)[0]).stem not in LONG_MODULES
 
 
 def is_exclusive(nodeid: str) -> bool:

@@ -143,6 +143,41 @@ def group_members(pgid: int, include_zombies: bool = True,
                   and (started_before is None or int(st[21]) <= started_before))
 
 
+def _proc_field(path: str, name: str) -> str:
+    try:
+        with open(path) as f:
+            return next((line.split(":", 1)[1].strip() for line in f
+                         if line.startswith(name + ":")), "?")
+    except OSError:
+        return "gone"
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError as exc:
+        return f"({exc.strerror})"
+
+
+def describe_group(pgid: int) -> str:
+    """One line per thread of the process group ``pgid``: state, syscall, wchan, tracer (why
+    a scenario is not READY: where each of its threads is)."""
+    lines = []
+    for pid in group_members(pgid):
+        st = read_stat(pid)
+        cmd = _read(f"/proc/{pid}/cmdline").replace("\0", " ")[:100]
+        lines.append(f"pid {pid} {st[2] if st else '?'} TracerPid "
+                     f"{_proc_field(f'/proc/{pid}/status', 'TracerPid')}: {cmd}")
+        for tid in thread_ids(pid):
+            task = f"/proc/{pid}/task/{tid}"
+            tst = read_stat(pid, tid)
+            lines.append(f"  tid {tid} {tst[1] if tst else '?'} {tst[2] if tst else '?'} "
+                         f"syscall {_read(task + '/syscall').split(' ')[0]} "
+                         f"wchan {_read(task + '/wchan')}")
+    return "\n".join(lines) or "(none left)"
+
+
 def boot_ticks() -> int:
     """Now, in the clock ticks since boot that /proc/PID/stat starttime uses."""
     with open("/proc/uptime") as f:
@@ -190,6 +225,8 @@ class Scenario:
         self.output: collections.deque[str] = collections.deque(maxlen=2000)
         self.lines_after_ready = 0
         self._stderr: collections.deque[str] = collections.deque(maxlen=200)
+        # its stdout before READY, apart: a chatty scenario must not push its stderr out
+        self._early: collections.deque[str] = collections.deque(maxlen=20)
         self._ready = threading.Event()
         self._stopped = False
         self.stopped_at: int | None = None  # boot ticks, set by stop()
@@ -228,7 +265,7 @@ class Scenario:
                     self.extra = m.group(2) or ""
                     self._ready.set()
                     continue
-                self._stderr.append(f"[stdout before READY] {line}")
+                self._early.append(f"[stdout before READY] {line}")
                 continue
             self.output.append(line)
             self.lines_after_ready += 1
@@ -241,16 +278,18 @@ class Scenario:
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while not self._ready.wait(0.05):
-            if self.proc.poll() is not None:
+            status = self._exit_status()
+            if status is not None:
                 self._readers[0].join(1.0)  # READY may still be in the pipe
                 if self._ready.is_set():
                     break
                 raise ScenarioError(
-                    f"scenario {self.name} exited with {self.proc.returncode} before READY:\n"
-                    + self.stderr_tail)
+                    f"scenario {self.name} exited with {status} before READY:\n"
+                    + self.early_tail)
             if time.monotonic() > deadline:
                 raise ScenarioError(
-                    f"scenario {self.name} not READY after {timeout}s:\n" + self.stderr_tail)
+                    f"scenario {self.name} not READY after {timeout}s:\n" + self.early_tail
+                    + "\nwhere its processes were:\n" + describe_group(self.pgid))
 
     # -- inspection
     @property
@@ -265,6 +304,11 @@ class Scenario:
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
 
+    @property
+    def early_tail(self) -> str:
+        """Its last lines of stdout before READY, then its stderr."""
+        return "\n".join([*self._early, *self._stderr])
+
     def all_pids(self) -> list[int]:
         """The scenario's live process tree (from /proc ppid links), root first.
         Zombies are included (they are still in /proc)."""
@@ -275,7 +319,22 @@ class Scenario:
         return thread_ids(self.pid if pid is None else pid)
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self._exit_status() is None
+
+    def _exit_status(self) -> int | None:
+        """The root's exit status (negative: the signal that killed it), None while it runs.
+        Never reaps it: until stop() does, its pid, the group's id, stays ours (a reaped
+        root's pid can be another test's scenario's by the time killpg runs: pid_max is 32768
+        and a whole run goes round it)."""
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        try:
+            got = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return self.proc.poll()
+        if got is None:
+            return None
+        return got.si_status if got.si_code == os.CLD_EXITED else -got.si_status
 
     # -- teardown
     def stop(self, check: bool = True, timeout: float = 10.0) -> None:
@@ -286,7 +345,7 @@ class Scenario:
             return
         self.stopped_at = boot_ticks()
         victims = set(group_members(self.pgid, started_before=self.stopped_at))
-        if self.proc.poll() is None:  # root not reaped yet, so its pid is still ours
+        if self.proc.returncode is None:  # root not reaped yet, so its pid is still ours
             victims.update(process_tree(self.proc.pid))
         try:
             os.killpg(self.pgid, signal.SIGKILL)

@@ -137,24 +137,26 @@ def _record_gated(cmd, trace, duration, loader, before_release=None, at=None):
     """Record ``cmd``, which waits for a line on its stdin before it does anything: the line
     comes once the recording has begun (its trace file has its header), so every call of it
     falls inside the window, however long loading took. ``at(seconds, p)`` runs in a timer
-    thread that many seconds after the release."""
+    thread that many seconds after the release, unless the recording is over by then: the
+    thread is joined before this returns, so it never signals a pid the test has reaped since
+    (another test's process may have it by then)."""
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE)
     out = {}
+    over = threading.Event()
 
     def release():
         deadline = time.monotonic() + 600     # only bounds a hang: BCC compiles for minutes
         # on a busy machine. The file is created before the backends attach, its header
         # written once they are
-        while not (os.path.exists(trace) and os.path.getsize(trace) > 0) \
-                and time.monotonic() < deadline:
-            time.sleep(0.02)
+        while not (os.path.exists(trace) and os.path.getsize(trace) > 0):
+            if over.wait(0.02) or time.monotonic() > deadline:
+                return
         time.sleep(0.1)
         if before_release:
             out["before"] = before_release(p)
         p.stdin.write(b"\n")
         p.stdin.flush()
-        if at is not None:
-            time.sleep(at[0])
+        if at is not None and not over.wait(at[0]):
             at[1](p)
 
     th = threading.Thread(target=release, daemon=True)
@@ -163,7 +165,8 @@ def _record_gated(cmd, trace, duration, loader, before_release=None, at=None):
         out["rec"] = record([p.pid], [EbpfBackend(loader=loader)], duration=duration,
                             output=trace)
     finally:
-        th.join(timeout=5)
+        over.set()
+        th.join()
     return p, out
 
 

@@ -2,76 +2,37 @@
 real scenario processes (what it draws, Ctrl-C), and its refresh cost on a 100-thread process."""
 from __future__ import annotations
 
-import fcntl
 import io
 import os
 import re
-import select
-import struct
-import subprocess
 import sys
-import termios
 import time
 from typing import List, Optional, Tuple
 
 import pytest
 from rich.console import Console
 
+from terminal import ESCAPES, plain, run_on_pty
 from tracer import events as ev
 from tracer.analysis.analyzer import Analyzer
 from tracer.render.live import LiveView
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
-
-def run_in_pty(argv: List[str], *, timeout: float = 40.0, send_after: Optional[str] = None,
+def run_in_pty(argv: List[str], *, timeout: float = 120.0, send_after: Optional[str] = None,
                send: bytes = b"\x03", rows: int = 50, cols: int = 160) -> Tuple[int, str, float]:
-    """Run ``argv`` with a pty as its controlling terminal (stdin, stdout, stderr); once
+    """Run ``argv`` with a pty as its controlling terminal (tests/terminal.py); once
     ``send_after`` appears in the output, write ``send`` (Ctrl-C by default) to the terminal.
     Returns (exit status, output without escape sequences, seconds from send to exit)."""
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    sent_at: List[float] = []
 
-    def become_terminal_owner() -> None:
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
-    env["TERM"] = "xterm-256color"
-    p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
-                         preexec_fn=become_terminal_owner, close_fds=True)
-    os.close(slave)
-    raw = b""
-    sent_at: Optional[float] = None
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([master], [], [], 0.1)
-            if r:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:          # EIO: the other side is closed
-                    break
-                if not chunk:
-                    break
-                raw += chunk
-                if send_after and sent_at is None and \
-                        send_after in ANSI.sub("", raw.decode("utf-8", "replace")):
-                    os.write(master, send)
-                    sent_at = time.monotonic()
-            elif p.poll() is not None:
-                break
-        else:
-            p.kill()
-            raise AssertionError("timed out: " + ANSI.sub("", raw.decode("utf-8", "replace")))
-        rc = p.wait(10)
-    finally:
-        os.close(master)
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    took = time.monotonic() - sent_at if sent_at is not None else 0.0
-    return rc, ANSI.sub("", raw.decode("utf-8", "replace")), took
+    def type_after(raw: bytes, terminal: int) -> None:
+        if send_after and not sent_at and send_after in plain(raw):
+            os.write(terminal, send)
+            sent_at.append(time.monotonic())
+    run = run_on_pty(argv, cols=cols, rows=rows, timeout=timeout, controlling=True,
+                     on_output=type_after)
+    took = time.monotonic() - sent_at[0] if sent_at else 0.0
+    return run.returncode, ESCAPES.sub("", run.raw.decode("utf-8", "replace")), took
 
 
 def hangtrace(*args: str) -> List[str]:
@@ -182,7 +143,7 @@ def test_refresh_is_throttled_for_100_threads(monkeypatch) -> None:
             clock.sleep(0.05)
     s = view.stats
     assert s.draws == 4 and s.reports == 4, s      # every 0.5 s, not 20 times a second
-    text = ANSI.sub("", buf.getvalue())
+    text = ESCAPES.sub("", buf.getvalue())
     assert "+92" in text                       # 8 threads listed, the rest folded
     # the main thread logs to a file: the process (and the tree) make progress; its 99 other
     # threads spin on poll timeouts and eventfd writes

@@ -6,20 +6,13 @@ runner, by pid) and its chain in it, the verdict and root cause at the end. Robu
 the scenario prints READY only once every thread is in place, nothing depends on timing."""
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
-import re
-import select
-import struct
-import subprocess
 import sys
-import termios
-import time
 from typing import Callable
 
 import pytest
 
+from terminal import run_on_pty
 from scenarios import REPO, Scenario, pid_tid, pid_tids
 from test_attach_verdicts import EBPF_PROBLEM, HAVE_STRACE
 
@@ -60,40 +53,21 @@ BACKENDS = [
     pytest.param("ebpf", marks=pytest.mark.skipif(EBPF_PROBLEM is not None,
                                                   reason=f"ebpf: {EBPF_PROBLEM}")),
 ]
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 COLS, ROWS = 80, 60
 
 
 def on_a_terminal(argv: list[str], cols: int, timeout: float = 240) -> tuple[list[str], int]:
-    """(the lines ``argv`` wrote on a pseudo-terminal of ``cols`` columns from its verdict line
-    on, escape sequences stripped; its exit status)."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 500, cols, 0, 0))
-    env = dict(os.environ, COLUMNS=str(cols), LINES="500")
-    p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=subprocess.DEVNULL, env=env,
-                         cwd=REPO, close_fds=True)
-    os.close(slave)
-    chunks, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if select.select([master], [], [], 1.0)[0]:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-        elif p.poll() is not None:
-            break
-    os.close(master)
-    rc = p.wait(timeout=30)
-    lines = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).split("\n")
+    """(the lines ``argv`` wrote on a pseudo-terminal of ``cols`` columns (tests/terminal.py)
+    from its verdict line on, escape sequences stripped; its exit status)."""
+    run = run_on_pty(argv, cols=cols, rows=500, timeout=timeout, stderr="devnull", cwd=str(REPO),
+                     env={"COLUMNS": str(cols), "LINES": "500"})
+    lines = run.text.split("\n")
     start = max((i for i, line in enumerate(lines) if line.startswith("hangtrace verdict:")),
                 default=0)
     lines = lines[start:]
     while lines and not lines[-1].strip():
         lines.pop()
-    return lines, rc
+    return lines, run.returncode
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

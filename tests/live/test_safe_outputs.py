@@ -67,7 +67,10 @@ def test_the_default_name_never_follows_a_planted_link(worker, tmp_path, victim)
         (tmp_path / f"hangtrace-{worker.pid}-{stamp}.htrace.gz").symlink_to(victim)
     p = hangtrace("attach", str(worker.pid), "-b", "proc", "-d", "0.5", "--json",
                   cwd=str(tmp_path), preexec_fn=lambda: os.umask(0o022))
-    assert p.returncode == 0, p.stderr
+    # the recording ran and saved its trace: a verdict's status, not an error (1) or a usage
+    # error (2); which verdict a 0.5 s window of the worker gets is not this test's matter (on
+    # a machine at load 20 the starved worker's one write in it read as "blocked", status 6)
+    assert p.returncode not in (1, 2), p.stderr
     saved = [ln for ln in p.stderr.splitlines() if "trace saved to " in ln]
     path = tmp_path / saved[0].split("trace saved to ", 1)[1]
     assert path.name.endswith("-2.htrace.gz") and not path.is_symlink()

@@ -469,3 +469,19 @@ def test_start_failure_is_reported_and_cleaned_up() -> None:
     with pytest.raises(scenarios.ScenarioError, match="not READY"):
         scenarios.Scenario("silent", argv, ready_timeout=0.3)
     assert "silent" not in scenarios.leftover_processes()
+
+
+def test_a_root_that_exits_stays_unreaped_until_stop() -> None:
+    """Until stop() the harness never reaps a scenario's root (a zombie once it exits): its pid,
+    the group's id that stop() kills, cannot meanwhile become another test's scenario's."""
+    argv = [sys.executable, "-c", "import os; print('READY', os.getpid(), flush=True)"]
+    sc = scenarios.Scenario("exits", argv, ready_timeout=30, settle=0)
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while sc.alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not sc.alive()
+        assert read_stat(sc.pgid)[2] == "Z"        # exited, not reaped: the pid is still ours
+    finally:
+        sc.stop()
+    assert sc.proc.returncode == 0                  # stop() reaped it

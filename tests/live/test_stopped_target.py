@@ -103,7 +103,11 @@ def test_an_imported_log_of_a_stopped_target_says_so(tmp_path, monkeypatch):
         log = tmp_path / "stopped.log"
         s = subprocess.Popen(["strace", "-f", "-ttt", "-T", "-yy", "-o", str(log),
                               "-p", str(pid)], stderr=subprocess.DEVNULL)
-        time.sleep(1.5)
+        # until strace has logged both threads' stops, however long its attach took
+        deadline = time.monotonic() + 60                   # only bounds a hang
+        while not (log.exists() and log.read_text().count("--- stopped by SIGSTOP ---") >= 2):
+            assert time.monotonic() < deadline and s.poll() is None, log.read_text()
+            time.sleep(0.05)
         s.send_signal(signal.SIGINT)
         s.wait(30)
         _left_as_found(pid)

@@ -104,7 +104,12 @@ def test_attach_record_stop_leaves_target_running(worker):
     assert len(got.events) == n, "events after stop()"
     assert streamed > 0, "events should stream while recording, not only at stop"
     writes = [e for e in got.of(ev.WriteCall) if e.tid == worker.pid and e.fd == 1]
-    assert len(writes) >= 10 and all(w.nbytes > 0 and w.fd_kind == "pipe" for w in writes)
+    # a write the stop caught inside the call (strace's "<unfinished ...>": likelier the busier
+    # the machine) has no result yet: the finished ones carry their bytes
+    done = [w for w in writes if not w.ongoing]
+    assert len(done) >= 10 and len(writes) - len(done) <= 1, writes
+    assert all(w.nbytes > 0 for w in done) and all(w.fd_kind == "pipe" for w in writes), \
+        [w for w in writes if w.nbytes <= 0 or w.fd_kind != "pipe"]
     assert all(w.pid == worker.pid for w in writes)
     # the thread parked on the lock: a futex wait still in progress when we stopped
     stuck = [e for e in got.of(ev.FutexCall) if e.tid != worker.pid and e.ongoing]
@@ -138,16 +143,27 @@ def test_target_exit_ends_backend_cleanly():
     assert p.wait(timeout=5) == 7
 
 
+def _traced(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as f:
+        return next(line for line in f if line.startswith("TracerPid:")).split()[1] != "0"
+
+
 def test_fork_child_added_to_targets():
-    code = ("import os, time\ntime.sleep(0.4)\npid = os.fork()\n"
+    # it forks once strace has attached (a line on its stdin), however long that took
+    code = ("import os, sys\nsys.stdin.readline()\npid = os.fork()\n"
             "if pid == 0:\n    os.execvp('sleep', ['sleep', '0.2'])\nos.waitpid(pid, 0)\n")
-    p = subprocess.Popen([sys.executable, "-c", code])
-    time.sleep(0.2)
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
     got = Collector()
     targets = TargetSet([p.pid])
     b = StraceBackend()
     b.start(targets, got)
-    p.wait(timeout=10)
+    deadline = time.monotonic() + 60           # only bounds a hang
+    while not _traced(p.pid):
+        assert time.monotonic() < deadline, "strace never attached"
+        time.sleep(0.02)
+    p.stdin.write(b"\n")
+    p.stdin.close()
+    p.wait(timeout=60)
     deadline = time.time() + 5
     while b.running and time.time() < deadline:
         time.sleep(0.05)

@@ -7,14 +7,10 @@ visible (``\\x1b]52;...``), never its raw bytes; hangtrace's own colour codes ar
 """
 from __future__ import annotations
 
-import fcntl
 import os
-import select
 import signal
-import struct
 import subprocess
 import sys
-import termios
 import textwrap
 import threading
 import time
@@ -23,6 +19,7 @@ from typing import Callable, Iterator, List, Optional, Tuple
 
 import pytest
 
+from terminal import run_on_pty
 from tracer.record.backends.ebpf.backend import EbpfBackend
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -91,47 +88,17 @@ def hostile(tmp_path: Path) -> Iterator[Callable[[float], Tuple[int, Path]]]:
 
 def run_in_pty(argv: List[str], *, timeout: float = 60.0,
                when: Optional[Tuple[bytes, Callable[[], None]]] = None) -> Tuple[int, bytes]:
-    """Run ``argv`` with a pty as its controlling terminal; once ``when[0]`` appears in its
-    output, call ``when[1]``. Returns (exit status, the raw bytes it wrote)."""
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    """Run ``argv`` with a 200x50 pty as its controlling terminal (tests/terminal.py); once
+    ``when[0]`` appears in its output, call ``when[1]``. Returns (exit status, the raw bytes it
+    wrote)."""
+    pending = [when] if when is not None else []
 
-    def become_terminal_owner() -> None:
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
-    env["TERM"] = "xterm-256color"
-    p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=REPO,
-                         preexec_fn=become_terminal_owner, close_fds=True)
-    os.close(slave)
-    raw = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([master], [], [], 0.1)
-            if r:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:          # EIO: the other side is closed
-                    break
-                if not chunk:
-                    break
-                raw += chunk
-                if when is not None and when[0] in raw:
-                    when[1]()
-                    when = None
-            elif p.poll() is not None:
-                break
-        else:
-            raise AssertionError(f"timed out: {raw[-3000:]!r}")
-        rc = p.wait(10)
-    finally:
-        os.close(master)
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    return rc, raw
+    def watch_for(raw: bytes, _terminal: int) -> None:
+        if pending and pending[0][0] in raw:
+            pending.pop()[1]()
+    run = run_on_pty(argv, cols=200, rows=50, timeout=timeout, cwd=str(REPO), controlling=True,
+                     on_output=watch_for)
+    return run.returncode, run.raw
 
 
 def hangtrace(*args: str) -> List[str]:

@@ -79,3 +79,20 @@ def test_a_sync_that_never_returns_is_captured(scenario, tmp_path):
     _uprobes_or_skip()
     sc = scenario("serving_tree", "--shape", "warmup-hang", ready_timeout=60)
     watch_once(sc.pid, tmp_path, "ebpf", "2")
+
+
+def test_a_step_longer_than_a_look_is_still_seen_completing(scenario):
+    """A slow step (rank 1's kernels 300 ms each: a completion every 1.2-3 s, longer than the
+    rule's RECENT_S and than LOOK_S; what a busy machine makes of a shorter step): every look
+    of the driver-motion probe sees its GPU work complete, as the watch must before it records.
+    With a look of LOOK_S alone, the last completion was older than RECENT_S at its end in
+    about one look of two (all four looks passed in about one run of 16)."""
+    _uprobes_or_skip()
+    from tracer.analysis.watch_rules import driver_signals
+    from tracer.record.probes.driver_motion import driver_motion_probe
+    from scenarios import process_tree
+    sc = scenario("nccl_ranks", "--shape", "slow", "--kernel-ms", "300", ready_timeout=60)
+    pids = process_tree(sc.pid)
+    for look in range(4):
+        calls, why = driver_motion_probe(pids)
+        assert driver_signals(calls), (look, why, calls)

@@ -3,6 +3,7 @@ the file's position (fdinfo) is read and its advance is output (issue 20 item 6)
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +29,9 @@ def test_written_positions_of_a_real_process(tmp_path) -> None:
             "for i in range(3000):\n"
             "    sys.stdout.write(f'{i}\\n'); time.sleep(0.01)\n")
     pid = _orphan(code, log, stdin)
+    # killed through a pidfd: by the time the test ends it may have exited and been reaped by
+    # init, and its pid taken by another test's process
+    pidfd = os.pidfd_open(pid)
     try:
         deadline = time.monotonic() + 30
         first = None
@@ -53,6 +57,7 @@ def test_written_positions_of_a_real_process(tmp_path) -> None:
         sampler.close()
     finally:
         try:
-            os.kill(pid, 9)
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        os.close(pidfd)

@@ -4,23 +4,19 @@ the trace reader, the strace log reader and the sharded importer's workers that 
 bar itself in a pseudo-terminal (shown) and on a pipe (nothing)."""
 from __future__ import annotations
 
-import fcntl
 import gzip
 import importlib.util
 import io
 import os
-import pty
 import re
-import select
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from terminal import run_on_pty
 from tracer.render.progress import LATER_PASS_COST, FileProgress, PassCounter, eta_text
 from tracer.strace.importer import import_strace
 from tracer.tracefile.format import TraceReader
@@ -193,37 +189,13 @@ def big_log(tmp_path_factory) -> Path:
 
 
 def run_in_pty(args, cwd=None):
-    """Run hangtrace with stderr on a pseudo-terminal (120 columns), stdout on a pipe."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    """Run hangtrace with stderr on a pseudo-terminal (120 columns, tests/terminal.py), stdout
+    on a pipe: (exit status, stdout, stderr)."""
     # No delay before the bar: it is drawn at the work's first callback whatever the speed of
     # the machine (the delay itself is tested above with a controllable clock).
-    p = subprocess.Popen(HANGTRACE + list(args), stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=slave, cwd=cwd,
-                         env={**os.environ, "TERM": "xterm-256color",
-                              "HANGTRACE_PROGRESS_DELAY": "0"})
-    os.close(slave)
-    err = b""
-    out_chunks = []
-    open_fds = [master, p.stdout.fileno()]
-    while open_fds:
-        r, _, _ = select.select(open_fds, [], [], 1.0)
-        for fd in r:
-            try:
-                data = os.read(fd, 65536)
-            except OSError:       # EIO on the terminal: the child closed it
-                data = b""
-            if not data:
-                open_fds.remove(fd)
-            elif fd == master:
-                err += data
-            else:
-                out_chunks.append(data)
-        if not r and p.poll() is not None:
-            break
-    p.wait(timeout=60)
-    os.close(master)
-    return p.returncode, b"".join(out_chunks).decode(), err.decode("utf-8", "replace")
+    run = run_on_pty(HANGTRACE + list(args), cols=120, rows=40, timeout=600, stdout="pipe",
+                     cwd=cwd, env={"HANGTRACE_PROGRESS_DELAY": "0"})
+    return run.returncode, run.stdout.decode(), run.raw.decode("utf-8", "replace")
 
 
 def _bar_frames(err: str, label: str, unit: str = "MiB") -> list:

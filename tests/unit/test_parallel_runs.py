@@ -63,6 +63,37 @@ def test_scopes(nodeid: str, scope: str) -> None:
     assert parallel.scope_of(nodeid) == scope
 
 
+def test_units_are_handed_out_serial_groups_then_live_then_modules() -> None:
+    """A live module with shared fixtures is long (its tests one after another): it starts
+    before the single live tests, never at the end among the short unit modules; the long
+    unit modules come right after the live tests (never beside them from the start: they
+    would add to the live tests' load), before the short ones."""
+    scopes = ["tests/unit/test_a.py", "tests/live/test_x.py::test_y", "serial:netns",
+              "tests/live/test_evidence_gathered.py", "tests/replay/test_b.py",
+              "tests/unit/test_export.py"]
+    assert sorted(scopes, key=parallel._rank) == [
+        "serial:netns", "tests/live/test_evidence_gathered.py", "tests/live/test_x.py::test_y",
+        "tests/unit/test_export.py", "tests/unit/test_a.py", "tests/replay/test_b.py"]
+    on_disk = {p.stem for p in (ROOT / "tests").glob("*/test_*.py")}
+    assert parallel.LONG_MODULES <= on_disk
+    # minutes of CPU, nothing shared: they never hold an exclusive test (and the run) back
+    assert not parallel.takes_run_lock("tests/unit/test_export.py::test_large_trace_exports_in_"
+                                       "bounded_memory")
+    assert parallel.takes_run_lock("tests/unit/test_cli.py::test_x")
+    assert parallel.takes_run_lock("tests/live/test_truth_live.py::test_x[a-proc]")
+
+
+def test_the_heavy_live_tests_run_alone() -> None:
+    for nodeid in ("tests/live/test_report_screen_live.py::test_the_tree_s_report_fits_one_80"
+                   "_column_screen[proc]",
+                   "tests/live/test_deciding_stacks.py::test_x[ebpf]",
+                   "tests/live/test_ebpf_backend.py::test_counts_of_a_flood_match_the_truth_"
+                   "when_the_target_exits_first[bcc]"):
+        assert parallel.is_exclusive(nodeid), nodeid
+    assert not parallel.is_exclusive("tests/live/test_ebpf_backend.py::test_ebpf_gives_the_"
+                                     "right_verdict[bcc-spin]")
+
+
 def test_exclusive() -> None:
     assert parallel.is_exclusive("tests/live/test_storms.py::test_x[fork-storm-ebpf]")
     assert not parallel.is_exclusive("tests/live/test_safety.py::test_x")

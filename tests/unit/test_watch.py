@@ -316,3 +316,24 @@ def test_a_silent_tree_whose_gpu_work_completes_is_not_captured(tmp_path):
                                 syncs=1, in_sync_since=T0 + 0.01)], ""
     code, w, rec, lines = run(timeline([0, LOG] + [0] * 12), tmp_path, driver_sampler=stalled)
     assert len(rec.calls) == 1
+
+
+def test_a_signal_during_the_looks_before_a_capture_stops_the_watch(tmp_path):
+    """SIGTERM or Ctrl-C while the driver look counts (up to LOOK_MAX_S): the watch ends there,
+    with no capture begun (a capture after it would be cut at once, a partial trace left)."""
+    watcher: list = []
+
+    def interrupted(pids):
+        watcher[0]._stop.set()          # what the signal handler does
+        return [], ""
+
+    rec = FakeRecorder()
+    lines: List[str] = []
+    w = Watcher(ScriptedSampler(timeline([0, LOG] + [0] * 12)),
+                WatchOptions(silent_for=3.0, duration=2, output_dir=str(tmp_path),
+                             max_captures=1, interval=0.001, verbose=True),
+                say=lines.append, recorder=rec, stack_sampler=still_stacks,
+                driver_sampler=interrupted)
+    watcher.append(w)
+    assert w.run() == 0
+    assert rec.calls == [] and lines[-1] == "watch stopped" and list(tmp_path.iterdir()) == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -187,6 +188,9 @@ class Watcher:
                 continue
             moving = self.stack_motion(sorted(cur.processes)) \
                 or self.driver_motion(sorted(cur.processes))
+            if self._stop.is_set():         # a signal during the looks: no capture begins
+                self.say("watch stopped")
+                return 0
             if moving:          # silent, but its code moves or its GPU work completes
                 if opts.verbose:
                     self.say(f"silent, but not stuck: {moving[0].text}")
@@ -218,7 +222,7 @@ class Watcher:
         uprobes counting for a moment; none where no process maps libcuda or they cannot load."""
         if self.driver_sampler is None:
             from .probes.driver_motion import driver_motion_probe
-            self.driver_sampler = driver_motion_probe
+            self.driver_sampler = functools.partial(driver_motion_probe, stop=self._stop)
         try:
             calls, _why = self.driver_sampler(pids)
             return driver_signals(calls)

@@ -295,6 +295,19 @@ class CudaUprobeBackend(Backend):
         self._closing = threading.Thread(target=close, name="hangtrace-uprobe-detach")
         self._closing.start()
 
+    def latest_completion(self) -> Optional[float]:
+        """When a traced thread's GPU work last completed (a sync returned, a query answered
+        ready, a graph capture ended), from the counts so far; None before any or unloaded."""
+        with self._lock:
+            if self._prog is None:
+                return None
+            latest = 0
+            for _key, vraw in self._prog.map("counts").items():
+                c = CuCount.from_buffer_copy(vraw)
+                latest = max(latest, int(c.last_sync_done_ns), int(c.last_ready_ns),
+                             int(c.last_end_ns))
+        return self._epoch(latest)
+
     @property
     def loaded(self) -> bool:
         """Whether ``start`` loaded the program (a traced process maps libcuda)."""
