@@ -201,6 +201,11 @@ class StraceBackend(Backend):
         self._err_reader.start()      # first: the reader joins it when strace exits
         self._reader.start()
 
+    def helpers(self) -> List[int]:
+        """strace's pid while it runs (base.py)."""
+        proc = self._proc
+        return [proc.pid] if proc is not None and proc.poll() is None else []
+
     def stop(self) -> None:
         """Make strace detach, join the reader, emit the final events; idempotent. On
         SIGINT/SIGTERM strace detaches every tracee (PTRACE_DETACH resumes them) and exits; a

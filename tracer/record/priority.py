@@ -1,0 +1,91 @@
+"""hangtrace's own CPU priority for the end of a recording: on a busy machine its end (stacks,
+the last reads of /proc, the analysis) waits for a CPU far longer than it computes.
+
+Contract:
+- ``raise_own(nice)`` sets every thread of this process (``/proc/self/task``: its own threads,
+  never another process's) to ``nice`` and returns a ``Raised`` that remembers what it
+  changed; a process started under ``nice`` (its main thread above 0) is left as it is: who
+  started it asked for less. ``helpers``: pids of its own child processes (strace) raised
+  too; a pid whose parent is not this process is never touched. Threads and child processes (py-spy) started
+  later by a raised thread inherit its value. Lowering a nice value needs CAP_SYS_NICE (root)
+  or an RLIMIT_NICE that allows it: without, nothing changes (``Raised.why`` says why).
+- ``Raised.restore()`` puts each changed thread that still runs back to its old value.
+- ``end_nice()`` is the value to use: ``$HANGTRACE_END_NICE`` (-20..19; 0 or a value not
+  below the current one: leave it alone), else ``END_NICE``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Sequence
+
+__all__ = ["raise_own", "Raised", "end_nice", "END_NICE", "ENV"]
+
+END_NICE = -10          # CFS weight 9548 against 1024 at nice 0: most of a CPU beside 8 spinners
+ENV = "HANGTRACE_END_NICE"
+
+
+def end_nice() -> int:
+    """The nice value the end runs at (module doc); 0 when the environment says to leave it."""
+    raw = os.environ.get(ENV, "").strip()
+    if not raw:
+        return END_NICE
+    try:
+        return max(-20, min(19, int(raw)))
+    except ValueError:
+        return END_NICE
+
+
+@dataclass
+class Raised:
+    """What ``raise_own`` changed: tid -> its nice value before; ``why`` when it could not."""
+    before: Dict[int, int] = field(default_factory=dict)
+    why: str = ""
+
+    def restore(self) -> None:
+        for tid, nice in self.before.items():
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, nice)
+            except OSError:
+                pass            # it ended, or the right to raise it back went
+        self.before = {}
+
+
+def _own_tids() -> List[int]:
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [os.getpid()]
+
+
+def _own_child(pid: int) -> bool:
+    from ..linux import procfs
+    st = procfs.read_stat(pid)
+    return st is not None and st.ppid == os.getpid()
+
+
+def raise_own(nice: int, helpers: Sequence[int] = ()) -> Raised:
+    """This process's threads and its ``helpers`` to ``nice`` where they run below it
+    (module doc)."""
+    out = Raised()
+    if nice >= 0:
+        return out
+    try:
+        if os.getpriority(os.PRIO_PROCESS, os.getpid()) > 0:
+            out.why = "started under nice: left as it is"
+            return out
+    except OSError:
+        return out
+    for tid in _own_tids() + [p for p in helpers if _own_child(p)]:
+        try:
+            now = os.getpriority(os.PRIO_PROCESS, tid)
+            if now <= nice:
+                continue
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+            out.before[tid] = now
+        except PermissionError:
+            out.why = f"nice {nice} not allowed (CAP_SYS_NICE or RLIMIT_NICE)"
+            break
+        except OSError:
+            continue            # a thread that ended meanwhile
+    return out
