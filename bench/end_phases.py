@@ -105,12 +105,25 @@ def main() -> None:
     p.add_argument("--backend", default="ebpf")
     p.add_argument("--load", type=int, default=0)
     p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--profile", type=int, default=0, help="print the N costliest functions of "
+                   "the main thread from the window's end to the report (cProfile)")
     a = p.parse_args()
     from report_time import SPIN, start_tree
     tree, launcher, _ = start_tree()
     spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(a.load)]
     time.sleep(2.0 if a.load else 0.0)
     instrument()
+    prof = None
+    if a.profile:
+        import cProfile
+        from tracer.record import session as S
+        prof = cProfile.Profile()
+        real_close = S.Session.close
+
+        def close(self):  # type: ignore[no-untyped-def]
+            prof.enable()
+            return real_close(self)
+        S.Session.close = close
     out = os.path.join(tempfile.mkdtemp(), "phases.htrace.gz")
     sys.argv = ["hangtrace", "attach", str(launcher), "-d", f"{a.duration:g}", "-b", a.backend,
                 "-o", out]
@@ -126,10 +139,15 @@ def main() -> None:
         sys.stdout.close()
         sys.stdout = stdout
         done = time.monotonic()
+        if prof is not None:
+            prof.disable()
         for s in spinners:
             s.kill()
         os.killpg(tree.pid, signal.SIGKILL)
     end = WINDOW_END[0]
+    if prof is not None:
+        import pstats
+        st = pstats.Stats(prof); st.sort_stats("tottime").print_stats(a.profile); st.print_callers("read_checked")
     print(f"backend {a.backend}, load {a.load} more (1-min load before {load:.1f}); "
           f"report done {done - end:.2f} s after the window's end")
     print(f"{'start':>6} {'end':>6} {'wall':>5} {'cpu':>5} {'tcpu':>5}  thread / phase")
