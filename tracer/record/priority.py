@@ -2,16 +2,13 @@
 the last reads of /proc, the analysis) waits for a CPU far longer than it computes.
 
 Contract:
-- ``raise_own(nice)`` sets every thread of this process (``/proc/self/task``: its own threads,
-  never another process's) to ``nice`` and returns a ``Raised`` that remembers what it
-  changed; a process started under ``nice`` (its main thread above 0) is left as it is: who
-  started it asked for less. ``helpers``: pids of its own child processes (strace) raised
-  too; a pid whose parent is not this process is never touched. Threads and child processes (py-spy) started
-  later by a raised thread inherit its value. Lowering a nice value needs CAP_SYS_NICE (root)
-  or an RLIMIT_NICE that allows it: without, nothing changes (``Raised.why`` says why).
-- ``Raised.restore()`` puts each changed thread that still runs back to its old value.
-- ``end_nice()`` is the value to use: ``$HANGTRACE_END_NICE`` (-20..19; 0 or a value not
-  below the current one: leave it alone), else ``END_NICE``.
+- ``raise_own(nice, helpers)`` sets this process's threads (``/proc/self/task``) and
+  ``helpers`` (pids whose parent is this process: strace; any other pid is never touched) to
+  ``nice``; threads and children they start later inherit it (py-spy). A hangtrace started
+  under ``nice`` (its main thread above 0) is left as it is. Without CAP_SYS_NICE (root)
+  nothing changes (``Raised.why``).
+- ``Raised.restore()`` puts back each changed thread that still runs.
+- ``end_nice()``: ``$HANGTRACE_END_NICE`` (-20..19; 0 or more: leave it), else ``END_NICE``.
 """
 from __future__ import annotations
 

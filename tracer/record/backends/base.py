@@ -6,8 +6,7 @@ Contract (each method's docstring says the rest):
   ``TargetSet``, walked once per recording) and returns quickly; ``emit(event)`` takes
   events/__init__.py objects only, from any thread. Backends never classify.
 - ``stop()`` is idempotent and returns only when the backend has detached; no event after it.
-  ``window_ends_at(t)`` (optional) says when the window ends, for what a backend reads once;
-  ``helpers()`` the pids of the helper processes it started (strace), none by default.
+  ``window_ends_at(t)`` (optional): when the window ends; ``helpers()``: its helper pids.
 - ``errors``: one-line messages about trouble during recording (a target that vanished, a tool
   that died), for the report; ``notes``: one-line facts about how it recorded (which loader,
   how long attaching took), for the report's notes.
