@@ -9,14 +9,16 @@ Contract:
   nothing changes (``Raised.why``).
 - ``Raised.restore()`` puts back each changed thread that still runs.
 - ``end_nice()``: ``$HANGTRACE_END_NICE`` (-20..19; 0 or more: leave it), else ``END_NICE``.
+- ``EndPriority``: one recording's, raised once from any thread (``raise_once``), restored.
 """
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
-__all__ = ["raise_own", "Raised", "end_nice", "END_NICE", "ENV"]
+__all__ = ["raise_own", "Raised", "EndPriority", "end_nice", "END_NICE", "ENV"]
 
 END_NICE = -10          # CFS weight 9548 against 1024 at nice 0: most of a CPU beside 8 spinners
 ENV = "HANGTRACE_END_NICE"
@@ -86,3 +88,22 @@ def raise_own(nice: int, helpers: Sequence[int] = ()) -> Raised:
         except OSError:
             continue            # a thread that ended meanwhile
     return out
+
+
+class EndPriority:
+    """One recording's end priority (session.py): ``raise_once(helpers)`` the first time it is
+    called, from whichever thread begins the end; ``restore()`` puts it back."""
+
+    def __init__(self) -> None:
+        self.raised: Optional[Raised] = None
+        self._lock = threading.Lock()
+
+    def raise_once(self, helpers: Sequence[int] = ()) -> None:
+        with self._lock:
+            if self.raised is None:
+                self.raised = raise_own(end_nice(), helpers)
+
+    def restore(self) -> None:
+        with self._lock:
+            if self.raised is not None:
+                self.raised.restore()

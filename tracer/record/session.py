@@ -17,7 +17,6 @@ import contextlib
 import os
 import queue
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
@@ -31,7 +30,7 @@ from .backend_choice import choose_backends
 from .ending import Ending, lead_for
 from .inbox import Inbox
 from .own_cpu import cpu_note, own_cpu
-from .priority import Raised, end_nice, raise_own
+from .priority import EndPriority
 from .probe_run import START_PROBES_S, run_probes
 from .stopflag import StopFlag
 from ..tracefile.format import TraceWriter, create_output, make_header
@@ -211,19 +210,19 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
         finally:
             session.close()
     except OSError:             # the trace could not be written (a full disk)
-        session.restore_priority()
+        session.priority.restore()
         with contextlib.suppress(OSError):
             session.raw.close()     # what is still buffered is lost
         drop_unreadable(session.output)
         raise
     except BaseException:
-        session.restore_priority()
+        session.priority.restore()
         raise
     try:
         return session.recorded()
     finally:
         if not keep_priority:
-            session.restore_priority()
+            session.priority.restore()
 
 
 class Session:
@@ -271,23 +270,14 @@ class Session:
         self.cpu: List[float] = []
         self.start = self.end = 0.0
         self.began = 0.0                  # time.monotonic() at the window's start
-        self.raised: Optional[Raised] = None   # the end's priority (priority.py), once set
-        self._raising = threading.Lock()
+        self.priority = EndPriority()     # the end's (priority.py): end_priority
 
     def end_priority(self) -> None:
         """The end's part begins (the window's last part, the early part or the stop): this
         process's threads, and the helpers they start, to ``end_nice()`` (priority.py), once.
         On a busy machine the end waits for a CPU far longer than it computes; the target's
-        threads are never touched. ``restore_priority`` puts them back."""
-        with self._raising:
-            if self.raised is None:
-                self.raised = raise_own(end_nice(),
-                                        [p for b in self.started for p in b.helpers()])
-
-    def restore_priority(self) -> None:
-        with self._raising:
-            if self.raised is not None:
-                self.raised.restore()
+        threads are never touched. ``priority.restore()`` puts them back."""
+        self.priority.raise_once([p for b in self.started for p in b.helpers()])
 
     def take(self, e: ev.Event) -> None:
         """One event into the trace and the analyzer, or into ``pending`` before they are."""
