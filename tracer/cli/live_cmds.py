@@ -96,10 +96,10 @@ def record_with_view(roots: List[int], backends: list, duration: float, out: str
                 return record(roots, backends, duration=duration, output=out,
                               on_tick=view.on_tick, end_probes=probes,
                               on_attach=lambda: view.say(f"hangtrace: {announce}"),
-                              start_probes=starts)
+                              start_probes=starts, keep_priority=True)
         return record(roots, backends, duration=duration, output=out, end_probes=probes,
                       on_attach=lambda: tell(announce),
-                      start_probes=starts)
+                      start_probes=starts, keep_priority=True)
     except OSError as exc:      # the trace could not be written on (disk full, ...)
         raise OutputError(f"recording failed: {exc.strerror or exc} "
                           f"({getattr(exc, 'filename', '') or out})") from None

@@ -119,11 +119,13 @@ class Ending:
 
     def start_window(self, alive: Callable[[], List[int]], window_end: float,
                      interrupted: Interrupted = lambda: False,
-                     lead_s: Optional[float] = None) -> None:
+                     lead_s: Optional[float] = None,
+                     at_begin: Callable[[], None] = lambda: None) -> None:
         """Start the window thread (module doc): ``alive()`` gives the live targets when it
         begins, ``window_end`` is time.monotonic() at the window's end; ``lead_s`` by default
-        ``window_lead`` of the window left. Nothing for a tree the survey reads (``lead_s``:
-        its early part reads the same, in the window) or without such probes."""
+        ``window_lead`` of the window left; ``at_begin()`` runs in it first (the end's
+        priority: session.py). Nothing for a tree the survey reads (``lead_s``: its early part
+        reads the same, in the window) or without such probes."""
         self.window_end = window_end
         mine = [p for p in self.probes if in_window(p) and not after_stop(p)]
         if self.lead_s > 0 or not mine:
@@ -150,6 +152,7 @@ class Ending:
             is the Python stacks' time too)."""
             part.wake.wait(max(0.0, window_end - lead - time.monotonic()))
             try:
+                at_begin()
                 pids.extend(alive())
             finally:
                 for k in range(len(mine)):

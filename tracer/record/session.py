@@ -31,6 +31,7 @@ from .backend_choice import choose_backends
 from .ending import Ending, lead_for
 from .inbox import Inbox
 from .own_cpu import cpu_note, own_cpu
+from .priority import EndPriority
 from .probe_run import START_PROBES_S, run_probes
 from .stopflag import StopFlag
 from ..tracefile.format import TraceWriter, create_output, make_header
@@ -174,7 +175,8 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
            on_tick: Optional[Callable[[float, Analyzer], None]] = None,
            end_probes: Sequence[EndProbe] = (),
            start_probes: Sequence[EndProbe] = (),
-           on_attach: Optional[Callable[[], None]] = None) -> Recorded:
+           on_attach: Optional[Callable[[], None]] = None,
+           keep_priority: bool = False) -> Recorded:
     """The live mode: a ``Session`` set up, attached, looped and closed, whatever ends it.
     ``attach``: the output is created before it, so an unwritable path fails without touching the
     target. ``loop``: events off the bounded inbox (record/inbox.py), written to the trace (flushed
@@ -189,7 +191,11 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
     ``on_tick(elapsed_s, analyzer)`` runs about 4 times a second in this thread (a live view asks
     the analyzer for a provisional report there); ``on_attach()`` runs once the targets and the
     output are known good, just before the backends attach. ``start_probes`` run once before the
-    backends start (their analyzer argument is None)."""
+    backends start (their analyzer argument is None).
+
+    The end's part runs at a higher CPU priority (``Session.end_priority``), put back once the
+    report is built, or never with ``keep_priority`` (a command that prints the report and
+    exits: its printing is the end's too)."""
     session = Session(roots, backends, duration=duration, output=output,
                       start_probes=start_probes, end_probes=end_probes)
     if on_attach is not None:
@@ -207,11 +213,19 @@ def record(roots: List[int], backends: List[Backend], *, duration: float, output
         finally:
             session.close()
     except OSError:             # the trace could not be written (a full disk)
+        session.priority.restore()
         with contextlib.suppress(OSError):
             session.raw.close()     # what is still buffered is lost
         drop_unreadable(session.output)
         raise
-    return session.recorded()
+    except BaseException:
+        session.priority.restore()
+        raise
+    try:
+        return session.recorded()
+    finally:
+        if not keep_priority:
+            session.priority.restore()
 
 
 class Session:
@@ -259,6 +273,14 @@ class Session:
         self.cpu: List[float] = []
         self.start = self.end = 0.0
         self.began = 0.0                  # time.monotonic() at the window's start
+        self.priority = EndPriority()     # the end's (priority.py): end_priority
+
+    def end_priority(self) -> None:
+        """The end's part begins (the window's last part, the early part or the stop): this
+        process's threads, and the helpers they start, to ``end_nice()`` (priority.py), once.
+        On a busy machine the end waits for a CPU far longer than it computes; the target's
+        threads are never touched. ``priority.restore()`` puts them back."""
+        self.priority.raise_once([p for b in self.started for p in b.helpers()])
 
     def take(self, e: ev.Event) -> None:
         """One event into the trace and the analyzer, or into ``pending`` before they are."""
@@ -284,7 +306,8 @@ class Session:
         # started before the trace opens (its analysis's imports: seconds on a busy machine)
         self.stop.window_opened()
         self.ending.start_window(self._alive, self.began + self.duration,
-                                 interrupted=self.stop.cut)
+                                 interrupted=self.stop.cut,
+                                 at_begin=self.end_priority)
         for b in self.started:
             b.window_ends_at(self.began + self.duration)
         self.cpu.append(own_cpu())
@@ -359,6 +382,7 @@ class Session:
         """One of the end's parts that run in the window (record/ending.py), after what is
         queued: the survey, which says when the early part runs (returned), then that. A
         first signal ends the window and leaves the end ``STOP_GRACE_S``; a second cuts it."""
+        self.end_priority()
         self.inbox.drain(self.take, interrupted=self.stop.cut)
         assert self.analyzer is not None
         args = (self._alive(), self.analyzer, self.take, self.stop.cut)
@@ -383,6 +407,7 @@ class Session:
         left = 0                          # events still queued after the last drain
         try:
             self.stop.window_closed()     # a signal from now on cuts the end at once
+            self.end_priority()
             self.ending.window_over()     # (an error ended it: the window thread begins now)
             self.errors = self.start_errors + _stop_all(self.started)
             left = self.inbox.drain(self.take, interrupted=self.stop.cut)

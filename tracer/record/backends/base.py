@@ -6,7 +6,7 @@ Contract (each method's docstring says the rest):
   ``TargetSet``, walked once per recording) and returns quickly; ``emit(event)`` takes
   events/__init__.py objects only, from any thread. Backends never classify.
 - ``stop()`` is idempotent and returns only when the backend has detached; no event after it.
-  ``window_ends_at(t)`` (optional) says when the window ends, for what a backend reads once.
+  ``window_ends_at(t)`` (optional): when the window ends; ``helpers()``: its helper pids.
 - ``errors``: one-line messages about trouble during recording (a target that vanished, a tool
   that died), for the report; ``notes``: one-line facts about how it recorded (which loader,
   how long attaching took), for the report's notes.
@@ -46,6 +46,10 @@ class Backend:
 
     def window_ends_at(self, at: float) -> None:
         """The window ends at ``at`` (time.monotonic(); module doc); nothing by default."""
+
+    def helpers(self) -> List[int]:
+        """The pids of helper processes this backend started and still runs (module doc)."""
+        return []
 
     def stop(self) -> None:
         """Idempotent, safe from a signal handler's aftermath and from ``finally`` blocks; returns

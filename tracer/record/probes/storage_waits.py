@@ -59,17 +59,24 @@ def _server_state(pid: int) -> str:
 
 def _thread_waits(pid: int) -> List[Tuple[int, str, str, int]]:
     """(tid, state, call, fd) of the threads of ``pid`` asleep in a call on an fd; fd
-    ``PAGE_FAULT_FD`` for one in D state outside any call (a page fault)."""
+    ``PAGE_FAULT_FD`` for one in D state outside any call (a page fault). The call first
+    (/proc/TID/syscall), the state only of a thread in an fd call or outside any: the
+    hundreds of threads parked in futex waits cost one read each, at the end."""
     out = []
     for tid in procfs.list_tids(pid) or [pid]:
-        s = procfs.read_thread_sample(pid, tid)
-        if s is None or s.state not in ("D", "S"):
+        base = f"/proc/{pid}/task/{tid}"
+        sysc = (procfs.read_bytes(base + "/syscall") or b"").decode("ascii", "replace").strip()
+        got = blocked_fd_call(sysc)
+        if got is None and not sysc.startswith("-1"):
             continue
-        got = blocked_fd_call(s.syscall or "")
+        data = procfs.read_bytes(base + "/stat")
+        st = None if data is None else procfs.parse_stat(data)
+        if st is None or st.state not in ("D", "S"):
+            continue
         if got is not None:
-            out.append((tid, s.state, got[0], got[1]))
-        elif s.state == "D" and (s.syscall or "").startswith("-1"):
-            out.append((tid, s.state, "page fault", PAGE_FAULT_FD))
+            out.append((tid, st.state, got[0], got[1]))
+        elif st.state == "D":
+            out.append((tid, st.state, "page fault", PAGE_FAULT_FD))
     return out
 
 
