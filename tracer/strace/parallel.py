@@ -33,6 +33,7 @@ from .convert import StraceConverter
 from .lines import INTERRUPTED
 from .fdtable import FD_CALLS
 from .log import LogFile
+from .procs import REAP_CALLS
 from .scan import Membership
 
 __all__ = ["Plan", "ShardedResult", "plan_shards", "convert_sharded", "classify",
@@ -49,7 +50,7 @@ _HEAD = re.compile(r"(?:\[pid +([0-9]+)\]|([0-9]+) )? *(?:[0-9][^ ]* +)?(<\.\.\.
 # Syscalls that change state shared between threads, and the name tokens of such lines
 # (markers and strace's own messages too: "+++ exited", "strace: Process N attached").
 _GLOBAL_NAMES = frozenset({"clone", "clone3", "fork", "vfork", "execve", "execveat",
-                           "exit_group", "epoll_ctl", "prctl"}) | FD_CALLS
+                           "exit_group", "epoll_ctl", "prctl"}) | FD_CALLS | REAP_CALLS
 _GLOBAL_TOKENS = _GLOBAL_NAMES | {"+++", "strace:", "Process", "["}
 _RESUMED_GLOBAL = tuple(name + " " for name in sorted(_GLOBAL_NAMES))   # "<... NAME resumed>"
 # The end of an entry half that leaves a call pending: "<unfinished ...>" / "<detached ...>"
