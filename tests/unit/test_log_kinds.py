@@ -129,3 +129,100 @@ def test_the_thread_that_faulted_in_malloc_is_the_root_cause_not_its_joiner(tmp_
     assert (r.root_cause.get("pid"), r.root_cause.get("tid")) == (1932, 5423)
     assert "pthread_join of thread 5423" in r.root_cause["summary"]
     assert "inside malloc" in r.root_cause["summary"]
+
+
+# ---------------------------------------------------------------- item 7: a device call
+def _report(tmp_path, lines: List[str]):
+    from tracer.load.trace import analyze_trace
+    from tracer.strace.importer import import_strace
+    log = tmp_path / "x.log"
+    log.write_text("\n".join(lines) + "\n")
+    import_strace(str(log), str(tmp_path / "t.htrace"))
+    return analyze_trace(str(tmp_path / "t.htrace"))
+
+
+def _thread(report, tid):
+    return next(t for p in report.processes for t in p.threads if t.tid == tid)
+
+
+UVM = "9</dev/nvidia-uvm<char 238:0>>"
+POLL = ("465   {ts} poll([{{fd=16<anon_inode:[eventfd]>, events=POLLIN}}], 1, 100) = 0 (Timeout) "
+        "<0.100200>")
+
+
+def _uvm_hang(polls: int) -> List[str]:
+    """h200_uvm_never_returns_f_ttt_T_yy's shape: the main thread's start-up writes a thread's
+    name through /proc, then a UVM ioctl never returns while 465 polls with 100 ms timeouts."""
+    lines = [
+        f"444   1795950772.900000 openat(AT_FDCWD, \"/dev/nvidia-uvm\", O_RDWR|O_CLOEXEC) = {UVM}"
+        " <0.000016>",
+        f"444   1795950772.950000 ioctl({UVM}, _IOC(_IOC_NONE, 0, 0x25, 0), 0x7fff5673ccb0) = 0 "
+        "<0.175786>",
+        "444   1795950773.200000 write(8</proc/444/task/461/comm>, \"cuda-EvtHandlr\\n\", 15) = 15"
+        " <0.000030>",
+        *[f"444   1795950773.{300000 + i:06d} getpid()        = 444 <0.000011>" for i in range(50)],
+        "444   1795950774.741889 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|"
+        "CLONE_THREAD|CLONE_SYSVSEM|CLONE_SETTLS|CLONE_PARENT_SETTID|CLONE_CHILD_CLEARTID, "
+        "child_tid=0x7f9f2614a990, parent_tid=0x7f9f2614a990, exit_signal=0, "
+        "stack=0x7f9f2594a000, stack_size=0x7fff80, tls=0x7f9f2614a6c0} => "
+        "{parent_tid=[465]}, 88) = 465 <0.000178>",
+        "465   1795950774.742084 set_robust_list(0x7f9f2614a9a0, 24) = 0 <0.000035>",
+        f"444   1795950774.742237 ioctl({UVM}, _IOC(_IOC_NONE, 0, 0x19, 0) <unfinished ...>",
+    ]
+    return lines + [POLL.format(ts=f"{1795950774.742500 + 0.1003 * i:.6f}") for i in range(polls)]
+
+
+def test_a_uvm_ioctl_that_never_returns_keeps_its_name_and_is_the_root_cause(tmp_path) -> None:
+    """Fails on main: progressing ('wrote 15 B to /proc/444/task/461/comm')."""
+    r = _report(tmp_path, _uvm_hang(8))
+    assert str(r.verdict) == "blocked"
+    assert (r.root_cause.get("pid"), r.root_cause.get("tid")) == (444, 444)
+    t = _thread(r, 444)
+    assert "UVM_REGISTER_GPU_VASPACE on /dev/nvidia-uvm" in t.evidence[0]
+    assert "thread 465 made 8 timed waits of 100 ms after it began: it lasted at least 0.7 s" \
+        in t.evidence[1]
+
+
+def test_a_device_call_seen_begun_just_now_is_not_yet_a_hang(tmp_path) -> None:
+    r = _report(tmp_path, _uvm_hang(2))           # 0.3 s in it: below DEVICE_WAIT_MIN_S
+    assert _thread(r, 444).rule != "blocked-without-timeout"
+
+
+@pytest.mark.parametrize("path, kind", [
+    ("/proc/444/task/461/comm", "kernfs"), ("/sys/fs/cgroup/x/cgroup.procs", "kernfs"),
+    ("/proc/self/oom_score_adj", "kernfs"), ("/var/log/app.log", "file"),
+    ("/dev/nvidia-uvm<char 238:0>", "nvidia-uvm"), ("/dev/tty7", "tty"),
+])
+def test_proc_and_sys_files_are_the_kernels_not_output(path, kind) -> None:
+    from tracer.analysis.accumulate.io_class import IoClass, write_class
+    from tracer.linux.fdtarget import fd_kind
+    assert fd_kind(path) == kind
+    assert (write_class(kind, 15) is IoClass.OUTPUT) is (kind in ("file", "tty"))
+
+
+KILLED_IN_IOCTL = [                         # ioctl_never_returns_f.log's lines that decide
+    "1328  openat(AT_FDCWD, \"/dev/tty7\", O_RDWR|O_NOCTTY) = 3",
+    "1328  ioctl(3, KDGETMODE, [KD_TEXT])    = 0",
+    "1328  clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM|"
+    "CLONE_SETTLS|CLONE_PARENT_SETTID|CLONE_CHILD_CLEARTID, child_tid=0x7f73bec85990, "
+    "parent_tid=0x7f73bec85990, exit_signal=0, stack=0x7f73be485000, stack_size=0x7fff80, "
+    "tls=0x7f73bec856c0} => {parent_tid=[1329]}, 88) = 1329",
+    "1328  ioctl(3, VT_WAITACTIVE, 0x7 <unfinished ...>",
+    *["1329  poll([{fd=4, events=POLLIN}], 1, 100) = 0 (Timeout)"] * 20,
+    "1329  poll([{fd=4, events=POLLIN}], 1, 100 <unfinished ...>",
+    "1328  <... ioctl resumed>)              = ?",
+    "1329  <... poll resumed> <unfinished ...>) = ?",
+    "1329  +++ killed by SIGKILL +++",
+    "1328  +++ killed by SIGKILL +++",
+]
+
+
+def test_a_thread_killed_inside_a_call_did_not_exit(tmp_path) -> None:
+    """Fails on main: 'exited (thread-exited)', 'exited (the log has no times...)'."""
+    r = _report(tmp_path, KILLED_IN_IOCTL)
+    assert str(r.verdict) == "exited" and r.root_cause.get("tid") == 1328
+    t = _thread(r, 1328)
+    assert t.rule == "killed-in-call"
+    assert t.evidence[0].startswith("killed by SIGKILL") and "VT_WAITACTIVE" in t.evidence[0]
+    assert "thread 1329 made 20 timed waits of 100 ms" in t.evidence[1]
+    assert not any(e.startswith("exited") for e in t.evidence)

@@ -148,7 +148,8 @@ class ProcessIO(Event, tag="pio"):
 class FdInfo(Struct, array_like=True, gc=False, forbid_unknown_fields=True):
     """One open fd: kind, target text, access mode ("r", "w", "rw"), position. The fd kinds
     (``fd_kind``): file, dir, pipe, fifo, tcp, udp, unix, netlink, socket, eventfd, epoll, timerfd,
-    signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, fuse, dev, null, None."""
+    signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, fuse, dev, null, kernfs
+    (a /proc or /sys file: the kernel's settings, never output), None."""
     fd: Int
     kind: Optional[str]
     target: str
