@@ -221,7 +221,7 @@ def _waits_for_connections(c: ThreadContext) -> Optional[str]:
         return None
     if w.call.startswith("accept"):
         return f"waits for connections in {w.describe()}"
-    if w.fd_kind == "tty":
+    if w.fd_kind == "tty" and w.call != "ioctl":     # an ioctl: the device's wait (44 item 7)
         return f"waits for terminal input in {w.describe()}"
     if listening and w.call in ("poll", "ppoll", "select", "pselect6", "epoll_wait",
                                 "epoll_pwait", "epoll_pwait2"):
