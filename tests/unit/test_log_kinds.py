@@ -226,3 +226,24 @@ def test_a_thread_killed_inside_a_call_did_not_exit(tmp_path) -> None:
     assert t.evidence[0].startswith("killed by SIGKILL") and "VT_WAITACTIVE" in t.evidence[0]
     assert "thread 1329 made 20 timed waits of 100 ms" in t.evidence[1]
     assert not any(e.startswith("exited") for e in t.evidence)
+
+
+# ---------------------------------------------------------------- item 8: the detach line
+@pytest.mark.parametrize("lines", [
+    ["ioctl(4, FIONREAD, [0])                 = 0",          # ioctl_loop_p_tail.log's shape
+     "clock_nanosleep(CLOCK_REALTIME, 0, {tv_sec=0, tv_nsec=20000000}, strace: Process 1443 "
+     "detached", " <detached ...>"],
+    ["read(3, \"x\", 1) = 1",
+     "futex(0x55ab, FUTEX_WAIT_PRIVATE, 2, NULL) = ? ERESTARTSYS (To be restarted if SA_RESTART "
+     "is set)", "strace: Process 1443 detached"],
+])
+def test_a_detach_line_names_the_lines_without_a_pid_column(lines, tmp_path) -> None:
+    """Fails on main: the lines were thread 0's (the head with the attach line was cut off)."""
+    from tracer.strace.importer import import_strace
+    from tracer.tracefile.format import TraceReader
+    log = tmp_path / "x.log"
+    log.write_text("\n".join(lines) + "\n")
+    import_strace(str(log), str(tmp_path / "t.htrace"))
+    who = {(e.pid, e.tid) for e in TraceReader(str(tmp_path / "t.htrace")).events()
+           if hasattr(e, "tid")}
+    assert who == {(1443, 1443)}

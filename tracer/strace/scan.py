@@ -152,6 +152,11 @@ class LogFacts:
                 out[tid] = attached[0]
         return out
 
+    def _detached(self) -> List[int]:
+        """The tasks strace's "Process N detached" messages name (no clone made them)."""
+        return sorted({t for kind, t, _ in self.messages
+                       if kind == "detached" and t not in self.children})
+
     def session_count(self) -> int:
         """How many strace sessions the log joins (``sessions``' rule: a new one begins at an
         attach once every process attached in the one before has detached); 0 or 1 for one."""
@@ -187,6 +192,8 @@ class LogFacts:
                 first = next(iter(origin))
             elif not origin and len(set(attached)) == 1:
                 first = attached[0]               # strace -p P 2> LOG: its lines are P's
+            elif not origin and not attached and len(self._detached()) == 1:
+                first = self._detached()[0]       # ... its head cut off: P's detach names it
             if first is None and self.given_pid is not None:
                 first = self.given_pid            # import-strace --pid N: strace -p N's lines
             if first is not None:
