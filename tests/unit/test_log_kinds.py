@@ -247,3 +247,19 @@ def test_a_detach_line_names_the_lines_without_a_pid_column(lines, tmp_path) -> 
     who = {(e.pid, e.tid) for e in TraceReader(str(tmp_path / "t.htrace")).events()
            if hasattr(e, "tid")}
     assert who == {(1443, 1443)}
+
+
+def test_each_execve_keeps_its_own_pid_where_the_forks_are_filtered_out(tmp_path) -> None:
+    """spawner_f_e_execve_killed.log (strace -f -e trace=execve,wait4). Fails on main: one
+    process 4816 with the children as its threads, its command line the last child's."""
+    from pathlib import Path
+    from tracer.strace.importer import import_strace
+    from tracer.tracefile.format import TraceReader
+    log = Path(__file__).resolve().parents[1] / "data" / "strace" / "field" / \
+        "spawner_f_e_execve_killed.log"
+    import_strace(str(log), str(tmp_path / "t.htrace"))
+    procs = {p.pid: p for p in TraceReader(str(tmp_path / "t.htrace")).info.processes}
+    assert procs[4816].cmdline == ["./spawner"] and list(procs[4816].threads) == [4816]
+    children = [p for pid, p in procs.items() if pid != 4816]
+    assert len(children) >= 3
+    assert all(p.cmdline == ["true", "--child"] and list(p.threads) == [p.pid] for p in children)

@@ -32,8 +32,8 @@ _TID_NEXT = re.compile(rb"\n(?:\[pid +)?(\d+)[ \]]")
 _TID_LINE = re.compile(rb"^(?:\[pid +)?(\d+)[ \]]", re.M)
 _CLONES = ("clone", "clone3", "fork", "vfork")
 # Words in every line worth parsing (clone/clone3/fork/vfork, getpid, gettid,
-# set_tid_address, tgkill results; "[strace: ]Process N attached" messages).
-_WORDS_OTHERS = (b"clone", b"fork", b"getpid", b"tgkill", b"Process ")
+# set_tid_address, tgkill, execve results; "[strace: ]Process N attached" messages).
+_WORDS_OTHERS = (b"clone", b"fork", b"getpid", b"tgkill", b"execve", b"Process ")
 _WORDS = _WORDS_OTHERS + (b"gettid", b"set_tid_address")
 _ATTACHED = "strace: Process "
 # Debian/Ubuntu multiarch directories: a process loads its libraries from its own machine's.
@@ -369,6 +369,10 @@ class LogScan:
                 else (None, None)
             if tgid is not None and tid_ is not None:
                 f.evidence.setdefault(tid_, tgid)
+            return
+        if line.kind in ("call", "resumed") and line.ret == 0 and tid is not None \
+                and line.name in ("execve", "execveat"):
+            f.evidence.setdefault(tid, tid)      # a task whose exec succeeded leads its process
             return
         if line.kind not in ("call", "resumed") or line.ret is None or line.ret <= 0:
             return
