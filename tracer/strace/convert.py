@@ -40,7 +40,6 @@ _ATTACHED, _STOPPED_BY, _DETACHED = "strace: Process ", "stopped by ", "<detache
 # The rest of a call's line a terminal split (Enter, echo, output, "^C" between): issue 44 item 3
 _CALL_REST = re.compile(r"^(?:\^C)?\)\s*= ")
 _CALL_HEAD = re.compile(r"^[a-z_][a-z0-9_]*\(")
-_SI_CODE = re.compile(r"\bsi_code=([A-Z][A-Z0-9_]*)")
 
 
 def _continues_cut(text: str) -> bool:
@@ -290,7 +289,7 @@ class StraceConverter(BatchFeed, LastCalls):
             self._drop_cut(tid)      # a line of the tid after its 'cut' entry
         if tid in self._interrupted:
             if kind == "signal":     # the signal that interrupted the held call
-                out.append(self._signal(ts, pid, tid, sig, si_pid, args))
+                out.append(self._kstacks.signal(ts, pid, tid, sig, si_pid, args, self.lines))
                 return out
             self._release_interrupted(tid, out)     # the thread went on after it
         if kind == "call":
@@ -328,18 +327,10 @@ class StraceConverter(BatchFeed, LastCalls):
                                        stale[0], False))
             self._procs.exit(pid, tid, kind, status, sig, core, ts, out)
         elif kind == "signal":
-            out.append(self._signal(ts, pid, tid, sig, si_pid, args))
+            out.append(self._kstacks.signal(ts, pid, tid, sig, si_pid, args, self.lines))
         elif kind == "info":         # "--- stopped by SIGSTOP ---": in a group-stop (state T)
             out.append(ThreadStopped(ts, pid, tid, args[len(_STOPPED_BY):], "strace"))
         return out
-
-    def _signal(self, ts: float, pid: int, tid: int, sig: Optional[str], si_pid: Optional[int],
-                args: str) -> ev.SignalDelivered:
-        m = _SI_CODE.search(args)
-        e = ev.SignalDelivered(ts, pid, tid, sig or "", si_pid, m.group(1) if m else "")
-        if e.is_fault:               # strace -k's frames below it: where the fault was
-            self._kstacks.fault(tid, self.lines, e.signal)
-        return e
 
     def _event(self, pid: int, tid: int, name: str, args: str, ret: Optional[int],
                err: Optional[str], dur: Optional[float], ts: float, ongoing: bool) -> ev.Syscall:

@@ -2,27 +2,27 @@
 
 Contract: ``KStacks`` keeps the frames that follow each thread's lines:
 - ``frame(text, line)`` for each `` > LIB(FUNC+OFF) [ADDR]`` line (lines.py: kind 'info', args
-  from ``>``): frames after a call's line are that call's, at most ``MAX_FRAMES``; after a
-  signal's or an exit's line they belong to no call and are dropped, except after a fault's
-  (``fault(tid, line, signal)``: SIGSEGV raised by the thread's own instruction): where it was;
+  from ``>``): frames after a call's line are that call's, at most ``MAX_FRAMES``; after an
+  exit's or a signal's they are dropped, but a fault's (``signal(...)``, a signal line's event:
+  SIGSEGV... raised by the thread's own instruction) keeps them: where it faulted;
 - ``native_stacks(cut_calls, tid_pid, ts, entered)``: a ``NativeStack`` (source "strace -k")
-  for every thread whose last call the log ends in (convert.py ``cut_calls``) and whose frames
-  followed that call's own line. Frames are "FUNC (LIB)" (the library's base name), "ADDR
-  (LIB)" where strace named no function; ``libs`` the library's path, as the stack probes
-  write them (vocab/stack_facts.py reads them alike). A thread the log ends in a call of,
-  whose last fault's frames are known, and whose call has none of its own (strace prints them
-  when the call returns), gets the fault's, source "strace -k, at SIGSEGV".
+  for every thread whose last call the log ends in (convert.py ``cut_calls``) with the frames
+  of that call's line, else its last fault's (source "strace -k, at SIGSEGV"). Frames are
+  "FUNC (LIB)", "ADDR (LIB)" where strace named no function; ``libs`` the library's path.
 """
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Optional, Tuple
 
+from ..events import SignalDelivered
 from ..events.stacks import NativeStack
 
 __all__ = ["KStacks", "parse_frame", "MAX_FRAMES"]
 
 MAX_FRAMES = 64
 _CALL_KINDS = frozenset({"call", "unfinished", "cut", "resumed"})
+_SI_CODE = re.compile(r"\bsi_code=([A-Z][A-Z0-9_]*)")
 
 
 def parse_frame(text: str) -> Optional[Tuple[str, str]]:
@@ -50,9 +50,15 @@ class KStacks:
         self._stacks: Dict[int, Tuple[int, List[Tuple[str, str]]]] = {}   # tid -> (line, frames)
         self._faults: Dict[int, Tuple[int, List[Tuple[str, str]], str]] = {}  # ... and signal
 
-    def fault(self, tid: int, line: int, signal: str) -> None:
-        """Line ``line`` is a fault ``signal`` of ``tid``: the frames below it are where."""
-        self._faults[tid] = (line, [], signal)
+    def signal(self, ts: float, pid: int, tid: int, sig: Optional[str], si_pid: Optional[int],
+               args: str, line: int) -> SignalDelivered:
+        """The event of signal line ``line`` (``args``: its siginfo text); after a fault's,
+        the frames below are where the thread faulted."""
+        m = _SI_CODE.search(args)
+        e = SignalDelivered(ts, pid, tid, sig or "", si_pid, m.group(1) if m else "")
+        if e.is_fault:
+            self._faults[tid] = (line, [], e.signal)
+        return e
 
     def frame(self, text: str, line: Optional[Tuple[int, str, int]]) -> None:
         if line is None:

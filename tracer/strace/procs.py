@@ -1,15 +1,12 @@
 """The process table an strace log implies: tid -> pid, process lifecycles, fd tables.
 
 Contract (used by convert.py, one table per converter):
-- ``discover(tid, ts, out)`` places a tid seen for the first time (its docstring says how); a
-  tid in ``alone`` is kept apart as its own group (pid = its tid), never folded into another
-  process by a guess.
-- ``new_child``/``exec``/``exit`` apply clone/fork/vfork results, a successful execve and the
-  ``+++ exited/killed +++`` markers, appending ThreadStart, ProcessInfo, ProcessExec, ThreadExit
-  and ProcessExit events to ``out``; ``fds`` (fdtable.py) follows the same forks, execs, exits.
-- ``reaped(pid, call, args, ret, ts, out)``: a wait4/waitpid/waitid (``REAP_CALLS``) that
-  returned a child with its status: that child exited, even where its own lines are missing
-  (strace -p without -f, a child forked before the attach): ThreadExit and ProcessExit.
+- ``discover(tid, ts, out)`` places a tid seen for the first time (its docstring says how); one
+  in ``alone`` is its own group (pid = its tid), never folded into another process by a guess.
+- ``new_child``/``exec``/``exit``/``reaped`` apply clone/fork/vfork results, a successful
+  execve, the ``+++ exited/killed +++`` markers and a wait call that returned a child with its
+  status (``REAP_CALLS``: it exited, its own lines or not), appending ThreadStart, ProcessInfo,
+  ProcessExec, ThreadExit and ProcessExit events to ``out``; ``fds`` (fdtable.py) follows them.
 - ``attached(tid)``: strace's "Process P attached" of a task no clone made: P is traced from
   here on, its process ``threads_partial`` while P is its one thread. ``only_alive()`` is the
   one tid still traced when exactly one is (strace prints no pid column then), else None.

@@ -26,7 +26,7 @@ from .fd_waits import FdWaits, ResolvedWait
 from .graph import GPU, OUTSIDE, Edge, EdgeKind, Node, NodeKind, WaitGraph, anode, pnode, tnode
 from .spinners import spinner_edges
 from .stack_waits import stack_wait
-from ..threads.faults import log_owner
+from ..accumulate.log_owners import log_owner
 from ..vocab.waits import LOCK_CALLS, Wait
 
 
@@ -285,7 +285,7 @@ class _Builder(FdWaits):
         return tid == pid and pf is not None and pf.role.kind == "rank"
 
     def log_owner(self, pid: int, tid: int, w: Wait):
-        """The futex's owner as the log shows it (threads/faults.log_owner): pthread_join of a
+        """The futex's owner as the log shows it (accumulate/log_owners.py): pthread_join of a
         thread by its tid, a lock a fault handler waits for that its own fault left held."""
         t = self.rec.threads.get((pid, tid))
         if t is None:

@@ -5,19 +5,18 @@ Contract (pure functions of the accumulated ``ThreadStats``):
 - ``in_fault_handler(t)``: the thread's last fault signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE
   raised by its own instruction) and the thread has made no rt_sigreturn since: it still runs
   its handler (or code the handler jumped to); None otherwise.
-- ``log_owner(t, w, tids, frames)``: the ``FutexOwner`` a log implies for the futex wait ``w``
-  of thread ``t`` where no probe read the memory: a wait for the value that is the tid of
-  another thread of its process is pthread_join of it (glibc waits on the joined thread's tid
-  word, which the kernel clears at its exit); a lock wait in a fault handler whose fault's stack
-  (strace -k) is inside the allocator or a lock is the lock the interrupted code held: the
-  thread's own, a cycle of one. ``frames`` is the fault's stack, innermost first.
+- ``log_owner(pid, t, w, tids, frames)``: the ``FutexOwner`` a log implies for the futex wait
+  ``w`` of thread ``t`` where no probe read memory: a wait for the tid of another thread of
+  its process is pthread_join of it (glibc waits on that tid's word); a lock wait in a fault
+  handler whose fault's stack (``frames``, strace -k) is in the allocator or a lock is the lock
+  the interrupted code held: the thread's own, a cycle of one.
 """
 from __future__ import annotations
 
 from typing import Collection, Optional, Sequence, Tuple
 
 from ... import events as ev
-from ..accumulate.stats import ThreadStats
+from .stats import ThreadStats
 from ..vocab.waits import Wait
 
 __all__ = ["in_fault_handler", "log_owner", "LOCKED_CODE"]
