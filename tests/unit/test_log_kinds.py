@@ -129,6 +129,8 @@ def test_the_thread_that_faulted_in_malloc_is_the_root_cause_not_its_joiner(tmp_
     assert (r.root_cause.get("pid"), r.root_cause.get("tid")) == (1932, 5423)
     assert "pthread_join of thread 5423" in r.root_cause["summary"]
     assert "inside malloc" in r.root_cause["summary"]
+    worker = next(t for p in r.processes for t in p.threads if t.tid == 5423)
+    assert "inside its SIGSEGV handler (SEGV_MAPERR), which never returned" in worker.evidence
 
 
 # ---------------------------------------------------------------- item 7: a device call

@@ -19,6 +19,7 @@ from ...linux.syscall_table import parse_proc_syscall
 from ..accumulate.accumulator import ProcessStats, Recording, ThreadStats
 from .gpu import (rule_gpu_computes, rule_gpu_sync_wait, rule_gpu_work_completes,
                   rule_gpu_yield_wait)
+from ..accumulate.log_owners import in_fault_handler
 from .device_calls import lower_bound, on_a_device
 from .ended import rule_exited, rule_stopped
 from .empty_polls import rule_empty_polls
@@ -334,6 +335,9 @@ def rule_blocked(c: ThreadContext) -> Optional[ThreadVerdict]:
     # A thread blocked all along is the first suspect: only pools of identical waits are folded
     # (threads/pools.py, once every thread of the process is judged).
     bound = lower_bound(c) if on_a_device(w) else None
+    fault = in_fault_handler(c.t)
+    if fault is not None:          # issue 44 item 9: a handler waiting for what its fault held
+        bound = f"inside its {fault[0]} handler ({fault[1]}), which never returned"
     return ThreadVerdict(BLOCKED, "blocked-without-timeout",
                          [f"blocked in {w.describe()} {how} ({w.source})"]
                          + ([bound] if bound else []), wait=w, cpu=c.cpu)
