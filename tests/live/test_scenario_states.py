@@ -440,7 +440,7 @@ def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
               "watchdog_futex", "stopped_child",
               # tests/live/test_truth_live.py
               "spinning_reader", "nccl_ranks", "empty_poller", "served_client",
-              "shard_loader",
+              "shard_loader", "segv_malloc_lock",
               # tests/live/test_four_ranks.py
               "four_ranks",
               # tests/live/test_report_screen_live.py

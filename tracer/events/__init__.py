@@ -148,7 +148,8 @@ class ProcessIO(Event, tag="pio"):
 class FdInfo(Struct, array_like=True, gc=False, forbid_unknown_fields=True):
     """One open fd: kind, target text, access mode ("r", "w", "rw"), position. The fd kinds
     (``fd_kind``): file, dir, pipe, fifo, tcp, udp, unix, netlink, socket, eventfd, epoll, timerfd,
-    signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, fuse, dev, null, None."""
+    signalfd, pidfd, inotify, anon, tty, nvidia, nvidia-uvm, nvidiactl, fuse, dev, null, kernfs
+    (a /proc or /sys file: the kernel's settings, never output), None."""
     fd: Int
     kind: Optional[str]
     target: str
@@ -221,10 +222,20 @@ class ProcessExit(Event, tag="px"):
 
 
 class SignalDelivered(Event, tag="sig"):
+    """A signal delivered to a thread; ``code`` is its si_code as strace prints it
+    (``SEGV_MAPERR``, ``SI_USER``...: a code of the kernel's own, ``is_fault``, is a fault the
+    thread's own instruction raised), "" where unknown."""
     pid: Int
     tid: Int
     signal: str = ""
     sender: Optional[Int] = None
+    code: str = ""
+
+    @property
+    def is_fault(self) -> bool:
+        """SIGSEGV, SIGBUS, SIGILL or SIGFPE raised by the thread's own instruction (its si_code
+        is the fault's: SEGV_*, BUS_*, ILL_*, FPE_*), not sent by kill/tgkill."""
+        return self.code[:4] in ("SEGV", "BUS_", "ILL_", "FPE_")
 
 
 class Lost(Event, tag="lost"):

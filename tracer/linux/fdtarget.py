@@ -28,6 +28,8 @@ GPU_KINDS = frozenset({"nvidia", "nvidiactl", "nvidia-uvm"})
 
 _ANON_KINDS = {"eventfd": "eventfd", "eventpoll": "epoll", "timerfd": "timerfd",
                "signalfd": "signalfd", "pidfd": "pidfd", "inotify": "inotify"}
+_KERNFS = ("/proc/", "/sys/")     # the kernel's own files: writing them configures, reading
+                                  # them asks (a write there is no output)
 _NVIDIA_N = re.compile(r"/dev/nvidia[0-9]+$")
 _DELETED = " (deleted)"
 
@@ -61,6 +63,8 @@ def _path_kind(path: str, device: bool) -> str:
                 or path in ("/dev/console", "/dev/ptmx"):
             return "tty"
         return "dev"
+    if path.startswith(_KERNFS):                   # a thread's name, oom_score_adj, a cgroup
+        return "kernfs"
     return "dev" if device else "file"
 
 

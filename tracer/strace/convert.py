@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 from .. import events as ev
 from ..events.shapes import INT64_MAX, INT64_MIN
 from ..events.states import ThreadStopped
-from .args import exec_args as _exec_args, unescape as _unescape
+from .args import exec_args as _exec_args
 from .batch import BatchFeed
 from .kstacks import KStacks
 from .cmdline import named_program
@@ -28,13 +28,13 @@ from .lastcall import LastCalls
 from .decode import nv_request_name, parse_fd, split_args, to_event
 from .fdtable import fd_calls, poll_fds
 from .lines import INTERRUPTED, StraceLine, glued_message as _glued_message, split_line
-from .procs import ProcessTable
+from .procs import REAP_CALLS, ProcessTable
 from .times import LogTimes
 
 __all__ = ["StraceConverter"]
 
 _CLONES = frozenset({"clone", "clone3", "fork", "vfork"})
-_SPECIAL = _CLONES | frozenset({"execve", "execveat", "exit_group", "prctl", "epoll_ctl"})
+_SPECIAL = _CLONES | REAP_CALLS | {"execve", "execveat", "exit_group", "prctl", "epoll_ctl"}
 _GPU = frozenset({"nvidiactl", "nvidia", "nvidia-uvm"})
 _ATTACHED, _STOPPED_BY, _DETACHED = "strace: Process ", "stopped by ", "<detached ...>"
 # The rest of a call's line a terminal split (Enter, echo, output, "^C" between): issue 44 item 3
@@ -118,17 +118,16 @@ class StraceConverter(BatchFeed, LastCalls):
         return out
 
     def keep_fds(self) -> None:
-        """The process table as the header takes it: without -y, each process's fds are the
-        ones it was seen to open and keep; the program a command line before the log names
-        (name_the_program)."""
+        """The process table as the header takes it: without -y, each process's fds those it was
+        seen to open and keep; the program a command line before the log names (name_...)."""
         if not self._has_fd:
             for pid, info in self._procs.processes.items():
                 info.fds = self._fds.fds(pid)
         self.name_the_program()
 
     def _close_detached_cut(self) -> List[ev.Event]:
-        """A line cut by a detach message whose continuation never came: the call was in
-        flight when strace detached (then the messages, in order)."""
+        """A line cut by a detach message whose continuation never came: the call was in flight
+        when strace detached (then the messages, in order)."""
         cut, self._cut = self._cut or "", None
         lines = self.lines               # (the continuation made up here is no line of the log)
         out = self.feed_text(cut + " " + _DETACHED)
@@ -290,7 +289,7 @@ class StraceConverter(BatchFeed, LastCalls):
             self._drop_cut(tid)      # a line of the tid after its 'cut' entry
         if tid in self._interrupted:
             if kind == "signal":     # the signal that interrupted the held call
-                out.append(ev.SignalDelivered(ts, pid, tid, sig or "", si_pid))
+                out.append(self._kstacks.signal(ts, pid, tid, sig, si_pid, args, self.lines))
                 return out
             self._release_interrupted(tid, out)     # the thread went on after it
         if kind == "call":
@@ -328,7 +327,7 @@ class StraceConverter(BatchFeed, LastCalls):
                                        stale[0], False))
             self._procs.exit(pid, tid, kind, status, sig, core, ts, out)
         elif kind == "signal":
-            out.append(ev.SignalDelivered(ts, pid, tid, sig or "", si_pid))
+            out.append(self._kstacks.signal(ts, pid, tid, sig, si_pid, args, self.lines))
         elif kind == "info":         # "--- stopped by SIGSTOP ---": in a group-stop (state T)
             out.append(ThreadStopped(ts, pid, tid, args[len(_STOPPED_BY):], "strace"))
         return out
@@ -429,13 +428,10 @@ class StraceConverter(BatchFeed, LastCalls):
                 self._epoll = {k: v for k, v in self._epoll.items() if k[0] != pid}
         elif name == "exit_group":
             procs.exiting(pid)
+        elif name in REAP_CALLS:
+            procs.reaped(pid, name, args, ret, end, out)
         elif name == "prctl":
-            # prctl(PR_SET_NAME, "cuda-EvtHandlr"): the thread's comm
-            if args.startswith("PR_SET_NAME, "):
-                m = ev.STRING_LITERAL.search(args)
-                info = procs.processes.get(pid)
-                if m and info is not None:
-                    info.threads[tid] = _unescape(m.group(1))[:15]
+            procs.prctl(pid, tid, args)
         elif name == "epoll_ctl" and ret == 0:
             parts = split_args(args, 3)
             if len(parts) >= 3 and parts[1] == "EPOLL_CTL_ADD":

@@ -2,24 +2,27 @@
 
 Contract: ``KStacks`` keeps the frames that follow each thread's lines:
 - ``frame(text, line)`` for each `` > LIB(FUNC+OFF) [ADDR]`` line (lines.py: kind 'info', args
-  from ``>``): frames after a call's line are that call's, at most ``MAX_FRAMES``; after a
-  signal's or an exit's line they belong to no call and are dropped;
+  from ``>``): frames after a call's line are that call's, at most ``MAX_FRAMES``; after an
+  exit's or a signal's they are dropped, but a fault's (``signal(...)``, a signal line's event:
+  SIGSEGV... raised by the thread's own instruction) keeps them: where it faulted;
 - ``native_stacks(cut_calls, tid_pid, ts, entered)``: a ``NativeStack`` (source "strace -k")
-  for every thread whose last call the log ends in (convert.py ``cut_calls``) and whose frames
-  followed that call's own line. Frames are "FUNC (LIB)" (the library's base name), "ADDR
-  (LIB)" where strace named no function; ``libs`` the library's path, as the stack probes
-  write them (vocab/stack_facts.py reads them alike).
+  for every thread whose last call the log ends in (convert.py ``cut_calls``) with the frames
+  of that call's line, else its last fault's (source "strace -k, at SIGSEGV"). Frames are
+  "FUNC (LIB)", "ADDR (LIB)" where strace named no function; ``libs`` the library's path.
 """
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Optional, Tuple
 
+from ..events import SignalDelivered
 from ..events.stacks import NativeStack
 
 __all__ = ["KStacks", "parse_frame", "MAX_FRAMES"]
 
 MAX_FRAMES = 64
 _CALL_KINDS = frozenset({"call", "unfinished", "cut", "resumed"})
+_SI_CODE = re.compile(r"\bsi_code=([A-Z][A-Z0-9_]*)")
 
 
 def parse_frame(text: str) -> Optional[Tuple[str, str]]:
@@ -45,26 +48,48 @@ class KStacks:
 
     def __init__(self) -> None:
         self._stacks: Dict[int, Tuple[int, List[Tuple[str, str]]]] = {}   # tid -> (line, frames)
+        self._faults: Dict[int, Tuple[int, List[Tuple[str, str]], str]] = {}  # ... and signal
+
+    def signal(self, ts: float, pid: int, tid: int, sig: Optional[str], si_pid: Optional[int],
+               args: str, line: int) -> SignalDelivered:
+        """The event of signal line ``line`` (``args``: its siginfo text); after a fault's,
+        the frames below are where the thread faulted."""
+        m = _SI_CODE.search(args)
+        e = SignalDelivered(ts, pid, tid, sig or "", si_pid, m.group(1) if m else "")
+        if e.is_fault:
+            self._faults[tid] = (line, [], e.signal)
+        return e
 
     def frame(self, text: str, line: Optional[Tuple[int, str, int]]) -> None:
-        if line is None or line[1] not in _CALL_KINDS:
+        if line is None:
             return
-        tid, _, at = line
-        stack = self._stacks.get(tid)
-        if stack is None or stack[0] != at:
-            stack = self._stacks[tid] = (at, [])
-        if len(stack[1]) < MAX_FRAMES:
+        tid, kind, at = line
+        fault = self._faults.get(tid)
+        if kind == "signal" and fault is not None and fault[0] == at:
+            frames = fault[1]
+        elif kind in _CALL_KINDS:
+            stack = self._stacks.get(tid)
+            if stack is None or stack[0] != at:
+                stack = self._stacks[tid] = (at, [])
+            frames = stack[1]
+        else:
+            return
+        if len(frames) < MAX_FRAMES:
             f = parse_frame(text)
             if f is not None:
-                stack[1].append(f)
+                frames.append(f)
 
     def native_stacks(self, cut_calls: List[Tuple[int, str, str]], tid_pid: Dict[int, int],
                       ts: float, entered: Dict[int, int]) -> List[NativeStack]:
         out = []
         for tid, _, _ in cut_calls:
             stack = self._stacks.get(tid)
-            if stack and stack[1] and stack[0] == entered.get(tid):
-                out.append(NativeStack(ts, tid_pid.get(tid, tid), tid,
-                                       [f for f, _ in stack[1]], [lib for _, lib in stack[1]],
-                                       "strace -k"))
+            source = "strace -k"
+            if not (stack and stack[1] and stack[0] == entered.get(tid)):
+                fault = self._faults.get(tid)
+                if fault is None or not fault[1] or fault[0] > entered.get(tid, -1):
+                    continue
+                stack, source = (fault[0], fault[1]), f"strace -k, at {fault[2]}"
+            out.append(NativeStack(ts, tid_pid.get(tid, tid), tid, [f for f, _ in stack[1]],
+                                   [lib for _, lib in stack[1]], source))
         return out

@@ -33,6 +33,7 @@ from .convert import StraceConverter
 from .lines import INTERRUPTED
 from .fdtable import FD_CALLS
 from .log import LogFile
+from .procs import REAP_CALLS
 from .scan import Membership
 
 __all__ = ["Plan", "ShardedResult", "plan_shards", "convert_sharded", "classify",
@@ -49,7 +50,7 @@ _HEAD = re.compile(r"(?:\[pid +([0-9]+)\]|([0-9]+) )? *(?:[0-9][^ ]* +)?(<\.\.\.
 # Syscalls that change state shared between threads, and the name tokens of such lines
 # (markers and strace's own messages too: "+++ exited", "strace: Process N attached").
 _GLOBAL_NAMES = frozenset({"clone", "clone3", "fork", "vfork", "execve", "execveat",
-                           "exit_group", "epoll_ctl", "prctl"}) | FD_CALLS
+                           "exit_group", "epoll_ctl", "prctl"}) | FD_CALLS | REAP_CALLS
 _GLOBAL_TOKENS = _GLOBAL_NAMES | {"+++", "strace:", "Process", "["}
 _RESUMED_GLOBAL = tuple(name + " " for name in sorted(_GLOBAL_NAMES))   # "<... NAME resumed>"
 # The end of an entry half that leaves a call pending: "<unfinished ...>" / "<detached ...>"
@@ -212,6 +213,8 @@ def _work(conn: Connection, log_path: str, k: int, plan: Plan, offset: Any = Non
                         known.add(key)
                     else:
                         feed_foreign(text)
+                        continue
+                conv._line = None  # noqa: SLF001 - strace -k frames below it are not ours
                 continue
             # an owned line
             events = feed(text)
@@ -289,7 +292,7 @@ def classify(text: str) -> Tuple[str, bool, bool]:
             return key, text.startswith(_RESUMED_GLOBAL, j + 5), True
         p = text.find("(")
         glob = ((p >= 0 and text[text.rfind(" ", 0, p) + 1:p] in _GLOBAL_NAMES)
-                or "+++" in text or "Process " in text)
+                or "+++" in text or "Process " in text or "--- SIG" in text)
         return key, glob, text.endswith(_PENDING_ENDS)
     # "[pid  1234] ...", no tid column, odd lines: the exact head regex
     bracket, plain, resumed, token = _HEAD(text).groups()
@@ -298,7 +301,7 @@ def classify(text: str) -> Tuple[str, bool, bool]:
     # traced, or the first process), or continues a line strace cut: every worker reads it.
     # So does a line strace cut with its own message ("...NULLstrace: Process 3812 detached").
     glob = token in _GLOBAL_TOKENS or not key or "strace: Process " in text \
-        or "^CProcess " in text
+        or "^CProcess " in text or "--- SIG" in text
     return key, glob, resumed is not None or text.endswith(_PENDING_ENDS)
 
 

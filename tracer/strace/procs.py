@@ -1,24 +1,58 @@
 """The process table an strace log implies: tid -> pid, process lifecycles, fd tables.
 
 Contract (used by convert.py, one table per converter):
-- ``discover(tid, ts, out)`` places a tid seen for the first time (its docstring says how); a
-  tid in ``alone`` is kept apart as its own group (pid = its tid), never folded into another
-  process by a guess.
-- ``new_child``/``exec``/``exit`` apply clone/fork/vfork results, a successful execve and the
-  ``+++ exited/killed +++`` markers, appending ThreadStart, ProcessInfo, ProcessExec, ThreadExit
-  and ProcessExit events to ``out``; ``fds`` (fdtable.py) follows the same forks, execs, exits.
+- ``discover(tid, ts, out)`` places a tid seen for the first time (its docstring says how); one
+  in ``alone`` is its own group (pid = its tid), never folded into another process by a guess.
+- ``new_child``/``exec``/``exit``/``reaped`` apply clone/fork/vfork results, a successful
+  execve, the ``+++ exited/killed +++`` markers and a wait call that returned a child with its
+  status (``REAP_CALLS``: it exited, its own lines or not), appending ThreadStart, ProcessInfo,
+  ProcessExec, ThreadExit and ProcessExit events to ``out``; ``fds`` (fdtable.py) follows them.
 - ``attached(tid)``: strace's "Process P attached" of a task no clone made: P is traced from
   here on, its process ``threads_partial`` while P is its one thread. ``only_alive()`` is the
   one tid still traced when exactly one is (strace prints no pid column then), else None.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Set
+import re
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .. import events as ev
+from .args import unescape
 from .fdtable import FdTables
 
-__all__ = ["ProcessTable"]
+__all__ = ["ProcessTable", "REAP_CALLS", "reap_status"]
+
+REAP_CALLS = frozenset({"wait4", "waitpid", "waitid"})
+_EXITED = re.compile(r"WEXITSTATUS\(s\) == (\d+)")
+_SIGNALED = re.compile(r"WTERMSIG\(s\) == (SIG[A-Z0-9+]+)")
+_SIGINFO = re.compile(r"si_code=CLD_(EXITED|KILLED|DUMPED), si_pid=(\d+)(?:, si_uid=\d+)?, "
+                      r"si_status=(\w+)")
+
+
+def reap_status(name: str, args: str, ret: Optional[int]
+                ) -> Optional[Tuple[int, Optional[int], Optional[str], bool]]:
+    """(child pid, exit status, signal, core dumped) of a wait call that reaped a child, as
+    strace prints it: ``wait4(-1, [{WIFEXITED(s) && WEXITSTATUS(s) == 3}], 0, NULL) = 4156``,
+    ``[{WIFSIGNALED(s) && WTERMSIG(s) == SIGTERM && WCOREDUMP(s)}]``, or waitid's siginfo
+    (``si_code=CLD_EXITED, si_pid=N, ..., si_status=3``); None for anything else (no child,
+    WNOHANG's 0, a stopped child, a status strace did not decode)."""
+    if name == "waitid":
+        m = _SIGINFO.search(args)
+        if ret != 0 or m is None:
+            return None
+        if m.group(1) == "EXITED":
+            return (int(m.group(2)), int(m.group(3)), None, False) \
+                if m.group(3).isdigit() else None
+        return int(m.group(2)), None, m.group(3), m.group(1) == "DUMPED"
+    if ret is None or ret <= 0:
+        return None
+    m = _EXITED.search(args)
+    if m is not None and "WIFEXITED" in args:
+        return ret, int(m.group(1)), None, False
+    m = _SIGNALED.search(args)
+    if m is not None and "WIFSIGNALED" in args:
+        return ret, None, m.group(1), "WCOREDUMP" in args
+    return None
 
 
 class ProcessTable:
@@ -170,6 +204,33 @@ class ProcessTable:
             self._exited.add(pid)
             self._gone(pid)
             out.append(ev.ProcessExit(ts, pid, status, None, False))
+
+    def reaped(self, pid: int, name: str, args: str, ret: Optional[int], ts: float,
+               out: List[ev.Event]) -> None:
+        """Process ``pid``'s wait call returned a child with its status (``reap_status``): the
+        child exited. Its own ``+++`` line, when the log has it, came first; otherwise its
+        threads end here, and a child the log never showed is placed as ``pid``'s child."""
+        got = reap_status(name, args, ret)
+        if got is None or got[0] in self._exited or got[0] <= 0:
+            return
+        child, status, sig, core = got
+        if child not in self.processes:
+            info = self.register(child, child, ts, pid)
+            out.append(self.snapshot(info, ts))
+        for tid in sorted(self._live.get(child, ())) or [child]:
+            out.append(ev.ThreadExit(ts, child, tid))
+        self._exited.add(child)
+        self._gone(child)
+        self._live[child] = set()
+        out.append(ev.ProcessExit(ts, child, status, sig, core))
+
+    def prctl(self, pid: int, tid: int, args: str) -> None:
+        """prctl(PR_SET_NAME, "cuda-EvtHandlr"): the thread's comm."""
+        if args.startswith("PR_SET_NAME, "):
+            m = ev.STRING_LITERAL.search(args)
+            info = self.processes.get(pid)
+            if m and info is not None:
+                info.threads[tid] = unescape(m.group(1))[:15]
 
     def _gone(self, pid: int) -> None:
         for t in self._live.get(pid, ()):

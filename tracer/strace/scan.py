@@ -32,8 +32,8 @@ _TID_NEXT = re.compile(rb"\n(?:\[pid +)?(\d+)[ \]]")
 _TID_LINE = re.compile(rb"^(?:\[pid +)?(\d+)[ \]]", re.M)
 _CLONES = ("clone", "clone3", "fork", "vfork")
 # Words in every line worth parsing (clone/clone3/fork/vfork, getpid, gettid,
-# set_tid_address, tgkill results; "[strace: ]Process N attached" messages).
-_WORDS_OTHERS = (b"clone", b"fork", b"getpid", b"tgkill", b"Process ")
+# set_tid_address, tgkill, execve results; "[strace: ]Process N attached" messages).
+_WORDS_OTHERS = (b"clone", b"fork", b"getpid", b"tgkill", b"execve", b"Process ")
 _WORDS = _WORDS_OTHERS + (b"gettid", b"set_tid_address")
 _ATTACHED = "strace: Process "
 # Debian/Ubuntu multiarch directories: a process loads its libraries from its own machine's.
@@ -152,6 +152,11 @@ class LogFacts:
                 out[tid] = attached[0]
         return out
 
+    def _detached(self) -> List[int]:
+        """The tasks strace's "Process N detached" messages name (no clone made them)."""
+        return sorted({t for kind, t, _ in self.messages
+                       if kind == "detached" and t not in self.children})
+
     def session_count(self) -> int:
         """How many strace sessions the log joins (``sessions``' rule: a new one begins at an
         attach once every process attached in the one before has detached); 0 or 1 for one."""
@@ -187,6 +192,8 @@ class LogFacts:
                 first = next(iter(origin))
             elif not origin and len(set(attached)) == 1:
                 first = attached[0]               # strace -p P 2> LOG: its lines are P's
+            elif not origin and not attached and len(self._detached()) == 1:
+                first = self._detached()[0]       # ... its head cut off: P's detach names it
             if first is None and self.given_pid is not None:
                 first = self.given_pid            # import-strace --pid N: strace -p N's lines
             if first is not None:
@@ -362,6 +369,10 @@ class LogScan:
                 else (None, None)
             if tgid is not None and tid_ is not None:
                 f.evidence.setdefault(tid_, tgid)
+            return
+        if line.kind in ("call", "resumed") and line.ret == 0 and tid is not None \
+                and line.name in ("execve", "execveat"):
+            f.evidence.setdefault(tid, tid)      # a task whose exec succeeded leads its process
             return
         if line.kind not in ("call", "resumed") or line.ret is None or line.ret <= 0:
             return

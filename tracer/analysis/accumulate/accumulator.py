@@ -246,6 +246,9 @@ class Accumulator(CallFeed):
 
     def _on_signal(self, e: ev.SignalDelivered) -> None:
         self._process(e.pid).signals[e.signal] += 1
+        if e.is_fault:
+            t = self._thread(e.pid, e.tid)
+            t.fault = (e.signal, e.code, t.syscalls.get("rt_sigreturn", 0))
         if e.signal == "SIGCONT":
             for t in self.threads_of(e.pid):
                 t.stopped_by = None

@@ -55,6 +55,9 @@ class ThreadStats:
     output_stale: bool = False                               # finish(): output long ago only
     output_at: int = 0                      # finish(): ncalls at its last output, socket too
     stopped_by: Optional[str] = None        # strace saw it stopped (SIGSTOP...), no SIGCONT since
+    # its last fault (SIGSEGV...: signal, si_code, rt_sigreturn calls before it): still in its
+    # handler while it has made no rt_sigreturn since (log_owners.py)
+    fault: Optional[Tuple[str, str, int]] = None
     stopped_calls: int = 0                  # ncalls when it stopped (a later call: it ran again)
     sockets: Dict[int, FdTraffic] = field(default_factory=dict)  # fd -> its traffic
     closed_sockets: List[FdTraffic] = field(default_factory=list)  # lifetimes that ended

@@ -27,6 +27,7 @@ from ..progress.stacks import code_moves
 from ..vocab.verdict import BUSY, PROGRESSING, SPIN_CPU, WAIT_NAMES, ThreadVerdict
 from ..vocab.waits import BLOCKING_CALLS
 from .context import ThreadContext
+from .device_calls import DEVICE_WAIT_MIN_S, on_a_device, others_went_on
 from .state import sampled_timer, timed_wakeups
 
 REPORT_RULE = "periodic-report"          # a ticking rule: its timer, not its work, writes
@@ -89,6 +90,8 @@ def ends_in_a_wait(c: ThreadContext) -> bool:
     waited = c.rec.end - c.t.ongoing.ts
     if not c.timed or waited <= 0.0:   # nothing came after it: as long as is unknown
         return True
+    if on_a_device(c.wait) and others_went_on(c):       # issue 44 item 7: threads/device_calls
+        return waited >= DEVICE_WAIT_MIN_S
     return waited >= max(ENDING_WAIT_MIN_S, 0.5 * c.rec.window)
 
 

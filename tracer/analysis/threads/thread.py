@@ -19,6 +19,9 @@ from ...linux.syscall_table import parse_proc_syscall
 from ..accumulate.accumulator import ProcessStats, Recording, ThreadStats
 from .gpu import (rule_gpu_computes, rule_gpu_sync_wait, rule_gpu_work_completes,
                   rule_gpu_yield_wait)
+from ..accumulate.log_owners import in_fault_handler
+from .device_calls import lower_bound, on_a_device
+from .ended import rule_exited, rule_stopped
 from .empty_polls import rule_empty_polls
 from .observed import rule_not_observed
 from ..job.roles import helper_kind
@@ -26,13 +29,13 @@ from ..accumulate.io_class import STALE_CALLS_MIN, WAKEUP_MAX_BYTES
 from ..accumulate.traffic import describe as describe_traffic
 from ..progress.retries import retrying
 from .state import blocking_wait, cpu_use, sampled_timer, timed_wakeups
-from ..vocab.verdict import (BLOCKED, BUSY, EXITED, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
+from ..vocab.verdict import (BLOCKED, BUSY, IDLE, PERIODIC_MIN_RATE, PERIODIC_MIN_WAKEUPS,
                              POLL_MIN_RATE, SPIN_CPU, UNKNOWN, YIELD_MIN_RATE, ThreadVerdict)
 from .context import ThreadContext
-from .output import (REPORT_RULE, _bytes, heartbeat_output, rule_code_moves, rule_loads_memory,
-                     rule_made_connections, rule_periodic_report, rule_process_output,
-                     rule_reads_files, rule_served_connections, rule_varied_work, rule_wrote_output,
-                     socket_traffic)
+from .output import (REPORT_RULE, _bytes, ends_in_a_wait, heartbeat_output, rule_code_moves,
+                     rule_loads_memory, rule_made_connections, rule_periodic_report,
+                     rule_process_output, rule_reads_files, rule_served_connections,
+                     rule_varied_work, rule_wrote_output, socket_traffic)
 
 # A thread in a periodic loop with nothing to show ticks: it shows its process is alive, not that
 # it progresses (a watchdog, a heartbeat, an idle event loop); it decides its process only when
@@ -43,8 +46,7 @@ NV_RM_CONTROL = next(nr for nr, name in NV_ESCAPES.items() if name == "RM_CONTRO
 
 
 def _no_output(c: ThreadContext) -> bool:
-    """Nothing to show now: no output (or only long ago: io_class.output_is_stale), no
-    connection accepted or made."""
+    """Nothing to show now: no output (or only long ago: output_is_stale), no connection."""
     t = c.t
     return (t.output_bytes == 0 or t.output_stale or heartbeat_output(c) is not None) \
         and t.accepts == 0 and t.connects == 0
@@ -58,7 +60,7 @@ def _stale_evidence(t: ThreadStats) -> List[str]:
 
 
 def _keepalive_evidence(t: ThreadStats) -> List[str]:
-    """Heartbeats the thread exchanged (traffic.keepalive): named, and said not to be output."""
+    """Heartbeats the thread exchanged (traffic.keepalive), said not to be output."""
     if not t.keepalives:
         return []
     first = describe_traffic(t.keepalives[0])
@@ -75,33 +77,6 @@ def _spin_evidence(c: ThreadContext) -> List[str]:
 
 
 # --------------------------------------------------------------------------- rules
-def rule_exited(c: ThreadContext) -> Optional[ThreadVerdict]:
-    if c.t.exited_at is None:
-        return None
-    return ThreadVerdict(EXITED, "thread-exited",
-                         [f"exited {c.t.exited_at - c.rec.start:.1f} s into the recording"
-                          if c.timed else "exited (the log has no times: when is unknown)"])
-
-
-def rule_stopped(c: ThreadContext) -> Optional[ThreadVerdict]:
-    """Stopped by a signal (state T: SIGSTOP, or job control): it runs no code and makes no call
-    until SIGCONT, whatever its counters say, so it is neither spinning nor idle. From /proc
-    samples (state T at the end) or strace's "--- stopped by SIGSTOP ---" with no call since."""
-    t = c.t
-    s = t.last_sample
-    if s is not None and s.state == "T":
-        n = t.states.get("T", 0)
-        why = f"state T in {n}/{t.samples} /proc samples: SIGSTOP or job control"
-    elif t.stopped_by is not None and t.ncalls == t.stopped_calls and \
-            (s is None or s.state in ("T", "t")):
-        why = f"stopped by {t.stopped_by} (strace), no call since"
-    else:
-        return None
-    return ThreadVerdict(BLOCKED, "stopped",
-                         [f"stopped ({why}); it runs nothing until it gets SIGCONT"],
-                         stopped=True)
-
-
 def _is_rm_control(kind: Optional[str], req: int) -> bool:
     """An RM_CONTROL escape on an NVIDIA fd, or known by its number on an fd never seen
     opened (kind "?" or None)."""
@@ -116,7 +91,7 @@ def _rm_controls(t: ThreadStats) -> int:
 
 
 def rule_gpu_spin_wait(c: ThreadContext) -> Optional[ThreadVerdict]:
-    if c.cpu is None or c.cpu.demand < SPIN_CPU or not _no_output(c):
+    if c.cpu is None or c.cpu.demand < SPIN_CPU or not _no_output(c) or ends_in_a_wait(c):
         return None
     n = _rm_controls(c.t)
     if n == 0 or n / c.rec.window > 20:
@@ -149,7 +124,7 @@ def rule_yield_loop(c: ThreadContext) -> Optional[ThreadVerdict]:
 
 
 def rule_cpu_spin(c: ThreadContext) -> Optional[ThreadVerdict]:
-    if c.cpu is None or c.cpu.demand < SPIN_CPU or not _no_output(c):
+    if c.cpu is None or c.cpu.demand < SPIN_CPU or not _no_output(c) or ends_in_a_wait(c):
         return None
     if c.t.samples and c.t.states.get("R", 0) == 0 and c.cpu.source == "samples" \
             and c.cpu.demand < 0.8:
@@ -247,7 +222,7 @@ def _waits_for_connections(c: ThreadContext) -> Optional[str]:
         return None
     if w.call.startswith("accept"):
         return f"waits for connections in {w.describe()}"
-    if w.fd_kind == "tty":
+    if w.fd_kind == "tty" and w.call != "ioctl":     # an ioctl: the device's wait (44 item 7)
         return f"waits for terminal input in {w.describe()}"
     if listening and w.call in ("poll", "ppoll", "select", "pselect6", "epoll_wait",
                                 "epoll_pwait", "epoll_pwait2"):
@@ -359,8 +334,13 @@ def rule_blocked(c: ThreadContext) -> Optional[ThreadVerdict]:
         f"since {max(0.0, (w.since or c.rec.start) - c.rec.start):.1f} s into it"
     # A thread blocked all along is the first suspect: only pools of identical waits are folded
     # (threads/pools.py, once every thread of the process is judged).
+    bound = lower_bound(c) if on_a_device(w) else None
+    fault = in_fault_handler(c.t)
+    if fault is not None:          # issue 44 item 9: a handler waiting for what its fault held
+        bound = f"inside its {fault[0]} handler ({fault[1]}), which never returned"
     return ThreadVerdict(BLOCKED, "blocked-without-timeout",
-                         [f"blocked in {w.describe()} {how} ({w.source})"], wait=w, cpu=c.cpu)
+                         [f"blocked in {w.describe()} {how} ({w.source})"]
+                         + ([bound] if bound else []), wait=w, cpu=c.cpu)
 
 
 def rule_sleeping(c: ThreadContext) -> Optional[ThreadVerdict]:

@@ -26,6 +26,7 @@ from .fd_waits import FdWaits, ResolvedWait
 from .graph import GPU, OUTSIDE, Edge, EdgeKind, Node, NodeKind, WaitGraph, anode, pnode, tnode
 from .spinners import spinner_edges
 from .stack_waits import stack_wait
+from ..accumulate.log_owners import log_owner
 from ..vocab.waits import LOCK_CALLS, Wait
 
 
@@ -96,6 +97,7 @@ class _Builder(FdWaits):
         # per process, computed once (a futex wait per thread asked them: quadratic)
         self._pollers: Dict[int, Optional[int]] = {}
         self._active: Dict[int, List[int]] = {}
+        self._tids: Dict[int, set] = {}                      # pid -> its tids (log_owner)
 
     # ------------------------------------------------------------------ nodes
     def plabel(self, pid: int) -> str:
@@ -221,7 +223,7 @@ class _Builder(FdWaits):
         lock = self.inp.facts.stacks.lock_call(pid, tid)
         if lock:                       # its native stack (strace -k, py-spy, ...) says which
             base += f", a lock wait ({lock}): its holder ends it"
-        fo = self.inp.facts.owner(pid, w.futex_addr)
+        fo = self.inp.facts.owner(pid, w.futex_addr) or self.log_owner(pid, tid, w)
         if fo is not None and fo.owner_tid and fo.kind in ("mutex", "pi-mutex", "join"):
             return self.owned_futex(pid, tid, src, who, addr, base, fo)
         peers = [] if pid in self.late or not self.in_collective(pid, tid) \
@@ -282,6 +284,21 @@ class _Builder(FdWaits):
         pf = self.procs.get(pid)
         return tid == pid and pf is not None and pf.role.kind == "rank"
 
+    def log_owner(self, pid: int, tid: int, w: Wait):
+        """The futex's owner as the log shows it (accumulate/log_owners.py): pthread_join of a
+        thread by its tid, a lock a fault handler waits for that its own fault left held."""
+        t = self.rec.threads.get((pid, tid))
+        if t is None:
+            return None
+        ns = self.inp.facts.stacks.native.get((pid, tid))
+        frames = ns.frames if ns is not None and ns.source.startswith("strace -k, at") else ()
+        return log_owner(pid, t, w, self.tids_of(pid), frames)
+
+    def tids_of(self, pid: int) -> set:
+        if pid not in self._tids:
+            self._tids[pid] = {t for (p, t) in self.rec.threads if p == pid}
+        return self._tids[pid]
+
     def owned_futex(self, pid: int, tid: int, src: str, who: str, addr: int, base: str,
                     fo) -> ResolvedWait:
         owner = fo.owner_tid
@@ -297,7 +314,8 @@ class _Builder(FdWaits):
             pi = "PI " if fo.kind == "pi-mutex" else ""
             self.edge(src, dst, EdgeKind.MUTEX, f"mutex 0x{addr:x}",
                       f"{who} waits for {shared}{pi}mutex 0x{addr:x} held by {holder}")
-            what = f"{base}: {shared}mutex held by thread {real_id(owner)}"
+            what = f"{base}: {shared}mutex held by thread {real_id(owner)}" + (
+                f" ({fo.why})" if fo.why and owner == tid else "")
         opid = self.g.nodes[dst].pid
         kind = EdgeKind.JOIN if fo.kind == "join" else EdgeKind.MUTEX
         if self.g.nodes[dst].kind == NodeKind.GONE:

@@ -6,13 +6,14 @@
  * the regex (?:\[pid +)?(\d+)[ \]] at the line start reads it) and returns the number of such
  * lines, the number of lines, and the offsets of the lines worth parsing: those whose call
  * (after the pid column, a timestamp, an strace -n number and "<... ") is clone, clone3, fork,
- * vfork, getpid, tgkill, and gettid and set_tid_address when want_self, and strace's
- * "[strace: ]Process N ..." messages (glued in a line too: "strace: Process " or
- * "^CProcess " anywhere in it). Every line parse_line reads as such a call or message
+ * vfork, getpid, tgkill, execve, execveat, and gettid and set_tid_address when want_self,
+ * and strace's "[strace: ]Process N ..." messages (glued in a line too: "strace: Process "
+ * or "^CProcess " anywhere in it). Every line parse_line reads as such a call or message
  * is among them. */
 static const char *const SCAN_NAMES[] = {"clone", "clone3", "fork", "vfork", "getpid", "gettid",
-                                         "set_tid_address", "tgkill", NULL};
-static const Py_ssize_t SCAN_LENS[] = {5, 6, 4, 5, 6, 6, 15, 6};
+                                         "set_tid_address", "tgkill", "execve", "execveat",
+                                         NULL};
+static const Py_ssize_t SCAN_LENS[] = {5, 6, 4, 5, 6, 6, 15, 6, 6, 8};
 
 static int flush_tid(PyObject *counter, const char *s, Py_ssize_t a, Py_ssize_t len,
                      Py_ssize_t run)
