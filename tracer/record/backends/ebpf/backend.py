@@ -82,6 +82,7 @@ class EbpfBackend(Backend):
         self._counts: Optional[CountEmitter] = None
         self._next_counts = 0.0
         self._budget = 0             # records the poll in progress may still read
+        self._new_fds: Dict[int, float] = {}   # pid -> latest first use of an fd (monotonic s)
 
     # ------------------------------------------------------------------ contract
     def check(self) -> Optional[str]:
@@ -263,6 +264,8 @@ class EbpfBackend(Backend):
                 assert self._prog is not None
                 self._budget = RECORDS_PER_POLL
                 self._prog.poll(self.poll_ms)
+                if self._new_fds:
+                    self._name_new_fds()
                 if self._pending_exits:
                     self._resolve_exits()
                 if time.monotonic() >= self._next_counts and not self._quit.is_set():
@@ -307,6 +310,8 @@ class EbpfBackend(Backend):
                 self._on_exec(e)
             elif e.type == L.HT_EV_EXIT:
                 self._on_exit(e)
+            elif e.type == L.HT_EV_FD:
+                self._on_fd(e)
         except Exception as exc:  # noqa: BLE001 - a bad record must not stop the reader
             if len(self.errors) < 20:
                 self.errors.append(f"ebpf: event dropped: {type(exc).__name__}: {exc}")
@@ -361,6 +366,25 @@ class EbpfBackend(Backend):
         self._emit(ev.ProcessExec(ts=self._clock.epoch(e.enter_ns), pid=pid, tid=e.tid,
                                   filename=exe, argv=procfs.read_cmdline(pid)))
 
+    def _on_fd(self, e: L.HtEvent) -> None:
+        """A process's first read or write on an fd in its program image: its fd table is read
+        after this drain (``_name_new_fds``) unless it was read since."""
+        at = e.enter_ns / 1e9                     # CLOCK_MONOTONIC, as time.monotonic()
+        if not self._fds.read_since(e.tgid, at):
+            self._new_fds[e.tgid] = max(at, self._new_fds.get(e.tgid, 0.0))
+
+    def _name_new_fds(self, final: bool = False) -> None:
+        """Read the fd table of each process that used an fd first since its table was read,
+        while it lives (a process that exits before the counts' next read kept its fds
+        unnamed: its zombie's table is empty); at most every FdCache.REFRESH_S per process,
+        unless ``final``."""
+        for pid, at in list(self._new_fds.items()):
+            if pid in self._exited or self._fds.read_since(pid, at):
+                del self._new_fds[pid]
+            elif final or self._fds.read_age(pid) >= self._fds.REFRESH_S:
+                del self._new_fds[pid]
+                self._fds.refresh(pid, 0.0)
+
     def _on_exit(self, e: L.HtEvent) -> None:
         ts = self._clock.epoch(e.enter_ns)
         pid, tid = e.tgid, e.tid
@@ -398,6 +422,7 @@ class EbpfBackend(Backend):
     def _final_events(self) -> None:
         from .final import StopContext, final_events
         assert self._emit is not None and self._targets is not None and self._counts
+        self._name_new_fds(final=True)
         live: Dict[int, List[int]] = {}
         for pid in self._targets.pids():
             tids = procfs.list_tids(pid) if pid not in self._exited else []

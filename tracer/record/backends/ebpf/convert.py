@@ -55,7 +55,9 @@ class Clock:
 class FdCache:
     """(pid, fd) -> (kind, target), from /proc (procfs_fds.read_fds), once per process table read,
     re-reading a process's table on a miss (at most every 50 ms); ``epoll_kinds`` lists the fds
-    registered with an epoll fd (fdinfo "tfd:" lines)."""
+    registered with an epoll fd (fdinfo "tfd:" lines). A table read while the process lives is
+    kept once it is gone (its zombie's table is empty): the backend reads it again when the
+    kernel tells of an fd's first use (HT_EV_FD), ``read_since`` saying whether it must."""
 
     REFRESH_S = 0.05
 
@@ -89,6 +91,15 @@ class FdCache:
         since it was read: record/stillness.py): never read again."""
         self._tables[pid] = {f.fd: f for f in fds}
         self._read_at[pid] = float("inf")
+
+    def read_since(self, pid: int, mono_s: float) -> bool:
+        """Whether ``pid``'s table was read at or after ``mono_s`` (time.monotonic seconds)."""
+        return self._read_at.get(pid, -1.0) >= mono_s
+
+    def read_age(self, pid: int) -> float:
+        """Seconds since ``pid``'s table was read (inf when never)."""
+        at = self._read_at.get(pid)
+        return float("inf") if at is None else time.monotonic() - at
 
     def refresh(self, pid: int, max_age: float) -> None:
         """Re-read ``pid``'s table when the copy is older than ``max_age`` seconds (a gone
