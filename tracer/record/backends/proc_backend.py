@@ -9,6 +9,9 @@ Contract (on top of backends/base.py):
   samples, starts, exits, process I/O, fresh ``ProcessInfo`` and ``ProcessExit``.
 - ``prepare()`` + ``tick()`` are public: one sampling round at a time, without the thread
   (tests, cost measures). A long round ends when ``stop()`` comes (``ProcBackend.stop``).
+- ``beside_ebpf``: eBPF records beside it (every call, fork, exec and exit): descendants are
+  looked for once per ``info_interval`` only (the fork tracepoint adds them), and ``stop()``
+  reads each live process's I/O counters once more (the window's end at any rate).
 """
 from __future__ import annotations
 
@@ -72,9 +75,12 @@ class ProcBackend(Backend):
     name = "proc"
 
     def __init__(self, rate_hz: float = 10.0, root: str = "/proc",
-                 info_interval: float = 1.0, socket_interval: float = 0.5) -> None:
+                 info_interval: float = 1.0, socket_interval: float = 0.5,
+                 beside_ebpf: bool = False) -> None:
         super().__init__()
         self.interval = 1.0 / rate_hz
+        self.beside_ebpf = beside_ebpf
+        self._next_discovery = 0.0
         self.root = root
         self.info_interval = info_interval
         self.socket_interval = socket_interval
@@ -132,11 +138,23 @@ class ProcBackend(Backend):
             # must return all the same (the thread is a daemon and emits nothing after this).
             thread.join(timeout=5)
         got = self._lock.acquire(timeout=5)
+        if got and self.beside_ebpf:
+            self._last_io()
         self._emit = None  # nothing after stop(), even from a concurrent tick() caller
         if got:
             self._lock.release()
         else:
             self.errors.append("proc: the sampling thread did not stop within 5 s")
+
+    def _last_io(self) -> None:
+        """Beside eBPF: each live process's I/O counters at the window's end (module doc)."""
+        if self._emit is None:
+            return
+        now = time.time()
+        for pid, tr in list(self._tracked.items()):
+            io = None if tr.exited else procfs.read_io(pid, self.root, ts=now)
+            if io is not None:
+                self._emit(io)
 
     # ------------------------------------------------------------------ sampling
     def _run(self) -> None:
@@ -173,7 +191,12 @@ class ProcBackend(Backend):
             if self._emit is None or self._targets is None:
                 return
             t0 = time.perf_counter()
-            self._discover()
+            if not self.beside_ebpf or time.monotonic() >= self._next_discovery:
+                # the machine's every pid listed: beside eBPF (the fork tracepoint adds
+                # children) once per info_interval, for what no fork shows (a subreaper's
+                # orphans)
+                self._next_discovery = time.monotonic() + self.info_interval
+                self._discover()
             sockets = SocketTables(self.root)
             long = self.last_tick_s > LONG_TICK_S       # the last round was long too
             for i, pid in enumerate(self._targets.pids()):
@@ -285,8 +308,9 @@ class ProcBackend(Backend):
         assert self._emit is not None
         root = self.root
         # Socket tables are per network namespace; processes of one tree usually share one.
-        table = sockets.of(pid)
-        fds = read_fds_checked(pid, root, table)
+        # They are read only for a table with a socket in it: a /proc/PID/net/tcp read walks
+        # the kernel's whole hash (5-60 ms here), every second for every process.
+        fds = read_fds_checked(pid, root, tables=sockets)
         if fds is None:
             self._unreadable(pid, "fd", f"{root}/{pid}/fd", "fds skipped")
             fds = []
@@ -294,7 +318,7 @@ class ProcBackend(Backend):
         if info is None:
             return
         info.fds = fds
-        info.listening = listening_sockets(pid, root, fds=fds, sockets=table)
+        info.listening = listening_sockets(pid, root, fds=fds, tables=sockets)
         tr.tcp = _tcp_fds(info)
         sig = _info_signature(info)
         if sig != tr.signature:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import ctypes as ct
 import os
+import select
 import threading
 import time
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 from .... import events as ev
 from ....linux import procfs
@@ -52,7 +53,8 @@ class EbpfBackend(Backend):
 
     def __init__(self, poll_ms: int = 25, loader: Optional[str] = None) -> None:
         super().__init__()
-        self.poll_ms = poll_ms
+        self.poll_ms = poll_ms          # the reader's wait while exits or fd reads are pending
+        self.wakeups = 0                # the reader's waits that ended (records, time, stop)
         self.loaders = (loader,) if loader else None
         self.loader: Optional[str] = None        # the one that loaded the program
         self.notes: List[str] = []
@@ -73,6 +75,7 @@ class EbpfBackend(Backend):
         self._done = threading.Event()
         self._quit = threading.Event()
         self._reader: Optional[threading.Thread] = None
+        self._wake: Optional[Tuple[int, int]] = None    # stop() wakes the reader's wait
         self._start_ts = 0.0
         self._start_samples: Dict[int, ev.ThreadSample] = {}
         self._born: Dict[int, float] = {}                 # tid -> epoch ts of its fork
@@ -122,6 +125,7 @@ class EbpfBackend(Backend):
         self.notes = fallback + [f"eBPF: {describe_loader(self.loader)}; counting "
                                  f"{self.attach_s:.2f} s after the start (load "
                                  f"{self.load_s:.2f} s)"]
+        self._wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._reader = threading.Thread(target=self._read_loop, name="hangtrace-ebpf",
                                         daemon=True)
         self._reader.start()
@@ -139,6 +143,8 @@ class EbpfBackend(Backend):
         try:
             self._quit.set()
             self._budget = 0            # the reader's poll in progress ends at its next record
+            if self._wake is not None:
+                os.write(self._wake[1], b"x")    # and its wait at once
             reader, self._reader = self._reader, None
             if reader is not None and reader is not threading.current_thread():
                 reader.join(timeout=10)
@@ -259,11 +265,17 @@ class EbpfBackend(Backend):
         the ring for the next), so the reader sees ``stop()`` within one such batch however fast
         the tree forks."""
         self._next_counts = time.monotonic() + COUNTS_EVERY_S
+        assert self._prog is not None and self._wake is not None
+        waiter = select.poll()
+        waiter.register(self._prog.ring_fd("events"), select.POLLIN)
+        waiter.register(self._wake[0], select.POLLIN)
         while not self._quit.is_set():
             try:
                 assert self._prog is not None
                 self._budget = RECORDS_PER_POLL
-                self._prog.poll(self.poll_ms)
+                waiter.poll(self._wait_ms())
+                self.wakeups += 1
+                self._prog.consume()
                 if self._new_fds:
                     self._name_new_fds()
                 if self._pending_exits:
@@ -278,6 +290,15 @@ class EbpfBackend(Backend):
             except Exception as e:  # noqa: BLE001
                 self.errors.append(f"ebpf: reader failed: {type(e).__name__}: {e}")
                 return
+
+    def _wait_ms(self) -> int:
+        """How long the reader waits for records: until the counts' next read, or ``poll_ms``
+        while exits or fd reads are pending. Each wake-up of hangtrace costs a busy target on a
+        small machine (bench/README.md), so it waits on the ring buffer (the kernel wakes it at
+        the first record after a drain) and a pipe ``stop()`` writes, not on a short timer."""
+        if self._pending_exits or self._new_fds:
+            return self.poll_ms
+        return max(1, int(1000 * (self._next_counts - time.monotonic())) + 1)
 
     def _maps(self) -> Dict[str, MapView]:
         assert self._prog is not None
@@ -444,6 +465,9 @@ class EbpfBackend(Backend):
         self.errors.extend(errors)
 
     def _cleanup(self) -> None:
+        wake, self._wake = self._wake, None
+        for fd in wake or ():
+            os.close(fd)
         prog, self._prog = self._prog, None
         if prog is not None:
             try:
