@@ -256,7 +256,12 @@ def _errors(trace: str, pid: int, n: int, tree: str = ROOT) -> Dict[str, float]:
     """Relative error of the loop's report counters (the analysis of the saved trace)."""
     r = subprocess.run([_python(tree), "-m", "tracer", "analyze", trace, "--json"], cwd=tree,
                        capture_output=True, text=True)
-    procs = [q for q in json.loads(r.stdout)["processes"] if q["pid"] == pid]
+    try:
+        procs = [q for q in json.loads(r.stdout)["processes"] if q["pid"] == pid]
+    except (ValueError, KeyError):
+        print(f"analyze of {trace} failed ({r.returncode}): "
+              f"{(r.stderr.strip().splitlines() or [''])[-1]}", file=sys.stderr)
+        return {"analyze_failed": 1.0}
     c = procs[0]["counters"] if procs else {}
     truth = {"syscalls": n + 2 * (n // 16), "bytes_written": n + 8 * (n // 16),
              "eventfd_writes": n // 16}
