@@ -1,17 +1,15 @@
 """The /proc sampling backend: periodic looks at every thread of every target process.
 
 Contract (on top of backends/base.py):
-- Never stops, signals or ptrace-attaches the target: it only reads /proc. It works without
-  root on one's own processes; what cannot be read is skipped, and a file that exists but may
-  not be read gives one ``ObserveError`` per process and kind, saved in the trace
-  (``ProcBackend._unreadable``); other trouble goes to ``errors``.
+- Never stops, signals or ptrace-attaches the target: it only reads /proc (without root on
+  one's own processes); a file that exists but may not be read gives one ``ObserveError`` per
+  process and kind (``ProcBackend._unreadable``); other trouble goes to ``errors``.
 - One daemon thread samples at ``rate_hz``: each round (``ProcBackend.tick``) emits thread
   samples, starts, exits, process I/O, fresh ``ProcessInfo`` and ``ProcessExit``.
 - ``prepare()`` + ``tick()`` are public: one sampling round at a time, without the thread
   (tests, cost measures). A long round ends when ``stop()`` comes (``ProcBackend.stop``).
-- ``beside_ebpf``: eBPF records beside it (every call, fork, exec and exit): descendants are
-  looked for once per ``info_interval`` only (the fork tracepoint adds them), and ``stop()``
-  reads each live process's I/O counters once more (the window's end at any rate).
+- ``beside_ebpf`` (eBPF sees every call, fork and exit): descendants looked for once per
+  ``info_interval``, and each live process's I/O read once more at ``stop()``.
 """
 from __future__ import annotations
 

@@ -54,7 +54,6 @@ class EbpfBackend(Backend):
     def __init__(self, poll_ms: int = 25, loader: Optional[str] = None) -> None:
         super().__init__()
         self.poll_ms = poll_ms          # the reader's wait while exits or fd reads are pending
-        self.wakeups = 0                # the reader's waits that ended (records, time, stop)
         self.loaders = (loader,) if loader else None
         self.loader: Optional[str] = None        # the one that loaded the program
         self.notes: List[str] = []
@@ -85,7 +84,6 @@ class EbpfBackend(Backend):
         self._counts: Optional[CountEmitter] = None
         self._next_counts = 0.0
         self._budget = 0             # records the poll in progress may still read
-        self._new_fds: Dict[int, float] = {}   # pid -> latest first use of an fd (monotonic s)
 
     # ------------------------------------------------------------------ contract
     def check(self) -> Optional[str]:
@@ -274,10 +272,8 @@ class EbpfBackend(Backend):
                 assert self._prog is not None
                 self._budget = RECORDS_PER_POLL
                 waiter.poll(self._wait_ms())
-                self.wakeups += 1
                 self._prog.consume()
-                if self._new_fds:
-                    self._name_new_fds()
+                self._fds.read_pending(self._exited)
                 if self._pending_exits:
                     self._resolve_exits()
                 if time.monotonic() >= self._next_counts and not self._quit.is_set():
@@ -292,11 +288,8 @@ class EbpfBackend(Backend):
                 return
 
     def _wait_ms(self) -> int:
-        """How long the reader waits for records: until the counts' next read, or ``poll_ms``
-        while exits or fd reads are pending. Each wake-up of hangtrace costs a busy target on a
-        small machine (bench/README.md), so it waits on the ring buffer (the kernel wakes it at
-        the first record after a drain) and a pipe ``stop()`` writes, not on a short timer."""
-        if self._pending_exits or self._new_fds:
+        """The reader's wait on the ring and stop()'s pipe: to the counts' next read, or poll_ms."""
+        if self._pending_exits or self._fds.pending:
             return self.poll_ms
         return max(1, int(1000 * (self._next_counts - time.monotonic())) + 1)
 
@@ -331,8 +324,8 @@ class EbpfBackend(Backend):
                 self._on_exec(e)
             elif e.type == L.HT_EV_EXIT:
                 self._on_exit(e)
-            elif e.type == L.HT_EV_FD:
-                self._on_fd(e)
+            elif e.type == L.HT_EV_FD:     # an fd's first use: its table read after the drain
+                self._fds.first_use(e.tgid, e.enter_ns / 1e9)
         except Exception as exc:  # noqa: BLE001 - a bad record must not stop the reader
             if len(self.errors) < 20:
                 self.errors.append(f"ebpf: event dropped: {type(exc).__name__}: {exc}")
@@ -387,25 +380,6 @@ class EbpfBackend(Backend):
         self._emit(ev.ProcessExec(ts=self._clock.epoch(e.enter_ns), pid=pid, tid=e.tid,
                                   filename=exe, argv=procfs.read_cmdline(pid)))
 
-    def _on_fd(self, e: L.HtEvent) -> None:
-        """A process's first read or write on an fd in its program image: its fd table is read
-        after this drain (``_name_new_fds``) unless it was read since."""
-        at = e.enter_ns / 1e9                     # CLOCK_MONOTONIC, as time.monotonic()
-        if not self._fds.read_since(e.tgid, at):
-            self._new_fds[e.tgid] = max(at, self._new_fds.get(e.tgid, 0.0))
-
-    def _name_new_fds(self, final: bool = False) -> None:
-        """Read the fd table of each process that used an fd first since its table was read,
-        while it lives (a process that exits before the counts' next read kept its fds
-        unnamed: its zombie's table is empty); at most every FdCache.REFRESH_S per process,
-        unless ``final``."""
-        for pid, at in list(self._new_fds.items()):
-            if pid in self._exited or self._fds.read_since(pid, at):
-                del self._new_fds[pid]
-            elif final or self._fds.read_age(pid) >= self._fds.REFRESH_S:
-                del self._new_fds[pid]
-                self._fds.refresh(pid, 0.0)
-
     def _on_exit(self, e: L.HtEvent) -> None:
         ts = self._clock.epoch(e.enter_ns)
         pid, tid = e.tgid, e.tid
@@ -443,7 +417,7 @@ class EbpfBackend(Backend):
     def _final_events(self) -> None:
         from .final import StopContext, final_events
         assert self._emit is not None and self._targets is not None and self._counts
-        self._name_new_fds(final=True)
+        self._fds.read_pending(self._exited, final=True)
         live: Dict[int, List[int]] = {}
         for pid in self._targets.pids():
             tids = procfs.list_tids(pid) if pid not in self._exited else []
@@ -465,9 +439,9 @@ class EbpfBackend(Backend):
         self.errors.extend(errors)
 
     def _cleanup(self) -> None:
-        wake, self._wake = self._wake, None
-        for fd in wake or ():
+        for fd in self._wake or ():
             os.close(fd)
+        self._wake = None
         prog, self._prog = self._prog, None
         if prog is not None:
             try:
