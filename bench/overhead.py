@@ -22,15 +22,23 @@ Modes (``--modes``; default: floor ebpf attach bystander):
 - ``bystander``: the loop is NOT traced while ``hangtrace attach --backend ebpf`` records
   another process (a sleeping one): what the tracepoint costs everyone else on the machine.
 - ``proc``, ``strace``: those backends through the backend API.
+- ``--tree DIR`` (repeatable): also ``attach@NAME``, the whole tool of another checkout (its
+  .venv's python, ``-m tracer`` in DIR; NAME its short commit), alternating with this tree's:
+  today's main beside this tree in one run (make one: ``git worktree add /tmp/ht-main main
+  --detach && (cd /tmp/ht-main && bash scripts/setup.sh)``).
 
 Prints, per mode, the median loop wall time and the target's CPU time (user+sys from wait4:
 the probes run inside its syscalls; CPU time is less disturbed than wall time by other work
 on the machine), their ratios to untraced (the median over runs of each run against the
 untraced run just before it: neighbours in time share the machine's load), the CPU ratio
-over the floor's (the goal: hangtrace within 10% of the floor), and the load average before
-and after.
+over the floor's (the goal: hangtrace within 5% of the floor), and the load average before
+and after. For the attach modes also hangtrace's own CPU while the loop ran (its threads'
+schedstat run time, ms per second of loop: "tool ms/s") and how often its threads were put on a
+CPU then ("wakes/s"): on a 2-core machine each wake-up of another process costs the loop time
+(bench/README.md), which is why they are shown.
 
     sudo .venv/bin/python bench/overhead.py [--modes M...] [--iterations N] [--reps R]
+                                            [--tree DIR]...
 
 Results (target CPU time, medians of alternating runs; sysloop 3,000,000 iterations,
 3.375 M syscalls): bench/results/overhead-vm.txt, quoted in README.md.
@@ -156,20 +164,44 @@ def _drain(fd: int) -> None:
         pass
 
 
-def _hangtrace(pid: int, trace: str, loader: str, tty: bool) -> tuple:
-    """``hangtrace attach PID`` started (process, pty master or None)."""
-    cmd = [sys.executable, "-m", "tracer", "attach", str(pid), "--backend", "ebpf",
+def _python(tree: str) -> str:
+    """The interpreter that runs ``tree``'s hangtrace: its .venv's, else this one."""
+    exe = os.path.join(tree, ".venv", "bin", "python")
+    return exe if tree != ROOT and os.access(exe, os.X_OK) else sys.executable
+
+
+def _hangtrace(pid: int, trace: str, loader: str, tty: bool, tree: str = ROOT) -> tuple:
+    """``hangtrace attach PID`` of checkout ``tree`` started (process, pty master or None)."""
+    cmd = [_python(tree), "-m", "tracer", "attach", str(pid), "--backend", "ebpf",
            "-d", "600", "-o", trace]
     env = dict(os.environ, COLUMNS="120", LINES="40", HANGTRACE_EBPF_LOADER=loader)
+    env.pop("PYTHONPATH", None)
     if tty:
         master, slave = pty.openpty()
-        h = subprocess.Popen(cmd, cwd=ROOT, stdout=slave, stderr=subprocess.DEVNULL, env=env)
+        h = subprocess.Popen(cmd, cwd=tree, stdout=slave, stderr=subprocess.DEVNULL, env=env)
         os.close(slave)
         threading.Thread(target=_drain, args=(master,), daemon=True).start()
         return h, master
-    h = subprocess.Popen(cmd + ["--json"], cwd=ROOT, stdout=subprocess.DEVNULL,
+    h = subprocess.Popen(cmd + ["--json"], cwd=tree, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, env=env)
     return h, None
+
+
+def _threads_run(pid: int) -> tuple:
+    """(seconds on a CPU, times put on a CPU) of all of ``pid``'s threads (schedstat)."""
+    ns = runs = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0, 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                fields = f.read().split()
+            ns, runs = ns + int(fields[0]), runs + int(fields[2])
+        except (OSError, IndexError, ValueError):
+            pass
+    return ns / 1e9, runs
 
 
 def _wait_recording(h: subprocess.Popen, trace: str) -> float:
@@ -185,19 +217,23 @@ def _wait_recording(h: subprocess.Popen, trace: str) -> float:
 
 
 def run_attach(exe: str, n: int, loader: str, tty: bool, tmp: str,
-               bystander: bool = False) -> Dict[str, float]:
-    """One loop with ``hangtrace attach`` recording it (or, ``bystander``, recording a
-    sleeping process while the loop runs untraced)."""
+               bystander: bool = False, tree: str = ROOT) -> Dict[str, float]:
+    """One loop with ``hangtrace attach`` (of checkout ``tree``) recording it (or,
+    ``bystander``, recording a sleeping process while the loop runs untraced)."""
     p, w = _gated(exe, n)
     other = subprocess.Popen(["sleep", "600"]) if bystander else None
     target = other.pid if other is not None else p.pid
     trace = os.path.join(tmp, f"attach-{p.pid}.htrace.gz")
-    h, master = _hangtrace(target, trace, loader, tty)
+    h, master = _hangtrace(target, trace, loader, tty, tree)
     out: Dict[str, float] = {}
     try:
         out["start"] = _wait_recording(h, trace)
         time.sleep(0.2)
+        cpu0, runs0 = _threads_run(h.pid)
         out["wall"], out["cpu"] = _release_and_wait(p, w)
+        cpu1, runs1 = _threads_run(h.pid)
+        out["tool_ms_s"] = 1000 * (cpu1 - cpu0) / out["wall"]
+        out["wakes_s"] = (runs1 - runs0) / out["wall"]
         if other is not None:
             h.terminate()
         _, _, ru = os.wait4(h.pid, 0)
@@ -211,23 +247,31 @@ def run_attach(exe: str, n: int, loader: str, tty: bool, tmp: str,
         if master is not None:
             os.close(master)
     if other is None:
-        out.update(_errors(trace, p.pid, n))
+        out.update(_errors(trace, p.pid, n, tree))
     os.unlink(trace)
     return out
 
 
-def _errors(trace: str, pid: int, n: int) -> Dict[str, float]:
+def _errors(trace: str, pid: int, n: int, tree: str = ROOT) -> Dict[str, float]:
     """Relative error of the loop's report counters (the analysis of the saved trace)."""
-    r = subprocess.run([sys.executable, "-m", "tracer", "analyze", trace, "--json"], cwd=ROOT,
+    r = subprocess.run([_python(tree), "-m", "tracer", "analyze", trace, "--json"], cwd=tree,
                        capture_output=True, text=True)
-    procs = [q for q in json.loads(r.stdout)["processes"] if q["pid"] == pid]
+    try:
+        procs = [q for q in json.loads(r.stdout)["processes"] if q["pid"] == pid]
+    except (ValueError, KeyError):
+        print(f"analyze of {trace} failed ({r.returncode}): "
+              f"{(r.stderr.strip().splitlines() or [''])[-1]}", file=sys.stderr)
+        return {"analyze_failed": 1.0}
     c = procs[0]["counters"] if procs else {}
     truth = {"syscalls": n + 2 * (n // 16), "bytes_written": n + 8 * (n // 16),
              "eventfd_writes": n // 16}
     return {f"err_{k}": (c.get(k, 0) - v) / v for k, v in truth.items()}
 
 
-def run_mode(mode: str, exe: str, n: int, tty: bool, tmp: str) -> Dict[str, float]:
+def run_mode(mode: str, exe: str, n: int, tty: bool, tmp: str,
+             trees: Optional[Dict[str, str]] = None) -> Dict[str, float]:
+    if mode.startswith("attach@"):
+        return run_attach(exe, n, "libbpf", tty, tmp, tree=(trees or {})[mode])
     if mode in ("attach", "attach-bcc", "bystander"):
         loader = "bcc" if mode == "attach-bcc" else "libbpf"
         return run_attach(exe, n, loader, tty, tmp, bystander=mode == "bystander")
@@ -235,6 +279,8 @@ def run_mode(mode: str, exe: str, n: int, tty: bool, tmp: str) -> Dict[str, floa
 
 
 def mode_problem(mode: str) -> Optional[str]:
+    if mode.startswith("attach@"):
+        mode = "attach"
     if mode not in MODES:
         return f"unknown mode (one of {', '.join(MODES)})"
     if mode in ("attach", "bystander"):
@@ -262,8 +308,9 @@ def _pair_ratio(rs: List[Dict[str, float]], key: str) -> Optional[float]:
 
 def report(rows: Dict[str, List[Dict[str, float]]], head: str) -> List[str]:
     floor = _pair_ratio(rows["floor"], "cpu") if rows.get("floor") else None
-    lines = [head, f"{'':<11}{'wall s':>8}{'ratio':>8}{'cpu s':>8}{'ratio':>8}{'/floor':>8}"
-                   f"{'attach s':>10}{'start s':>9}{'tool cpu':>10}  counter errors"]
+    lines = [head, f"{'':<16}{'wall s':>8}{'ratio':>8}{'cpu s':>8}{'ratio':>8}{'/floor':>8}"
+                   f"{'attach s':>10}{'start s':>9}{'tool cpu':>10}{'tool ms/s':>10}"
+                   f"{'wakes/s':>9}  counter errors"]
     for name, rs in rows.items():
         wall, cpu = _med(rs, "wall"), _med(rs, "cpu")
         wr = _pair_ratio(rs, "wall") if name != "untraced" else 1.0
@@ -271,12 +318,20 @@ def report(rows: Dict[str, List[Dict[str, float]]], head: str) -> List[str]:
         errs = ", ".join(f"{k[4:]} {_med(rs, k):+.2%}" for k in sorted(rs[0])
                          if k.startswith("err_"))
         lines.append(
-            f"{name:<11}{_fmt(wall, '.3f', 8)}{_fmt(wr, '.2f', 7)}x"
+            f"{name:<16}{_fmt(wall, '.3f', 8)}{_fmt(wr, '.2f', 7)}x"
             f"{_fmt(cpu, '.3f', 8)}{_fmt(cr, '.2f', 7)}x"
             f"{_fmt(cr / floor if floor and cr and name != 'untraced' else None, '.3f', 8)}"
             f"{_fmt(_med(rs, 'attach'), '.3f', 10)}{_fmt(_med(rs, 'start'), '.2f', 9)}"
-            f"{_fmt(_med(rs, 'tool_cpu'), '.2f', 10)}  {errs}")
+            f"{_fmt(_med(rs, 'tool_cpu'), '.2f', 10)}{_fmt(_med(rs, 'tool_ms_s'), '.1f', 10)}"
+            f"{_fmt(_med(rs, 'wakes_s'), '.0f', 9)}  {errs}")
     return lines
+
+
+def _rev(tree: str) -> str:
+    """A checkout's short commit (+ when it has changes), or its directory's name."""
+    r = subprocess.run(["git", "-C", tree, "describe", "--always", "--dirty=+"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() or os.path.basename(os.path.abspath(tree))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -287,8 +342,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--no-tty", action="store_true", help="attach modes: --json, no live view")
     ap.add_argument("--json", metavar="FILE", help="also write every run's numbers here")
     ap.add_argument("--exe", help="a sysloop binary built elsewhere (where gcc is missing)")
+    ap.add_argument("--tree", action="append", default=[], metavar="DIR",
+                    help="also attach@REV: another checkout's whole tool (repeatable)")
     a = ap.parse_args(argv)
-    modes = a.modes or DEFAULT
+    modes = list(a.modes or DEFAULT)
+    trees = {f"attach@{_rev(t)}": os.path.abspath(t) for t in a.tree}
+    modes += [m for m in trees if m not in modes]
     for mode in modes:
         why = mode_problem(mode)
         if why:
@@ -302,13 +361,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             for mode in modes:
                 base = run_backend(exe, a.iterations, None)
                 rows["untraced"].append(base)
-                run = run_mode(mode, exe, a.iterations, not a.no_tty, d)
+                run = run_mode(mode, exe, a.iterations, not a.no_tty, d, trees)
                 run.update(base_cpu=base["cpu"], base_wall=base["wall"])
                 rows.setdefault(mode, []).append(run)
         load1 = os.getloadavg()
     head = (f"sysloop {a.iterations:,} iterations, median of {a.reps} runs alternating with "
             f"untraced ones; {os.cpu_count()} CPUs, load average {load0[0]:.2f} before, "
-            f"{load1[0]:.2f} after; {time.strftime('%Y-%m-%d %H:%M')}")
+            f"{load1[0]:.2f} after; {time.strftime('%Y-%m-%d %H:%M')}; this tree "
+            f"{_rev(ROOT)}")
     print("\n".join(report(rows, head)))
     if a.json:
         with open(a.json, "w") as f:

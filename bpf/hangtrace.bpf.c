@@ -46,7 +46,7 @@ HT_LICENSE;
 HT_SETTING(u32, futex_wait_mask);
 HT_SETTING(u32, futex_wake_mask);
 
-HT_ARRAY(procs, u8, HT_PID_MAX);     /* index tgid: 1 for a followed process */
+HT_ARRAY(procs, u8, HT_PID_MAX);     /* index tgid: 0, or its program image (1..255): followed */
 HT_ARRAY(blocked, u8, HT_PID_MAX);   /* index tid: 1 when it slept since its last syscall exit */
 HT_ARRAY(kinds, u32, HT_MAX_NR);
 HT_HASH(threads, u32, struct ht_thread, HT_MAX_THREADS);
@@ -55,6 +55,7 @@ HT_HASH(fds, struct ht_fd_key, struct ht_fd, HT_MAX_FDS);
 HT_HASH(tcounts, struct ht_tkey, struct ht_tcount, HT_MAX_THREADS);
 HT_HASH(ioctls, struct ht_ioc_key, struct ht_ioc, HT_MAX_IOCTLS);
 HT_HASH(fails, struct ht_fail_key, struct ht_fail, HT_MAX_FAILS);
+HT_HASH(fdseen, struct ht_seen_key, u8, HT_MAX_FDSEEN);
 HT_PERCPU_ARRAY(cache, struct ht_cache, 1);
 HT_ARRAY(counters, u64, HT_NCOUNTERS);
 HT_ARRAY(gen, u64, HT_NGEN);         /* HT_GEN_*: what makes the per-CPU "cur_*" stale */
@@ -78,10 +79,12 @@ static __always_inline void bump(u32 idx)
         __sync_fetch_and_add(c, 1);
 }
 
-static __always_inline int is_target(u32 tgid)
+/* Its "procs" value: 0 when not followed, else the program image it runs (1..255, moved on at
+ * each exec: what HT_EV_FD is told once per). */
+static __always_inline u32 is_target(u32 tgid)
 {
     u8 *v = bpf_map_lookup_elem(&procs, &tgid);   /* an array: inlined, no helper call */
-    return v && *v;
+    return v ? *v : 0;
 }
 
 static __always_inline u64 gen_of(u32 which)
@@ -152,6 +155,21 @@ static __always_inline u64 tick_ns(struct ht_cache *k)
         k->tick_ns = bpf_ktime_get_ns();
     }
     return k->tick_ns;
+}
+
+static __always_inline struct ht_event *new_record(u32 type, u32 tgid, u32 tid, u64 now)
+{
+    struct ht_event *e = bpf_ringbuf_reserve(&events, sizeof(struct ht_event), 0);
+    if (!e) {
+        bump(HT_C_RINGBUF_FULL);
+        return 0;
+    }
+    __builtin_memset(e, 0, sizeof(*e));
+    e->type = type;
+    e->tgid = tgid;
+    e->tid = tid;
+    e->enter_ns = e->exit_ns = now;
+    return e;
 }
 
 /* Counting: the per-CPU cache, its flush to the maps, per-fd and per-category counts. */
@@ -317,35 +335,25 @@ static __always_inline int on_switch(u32 tid, u32 tgid, int sleeps, int next_tar
     return 0;
 }
 
-static __always_inline struct ht_event *new_record(u32 type, u32 tgid, u32 tid, u64 now)
-{
-    struct ht_event *e = bpf_ringbuf_reserve(&events, sizeof(struct ht_event), 0);
-    if (!e) {
-        bump(HT_C_RINGBUF_FULL);
-        return 0;
-    }
-    __builtin_memset(e, 0, sizeof(*e));
-    e->type = type;
-    e->tgid = tgid;
-    e->tid = tid;
-    e->enter_ns = e->exit_ns = now;
-    return e;
-}
-
 /* A thread of a target (ptgid, ptid: current) made thread or process "child" (its tgid
  * "ctgid"), fully set up but not run yet. flags: HT_F_NEW_PROCESS, HT_F_GUESSED. */
 static __always_inline int on_fork(u32 ptgid, u32 ptid, u32 child, u32 ctgid, u32 flags)
 {
+    u64 now = bpf_ktime_get_ns();
     if (flags & HT_F_NEW_PROCESS) {
-        u8 one = 1;
-        bpf_map_update_elem(&procs, &ctgid, &one, BPF_ANY);
+        /* its program image: any but 0, and most likely not the one of a process that had
+         * this pid before (whose fds' first uses were told: HT_EV_FD) */
+        u8 image = (u8)(now >> 10);
+        if (!image)
+            image = 1;
+        bpf_map_update_elem(&procs, &ctgid, &image, BPF_ANY);
     }
     /* not on CPU yet: its first switch-in starts its first slice */
     struct ht_thread t = {};
     t.tgid = ctgid;
     if (bpf_map_update_elem(&threads, &child, &t, BPF_ANY) != 0)
         bump(HT_C_THREADS_FULL);
-    struct ht_event *e = new_record(HT_EV_FORK, ptgid, ptid, bpf_ktime_get_ns());
+    struct ht_event *e = new_record(HT_EV_FORK, ptgid, ptid, now);
     if (!e)
         return 0;
     e->args[0] = child;
@@ -363,10 +371,16 @@ static __always_inline int on_fork(u32 ptgid, u32 ptid, u32 child, u32 ctgid, u3
  * host's): its state then stays under the old tid. */
 static __always_inline int on_exec(u32 tgid, u32 pid, u32 old, int moved)
 {
-    if (moved)
-        caches_stale();
-    if (!is_target(tgid))
+    u8 *image = bpf_map_lookup_elem(&procs, &tgid);
+    if (!image || !*image) {
+        if (moved)
+            caches_stale();
         return 0;
+    }
+    /* a new program image: its fds are told again at their first use (HT_EV_FD); the per-CPU
+     * caches hold the old value */
+    *image = *image == 255 ? 1 : *image + 1;
+    caches_stale();
     if (moved && old && pid != old) {
         struct ht_thread *ot = bpf_map_lookup_elem(&threads, &old);
         if (ot) {

@@ -18,6 +18,8 @@
 #define HT_EV_EXEC 3        /* tgid/tid: the process; args[0] old tid (the exec'ing thread)  */
 #define HT_EV_EXIT 4        /* tgid/tid: the thread; args[0] group_dead (0, 1, 2 = unknown), */
                             /* args[1] on-CPU ns, args[2] switches                          */
+#define HT_EV_FD 5          /* tgid/tid: the first read or write the process's program image */
+                            /* made on fd args[0] (its fd table is to be read while it lives) */
 
 /* ---- what the kernel does with each syscall nr (the "kinds" array, filled by userspace
  *      from tracer/linux/syscall_table.py, so the BPF code has no architecture's numbers).
@@ -82,6 +84,7 @@
 #define HT_MAX_AGG 65536         /* (tid, nr) pairs counted                                 */
 #define HT_MAX_FDS 65536         /* (tid, fd) pairs counted                                 */
 #define HT_MAX_IOCTLS 16384      /* (tid, fd, request) triples counted                      */
+#define HT_MAX_FDSEEN 16384      /* (tgid, fd) pairs whose first use was told (HT_EV_FD)     */
 #define HT_MAX_FAILS 16384       /* (tid, nr, errno) triples of failed calls not streamed    */
 #define HT_SLOTS 16              /* per-CPU cache: syscall-nr slots (direct-mapped)          */
 #define HT_FD_SLOTS 8            /* per-CPU cache: fd slots (fd & 7)                        */
@@ -168,7 +171,7 @@ struct ht_cache {
     __u32 pad;
     __u32 cur_tid;
     __u32 cur_tgid;
-    __u32 cur_target;     /* 1: its process is followed ("procs")                          */
+    __u32 cur_target;     /* its "procs" value: 0 not followed, else its image (1..255)    */
     __u32 cur_kgen;       /* gen[HT_GEN_KERNEL] when decided                               */
     __u64 cur_ugen;       /* gen[HT_GEN_USER] when decided; 0: nothing decided             */
     __u64 cur_regs;       /* the address of its struct pt_regs: which task it is           */
@@ -211,6 +214,12 @@ struct ht_agg {
     __u64 count;          /* completed calls                                              */
     __u64 streamed;       /* of which sent one by one on the ring buffer                  */
     __u64 ns;             /* time the calls spent blocked (from their first sleep)        */
+};
+
+/* Per (tgid, fd): the program image ("procs" value) whose first use of it was told. */
+struct ht_seen_key {
+    __u32 tgid;
+    __s32 fd;
 };
 
 /* Per (tid, tgid, fd): every write/send and read/recv, none streamed. */

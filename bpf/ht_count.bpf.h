@@ -117,6 +117,30 @@ static __always_inline void take_over(struct ht_cache *k, u32 tid, u32 tgid)
 }
 
 /* ---------------------------------------------------------------- counting */
+/* The process's first successful read or write on "fd" in its program image (k->cur_target):
+ * told on the ring buffer (HT_EV_FD) so that userspace reads its fd table while the fd is open;
+ * a process that ended before its next periodic read left its fds unnamed. Looked at only when
+ * an fd slot of the cache starts afresh (a new fd in it, or after a flush), not per call. */
+static __always_inline void note_fd(struct ht_cache *k, s32 fd)
+{
+    struct ht_seen_key key = {};
+    key.tgid = k->tgid;
+    key.fd = fd;
+    u8 image = (u8)k->cur_target;
+    u8 *seen = bpf_map_lookup_elem(&fdseen, &key);
+    if (seen && *seen == image)
+        return;
+    if (seen)
+        *seen = image;
+    else if (bpf_map_update_elem(&fdseen, &key, &image, BPF_NOEXIST) != 0)
+        return;   /* the map is full: the periodic reads name it, as before */
+    struct ht_event *e = new_record(HT_EV_FD, k->tgid, k->tid, bpf_ktime_get_ns());
+    if (!e)
+        return;
+    e->args[0] = (u32)fd;
+    bpf_ringbuf_submit(e, 0);
+}
+
 static __always_inline void count_fd(struct ht_cache *k, u32 kind, s32 fd, s64 ret, u32 msgs)
 {
     if (kind == HT_K_WRITE ? ret < 0 : ret <= 0)
@@ -129,6 +153,8 @@ static __always_inline void count_fd(struct ht_cache *k, u32 kind, s32 fd, s64 r
         k->seq += 1;
         f->fd = fd;
     }
+    if (f->first_ns == 0)
+        note_fd(k, fd);
     u64 now = tick_ns(k);
     u64 n = msgs ? 0 : (u64)ret;   /* sendmmsg/recvmmsg return a message count */
     if (f->first_ns == 0)

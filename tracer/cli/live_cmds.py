@@ -43,8 +43,9 @@ NATIVE_HELP = ("Also gather native (C/C++) frames and name the CUDA, NCCL and cu
               metavar="SECONDS", help="Seconds to record (Ctrl-C ends early).")
 @click.option("--backend", "-b", default="auto", show_default=True, type=BACKENDS,
               help="How to record: eBPF, strace (ptrace), /proc sampling, or the best here.")
-@click.option("--rate", default=10.0, show_default=True, type=FiniteFloat(0.5, 200),
-              metavar="HZ", help="/proc samples per second.")
+@click.option("--rate", default=None, type=FiniteFloat(0.5, 200), metavar="HZ",
+              help="/proc samples per second [default: 10; 2 beside eBPF, which sees every "
+              "call].")
 @click.option("--output", "-o", type=FILE, metavar="FILE", help="Trace file (default: hangtrace-PID-TIME"
               ".htrace.gz); '-': gzip to standard output, the report to stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
@@ -55,7 +56,7 @@ NATIVE_HELP = ("Also gather native (C/C++) frames and name the CUDA, NCCL and cu
 @color_option
 def attach(pids: Tuple[List[int], ...], pid_lists: Tuple[List[int], ...], name: Optional[str],
            cgroup: Optional[str], container: Optional[str], duration: float, backend: str,
-           rate: float, output: Optional[str], as_json: bool,
+           rate: Optional[float], output: Optional[str], as_json: bool,
            verbose: bool, force: bool, native: bool) -> int:
     """Record the process trees under PIDS, save the trace and print the verdict."""
     from ..record.session import choose_backends, refuse_untraceable, resolve_targets

@@ -50,7 +50,7 @@ class WatchOptions:
     max_captures: int = 0           # 0: no limit
     interval: float = 1.0           # seconds between looks
     backend: str = "auto"
-    rate: float = 10.0              # /proc samples a second while recording
+    rate: Optional[float] = None    # /proc samples a second while recording (None: default)
     verbose: bool = False
 
 

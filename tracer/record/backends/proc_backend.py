@@ -1,14 +1,15 @@
 """The /proc sampling backend: periodic looks at every thread of every target process.
 
 Contract (on top of backends/base.py):
-- Never stops, signals or ptrace-attaches the target: it only reads /proc. It works without
-  root on one's own processes; what cannot be read is skipped, and a file that exists but may
-  not be read gives one ``ObserveError`` per process and kind, saved in the trace
-  (``ProcBackend._unreadable``); other trouble goes to ``errors``.
+- Never stops, signals or ptrace-attaches the target: it only reads /proc (without root on
+  one's own processes); a file that exists but may not be read gives one ``ObserveError`` per
+  process and kind (``ProcBackend._unreadable``); other trouble goes to ``errors``.
 - One daemon thread samples at ``rate_hz``: each round (``ProcBackend.tick``) emits thread
   samples, starts, exits, process I/O, fresh ``ProcessInfo`` and ``ProcessExit``.
 - ``prepare()`` + ``tick()`` are public: one sampling round at a time, without the thread
   (tests, cost measures). A long round ends when ``stop()`` comes (``ProcBackend.stop``).
+- ``beside_ebpf`` (eBPF sees every call, fork and exit): descendants looked for once per
+  ``info_interval``, and each live process's I/O read once more at ``stop()``.
 """
 from __future__ import annotations
 
@@ -72,9 +73,12 @@ class ProcBackend(Backend):
     name = "proc"
 
     def __init__(self, rate_hz: float = 10.0, root: str = "/proc",
-                 info_interval: float = 1.0, socket_interval: float = 0.5) -> None:
+                 info_interval: float = 1.0, socket_interval: float = 0.5,
+                 beside_ebpf: bool = False) -> None:
         super().__init__()
         self.interval = 1.0 / rate_hz
+        self.beside_ebpf = beside_ebpf
+        self._next_discovery = 0.0
         self.root = root
         self.info_interval = info_interval
         self.socket_interval = socket_interval
@@ -132,11 +136,23 @@ class ProcBackend(Backend):
             # must return all the same (the thread is a daemon and emits nothing after this).
             thread.join(timeout=5)
         got = self._lock.acquire(timeout=5)
+        if got and self.beside_ebpf:
+            self._last_io()
         self._emit = None  # nothing after stop(), even from a concurrent tick() caller
         if got:
             self._lock.release()
         else:
             self.errors.append("proc: the sampling thread did not stop within 5 s")
+
+    def _last_io(self) -> None:
+        """Beside eBPF: each live process's I/O counters at the window's end (module doc)."""
+        if self._emit is None:
+            return
+        now = time.time()
+        for pid, tr in list(self._tracked.items()):
+            io = None if tr.exited else procfs.read_io(pid, self.root, ts=now)
+            if io is not None:
+                self._emit(io)
 
     # ------------------------------------------------------------------ sampling
     def _run(self) -> None:
@@ -173,7 +189,12 @@ class ProcBackend(Backend):
             if self._emit is None or self._targets is None:
                 return
             t0 = time.perf_counter()
-            self._discover()
+            if not self.beside_ebpf or time.monotonic() >= self._next_discovery:
+                # the machine's every pid listed: beside eBPF (the fork tracepoint adds
+                # children) once per info_interval, for what no fork shows (a subreaper's
+                # orphans)
+                self._next_discovery = time.monotonic() + self.info_interval
+                self._discover()
             sockets = SocketTables(self.root)
             long = self.last_tick_s > LONG_TICK_S       # the last round was long too
             for i, pid in enumerate(self._targets.pids()):
@@ -285,8 +306,9 @@ class ProcBackend(Backend):
         assert self._emit is not None
         root = self.root
         # Socket tables are per network namespace; processes of one tree usually share one.
-        table = sockets.of(pid)
-        fds = read_fds_checked(pid, root, table)
+        # They are read only for a table with a socket in it: a /proc/PID/net/tcp read walks
+        # the kernel's whole hash (5-60 ms here), every second for every process.
+        fds = read_fds_checked(pid, root, tables=sockets)
         if fds is None:
             self._unreadable(pid, "fd", f"{root}/{pid}/fd", "fds skipped")
             fds = []
@@ -294,7 +316,7 @@ class ProcBackend(Backend):
         if info is None:
             return
         info.fds = fds
-        info.listening = listening_sockets(pid, root, fds=fds, sockets=table)
+        info.listening = listening_sockets(pid, root, fds=fds, tables=sockets)
         tr.tcp = _tcp_fds(info)
         sig = _info_signature(info)
         if sig != tr.signature:

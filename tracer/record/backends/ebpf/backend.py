@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import ctypes as ct
 import os
+import select
 import threading
 import time
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 from .... import events as ev
 from ....linux import procfs
@@ -52,7 +53,7 @@ class EbpfBackend(Backend):
 
     def __init__(self, poll_ms: int = 25, loader: Optional[str] = None) -> None:
         super().__init__()
-        self.poll_ms = poll_ms
+        self.poll_ms = poll_ms          # the reader's wait while exits or fd reads are pending
         self.loaders = (loader,) if loader else None
         self.loader: Optional[str] = None        # the one that loaded the program
         self.notes: List[str] = []
@@ -73,6 +74,7 @@ class EbpfBackend(Backend):
         self._done = threading.Event()
         self._quit = threading.Event()
         self._reader: Optional[threading.Thread] = None
+        self._wake: Optional[Tuple[int, int]] = None    # stop() wakes the reader's wait
         self._start_ts = 0.0
         self._start_samples: Dict[int, ev.ThreadSample] = {}
         self._born: Dict[int, float] = {}                 # tid -> epoch ts of its fork
@@ -121,6 +123,7 @@ class EbpfBackend(Backend):
         self.notes = fallback + [f"eBPF: {describe_loader(self.loader)}; counting "
                                  f"{self.attach_s:.2f} s after the start (load "
                                  f"{self.load_s:.2f} s)"]
+        self._wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._reader = threading.Thread(target=self._read_loop, name="hangtrace-ebpf",
                                         daemon=True)
         self._reader.start()
@@ -138,6 +141,8 @@ class EbpfBackend(Backend):
         try:
             self._quit.set()
             self._budget = 0            # the reader's poll in progress ends at its next record
+            if self._wake is not None:
+                os.write(self._wake[1], b"x")    # and its wait at once
             reader, self._reader = self._reader, None
             if reader is not None and reader is not threading.current_thread():
                 reader.join(timeout=10)
@@ -258,11 +263,17 @@ class EbpfBackend(Backend):
         the ring for the next), so the reader sees ``stop()`` within one such batch however fast
         the tree forks."""
         self._next_counts = time.monotonic() + COUNTS_EVERY_S
+        assert self._prog is not None and self._wake is not None
+        waiter = select.poll()
+        waiter.register(self._prog.ring_fd("events"), select.POLLIN)
+        waiter.register(self._wake[0], select.POLLIN)
         while not self._quit.is_set():
             try:
                 assert self._prog is not None
                 self._budget = RECORDS_PER_POLL
-                self._prog.poll(self.poll_ms)
+                waiter.poll(self._wait_ms())
+                self._prog.consume()
+                self._fds.read_pending(self._exited)
                 if self._pending_exits:
                     self._resolve_exits()
                 if time.monotonic() >= self._next_counts and not self._quit.is_set():
@@ -275,6 +286,12 @@ class EbpfBackend(Backend):
             except Exception as e:  # noqa: BLE001
                 self.errors.append(f"ebpf: reader failed: {type(e).__name__}: {e}")
                 return
+
+    def _wait_ms(self) -> int:
+        """The reader's wait on the ring and stop()'s pipe: to the counts' next read, or poll_ms."""
+        if self._pending_exits or self._fds.pending:
+            return self.poll_ms
+        return max(1, int(1000 * (self._next_counts - time.monotonic())) + 1)
 
     def _maps(self) -> Dict[str, MapView]:
         assert self._prog is not None
@@ -307,6 +324,8 @@ class EbpfBackend(Backend):
                 self._on_exec(e)
             elif e.type == L.HT_EV_EXIT:
                 self._on_exit(e)
+            elif e.type == L.HT_EV_FD:     # an fd's first use: its table read after the drain
+                self._fds.first_use(e.tgid, e.enter_ns / 1e9)
         except Exception as exc:  # noqa: BLE001 - a bad record must not stop the reader
             if len(self.errors) < 20:
                 self.errors.append(f"ebpf: event dropped: {type(exc).__name__}: {exc}")
@@ -398,6 +417,7 @@ class EbpfBackend(Backend):
     def _final_events(self) -> None:
         from .final import StopContext, final_events
         assert self._emit is not None and self._targets is not None and self._counts
+        self._fds.read_pending(self._exited, final=True)
         live: Dict[int, List[int]] = {}
         for pid in self._targets.pids():
             tids = procfs.list_tids(pid) if pid not in self._exited else []
@@ -419,6 +439,9 @@ class EbpfBackend(Backend):
         self.errors.extend(errors)
 
     def _cleanup(self) -> None:
+        for fd in self._wake or ():
+            os.close(fd)
+        self._wake = None
         prog, self._prog = self._prog, None
         if prog is not None:
             try:

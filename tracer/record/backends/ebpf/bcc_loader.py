@@ -82,6 +82,9 @@ class BccProgram:
     def consume(self) -> None:
         self._bpf.ring_buffer_consume()
 
+    def ring_fd(self, name: str) -> int:
+        return int(self._bpf[name.encode()].map_fd)
+
     def attach_uprobe(self, program: str, binary: str, symbol: str, offset: int,
                       retprobe: bool = False) -> None:
         attach = self._bpf.attach_uretprobe if retprobe else self._bpf.attach_uprobe

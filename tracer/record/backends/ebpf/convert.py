@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import errno
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, List, Optional, Sequence, Tuple
 
 from .... import events as ev
 from ....linux.procfs_fds import read_fds, read_text
@@ -55,7 +55,9 @@ class Clock:
 class FdCache:
     """(pid, fd) -> (kind, target), from /proc (procfs_fds.read_fds), once per process table read,
     re-reading a process's table on a miss (at most every 50 ms); ``epoll_kinds`` lists the fds
-    registered with an epoll fd (fdinfo "tfd:" lines)."""
+    registered with an epoll fd (fdinfo "tfd:" lines). A table read while the process lives is
+    kept once it is gone (its zombie's table is empty): it is read again when the kernel tells
+    of an fd's first use (HT_EV_FD: ``first_use``, then ``read_pending``)."""
 
     REFRESH_S = 0.05
 
@@ -64,6 +66,7 @@ class FdCache:
         self._tables: Dict[int, Dict[int, ev.FdInfo]] = {}
         self._read_at: Dict[int, float] = {}
         self._epoll: Dict[Tuple[int, int], Tuple[str, ...]] = {}
+        self._pending: Dict[int, float] = {}      # pid -> an fd's latest first use (first_use)
 
     def forget(self, pid: int) -> None:
         """After exec (CLOEXEC fds closed) or exit."""
@@ -89,6 +92,31 @@ class FdCache:
         since it was read: record/stillness.py): never read again."""
         self._tables[pid] = {f.fd: f for f in fds}
         self._read_at[pid] = float("inf")
+
+    def read_since(self, pid: int, mono_s: float) -> bool:
+        """Whether ``pid``'s table was read at or after ``mono_s`` (time.monotonic seconds)."""
+        return self._read_at.get(pid, -1.0) >= mono_s
+
+    def first_use(self, pid: int, mono_s: float) -> None:
+        """The kernel saw ``pid`` read or write an fd first at ``mono_s`` (CLOCK_MONOTONIC, as
+        time.monotonic): its table is to be read again unless it was since (``read_pending``)."""
+        if not self.read_since(pid, mono_s):
+            self._pending[pid] = max(mono_s, self._pending.get(pid, 0.0))
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._pending)
+
+    def read_pending(self, gone: Collection[int], final: bool = False) -> None:
+        """Read the table of each process told of by ``first_use`` while it lives (one that
+        exits before the next periodic read keeps its fds named); at most every ``REFRESH_S``
+        per process unless ``final``; nothing for those in ``gone``."""
+        for pid, at in list(self._pending.items()):
+            if pid in gone or self.read_since(pid, at):
+                del self._pending[pid]
+            elif final or time.monotonic() - self._read_at.get(pid, -1e9) >= self.REFRESH_S:
+                del self._pending[pid]
+                self.refresh(pid, 0.0)
 
     def refresh(self, pid: int, max_age: float) -> None:
         """Re-read ``pid``'s table when the copy is older than ``max_age`` seconds (a gone

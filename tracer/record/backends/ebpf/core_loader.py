@@ -258,6 +258,9 @@ class CoreProgram:
         for rb, _ in self._rings:
             self._lib.ring_buffer__consume(rb)
 
+    def ring_fd(self, name: str) -> int:
+        return self.map(name).fd
+
     def attach_uprobe(self, program: str, binary: str, symbol: str, offset: int,
                       retprobe: bool = False) -> None:
         prog = B.check_ptr(self._lib.bpf_object__find_program_by_name(self._obj,

@@ -24,6 +24,7 @@ HT_EV_SYSCALL = 1
 HT_EV_FORK = 2
 HT_EV_EXEC = 3
 HT_EV_EXIT = 4
+HT_EV_FD = 5
 HT_K_NONE = 0
 HT_K_FUTEX = 1
 HT_K_POLL = 2
@@ -71,6 +72,7 @@ HT_MAX_THREADS = 32768
 HT_MAX_AGG = 65536
 HT_MAX_FDS = 65536
 HT_MAX_IOCTLS = 16384
+HT_MAX_FDSEEN = 16384
 HT_MAX_FAILS = 16384
 HT_SLOTS = 16
 HT_FD_SLOTS = 8
@@ -156,6 +158,11 @@ class HtAgg(ct.Structure):
     _fields_ = [("count", ct.c_uint64), ("streamed", ct.c_uint64), ("ns", ct.c_uint64)]
 
 
+class HtSeenKey(ct.Structure):
+    """struct ht_seen_key: (tgid, fd) whose first use was told (HT_EV_FD)."""
+    _fields_ = [("tgid", ct.c_uint32), ("fd", ct.c_int32)]
+
+
 class HtFdKey(ct.Structure):
     """struct ht_fd_key."""
     _fields_ = [("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("fd", ct.c_int32),
@@ -196,7 +203,7 @@ class HtFail(ct.Structure):
 
 STRUCTS = {"ht_event": HtEvent, "ht_thread": HtThread, "ht_cslot": HtCslot,
            "ht_fslot": HtFslot, "ht_cache": HtCache,
-           "ht_tkey": HtTkey, "ht_agg_key": HtAggKey, "ht_agg": HtAgg, "ht_fd_key": HtFdKey, "ht_fd": HtFd,
+           "ht_tkey": HtTkey, "ht_agg_key": HtAggKey, "ht_agg": HtAgg, "ht_seen_key": HtSeenKey, "ht_fd_key": HtFdKey, "ht_fd": HtFd,
            "ht_tcount": HtTcount, "ht_ioc_key": HtIocKey, "ht_ioc": HtIoc,
            "ht_fail_key": HtFailKey, "ht_fail": HtFail}
 

@@ -41,7 +41,8 @@ class Program(Protocol):
     record's address, valid during the call; when it returns True the poll or consume in progress
     ends there, the records after it left in the ring for the next: the backend's bound on work per
     drain, a producer faster than the reader never holds it in one poll); ``poll(ms)``,
-    ``consume()``; ``attach_uprobe(program, binary, symbol, file_offset, retprobe=False)`` (a
+    ``consume()``; ``ring_fd(name)``: the ring buffer's fd, readable while records wait in it
+    (to wait on it with other fds, then ``consume()``); ``attach_uprobe(program, binary, symbol, file_offset, retprobe=False)`` (a
     uretprobe when ``retprobe``); ``detach()`` (idempotent: nothing runs in the kernel after it;
     maps stay readable); ``close()`` (idempotent: detaches, frees every map and program fd);
     ``loader`` ("libbpf" or "bcc") and ``load_s`` (seconds to load and attach)."""
@@ -55,6 +56,8 @@ class Program(Protocol):
     def poll(self, timeout_ms: int) -> None: ...
 
     def consume(self) -> None: ...
+
+    def ring_fd(self, name: str) -> int: ...
 
     def attach_uprobe(self, program: str, binary: str, symbol: str, offset: int,
                       retprobe: bool = False) -> None: ...
