@@ -31,6 +31,7 @@ from .backend_choice import choose_backends
 from .ending import Ending, lead_for
 from .inbox import Inbox
 from .own_cpu import cpu_note, own_cpu
+from .own_family import OwnFamily, refuse_own_ancestors  # noqa: F401 (``watch`` imports it here)
 from .priority import EndPriority
 from .probe_run import START_PROBES_S, run_probes
 from .stopflag import StopFlag
@@ -86,43 +87,6 @@ def resolve_targets(pids: List[int], name: Optional[str], *, force: bool = False
         raise UsageError("give at least one pid (-p PID), --name PATTERN, --cgroup PATH or "
                          "--container ID")
     return out
-
-
-def refuse_own_ancestors(pids: Sequence[int]) -> None:
-    """UsageError, saying why, for the first of ``pids`` that is this process's ancestor: ``watch``
-    refuses it, since the watched tree leaves hangtrace's family out, so what would be watched is
-    not that process at all (``watch $$`` from a shell). ``attach`` records an ancestor root's
-    other descendants instead (``OwnFamily``)."""
-    mine = set(access.ancestors(os.getpid()))
-    for pid in pids:
-        if pid in mine:
-            raise UsageError(f"pid {pid} is hangtrace's own ancestor (a shell or program it "
-                             "runs under): watch leaves hangtrace and its ancestors out of "
-                             "the tree it watches (their activity is its own output), so "
-                             "nothing of that process would be watched; give the pid of the "
-                             "process to watch")
-
-
-class OwnFamily:
-    """What must never be recorded: hangtrace itself, its ancestors, and its own helper
-    children (strace, py-spy). Tracing an ancestor (the shell, sshd, a terminal) would trace
-    hangtrace's own output: each line it prints makes the traced ancestor run syscalls, which
-    strace reports to hangtrace, which prints them... and ptrace-stopping the terminal freezes
-    it. A descendant of hangtrace is recorded only under a root that is itself one (``hangtrace
-    demo`` attaches to the scenario it started; a test records the programs it started)."""
-
-    def __init__(self, roots: Sequence[int] = ()) -> None:
-        self.me = os.getpid()
-        self.ancestors = set(access.ancestors(self.me))
-        self.own_roots = [r for r in roots if r != self.me and access.descends_from(r, self.me)]
-
-    def __call__(self, pid: int) -> bool:
-        if pid == self.me or pid in self.ancestors:
-            return True
-        if pid in self.own_roots:
-            return False
-        chain = access.ancestors(pid)
-        return self.me in chain and not any(r in chain for r in self.own_roots)
 
 
 def refuse_untraceable(roots: List[int], backends: List[Backend]) -> None:

@@ -90,7 +90,7 @@ static int worth_parsing(const char *s, Py_ssize_t p, Py_ssize_t e, int want_sel
     }
     if (e - i >= 5 && memcmp(s + i, "<... ", 5) == 0)
         i += 5;
-    if (i >= e || !strchr("cfgstv", s[i]))
+    if (i >= e || !strchr("cefgstv", s[i]))
         return 0;                       /* (no name below starts otherwise) */
     for (int k = 0; SCAN_NAMES[k]; k++) {
         if (!want_self && (k == 5 || k == 6))
