@@ -1,7 +1,7 @@
 """A tree thousands of processes deep (each in wait4 for its only child, the last in pause)
 analyzes in linear time without overflowing Python's recursion, and its report draws (issue 46 item 8).
 On main: RecursionError from 1,000 levels (waitgraph/chain.py's end(), render/compact.py's
-_depths), settle() one pass over every node a hop (quadratic), tree.py's _depth a walk to the
+_depths and its processes grouped per distance once), settle() one pass over every node a hop (quadratic), tree.py's _depth a walk to the
 root per process."""
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Dict, Iterator
+from typing import Dict
 
 import pytest
 
 from tracer.analysis.verdicts.kin import depths
 from tracer.load.trace import analyze_trace
-from tracer.render.console import MAX_TREE_DEPTH, render_report, report_console
+from tracer.render.console import render_report, report_console
 from tracer.strace.importer import import_strace
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
@@ -86,17 +86,11 @@ def test_a_chain_6000_deep_analyzes_in_linear_time(tmp_path: Path) -> None:
     assert ratio < 8, f"4x the depth: x{ratio:.1f} the CPU time (quadratic: 16)"
 
 
-def _lines(text: str) -> Iterator[str]:
-    return (line for line in text.splitlines() if line.strip())
-
-
-def test_a_chain_1200_deep_draws_its_tree_flat_past_a_depth(tmp_path: Path) -> None:
+def test_a_chain_1200_deep_draws_its_chain_of_waits(tmp_path: Path) -> None:
     n = 1200
     report = analyze_trace(_trace(tmp_path, n))
     out = io.StringIO()
-    render_report(report, report_console(file=out))
+    render_report(report, report_console(file=out))     # main: RecursionError (_depths)
     text = out.getvalue()
-    assert f"pid {ROOT + n - 1}" in text
-    assert sum("deeper than" in line for line in _lines(text)) == 1
-    widest = max(len(line) for line in _lines(text) if "── " in line)   # the tree's lines
-    assert widest < 4 * (MAX_TREE_DEPTH + 2) + 200, f"a line {widest} columns wide"
+    assert f"pid {ROOT + n - 1} thread {ROOT + n - 1}: blocked" in text
+    assert f"pid {ROOT + n - 2} →  pid {ROOT + n - 1} (child)" in text

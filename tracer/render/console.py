@@ -29,7 +29,6 @@ STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
 LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
 NO_WRAP_WIDTH = 1_000_000   # "never wrap": wider than any line a report has
 FOLD_EXITED_AFTER = 20  # exited childless children drawn per process; the rest are counted
-MAX_TREE_DEPTH = 31     # levels of the process tree drawn nested; deeper ones beside the 32nd
 COMPACT_EVIDENCE = 1    # evidence lines a process shows in the default view
 COMPACT_THREAD_EVIDENCE = 2     # and a thread (a D-state thread's second: its kernel stack)
 EXITED_VERDICT = "exited"
@@ -280,14 +279,13 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     keep_tids = frozenset({rc["tid"]} if rc.get("tid") is not None else ())
     tree = Tree("[bold]process tree[/]", guide_style="dim")
     per_node: Dict[str, Tree] = {}
-    flat: List[Tree] = []           # the one note that the tree is drawn flat past a depth
     for r in roots:
         if r.node is not None and r.node not in per_node:
             per_node[r.node] = tree.add(Text.from_markup(f"[bold]node {escape(r.node)}[/]"))
-        pending: List[Tuple[Tree, Union[ProcessReport, int, List[ProcessReport]], int]] = [
-            (per_node.get(r.node or "", tree), r, 1)]
+        pending: List[Tuple[Tree, Union[ProcessReport, int, List[ProcessReport]]]] = [
+            (per_node.get(r.node or "", tree), r)]
         while pending:              # depth first, as a recursion would, without its limit
-            parent, p, level = pending.pop()
+            parent, p = pending.pop()
             if isinstance(p, int):  # the count of the exited children not shown, last
                 parent.add(Text.from_markup(f"[dim]+ {p} more processes that exited during "
                                             "the recording, without children (--verbose "
@@ -301,20 +299,13 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
             _add_process(node, p, verbose, ids, compact,
                          keep_tids if p.pid in keep_pids else frozenset())
             shown, folded = _fold_exited(children.get(p.pid, []), children, verbose)
-            # past MAX_TREE_DEPTH the children go beside it: each level drew a guide a column
-            # wide, a chain 10^4 deep 10^8 columns in all
-            under, below = (node, level + 1) if level <= MAX_TREE_DEPTH else (parent, level)
-            if under is parent and not flat:
-                flat.append(parent.add(Text.from_markup(
-                    f"[dim]the tree is deeper than {MAX_TREE_DEPTH + 1} levels: the processes "
-                    "below are drawn at this one, each after its parent[/]")))
             if folded:
-                pending.append((under, folded, below))
+                pending.append((node, folded))
             if not compact:
-                pending.extend((under, c, below) for c in reversed(shown))
+                pending.extend((node, c) for c in reversed(shown))
                 continue
             for group in reversed(cv.process_groups(shown, set(children), keep_pids)):
-                pending.append((under, group if len(group) > 1 else group[0], below))
+                pending.append((node, group if len(group) > 1 else group[0]))
     return tree
 
 
