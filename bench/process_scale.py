@@ -111,11 +111,14 @@ _PROCESS = "CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD"
 
 def blocked_log(kind: str, n: int) -> str:
     """The strace -f -tt log of a launcher and ``n`` threads (kind "threads") or processes
-    ("procs") each blocked in a futex wait without timeout (module doc)."""
+    ("procs") each blocked in a futex wait without timeout (module doc); kind "chain": ``n``
+    processes in one line of descent, each in ``wait4(-1)`` for its only child, the last in
+    ``pause()`` (a tree ``n`` deep)."""
+    if kind == "chain":
+        return chain_log(n)
     lines, flags = [], _THREAD if kind == "threads" else _PROCESS
     for i in range(2 * n + 1):
-        t = 36000 + (i + 1) * 1e-5
-        lines.append(f"{int(t // 3600):02d}:{int(t % 3600 // 60):02d}:{t % 60:09.6f}")
+        lines.append(_clock(i))
     for i in range(n):
         lines[i] = f"{ROOT}  {lines[i]} clone(child_stack=NULL, flags={flags}) = {ROOT + 1 + i}"
     for i in range(n):
@@ -124,6 +127,25 @@ def blocked_log(kind: str, n: int) -> str:
     last = ("futex(0x7effff000000, FUTEX_WAIT_PRIVATE, 0, NULL" if kind == "threads"
             else "wait4(-1, ")
     lines[2 * n] = f"{ROOT}  {lines[2 * n]} {last} <unfinished ...>"
+    return "\n".join(lines) + "\n"
+
+
+def _clock(i: int) -> str:
+    """The -tt time of the log's i-th line (10 us apart from 10:00)."""
+    t = 36000 + (i + 1) * 1e-5
+    return f"{int(t // 3600):02d}:{int(t % 3600 // 60):02d}:{t % 60:09.6f}"
+
+
+def chain_log(n: int) -> str:
+    """A chain of ``n`` processes: pid ROOT+i forks ROOT+i+1 then waits in wait4(-1) for it;
+    the last one (ROOT+n-1) waits in pause()."""
+    lines = []
+    for i in range(n - 1):
+        pid = ROOT + i
+        lines.append(f"{pid}  {_clock(2 * i)} clone(child_stack=NULL, flags={_PROCESS}) = "
+                     f"{pid + 1}")
+        lines.append(f"{pid}  {_clock(2 * i + 1)} wait4(-1,  <unfinished ...>")
+    lines.append(f"{ROOT + n - 1}  {_clock(2 * n)} pause( <unfinished ...>")
     return "\n".join(lines) + "\n"
 
 
@@ -194,7 +216,7 @@ def main() -> None:
     ap.add_argument("--keep", help="keep the traces in this directory")
     ap.add_argument("--profile", type=int, default=0, metavar="N")
     ap.add_argument("--no-render", action="store_true", help="time the analysis alone")
-    ap.add_argument("--blocked", choices=["threads", "procs"],
+    ap.add_argument("--blocked", choices=["threads", "procs", "chain"],
                     help="an strace log of N blocked threads or processes (module doc)")
     ns = ap.parse_args()
     d = ns.keep or tempfile.mkdtemp(prefix="hangtrace-procs-bench-")

@@ -444,7 +444,9 @@ def test_every_scenario_has_a_smoke_test_and_readme_row() -> None:
               # tests/live/test_four_ranks.py
               "four_ranks",
               # tests/live/test_report_screen_live.py
-              "tp8_server"}
+              "tp8_server",
+              # tests/live/test_subreaper.py
+              "subreaper_chain"}
     assert set(scenarios.available_scenarios()) == tested
     readme = (scenarios.SCENARIO_DIR / "README.md").read_text()
     for name in tested:

@@ -10,7 +10,7 @@ hop (``chain_lines``). The root cause's process and thread are never folded.
 from __future__ import annotations
 
 import re
-from typing import Dict, Hashable, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Hashable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ..report import ProcessReport, Report, ThreadReport
 from .fold import fold_groups, label_ranges, number_ranges, shape
@@ -137,28 +137,43 @@ def _depths(report: Report, target: int) -> Dict[int, int]:
     waits = {p.pid: sorted({q for w in p.waits_on for q in w["pids"] if q in by_pid})
              for p in report.processes}
     memo: Dict[int, Optional[int]] = {}
-
-    def depth(pid: int, seen: Tuple[int, ...]) -> Optional[int]:
-        if pid == target:
-            return 0
-        if pid in memo:
-            return memo[pid]
-        best: Optional[int] = None
-        for q in waits.get(pid, []):
-            if q in seen:
-                continue
-            d = depth(q, seen + (q,))
-            if d is not None and (best is None or d + 1 > best):
-                best = d + 1
-        memo[pid] = best
-        return best
-
-    out = {}
     for pid in by_pid:
-        d = depth(pid, (pid,))
-        if d is not None:
-            out[pid] = d
-    return out
+        _depth_from(pid, target, waits, memo)
+    return {pid: d for pid in by_pid if (d := memo.get(pid)) is not None}
+
+
+def _depth_from(start: int, target: int, waits: Dict[int, List[int]],
+                memo: Dict[int, Optional[int]]) -> None:
+    """memo[start]: the longest way from ``start`` to ``target`` along ``waits`` not through a
+    process already on the way (None: none reaches it); each process's figure kept once found.
+    Depth first with a stack of its own (a chain of waits 10^4 processes long overflowed
+    Python's recursion)."""
+    if start == target or start in memo:
+        memo.setdefault(target, 0)
+        return
+    memo[target] = 0
+    on_way = {start}
+    stack: List[Tuple[int, Iterator[int], Optional[int]]] = [(start, iter(waits.get(start, [])),
+                                                              None)]
+    while stack:
+        pid, todo, best = stack[-1]
+        q = next((q for q in todo if q not in on_way), None)
+        if q is not None and q not in memo:
+            on_way.add(q)
+            stack.append((q, iter(waits.get(q, [])), None))
+            continue
+        if q is not None:                     # known already (the target: 0)
+            d = memo[q]
+            if d is not None and (best is None or d + 1 > best):
+                stack[-1] = (pid, todo, d + 1)
+            continue
+        stack.pop()
+        on_way.discard(pid)
+        memo[pid] = best
+        if stack:
+            up, up_todo, up_best = stack[-1]
+            if best is not None and (up_best is None or best + 1 > up_best):
+                stack[-1] = (up, up_todo, best + 1)
 
 
 def _thread_words(t: ThreadReport) -> str:
@@ -179,20 +194,21 @@ def chain_lines(report: Report) -> List[str]:
     if len(depths) < 2:
         return []
     lines = []
+    at: Dict[int, List[ProcessReport]] = {}
+    for p in sorted(depths):                # the processes at each distance, in one pass
+        at.setdefault(depths[p], []).append(by_pid[p])
     for d in range(max(depths.values()), 0, -1):
-        here = [by_pid[p] for p in sorted(depths) if depths[p] == d]
+        here = at.get(d, [])
         if not here:
             continue
-        targets: List[int] = []
-        kinds: List[str] = []
+        targets: Dict[int, None] = {}       # ordered sets: a level may hold thousands
+        kinds: Dict[str, None] = {}
         for p in here:
             for w in p.waits_on:
                 for q in w["pids"]:
                     if depths.get(q) is not None and depths[q] < d:
-                        if q not in targets:
-                            targets.append(q)
-                        if w["kind"] not in kinds:
-                            kinds.append(w["kind"])
+                        targets[q] = None
+                        kinds[w["kind"]] = None
         lines.append(f"{process_word(here)} → {process_word([by_pid[q] for q in targets])} "
                      f"({', '.join(kinds)})")
     end = by_pid[target]

@@ -165,8 +165,10 @@ def _ends_here(chains: Chains, pid: int, kind: EndKind) -> bool:
 
 def _chain_thread(pid: int, chains: Chains, among: List[int]) -> Optional[int]:
     """The thread of ``pid`` (one of ``among``) that the chain of the process goes through."""
-    for nid in chains.walk(pnode(pid)).nodes[1:]:
-        node = chains.g.nodes[nid]
+    for step, _ in chains.steps(pnode(pid)):      # the first hops only
+        if step is None:
+            break
+        node = chains.g.nodes[step.dst]
         if node.pid != pid:
             break
         if node.tid in among:

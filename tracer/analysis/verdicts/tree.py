@@ -26,6 +26,7 @@ from ..vocab.waits import wait_from_call
 from .chain_text import chain_line, end_line
 from .served import a_server_progresses, ticks_after_progress
 from .process import ProcessVerdict
+from .kin import depths as _depths, waiter_counts as _waiter_counts, waiters as _waiters
 from .view import end_severity, unproven, view_lacks
 from ..vocab.verdict import (BLOCKED, BUSY, DEADLOCKED, EXITED, IDLE, PROGRESSING,
                              SILENT_WORK_RULES, SLOW_NOT_HUNG, UNKNOWN, BlockKind, Note, NoteKind,
@@ -52,29 +53,6 @@ class TreeVerdict:
     notes: List[Note] = field(default_factory=list)
 
 
-def _waiters(pvs: Mapping[int, ProcessVerdict], pid: int) -> List[ProcessVerdict]:
-    return [pv for pv in pvs.values() if pv.pid != pid
-            and any(pid in w.pids for w in pv.waits_on)]
-
-
-def _waiter_counts(pvs: Mapping[int, ProcessVerdict]) -> Dict[int, int]:
-    """pid -> len(_waiters(pvs, pid)), for every pid, in one pass over the waits."""
-    counts: Dict[int, int] = {}
-    for pv in pvs.values():
-        for q in {q for w in pv.waits_on for q in w.pids if q != pv.pid}:
-            counts[q] = counts.get(q, 0) + 1
-    return counts
-
-
-def _depth(pvs: Mapping[int, ProcessVerdict], pid: int) -> int:
-    d, seen = 0, set()
-    while pid in pvs and pid not in seen:
-        seen.add(pid)
-        pid = pvs[pid].ppid
-        d += 1
-    return d
-
-
 def _waiter_text(pvs: Mapping[int, ProcessVerdict], pid: int) -> str:
     parts = []
     for w in _waiters(pvs, pid):
@@ -89,9 +67,9 @@ def _pick(pvs: Mapping[int, ProcessVerdict], verdict: Verdict) -> Optional[Proce
         return None
     # The process others wait for; then one whose own main thread shows the verdict (not a
     # helper thread's chatter); then the deepest (a worker before its launcher).
-    waiting = _waiter_counts(pvs)
+    waiting, depth = _waiter_counts(pvs), _depths(pvs)
     return max(hits, key=lambda pv: (waiting.get(pv.pid, 0), pv.key_tid == pv.pid,
-                                     _depth(pvs, pv.pid), -pv.pid))
+                                     depth[pv.pid], -pv.pid))
 
 
 def _chain_text(pvs: Mapping[int, ProcessVerdict], start: ProcessVerdict) -> str:
@@ -195,8 +173,9 @@ def judge_tree(pvs: Dict[int, ProcessVerdict], rec: Recording, graph: WaitGraph,
             and exit_failed(rec.processes[pv.pid])]
     if verdict == DEADLOCKED:
         tree = _deadlock_cause(pvs, dead, stragglers)
+        depth = _depths(pvs)
         stuck = sorted((pv for pv in pvs.values() if pv.verdict == DEADLOCKED),
-                       key=lambda pv: (pv.pid != tree.root_cause.pid, -_depth(pvs, pv.pid)))
+                       key=lambda pv: (pv.pid != tree.root_cause.pid, -depth[pv.pid]))
         starts = [t for pv in stuck for t in ([pv.key_tid] if pv.key_tid else []) + [pv.pid]]
         proof = _chain_proof(graph, chains, found) or graph.prove(starts)
         line = chain_line(chains.walk(found[1]), graph) if found else ""
@@ -250,7 +229,8 @@ def _interrupted_wait(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> Opti
         found.append((pv, *waiting[0], signal))
     if not found:
         return None
-    pv, t, call, signal = min(found, key=lambda f: (_depth(pvs, f[0].pid), f[0].pid))
+    depth = _depths(pvs)
+    pv, t, call, signal = min(found, key=lambda f: (depth[f[0].pid], f[0].pid))
     p = rec.processes[pv.pid]
     w = wait_from_call(call, p.info.fds if p.info else [])
     who = _thread_words(t)
@@ -270,12 +250,14 @@ def _gone_cause(pvs: Mapping[int, ProcessVerdict], rec: Recording) -> TreeVerdic
     """Everything exited: the first process that failed (by the order of the exits: a log may
     have no times), else the tree's root, and what its threads were inside when it ended, where a call never
     returned (a thread stuck until it was killed)."""
+    depth = _depths(pvs)
+
     def order(pv: ProcessVerdict) -> Tuple[int, int, int]:
         p = rec.processes[pv.pid]
         at = p.exit_order or 1 << 30
         if exit_failed(p):                 # the first to fail
-            return (0, at, _depth(pvs, pv.pid))
-        return (1, _depth(pvs, pv.pid), at)  # all clean: the tree's root
+            return (0, at, depth[pv.pid])
+        return (1, depth[pv.pid], at)  # all clean: the tree's root
     root = min(pvs.values(), key=order)
     summary = f"the tree is gone: {root.label} {root.exit_status}"
     p = rec.processes[root.pid]
@@ -411,8 +393,8 @@ def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict
     stuck = [pv for pv in pvs.values() if pv.verdict == DEADLOCKED] or [
         pv for pv in pvs.values() if pv.verdict not in (PROGRESSING, IDLE, EXITED)] or list(
         pvs.values())
-    waiting = _waiter_counts(pvs)
-    start = max(stuck, key=lambda pv: (_depth(pvs, pv.pid), waiting.get(pv.pid, 0)))
+    waiting, depth = _waiter_counts(pvs), _depths(pvs)
+    start = max(stuck, key=lambda pv: (depth[pv.pid], waiting.get(pv.pid, 0)))
     chain = _chain_text(pvs, start)
     gone = next((st for st in stragglers if st.dead and st.pid in pvs
                  and pvs[st.pid].verdict == EXITED), None)
@@ -429,7 +411,7 @@ def _deadlock_cause(pvs: Mapping[int, ProcessVerdict], dead: List[ProcessVerdict
     if late is not None and not dead:   # the ranks' comparison names the one that differs
         return _straggler_cause(pvs, late, DEADLOCKED)
     if dead:
-        d = max(dead, key=lambda pv: _depth(pvs, pv.pid))
+        d = max(dead, key=lambda pv: depth[pv.pid])
         return TreeVerdict(DEADLOCKED, "dead-peer",
                            RootCause(d.pid, None, f"{d.label} {d.exit_status}; {chain}"))
     if len(stuck) == 1 and stuck[0].block == BlockKind.CLOSED:

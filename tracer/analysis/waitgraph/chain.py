@@ -10,7 +10,7 @@ stops, never merely a thread that ticks: ``Chains._own_end`` says where a chain 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from ..vocab.verdict import StrEnum
 from .fd_waits import WRITE_CALLS
@@ -97,6 +97,60 @@ class Chains:
         self.g = graph
         self._memo: Dict[str, End] = {}
         self._open: Dict[str, bool] = {}
+        self._seen: Dict[str, int] = {}        # _warm's visit order (Tarjan's index)
+
+    def _below(self, nid: str) -> List[str]:
+        """The nodes ``end(nid)`` may ask the end of (its edges' ends, a process's threads)."""
+        node = self.g.nodes[nid]
+        if node.kind == NodeKind.THREAD:
+            return [e.dst for e in self.g.out(nid) if e.dst in self.g.nodes]
+        if node.kind in (NodeKind.PROCESS, NodeKind.ANY_THREAD):
+            extra = [t.id for t in self.g.deciders(node.pid or 0)] \
+                if node.kind == NodeKind.PROCESS else []
+            return list(dict.fromkeys(self._members(node) + extra))
+        return []
+
+    def _warm(self, top: str) -> None:
+        """The ends of the nodes below ``top``, deepest first (an iterative Tarjan walk: a node
+        once every node below it is done), so that ``end``'s own recursion stays a node or two
+        deep: a chain of waits 10^4 processes long took 4 frames a hop (Python's limit is
+        1,000). A node on a cycle is left to ``end``: where a cycle is entered decides its
+        end. Each node is visited once per ``Chains``."""
+        low: Dict[str, int] = {}
+        stack: List[str] = []
+        on_stack: Dict[str, bool] = {}
+        work: List[Tuple[str, Iterator[str]]] = []
+
+        def visit(nid: str) -> None:
+            self._seen[nid] = low[nid] = len(self._seen)
+            stack.append(nid)
+            on_stack[nid] = True
+            work.append((nid, iter(self._below(nid))))
+        visit(top)
+        while work:
+            nid, below = work[-1]
+            nxt = next((c for c in below if c not in self._seen or on_stack.get(c)), None)
+            if nxt is not None:
+                if nxt in self._seen:
+                    low[nid] = min(low[nid], self._seen[nxt])
+                else:
+                    visit(nxt)
+                continue
+            work.pop()
+            if work:
+                up = work[-1][0]
+                low[up] = min(low[up], low[nid])
+            if low[nid] != self._seen[nid]:
+                continue
+            scc = []
+            while True:
+                q = stack.pop()
+                del on_stack[q]
+                scc.append(q)
+                if q == nid:
+                    break
+            if len(scc) == 1 and nid not in self._below(nid):
+                self.end(nid)                  # all below it are done: one frame deep
 
     # ------------------------------------------------------------------ ends
     def end(self, nid: str) -> End:
@@ -107,6 +161,11 @@ class Chains:
             return End(EndKind.UNKNOWN, nid)
         if nid in self._open:                  # back on a node being followed: a cycle
             return End(EndKind.CYCLE, nid)
+        if not self._open and nid not in self._seen:
+            self._warm(nid)
+            got = self._memo.get(nid)
+            if got is not None:
+                return got
         self._open[nid] = True
         try:
             nxt = self._next(nid, (nid,))
@@ -278,21 +337,30 @@ class Chains:
     # ------------------------------------------------------------------ walks
     def walk(self, start: str, limit: int = 64) -> Chain:
         chain = Chain(start)
+        for step, end in self.steps(start, limit):
+            if step is not None:
+                chain.steps.append(step)
+            chain.end = end
+        return chain
+
+    def steps(self, start: str, limit: int = 64) -> Iterator[Tuple[Optional[Step], Optional[End]]]:
+        """``walk``'s steps one at a time, (step, None), then (None or the last step, the end):
+        a caller that needs the first hops stops there (a 64-step walk per process of a chain
+        10^4 deep was most of its analysis)."""
         if start not in self.g.nodes:
-            chain.end = End(EndKind.UNKNOWN, start)
-            return chain
+            yield None, End(EndKind.UNKNOWN, start)
+            return
         path: Tuple[str, ...] = (start,)
         cur = start
         for _ in range(limit):
             step, nxt = self._next(cur, path)
             if step is None:
-                chain.end = nxt  # type: ignore[assignment]
-                return chain
-            chain.steps.append(step)
+                yield None, nxt  # type: ignore[misc]
+                return
             if step.dst in path:
-                chain.end = End(EndKind.CYCLE, step.dst, cur)
-                return chain
+                yield step, End(EndKind.CYCLE, step.dst, cur)
+                return
+            yield step, None
             path += (step.dst,)
             cur = step.dst
-        chain.end = self.end(cur)
-        return chain
+        yield None, self.end(cur)

@@ -12,7 +12,7 @@ say how.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from ..vocab.verdict import StrEnum
 
@@ -195,35 +195,45 @@ class WaitGraph:
             or (n.kind == NodeKind.THREAD and n.active and nid not in self._out)
             or (n.kind == NodeKind.PROCESS and not deciders.get(n.pid or 0)))}
         weak: Set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for nid, n in self.nodes.items():
+        # Propagated from the live nodes along who depends on whom, each node raised at most
+        # twice (to weak, to live): linear in nodes and edges (a pass over every node until
+        # none changed took one pass a hop: a chain of 10^4 processes, 10^8 steps).
+        needs = self._dependents(threads, deciders)
+        todo = list(live)
+        while todo:
+            src = todo.pop()
+            up = src in live
+            for nid, how in needs.get(src, ()):
+                n = self.nodes[nid]
                 if nid in live or n.dead:
                     continue
-                if n.kind == NodeKind.PROCESS:
-                    ds = deciders.get(n.pid or 0, [])
-                    got = "L" if any(t.id in live for t in ds) else \
-                        "W" if any(t.id in weak for t in ds) else ""
-                elif n.kind == NodeKind.ANY_THREAD:
-                    got = "L" if any(t.id in live for t in threads.get(n.pid or 0, [])) else ""
-                else:
-                    got = ""
-                    for e in self.out(nid):
-                        dst = self.nodes[e.dst]
-                        if e.dst in live and dst.kind != NodeKind.ANY_THREAD:
-                            got = "L"
-                            break
-                        if e.dst in weak or e.dst in live:
-                            got = "W"
-                if got == "L":
+                if up and how != "weakly":          # a live decider, thread, or waited-on node
                     live.add(nid)
                     weak.discard(nid)
-                    changed = True
-                elif got == "W" and nid not in weak:
+                    todo.append(nid)
+                elif how != "if-live" and nid not in weak:
                     weak.add(nid)
-                    changed = True
+                    todo.append(nid)
         self.live, self.weak = live, weak
+
+    def _dependents(self, threads: Dict[int, List[Node]],
+                    deciders: Dict[int, List[Node]]) -> Dict[str, List[Tuple[str, str]]]:
+        """node -> the nodes settle() raises from it, and how: a ``P`` node from its deciding
+        threads (live or weak), an ``A`` node from its threads ("if-live": only a live one), a
+        waiting thread from what its edges lead to (an ``A`` node makes it "weakly" live)."""
+        needs: Dict[str, List[Tuple[str, str]]] = {}
+        for nid, n in self.nodes.items():
+            if n.kind == NodeKind.PROCESS:
+                for t in deciders.get(n.pid or 0, []):
+                    needs.setdefault(t.id, []).append((nid, "as-is"))
+            elif n.kind == NodeKind.ANY_THREAD:
+                for t in threads.get(n.pid or 0, []):
+                    needs.setdefault(t.id, []).append((nid, "if-live"))
+            else:
+                for e in self.out(nid):
+                    weakly = self.nodes[e.dst].kind == NodeKind.ANY_THREAD
+                    needs.setdefault(e.dst, []).append((nid, "weakly" if weakly else "as-is"))
+        return needs
 
     def deciders(self, pid: int) -> List[Node]:
         """The threads that decide what ``P<pid>`` can do (module doc)."""

@@ -21,13 +21,15 @@ import signal
 import subprocess
 import threading
 import time
-from typing import IO, Dict, List, Optional, Tuple
+from typing import IO, Dict, List, Optional, Set, Tuple
 
 from ... import events as ev
 from ...linux import procfs
 from ...strace.convert import StraceConverter
 from .base import Backend, Emit, TargetSet
-from .in_flight import in_flight_events, uninterruptible_calls, uninterruptible_samples
+from .in_flight import (in_flight_events, uninterruptible_calls, uninterruptible_samples,
+                        unseen_calls)
+from .strace_attach import not_attached, wait_attached
 from ...linux.mounts import fuse_users
 
 __all__ = ["StraceBackend", "ptrace_problem", "parse_attach_error"]
@@ -35,8 +37,9 @@ __all__ = ["StraceBackend", "ptrace_problem", "parse_attach_error"]
 _PR_SET_PDEATHSIG = 1
 STRACE_ARGS = ["-f", "-ttt", "-T", "-yy", "-s", "0", "-q"]
 KILL_WAIT_S = 5.0           # how long a SIGKILLed strace is waited for (StraceBackend._reap)
-# strace's own detach after SIGINT, before the kernel finishes it (StraceBackend.stop)
-DETACH_GRACE_S = 0.5
+ATTACH_WAIT_S = 30.0        # how long the window waits for strace to attach every target
+DETACH_S_PER_TASK = 0.002   # the wait for strace's exit after SIGINT grows by this a target
+KILL_AFTER_MAX_S = 30.0     # and is never longer (StraceBackend._detach_wait)
 
 
 def strace_args(fuse_users: List[int]) -> List[str]:
@@ -140,6 +143,8 @@ class StraceBackend(Backend):
         self._d_start: Dict[Tuple[int, int], ev.ThreadSample] = {}
         self._d_stop: Dict[Tuple[int, int], ev.ThreadSample] = {}
         self._in_d: Dict[Tuple[int, int], str] = {}
+        self._unattached: List[int] = []      # targets strace had not attached at the start
+        self._seen: Set[Optional[int]] = set()  # the tids of the events read (in_flight.py)
 
     # ------------------------------------------------------------------ contract
     def check(self) -> Optional[str]:
@@ -202,6 +207,9 @@ class StraceBackend(Backend):
                                             name="hangtrace-strace-stderr", daemon=True)
         self._err_reader.start()      # first: the reader joins it when strace exits
         self._reader.start()
+        # the window opens once strace has attached (strace_attach.py), at most ATTACH_WAIT_S
+        self._unattached = wait_attached(self._proc.pid, pids,
+                                         time.monotonic() + ATTACH_WAIT_S, self._proc)
 
     def helpers(self) -> List[int]:
         """strace's pid while it runs (base.py)."""
@@ -213,11 +221,11 @@ class StraceBackend(Backend):
         SIGINT strace detaches every tracee (PTRACE_DETACH resumes them) and exits; a tracee
         is never left in a ptrace stop. It detaches them one at a time, each first interrupted
         and waited for until it stops, so that each must get a CPU: 800 threads took 2-3 s
-        beside 4 busy processes on 2 cores. After ``DETACH_GRACE_S`` it is SIGKILLed, and the
-        kernel detaches (and restarts) every tracee left at once as the tracer dies (ptrace(2);
-        one in group-stop stays stopped, as it was): what strace printed is kept, a call cut
-        mid-line is unfinished as after its own detach (strace/convert.py). Said in the
-        report only where threads in D state were left (``_kill_note``)."""
+        beside 4 busy processes on 2 cores. After ``_detach_wait()`` (it grows with the
+        targets: strace writes its -o buffer only at exit, and a kill loses it) it is
+        SIGKILLed, and the kernel detaches (and restarts) every tracee left at once as the
+        tracer dies (ptrace(2); one in group-stop stays stopped, as it was). Said in the report
+        only where threads in D state were left (``_kill_note``)."""
         with self._lock:
             if self._stopping:
                 already = True
@@ -235,13 +243,14 @@ class StraceBackend(Backend):
             # threads inside a call that never returns (D state): strace cannot stop them to
             # detach, nor print their call; /proc shows it (in_flight.py)
             self._d_stop = uninterruptible_samples(self._targets.pids() if self._targets else [])
+            self._never_attached(proc.pid)
             self._in_d = uninterruptible_calls(self._d_stop)
             try:
                 proc.send_signal(signal.SIGINT)     # strace detaches every tracee, then exits
             except ProcessLookupError:
                 pass
             try:
-                _wait_exit(proc, min(DETACH_GRACE_S, self._stop_timeout))
+                _wait_exit(proc, self._detach_wait())
             except subprocess.TimeoutExpired:
                 if self._d_stop:
                     self.errors.append(self._kill_note())
@@ -253,6 +262,28 @@ class StraceBackend(Backend):
         if self._err_reader is not None:
             self._err_reader.join(timeout=2)
         self._stopped.wait(timeout=5)
+
+    def _detach_wait(self) -> float:
+        """How long strace is given to detach and exit after SIGINT: ``stop_timeout`` and
+        ``DETACH_S_PER_TASK`` a target (at most ``KILL_AFTER_MAX_S``). strace detaches one task
+        at a time and writes its -o buffer at exit: SIGKILLed after 2 s while detaching 5,001
+        processes on a busy VM, it lost every line, and each process looked as if it ran
+        outside syscalls all along (issue 46 item 9)."""
+        tasks = len(self._targets.pids()) if self._targets is not None else 0
+        return min(max(self._stop_timeout, self._stop_timeout + DETACH_S_PER_TASK * tasks),
+                   KILL_AFTER_MAX_S)
+
+    def _never_attached(self, tracer: int) -> None:
+        """An ObserveError for each target strace had still not attached at the end: it was
+        never observed (analysis/threads/observed.py: unknown, not 100% outside syscalls)."""
+        if not self._unattached or self._emit is None:
+            return
+        left = not_attached(tracer, self._unattached)
+        for pid in left:
+            self._emit(ev.ObserveError(
+                ts=time.time(), source="strace", what="attach", pid=pid, why=(
+                    f"strace had not attached to it when the recording ended ({len(left)} of "
+                    "the processes still to attach)")))
 
     def _reap(self, proc: subprocess.Popen) -> None:
         """Wait for a SIGKILLed strace, at most ``KILL_WAIT_S``: a strace asleep in the kernel
@@ -267,8 +298,7 @@ class StraceBackend(Backend):
 
     def _kill_note(self) -> str:
         """Why strace had to be killed: the threads in D state it could not detach, if any."""
-        grace = min(DETACH_GRACE_S, self._stop_timeout)
-        head = f"strace did not exit within {grace:g} s of SIGINT; killed it"
+        head = f"strace did not exit within {self._detach_wait():g} s of SIGINT; killed it"
         if not self._d_stop:
             return head + " (the kernel detaches its tracees)"
         tids = sorted(tid for _, tid in self._d_stop)
@@ -281,8 +311,14 @@ class StraceBackend(Backend):
                 "asleep (a call in flight is recorded from /proc/TID/syscall)")
 
     def _unseen_in_flight(self, conv: StraceConverter) -> List[ev.Event]:
-        """The calls of the D-state threads strace never printed: ongoing since the attach."""
+        """The calls of the D-state threads strace never printed, and of the threads it printed
+        nothing of at all that sit in a call (in_flight.unseen_calls): ongoing since the
+        attach."""
         lines = {k: v for k, v in self._in_d.items() if not conv.in_call(k[1])}
+        if self._targets is not None:
+            unseen = unseen_calls(self._targets.pids(),
+                                  lambda tid: tid in self._seen or conv.in_call(tid))
+            lines.update({k: v for k, v in unseen.items() if k not in lines})
         return list(in_flight_events(lines, self._start_ts, time.time()))
 
     @property
@@ -323,6 +359,7 @@ class StraceBackend(Backend):
         assert conv is not None and self._emit is not None and self._targets is not None
         emit = self._emit
         targets = self._targets
+        seen = self._seen
         # a thread in D state takes no ptrace stop: strace shows nothing of it; its /proc
         # samples at both ends say it slept (not "outside syscalls", not a CPU spin). Read
         # here, not in start(): the attach does not wait for it (0.2 s for 1,000 threads)
@@ -333,6 +370,7 @@ class StraceBackend(Backend):
             for text in out:
                 self.lines += 1
                 for e in conv.feed_text(text):
+                    seen.add(getattr(e, "tid", None))
                     if isinstance(e, ev.ThreadStart) and e.new_process:
                         targets.add(e.pid)
                     elif isinstance(e, ev.ProcessExec) and _elided(e.argv):
