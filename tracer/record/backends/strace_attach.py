@@ -7,16 +7,18 @@ of processes in pause() looked busy (issue 46 item 9).
 Contract: ``wait_attached(tracer, pids, deadline)`` waits (polling /proc/PID/status every 5 ms,
 never past ``deadline``, a ``time.monotonic()`` value) until each of ``pids`` is traced by
 ``tracer`` and out of its attach stop, or gone; it returns the pids not there yet (``[]``: all
-are). ``not_attached(tracer, pids)`` reads them once. Reads /proc only.
+are). ``not_attached(tracer, pids)`` reads them once; ``never_attached`` makes the ObserveError
+of each still not attached at the end. Reads /proc only.
 """
 from __future__ import annotations
 
 import time
 from typing import List, Optional, Tuple
 
+from ... import events as ev
 from ...linux import procfs
 
-__all__ = ["wait_attached", "not_attached"]
+__all__ = ["wait_attached", "not_attached", "never_attached"]
 
 POLL_S = 0.005
 
@@ -63,3 +65,12 @@ def wait_attached(tracer: int, pids: List[int], deadline: float,
 def not_attached(tracer: int, pids: List[int]) -> List[int]:
     """The pids of ``pids`` alive and not traced by ``tracer`` now."""
     return [pid for pid in pids if not _attached(tracer, pid)]
+
+
+def never_attached(tracer: int, unattached: List[int]) -> List[ev.ObserveError]:
+    """An ObserveError for each target strace had still not attached at the end: it was
+    never observed (analysis/threads/observed.py: unknown, not 100% outside syscalls)."""
+    left = not_attached(tracer, unattached)
+    return [ev.ObserveError(ts=time.time(), source="strace", what="attach", pid=pid, why=(
+        f"strace had not attached to it when the recording ended ({len(left)} of the "
+        "processes still to attach)")) for pid in left]

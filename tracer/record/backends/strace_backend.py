@@ -29,7 +29,7 @@ from ...strace.convert import StraceConverter
 from .base import Backend, Emit, TargetSet
 from .in_flight import (in_flight_events, uninterruptible_calls, uninterruptible_samples,
                         unseen_calls)
-from .strace_attach import not_attached, wait_attached
+from .strace_attach import never_attached, wait_attached
 from ...linux.mounts import fuse_users
 
 __all__ = ["StraceBackend", "ptrace_problem", "parse_attach_error"]
@@ -243,7 +243,9 @@ class StraceBackend(Backend):
             # threads inside a call that never returns (D state): strace cannot stop them to
             # detach, nor print their call; /proc shows it (in_flight.py)
             self._d_stop = uninterruptible_samples(self._targets.pids() if self._targets else [])
-            self._never_attached(proc.pid)
+            if self._unattached and self._emit is not None:
+                for e in never_attached(proc.pid, self._unattached):
+                    self._emit(e)
             self._in_d = uninterruptible_calls(self._d_stop)
             try:
                 proc.send_signal(signal.SIGINT)     # strace detaches every tracee, then exits
@@ -272,18 +274,6 @@ class StraceBackend(Backend):
         tasks = len(self._targets.pids()) if self._targets is not None else 0
         return min(max(self._stop_timeout, self._stop_timeout + DETACH_S_PER_TASK * tasks),
                    KILL_AFTER_MAX_S)
-
-    def _never_attached(self, tracer: int) -> None:
-        """An ObserveError for each target strace had still not attached at the end: it was
-        never observed (analysis/threads/observed.py: unknown, not 100% outside syscalls)."""
-        if not self._unattached or self._emit is None:
-            return
-        left = not_attached(tracer, self._unattached)
-        for pid in left:
-            self._emit(ev.ObserveError(
-                ts=time.time(), source="strace", what="attach", pid=pid, why=(
-                    f"strace had not attached to it when the recording ended ({len(left)} of "
-                    "the processes still to attach)")))
 
     def _reap(self, proc: subprocess.Popen) -> None:
         """Wait for a SIGKILLed strace, at most ``KILL_WAIT_S``: a strace asleep in the kernel
