@@ -132,10 +132,12 @@ def trace_facts(path: str, stuck: Tuple[int, int]) -> Tuple[Optional[float], boo
 
 def lines_at_80(tree: Tree, trace: str) -> int:
     """The report's lines on an 80-column terminal (``analyze``, that tree's code)."""
-    from report_screen import report_lines, run_in_pty
-    env = dict(os.environ, PYTHONPATH=tree.path, COLUMNS="80", LINES="500", **tree.env)
-    text, _ = run_in_pty([tree.python, "-m", "tracer", "analyze", trace], env, 80, tree.path)
-    return len(report_lines(text))
+    from report_screen import report_lines, run_on_pty      # (tests/terminal.py's runner)
+    run = run_on_pty([tree.python, "-m", "tracer", "analyze", trace], cols=80, rows=500,
+                     timeout=600, stderr="devnull", cwd=tree.path,
+                     env={"PYTHONPATH": tree.path, "COLUMNS": "80", "LINES": "500",
+                          **tree.env})
+    return len(report_lines(run.text))
 
 
 def one_run(tree: Tree, backend: str, launcher: int, stuck: Tuple[int, int], duration: float,
