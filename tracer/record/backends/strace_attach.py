@@ -13,7 +13,7 @@ of each still not attached at the end. Reads /proc only.
 from __future__ import annotations
 
 import time
-from typing import List, Optional, Tuple
+from typing import Collection, List, Optional, Tuple
 
 from ... import events as ev
 from ...linux import procfs
@@ -40,26 +40,32 @@ def tracer_of(pid: int) -> Tuple[Optional[int], str]:
     return tracer, state
 
 
-def _attached(tracer: int, pid: int) -> bool:
+def _attached(tracer: int, pid: int, failed: Collection[int] = ()) -> bool:
     """Gone, or traced by ``tracer`` and past its attach stop ("t": strace has not handled
-    it yet, and will print nothing of it until it has)."""
+    it yet, and will print nothing of it until it has); or never to be: a zombie or a dead
+    task (no attach), one another tracer holds, one strace said it could not attach
+    (``failed``)."""
+    if pid in failed:
+        return True
     who, state = tracer_of(pid)
-    return who is None or (who == tracer and state != "t")
+    return who is None or state in ("Z", "X") or (who == tracer and state != "t") \
+        or who not in (0, tracer)
 
 
 def wait_attached(tracer: int, pids: List[int], deadline: float,
-                  running: Optional[object] = None) -> List[int]:
-    """The module doc's wait; ``running`` (a ``Popen``) ends it when strace has exited."""
+                  running: Optional[object] = None, failed: Collection[int] = ()) -> List[int]:
+    """The module doc's wait; ``running`` (a ``Popen``) ends it when strace has exited;
+    ``failed``: the pids and tids strace said it could not attach (read as it runs)."""
     at = 0
     while at < len(pids):
-        if _attached(tracer, pids[at]):
+        if _attached(tracer, pids[at], failed):
             at += 1
             continue
         if time.monotonic() >= deadline or (running is not None
                                             and running.poll() is not None):  # type: ignore
             break
         time.sleep(POLL_S)
-    return [pid for pid in pids[at:] if not _attached(tracer, pid)]
+    return [pid for pid in pids[at:] if not _attached(tracer, pid, failed)]
 
 
 def not_attached(tracer: int, pids: List[int]) -> List[int]:

@@ -144,6 +144,7 @@ class StraceBackend(Backend):
         self._d_stop: Dict[Tuple[int, int], ev.ThreadSample] = {}
         self._in_d: Dict[Tuple[int, int], str] = {}
         self._unattached: List[int] = []      # targets strace had not attached at the start
+        self._attach_failed: Set[int] = set()  # pids/tids strace said it could not attach
         self._seen: Set[Optional[int]] = set()  # the tids of the events read (in_flight.py)
 
     # ------------------------------------------------------------------ contract
@@ -208,8 +209,8 @@ class StraceBackend(Backend):
         self._err_reader.start()      # first: the reader joins it when strace exits
         self._reader.start()
         # the window opens once strace has attached (strace_attach.py), at most ATTACH_WAIT_S
-        self._unattached = wait_attached(self._proc.pid, pids,
-                                         time.monotonic() + ATTACH_WAIT_S, self._proc)
+        self._unattached = wait_attached(self._proc.pid, pids, time.monotonic() + ATTACH_WAIT_S,
+                                         self._proc, self._attach_failed)
 
     def helpers(self) -> List[int]:
         """strace's pid while it runs (base.py)."""
@@ -420,6 +421,7 @@ class StraceBackend(Backend):
                 # Saved in the trace: the thread was never observed (analysis/threads/observed.py).
                 tid, why, denied = attach
                 pid = self._pid_of(tid) or tid
+                self._attach_failed.update((tid, pid))
                 emit(ev.ObserveError(ts=time.time(), source="strace", what="attach", why=why,
                                      pid=pid, tid=tid, denied=denied))
                 continue
