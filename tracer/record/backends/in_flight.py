@@ -60,7 +60,8 @@ def unseen_calls(pids: List[int], seen: Callable[[int], bool]) -> Dict[Tuple[int
                 continue
             text = procfs.read_text(f"/proc/{pid}/task/{tid}/syscall") or ""
             cs = parse_proc_syscall(text.strip())
-            if cs is not None and cs.kind == "syscall":
+            # a kernel thread reads "0 0x0 ... 0x0" (no user stack, no call): not a read
+            if cs is not None and cs.kind == "syscall" and not text.strip().endswith(" 0x0 0x0"):
                 out[(pid, tid)] = text.strip()
     return out
 

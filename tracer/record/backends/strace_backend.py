@@ -308,7 +308,8 @@ class StraceBackend(Backend):
         lines = {k: v for k, v in self._in_d.items() if not conv.in_call(k[1])}
         if self._targets is not None:
             unseen = unseen_calls(self._targets.pids(),
-                                  lambda tid: tid in self._seen or conv.in_call(tid))
+                                  lambda tid: tid in self._seen or tid in self._attach_failed
+                                  or conv.in_call(tid))
             lines.update({k: v for k, v in unseen.items() if k not in lines})
         return list(in_flight_events(lines, self._start_ts, time.time()))
 
