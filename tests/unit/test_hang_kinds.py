@@ -20,14 +20,10 @@ from tracer.analysis.threads.state import blocking_wait, running_at_cut
 from tracer.analysis.threads.thread import judge_thread
 from tracer.linux.blocking import cannot_block
 from tracer.strace.convert import StraceConverter
+from strace_events import events_of
 
 
-def _events(lines: List[str]) -> List[ev.Event]:
-    conv = StraceConverter()
-    out: List[ev.Event] = []
-    for line in lines:
-        out += conv.feed_text(line)
-    return out + conv.finish()
+_events = events_of                 # (tests/strace_events.py)
 
 
 def _judge(lines: List[str], timed: bool = False):

@@ -13,17 +13,12 @@ from typing import List
 import pytest
 
 from tracer import events as ev
-from tracer.strace.convert import StraceConverter
 from tracer.events.stacks import NativeStack
 from tracer.strace.procs import reap_status
+from strace_events import events_of
 
 
-def _events(lines: List[str]) -> List[ev.Event]:
-    conv = StraceConverter()
-    out: List[ev.Event] = []
-    for line in lines:
-        out += conv.feed_text(line)
-    return out + conv.finish()
+_events = events_of                 # (tests/strace_events.py)
 
 
 # ---------------------------------------------------------------- item 8: reaped children

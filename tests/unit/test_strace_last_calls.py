@@ -21,16 +21,12 @@ from tracer.strace.importer import import_strace
 from tracer.strace.lines import py_split_line, split_line
 from tracer.strace.parallel import may_hold_last_call
 from tracer.tracefile.format import TraceReader
+from strace_events import events_of
 
 FIELD = Path(__file__).resolve().parent.parent / "data" / "strace" / "field"
 
 
-def _events(lines: List[str]) -> List[ev.Event]:
-    conv = StraceConverter()
-    out: List[ev.Event] = []
-    for line in lines:
-        out += conv.feed_text(line)
-    return out + conv.finish()
+_events = events_of                 # (tests/strace_events.py)
 
 
 def _calls(events: List[ev.Event]) -> List[ev.Syscall]:
