@@ -61,7 +61,7 @@ def unseen_calls(pids: List[int], seen: Callable[[int], bool]) -> Dict[Tuple[int
             text = procfs.read_text(f"/proc/{pid}/task/{tid}/syscall") or ""
             cs = parse_proc_syscall(text.strip())
             # a kernel thread reads "0 0x0 ... 0x0" (no user stack, no call): not a read
-            if cs is not None and cs.kind == "syscall" and not text.strip().endswith(" 0x0 0x0"):
+            if cs is not None and cs.kind == "syscall" and (cs.sp or cs.pc):
                 out[(pid, tid)] = text.strip()
     return out
 
