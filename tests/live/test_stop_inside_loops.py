@@ -197,18 +197,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _dripping_target() -> subprocess.Popen:
+    """A process that names a RAS listener of its own (DRIP) in NCCL_RAS_ADDR."""
+    port = _free_port()
+    return subprocess.Popen([sys.executable, "-c", DRIP, str(port)], stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "NCCL_RAS_ADDR": f"127.0.0.1:{port}"})
+
+
+def _attach_proc(pid: int, duration: str, trace) -> subprocess.Popen:
+    """``hangtrace attach PID -b proc -d DURATION --json -o TRACE``, its output piped."""
+    return subprocess.Popen(HANGTRACE + ["attach", str(pid), "-b", "proc", "-d", duration,
+                                         "--json", "-o", str(trace)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_inside_the_ras_probe_stops_the_end(sig, tmp_path):
-    port = _free_port()
-    target = subprocess.Popen([sys.executable, "-c", DRIP, str(port)], stdout=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, text=True,
-                              env={**os.environ, "NCCL_RAS_ADDR": f"127.0.0.1:{port}"})
+    target = _dripping_target()
     trace = tmp_path / "t.htrace.gz"
     try:
         _ready(target)
-        h = subprocess.Popen(HANGTRACE + ["attach", str(target.pid), "-b", "proc", "-d", "1",
-                                          "--json", "-o", str(trace)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        h = _attach_proc(target.pid, "1", trace)
         try:
             assert target.stdout is not None
             assert target.stdout.readline().strip() == "ASKED", h.communicate()  # in the probe
@@ -233,16 +243,11 @@ def test_a_signal_inside_the_ras_probe_stops_the_end(sig, tmp_path):
 
 
 def test_a_signal_inside_the_window_leaves_the_end_a_second(tmp_path):
-    port = _free_port()
-    target = subprocess.Popen([sys.executable, "-c", DRIP, str(port)], stdout=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, text=True,
-                              env={**os.environ, "NCCL_RAS_ADDR": f"127.0.0.1:{port}"})
+    target = _dripping_target()
     trace = tmp_path / "t.htrace.gz"
     try:
         _ready(target)
-        h = subprocess.Popen(HANGTRACE + ["attach", str(target.pid), "-b", "proc", "-d", "60",
-                                          "--json", "-o", str(trace)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        h = _attach_proc(target.pid, "60", trace)
         try:
             deadline = time.monotonic() + 60
             while not (trace.exists() and trace.stat().st_size > 200):   # recording
