@@ -48,7 +48,13 @@ HT_SETTING(u32, futex_wake_mask);
 
 HT_ARRAY(procs, u8, HT_PID_MAX);     /* index tgid: 0, or its program image (1..255): followed */
 HT_ARRAY(blocked, u8, HT_PID_MAX);   /* index tid: 1 when it slept since its last syscall exit */
+#ifdef HT_BCC
 HT_ARRAY(kinds, u32, HT_MAX_NR);
+#else
+/* The "kinds" table as a global (map ".data.kinds", the whole table the value of key 0): read
+ * by a direct load, no key on the stack (kind_of). */
+u32 ht_kinds[HT_MAX_NR] SEC(".data.kinds") = {};
+#endif
 HT_HASH(threads, u32, struct ht_thread, HT_MAX_THREADS);
 HT_HASH(aggr, struct ht_agg_key, struct ht_agg, HT_MAX_AGG);
 HT_HASH(fds, struct ht_fd_key, struct ht_fd, HT_MAX_FDS);
@@ -58,7 +64,16 @@ HT_HASH(fails, struct ht_fail_key, struct ht_fail, HT_MAX_FAILS);
 HT_HASH(fdseen, struct ht_seen_key, u8, HT_MAX_FDSEEN);
 HT_PERCPU_ARRAY(cache, struct ht_cache, 1);
 HT_ARRAY(counters, u64, HT_NCOUNTERS);
+#ifdef HT_BCC
 HT_ARRAY(gen, u64, HT_NGEN);         /* HT_GEN_*: what makes the per-CPU "cur_*" stale */
+#else
+/* The same two counters as globals: a direct load each (an array lookup costs a key on the
+ * stack and a bounds check, on every syscall of the machine). Userspace writes ht_ugen, alone
+ * in its own section (map ".data.gen": one 8-byte value under key 0, as gen[HT_GEN_USER] is
+ * with BCC), so its write never races the kernel's increments of ht_kgen (.bss). */
+u64 ht_ugen SEC(".data.gen") = 0;
+u64 ht_kgen = 0;
+#endif
 HT_RINGBUF(events, HT_RINGBUF_PAGES);
 
 /* Whose pid numbers: the host's or those of hangtrace's pid namespace (current_ids, task_ids). */
@@ -87,14 +102,21 @@ static __always_inline u32 is_target(u32 tgid)
     return v ? *v : 0;
 }
 
+#ifdef HT_BCC
 static __always_inline u64 gen_of(u32 which)
 {
     u64 *g = bpf_map_lookup_elem(&gen, &which);   /* an array: inlined */
     return g ? *g : 0;
 }
+#define HT_UGEN() gen_of(HT_GEN_USER)
+#define HT_KGEN() gen_of(HT_GEN_KERNEL)
+#else
+#define HT_UGEN() (*(volatile u64 *)&ht_ugen)
+#define HT_KGEN() (*(volatile u64 *)&ht_kgen)
+#endif
 
 /* Whether the task making this syscall (its saved registers at "regs") is followed, and who
- * it is (*tid, *tgid). From the per-CPU cache while it is about the same task and nothing
+ * it is (k->cur_tid, k->cur_tgid). From the per-CPU cache while it is about the same task and nothing
  * changed since (the "gen" counters); else one helper call (current_ids: the pid numbers of
  * hangtrace's namespace) and a "procs" lookup, kept for
  * the next syscalls. The fast path of every syscall of the machine: loads and compares, no
@@ -102,22 +124,18 @@ static __always_inline u64 gen_of(u32 which)
  * registers say which task it is, not the last context switch this CPU saw: a switch is not
  * always where one would expect it (measured on this VM's kernel: tasks ran on a CPU after a
  * traced switch to another). */
-static __always_inline int current_target(struct ht_cache *k, ht_regs_t *regs, u32 *tid,
-                                          u32 *tgid)
+static __always_inline int current_target(struct ht_cache *k, ht_regs_t *regs)
 {
-    u64 ugen = gen_of(HT_GEN_USER);
-    u32 kgen = (u32)gen_of(HT_GEN_KERNEL);
-    if (k->cur_regs != (u64)regs || k->cur_ugen != ugen || k->cur_kgen != kgen || !ugen) {
+    /* both only grow: their sum is unchanged only while neither moved */
+    u64 gen = HT_UGEN() + HT_KGEN();
+    if (k->cur_regs != (u64)regs || k->cur_gen != gen) {
         u64 id = current_ids();   /* 0: a task outside hangtrace's pid namespace */
         k->cur_tid = (u32)id;
         k->cur_tgid = id >> 32;
         k->cur_target = is_target(id >> 32);
         k->cur_regs = (u64)regs;
-        k->cur_ugen = ugen;
-        k->cur_kgen = kgen;
+        k->cur_gen = gen;
     }
-    *tid = k->cur_tid;
-    *tgid = k->cur_tgid;
     return k->cur_target;
 }
 
@@ -126,20 +144,30 @@ static __always_inline int current_target(struct ht_cache *k, ht_regs_t *regs, u
  * stale. */
 static __always_inline void caches_stale(void)
 {
+#ifdef HT_BCC
     u32 which = HT_GEN_KERNEL;
     u64 *g = bpf_map_lookup_elem(&gen, &which);
     if (g)
         __sync_fetch_and_add(g, 1);
+#else
+    __sync_fetch_and_add(&ht_kgen, 1);
+#endif
 }
 
 static __always_inline u32 kind_of(s32 nr)
 {
     u32 kv = HT_K_NONE | ((HT_SLOTS - 1) << HT_SLOT_SHIFT);   /* nr out of the table */
     if (nr >= 0 && nr < HT_MAX_NR) {
+#ifdef HT_BCC
         u32 k = nr;
         u32 *kp = bpf_map_lookup_elem(&kinds, &k);
         if (kp)
             kv = *kp;
+#else
+        u32 i = (u32)nr;
+        barrier_var(i);   /* keeps the mask, a bound the verifier sees (clang drops it else) */
+        kv = ht_kinds[i & (HT_MAX_NR - 1)];
+#endif
     }
     return kv;
 }
@@ -238,22 +266,67 @@ static __always_inline void count_failure(u32 tid, u32 tgid, s32 nr, s64 ret)
     bpf_map_update_elem(&fails, &key, &one, BPF_NOEXIST);
 }
 
-static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
+/* The common case of a followed thread's call, counted with loads and adds in the cache
+ * alone: no helper call, no other map, so that the compiler keeps it in registers (the full
+ * path's helper calls make it spill everything it holds to the stack). It is the cache's owner
+ * and no followed thread was switched in on this CPU since (it did not sleep: nothing to
+ * take from "blocked"), the number's slot counts that number, and the call is either a
+ * write/read that count_fd counts, on the fd its slot holds (not the fd's first use) within
+ * the current tick, or one of a kind counted per number only that did not fail (nothing for
+ * count_failure). Exactly what the full path (sys_exit_full) does then; 0: not such a call,
+ * nothing done. */
+static __always_inline int sys_exit_fast(struct ht_cache *k, ht_regs_t *regs, s64 ret)
 {
-    u32 z = 0, tid, tgid;
-    struct ht_cache *k = bpf_map_lookup_elem(&cache, &z);   /* per-CPU array: inlined */
-    if (!k || !current_target(k, regs, &tid, &tgid))
+    u64 j = bpf_jiffies64();   /* inlined: a load; first, while little is live across it */
+    if (k->resumed || *(u64 *)&k->tid != *(u64 *)&k->cur_tid)
         return 0;
+    struct ht_call c;
+    if (read_nr(regs, &c) != 0 || c.nr < 0)
+        return 0;
+    u32 kv = kind_of(c.nr);
+    u32 kind = kv & HT_KIND_MASK;
+    struct ht_cslot *cs = &k->c[(kv >> HT_SLOT_SHIFT) & (HT_SLOTS - 1)];
+    if (cs->nr != c.nr)
+        return 0;
+    if (kind == HT_K_WRITE || kind == HT_K_READ) {
+        s32 fd = (s32)c.a[0];
+        struct ht_fslot *f = &k->f[(u32)fd & (HT_FD_SLOTS - 1)];
+        if (!fd_counted(kind, ret) || f->fd != fd || !f->first_ns || j != k->tick_j)
+            return 0;
+        fd_add(f, kind, (kv & HT_KV_MSGS) ? 0 : (u64)ret, k->tick_ns);
+    } else if ((kind != HT_K_NONE && kind <= HT_K_STREAMED_MAX) || ret < 0) {
+        return 0;
+    }
+    cs->count += 1;
+    return 1;
+}
+
+/* Every other call of a followed thread: counted, streamed, its sleep taken. A BPF function of
+ * its own for libbpf (called, not inlined: its spills stay out of the fast path); BCC inlines
+ * it. */
+static HT_SUBPROG int sys_exit_full(struct ht_cache *k, ht_regs_t *regs, s64 ret)
+{
     struct ht_call c;
     if (read_nr(regs, &c) != 0 || c.nr < 0)   /* -1: no call of the program's (a uretprobe's */
         return 0;                              /* return trap, a call a tracer skipped)      */
+    u32 tid = k->cur_tid, tgid = k->cur_tgid;
     u32 kv = kind_of(c.nr);
     u32 kind = kv & HT_KIND_MASK;
     u32 s = (kv >> HT_SLOT_SHIFT) & (HT_SLOTS - 1);
-    if (k->tid != tid || k->tgid != tgid)
+    /* "blocked" is looked at only when the thread may have slept since this CPU last looked:
+     * it took the cache over (it ran elsewhere, or is new to it), or a followed thread was
+     * switched in here since (a sleep ends in a switch-in, on the CPU the call then ends on) */
+    u32 look = k->resumed;
+    if (*(u64 *)&k->tid != *(u64 *)&k->cur_tid) {   /* (tid, tgid) against (cur_tid, cur_tgid) */
         take_over(k, tid, tgid);
+        look = 1;
+    }
     u64 to = 0;
-    u64 since = take_blocked(tid, &to);
+    u64 since = 0;
+    if (look) {
+        k->resumed = 0;
+        since = take_blocked(tid, &to);
+    }
     u64 now = since ? bpf_ktime_get_ns() : 0;
     struct ht_cslot *cs = &k->c[s];
     if (cs->nr != c.nr) {
@@ -286,6 +359,15 @@ static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
     count_category(k, tid, tgid, kind, &c, ret);
     count_failure(tid, tgid, c.nr, ret);
     return 0;
+}
+
+static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
+{
+    u32 z = 0;
+    struct ht_cache *k = bpf_map_lookup_elem(&cache, &z);   /* per-CPU array: inlined */
+    if (!k || !current_target(k, regs) || sys_exit_fast(k, regs, ret))
+        return 0;
+    return sys_exit_full(k, regs, ret);
 }
 
 /* sched_switch, on the CPU that switches, prev (tid, tgid) being current: its slice ends now;
@@ -332,6 +414,8 @@ static __always_inline int on_switch(u32 tid, u32 tgid, int sleeps, int next_tar
         }
     }
     k->last_switch_ns = now;
+    if (next_target)
+        k->resumed = 1;
     return 0;
 }
 

@@ -141,24 +141,10 @@ static __always_inline void note_fd(struct ht_cache *k, s32 fd)
     bpf_ringbuf_submit(e, 0);
 }
 
-static __always_inline void count_fd(struct ht_cache *k, u32 kind, s32 fd, s64 ret, u32 msgs)
+/* A write/read of "n" bytes at "now" counted in fd slot "f" (count_fd, and the fast path of
+ * on_sys_exit). */
+static __always_inline void fd_add(struct ht_fslot *f, u32 kind, u64 n, u64 now)
 {
-    if (kind == HT_K_WRITE ? ret < 0 : ret <= 0)
-        return;   /* failed writes; reads that returned nothing (EOF, EAGAIN, errors) */
-    u32 s = (u32)fd & (HT_FD_SLOTS - 1);
-    struct ht_fslot *f = &k->f[s];
-    if (f->fd != fd) {
-        k->seq += 1;
-        flush_fd(k, s);
-        k->seq += 1;
-        f->fd = fd;
-    }
-    if (f->first_ns == 0)
-        note_fd(k, fd);
-    u64 now = tick_ns(k);
-    u64 n = msgs ? 0 : (u64)ret;   /* sendmmsg/recvmmsg return a message count */
-    if (f->first_ns == 0)
-        f->first_ns = now;
     f->last_ns = now;
     if (kind == HT_K_WRITE) {
         if (f->writes == 0 || n < f->wmin)
@@ -175,6 +161,33 @@ static __always_inline void count_fd(struct ht_cache *k, u32 kind, s32 fd, s64 r
         f->reads += 1;
         f->rbytes += n;
     }
+}
+
+/* Whether a write/read that returned "ret" is counted per fd: not failed writes, nor reads
+ * that returned nothing (EOF, EAGAIN, errors). */
+static __always_inline int fd_counted(u32 kind, s64 ret)
+{
+    return ret >= (kind == HT_K_WRITE ? 0 : 1);   /* one compare */
+}
+
+static __always_inline void count_fd(struct ht_cache *k, u32 kind, s32 fd, s64 ret, u32 msgs)
+{
+    if (!fd_counted(kind, ret))
+        return;
+    u32 s = (u32)fd & (HT_FD_SLOTS - 1);
+    struct ht_fslot *f = &k->f[s];
+    if (f->fd != fd) {
+        k->seq += 1;
+        flush_fd(k, s);
+        k->seq += 1;
+        f->fd = fd;
+    }
+    if (f->first_ns == 0)
+        note_fd(k, fd);
+    u64 now = tick_ns(k);
+    if (f->first_ns == 0)
+        f->first_ns = now;
+    fd_add(f, kind, msgs ? 0 : (u64)ret, now);   /* sendmmsg/recvmmsg: a message count */
 }
 
 /* A call of a streamed kind that is not streamed: the facts the analysis needs, by category

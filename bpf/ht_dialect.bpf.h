@@ -39,6 +39,7 @@
 #define BPF_NOEXIST 1
 #define ht_regs_t struct ht_regs        /* declared in ht_regs.bpf.h: the ABI's layout */
 #define HT_HAVE_TASK_PT_REGS 1           /* BCC compiles on the running kernel: checked then */
+#define HT_SUBPROG __always_inline       /* BCC: one function per program */
 
 #else
 /* ------------------------------------------------------------------ libbpf, CO-RE */
@@ -81,6 +82,9 @@
 #define HT_UPROBE SEC("uprobe")   /* attached by the loader to a file offset */
 #define HT_URETPROBE SEC("uretprobe")
 #define ht_regs_t struct pt_regs        /* a macro, not a typedef: CO-RE relocates the struct */
+/* A function called, not inlined (a BPF-to-BPF call, verified in its caller's context): for
+ * a slow path whose register spills would otherwise land on the fast path beside it. */
+#define HT_SUBPROG __noinline
 /* Feature probes, resolved by libbpf against the running kernel's BTF at load: a branch on a
  * helper the kernel lacks is dead code, removed before the verifier would reject it. */
 #define HT_HAVE_TASK_PT_REGS bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)

@@ -175,9 +175,16 @@ class EbpfBackend(Backend):
     # ------------------------------------------------------------------ setup
     def _setup(self, targets: TargetSet) -> None:
         assert self._prog is not None
-        kinds = self._prog.map("kinds")
-        for nr, value in L.kinds_value(self._table).items():
-            kinds.set(_u32(nr), _u32(value))
+        values = L.kinds_value(self._table)
+        if self.loader == "bcc":
+            kinds = self._prog.map("kinds")
+            for nr, value in values.items():
+                kinds.set(_u32(nr), _u32(value))
+        else:   # the global ht_kinds: the whole table is the value of key 0 (hangtrace.bpf.c)
+            table = (ct.c_uint32 * L.HT_MAX_NR)()
+            for nr, value in values.items():
+                table[nr] = value
+            self._prog.map(".data.kinds").set(_u32(0), bytes(table))
         self._start_ts = time.time()
         self._clock = Clock()
         self._counts = CountEmitter(since=self._start_ts, epoch=self._clock.epoch,
@@ -225,7 +232,10 @@ class EbpfBackend(Backend):
             return
         if array == "procs":
             self._gen += 1
-            self._prog.map("gen").set(_u32(L.HT_GEN_USER), bytes(ct.c_uint64(self._gen)))
+            # BCC: the "gen" array; the CO-RE object: the global ht_ugen, alone in map
+            # ".data.gen" (key 0, as HT_GEN_USER is): hangtrace.bpf.c says why
+            gen = "gen" if self.loader == "bcc" else ".data.gen"
+            self._prog.map(gen).set(_u32(L.HT_GEN_USER), bytes(ct.c_uint64(self._gen)))
 
     def _add_threads(self, pid: int) -> None:
         assert self._emit is not None and self._prog is not None
