@@ -269,8 +269,8 @@ static __always_inline void count_failure(u32 tid, u32 tgid, s32 nr, s64 ret)
 /* The common case of a followed thread's call, counted with loads and adds in the cache
  * alone: no helper call, no other map, so that the compiler keeps it in registers (the full
  * path's helper calls make it spill everything it holds to the stack). It is the cache's owner
- * and no followed thread was switched in on this CPU since (it did not sleep: nothing to
- * take from "blocked"), the number's slot counts that number, and the call is either a
+ * and did not sleep since its last call (nothing to take from "blocked"), the number's slot
+ * counts that number, and the call is either a
  * write/read that count_fd counts, on the fd its slot holds (not the fd's first use) within
  * the current tick, or one of a kind counted per number only that did not fail (nothing for
  * count_failure). Exactly what the full path (sys_exit_full) does then; 0: not such a call,
@@ -278,7 +278,11 @@ static __always_inline void count_failure(u32 tid, u32 tgid, s32 nr, s64 ret)
 static __always_inline int sys_exit_fast(struct ht_cache *k, ht_regs_t *regs, s64 ret)
 {
     u64 j = bpf_jiffies64();   /* inlined: a load; first, while little is live across it */
-    if (k->resumed || *(u64 *)&k->tid != *(u64 *)&k->cur_tid)
+    if (*(u64 *)&k->tid != *(u64 *)&k->cur_tid)   /* (tid, tgid) against (cur_tid, cur_tgid) */
+        return 0;
+    u32 tid = k->cur_tid;
+    u8 *b = bpf_map_lookup_elem(&blocked, &tid);   /* an array: inlined */
+    if (!b || *b)
         return 0;
     struct ht_call c;
     if (read_nr(regs, &c) != 0 || c.nr < 0)
@@ -313,20 +317,10 @@ static HT_SUBPROG int sys_exit_full(struct ht_cache *k, ht_regs_t *regs, s64 ret
     u32 kv = kind_of(c.nr);
     u32 kind = kv & HT_KIND_MASK;
     u32 s = (kv >> HT_SLOT_SHIFT) & (HT_SLOTS - 1);
-    /* "blocked" is looked at only when the thread may have slept since this CPU last looked:
-     * it took the cache over (it ran elsewhere, or is new to it), or a followed thread was
-     * switched in here since (a sleep ends in a switch-in, on the CPU the call then ends on) */
-    u32 look = k->resumed;
-    if (*(u64 *)&k->tid != *(u64 *)&k->cur_tid) {   /* (tid, tgid) against (cur_tid, cur_tgid) */
+    if (*(u64 *)&k->tid != *(u64 *)&k->cur_tid)   /* (tid, tgid) against (cur_tid, cur_tgid) */
         take_over(k, tid, tgid);
-        look = 1;
-    }
     u64 to = 0;
-    u64 since = 0;
-    if (look) {
-        k->resumed = 0;
-        since = take_blocked(tid, &to);
-    }
+    u64 since = take_blocked(tid, &to);
     u64 now = since ? bpf_ktime_get_ns() : 0;
     struct ht_cslot *cs = &k->c[s];
     if (cs->nr != c.nr) {
@@ -414,8 +408,6 @@ static __always_inline int on_switch(u32 tid, u32 tgid, int sleeps, int next_tar
         }
     }
     k->last_switch_ns = now;
-    if (next_target)
-        k->resumed = 1;
     return 0;
 }
 

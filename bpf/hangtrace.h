@@ -168,12 +168,11 @@ struct ht_cache {
     __u32 tid;
     __u32 tgid;
     __u32 seq;
-    __u32 resumed;        /* a followed thread was switched in here since a syscall exit of */
-                          /* one looked at "blocked": the next one looks (not per call)     */
+    __u32 pad;
     __u32 cur_tid;
     __u32 cur_tgid;
     __u32 cur_target;     /* its "procs" value: 0 not followed, else its image (1..255)    */
-    __u32 pad;
+    __u32 pad2;
     __u64 cur_gen;        /* gen[HT_GEN_USER] + gen[HT_GEN_KERNEL] when decided            */
     __u64 cur_regs;       /* the address of its struct pt_regs: which task it is           */
     __u64 last_switch_ns; /* when the thread now on this CPU was switched in               */

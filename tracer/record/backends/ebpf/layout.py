@@ -135,8 +135,8 @@ class HtCache(ct.Structure):
     """struct ht_cache: one CPU's cache of its last syscall-making thread's counts."""
     _fields_ = [
         ("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("seq", ct.c_uint32),
-        ("resumed", ct.c_uint32), ("cur_tid", ct.c_uint32), ("cur_tgid", ct.c_uint32), ("cur_target", ct.c_uint32),
-        ("pad", ct.c_uint32), ("cur_gen", ct.c_uint64), ("cur_regs", ct.c_uint64),
+        ("pad", ct.c_uint32), ("cur_tid", ct.c_uint32), ("cur_tgid", ct.c_uint32), ("cur_target", ct.c_uint32),
+        ("pad2", ct.c_uint32), ("cur_gen", ct.c_uint64), ("cur_regs", ct.c_uint64),
         ("last_switch_ns", ct.c_uint64), ("tick_j", ct.c_uint64), ("tick_ns", ct.c_uint64),
         ("win_ns", ct.c_uint64), ("c", HtCslot * 16), ("f", HtFslot * 8), ("cat", _U64x8),
     ]
