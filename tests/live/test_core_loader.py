@@ -139,3 +139,41 @@ def test_an_object_built_from_other_sources_is_refused_by_its_struct_sizes():
         CoreProgram(str(object_path("hangtrace")), struct_sizes={"ht_cache": 1296},
                     attach=False)
     assert _fds() <= before
+
+
+def _xlated_main(name: str) -> str:
+    """The verifier's text of program ``name`` loaded just now, its main function only (the
+    BPF functions it calls follow it in bpftool's dump, each under its own header)."""
+    import json
+    ids = {p["id"] for p in json.loads(subprocess.run(
+        ["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout)
+        if p.get("name") == name}
+    prog = _load()
+    try:
+        new = [p["id"] for p in json.loads(subprocess.run(
+            ["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
+            check=True).stdout) if p.get("name") == name and p["id"] not in ids]
+        assert new, f"{name} not loaded"
+        text = subprocess.run(["bpftool", "prog", "dump", "xlated", "id", str(max(new))],
+                              capture_output=True, text=True, check=True).stdout
+    finally:
+        prog.close()
+    lines = text.splitlines()
+    ends = [i for i, line in enumerate(lines) if i and line and line[0].isalpha()]
+    return "\n".join(lines[:ends[0]] if ends else lines)
+
+
+@pytest.mark.skipif(shutil.which("bpftool") is None, reason="bpftool not installed")
+def test_the_per_syscall_part_of_sys_exit_calls_no_map_helper_nor_clock():
+    """What every syscall of a followed thread runs before the full path (a BPF function of
+    its own, sys_exit_full): loads and adds in the per-CPU cache and arrays, no hash map
+    lookup and no clock read, whose calls make the compiler spill (bench/README.md: 47.7 ->
+    ~40 ns a run against the empty program's 32.7, bpf_stats). The only helper there is the
+    pid lookup when the per-CPU cache of who is current misses. On c0994a2 the hash lookups of
+    the full path were inlined into it (fails there)."""
+    import re
+    main = _xlated_main("ht_sys_exit")
+    helpers = set(re.findall(r"\(85\) call ([A-Za-z_][\w]*)#", main))
+    assert helpers <= {"bpf_get_current_pid_tgid", "bpf_get_ns_current_pid_tgid"}, helpers
+    assert re.search(r"\(85\) call pc[+-]\d+#\w*sys_exit_full", main), \
+        "the full path is called, not inlined"

@@ -360,3 +360,54 @@ def test_timeouts_the_kernel_writes_back_are_those_the_call_was_given(tmp_path, 
         assert all(abs(e.timeout - want) < 1e-9 for e in by_name[name]), \
             (name, sorted({e.timeout for e in by_name[name]}))
         assert all(e.timed_out and e.dur >= 0.8 * want for e in by_name[name])
+
+
+MIXED_C = r"""
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    char b[100] = {0}, x;
+    int null = open("/dev/null", O_RDWR);      /* 3 */
+    dup2(null, 11);                             /* 11: the same cache slot as 3 (fd & 7) */
+    read(0, &x, 1);                             /* released once the recording has begun */
+    for (long i = 0; i < n; i++) {
+        write(null, b, 1);
+        write(null, b, 100);
+        write(11, b, 5);
+        read(null, b, 10);                      /* EOF: counted per call, not per fd */
+        write(100, b, 1);                       /* EBADF */
+        getppid();
+    }
+    return 0;
+}
+"""
+
+
+def test_counts_are_exact_where_the_fast_path_gives_way(tmp_path, loader):
+    """The kernel's fast path (hangtrace.bpf.c sys_exit_fast) counts a thread's repeated calls
+    in the per-CPU cache alone and hands everything else to the full path: two fds that share
+    a cache slot taking turns, sizes that move the min/max and the small-write counts, reads
+    at EOF (counted per call, not per fd), failed writes (per errno), calls of no kind. Every
+    count is the loop's exact one."""
+    n = 20_000
+    src, exe = tmp_path / "mixed.c", str(tmp_path / "mixed")
+    src.write_text(MIXED_C)
+    subprocess.run(["gcc", "-O2", "-o", exe, str(src)], check=True)
+    trace = str(tmp_path / "t.gz")
+    p, out = _record_gated([exe, str(n)], trace, 60, loader)
+    p.wait(timeout=30)
+    assert out["rec"].reason == "targets-exited" and out["rec"].errors == []
+    last = [e for e in _read_events(trace) if isinstance(e, ThreadCounts)
+            and e.tid == p.pid][-1]
+    assert last.calls.get("write") == 4 * n and last.calls.get("getppid") == n, last.calls
+    assert last.calls.get("read") == n + 1, last.calls        # and the gate's read
+    fds = {f["fd"]: f for f in last.per_fd}
+    three, eleven = fds[3], fds[11]
+    assert (three["writes"], three["wbytes"], three["wmin"], three["wmax"]) == \
+        (2 * n, 101 * n, 1, 100), three
+    assert (three["wsmall"], three["wsbytes"], three["reads"], three["rbytes"]) == \
+        (n, n, 0, 0), three
+    assert (eleven["writes"], eleven["wbytes"], eleven["wsmall"]) == (n, 5 * n, n), eleven
+    assert last.failures.get("write:EBADF") == n, last.failures
