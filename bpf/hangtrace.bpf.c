@@ -27,8 +27,11 @@
  *    event loop gets all the time skipped: struct ht_fail_key). Counts
  *    live first in a per-CPU cache owned by the thread that last made a syscall on that CPU
  *    (no hash lookup on the fast path) and move to the hash maps when another thread takes
- *    the cache over, or when a slot changes hands. Nothing is deleted while recording, so
- *    threads and processes that exit keep their counts until userspace reads them.
+ *    the cache over, or when a slot changes hands. The common call (its owner's repeated
+ *    write/read or uncategorized call, no sleep) is counted by sys_exit_fast with no helper
+ *    call; the rest by sys_exit_full, a BPF function of its own (bench/README.md: the
+ *    cost). Nothing is deleted while recording, so threads and processes that exit keep
+ *    their counts until userspace reads them.
  *  - Nothing from a user buffer is ever copied: only syscall arguments, timeouts (struct
  *    timespec/timeval), the first pollfd fds, NVIDIA RM control cmd / alloc class (u32 fields
  *    of the ioctl parameter struct) and clone3's flags.
@@ -115,11 +118,11 @@ static __always_inline u64 gen_of(u32 which)
 #define HT_KGEN() (*(volatile u64 *)&ht_kgen)
 #endif
 
-/* Whether the task making this syscall (its saved registers at "regs") is followed, and who
- * it is (k->cur_tid, k->cur_tgid). From the per-CPU cache while it is about the same task and nothing
- * changed since (the "gen" counters); else one helper call (current_ids: the pid numbers of
- * hangtrace's namespace) and a "procs" lookup, kept for
- * the next syscalls. The fast path of every syscall of the machine: loads and compares, no
+/* Whether the task making this syscall (its saved registers at "regs") is followed; who it
+ * is is then in k->cur_tid, k->cur_tgid. From the per-CPU cache while it is about the same
+ * task and nothing changed since (the "gen" counters); else one helper call (current_ids:
+ * the pid numbers of hangtrace's namespace) and a "procs" lookup, kept for the next
+ * syscalls. The fast path of every syscall of the machine: loads and compares, no
  * call (a helper call is dear where returns are mitigated, as with AMD's Safe RET). The
  * registers say which task it is, not the last context switch this CPU saw: a switch is not
  * always where one would expect it (measured on this VM's kernel: tasks ran on a CPU after a

@@ -71,7 +71,8 @@
 #define HT_C_IOCTLS_FULL 4   /* (tid, fd, request) or per-thread category map full           */
 #define HT_NCOUNTERS 8
 
-/* ---- the "gen" array: what invalidates the per-CPU caches of who is current ---- */
+/* ---- the "gen" counters (BCC: an array; CO-RE: the globals ht_ugen, ht_kgen): what
+ *      invalidates the per-CPU caches of who is current ---- */
 #define HT_GEN_USER 0        /* userspace adds 1 after each change of "procs" (starts at 1)  */
 #define HT_GEN_KERNEL 1      /* the program adds 1 at every thread exit (a task stack, so a   */
                              /* pt_regs address, may be reused) and tid-changing exec        */
@@ -160,7 +161,7 @@ struct ht_fslot {
  * moved out of sight: "seq" changes around every flush (a reader that sees it change reads
  * again). And who the last task that made a syscall on this CPU was ("cur_*": its tid, tgid,
  * whether it is followed), known by its saved registers' address (one per task: the top of
- * its kernel stack) and valid while the "gen" map's two counters have not moved since: every
+ * its kernel stack) and valid while the two "gen" counters have not moved since: every
  * syscall of the machine compares two words instead of calling bpf_get_current_pid_tgid and
  * looking "procs" up. A slot's fields sit together (one or two cache lines per call). 1360
  * bytes. */
