@@ -18,8 +18,8 @@ Runs bench/sysloop.c (N iterations: N 1-byte writes to /dev/null, an eventfd wri
 - ``bystander``: the backend following a sleeping process while the loop runs unfollowed: what
   ht_sys_exit costs every other process's syscall.
 
-Programs are told by the ids that appeared when this script loaded them (other tools of the
-machine may run programs of the same names).
+Programs are told by the ids the holding process has open (other tools of the machine may run
+programs of the same names).
 
     sudo .venv/bin/python bench/prog_cost.py [--modes M...] [--iterations N] [--reps R]
                                              [--tree DIR]...
@@ -91,17 +91,32 @@ def _hold(tree: str, mode: str, pid: int) -> subprocess.Popen:
     return h
 
 
+def _prog_ids(pid: int) -> set:
+    """The ids of the BPF programs process ``pid`` holds (its fds' fdinfo "prog_id"): other
+    tools of the machine may load programs of the same names meanwhile."""
+    ids = set()
+    d = f"/proc/{pid}/fdinfo"
+    for fd in os.listdir(d):
+        try:
+            with open(os.path.join(d, fd)) as f:
+                for line in f:
+                    if line.startswith("prog_id:"):
+                        ids.add(int(line.split()[1]))
+        except (OSError, ValueError):
+            pass
+    return ids
+
+
 def run_mode(mode: str, exe: str, n: int, tree: str = ROOT) -> Dict[str, dict]:
     """One loop under ``mode`` (programs of checkout ``tree``): per program name of ours
     (NAMES), its runs and ns during the loop."""
     p, w = overhead._gated(exe, n)
     other = subprocess.Popen(["sleep", "600"]) if mode == "bystander" else None
-    before_ids = set(prog_stats())
     h = None
     try:
         h = _hold(tree, "floor" if mode == "floor" else "ebpf", other.pid if other else p.pid)
         time.sleep(0.3)
-        ours = {i for i, s in prog_stats().items() if i not in before_ids and s["name"] in NAMES}
+        ours = _prog_ids(h.pid) & {i for i, s in prog_stats().items() if s["name"] in NAMES}
         s0 = {i: s for i, s in prog_stats().items() if i in ours}
         wall, cpu = overhead._release_and_wait(p, w)
         s1 = {i: s for i, s in prog_stats().items() if i in ours}
