@@ -270,14 +270,13 @@ static __always_inline void count_failure(u32 tid, u32 tgid, s32 nr, s64 ret)
 }
 
 /* The common case of a followed thread's call, counted with loads and adds in the cache
- * alone: no helper call, no other map, so that the compiler keeps it in registers (the full
- * path's helper calls make it spill everything it holds to the stack). It is the cache's owner
- * and did not sleep since its last call (nothing to take from "blocked"), the number's slot
- * counts that number, and the call is either a
- * write/read that count_fd counts, on the fd its slot holds (not the fd's first use) within
- * the current tick, or one of a kind counted per number only that did not fail (nothing for
- * count_failure). Exactly what the full path (sys_exit_full) does then; 0: not such a call,
- * nothing done. */
+ * and arrays alone: no helper call, no hash map, so that the compiler keeps it in registers
+ * (the full path's helper calls made it spill everything it held to the stack). It is the
+ * cache's owner and did not sleep since its last call (nothing to take from "blocked"), the
+ * number's slot counts that number, and the call is either a write/read that count_fd
+ * counts, on the fd its slot holds (not the fd's first use) within the current tick, or one
+ * of a kind counted per number only that did not fail (nothing for count_failure). Exactly
+ * what the full path (sys_exit_full) does then; 0: not such a call, nothing done. */
 static __always_inline int sys_exit_fast(struct ht_cache *k, ht_regs_t *regs, s64 ret)
 {
     u64 j = bpf_jiffies64();   /* inlined: a load; first, while little is live across it */
