@@ -175,16 +175,9 @@ class EbpfBackend(Backend):
     # ------------------------------------------------------------------ setup
     def _setup(self, targets: TargetSet) -> None:
         assert self._prog is not None
-        values = L.kinds_value(self._table)
-        if self.loader == "bcc":
-            kinds = self._prog.map("kinds")
-            for nr, value in values.items():
-                kinds.set(_u32(nr), _u32(value))
-        else:   # the global ht_kinds: the whole table is the value of key 0 (hangtrace.bpf.c)
-            table = (ct.c_uint32 * L.HT_MAX_NR)()
-            for nr, value in values.items():
-                table[nr] = value
-            self._prog.map(".data.kinds").set(_u32(0), bytes(table))
+        name, entries = L.kinds_entries(L.kinds_value(self._table), self.loader or "")
+        for key, value in entries:
+            self._prog.map(name).set(key, value)
         self._start_ts = time.time()
         self._clock = Clock()
         self._counts = CountEmitter(since=self._start_ts, epoch=self._clock.epoch,
@@ -232,10 +225,7 @@ class EbpfBackend(Backend):
             return
         if array == "procs":
             self._gen += 1
-            # BCC: the "gen" array; the CO-RE object: the global ht_ugen, alone in map
-            # ".data.gen" (key 0, as HT_GEN_USER is): hangtrace.bpf.c says why
-            gen = "gen" if self.loader == "bcc" else ".data.gen"
-            self._prog.map(gen).set(_u32(L.HT_GEN_USER), bytes(ct.c_uint64(self._gen)))
+            self._prog.map(L.GEN_MAP[self.loader or ""]).set(*L.gen_entry(self._gen))
 
     def _add_threads(self, pid: int) -> None:
         assert self._emit is not None and self._prog is not None

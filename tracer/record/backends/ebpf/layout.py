@@ -12,7 +12,7 @@ Contract:
 from __future__ import annotations
 
 import ctypes as ct
-from typing import Dict, Mapping, Tuple
+from typing import Dict, List, Mapping, Tuple
 
 from ....events.counts import WAKEUP_MAX_BYTES
 from ....linux.futex import COMMANDS, WAIT_COMMANDS, WAKE_COMMANDS
@@ -135,8 +135,9 @@ class HtCache(ct.Structure):
     """struct ht_cache: one CPU's cache of its last syscall-making thread's counts."""
     _fields_ = [
         ("tid", ct.c_uint32), ("tgid", ct.c_uint32), ("seq", ct.c_uint32),
-        ("pad", ct.c_uint32), ("cur_tid", ct.c_uint32), ("cur_tgid", ct.c_uint32), ("cur_target", ct.c_uint32),
-        ("pad2", ct.c_uint32), ("cur_gen", ct.c_uint64), ("cur_regs", ct.c_uint64),
+        ("pad", ct.c_uint32), ("cur_tid", ct.c_uint32), ("cur_tgid", ct.c_uint32),
+        ("cur_target", ct.c_uint32), ("pad2", ct.c_uint32), ("cur_gen", ct.c_uint64),
+        ("cur_regs", ct.c_uint64),
         ("last_switch_ns", ct.c_uint64), ("tick_j", ct.c_uint64), ("tick_ns", ct.c_uint64),
         ("win_ns", ct.c_uint64), ("c", HtCslot * 16), ("f", HtFslot * 8), ("cat", _U64x8),
     ]
@@ -263,6 +264,29 @@ def kinds_value(table: Mapping[int, str]) -> Dict[int, int]:
     return {nr: kinds.get(nr, HT_K_NONE) | slot << HT_SLOT_SHIFT
             | (HT_KV_MSGS if table.get(nr) in _MSGS else 0)
             for nr, slot in slots_for(table).items()}
+
+
+# The "gen" counter userspace moves on, by loader: BCC's "gen" array (key HT_GEN_USER); the
+# CO-RE object's global ht_ugen, alone in its section (map ".data.gen", key 0).
+GEN_MAP = {"bcc": "gen", "libbpf": ".data.gen"}
+
+
+def gen_entry(value: int) -> Tuple[bytes, bytes]:
+    """(key, value) of GEN_MAP's entry that holds the user counter at ``value``."""
+    return bytes(ct.c_uint32(HT_GEN_USER)), bytes(ct.c_uint64(value))
+
+
+def kinds_entries(values: Mapping[int, int],
+                  loader: str) -> Tuple[str, List[Tuple[bytes, bytes]]]:
+    """(map, [(key, value)]) that put the "kinds" table in place: BCC's "kinds" array one u32
+    per nr; the CO-RE object's global ht_kinds (map ".data.kinds") the whole table, key 0."""
+    if loader == "bcc":
+        return "kinds", [(bytes(ct.c_uint32(nr)), bytes(ct.c_uint32(v)))
+                         for nr, v in values.items()]
+    table = (ct.c_uint32 * HT_MAX_NR)()
+    for nr, v in values.items():
+        table[nr] = v
+    return ".data.kinds", [(bytes(ct.c_uint32(0)), bytes(table))]
 
 
 def futex_masks() -> Tuple[int, int]:
