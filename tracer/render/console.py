@@ -12,6 +12,7 @@ wrapped to a terminal's width, else never wrapped and without colours (grep find
 from __future__ import annotations
 
 import errno
+from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from rich.console import Console
@@ -28,6 +29,7 @@ from .sections import flight_recorder_tree, rank_stacks_tree, wait_graph_tree
 STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
 LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
 NO_WRAP_WIDTH = 1_000_000   # "never wrap": wider than any line a report has
+MAX_DEPTH = 8           # process levels drawn nested (process_tree; as compact.MAX_HOPS): deeper ones fold or flatten
 FOLD_EXITED_AFTER = 20  # exited childless children drawn per process; the rest are counted
 COMPACT_EVIDENCE = 1    # evidence lines a process shows in the default view
 COMPACT_THREAD_EVIDENCE = 2     # and a thread (a D-state thread's second: its kernel stack)
@@ -266,7 +268,10 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     each process's children in the report's order: children are looked up by ppid, so the
     tree costs what it shows, not the square of the processes. ``compact`` (the default view):
     alike leaf siblings folded into one line (compact.process_groups), the root cause's process
-    never."""
+    never. At most ``MAX_DEPTH`` levels are nested (a drawn line costs its depth, so a chain
+    drawn nested costs the square of its length): below a process at that depth, ``compact``
+    folds its descendants into one line (the root cause's process drawn under it), else they
+    are drawn at that depth, each naming its parent (``_deeper``)."""
     ids = ids or _Ids(report)
     by_pid = {p.pid: p for p in report.processes}
     roots = [p for p in report.processes if p.ppid not in by_pid or p.ppid == p.pid]
@@ -279,13 +284,13 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     keep_tids = frozenset({rc["tid"]} if rc.get("tid") is not None else ())
     tree = Tree("[bold]process tree[/]", guide_style="dim")
     per_node: Dict[str, Tree] = {}
+    _Item = Union[ProcessReport, int, List[ProcessReport], Tuple[ProcessReport]]
     for r in roots:
         if r.node is not None and r.node not in per_node:
             per_node[r.node] = tree.add(Text.from_markup(f"[bold]node {escape(r.node)}[/]"))
-        pending: List[Tuple[Tree, Union[ProcessReport, int, List[ProcessReport]]]] = [
-            (per_node.get(r.node or "", tree), r)]
+        pending: List[Tuple[Tree, _Item, int]] = [(per_node.get(r.node or "", tree), r, 1)]
         while pending:              # depth first, as a recursion would, without its limit
-            parent, p = pending.pop()
+            parent, p, depth = pending.pop()
             if isinstance(p, int):  # the count of the exited children not shown, last
                 parent.add(Text.from_markup(f"[dim]+ {p} more processes that exited during "
                                             "the recording, without children (--verbose "
@@ -294,19 +299,59 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
             if isinstance(p, list):     # alike siblings, folded
                 parent.add(_folded_processes(p, by_pid, ids))
                 continue
-            node = parent.add(_process_label(p, cv.CMDLINE_CHARS if compact else 90, compact,
-                                             _waits_text(p, ids) if compact else ""))
+            if isinstance(p, tuple):    # compact: the descendants past MAX_DEPTH, folded
+                _add_deeper_fold(parent, p[0], children, keep_pids, ids, keep_tids)
+                continue
+            label = _process_label(p, cv.CMDLINE_CHARS if compact else 90, compact,
+                                   _waits_text(p, ids) if compact else "")
+            if depth > MAX_DEPTH:       # not compact: drawn at MAX_DEPTH, naming its parent
+                label = Text.assemble(Text(f"(child of {ids.pid(p.ppid)}) ", style="dim"),
+                                      label)
+            node = parent.add(label)
             _add_process(node, p, verbose, ids, compact,
                          keep_tids if p.pid in keep_pids else frozenset())
-            shown, folded = _fold_exited(children.get(p.pid, []), children, verbose)
+            kids = children.get(p.pid, [])
+            if compact and depth >= MAX_DEPTH and kids:
+                pending.append((node, (p,), depth + 1))
+                continue
+            below = node if depth < MAX_DEPTH else parent
+            shown, folded = _fold_exited(kids, children, verbose)
             if folded:
-                pending.append((node, folded))
+                pending.append((below, folded, depth + 1))
             if not compact:
-                pending.extend((node, c) for c in reversed(shown))
+                pending.extend((below, c, depth + 1) for c in reversed(shown))
                 continue
             for group in reversed(cv.process_groups(shown, set(children), keep_pids)):
-                pending.append((node, group if len(group) > 1 else group[0]))
+                pending.append((below, group if len(group) > 1 else group[0], depth + 1))
     return tree
+
+
+def _add_deeper_fold(node: Tree, top: ProcessReport, children: Dict[int, List[ProcessReport]],
+                     keep_pids: set, ids: _Ids, keep_tids: frozenset) -> None:
+    """The default view's one line for ``top``'s descendants past ``MAX_DEPTH``: how many,
+    how many levels, their verdicts; the root cause's process among them drawn under it."""
+    count, levels, verdicts, kept = 0, 0, Counter(), []
+    pending = [(c, 1) for c in children.get(top.pid, [])]
+    seen = {top.pid}
+    while pending:
+        p, d = pending.pop()
+        if p.pid in seen:
+            continue
+        seen.add(p.pid)
+        count, levels = count + 1, max(levels, d)
+        verdicts[p.verdict] += 1
+        if p.pid in keep_pids:
+            kept.append(p)
+        pending.extend((c, d + 1) for c in children.get(p.pid, []))
+    said = ", ".join(f"{n:,} {v}" for v, n in verdicts.most_common())
+    fold = node.add(Text.from_markup(
+        f"[dim]+ {count:,} process{'es' if count > 1 else ''} in {levels:,} more "
+        f"level{'s' if levels > 1 else ''} ({escape(said)}; "
+        "--verbose lists them)[/]"))
+    for p in kept:          # the root cause is never folded away
+        label = Text.assemble(Text(f"(child of {ids.pid(p.ppid)}) ", style="dim"),
+                              _process_label(p, cv.CMDLINE_CHARS, True, _waits_text(p, ids)))
+        _add_process(fold.add(label), p, False, ids, True, keep_tids)
 
 
 def _folded_processes(group: List[ProcessReport], by_pid: Dict[int, ProcessReport],
