@@ -236,6 +236,9 @@ class Session:
         self.errors_early: List[Tuple[str, str]] = []     # of the end's part in the window
         self.cpu: List[float] = []
         self.start = self.end = 0.0
+        # time.time() when every backend had stopped (close), before the end probes: the
+        # window's end in the trace's end record and the report (None: close failed before it)
+        self.window_end: Optional[float] = None
         self.began = 0.0                  # time.monotonic() at the window's start
         self.priority = EndPriority()     # the end's (priority.py): end_priority
 
@@ -374,6 +377,7 @@ class Session:
             self.end_priority()
             self.ending.window_over()     # (an error ended it: the window thread begins now)
             self.errors = self.start_errors + _stop_all(self.started)
+            self.window_end = time.time()     # what comes after is the end probes' look
             left = self.inbox.drain(self.take, interrupted=self.stop.cut)
             self.errors.extend(self.errors_early)
             if self.analyzer is not None:
@@ -387,13 +391,13 @@ class Session:
             for e in self.inbox.lost(end, left):
                 self.take(e)
             if self.writer is None:       # a backend failed to start: still a readable trace
-                self.start = end
+                self.start, self.window_end = end, None
                 self._open_trace(end)
             assert self.writer is not None
             # Trouble is saved in the trace (analyze of it says the same) and reported once.
             for source, msg in self.errors:
                 self.take(ev.ObserveError(ts=end, source=source, what="backend", why=msg))
-            self.writer.close(self.reason, end_ts=end)
+            self.writer.close(self.reason, end_ts=end, window_end=self.window_end)
             self.stop.restore()
 
     def recorded(self) -> Recorded:
@@ -404,7 +408,8 @@ class Session:
         notes.extend(n for b in self.backends for n in getattr(b, "notes", ()))
         notes.extend(self.ending.notes)
         assert self.analyzer is not None
-        report = self.analyzer.report(end=self.end, trace_path=self.output, extra_notes=notes)
+        report = self.analyzer.report(end=self.window_end or self.end, trace_path=self.output,
+                                      extra_notes=notes)
         return Recorded(report=report, trace_path=self.output, reason=self.reason,
                         errors=[f"{source}: {msg}" for source, msg in self.errors])
 
