@@ -236,8 +236,9 @@ class Session:
         self.errors_early: List[Tuple[str, str]] = []     # of the end's part in the window
         self.cpu: List[float] = []
         self.start = self.end = 0.0
-        # time.time() when every backend had stopped (close), before the end probes: the
-        # window's end in the trace's end record and the report (None: close failed before it)
+        # time.time() when the window closed (close: its deadline, or earlier when it ended
+        # early), before the backends' stop and the end probes: the window's end in the trace's
+        # end record and the report (None: no window was opened)
         self.window_end: Optional[float] = None
         self.began = 0.0                  # time.monotonic() at the window's start
         self.priority = EndPriority()     # the end's (priority.py): end_priority
@@ -372,12 +373,14 @@ class Session:
         then, whatever happened, the losses, the trouble met and the end record are written (a
         trace begun here when ``attach`` never got to it) and the signal handlers restored."""
         left = 0                          # events still queued after the last drain
+        # The window as asked: an end step in the loop that ran past the deadline, the
+        # backends' stop and the end probes are the end's time, not observation of the targets
+        self.window_end = min(time.time(), self.start + self.duration) if self.start else None
         try:
             self.stop.window_closed()     # a signal from now on cuts the end at once
             self.end_priority()
             self.ending.window_over()     # (an error ended it: the window thread begins now)
             self.errors = self.start_errors + _stop_all(self.started)
-            self.window_end = time.time()     # what comes after is the end probes' look
             left = self.inbox.drain(self.take, interrupted=self.stop.cut)
             self.errors.extend(self.errors_early)
             if self.analyzer is not None:
