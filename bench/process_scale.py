@@ -16,11 +16,13 @@ the report) and the console's rendering, wall and CPU per run, median of ``--run
 ``--sizes``, one median per size and the growth ratio between consecutive sizes (2 for linear
 work). ``--profile N`` prints cProfile's N most costly functions of one run.
 
-``--blocked threads|procs --sizes 1000,2000,...`` (issue 46 item 8): an strace log instead
-(``blocked_log``): a launcher (pid 1000) clones N threads (or forks N processes), each then
-blocked in a futex wait without timeout, the launcher in a futex wait (threads) or ``wait4(-1)``
-(processes); ``import-strace`` then ``analyze`` are run as commands, and their wall and CPU
-seconds, per thousand, and peak RSS are printed per size.
+``--blocked threads|procs|chain --sizes 1000,2000,...`` (issue 46 item 8): an strace log
+instead (``blocked_log``): a launcher (pid 1000) clones N threads (or forks N processes), each
+then blocked in a futex wait without timeout, the launcher in a futex wait (threads) or
+``wait4(-1)`` (processes); ``chain``: N processes in one line of descent (a tree N deep);
+``import-strace`` then ``analyze`` (which also draws the console report, to /dev/null) are run
+as commands, and their wall and CPU seconds and peak RSS, each also per thousand, are printed
+per size. ``--max-rss-mib M`` kills a command whose RSS passes M (a shared machine).
 """
 from __future__ import annotations
 
@@ -198,8 +200,10 @@ def blocked_bench(kind: str, sizes: List[int], d: str, max_rss_mib: float = 0.0)
         aw, ac, arss = _timed(exe + ["analyze", trace], max_rss_mib)
         k = n / 1000
         print(f"{n} blocked {kind}: import {iw:.2f} s wall {ic:.2f} s CPU ({ic / k:.3f} s CPU "
-              f"per 1000) {irss:.0f} MiB; analyze {aw:.2f} s wall {ac:.2f} s CPU "
-              f"({ac / k:.3f} s CPU per 1000) {arss:.0f} MiB", flush=True)
+              f"per 1000) {irss:.0f} MiB ({irss / k:.1f} per 1000); analyze and draw "
+              f"{aw:.2f} s wall {ac:.2f} s CPU ({ac / k:.3f} s CPU per 1000) {arss:.0f} MiB "
+              f"({arss / k:.1f} per 1000){' KILLED' if arss < 0 or irss < 0 else ''}",
+              flush=True)
 
 
 def analyze_once(path: str, render: bool = True) -> Tuple[float, float, float, str]:

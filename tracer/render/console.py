@@ -5,14 +5,14 @@ screen (compact.py's folds; evidence a line per kind; on a screen each line one 
 with the verdict, the root cause (two rows at most) and the chain of waits, a line a hop;
 ``verbose`` shows every thread, the root cause under the verdict. Helper and parked threads are
 folded into one line per process unless ``verbose``, and so are exited children and threads
-past ``FOLD_EXITED_AFTER``. The other sections are sections.py's. A merged report shows a tree
-per node, pids and tids as their node knows them (``_Ids``). ``report_console(file, stderr)``:
+past ``FOLD_EXITED_AFTER``, and process levels past ``MAX_DEPTH`` (tree_fold.py: folded
+into one line, or with ``verbose`` drawn at that depth). The other sections are sections.py's.
+A merged report shows a tree per node, pids and tids as their node knows them (``_Ids``). ``report_console(file, stderr)``:
 wrapped to a terminal's width, else never wrapped and without colours (grep finds whole lines).
 """
 from __future__ import annotations
 
 import errno
-from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from rich.console import Console
@@ -25,15 +25,14 @@ from . import compact as cv
 from .fold import cut, number_ranges, pid_runs
 from .rows import one_row_each, print_rows
 from .sections import flight_recorder_tree, rank_stacks_tree, wait_graph_tree
+from .tree_fold import (EXITED_VERDICT, FOLD_EXITED_AFTER, MAX_DEPTH, below, deeper_line,
+                        fold_exited, naming_parent)
 
 STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
 LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
 NO_WRAP_WIDTH = 1_000_000   # "never wrap": wider than any line a report has
-MAX_DEPTH = 8           # process levels drawn nested (process_tree; as compact.MAX_HOPS): deeper ones fold or flatten
-FOLD_EXITED_AFTER = 20  # exited childless children drawn per process; the rest are counted
 COMPACT_EVIDENCE = 1    # evidence lines a process shows in the default view
 COMPACT_THREAD_EVIDENCE = 2     # and a thread (a D-state thread's second: its kernel stack)
-EXITED_VERDICT = "exited"
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
          "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
          "unknown": "dim"}
@@ -271,7 +270,7 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     never. At most ``MAX_DEPTH`` levels are nested (a drawn line costs its depth, so a chain
     drawn nested costs the square of its length): below a process at that depth, ``compact``
     folds its descendants into one line (the root cause's process drawn under it), else they
-    are drawn at that depth, each naming its parent (``_deeper``)."""
+    are drawn at that depth, each naming its parent (tree_fold.py)."""
     ids = ids or _Ids(report)
     by_pid = {p.pid: p for p in report.processes}
     roots = [p for p in report.processes if p.ppid not in by_pid or p.ppid == p.pid]
@@ -300,13 +299,17 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
                 parent.add(_folded_processes(p, by_pid, ids))
                 continue
             if isinstance(p, tuple):    # compact: the descendants past MAX_DEPTH, folded
-                _add_deeper_fold(parent, p[0], children, keep_pids, ids, keep_tids)
+                count, levels, verdicts, kept = below(p[0], children, keep_pids)
+                fold = parent.add(deeper_line(count, levels, verdicts))
+                for k in kept:          # the root cause is never folded away
+                    label = _process_label(k, cv.CMDLINE_CHARS, True, _waits_text(k, ids))
+                    _add_process(fold.add(naming_parent(label, ids.pid(k.ppid))), k, False,
+                                 ids, True, keep_tids)
                 continue
             label = _process_label(p, cv.CMDLINE_CHARS if compact else 90, compact,
                                    _waits_text(p, ids) if compact else "")
             if depth > MAX_DEPTH:       # not compact: drawn at MAX_DEPTH, naming its parent
-                label = Text.assemble(Text(f"(child of {ids.pid(p.ppid)}) ", style="dim"),
-                                      label)
+                label = naming_parent(label, ids.pid(p.ppid))
             node = parent.add(label)
             _add_process(node, p, verbose, ids, compact,
                          keep_tids if p.pid in keep_pids else frozenset())
@@ -314,44 +317,16 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
             if compact and depth >= MAX_DEPTH and kids:
                 pending.append((node, (p,), depth + 1))
                 continue
-            below = node if depth < MAX_DEPTH else parent
-            shown, folded = _fold_exited(kids, children, verbose)
+            under = node if depth < MAX_DEPTH else parent
+            shown, folded = fold_exited(kids, children, verbose)
             if folded:
-                pending.append((below, folded, depth + 1))
+                pending.append((under, folded, depth + 1))
             if not compact:
-                pending.extend((below, c, depth + 1) for c in reversed(shown))
+                pending.extend((under, c, depth + 1) for c in reversed(shown))
                 continue
             for group in reversed(cv.process_groups(shown, set(children), keep_pids)):
-                pending.append((below, group if len(group) > 1 else group[0], depth + 1))
+                pending.append((under, group if len(group) > 1 else group[0], depth + 1))
     return tree
-
-
-def _add_deeper_fold(node: Tree, top: ProcessReport, children: Dict[int, List[ProcessReport]],
-                     keep_pids: set, ids: _Ids, keep_tids: frozenset) -> None:
-    """The default view's one line for ``top``'s descendants past ``MAX_DEPTH``: how many,
-    how many levels, their verdicts; the root cause's process among them drawn under it."""
-    count, levels, verdicts, kept = 0, 0, Counter(), []
-    pending = [(c, 1) for c in children.get(top.pid, [])]
-    seen = {top.pid}
-    while pending:
-        p, d = pending.pop()
-        if p.pid in seen:
-            continue
-        seen.add(p.pid)
-        count, levels = count + 1, max(levels, d)
-        verdicts[p.verdict] += 1
-        if p.pid in keep_pids:
-            kept.append(p)
-        pending.extend((c, d + 1) for c in children.get(p.pid, []))
-    said = ", ".join(f"{n:,} {v}" for v, n in verdicts.most_common())
-    fold = node.add(Text.from_markup(
-        f"[dim]+ {count:,} process{'es' if count > 1 else ''} in {levels:,} more "
-        f"level{'s' if levels > 1 else ''} ({escape(said)}; "
-        "--verbose lists them)[/]"))
-    for p in kept:          # the root cause is never folded away
-        label = Text.assemble(Text(f"(child of {ids.pid(p.ppid)}) ", style="dim"),
-                              _process_label(p, cv.CMDLINE_CHARS, True, _waits_text(p, ids)))
-        _add_process(fold.add(label), p, False, ids, True, keep_tids)
 
 
 def _folded_processes(group: List[ProcessReport], by_pid: Dict[int, ProcessReport],
@@ -375,21 +350,6 @@ def _folded_processes(group: List[ProcessReport], by_pid: Dict[int, ProcessRepor
     n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     line += f"\n[dim]{n} thread{'s' if n != '1' else ''} each (--verbose shows them)[/]"
     return Text.from_markup(line)
-
-
-def _fold_exited(kids: List[ProcessReport], children: Dict[int, List[ProcessReport]],
-                 verbose: bool) -> Tuple[List[ProcessReport], int]:
-    """The children to show and how many are left out: past the first ``FOLD_EXITED_AFTER``
-    that exited without children of their own, the others such are counted, not drawn (a fork
-    storm leaves thousands; drawing each took rich about 2 ms).
-    A process's children that exited without children of their own are folded past the first
-    ``FOLD_EXITED_AFTER`` (one line counts the others), and a process's exited threads past as
-    many."""
-    gone = [c for c in kids if c.verdict == EXITED_VERDICT and c.pid not in children]
-    if verbose or len(gone) <= FOLD_EXITED_AFTER:
-        return kids, 0
-    hidden = {id(c) for c in gone[FOLD_EXITED_AFTER:]}
-    return [c for c in kids if id(c) not in hidden], len(hidden)
 
 
 def _root_cause_who(report: Report, ids: _Ids) -> str:
