@@ -278,6 +278,7 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     for p in report.processes:
         if p.ppid != p.pid:
             children.setdefault(p.ppid, []).append(p)
+    parents = set(children)         # once: a set per process drawn was the square of them
     rc = report.root_cause
     keep_pids = {rc["pid"]} if rc.get("pid") is not None else set()
     keep_tids = frozenset({rc["tid"]} if rc.get("tid") is not None else ())
@@ -324,7 +325,7 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
             if not compact:
                 pending.extend((under, c, depth + 1) for c in reversed(shown))
                 continue
-            for group in reversed(cv.process_groups(shown, set(children), keep_pids)):
+            for group in reversed(cv.process_groups(shown, parents, keep_pids)):
                 pending.append((under, group if len(group) > 1 else group[0], depth + 1))
     return tree
 
