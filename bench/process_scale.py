@@ -22,7 +22,7 @@ then blocked in a futex wait without timeout, the launcher in a futex wait (thre
 ``wait4(-1)`` (processes); ``chain``: N processes in one line of descent (a tree N deep);
 ``import-strace`` then ``analyze`` (which also draws the console report, to /dev/null) are run
 as commands, and their wall and CPU seconds and peak RSS, each also per thousand, are printed
-per size. ``--max-rss-mib M`` kills a command whose RSS passes M (a shared machine).
+per size; ``--verbose-report``: ``analyze -v``. ``--max-rss-mib M`` kills a command whose RSS passes M (a shared machine).
 """
 from __future__ import annotations
 
@@ -189,7 +189,8 @@ def _rss_mib(pid: int) -> float:
     return 0.0
 
 
-def blocked_bench(kind: str, sizes: List[int], d: str, max_rss_mib: float = 0.0) -> None:
+def blocked_bench(kind: str, sizes: List[int], d: str, max_rss_mib: float = 0.0,
+                  verbose: bool = False) -> None:
     """import-strace and analyze of ``blocked_log(kind, n)`` for each n (module doc)."""
     exe = [sys.executable, "-m", "tracer"]
     for n in sizes:
@@ -197,10 +198,12 @@ def blocked_bench(kind: str, sizes: List[int], d: str, max_rss_mib: float = 0.0)
         with open(log, "w") as f:
             f.write(blocked_log(kind, n))
         iw, ic, irss = _timed(exe + ["import-strace", log, "-o", trace], max_rss_mib)
-        aw, ac, arss = _timed(exe + ["analyze", trace], max_rss_mib)
+        aw, ac, arss = _timed(exe + ["analyze", trace] + (["-v"] if verbose else []),
+                              max_rss_mib)
         k = n / 1000
         print(f"{n} blocked {kind}: import {iw:.2f} s wall {ic:.2f} s CPU ({ic / k:.3f} s CPU "
-              f"per 1000) {irss:.0f} MiB ({irss / k:.1f} per 1000); analyze and draw "
+              f"per 1000) {irss:.0f} MiB ({irss / k:.1f} per 1000); analyze and draw"
+              f"{' (-v)' if verbose else ''} "
               f"{aw:.2f} s wall {ac:.2f} s CPU ({ac / k:.3f} s CPU per 1000) {arss:.0f} MiB "
               f"({arss / k:.1f} per 1000){' KILLED' if arss < 0 or irss < 0 else ''}",
               flush=True)
@@ -250,6 +253,8 @@ def main() -> None:
     ap.add_argument("--no-render", action="store_true", help="time the analysis alone")
     ap.add_argument("--blocked", choices=["threads", "procs", "chain"],
                     help="an strace log of N blocked threads or processes (module doc)")
+    ap.add_argument("--verbose-report", action="store_true",
+                    help="--blocked: analyze -v (every process and thread drawn)")
     ap.add_argument("--max-rss-mib", type=float, default=0.0,
                     help="kill a command whose RSS passes this (--blocked; a shared machine)")
     ns = ap.parse_args()
@@ -257,7 +262,7 @@ def main() -> None:
     os.makedirs(d, exist_ok=True)
     if ns.blocked:
         blocked_bench(ns.blocked, [int(s) for s in (ns.sizes or "1000,2000,4000").split(",")], d,
-                      ns.max_rss_mib)
+                      ns.max_rss_mib, ns.verbose_report)
         return
     sizes = [int(s) for s in ns.sizes.split(",")] if ns.sizes else [ns.procs]
     last = None
