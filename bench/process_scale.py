@@ -16,11 +16,13 @@ the report) and the console's rendering, wall and CPU per run, median of ``--run
 ``--sizes``, one median per size and the growth ratio between consecutive sizes (2 for linear
 work). ``--profile N`` prints cProfile's N most costly functions of one run.
 
-``--blocked threads|procs --sizes 1000,2000,...`` (issue 46 item 8): an strace log instead
-(``blocked_log``): a launcher (pid 1000) clones N threads (or forks N processes), each then
-blocked in a futex wait without timeout, the launcher in a futex wait (threads) or ``wait4(-1)``
-(processes); ``import-strace`` then ``analyze`` are run as commands, and their wall and CPU
-seconds, per thousand, and peak RSS are printed per size.
+``--blocked threads|procs|chain --sizes 1000,2000,...`` (issue 46 item 8): an strace log
+instead (``blocked_log``): a launcher (pid 1000) clones N threads (or forks N processes), each
+then blocked in a futex wait without timeout, the launcher in a futex wait (threads) or
+``wait4(-1)`` (processes); ``chain``: N processes in one line of descent (a tree N deep);
+``import-strace`` then ``analyze`` (which also draws the console report, to /dev/null) are run
+as commands, and their wall and CPU seconds and peak RSS, each also per thousand, are printed
+per size; ``--verbose-report``: ``analyze -v``. ``--max-rss-mib M`` kills a command whose RSS passes M (a shared machine).
 """
 from __future__ import annotations
 
@@ -149,29 +151,62 @@ def chain_log(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _timed(argv: List[str]) -> Tuple[float, float, float]:
+def _timed(argv: List[str], max_rss_mib: float = 0.0) -> Tuple[float, float, float]:
     """Wall and CPU seconds and peak RSS (MiB) of a command (its exit status is not checked:
-    analyze exits 4 for a deadlock)."""
+    analyze exits 4 for a deadlock). With ``max_rss_mib`` its RSS is read every 0.2 s and the
+    command killed past it (a shared machine): the figures then say "killed"."""
+    import signal
     import subprocess
     t = time.perf_counter()
     pid = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid
-    _, _, ru = os.wait4(pid, 0)
-    return time.perf_counter() - t, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+    killed = False
+    while max_rss_mib:
+        done, _, ru = os.wait4(pid, os.WNOHANG)
+        if done:
+            break
+        if _rss_mib(pid) > max_rss_mib:
+            os.kill(pid, signal.SIGKILL)
+            killed = True
+            print(f"  killed past {max_rss_mib:.0f} MiB after {time.perf_counter() - t:.1f} s",
+                  flush=True)
+            max_rss_mib = 0.0
+        time.sleep(0.2)
+    else:
+        _, _, ru = os.wait4(pid, 0)
+    rss = ru.ru_maxrss / 1024
+    return time.perf_counter() - t, ru.ru_utime + ru.ru_stime, -rss if killed else rss
 
 
-def blocked_bench(kind: str, sizes: List[int], d: str) -> None:
+def _rss_mib(pid: int) -> float:
+    """A live process's resident set (MiB), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def blocked_bench(kind: str, sizes: List[int], d: str, max_rss_mib: float = 0.0,
+                  verbose: bool = False) -> None:
     """import-strace and analyze of ``blocked_log(kind, n)`` for each n (module doc)."""
     exe = [sys.executable, "-m", "tracer"]
     for n in sizes:
         log, trace = os.path.join(d, f"{kind}-{n}.log"), os.path.join(d, f"{kind}-{n}.htrace")
         with open(log, "w") as f:
             f.write(blocked_log(kind, n))
-        iw, ic, irss = _timed(exe + ["import-strace", log, "-o", trace])
-        aw, ac, arss = _timed(exe + ["analyze", trace])
+        iw, ic, irss = _timed(exe + ["import-strace", log, "-o", trace], max_rss_mib)
+        aw, ac, arss = _timed(exe + ["analyze", trace] + (["-v"] if verbose else []),
+                              max_rss_mib)
         k = n / 1000
         print(f"{n} blocked {kind}: import {iw:.2f} s wall {ic:.2f} s CPU ({ic / k:.3f} s CPU "
-              f"per 1000) {irss:.0f} MiB; analyze {aw:.2f} s wall {ac:.2f} s CPU "
-              f"({ac / k:.3f} s CPU per 1000) {arss:.0f} MiB", flush=True)
+              f"per 1000) {irss:.0f} MiB ({irss / k:.1f} per 1000); analyze and draw"
+              f"{' (-v)' if verbose else ''} "
+              f"{aw:.2f} s wall {ac:.2f} s CPU ({ac / k:.3f} s CPU per 1000) {arss:.0f} MiB "
+              f"({arss / k:.1f} per 1000){' KILLED' if arss < 0 or irss < 0 else ''}",
+              flush=True)
 
 
 def analyze_once(path: str, render: bool = True) -> Tuple[float, float, float, str]:
@@ -218,11 +253,16 @@ def main() -> None:
     ap.add_argument("--no-render", action="store_true", help="time the analysis alone")
     ap.add_argument("--blocked", choices=["threads", "procs", "chain"],
                     help="an strace log of N blocked threads or processes (module doc)")
+    ap.add_argument("--verbose-report", action="store_true",
+                    help="--blocked: analyze -v (every process and thread drawn)")
+    ap.add_argument("--max-rss-mib", type=float, default=0.0,
+                    help="kill a command whose RSS passes this (--blocked; a shared machine)")
     ns = ap.parse_args()
     d = ns.keep or tempfile.mkdtemp(prefix="hangtrace-procs-bench-")
     os.makedirs(d, exist_ok=True)
     if ns.blocked:
-        blocked_bench(ns.blocked, [int(s) for s in (ns.sizes or "1000,2000,4000").split(",")], d)
+        blocked_bench(ns.blocked, [int(s) for s in (ns.sizes or "1000,2000,4000").split(",")], d,
+                      ns.max_rss_mib, ns.verbose_report)
         return
     sizes = [int(s) for s in ns.sizes.split(",")] if ns.sizes else [ns.procs]
     last = None

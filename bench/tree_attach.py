@@ -10,8 +10,10 @@ The tree: one Python process forks ``--procs`` children in a tree of fan-out 8 (
 forks its share, then sleeps in ``pause()``), started once, recorded by each backend in turn
 and killed (its process group) at the end. Printed per run: seconds to "attaching", from it
 to the trace's last byte (its mtime: the recording's end, before the analysis) and to "trace
-saved" (after the analysis), the trace's own window (header start to end record), seconds to
-the command's exit, its exit status and the load. ``--tree`` times the hangtrace of other
+saved" (after the analysis), the trace's end record less its header's start (the trace's
+close, after the end probes), the report's window (``--json``: the recording window, before
+the end probes since issue 46 item 9) and verdict, seconds to the command's exit, its exit
+status and the load. ``--tree`` times the hangtrace of other
 checkouts (on PYTHONPATH), their runs alternating on the one tree; this one's by default.
 """
 from __future__ import annotations
@@ -66,15 +68,17 @@ def tree_size(pid: int) -> int:
 
 def attach_once(pid: int, backend: str, duration: float,
                 out: str, tree: str = REPO) -> Tuple[Optional[float], Optional[float], float,
-                                                    int, Optional[float], Optional[float]]:
+                                                    int, Optional[float], Optional[float],
+                                                    Optional[float], str]:
     """(s to "attaching", s from it to "trace saved", s to exit, exit status, s from
-    "attaching" to the trace's last byte, the trace's window in s), of the hangtrace of
-    checkout ``tree`` (on PYTHONPATH, this interpreter)."""
+    "attaching" to the trace's last byte, the trace's end record less its start in s, the
+    report's window in s, its verdict), of the hangtrace of checkout ``tree`` (on PYTHONPATH,
+    this interpreter)."""
     t0 = time.monotonic()
     env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.Popen(HANGTRACE + ["attach", str(pid), "-b", backend, "-d", str(duration),
                                       "-o", out, "--json"], cwd=tree, env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                         stdout=open(out + ".json", "w"), stderr=subprocess.PIPE, text=True)
     seen: List[Tuple[float, str]] = []
     wall: List[float] = []          # time.time() at "attaching", for the trace's mtime
 
@@ -94,12 +98,25 @@ def attach_once(pid: int, backend: str, duration: float,
         return next((t for t, line in seen if what in line), None)
     att, saved = when("attaching"), when("trace saved")
     closed = os.stat(out).st_mtime - wall[0] if wall and os.path.exists(out) else None
+    window, verdict = report_window(out + ".json")
     return (att - t0 if att else None, saved - att if att and saved else None, total, rc,
-            closed, trace_window(out))
+            closed, trace_window(out), window, verdict)
+
+
+def report_window(path: str) -> Tuple[Optional[float], str]:
+    """The --json report's window (s) and verdict."""
+    import json
+    try:
+        with open(path) as f:
+            report = json.load(f)
+        return float(report["window"]["duration"]), str(report.get("verdict"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, "?"
 
 
 def trace_window(path: str) -> Optional[float]:
-    """The trace's window: its end record's time less its header's start."""
+    """The trace's end record's time (when it was closed, after the end probes) less its
+    header's start."""
     sys.path.insert(0, REPO)
     from tracer.tracefile.format import TraceReader
     try:
@@ -130,13 +147,14 @@ def main() -> None:
         for backend in ns.backends.split(","):
             for i in range(ns.runs):
                 for k, co in enumerate(checkouts):
-                    att, saved, total, rc, closed, window = attach_once(
+                    att, saved, total, rc, closed, whole, window, verdict = attach_once(
                         tree.pid, backend, ns.duration,
                         os.path.join(d, f"{backend}-{i}-{k}.htrace.gz"), co)
                     who = f"{co} " if len(checkouts) > 1 else ""
                     print(f"{who}{backend}: attaching after {fmt(att)} s, trace closed "
-                          f"{fmt(closed)} s and saved {fmt(saved)} s after it (window "
-                          f"{fmt(window)} s), exit after {total:.2f} s (status {rc}), load "
+                          f"{fmt(closed)} s and saved {fmt(saved)} s after it (end record "
+                          f"{fmt(whole)} s after the start; the report's window {fmt(window)} "
+                          f"s, {verdict}), exit after {total:.2f} s (status {rc}), load "
                           f"{os.getloadavg()[0]:.2f}", flush=True)
     finally:
         os.killpg(tree.pid, signal.SIGKILL)

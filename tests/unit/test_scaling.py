@@ -28,7 +28,7 @@ from process_scale import T0, write_storm  # noqa: E402
 from tracer import events as ev  # noqa: E402
 from tracer.load.trace import analyze_trace  # noqa: E402
 from tracer.tracefile.format import TraceWriter, make_header  # noqa: E402
-from tracer.render.console import process_tree  # noqa: E402
+from tracer.render.console import MAX_DEPTH, process_tree  # noqa: E402
 
 SMALL, LARGE = 2_500, 10_000
 MAX_GROWTH = 8.0           # x4 is linear; the old scans grew x10-16 over the same step
@@ -76,15 +76,21 @@ def _chain_trace(path: Path, n: int) -> str:
 def test_console_tree_of_a_fork_chain_deeper_than_the_recursion_limit(tmp_path) -> None:
     """The tree is walked with a stack of its own: a chain of 1,500 nested processes (deeper
     than Python's recursion limit of 1,000, where a recursive walk raised) shows every
-    process, each under its parent."""
+    process once, each under its parent down to MAX_DEPTH levels and, deeper, naming its
+    parent (drawn nested, the chain cost the square of its depth: issue 46 item 8)."""
     n = 1_500
     report = analyze_trace(_chain_trace(tmp_path / "chain.htrace", n))
-    node, depth = process_tree(report), 0
-    while node.children:
-        procs = [c for c in node.children if "pid " in str(c.label)]
-        assert len(procs) <= 1
-        if not procs:
-            break
-        node, depth = procs[0], depth + 1
-        assert f"pid {99 + depth}" in str(node.label)
-    assert depth == n
+    shown, pending = [], [(process_tree(report), 0)]
+    while pending:
+        node, depth = pending.pop()
+        label = str(node.label)
+        if "pid " in label and not label.startswith("waits on"):
+            shown.append((depth, label))
+        pending.extend((c, depth + 1) for c in node.children)
+    assert sorted(int(label.split("pid ")[-1].split()[0]) for _, label in shown) == \
+        list(range(100, 100 + n))
+    for depth, label in shown:
+        pid = int(label.split("pid ")[-1].split()[0])
+        assert depth == min(pid - 99, MAX_DEPTH)
+        if pid - 99 > MAX_DEPTH:
+            assert label.startswith(f"(child of pid {pid - 1}) ")

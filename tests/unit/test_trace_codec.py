@@ -49,7 +49,7 @@ TABLE = [
      "state='', exit_code=None, start_time=None, environ_rank=None, pid_unknown=False, "
      "threads_partial=False, ns_pids=[])"),      # a row written before ns_pids: []
     ('["end",1.0,"complete",0.0,1]',
-     "RecordingEnd(ts=1.0, reason='complete', duration=0.0, events=1)"),
+     "RecordingEnd(ts=1.0, reason='complete', duration=0.0, events=1, window_end=None)"),
     # refused: wrong types, wrong lengths, what JSON cannot hold, no row at all
     ('["pl",1.0,1,2,"poll","",0,null,0.1,null,null,null,false,0.1,1,null,true]', BAD),
     ('["pl",1.0,1,2,"poll","",0,null,0.1,null,null,null,false,0.1,1,[1],true]', BAD),

@@ -246,10 +246,20 @@ class Lost(Event, tag="lost"):
 
 
 class RecordingEnd(Event, tag="end"):
-    """Last record of a complete trace; a trace without it was cut short (truncated)."""
+    """Last record of a complete trace; a trace without it was cut short (truncated). ``ts``:
+    when the trace was closed (after the end probes); ``window_end``: when the recording
+    window closed, at its deadline (the header's start plus the seconds asked) or earlier when
+    it ended early, before the backends' stop and the end probes (None in traces from before it
+    was written, and from importers: then ``ts``). ``closed_at()`` is the window's end an analysis uses: what
+    the end probes did after it is no observation of the targets over time."""
     reason: str = ""
     duration: float = 0.0
     events: Int = 0
+    window_end: Optional[Time] = None
+
+    def closed_at(self) -> float:
+        """The recording window's end: ``window_end``, else (older traces) ``ts``."""
+        return self.window_end if self.window_end is not None else self.ts
 
 
 # --------------------------------------------------------------------------- GPU (NVML)

@@ -49,7 +49,7 @@ def analyze_trace(path: str, extra: Iterable[ev.Event] = (),
     for e in extra:
         an.feed(e)
     info = reader.info
-    end = info.end.ts if info.end is not None else None
+    end = info.end.closed_at() if info.end is not None else None
     opts = info.header.get("options") or {}
     report = an.report(end=end, trace_path=path,
                        truncated=info.truncated or bool(opts.get("log_truncated")),

@@ -236,6 +236,10 @@ class Session:
         self.errors_early: List[Tuple[str, str]] = []     # of the end's part in the window
         self.cpu: List[float] = []
         self.start = self.end = 0.0
+        # time.time() when the window closed (close: its deadline, or earlier when it ended
+        # early), before the backends' stop and the end probes: the window's end in the trace's
+        # end record and the report (None: no window was opened)
+        self.window_end: Optional[float] = None
         self.began = 0.0                  # time.monotonic() at the window's start
         self.priority = EndPriority()     # the end's (priority.py): end_priority
 
@@ -369,6 +373,9 @@ class Session:
         then, whatever happened, the losses, the trouble met and the end record are written (a
         trace begun here when ``attach`` never got to it) and the signal handlers restored."""
         left = 0                          # events still queued after the last drain
+        # The window as asked: an end step in the loop that ran past the deadline, the
+        # backends' stop and the end probes are the end's time, not observation of the targets
+        self.window_end = min(time.time(), self.start + self.duration) if self.start else None
         try:
             self.stop.window_closed()     # a signal from now on cuts the end at once
             self.end_priority()
@@ -387,13 +394,13 @@ class Session:
             for e in self.inbox.lost(end, left):
                 self.take(e)
             if self.writer is None:       # a backend failed to start: still a readable trace
-                self.start = end
+                self.start, self.window_end = end, None
                 self._open_trace(end)
             assert self.writer is not None
             # Trouble is saved in the trace (analyze of it says the same) and reported once.
             for source, msg in self.errors:
                 self.take(ev.ObserveError(ts=end, source=source, what="backend", why=msg))
-            self.writer.close(self.reason, end_ts=end)
+            self.writer.close(self.reason, end_ts=end, window_end=self.window_end)
             self.stop.restore()
 
     def recorded(self) -> Recorded:
@@ -404,7 +411,8 @@ class Session:
         notes.extend(n for b in self.backends for n in getattr(b, "notes", ()))
         notes.extend(self.ending.notes)
         assert self.analyzer is not None
-        report = self.analyzer.report(end=self.end, trace_path=self.output, extra_notes=notes)
+        report = self.analyzer.report(end=self.window_end or self.end, trace_path=self.output,
+                                      extra_notes=notes)
         return Recorded(report=report, trace_path=self.output, reason=self.reason,
                         errors=[f"{source}: {msg}" for source, msg in self.errors])
 

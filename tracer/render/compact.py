@@ -22,6 +22,7 @@ ROOT_CAUSE_ROWS = 2         # rows the root cause's line takes at most
 CMDLINE_CHARS = 48          # a process's command line past this is cut
 MAX_HOPS = 8                # chain lines at most
 _RANK_NUMBER = re.compile(r"\d+$")
+_NAMED_PID = re.compile(r"\(pid (\d+)\)")     # how _label names a process
 
 
 def thread_key(t: ThreadReport) -> Hashable:
@@ -83,7 +84,8 @@ def _label(p: ProcessReport) -> str:
 def condensed_summary(report: Report) -> str:
     """The root cause's summary with label lists as ranges and alike clauses folded."""
     text = report.root_cause.get("summary") or ""
-    labels = {_label(p): p for p in report.processes}
+    named = {int(pid) for pid in _NAMED_PID.findall(text)}   # the alternation below: only
+    labels = {_label(p): p for p in report.processes if p.pid in named}    # those it names
     if len(labels) < 2:
         return text
     alt = "|".join(re.escape(x) for x in sorted(labels, key=len, reverse=True))

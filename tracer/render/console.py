@@ -5,8 +5,9 @@ screen (compact.py's folds; evidence a line per kind; on a screen each line one 
 with the verdict, the root cause (two rows at most) and the chain of waits, a line a hop;
 ``verbose`` shows every thread, the root cause under the verdict. Helper and parked threads are
 folded into one line per process unless ``verbose``, and so are exited children and threads
-past ``FOLD_EXITED_AFTER``. The other sections are sections.py's. A merged report shows a tree
-per node, pids and tids as their node knows them (``_Ids``). ``report_console(file, stderr)``:
+past ``FOLD_EXITED_AFTER``, and process levels past ``MAX_DEPTH`` (tree_fold.py: folded
+into one line, or with ``verbose`` drawn at that depth). The other sections are sections.py's.
+A merged report shows a tree per node, pids and tids as their node knows them (``_Ids``). ``report_console(file, stderr)``:
 wrapped to a terminal's width, else never wrapped and without colours (grep finds whole lines).
 """
 from __future__ import annotations
@@ -24,14 +25,14 @@ from . import compact as cv
 from .fold import cut, number_ranges, pid_runs
 from .rows import one_row_each, print_rows
 from .sections import flight_recorder_tree, rank_stacks_tree, wait_graph_tree
+from .tree_fold import (EXITED_VERDICT, FOLD_EXITED_AFTER, MAX_DEPTH, below, deeper_line,
+                        fold_exited, naming_parent)
 
 STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
 LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
 NO_WRAP_WIDTH = 1_000_000   # "never wrap": wider than any line a report has
-FOLD_EXITED_AFTER = 20  # exited childless children drawn per process; the rest are counted
 COMPACT_EVIDENCE = 1    # evidence lines a process shows in the default view
 COMPACT_THREAD_EVIDENCE = 2     # and a thread (a D-state thread's second: its kernel stack)
-EXITED_VERDICT = "exited"
 STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
          "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
          "unknown": "dim"}
@@ -266,7 +267,10 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     each process's children in the report's order: children are looked up by ppid, so the
     tree costs what it shows, not the square of the processes. ``compact`` (the default view):
     alike leaf siblings folded into one line (compact.process_groups), the root cause's process
-    never."""
+    never. At most ``MAX_DEPTH`` levels are nested (a drawn line costs its depth, so a chain
+    drawn nested costs the square of its length): below a process at that depth, ``compact``
+    folds its descendants into one line (the root cause's process drawn under it), else they
+    are drawn at that depth, each naming its parent (tree_fold.py)."""
     ids = ids or _Ids(report)
     by_pid = {p.pid: p for p in report.processes}
     roots = [p for p in report.processes if p.ppid not in by_pid or p.ppid == p.pid]
@@ -274,18 +278,19 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     for p in report.processes:
         if p.ppid != p.pid:
             children.setdefault(p.ppid, []).append(p)
+    parents = set(children)         # once: a set per process drawn was the square of them
     rc = report.root_cause
     keep_pids = {rc["pid"]} if rc.get("pid") is not None else set()
     keep_tids = frozenset({rc["tid"]} if rc.get("tid") is not None else ())
     tree = Tree("[bold]process tree[/]", guide_style="dim")
     per_node: Dict[str, Tree] = {}
+    _Item = Union[ProcessReport, int, List[ProcessReport], Tuple[ProcessReport]]
     for r in roots:
         if r.node is not None and r.node not in per_node:
             per_node[r.node] = tree.add(Text.from_markup(f"[bold]node {escape(r.node)}[/]"))
-        pending: List[Tuple[Tree, Union[ProcessReport, int, List[ProcessReport]]]] = [
-            (per_node.get(r.node or "", tree), r)]
+        pending: List[Tuple[Tree, _Item, int]] = [(per_node.get(r.node or "", tree), r, 1)]
         while pending:              # depth first, as a recursion would, without its limit
-            parent, p = pending.pop()
+            parent, p, depth = pending.pop()
             if isinstance(p, int):  # the count of the exited children not shown, last
                 parent.add(Text.from_markup(f"[dim]+ {p} more processes that exited during "
                                             "the recording, without children (--verbose "
@@ -294,18 +299,34 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
             if isinstance(p, list):     # alike siblings, folded
                 parent.add(_folded_processes(p, by_pid, ids))
                 continue
-            node = parent.add(_process_label(p, cv.CMDLINE_CHARS if compact else 90, compact,
-                                             _waits_text(p, ids) if compact else ""))
+            if isinstance(p, tuple):    # compact: the descendants past MAX_DEPTH, folded
+                count, levels, verdicts, kept = below(p[0], children, keep_pids)
+                fold = parent.add(deeper_line(count, levels, verdicts))
+                for k in kept:          # the root cause is never folded away
+                    label = _process_label(k, cv.CMDLINE_CHARS, True, _waits_text(k, ids))
+                    _add_process(fold.add(naming_parent(label, ids.pid(k.ppid))), k, False,
+                                 ids, True, keep_tids)
+                continue
+            label = _process_label(p, cv.CMDLINE_CHARS if compact else 90, compact,
+                                   _waits_text(p, ids) if compact else "")
+            if depth > MAX_DEPTH:       # not compact: drawn at MAX_DEPTH, naming its parent
+                label = naming_parent(label, ids.pid(p.ppid))
+            node = parent.add(label)
             _add_process(node, p, verbose, ids, compact,
                          keep_tids if p.pid in keep_pids else frozenset())
-            shown, folded = _fold_exited(children.get(p.pid, []), children, verbose)
-            if folded:
-                pending.append((node, folded))
-            if not compact:
-                pending.extend((node, c) for c in reversed(shown))
+            kids = children.get(p.pid, [])
+            if compact and depth >= MAX_DEPTH and kids:
+                pending.append((node, (p,), depth + 1))
                 continue
-            for group in reversed(cv.process_groups(shown, set(children), keep_pids)):
-                pending.append((node, group if len(group) > 1 else group[0]))
+            under = node if depth < MAX_DEPTH else parent
+            shown, folded = fold_exited(kids, children, verbose)
+            if folded:
+                pending.append((under, folded, depth + 1))
+            if not compact:
+                pending.extend((under, c, depth + 1) for c in reversed(shown))
+                continue
+            for group in reversed(cv.process_groups(shown, parents, keep_pids)):
+                pending.append((under, group if len(group) > 1 else group[0], depth + 1))
     return tree
 
 
@@ -330,21 +351,6 @@ def _folded_processes(group: List[ProcessReport], by_pid: Dict[int, ProcessRepor
     n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     line += f"\n[dim]{n} thread{'s' if n != '1' else ''} each (--verbose shows them)[/]"
     return Text.from_markup(line)
-
-
-def _fold_exited(kids: List[ProcessReport], children: Dict[int, List[ProcessReport]],
-                 verbose: bool) -> Tuple[List[ProcessReport], int]:
-    """The children to show and how many are left out: past the first ``FOLD_EXITED_AFTER``
-    that exited without children of their own, the others such are counted, not drawn (a fork
-    storm leaves thousands; drawing each took rich about 2 ms).
-    A process's children that exited without children of their own are folded past the first
-    ``FOLD_EXITED_AFTER`` (one line counts the others), and a process's exited threads past as
-    many."""
-    gone = [c for c in kids if c.verdict == EXITED_VERDICT and c.pid not in children]
-    if verbose or len(gone) <= FOLD_EXITED_AFTER:
-        return kids, 0
-    hidden = {id(c) for c in gone[FOLD_EXITED_AFTER:]}
-    return [c for c in kids if id(c) not in hidden], len(hidden)
 
 
 def _root_cause_who(report: Report, ids: _Ids) -> str:

@@ -65,11 +65,15 @@ def header_line(header: Dict[str, Any]) -> bytes:
     return json.dumps(header, separators=(",", ":")).encode("utf-8", "surrogateescape") + b"\n"
 
 
-def end_line(start: float, events: int, reason: str, ts: float) -> bytes:
+def end_line(start: float, events: int, reason: str, ts: float,
+             window_end: Optional[float] = None) -> bytes:
     """A trace's last line: the end record of a recording that started at ``start`` and holds
-    ``events`` events, ended at ``ts`` for ``reason``."""
-    return encode_row(ev.RecordingEnd(ts=ts, reason=reason, duration=max(0.0, ts - start),
-                                      events=events))
+    ``events`` events, closed at ``ts`` for ``reason``, its window closed at ``window_end``
+    (None: at ``ts``); ``duration`` is the window's."""
+    closed = ts if window_end is None else min(window_end, ts)
+    return encode_row(ev.RecordingEnd(ts=ts, reason=reason, duration=max(0.0, closed - start),
+                                      events=events,
+                                      window_end=None if window_end is None else closed))
 
 
 def _refuse(text: str) -> Any:

@@ -146,12 +146,15 @@ class TraceWriter:
             self._gz.flush(zlib.Z_SYNC_FLUSH)
         self._raw.flush()
 
-    def close(self, reason: str = "complete", end_ts: Optional[float] = None) -> None:
+    def close(self, reason: str = "complete", end_ts: Optional[float] = None,
+              window_end: Optional[float] = None) -> None:
+        """The end record (``RecordingEnd``: closed at ``end_ts``, now by default; the window
+        closed at ``window_end``, where the writer knows it), then the file closed."""
         if self.closed:
             return
         self.closed = True
         ts = end_ts if end_ts is not None else time.time()
-        self._out.write(end_line(self.start, self.count, reason, ts))
+        self._out.write(end_line(self.start, self.count, reason, ts, window_end))
         if self._gz is not None:
             self._gz.close()
         self._raw.close()

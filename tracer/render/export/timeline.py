@@ -271,7 +271,7 @@ def walk(trace_path: str, sink: Sink,
         rates.feed(d)
         rates.flush(counter)
     info = reader.info
-    end = info.end.ts if info.end is not None else max(tracks.max_ts, float(h.get("start") or 0))
+    end = info.end.closed_at() if info.end is not None else max(tracks.max_ts, float(h.get("start") or 0))
     tracks.finish_ongoing(window.clamp(end))
     rates.flush(counter, final=True)
     report = analyzer.report(end=end, trace_path=trace_path, truncated=info.truncated,

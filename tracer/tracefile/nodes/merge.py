@@ -276,7 +276,7 @@ def _connections(n: NodeTrace) -> Dict[str, clock.Messages]:
     out: Dict[str, clock.Messages] = {}
     for e in _rows(n):
         if isinstance(e, ev.RecordingEnd):
-            n.raw_end = e.ts
+            n.raw_end = e.closed_at()
             continue
         if e.fd_kind != "tcp" or e.err is not None or not e.fd_target:  # type: ignore
             continue
@@ -351,7 +351,7 @@ def node_stream(n: NodeTrace) -> Iterator[ev.Event]:
             yield fn(e)
     info = reader.info
     n.truncated, n.bad_lines = info.truncated, info.bad_lines
-    n.raw_end = info.end.ts if info.end is not None else None
+    n.raw_end = info.end.closed_at() if info.end is not None else None
 
 
 def merged_events(nodes: List[NodeTrace]) -> Iterator[ev.Event]:
