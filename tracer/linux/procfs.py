@@ -116,10 +116,14 @@ class Stat:
     minflt: int = 0          # field 10: minor page faults (no disk read)
     majflt: int = 0          # field 12: major page faults (read from storage)
     rss_pages: int = 0       # field 24: resident set size in pages
+    children: int = 0        # fields 11, 13, 16, 17 summed (read_stat of a process only):
+    #                          cminflt + cmajflt + cutime + cstime, the reaped children's faults
+    #                          and CPU (wait_task_zombie adds them: linux/reaped_io.py)
 
 
-def parse_stat(data: bytes) -> Optional[Stat]:
-    """Parse the content of a stat file; None when it is not one.
+def parse_stat(data: bytes, children: bool = False) -> Optional[Stat]:
+    """Parse the content of a stat file; None when it is not one. ``children``: fill
+    ``Stat.children`` (a process's stat; the thread samples need it not).
     Names are never trusted: comm may hold spaces, parentheses, newlines and non-UTF-8 bytes
     (prctl(PR_SET_NAME) accepts any 15 bytes), so the file is split at the LAST ')'."""
     lpar, rpar = data.find(b"("), data.rfind(b")")
@@ -135,7 +139,9 @@ def parse_stat(data: bytes) -> Optional[Stat]:
             processor=int(rest[36]) if len(rest) > 36 else None,
             exit_code=int(rest[49]) if len(rest) > 49 else None, flags=int(rest[6]),
             minflt=int(rest[7]), majflt=int(rest[9]),
-            rss_pages=int(rest[21]) if len(rest) > 21 else 0)
+            rss_pages=int(rest[21]) if len(rest) > 21 else 0,
+            children=int(rest[8]) + int(rest[10]) + int(rest[13]) + int(rest[14])
+            if children else 0)
     except (IndexError, ValueError):
         return None
 
@@ -143,7 +149,7 @@ def parse_stat(data: bytes) -> Optional[Stat]:
 def read_stat(pid: int, tid: Optional[int] = None, root: str = "/proc") -> Optional[Stat]:
     """/proc/PID/stat, or /proc/PID/task/TID/stat when ``tid`` is given; None when gone."""
     data = read_bytes(_task_dir(pid, tid, root) + "/stat")
-    return None if data is None else parse_stat(data)
+    return None if data is None else parse_stat(data, children=tid is None)
 
 
 def read_comm(pid: int, tid: Optional[int] = None, root: str = "/proc") -> Optional[str]:
