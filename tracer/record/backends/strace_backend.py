@@ -169,12 +169,9 @@ class StraceBackend(Backend):
         - ``-X`` is left at its default: ioctl requests print as ``_IOC(...)`` or a known name,
         both decodable (decode.py), and futex ops stay symbolic.
 
-        - ``-o /dev/fd/N`` (a pipe): a stdio stream strace does not line-buffer (it does so only
-        for stderr and an ``-o '|cmd'`` pipe; 6.1 has no option for it), but strace flushes it
-        at each line's end (strace.c line_ended -> flush_tcp_output -> fflush) and after a
-        call's entry: traced on this VM, each write(2) strace made held one line or one entry,
-        never a 4 KiB block. So lines arrive as printed, and a SIGKILLed strace loses none (the
-        pipe keeps them). ``-o '|exec cat'`` would only add a process and a copy."""
+        - ``-o /dev/fd/N`` (a pipe): not line-buffered, but strace (6.1) flushes at each line's
+        end (line_ended -> fflush) and after a call's entry, so lines arrive as printed (each
+        of its write(2)s one line or entry, traced) and a SIGKILLed strace loses none."""
         if self._proc is not None:
             raise RuntimeError("StraceBackend.start called twice")
         path = self._strace or shutil.which("strace") or "strace"
@@ -277,9 +274,7 @@ class StraceBackend(Backend):
         """How long strace is given to detach and exit after SIGINT: ``stop_timeout`` and
         ``DETACH_S_PER_TASK`` a target (at most ``KILL_AFTER_MAX_S``): strace detaches one task
         at a time (5,001 processes on a busy VM took more than 2 s; issue 46 item 9). A kill
-        loses none of its lines (``start``: -o): 2,001 pause() processes, strace SIGKILLed
-        mid-detach, kept every pause line (tests/live/test_strace_backend.py has the small
-        case); what was missed there was the attach, not the output (strace_attach.py)."""
+        loses no line (``start``: -o; 2,001 pause() processes, killed mid-detach: all kept)."""
         tasks = len(self._targets.pids()) if self._targets is not None else 0
         return min(max(self._stop_timeout, self._stop_timeout + DETACH_S_PER_TASK * tasks),
                    KILL_AFTER_MAX_S)
