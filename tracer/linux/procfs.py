@@ -379,11 +379,24 @@ def read_io_field(path: str, key: str) -> Optional[int]:
     return None
 
 
+_IO_LAYOUT = [b"rchar:", b"wchar:", b"syscr:", b"syscw:", b"read_bytes:", b"write_bytes:"]
+
+
 def read_io(pid: int, root: str = "/proc", ts: Optional[float] = None) -> Optional[ProcessIO]:
-    """/proc/PID/io counters; None when unreadable (another user's process needs root) or gone."""
-    text = read_text(f"{root}/{pid}/io")
-    if not text:
+    """/proc/PID/io counters; None when unreadable (another user's process needs root) or gone.
+    The kernel's layout (``_IO_LAYOUT`` first) is read by position: the proc backend reads it
+    for every process at every sample; another layout by name."""
+    data = read_bytes(f"{root}/{pid}/io")
+    if not data:
         return None
+    f = data.split()
+    if f[0:12:2] == _IO_LAYOUT:
+        try:
+            return ProcessIO(time.time() if ts is None else ts, pid, int(f[1]), int(f[3]),
+                             int(f[5]), int(f[7]), int(f[9]), int(f[11]))
+        except ValueError:
+            pass
+    text = data.decode("utf-8", "replace")
     vals: Dict[str, int] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
