@@ -26,7 +26,7 @@ from .procfs_fds import SocketTables, listening_sockets, read_fds, socket_table
 __all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked", "Stat", "read_bytes", "read_text", "read_stat", "read_cmdline", "read_comm",
            "list_pids", "list_tids", "read_threads", "read_process_info", "read_thread_sample",
            "read_io", "read_io_field", "read_environ_rank", "read_environ_vars", "children_map", "descendants",
-           "pid_exists", "tgid_of", "boot_time", "TICKS_HZ", "PAGE_SIZE",
+           "pid_exists", "reaped", "tgid_of", "boot_time", "TICKS_HZ", "PAGE_SIZE",
            # re-exported from procfs_fds
            "read_fds", "socket_table", "listening_sockets", "SocketTables"]
 
@@ -263,6 +263,13 @@ def read_threads(pid: int, root: str = "/proc") -> Dict[int, str]:
 def pid_exists(pid: int, root: str = "/proc") -> bool:
     """True when /proc/PID exists (also true for a thread id: see ``tgid_of``) or a zombie."""
     return pid > 0 and os.path.exists(f"{root}/{pid}/stat")
+
+
+def reaped(pid: int, root: str = "/proc") -> bool:
+    """``pid`` was reaped: gone, or dead (state X: its parent's wait is taking it). A zombie
+    was not (linux/reaped_io.py asks)."""
+    st = read_stat(pid, root=root)
+    return st is None or st.state == "X"
 
 
 def tgid_of(tid: int, root: str = "/proc") -> Optional[int]:

@@ -158,9 +158,7 @@ class ProcBackend(Backend):
                 self._emit(self._own_io.own(io, st, self._is_gone))
 
     def _is_gone(self, pid: int) -> bool:
-        """``pid`` was reaped (ReapedIO asks when a reaper's stat says it reaped)."""
-        st = procfs.read_stat(pid, root=self.root)
-        return st is None or st.state == "X"
+        return procfs.reaped(pid, self.root)
 
     # ------------------------------------------------------------------ sampling
     def _run(self) -> None:
