@@ -7,7 +7,7 @@ but costs a file per thread per sample. Contract of ``ReapedIO.own(io, st, is_go
 - ``io`` is read just before ``st``; the result never decreases, grows no more than the raw
   counters, and lacks the last counters of the children found reaped when ``st.children`` moved
   (``ReapedIO`` says which and what is left over).
-- Pure: no /proc access here; ``is_gone(pid)`` is the caller's (the proc backend reads stat).
+- Pure: no /proc access here; ``is_gone(pid)`` is the caller's (``procfs.reaped``).
 """
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 from ..events import ProcessIO
 from .procfs import Stat
 
-__all__ = ["ReapedIO", "IO_COUNTERS"]
+__all__ = ["ReapedIO"]
 
-IO_COUNTERS = ("rchar", "wchar", "syscr", "syscw", "read_bytes", "write_bytes")
 _ZERO = (0, 0, 0, 0, 0, 0)
 Counters = Tuple[int, ...]
 
