@@ -190,3 +190,47 @@ def test_attach_failure_reported():
         [("strace", "attach", 2 ** 22 + 12345, False)], errs
     assert "No such process" in errs[0].why
     assert strace_children() == []
+
+
+def test_each_line_arrives_as_strace_prints_it_and_a_kill_loses_none():
+    """strace's -o output is read as it is printed: a target that makes five writes and then
+    blocks in a read has its five writes in the recording before stop(), its last call among
+    them (a buffer that waited to fill, or for strace's exit, would hold them back); and a
+    SIGKILLed strace loses nothing it printed: the read it was blocked in is still recorded,
+    from strace's own line (the tid was seen, so no /proc stand-in), and the target runs on.
+    strace 6.1 flushes its output at each line's end (line_ended -> fflush) and after a call's
+    entry, also to a file or a pipe named by -o."""
+    code = ("import os, sys\nfd = os.open('/dev/null', os.O_WRONLY)\nos.read(0, 1)\n"
+            "for n in range(1, 6):\n    os.write(fd, b'x' * n)\nos.read(0, 1)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
+    got = Collector()
+    b = StraceBackend()
+    try:
+        b.start(TargetSet([p.pid]), got)
+        deadline = time.monotonic() + 60           # only bounds a hang
+        while not _traced(p.pid):
+            assert time.monotonic() < deadline, "strace never attached"
+            time.sleep(0.02)
+        p.stdin.write(b"g")
+        p.stdin.flush()
+
+        def writes():
+            return sorted(e.nbytes for e in got.of(ev.WriteCall)
+                          if e.tid == p.pid and e.fd_target == "/dev/null" and not e.ongoing)
+        while writes() != [1, 2, 3, 4, 5]:
+            assert time.monotonic() < deadline, f"before stop: {writes()}"
+            time.sleep(0.02)
+        while proc_state(p.pid) != "S":            # back in its read, strace has printed it
+            assert time.monotonic() < deadline, proc_state(p.pid)
+            time.sleep(0.02)
+        os.kill(b._proc.pid, 9)
+        b.stop()
+    finally:
+        b.stop()
+    assert writes() == [1, 2, 3, 4, 5]
+    reads = [e for e in got.of(ev.ReadCall) if e.tid == p.pid and e.ongoing]
+    assert [(r.fd, r.fd_kind) for r in reads] == [(0, "pipe")], reads
+    assert strace_children(p.pid) == [] and proc_state(p.pid) not in ("t", "T")
+    assert p.poll() is None
+    p.kill()
+    p.wait()

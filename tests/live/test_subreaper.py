@@ -49,16 +49,10 @@ def test_a_subreaper_waits_for_its_adopted_workers(scenario, backend, args, tmp_
     assert sc.alive()
 
 
-# Known gap, proc only: the kernel adds a reaped child's I/O to its parent's /proc/PID/io
-# (wait_task_zombie), so the subreaper's "writes" grow by what its workers wrote when it reaps
-# them inside the window, and proc reads that as the subreaper's own output (seen 2 of 2 on a
-# quiet VM). Per-thread io (task/TID/io) has no such sum; the backend does not use it yet.
-_REAP_IO = pytest.mark.xfail(reason="proc: a reaped child's I/O is added to its parent's "
-                             "/proc/PID/io and read as the parent's output", strict=False)
-
-
-@pytest.mark.parametrize("backend", [pytest.param(b, marks=_REAP_IO) if b == "proc" else b
-                                     for b in BACKENDS])
+# With proc, the kernel adds the reaped workers' and launchers' I/O to the subreaper's
+# /proc/PID/io (wait_task_zombie): the backend takes it out (linux/reaped_io.py), else it read
+# as the subreaper's own output ("wrote 2 B beyond wake-up writes": progressing).
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_subreaper_that_reaped_every_child_is_idle(scenario, backend, tmp_path):
     sc = scenario("subreaper_chain", "--reaped", "--exit-after", "0.6")
     report = _attach(sc.pid, backend, str(tmp_path / "t.htrace"))

@@ -254,3 +254,24 @@ def test_pid_access_words():
         pid -= 1
     assert processes.pid_access(pid) == procfs.GONE
     assert processes.pid_access(0) == procfs.GONE and processes.pid_access(-3) == procfs.GONE
+
+
+def test_read_io_by_position_and_by_name_agree(tmp_path):
+    """The kernel's io layout is read by position (the proc backend's every sample); another
+    layout (a kernel without the storage counters, fields in another order) by name."""
+    real = DATA + f"/{PID}/io"
+    want = procfs.read_io(PID, root=DATA, ts=1.0)
+    text = open(real).read()
+    assert text.split()[0] == "rchar:" and want.rchar > 0
+    odd = tmp_path / "7"
+    odd.mkdir()
+    lines = text.splitlines()
+    (odd / "io").write_text("\n".join([lines[1], lines[0]] + lines[2:]) + "\n")
+    assert procfs.read_io(7, root=str(tmp_path), ts=1.0) == want.__class__(
+        1.0, 7, want.rchar, want.wchar, want.syscr, want.syscw, want.read_bytes,
+        want.write_bytes)
+    (odd / "io").write_text("rchar: 5\nwchar: 6\nsyscr: 7\nsyscw: 8\n")
+    assert procfs.read_io(7, root=str(tmp_path), ts=1.0).wchar == 6
+    (odd / "io").write_text("rchar: 5\nwchar: x\nsyscr: 7\nsyscw: 8\nread_bytes: 0\n"
+                            "write_bytes: 0\n")
+    assert procfs.read_io(7, root=str(tmp_path), ts=1.0) is None

@@ -134,7 +134,8 @@ class ThreadCpu(Event, tag="cpu"):
 
 
 class ProcessIO(Event, tag="pio"):
-    """/proc/PID/io counters (cumulative) at one instant."""
+    """/proc/PID/io counters (cumulative) at one instant; from the proc backend, the process's
+    own: without the counters of the children it reaped (linux/reaped_io.py)."""
     pid: Int
     rchar: Int
     wchar: Int

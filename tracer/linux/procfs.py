@@ -26,7 +26,7 @@ from .procfs_fds import SocketTables, listening_sockets, read_fds, socket_table
 __all__ = ["GONE", "DENIED", "UNREADABLE", "read_checked", "Stat", "read_bytes", "read_text", "read_stat", "read_cmdline", "read_comm",
            "list_pids", "list_tids", "read_threads", "read_process_info", "read_thread_sample",
            "read_io", "read_io_field", "read_environ_rank", "read_environ_vars", "children_map", "descendants",
-           "pid_exists", "tgid_of", "boot_time", "TICKS_HZ", "PAGE_SIZE",
+           "pid_exists", "reaped", "tgid_of", "boot_time", "TICKS_HZ", "PAGE_SIZE",
            # re-exported from procfs_fds
            "read_fds", "socket_table", "listening_sockets", "SocketTables"]
 
@@ -116,10 +116,14 @@ class Stat:
     minflt: int = 0          # field 10: minor page faults (no disk read)
     majflt: int = 0          # field 12: major page faults (read from storage)
     rss_pages: int = 0       # field 24: resident set size in pages
+    children: int = 0        # fields 11, 13, 16, 17 summed (read_stat of a process only):
+    #                          cminflt + cmajflt + cutime + cstime, the reaped children's faults
+    #                          and CPU (wait_task_zombie adds them: linux/reaped_io.py)
 
 
-def parse_stat(data: bytes) -> Optional[Stat]:
-    """Parse the content of a stat file; None when it is not one.
+def parse_stat(data: bytes, children: bool = False) -> Optional[Stat]:
+    """Parse the content of a stat file; None when it is not one. ``children``: fill
+    ``Stat.children`` (a process's stat; the thread samples need it not).
     Names are never trusted: comm may hold spaces, parentheses, newlines and non-UTF-8 bytes
     (prctl(PR_SET_NAME) accepts any 15 bytes), so the file is split at the LAST ')'."""
     lpar, rpar = data.find(b"("), data.rfind(b")")
@@ -135,7 +139,9 @@ def parse_stat(data: bytes) -> Optional[Stat]:
             processor=int(rest[36]) if len(rest) > 36 else None,
             exit_code=int(rest[49]) if len(rest) > 49 else None, flags=int(rest[6]),
             minflt=int(rest[7]), majflt=int(rest[9]),
-            rss_pages=int(rest[21]) if len(rest) > 21 else 0)
+            rss_pages=int(rest[21]) if len(rest) > 21 else 0,
+            children=int(rest[8]) + int(rest[10]) + int(rest[13]) + int(rest[14])
+            if children else 0)
     except (IndexError, ValueError):
         return None
 
@@ -143,7 +149,7 @@ def parse_stat(data: bytes) -> Optional[Stat]:
 def read_stat(pid: int, tid: Optional[int] = None, root: str = "/proc") -> Optional[Stat]:
     """/proc/PID/stat, or /proc/PID/task/TID/stat when ``tid`` is given; None when gone."""
     data = read_bytes(_task_dir(pid, tid, root) + "/stat")
-    return None if data is None else parse_stat(data)
+    return None if data is None else parse_stat(data, children=tid is None)
 
 
 def read_comm(pid: int, tid: Optional[int] = None, root: str = "/proc") -> Optional[str]:
@@ -257,6 +263,13 @@ def read_threads(pid: int, root: str = "/proc") -> Dict[int, str]:
 def pid_exists(pid: int, root: str = "/proc") -> bool:
     """True when /proc/PID exists (also true for a thread id: see ``tgid_of``) or a zombie."""
     return pid > 0 and os.path.exists(f"{root}/{pid}/stat")
+
+
+def reaped(pid: int, root: str = "/proc") -> bool:
+    """``pid`` was reaped: gone, or dead (state X: its parent's wait is taking it). A zombie
+    was not (linux/reaped_io.py asks)."""
+    st = read_stat(pid, root=root)
+    return st is None or st.state == "X"
 
 
 def tgid_of(tid: int, root: str = "/proc") -> Optional[int]:
@@ -373,11 +386,24 @@ def read_io_field(path: str, key: str) -> Optional[int]:
     return None
 
 
+_IO_LAYOUT = [b"rchar:", b"wchar:", b"syscr:", b"syscw:", b"read_bytes:", b"write_bytes:"]
+
+
 def read_io(pid: int, root: str = "/proc", ts: Optional[float] = None) -> Optional[ProcessIO]:
-    """/proc/PID/io counters; None when unreadable (another user's process needs root) or gone."""
-    text = read_text(f"{root}/{pid}/io")
-    if not text:
+    """/proc/PID/io counters; None when unreadable (another user's process needs root) or gone.
+    The kernel's layout (``_IO_LAYOUT`` first) is read by position: the proc backend reads it
+    for every process at every sample; another layout by name."""
+    data = read_bytes(f"{root}/{pid}/io")
+    if not data:
         return None
+    f = data.split()
+    if f[0:12:2] == _IO_LAYOUT:
+        try:
+            return ProcessIO(time.time() if ts is None else ts, pid, int(f[1]), int(f[3]),
+                             int(f[5]), int(f[7]), int(f[9]), int(f[11]))
+        except ValueError:
+            pass
+    text = data.decode("utf-8", "replace")
     vals: Dict[str, int] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")

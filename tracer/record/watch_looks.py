@@ -23,6 +23,7 @@ from ..linux import processes, procfs
 from ..linux.containers import select_by_cgroup, select_by_container
 from ..events.evidence import LogLines
 from ..linux.procfs_fds import written_positions
+from ..linux.reaped_io import ReapedIO
 from ..linux.target_files import TargetFileRefused, read_held_file
 from .probes.log_lines import CONTEXT, READ_MAX, TemplateMemory, fill_lines, split_lines
 from .targets import ParentCache
@@ -88,6 +89,7 @@ class TreeSampler:
         self.busy_s = 0.0
         self._me = os.getpid()
         self._parents = ParentCache()
+        self._own_io = ReapedIO()
         self._tracked: Dict[int, int] = {}            # pid -> stat starttime
         self._inodes: Dict[int, Set[int]] = {}        # pid -> socket inodes
         self._files: Dict[int, List[int]] = {}         # pid -> fds that may be logs (1, 2, files)
@@ -165,13 +167,16 @@ class TreeSampler:
         return out
 
     def _look_process(self, pid: int, now: float) -> Optional[ProcessLook]:
+        io = procfs.read_io(pid, self.root, ts=now)       # before stat: linux/reaped_io.py
         st = procfs.read_stat(pid, root=self.root)
         if st is None or st.state in ("Z", "X") or st.starttime != self._tracked[pid]:
+            self._own_io.ended(pid, io if st is not None and st.state == "Z" else None)
             return None                 # gone, a zombie, or its pid now names another process
-        io = procfs.read_io(pid, self.root, ts=now)
         if io is None:
             self._note(f"io{pid}", f"/proc/{pid}/io is not readable: output and input of pid "
                        f"{pid} ({st.comm}) are not watched (run as its user or as root)")
+        else:   # its own: without the children it reaped
+            io = self._own_io.own(io, st, lambda child: procfs.reaped(child, self.root))
         if now >= self._next_fds.get(pid, 0.0):
             self._next_fds[pid] = now + self.fd_interval
             links = fd_links(pid, self.root)

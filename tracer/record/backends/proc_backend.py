@@ -5,9 +5,9 @@ Contract (on top of backends/base.py):
   one's own processes); a file that exists but may not be read gives one ``ObserveError`` per
   process and kind (``ProcBackend._unreadable``); other trouble goes to ``errors``.
 - One daemon thread samples at ``rate_hz``: each round (``ProcBackend.tick``) emits thread
-  samples, starts, exits, process I/O, fresh ``ProcessInfo`` and ``ProcessExit``.
-- ``prepare()`` + ``tick()`` are public: one sampling round at a time, without the thread
-  (tests, cost measures). A long round ends when ``stop()`` comes (``ProcBackend.stop``).
+  samples, starts, exits, process I/O (its own: without its reaped children's, linux/reaped_io),
+  fresh ``ProcessInfo`` and ``ProcessExit``. ``prepare()`` + ``tick()`` are public: one round
+  at a time, no thread (tests, cost measures). A long round ends at ``stop()`` (its doc).
 - ``beside_ebpf`` (eBPF sees every call, fork and exit): descendants looked for once per
   ``info_interval``, and each live process's I/O read once more at ``stop()``.
 """
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 from ...linux import access, procfs
+from ...linux.reaped_io import ReapedIO
 from ...linux.fdtarget import FdTarget
 from ...linux.tcpdiag import TcpSock, accepted_since, tcp_sockets
 from ...events import (ObserveError, ProcessExit, ProcessInfo, ServedConnections,
@@ -91,6 +92,7 @@ class ProcBackend(Backend):
         self._emit: Optional[Emit] = None
         self._tracked: Dict[int, _Tracked] = {}
         self._parents = ParentCache()
+        self._own_io = ReapedIO()
         self._reported: Set[str] = set()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -151,8 +153,12 @@ class ProcBackend(Backend):
         now = time.time()
         for pid, tr in list(self._tracked.items()):
             io = None if tr.exited else procfs.read_io(pid, self.root, ts=now)
-            if io is not None:
-                self._emit(io)
+            st = None if io is None else procfs.read_stat(pid, root=self.root)
+            if io is not None and st is not None and st.state not in ("Z", "X"):
+                self._emit(self._own_io.own(io, st, self._is_gone))
+
+    def _is_gone(self, pid: int) -> bool:
+        return procfs.reaped(pid, self.root)
 
     # ------------------------------------------------------------------ sampling
     def _run(self) -> None:
@@ -259,15 +265,18 @@ class ProcBackend(Backend):
         if tr.exited:
             return
         now = time.time()
+        io = procfs.read_io(pid, root, ts=now)   # before stat: linux/reaped_io.py
         st = procfs.read_stat(pid, root=root)
         if st is None:
             tr.exited = True
+            self._own_io.ended(pid)
             emit(ProcessExit(ts=now, pid=pid, status=None))
             return
         # A zombie leader with other threads alive is a process whose main thread called
         # pthread_exit: it is still running. A real zombie has only its leader left.
         if st.state in ("Z", "X") and st.num_threads <= 1:
             tr.exited = True
+            self._own_io.ended(pid, io)     # a zombie's io: what its reaper will absorb
             status, sig, core = decode_wait_status(st.exit_code or 0)
             if st.exit_code is None:
                 self._error(f"exit{pid}", f"proc: exit code of {pid} unknown (kernel < 3.5)")
@@ -291,9 +300,8 @@ class ProcBackend(Backend):
             emit(ThreadExit(ts=now, pid=pid, tid=tid))
         tr.tids = current
 
-        io = procfs.read_io(pid, root, ts=now)
         if io is not None:
-            emit(io)
+            emit(self._own_io.own(io, st, self._is_gone))
         else:
             self._unreadable(pid, "io", f"{root}/{pid}/io", "I/O counters skipped")
 

@@ -167,7 +167,11 @@ class StraceBackend(Backend):
         drop those, and with them ProcessExit).
 
         - ``-X`` is left at its default: ioctl requests print as ``_IOC(...)`` or a known name,
-        both decodable (decode.py), and futex ops stay symbolic."""
+        both decodable (decode.py), and futex ops stay symbolic.
+
+        - ``-o /dev/fd/N`` (a pipe): not line-buffered, but strace (6.1) flushes at each line's
+        end (line_ended -> fflush) and after a call's entry, so lines arrive as printed (each
+        of its write(2)s one line or entry, traced) and a SIGKILLed strace loses none."""
         if self._proc is not None:
             raise RuntimeError("StraceBackend.start called twice")
         path = self._strace or shutil.which("strace") or "strace"
@@ -223,10 +227,10 @@ class StraceBackend(Backend):
         is never left in a ptrace stop. It detaches them one at a time, each first interrupted
         and waited for until it stops, so that each must get a CPU: 800 threads took 2-3 s
         beside 4 busy processes on 2 cores. After ``_detach_wait()`` (it grows with the
-        targets: strace writes its -o buffer only at exit, and a kill loses it) it is
-        SIGKILLed, and the kernel detaches (and restarts) every tracee left at once as the
-        tracer dies (ptrace(2); one in group-stop stays stopped, as it was). Said in the report
-        only where threads in D state were left (``_kill_note``)."""
+        targets) it is SIGKILLed, and the kernel detaches (and restarts) every tracee left at
+        once as the tracer dies (ptrace(2); one in group-stop stays stopped, as it was); what
+        strace printed is in the pipe already (``start``: -o). Said in the report only where
+        threads in D state were left (``_kill_note``)."""
         with self._lock:
             if self._stopping:
                 already = True
@@ -268,10 +272,9 @@ class StraceBackend(Backend):
 
     def _detach_wait(self) -> float:
         """How long strace is given to detach and exit after SIGINT: ``stop_timeout`` and
-        ``DETACH_S_PER_TASK`` a target (at most ``KILL_AFTER_MAX_S``). strace detaches one task
-        at a time and writes its -o buffer at exit: SIGKILLed after 2 s while detaching 5,001
-        processes on a busy VM, it lost every line, and each process looked as if it ran
-        outside syscalls all along (issue 46 item 9)."""
+        ``DETACH_S_PER_TASK`` a target (at most ``KILL_AFTER_MAX_S``): strace detaches one task
+        at a time (5,001 processes on a busy VM took more than 2 s; issue 46 item 9). A kill
+        loses no line (``start``: -o; 2,001 pause() processes, killed mid-detach: all kept)."""
         tasks = len(self._targets.pids()) if self._targets is not None else 0
         return min(max(self._stop_timeout, self._stop_timeout + DETACH_S_PER_TASK * tasks),
                    KILL_AFTER_MAX_S)
