@@ -26,6 +26,21 @@ def test_the_parallel_run_is_documented_and_installed() -> None:
                ["optional-dependencies"]["test"]), "setup.sh installs the test extra"
 
 
+def _readme_commands() -> list[str]:
+    """The README's two commands at its top: the demo's and the tests'."""
+    blocks = re.findall(r"```sh\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)[:2]
+    assert all(len(b.splitlines()) == 1 for b in blocks), blocks
+    return blocks
+
+
+def test_ci_runs_the_readme_test_command_word_for_word() -> None:
+    demo, tests = _readme_commands()
+    assert demo.startswith("bash scripts/setup.sh && ") and "hangtrace demo" in demo
+    assert tests.startswith("bash scripts/setup.sh && ") and "pytest" in tests
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert ci[-1] == tests, (ci[-1], tests)
+
+
 @pytest.mark.parametrize("cpus,workers", [(1, 2), (2, 4), (3, 6), (4, 8), (64, 8)])
 def test_auto_is_two_workers_a_cpu_within_bounds(cpus: int, workers: int) -> None:
     assert parallel.auto_workers(cpus) == workers
