@@ -85,12 +85,18 @@ def test_units_are_handed_out_serial_groups_then_live_then_modules() -> None:
     would add to the live tests' load), before the short ones."""
     scopes = ["tests/unit/test_a.py", "tests/live/test_x.py::test_y", "serial:netns",
               "tests/live/test_evidence_gathered.py", "tests/replay/test_b.py",
-              "tests/unit/test_export.py"]
+              "tests/unit/test_export.py",
+              "tests/live/test_dist.py::test_the_wheel_and_the_sdist_work_installed"]
     assert sorted(scopes, key=parallel._rank) == [
-        "serial:netns", "tests/live/test_evidence_gathered.py", "tests/live/test_x.py::test_y",
+        "serial:netns", "tests/live/test_dist.py::test_the_wheel_and_the_sdist_work_installed",
+        "tests/live/test_evidence_gathered.py", "tests/live/test_x.py::test_y",
         "tests/unit/test_export.py", "tests/unit/test_a.py", "tests/replay/test_b.py"]
     on_disk = {p.stem for p in (ROOT / "tests").glob("*/test_*.py")}
     assert parallel.LONG_MODULES <= on_disk
+    assert parallel.BUILDS <= {p.stem for p in (ROOT / "tests" / "live").glob("test_*.py")}
+    # minutes of compiler and pip: an EXCLUSIVE test never waits for a build to end
+    assert not parallel.takes_run_lock("tests/live/test_dist.py::test_the_wheel_and_the_sdist_"
+                                       "work_installed")
     # minutes of CPU, nothing shared: they never hold an exclusive test (and the run) back
     assert not parallel.takes_run_lock("tests/unit/test_export.py::test_large_trace_exports_in_"
                                        "bounded_memory")
