@@ -1,9 +1,9 @@
 """How the suite runs on several workers, and which tests must not run beside which.
 
-``-n auto --dist loadscope`` (pytest-xdist, the ``test`` extra; the README's parallel run) runs
-every tier on several worker processes at once, and ``scope_of`` below defines the scopes
-(tests/conftest.py hands xdist ``make_scheduler``'s scheduler). ``-n 0``, or no ``-n``, runs in
-one process (the README's test command, while pyproject.toml's addopts give no ``-n``).
+``-n auto --dist loadscope`` (pytest-xdist, the ``test`` extra; the README's test command, and
+CI's) runs every tier on several worker processes at once, and ``scope_of`` below defines the
+scopes (tests/conftest.py hands xdist ``make_scheduler``'s scheduler). No ``-n`` (pyproject.toml's
+addopts give none: a targeted run of one file), or ``-n 0``, runs in one process.
 
 Tests are independent unless this module says otherwise: each starts its own scenario processes,
 attaches only to their pids and writes under its own ``tmp_path``; the live checks of what a run

@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_parallel_run_is_documented_and_installed() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    # The README's command runs in one process (CI's: a parallel run still had one live test
-    # fail under its own load); `-n auto --dist loadscope` is the documented parallel run.
-    assert "-n auto --dist loadscope" in (ROOT / "README.md").read_text()
+    # The README's test command (CI's, word for word) is the parallel run, with
+    # tests/parallel.py's scheduler (loadscope) and its number of workers (auto)
+    assert _readme_commands()[1].endswith(" -m pytest -q -n auto --dist loadscope")
     assert any(r.startswith("pytest-xdist") for r in project["project"]
                ["optional-dependencies"]["test"]), "setup.sh installs the test extra"
 
