@@ -122,7 +122,7 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)      # before xdist's own
 def pytest_xdist_make_scheduler(config, log):  # type: ignore[no-untyped-def]
-    """``--dist loadscope`` (pyproject.toml's addopts) with tests/parallel.py's scopes."""
+    """``--dist loadscope`` (the README's test command) with tests/parallel.py's scopes."""
     if config.getvalue("dist") != "loadscope":
         return None
     return parallel.make_scheduler(config, log)
@@ -130,7 +130,7 @@ def pytest_xdist_make_scheduler(config, log):  # type: ignore[no-untyped-def]
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config) -> int | None:
-    """``-n auto`` (pyproject.toml's addopts): tests/parallel.py's count, unless
+    """``-n auto`` (the README's test command): tests/parallel.py's count, unless
     PYTEST_XDIST_AUTO_NUM_WORKERS says."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None

@@ -1,9 +1,9 @@
 """How the suite runs on several workers, and which tests must not run beside which.
 
-``-n auto --dist loadscope`` (pytest-xdist, the ``test`` extra; the README's parallel run) runs
-every tier on several worker processes at once, and ``scope_of`` below defines the scopes
-(tests/conftest.py hands xdist ``make_scheduler``'s scheduler). ``-n 0``, or no ``-n``, runs in
-one process (the README's test command, while pyproject.toml's addopts give no ``-n``).
+``-n auto --dist loadscope`` (pytest-xdist, the ``test`` extra; the README's test command, and
+CI's) runs every tier on several worker processes at once, and ``scope_of`` below defines the
+scopes (tests/conftest.py hands xdist ``make_scheduler``'s scheduler). No ``-n`` (pyproject.toml's
+addopts give none: a targeted run of one file), or ``-n 0``, runs in one process.
 
 Tests are independent unless this module says otherwise: each starts its own scenario processes,
 attaches only to their pids and writes under its own ``tmp_path``; the live checks of what a run
@@ -20,7 +20,7 @@ processes only, since the machine is shared. What this module adds:
   other unit and replay modules (the short ones fill the end): ``_rank``.
 * ``EXCLUSIVE``: modules and tests that run alone: while one runs, no other test of the run
   does (``RunLock``: every other test holds the run's lock shared, these hold it exclusively),
-  but the ``LONG_MODULES``' (pure CPU, minutes long: ``takes_run_lock``).
+  but the ``LONG_MODULES``' and the ``BUILDS``' (CPU, minutes long: ``takes_run_lock``).
 * ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU, at least 2 and at
   most 8; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it.
 
@@ -74,6 +74,12 @@ SHARED_FIXTURES = {"test_evidence_gathered"}
 # alone. Their tests do not take the run's lock (pure CPU, nothing shared): held for minutes,
 # it kept every EXCLUSIVE test, and with it the whole run, waiting.
 LONG_MODULES = {"test_export", "test_fuzz", "test_feed_calls_twin", "test_export_bounds"}
+# live modules that build and install the package (the compiler and pip for minutes, in their
+# own temporary folders; check_dist's attach has a target of its own): handed out right after
+# the serial groups, and they do not take the run's lock either. Holding it shared for minutes
+# (check_dist: 150-250 s) kept the waiting EXCLUSIVE eBPF floods, and through the turnstile
+# every other worker, idle behind it: a whole run stalled 250 s on one worker's build.
+BUILDS = {"test_dist", "test_containerfile"}
 
 
 def scope_of(nodeid: str) -> str:
@@ -88,22 +94,27 @@ def scope_of(nodeid: str) -> str:
 
 
 def _rank(scope: str) -> int:
-    """Serial groups first, then a live module with shared fixtures (its tests one after
-    another), the live tests, the long unit and replay modules (``LONG_MODULES``: after the
-    live tests, whose load they would add to) and the other unit and replay modules (short
-    ones fill the end)."""
+    """Serial groups first, then the builds (``BUILDS``: minutes long, never at the end), a
+    live module with shared fixtures (its tests one after another), the live tests, the long
+    unit and replay modules (``LONG_MODULES``: after the live tests, whose load they would add
+    to) and the other unit and replay modules (short ones fill the end)."""
     if scope.startswith("serial:"):
         return 0
-    if "::" in scope:
-        return 2
-    if "/live/" in f"/{scope}":
+    stem = Path(scope.split("::", 1)[0]).stem
+    if stem in BUILDS:
         return 1
-    return 3 if Path(scope).stem in LONG_MODULES else 4
+    if "::" in scope:
+        return 3
+    if "/live/" in f"/{scope}":
+        return 2
+    return 4 if stem in LONG_MODULES else 5
 
 
 def takes_run_lock(nodeid: str) -> bool:
-    """Whether the test ``nodeid`` holds the run's lock (``RunLock``): all but ``LONG_MODULES``."""
-    return Path(nodeid.split("::", 1)[0]).stem not in LONG_MODULES
+    """Whether the test ``nodeid`` holds the run's lock (``RunLock``): all but ``LONG_MODULES``
+    and ``BUILDS``."""
+    stem = Path(nodeid.split("::", 1)[0]).stem
+    return stem not in LONG_MODULES and stem not in BUILDS
 
 
 def is_exclusive(nodeid: str) -> bool:

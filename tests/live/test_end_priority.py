@@ -43,7 +43,7 @@ class NiceWatch:
     def __init__(self, roots: List[int]) -> None:
         self.roots = roots
         self.seen: Dict[int, Set[int]] = {}          # pid -> nice values of its threads
-        self.comm: Dict[int, str] = {}
+        self.comm: Dict[int, str] = {}               # pid -> its comm when last seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -55,8 +55,11 @@ class NiceWatch:
         while not self._stop.is_set():
             for root in self.roots:
                 for pid in _tree(root):
-                    if pid not in self.comm:
-                        self.comm[pid] = (procfs.read_text(f"/proc/{pid}/comm") or "").strip()
+                    # read each time: a child seen between its fork and its exec is still
+                    # "python" (seen: the tracing strace named so, its raise then missed)
+                    comm = (procfs.read_text(f"/proc/{pid}/comm") or "").strip()
+                    if comm:
+                        self.comm[pid] = comm
                     for tid in procfs.list_tids(pid):
                         self.seen.setdefault(pid, set()).add(_nice(pid, tid))
             self._stop.wait(0.02)

@@ -19,11 +19,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_parallel_run_is_documented_and_installed() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    # The README's command runs in one process (CI's: a parallel run still had one live test
-    # fail under its own load); `-n auto --dist loadscope` is the documented parallel run.
-    assert "-n auto --dist loadscope" in (ROOT / "README.md").read_text()
+    # The README's test command (CI's, word for word) is the parallel run, with
+    # tests/parallel.py's scheduler (loadscope) and its number of workers (auto)
+    assert _readme_commands()[1].endswith(" -m pytest -q -n auto --dist loadscope")
     assert any(r.startswith("pytest-xdist") for r in project["project"]
                ["optional-dependencies"]["test"]), "setup.sh installs the test extra"
+
+
+def _readme_commands() -> list[str]:
+    """The README's two commands at its top: the demo's and the tests'."""
+    blocks = re.findall(r"```sh\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)[:2]
+    assert all(len(b.splitlines()) == 1 for b in blocks), blocks
+    return blocks
+
+
+def test_ci_runs_the_readme_test_command_word_for_word() -> None:
+    demo, tests = _readme_commands()
+    assert demo.startswith("bash scripts/setup.sh && ") and "hangtrace demo" in demo
+    assert tests.startswith("bash scripts/setup.sh && ") and "pytest" in tests
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert ci[-1] == tests, (ci[-1], tests)
 
 
 @pytest.mark.parametrize("cpus,workers", [(1, 2), (2, 4), (3, 6), (4, 8), (64, 8)])
@@ -70,12 +85,18 @@ def test_units_are_handed_out_serial_groups_then_live_then_modules() -> None:
     would add to the live tests' load), before the short ones."""
     scopes = ["tests/unit/test_a.py", "tests/live/test_x.py::test_y", "serial:netns",
               "tests/live/test_evidence_gathered.py", "tests/replay/test_b.py",
-              "tests/unit/test_export.py"]
+              "tests/unit/test_export.py",
+              "tests/live/test_dist.py::test_the_wheel_and_the_sdist_work_installed"]
     assert sorted(scopes, key=parallel._rank) == [
-        "serial:netns", "tests/live/test_evidence_gathered.py", "tests/live/test_x.py::test_y",
+        "serial:netns", "tests/live/test_dist.py::test_the_wheel_and_the_sdist_work_installed",
+        "tests/live/test_evidence_gathered.py", "tests/live/test_x.py::test_y",
         "tests/unit/test_export.py", "tests/unit/test_a.py", "tests/replay/test_b.py"]
     on_disk = {p.stem for p in (ROOT / "tests").glob("*/test_*.py")}
     assert parallel.LONG_MODULES <= on_disk
+    assert parallel.BUILDS <= {p.stem for p in (ROOT / "tests" / "live").glob("test_*.py")}
+    # minutes of compiler and pip: an EXCLUSIVE test never waits for a build to end
+    assert not parallel.takes_run_lock("tests/live/test_dist.py::test_the_wheel_and_the_sdist_"
+                                       "work_installed")
     # minutes of CPU, nothing shared: they never hold an exclusive test (and the run) back
     assert not parallel.takes_run_lock("tests/unit/test_export.py::test_large_trace_exports_in_"
                                        "bounded_memory")
