@@ -16,7 +16,7 @@ import pytest
 from tracer import events as ev
 from tracer.analysis.accumulate.accumulator import Accumulator
 from tracer.analysis.threads.empty_polls import is_empty_call
-from tracer.analysis.threads.state import blocking_wait, running_at_cut
+from tracer.analysis.threads.state import began_after_window, blocking_wait, running_at_cut
 from tracer.analysis.threads.thread import judge_thread
 from tracer.linux.blocking import cannot_block
 from tracer.strace.convert import StraceConverter
@@ -87,6 +87,37 @@ def test_a_receive_cut_after_one_that_returned_nothing_is_no_wait() -> None:
     # a read on another fd cut the same way may block
     _, rec = _judge(lines[:2] + ["7  read(5, "])
     assert not running_at_cut(rec.threads[(7, 7)])
+
+
+# The poller's last lines under strace (-f -tt -T -yy) in a whole parallel run: the window
+# closed at .675742; strace, still detaching, printed a recv begun 0.4 ms later without its flags.
+POLLER_CUT_AFTER_THE_WINDOW = [
+    "12259 06:26:55.674219 ioctl(4<TCP:[127.0.0.1:33338->127.0.0.1:34147]>, FIONREAD, [0]) = 0 "
+    "<0.000002>",
+    "12259 06:26:55.674230 recvfrom(4<TCP:[127.0.0.1:33338->127.0.0.1:34147]>, \"\", 256, "
+    "MSG_DONTWAIT, NULL, NULL) = 0 <0.000002>",
+    "12259 06:26:55.674241 ioctl(5<TCP:[127.0.0.1:33340->127.0.0.1:34147]>, FIONREAD, [0]) = 0 "
+    "<0.000070>",
+    "12259 06:26:55.675144 recvfrom(5<TCP:[127.0.0.1:33340->127.0.0.1:34147]>, ",
+]
+
+
+@pytest.mark.parametrize("after_s, blocked", [(0.0004, False), (-1.0, True)])
+def test_a_call_begun_after_the_window_closed_is_no_wait(after_s: float, blocked: bool) -> None:
+    """Fails without began_after_window since the window ends before the backends' stop: the
+    poller was blocked in recvfrom "since 4.0 s into it", the tree idle. A call begun before
+    the window's end that it cannot tell about is still the thread's wait."""
+    acc = Accumulator(backends=["strace"], capabilities={"timestamps": True, "durations": True})
+    evs = _events(POLLER_CUT_AFTER_THE_WINDOW)
+    for e in evs:
+        acc.feed(e)
+    cut = [e for e in evs if isinstance(e, ev.Syscall)][-1]
+    rec = acc.finish(end=cut.ts - after_s)
+    t = rec.threads[(12259, 12259)]
+    assert t.ongoing is not None and t.ongoing.name == "recvfrom" and not running_at_cut(t)
+    assert began_after_window(t, rec) is not blocked
+    w = blocking_wait(t, rec, [])
+    assert (w is not None and w.call == "recvfrom") if blocked else w is None
 
 
 def test_empty_calls_are_told_from_real_lines() -> None:

@@ -3,13 +3,13 @@ facts every thread rule is given (context.ThreadContext). Pure functions over on
 ``ThreadStats`` (plus its process's fd table):
 - ``blocking_wait``: the call the thread sits in at the end, as a typed ``Wait`` (vocab/waits.py),
   from an strace or eBPF call still unfinished, or from /proc samples that show the same call
-  throughout without the thread running (a cut call that cannot block: ``running_at_cut``);
+  throughout without the thread running (not a cut call that cannot block, ``running_at_cut``,
+  nor one begun after the window closed, ``began_after_window``);
 - ``cpu_use``: the fraction of the window the thread was on CPU, measured (kernel sched_switch
   accounting or /proc ticks), otherwise inferred from strace timing (time outside syscalls);
 - ``timed_wakeups``: its timed waits that ran out (calls); ``sampled_timer``: from /proc samples,
-  the timed wait it was mostly in and how often it woke.
-schedstat's third field counts the times the thread was scheduled in: unchanged between two
-samples means it never woke.
+  the timed wait it was mostly in and how often it woke (schedstat's third field, the times the
+  thread was scheduled in: unchanged between two samples, it never woke).
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from ...linux.restart import TIMED_RESTARTS, resumed_call
 from ..accumulate.stats import Recording, ThreadStats
 from ..vocab.waits import CpuUse, Wait, wait_from_call, wait_from_proc
 
-__all__ = ["blocking_wait", "restarted_wait", "cpu_use", "timed_wakeups", "sampled_timer", "running_at_cut"]
+__all__ = ["blocking_wait", "restarted_wait", "cpu_use", "timed_wakeups", "sampled_timer", "running_at_cut",
+           "began_after_window"]
 
 
 def _returned_nothing(e: ev.Syscall) -> bool:
@@ -57,6 +58,14 @@ def running_at_cut(t: ThreadStats) -> bool:
     last = t.last_call
     return last is not None and last.name == c.name and last.fd == c.fd \
         and c.fd is not None and _returned_nothing(last)
+
+
+def began_after_window(t: ThreadStats, rec: Recording) -> bool:
+    """The call ``t`` is cut in began after the window closed (a tracer that still ran while
+    the backends stopped: strace's detach): at the window's end the thread was between calls,
+    running, so that call is not its state (a busy poller cut 0.4 ms after the window's end in
+    a recv whose MSG_DONTWAIT strace had not printed yet was called blocked)."""
+    return t.ongoing is not None and t.ongoing.ts > rec.end
 
 
 MIN_RESTARTS = 2          # cuts of the same wait in a row, each re-entered after the handler
@@ -95,7 +104,7 @@ def blocking_wait(t: ThreadStats, rec: Recording, fds: List[ev.FdInfo]) -> Optio
     if t.exited_at is not None:
         return None
     if t.ongoing is not None:
-        if running_at_cut(t):
+        if running_at_cut(t) or began_after_window(t, rec):
             return None
         w = wait_from_call(t.ongoing, fds)
         w.awaits_reply = _awaits_reply(t)
@@ -154,7 +163,7 @@ def cpu_use(t: ThreadStats, rec: Recording) -> Optional[CpuUse]:
     if span <= 0.5:
         return None
     blocked = 0.0
-    if t.ongoing is not None and not running_at_cut(t):
+    if t.ongoing is not None and not running_at_cut(t) and not began_after_window(t, rec):
         blocked = max(0.0, end - max(t.ongoing.ts, begin))
     outside = span - min(span, t.syscall_time + blocked)
     return CpuUse(max(0.0, outside / span), outside, "strace")
