@@ -148,6 +148,13 @@ def _traced(pid: int) -> bool:
         return next(line for line in f if line.startswith("TracerPid:")).split()[1] != "0"
 
 
+def _until_traced(pid: int, deadline: float) -> None:
+    """Until strace has attached ``pid`` (``deadline``, time.monotonic(): only bounds a hang)."""
+    while not _traced(pid):
+        assert time.monotonic() < deadline, "strace never attached"
+        time.sleep(0.02)
+
+
 def test_fork_child_added_to_targets():
     # it forks once strace has attached (a line on its stdin), however long that took
     code = ("import os, sys\nsys.stdin.readline()\npid = os.fork()\n"
@@ -158,9 +165,7 @@ def test_fork_child_added_to_targets():
     b = StraceBackend()
     b.start(targets, got)
     deadline = time.monotonic() + 60           # only bounds a hang
-    while not _traced(p.pid):
-        assert time.monotonic() < deadline, "strace never attached"
-        time.sleep(0.02)
+    _until_traced(p.pid, deadline)
     p.stdin.write(b"\n")
     p.stdin.close()
     p.wait(timeout=60)
@@ -208,9 +213,7 @@ def test_each_line_arrives_as_strace_prints_it_and_a_kill_loses_none():
     try:
         b.start(TargetSet([p.pid]), got)
         deadline = time.monotonic() + 60           # only bounds a hang
-        while not _traced(p.pid):
-            assert time.monotonic() < deadline, "strace never attached"
-            time.sleep(0.02)
+        _until_traced(p.pid, deadline)
         p.stdin.write(b"g")
         p.stdin.flush()
 
