@@ -171,12 +171,6 @@ def summarize(rows: Dict[str, List[Dict[str, dict]]], n: int) -> List[str]:
     return lines
 
 
-def _rev(tree: str = ROOT) -> str:
-    r = subprocess.run(["git", "-C", tree, "describe", "--always", "--dirty=+"],
-                       capture_output=True, text=True)
-    return r.stdout.strip()
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--modes", nargs="*", default=list(MODES), choices=MODES)
@@ -189,7 +183,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = ap.parse_args(argv)
     runs = [(m, m, ROOT) for m in a.modes]
     for t in a.tree:
-        rev = _rev(t)
+        rev = overhead._rev(t)
         runs += [(f"{m}@{rev}", m, os.path.abspath(t)) for m in a.modes if m != "floor"]
     if os.geteuid() != 0:
         print("prog_cost: needs root (bpf_stats_enabled, loading programs)", file=sys.stderr)
@@ -213,7 +207,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     head = (f"prog_cost: sysloop {a.iterations:,} iterations ({loop_calls(a.iterations):,} "
             f"calls), {a.reps} reps alternating, bpf_stats on; {os.cpu_count()} CPUs "
             f"{os.uname().release}, load {load0[0]:.2f} before, {load1[0]:.2f} after; "
-            f"{time.strftime('%Y-%m-%d %H:%M')}; this tree {_rev()}")
+            f"{time.strftime('%Y-%m-%d %H:%M')}; this tree {overhead._rev(ROOT)}")
     print("\n".join([head] + summarize(rows, a.iterations)))
     if a.json:
         with open(a.json, "w") as f:
