@@ -205,3 +205,48 @@ def test_a_log_cut_mid_line_says_so(tmp_path):
     whole = json.loads(_hangtrace("analyze", str(REPO / "tests/data/strace/"
                                                   "python_f_ttt_T_yy.log"), "--json").stdout)
     assert whole["truncated"] is False
+
+
+# ---------------------------------------------------------------- alike threads, mixed verdicts
+
+def _mixed_watchdogs(report: Report) -> Report:
+    """The tree as a loaded machine records it (46.11): of each rank's four watchdogs, the
+    first woke once more in the window (busy-waiting, periodic-wakeups) and the second was
+    caught runnable; the other two are idle (timed-wait)."""
+    for p in report.processes:
+        dogs = [t for t in p.threads if t.stack[:1] == ["watchdog (serving_tree.py:365)"]]
+        for i, t in enumerate(dogs):
+            if i:
+                t.verdict, t.rule, t.evidence = "idle", "timed-wait", ["waits in clock_nanosleep"]
+            if i == 1:
+                t.state = "R"
+    return report
+
+
+def test_alike_threads_judged_apart_by_one_window_stay_one_line():
+    uniform, mixed = rendered(tree_report()).splitlines(), \
+        rendered(_mixed_watchdogs(tree_report())).splitlines()
+    assert len(mixed) <= len(uniform) <= 60, "\n".join(mixed)
+    dog = PIDS[STRAGGLER] + 3
+    line = next(x for x in mixed if "x4 python3 tids" in x)
+    assert "S,R in clock_nanosleep" in line, line
+    assert "idle (timed-wait)" in line, line                  # the most members' verdict
+    wide = rendered(_mixed_watchdogs(tree_report()), width=200)
+    assert "idle (timed-wait) x3, busy-waiting x1" in wide, wide
+    # the odd one named, with its evidence, in the rows a group's evidence takes
+    assert any(x.lstrip("│├└─ ").startswith(f"tid {dog} busy-waiting (periodic-wakeups): "
+                                            "4 sleeps in 5.0 s") for x in mixed), "\n".join(mixed)
+
+
+def test_threads_on_the_proven_path_are_never_folded():
+    r = tree_report()
+    straggler = next(p for p in r.processes if p.pid == PIDS[STRAGGLER])
+    dogs = [t.tid for t in straggler.threads if t.stack[:1] == ["watchdog (serving_tree.py:365)"]]
+    r.wait_graph = {"nodes": [{"id": f"T{dogs[2]}", "kind": "thread", "tid": dogs[2]},
+                              {"id": "T900", "kind": "thread", "tid": 900}],
+                    "edges": [], "proof": {"path": [{"src": "T900", "dst": f"T{dogs[2]}",
+                                                     "object": "pipe"}]}}
+    body = rendered(r, width=200)
+    assert "x3 python3 tids" in body
+    assert any(line.lstrip("│├└─ ").startswith(f"{dogs[2]} python3")
+               for line in body.splitlines()), body

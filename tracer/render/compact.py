@@ -1,11 +1,14 @@
 """The console report's default view: one screen for a tree of hundreds of threads (issue 43).
 
 Contract: reads only the Report (never /proc); console.py draws it unless ``--verbose``. With
-fold.py's rules (``snapshot``'s): alike threads of a process (``thread_key``) -> one line "x4
-python3 tids 10-13"; alike leaf sibling processes (``process_key``) -> one line "x7 scheduler
-TP0-4,6-7"; the root cause's summary with label lists as rank ranges and alike clauses folded
-(``condensed_summary``); the chain of waits from the tree's root to the root cause, a line a
-hop (``chain_lines``). The root cause's process and thread are never folded.
+fold.py's rules (``snapshot``'s): alike threads of a process (``thread_key``: what they do,
+whatever verdict a window's sampling gave each) -> one line "x4 python3 tids 10-13" that says
+the verdicts its members got (``verdict_mix``); alike leaf sibling processes
+(``process_key``) -> one line "x7 scheduler TP0-4,6-7"; the root cause's summary with label
+lists as rank ranges and alike clauses folded (``condensed_summary``); the chain of waits
+from the tree's root to the root cause, a line a hop (``chain_lines``). The root cause's
+process and thread, and the threads on the wait graph's proven path (``proof_tids``), are
+never folded.
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ from typing import Dict, Hashable, Iterator, List, Optional, Sequence, Set, Tupl
 from ..report import ProcessReport, Report, ThreadReport
 from .fold import fold_groups, label_ranges, number_ranges, shape
 
-__all__ = ["ROOT_CAUSE_ROWS", "CMDLINE_CHARS", "thread_key", "thread_groups", "process_key",
+__all__ = ["ROOT_CAUSE_ROWS", "CMDLINE_CHARS", "thread_key", "thread_groups", "verdict_mix",
+           "states", "proof_tids", "process_key",
            "process_groups", "process_word", "condensed_summary", "chain_lines"]
 
 ROOT_CAUSE_ROWS = 2         # rows the root cause's line takes at most
@@ -26,10 +30,40 @@ _NAMED_PID = re.compile(r"\(pid (\d+)\)")     # how _label names a process
 
 
 def thread_key(t: ThreadReport) -> Hashable:
-    """Threads with one key are alike: what they do (name, state, call with addresses masked,
-    verdict, rule, innermost Python frame), not how often they did it in the window."""
-    return (t.name, t.state, shape(t.current), t.verdict, t.rule, tuple(t.stack[:1]),
-            bool(t.helper), t.parked)
+    """Threads with one key are alike: what they do (name, call with addresses masked,
+    innermost Python frame), not how often they did it in the window nor what a sample caught
+    them in: a watchdog that woke 4 times in the window is judged busy-waiting where its
+    sibling that woke 3 times is idle, one caught runnable is R where the others are S. STAT's
+    rule: one stack, one line; the line says each verdict and state its members got
+    (``verdict_mix``, ``states``)."""
+    return (t.name, shape(t.current), tuple(t.stack[:1]), bool(t.helper), t.parked)
+
+
+def verdict_mix(group: Sequence[ThreadReport]) -> List[Tuple[str, str, List[ThreadReport]]]:
+    """A folded group's members by (verdict, rule): (verdict, rule, members), the most
+    members first, ties in the order of their first member."""
+    by: Dict[Tuple[str, str], List[ThreadReport]] = {}
+    for t in group:
+        by.setdefault((t.verdict, t.rule), []).append(t)
+    ranked = sorted(by.items(), key=lambda kv: -len(kv[1]))    # stable: ties keep order
+    return [(v, r, members) for (v, r), members in ranked]
+
+
+def states(group: Sequence[ThreadReport]) -> str:
+    """The states a group's members were seen in, the most common first: "S" or "S,R"."""
+    seen: Dict[str, int] = {}
+    for t in group:
+        seen[t.state] = seen.get(t.state, 0) + 1
+    return ",".join(sorted(seen, key=lambda s: -seen[s]))
+
+
+def proof_tids(report: Report) -> Set[int]:
+    """The threads on the wait graph's proven path (the chain's hops): never folded."""
+    g = report.wait_graph or {}
+    path = (g.get("proof") or {}).get("path") or []
+    ids = {e[end] for e in path for end in ("src", "dst")}
+    return {n["tid"] for n in g.get("nodes", [])
+            if n.get("id") in ids and isinstance(n.get("tid"), int)}
 
 
 def thread_groups(threads: Sequence[ThreadReport], keep: Set[int]) -> List[List[ThreadReport]]:

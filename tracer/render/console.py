@@ -6,9 +6,10 @@ with the verdict, the root cause (two rows at most) and the chain of waits, a li
 ``verbose`` shows every thread, the root cause under the verdict. Helper and parked threads are
 folded into one line per process unless ``verbose``, and so are exited children and threads
 past ``FOLD_EXITED_AFTER``, and process levels past ``MAX_DEPTH`` (tree_fold.py: folded
-into one line, or with ``verbose`` drawn at that depth). The other sections are sections.py's.
-A merged report shows a tree per node, pids and tids as their node knows them (``_Ids``). ``report_console(file, stderr)``:
-wrapped to a terminal's width, else never wrapped and without colours (grep finds whole lines).
+into one line, or with ``verbose`` drawn at that depth). Thread lines: thread_lines.py; other
+sections: sections.py. A merged report shows a tree per node, pids and tids as their node knows
+them (``Ids``). ``report_console(file, stderr)``: wrapped to a terminal's width, else never
+wrapped and without colours (grep finds whole lines).
 """
 from __future__ import annotations
 
@@ -25,17 +26,12 @@ from . import compact as cv
 from .fold import cut, number_ranges, pid_runs
 from .rows import one_row_each, print_rows
 from .sections import flight_recorder_tree, rank_stacks_tree, wait_graph_tree
+from .thread_lines import Ids, add_compact_threads, counters_text, thread_line, verdict_markup
 from .tree_fold import (EXITED_VERDICT, FOLD_EXITED_AFTER, MAX_DEPTH, below, deeper_line,
                         fold_exited, naming_parent)
 
-STACK_FRAMES = 6        # Python frames shown per thread (innermost first)
-LOW_FRAMES = 4          # kernel and native frames shown per thread (innermost first)
 NO_WRAP_WIDTH = 1_000_000   # "never wrap": wider than any line a report has
 COMPACT_EVIDENCE = 1    # evidence lines a process shows in the default view
-COMPACT_THREAD_EVIDENCE = 2     # and a thread (a D-state thread's second: its kernel stack)
-STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
-         "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
-         "unknown": "dim"}
 
 
 class _ReportConsole(SafeConsole):
@@ -66,75 +62,6 @@ def report_console(file: Any = None, stderr: bool = False) -> Console:
                           **(colours or {"color_system": None}))
 
 
-def _verdict(v: str) -> str:
-    return f"[{STYLE.get(v, 'white')}]{escape(v)}[/]"
-
-
-def _counters(c: Dict[str, float]) -> str:
-    parts = []
-    if "syscalls_per_s" in c:
-        parts.append(f"{c['syscalls_per_s']:.0f} syscalls/s")
-    elif c.get("syscalls"):
-        parts.append(f"{c['syscalls']:.0f} syscalls")
-    for key, label in (("eventfd_writes", "eventfd writes"), ("futex_waits", "futex waits"),
-                       ("gpu_ioctls", "GPU ioctls"), ("poll_timeouts", "poll timeouts")):
-        if c.get(key):
-            parts.append(f"{c[key]:.0f} {label}")
-    if c.get("bytes_written"):
-        out = c.get("output_bytes", c["bytes_written"])
-        parts.append(f"{c['bytes_written']:.0f} B written"
-                     + (f" ({out:.0f} B of it output)" if out != c["bytes_written"] else ""))
-    if "cpu_pct" in c:
-        parts.append(f"CPU {c['cpu_pct']:.0f}%")
-    return ", ".join(parts)
-
-
-class _Ids:
-    """Keys of a merged report back to (node, pid): node i's pid p is key_offset + p."""
-
-    def __init__(self, report: Report) -> None:
-        self.node = {p.pid: p.node for p in report.processes if p.node is not None}
-        self.offset = {p.pid: p.pid - p.node_pid for p in report.processes
-                       if p.node_pid is not None}
-
-    def pid(self, key: int) -> str:
-        if key not in self.offset:
-            return f"pid {key}"
-        return f"pid {key - self.offset[key]} on node {self.node.get(key)}"
-
-    def tid(self, pid: int, tid: int) -> int:
-        return tid - self.offset.get(pid, 0)
-
-
-def _thread_line(t: ThreadReport, tid: Optional[int] = None, frames: int = STACK_FRAMES,
-                 low_frames: int = LOW_FRAMES, head: str = "") -> Text:
-    """A thread's line and its stacks (``frames`` Python frames, ``low_frames`` native and
-    kernel ones); ``head`` replaces its tid (a folded group's "x4 ... tids 3-6")."""
-    name = escape(t.name or "?")
-    cur = f" in {escape(t.current)}" if t.current else ""
-    who = t.tid if tid is None else tid
-    line = (head or f"[bold]{who or 'unknown'}[/] {name}") + \
-        f" [dim]{escape(t.state)}{cur}[/]  {_verdict(t.verdict)} [dim]({escape(t.rule)})[/]"
-    counters = _counters(t.counters)
-    if counters:
-        line += f"  [dim]{counters}[/]"
-    if t.stack and frames:     # Python stack (py-spy), innermost frame first
-        shown = t.stack[:frames]
-        more = len(t.stack) - len(shown)
-        line += "\n  [cyan]py:[/] " + "\n      ".join(f"[cyan]{escape(f)}[/]" for f in shown)
-        if more and frames > 1:     # one frame: the innermost only, as a label
-            line += f"\n      [dim]… {more} outer frames[/]"
-    for label, style, low in (("native", "green", t.native_stack),
-                              ("kernel", "magenta", t.kernel_stack)):
-        if low and low_frames:      # below Python: the C frames, then the kernel's (issue 24)
-            shown = low[:low_frames]
-            line += f"\n  [{style}]{label}:[/] " + "\n          ".join(
-                f"[{style}]{escape(f)}[/]" for f in shown)
-            if len(low) > len(shown) and low_frames > 1:
-                line += f"\n          [dim]… {len(low) - len(shown)} outer frames[/]"
-    return Text.from_markup(line)
-
-
 def _process_label(p: ProcessReport, cmd_chars: int = 90, compact: bool = False,
                    waits: str = "") -> Text:
     """Its role, pid, command line, verdict and counters; ``compact``: on one line, the
@@ -151,19 +78,21 @@ def _process_label(p: ProcessReport, cmd_chars: int = 90, compact: bool = False,
         who = f"pid [bold]{pid}[/]"
         if p.ns_pid is not None:
             who += f" [dim](pid {p.ns_pid} in its namespace)[/]"
-    counters = _counters(p.counters)
+    counters = counters_text(p.counters)
     if compact:
-        return Text.from_markup(f"{role}{who}  {_verdict(p.verdict)} [dim]({escape(p.rule)})[/]  "
+        return Text.from_markup(f"{role}{who}  {verdict_markup(p.verdict)} "
+                                f"[dim]({escape(p.rule)})[/]  "
                                 f"{escape(waits) + '  ' if waits else ''}"
                                 f"[dim]{counters + '  ' if counters else ''}{cmd}[/]")
-    line = f"{role}{who} {cmd}  {_verdict(p.verdict)} [dim]({escape(p.rule)})[/]"
+    line = f"{role}{who} {cmd}  {verdict_markup(p.verdict)} [dim]({escape(p.rule)})[/]"
     if counters:
         line += f"\n[dim]{counters}[/]"
     return Text.from_markup(line)
 
 
-def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids,
-                 compact: bool = False, keep: frozenset = frozenset()) -> None:
+def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: Ids,
+                 compact: bool = False, keep: frozenset = frozenset(),
+                 alone: frozenset = frozenset()) -> None:
     """A process's evidence, waits and threads under ``node``; ``compact`` (the default view,
     compact.py): at most ``COMPACT_EVIDENCE`` lines of evidence each, alike threads folded,
     one Python frame a thread but for the threads in ``keep`` (the root cause's)."""
@@ -187,10 +116,10 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids,
                 continue
         shown.append(t)
     if compact:
-        _add_compact_threads(node, p, shown, ids, keep)
+        add_compact_threads(node, p, shown, ids, keep, alone)
     else:
         for t in shown:
-            tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
+            tn = node.add(thread_line(t, ids.tid(p.pid, t.tid)))
             for e in t.evidence:
                 tn.add(Text.from_markup(f"[dim]{escape(e)}[/]"))
     if gone > FOLD_EXITED_AFTER:
@@ -210,7 +139,7 @@ def _add_process(node: Tree, p: ProcessReport, verbose: bool, ids: _Ids,
                                   "verdict (--verbose shows them)[/]"))
 
 
-def _waits_text(p: ProcessReport, ids: _Ids) -> str:
+def _waits_text(p: ProcessReport, ids: Ids) -> str:
     """"waits on pid 3-5,9 (pipe); pid 7 (collective, socket)": each set of processes it waits
     on once, with every reason."""
     kinds: Dict[Tuple[int, ...], List[str]] = {}
@@ -221,32 +150,12 @@ def _waits_text(p: ProcessReport, ids: _Ids) -> str:
     return "waits on " + "; ".join(parts) if parts else ""
 
 
-def _pids_text(pids: List[int], ids: _Ids) -> str:
+def _pids_text(pids: List[int], ids: Ids) -> str:
     """"pid 3-5,9" for pids of one trace; one by one in a merged report (node ids)."""
     named = [ids.pid(q) for q in pids]
     if len(pids) < 3 or any(" on node " in n for n in named):
         return ", ".join(named)
     return "pid " + number_ranges(pids)
-
-
-def _add_compact_threads(node: Tree, p: ProcessReport, threads: List[ThreadReport],
-                         ids: _Ids, keep: frozenset) -> None:
-    """Alike threads folded into one line (compact.thread_groups); the root cause's thread and
-    threads in the kernel's uninterruptible sleep (D: rare, and what they wait in is the news)
-    whole, the others with their innermost Python, native and kernel frames."""
-    keep = keep | {t.tid for t in threads if t.state == "D"}
-    for group in cv.thread_groups(threads, set(keep)):
-        t = group[0]
-        if len(group) > 1:
-            tids = number_ranges([ids.tid(p.pid, m.tid) for m in group])
-            head = f"[bold]x{len(group)}[/] {escape(t.name or '?')} [dim]tids {tids}[/]"
-            tn = node.add(_thread_line(t, frames=1, low_frames=1, head=head))
-        elif t.tid in keep:
-            tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid)))
-        else:
-            tn = node.add(_thread_line(t, ids.tid(p.pid, t.tid), frames=1, low_frames=1))
-        for e in t.evidence if t.tid in keep else t.evidence[:COMPACT_THREAD_EVIDENCE]:
-            tn.add(Text.from_markup(f"[dim]{escape(pid_runs(e))}[/]"))
 
 
 def window_text(window: Dict[str, Any]) -> str:
@@ -261,7 +170,7 @@ def window_text(window: Dict[str, Any]) -> str:
     return f"at least {least:.1f} s (-T durations; no times)" if least else "no times in the log"
 
 
-def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = None,
+def process_tree(report: Report, verbose: bool = False, ids: Optional["Ids"] = None,
                  compact: bool = False) -> Tree:
     """The report's processes as a tree by parent (one subtree per node of a merged report),
     each process's children in the report's order: children are looked up by ppid, so the
@@ -271,7 +180,7 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     drawn nested costs the square of its length): below a process at that depth, ``compact``
     folds its descendants into one line (the root cause's process drawn under it), else they
     are drawn at that depth, each naming its parent (tree_fold.py)."""
-    ids = ids or _Ids(report)
+    ids = ids or Ids(report)
     by_pid = {p.pid: p for p in report.processes}
     roots = [p for p in report.processes if p.ppid not in by_pid or p.ppid == p.pid]
     children: Dict[int, List[ProcessReport]] = {}
@@ -282,6 +191,7 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
     rc = report.root_cause
     keep_pids = {rc["pid"]} if rc.get("pid") is not None else set()
     keep_tids = frozenset({rc["tid"]} if rc.get("tid") is not None else ())
+    alone = frozenset(cv.proof_tids(report)) if compact else frozenset()
     tree = Tree("[bold]process tree[/]", guide_style="dim")
     per_node: Dict[str, Tree] = {}
     _Item = Union[ProcessReport, int, List[ProcessReport], Tuple[ProcessReport]]
@@ -305,7 +215,7 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
                 for k in kept:          # the root cause is never folded away
                     label = _process_label(k, cv.CMDLINE_CHARS, True, _waits_text(k, ids))
                     _add_process(fold.add(naming_parent(label, ids.pid(k.ppid))), k, False,
-                                 ids, True, keep_tids)
+                                 ids, True, keep_tids, alone)
                 continue
             label = _process_label(p, cv.CMDLINE_CHARS if compact else 90, compact,
                                    _waits_text(p, ids) if compact else "")
@@ -313,7 +223,7 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
                 label = naming_parent(label, ids.pid(p.ppid))
             node = parent.add(label)
             _add_process(node, p, verbose, ids, compact,
-                         keep_tids if p.pid in keep_pids else frozenset())
+                         keep_tids if p.pid in keep_pids else frozenset(), alone)
             kids = children.get(p.pid, [])
             if compact and depth >= MAX_DEPTH and kids:
                 pending.append((node, (p,), depth + 1))
@@ -331,13 +241,13 @@ def process_tree(report: Report, verbose: bool = False, ids: Optional["_Ids"] = 
 
 
 def _folded_processes(group: List[ProcessReport], by_pid: Dict[int, ProcessReport],
-                      ids: _Ids) -> Text:
+                      ids: Ids) -> Text:
     """One line for alike sibling processes: "x7 scheduler TP0-4,6-7 pids ...: blocked (rule):
     waits on scheduler TP5 pid 42 (collective)"."""
     p = group[0]
     pids = _pids_text([m.pid for m in group], ids)
     line = (f"[bold]x{len(group)}[/] [bold]{escape(cv.process_word(group))}[/]  "
-            f"{_verdict(p.verdict)} [dim]({escape(p.rule)})  {pids}[/]")
+            f"{verdict_markup(p.verdict)} [dim]({escape(p.rule)})  {pids}[/]")
     kinds: Dict[Tuple[int, ...], List[str]] = {}
     for w in p.waits_on:
         targets = tuple(q for q in w["pids"] if q in by_pid)
@@ -353,7 +263,7 @@ def _folded_processes(group: List[ProcessReport], by_pid: Dict[int, ProcessRepor
     return Text.from_markup(line)
 
 
-def _root_cause_who(report: Report, ids: _Ids) -> str:
+def _root_cause_who(report: Report, ids: Ids) -> str:
     """Who the root cause names, as its line starts ("pid 42 tid 43", "thread unknown")."""
     rc = report.root_cause
     pick = next((p for p in report.processes if p.pid == rc.get("pid")), None)
@@ -367,7 +277,7 @@ def _root_cause_who(report: Report, ids: _Ids) -> str:
                                  else "")
 
 
-def _root_cause_text(report: Report, ids: _Ids, summary: str) -> Text:
+def _root_cause_text(report: Report, ids: Ids, summary: str) -> Text:
     who = _root_cause_who(report, ids)
     return Text.from_markup(f"[bold]root cause[/]{' [dim]' + who + '[/]' if who else ''}: "
                             f"{escape(summary)}")
@@ -385,7 +295,7 @@ def render_report(report: Report, console: Optional[Console] = None, *,
     cut = report.cut_short_text()
     partial = f"  [bold yellow]partial: {escape(cut)}[/]" if cut else \
         "  [yellow]partial: not everything could be observed[/]" if report.unobserved else ""
-    header = Text.from_markup(f"[bold]hangtrace verdict:[/] {_verdict(v)}  "
+    header = Text.from_markup(f"[bold]hangtrace verdict:[/] {verdict_markup(v)}  "
                               f"[dim]({escape(report.rule)}, "
                               f"{window_text(report.window)}, "
                               f"backends: {escape(', '.join(report.backends) or '?')})[/]" + partial)
@@ -394,7 +304,7 @@ def render_report(report: Report, console: Optional[Console] = None, *,
         console.print(Text.from_markup(f"[yellow]not observed:[/] {escape(line)}"))
     if report.watch:       # a capture by ``hangtrace watch``: when the silence began
         console.print(Text.from_markup(f"[bold]watch:[/] {escape(report.watch['summary'])}"))
-    ids = _Ids(report)
+    ids = Ids(report)
     if report.root_cause.get("summary") and not compact:
         console.print(_root_cause_text(report, ids, report.root_cause["summary"]))
 
@@ -428,10 +338,10 @@ def render_report(report: Report, console: Optional[Console] = None, *,
         _render_summary(report, console, ids, screen)
 
 
-def _render_summary(report: Report, console: Console, ids: _Ids, screen: bool) -> None:
+def _render_summary(report: Report, console: Console, ids: Ids, screen: bool) -> None:
     """The default view's last lines: the verdict, the root cause (condensed, at most
     ``compact.ROOT_CAUSE_ROWS`` rows on a screen) and the chain of waits, one line a hop."""
-    console.print(Text.from_markup(f"[bold]verdict:[/] {_verdict(report.verdict)} "
+    console.print(Text.from_markup(f"[bold]verdict:[/] {verdict_markup(report.verdict)} "
                                    f"[dim]({escape(report.rule)})[/]"))
     if report.root_cause.get("summary"):
         line = _root_cause_text(report, ids, cv.condensed_summary(report))

@@ -28,6 +28,7 @@ from ..analysis.accumulate.stats import syscall_backends
 from ..report import ProcessReport, Report
 from .markup import escape, visible
 from .fold import cut
+from .thread_lines import verdict_markup
 
 __all__ = ["LiveView", "LiveStats", "RATE_KEYS"]
 
@@ -39,9 +40,6 @@ LEGEND = ("efd: eventfd writes, ftx: futex waits, gpu: GPU ioctls, outB: bytes o
           "quiet: since the last output; Ctrl-C ends the recording early")
 
 RATE_WINDOW_S = 2.0     # rates are over about the last 2 s
-STYLE = {"progressing": "bold green", "idle": "green", "busy-waiting": "bold yellow",
-         "blocked": "bold magenta", "deadlocked": "bold red", "exited": "bold cyan",
-         "unknown": "dim"}
 
 
 @dataclass
@@ -167,7 +165,7 @@ class LiveView:
         if r is None:
             parts.append(Text("waiting for the first events…", style="dim"))
         else:
-            line = Text.from_markup(f"[bold]provisional verdict:[/] {_verdict(r.verdict)} "
+            line = Text.from_markup(f"[bold]provisional verdict:[/] {verdict_markup(r.verdict)} "
                                     f"[dim]({escape(r.rule)})[/]")
             parts.append(line)
             if r.root_cause.get("summary"):
@@ -214,7 +212,8 @@ class LiveView:
         indent = "  " * depth
         label = p.role if p.role != "other" else (cut(" ".join(p.cmdline), 40) or p.comm)
         table.add_row(Text(f"{indent}{p.pid}", style="bold"), _name(label, "bold"),
-                      Text(f"{len(p.threads)}t", style="dim"), Text.from_markup(_verdict(p.verdict)),
+                      Text(f"{len(p.threads)}t", style="dim"),
+                      Text.from_markup(verdict_markup(p.verdict)),
                       *self._rate_cells(rates), _cpu(cpu if has_cpu else None),
                       self._ago(last, now))
         deciding = [th for th in p.threads if not (th.helper or th.parked)]
@@ -223,8 +222,9 @@ class LiveView:
         for th in shown:
             key = (p.pid, th.tid)
             table.add_row(Text(f"{indent}  {th.tid}"), _name(th.name or "?"),
-                          Text(visible(th.state)), Text.from_markup(_verdict(th.verdict, dim=bool(
-                              th.helper or th.parked))),
+                          Text(visible(th.state)),
+                          Text.from_markup(verdict_markup(th.verdict,
+                                                          dim=bool(th.helper or th.parked))),
                           *self._rate_cells(self._rates.get(key)),
                           _cpu(th.counters.get("cpu_pct")),
                           self._ago(self._last_output.get(key, 0.0), now))
@@ -262,11 +262,6 @@ def _sum_rates(items: Any) -> Optional[Dict[str, float]]:
         for k in out:
             out[k] += r.get(k, 0.0)
     return out
-
-
-def _verdict(v: str, dim: bool = False) -> str:
-    style = "dim" if dim else STYLE.get(v, "white")
-    return f"[{style}]{escape(v)}[/]"
 
 
 def _num(x: float) -> str:
