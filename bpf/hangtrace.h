@@ -73,9 +73,11 @@
 
 /* ---- the "gen" counters (BCC: an array; CO-RE: the globals ht_ugen, ht_kgen): what
  *      invalidates the per-CPU caches of who is current ---- */
-#define HT_GEN_USER 0        /* userspace adds 1 after each change of "procs" (starts at 1)  */
+#define HT_GEN_USER 0        /* userspace adds 1 after each change of "procs" or "blocked"    */
+                             /* (starts at 1)                                                */
 #define HT_GEN_KERNEL 1      /* the program adds 1 at every thread exit (a task stack, so a   */
-                             /* pt_regs address, may be reused) and tid-changing exec        */
+                             /* pt_regs address, may be reused), tid-changing exec, and a    */
+                             /* followed thread's first sleep since its last syscall exit    */
 #define HT_NGEN 2
 
 /* ---- sizes and limits ---- */
