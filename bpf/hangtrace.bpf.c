@@ -280,30 +280,42 @@ static __always_inline void count_failure(u32 tid, u32 tgid, s32 nr, s64 ret)
 /* The common case of a followed thread's call, counted with loads and adds in the cache
  * and arrays alone: no helper call, no hash map, so that the compiler keeps it in registers
  * (the full path's helper calls made it spill everything it held to the stack). It is the
- * cache's owner and did not sleep since its last call (nothing to take from "blocked"), the
- * number's slot counts that number, and the call is either a write/read that count_fd
- * counts, on the fd its slot holds (not the fd's first use) within the current tick, or one
- * of a kind counted per number only that did not fail (nothing for count_failure). Exactly
- * what the full path (sys_exit_full) does then; 0: not such a call, nothing done. */
+ * cache's owner and did not sleep since its last call (the caller's cache hit: a sleep moves
+ * ht_kgen), the number's slot counts that number, and the call is either a write/read that
+ * count_fd counts, on the fd its slot holds (not the fd's first use), a write of the size of
+ * the slot's last write counted in full ("rep": one more of it, in "reps"), within the
+ * current tick, or one of a kind counted per number only that did not fail (nothing for
+ * count_failure). Exactly what
+ * the full path (sys_exit_full) does then; 0: not such a call, nothing done. */
 static __always_inline int sys_exit_fast(struct ht_cache *k, ht_regs_t *regs, s64 ret)
 {
     u64 j = bpf_jiffies64();   /* inlined: a load; first, while little is live across it */
     if (*(u64 *)&k->tid != *(u64 *)&k->cur_tid)   /* (tid, tgid) against (cur_tid, cur_tgid) */
         return 0;
     struct ht_call c;
-    if (read_nr(regs, &c) != 0 || c.nr < 0)
+    /* one unsigned compare: a number out of the table (negative ones too) takes the full path */
+    if (read_nr(regs, &c) != 0 || (u32)c.nr >= HT_MAX_NR)
         return 0;
     u32 kv = kind_of(c.nr);
     u32 kind = kv & HT_KIND_MASK;
     struct ht_cslot *cs = &k->c[(kv >> HT_SLOT_SHIFT) & (HT_SLOTS - 1)];
     if (cs->nr != c.nr)
         return 0;
-    if (kind == HT_K_WRITE || kind == HT_K_READ) {
+    if (kind - HT_K_WRITE <= HT_K_READ - HT_K_WRITE) {   /* a write or a read: one compare */
         s32 fd = (s32)c.a[0];
         struct ht_fslot *f = &k->f[(u32)fd & (HT_FD_SLOTS - 1)];
+        u64 n = (kv & HT_KV_MSGS) ? 0 : (u64)ret;
         if (!fd_counted(kind, ret) || f->fd != fd || !f->first_ns || j != k->tick_j)
             return 0;
-        fd_add(f, kind, (kv & HT_KV_MSGS) ? 0 : (u64)ret, k->tick_ns);
+        if (kind == HT_K_READ) {
+            f->reads += 1;
+            f->rbytes += n;
+        } else if (fd_is_rep(f, n)) {
+            f->reps += 1;   /* the size of the slot's last write counted in full: one more */
+        } else {
+            return 0;
+        }
+        f->last_ns = k->tick_ns;
     } else if ((kind != HT_K_NONE && kind <= HT_K_STREAMED_MAX) || ret < 0) {
         return 0;
     }

@@ -141,10 +141,12 @@ struct ht_cslot {
 };
 
 /* One fd slot of the per-CPU cache (fd & 7): its traffic not yet moved to "fds" (fields as
- * struct ht_fd). 88 bytes. */
+ * struct ht_fd, plus "reps": the writes the fast path counted alone, each of the size of the
+ * last write counted in full, "rep"; fd_settle in ht_count.bpf.h, and counts.py, add them to
+ * the sums). 96 bytes. */
 struct ht_fslot {
     __s32 fd;             /* -1: unused                                                   */
-    __u32 pad;
+    __u32 rep;            /* the size "reps" repeat, + 1; 0: none                         */
     __u64 writes;
     __u64 wbytes;
     __u64 wmin;
@@ -155,6 +157,7 @@ struct ht_fslot {
     __u64 rbytes;
     __u64 first_ns;
     __u64 last_ns;
+    __u64 reps;           /* writes since, each of size "rep" - 1: not yet in the sums     */
 };
 
 /* The per-CPU cache (one entry per CPU): the counts of the thread that last made a syscall
@@ -165,7 +168,7 @@ struct ht_fslot {
  * whether it is followed), known by its saved registers' address (one per task: the top of
  * its kernel stack) and valid while the two "gen" counters have not moved since: every
  * syscall of the machine compares two words instead of calling bpf_get_current_pid_tgid and
- * looking "procs" up. A slot's fields sit together (one or two cache lines per call). 1360
+ * looking "procs" up. A slot's fields sit together (one or two cache lines per call). 1424
  * bytes. */
 struct ht_cache {
     __u32 tid;
