@@ -213,10 +213,9 @@ class EbpfBackend(Backend):
 
     def _mark(self, array: str, pid: int, on: bool) -> None:
         """Set a pid-indexed u8 array ("procs" by tgid, "blocked" by tid). After a change of
-        either, gen[HT_GEN_USER] moves on: the per-CPU caches of whether the current task is
-        followed were decided before it, and are decided again (hangtrace.h, ht_cache.cur_*);
-        a cache decided before a thread was marked blocked would let its next call take the
-        kernel's fast path, which does not look at "blocked" (hangtrace.bpf.c: sys_exit_fast)."""
+        either, gen[HT_GEN_USER] moves on: the per-CPU caches of who is current and followed
+        are decided again (hangtrace.h, ht_cache.cur_*); a hit is what lets a call take the
+        fast path, which does not look at "blocked" (hangtrace.bpf.c: sys_exit_fast)."""
         if self._prog is None:
             return
         try:
