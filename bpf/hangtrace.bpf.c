@@ -66,6 +66,15 @@ HT_HASH(ioctls, struct ht_ioc_key, struct ht_ioc, HT_MAX_IOCTLS);
 HT_HASH(fails, struct ht_fail_key, struct ht_fail, HT_MAX_FAILS);
 HT_HASH(fdseen, struct ht_seen_key, u8, HT_MAX_FDSEEN);
 HT_PERCPU_ARRAY(cache, struct ht_cache, 1);
+#ifdef HT_BCC
+#define HT_KEY0 (&(u32){0})
+#else
+/* Key 0 of the per-CPU cache, read from .rodata: a load whose address is a constant, that
+ * the CPU issues at once, where a key written to the stack is read back through a
+ * store-to-load forward at the head of every syscall's chain of loads. */
+const volatile u32 ht_key0 = 0;
+#define HT_KEY0 ((void *)&ht_key0)
+#endif
 HT_ARRAY(counters, u64, HT_NCOUNTERS);
 #ifdef HT_BCC
 HT_ARRAY(gen, u64, HT_NGEN);         /* HT_GEN_*: what makes the per-CPU "cur_*" stale */
@@ -118,33 +127,32 @@ static __always_inline u64 gen_of(u32 which)
 #define HT_KGEN() (*(volatile u64 *)&ht_kgen)
 #endif
 
-/* Whether the task making this syscall (its saved registers at "regs") is followed; who it
- * is is then in k->cur_tid, k->cur_tgid. From the per-CPU cache while it is about the same
- * task and nothing changed since (the "gen" counters); else one helper call (current_ids:
- * the pid numbers of hangtrace's namespace) and a "procs" lookup, kept for the next
- * syscalls. The fast path of every syscall of the machine: loads and compares, no
- * call (a helper call is dear where returns are mitigated, as with AMD's Safe RET). The
- * registers say which task it is, not the last context switch this CPU saw: a switch is not
- * always where one would expect it (measured on this VM's kernel: tasks ran on a CPU after a
- * traced switch to another). */
-static __always_inline int current_target(struct ht_cache *k, ht_regs_t *regs)
+/* Who the task making this syscall (its saved registers at "regs") is, decided again: one
+ * helper call (current_ids: the pid numbers of hangtrace's namespace) and a "procs" lookup,
+ * kept in the per-CPU cache (k->cur_tid, k->cur_tgid, k->cur_target) for the next syscalls,
+ * valid while the task is the same (its registers' address) and the "gen" sum "gen" has not
+ * moved. Returns its "procs" value (0: not followed). The cache is looked at by on_sys_exit:
+ * loads and compares, no call (a helper call is dear where returns are mitigated, as with
+ * AMD's Safe RET). The registers say which task it is, not the last context switch this CPU
+ * saw: a switch is not always where one would expect it (measured on this VM's kernel: tasks
+ * ran on a CPU after a traced switch to another). */
+static __always_inline u32 decide_current(struct ht_cache *k, ht_regs_t *regs, u64 gen)
 {
-    /* both only grow: their sum is unchanged only while neither moved */
-    u64 gen = HT_UGEN() + HT_KGEN();
-    if (k->cur_regs != (u64)regs || k->cur_gen != gen) {
-        u64 id = current_ids();   /* 0: a task outside hangtrace's pid namespace */
-        k->cur_tid = (u32)id;
-        k->cur_tgid = id >> 32;
-        k->cur_target = is_target(id >> 32);
-        k->cur_regs = (u64)regs;
-        k->cur_gen = gen;
-    }
-    return k->cur_target;
+    u64 id = current_ids();   /* 0: a task outside hangtrace's pid namespace */
+    u32 target = is_target(id >> 32);
+    k->cur_tid = (u32)id;
+    k->cur_tgid = id >> 32;
+    k->cur_target = target;
+    k->cur_regs = (u64)regs;
+    k->cur_gen = gen;
+    return target;
 }
 
 /* A task stack is freed at exit and may soon hold another task's registers; an exec that
  * takes over the leader's tid changes who the registers are. Either makes every cache
- * stale. */
+ * stale. So does a followed thread's first sleep since its last syscall exit (on_switch):
+ * a cache that still says who it is (decided at an exit before that sleep) is what lets
+ * its next call take sys_exit_fast, which does not look at "blocked". */
 static __always_inline void caches_stale(void)
 {
 #ifdef HT_BCC
@@ -272,34 +280,42 @@ static __always_inline void count_failure(u32 tid, u32 tgid, s32 nr, s64 ret)
 /* The common case of a followed thread's call, counted with loads and adds in the cache
  * and arrays alone: no helper call, no hash map, so that the compiler keeps it in registers
  * (the full path's helper calls made it spill everything it held to the stack). It is the
- * cache's owner and did not sleep since its last call (nothing to take from "blocked"), the
- * number's slot counts that number, and the call is either a write/read that count_fd
- * counts, on the fd its slot holds (not the fd's first use) within the current tick, or one
- * of a kind counted per number only that did not fail (nothing for count_failure). Exactly
- * what the full path (sys_exit_full) does then; 0: not such a call, nothing done. */
+ * cache's owner and did not sleep since its last call (the caller's cache hit: a sleep moves
+ * ht_kgen), the number's slot counts that number, and the call is either a write/read that
+ * count_fd counts, on the fd its slot holds (not the fd's first use), a write of the size of
+ * the slot's last write counted in full ("rep": one more of it, in "reps"), within the
+ * current tick, or one of a kind counted per number only that did not fail (nothing for
+ * count_failure). Exactly what
+ * the full path (sys_exit_full) does then; 0: not such a call, nothing done. */
 static __always_inline int sys_exit_fast(struct ht_cache *k, ht_regs_t *regs, s64 ret)
 {
     u64 j = bpf_jiffies64();   /* inlined: a load; first, while little is live across it */
     if (*(u64 *)&k->tid != *(u64 *)&k->cur_tid)   /* (tid, tgid) against (cur_tid, cur_tgid) */
         return 0;
-    u32 tid = k->cur_tid;
-    u8 *b = bpf_map_lookup_elem(&blocked, &tid);   /* an array: inlined */
-    if (!b || *b)
-        return 0;
     struct ht_call c;
-    if (read_nr(regs, &c) != 0 || c.nr < 0)
+    /* one unsigned compare: a number out of the table (negative ones too) takes the full path */
+    if (read_nr(regs, &c) != 0 || (u32)c.nr >= HT_MAX_NR)
         return 0;
     u32 kv = kind_of(c.nr);
     u32 kind = kv & HT_KIND_MASK;
     struct ht_cslot *cs = &k->c[(kv >> HT_SLOT_SHIFT) & (HT_SLOTS - 1)];
     if (cs->nr != c.nr)
         return 0;
-    if (kind == HT_K_WRITE || kind == HT_K_READ) {
+    if (kind - HT_K_WRITE <= HT_K_READ - HT_K_WRITE) {   /* a write or a read: one compare */
         s32 fd = (s32)c.a[0];
         struct ht_fslot *f = &k->f[(u32)fd & (HT_FD_SLOTS - 1)];
+        u64 n = (kv & HT_KV_MSGS) ? 0 : (u64)ret;
         if (!fd_counted(kind, ret) || f->fd != fd || !f->first_ns || j != k->tick_j)
             return 0;
-        fd_add(f, kind, (kv & HT_KV_MSGS) ? 0 : (u64)ret, k->tick_ns);
+        if (kind == HT_K_READ) {
+            f->reads += 1;
+            f->rbytes += n;
+        } else if (fd_is_rep(f, n)) {
+            f->reps += 1;   /* the size of the slot's last write counted in full: one more */
+        } else {
+            return 0;
+        }
+        f->last_ns = k->tick_ns;
     } else if ((kind != HT_K_NONE && kind <= HT_K_STREAMED_MAX) || ret < 0) {
         return 0;
     }
@@ -357,11 +373,28 @@ static HT_SUBPROG int sys_exit_full(struct ht_cache *k, ht_regs_t *regs, s64 ret
     return 0;
 }
 
+/* A syscall whose task the per-CPU cache does not know (another task than at the CPU's last
+ * exit, or the "gen" sum moved since): who it is decided again, then the full path if it is
+ * followed. A BPF function of its own for libbpf, like sys_exit_full: the helper call in
+ * decide_current would make the compiler spill on the per-call path. */
+static HT_SUBPROG int sys_exit_miss(struct ht_cache *k, ht_regs_t *regs, s64 ret, u64 gen)
+{
+    if (!decide_current(k, regs, gen))
+        return 0;
+    return sys_exit_full(k, regs, ret);
+}
+
 static __always_inline int on_sys_exit(ht_regs_t *regs, s64 ret)
 {
-    u32 z = 0;
-    struct ht_cache *k = bpf_map_lookup_elem(&cache, &z);   /* per-CPU array: inlined */
-    if (!k || !current_target(k, regs) || sys_exit_fast(k, regs, ret))
+    struct ht_cache *k = bpf_map_lookup_elem(&cache, HT_KEY0);   /* per-CPU array: inlined */
+    if (!k)
+        return 0;
+    /* both only grow: their sum is unchanged only while neither moved */
+    u64 gen = HT_UGEN() + HT_KGEN();
+    if (k->cur_regs != (u64)regs || k->cur_gen != gen)
+        return sys_exit_miss(k, regs, ret, gen);
+    /* the same task as at an exit since which nothing moved: it has not slept since */
+    if (!k->cur_target || sys_exit_fast(k, regs, ret))
         return 0;
     return sys_exit_full(k, regs, ret);
 }
@@ -402,6 +435,7 @@ static __always_inline int on_switch(u32 tid, u32 tgid, int sleeps, int next_tar
                 if (t->blocked_ns == 0) {
                     t->blocked_ns = now;
                     t->blocked_to = timeout_at_sleep();
+                    caches_stale();   /* its next exit takes sys_exit_full, "blocked" */
                 }
                 u8 *b = bpf_map_lookup_elem(&blocked, &tid);   /* inlined, unlike an update */
                 if (b)

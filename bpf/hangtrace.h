@@ -73,9 +73,11 @@
 
 /* ---- the "gen" counters (BCC: an array; CO-RE: the globals ht_ugen, ht_kgen): what
  *      invalidates the per-CPU caches of who is current ---- */
-#define HT_GEN_USER 0        /* userspace adds 1 after each change of "procs" (starts at 1)  */
+#define HT_GEN_USER 0        /* userspace adds 1 after each change of "procs" or "blocked"    */
+                             /* (starts at 1)                                                */
 #define HT_GEN_KERNEL 1      /* the program adds 1 at every thread exit (a task stack, so a   */
-                             /* pt_regs address, may be reused) and tid-changing exec        */
+                             /* pt_regs address, may be reused), tid-changing exec, and a    */
+                             /* followed thread's first sleep since its last syscall exit    */
 #define HT_NGEN 2
 
 /* ---- sizes and limits ---- */
@@ -139,10 +141,12 @@ struct ht_cslot {
 };
 
 /* One fd slot of the per-CPU cache (fd & 7): its traffic not yet moved to "fds" (fields as
- * struct ht_fd). 88 bytes. */
+ * struct ht_fd, plus "reps": the writes the fast path counted alone, each of the size of the
+ * last write counted in full, "rep"; fd_settle in ht_count.bpf.h, and counts.py, add them to
+ * the sums). 96 bytes. */
 struct ht_fslot {
     __s32 fd;             /* -1: unused                                                   */
-    __u32 pad;
+    __u32 rep;            /* the size "reps" repeat, + 1; 0: none                         */
     __u64 writes;
     __u64 wbytes;
     __u64 wmin;
@@ -153,6 +157,7 @@ struct ht_fslot {
     __u64 rbytes;
     __u64 first_ns;
     __u64 last_ns;
+    __u64 reps;           /* writes since, each of size "rep" - 1: not yet in the sums     */
 };
 
 /* The per-CPU cache (one entry per CPU): the counts of the thread that last made a syscall
@@ -163,7 +168,7 @@ struct ht_fslot {
  * whether it is followed), known by its saved registers' address (one per task: the top of
  * its kernel stack) and valid while the two "gen" counters have not moved since: every
  * syscall of the machine compares two words instead of calling bpf_get_current_pid_tgid and
- * looking "procs" up. A slot's fields sit together (one or two cache lines per call). 1360
+ * looking "procs" up. A slot's fields sit together (one or two cache lines per call). 1424
  * bytes. */
 struct ht_cache {
     __u32 tid;

@@ -29,9 +29,42 @@ static __always_inline void flush_slot(struct ht_cache *k, u32 s)
     c->ns = 0;
 }
 
+/* "rep" of a write of "n" bytes (struct ht_fslot); 0 (none) where n does not fit (a write
+ * moves at most 2 GiB: never). */
+static __always_inline u32 fd_rep(u64 n)
+{
+    return n < 0xffffffff ? (u32)n + 1 : 0;
+}
+
+/* Whether a write of "n" bytes is of the size "rep" stands for (0, none, never is: n + 1 >= 1,
+ * n being a write's return value or 0). */
+static __always_inline int fd_is_rep(struct ht_fslot *f, u64 n)
+{
+    return (u64)f->rep == n + 1;
+}
+
+/* The writes "reps" stands for added to the slot's sums: each of size "rep" - 1 (a write
+ * counted in full once, so the min and max already hold it). counts.py reads a cache's slots
+ * the same way (fslot_fields). */
+static __always_inline void fd_settle(struct ht_fslot *f)
+{
+    u64 r = f->reps;
+    if (!r)
+        return;
+    u64 n = f->rep - 1;
+    f->writes += r;
+    f->wbytes += r * n;
+    if (n <= HT_SMALL_WRITE) {
+        f->wsmall += r;
+        f->wsbytes += r * n;
+    }
+    f->reps = 0;
+}
+
 static __always_inline void flush_fd(struct ht_cache *k, u32 s)
 {
     struct ht_fslot *c = &k->f[s & (HT_FD_SLOTS - 1)];
+    fd_settle(c);
     if (c->writes == 0 && c->reads == 0)
         return;
     struct ht_fd_key key = {.tid = k->tid, .tgid = k->tgid, .fd = c->fd};
@@ -141,8 +174,7 @@ static __always_inline void note_fd(struct ht_cache *k, s32 fd)
     bpf_ringbuf_submit(e, 0);
 }
 
-/* A write/read of "n" bytes at "now" counted in fd slot "f" (count_fd, and the fast path of
- * on_sys_exit). */
+/* A write/read of "n" bytes at "now" counted in fd slot "f" (count_fd). */
 static __always_inline void fd_add(struct ht_fslot *f, u32 kind, u64 n, u64 now)
 {
     f->last_ns = now;
@@ -165,9 +197,12 @@ static __always_inline void fd_add(struct ht_fslot *f, u32 kind, u64 n, u64 now)
 
 /* Whether a write/read that returned "ret" is counted per fd: not failed writes, nor reads
  * that returned nothing (EOF, EAGAIN, errors). */
+#if HT_K_READ != HT_K_WRITE + 1
+#error "fd_counted: HT_K_READ is HT_K_WRITE + 1"
+#endif
 static __always_inline int fd_counted(u32 kind, s64 ret)
 {
-    return ret >= (kind == HT_K_WRITE ? 0 : 1);   /* one compare */
+    return ret >= (s64)(kind - HT_K_WRITE);   /* 0 for a write, 1 for a read: one compare */
 }
 
 static __always_inline void count_fd(struct ht_cache *k, u32 kind, s32 fd, s64 ret, u32 msgs)
@@ -187,7 +222,15 @@ static __always_inline void count_fd(struct ht_cache *k, u32 kind, s32 fd, s64 r
     u64 now = tick_ns(k);
     if (f->first_ns == 0)
         f->first_ns = now;
-    fd_add(f, kind, msgs ? 0 : (u64)ret, now);   /* sendmmsg/recvmmsg: a message count */
+    if (f->reps) {   /* the sums change under a reader's eyes: "seq" odd meanwhile */
+        k->seq += 1;
+        fd_settle(f);
+        k->seq += 1;
+    }
+    u64 n = msgs ? 0 : (u64)ret;   /* sendmmsg/recvmmsg: a message count */
+    fd_add(f, kind, n, now);
+    if (kind == HT_K_WRITE)
+        f->rep = fd_rep(n);   /* the next writes of its size: sys_exit_fast adds to "reps" */
 }
 
 /* A call of a streamed kind that is not streamed: the facts the analysis needs, by category

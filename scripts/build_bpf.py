@@ -115,7 +115,7 @@ def build(out_dir: str) -> List[str]:
     built = []
     for src in sources():
         obj = os.path.join(out_dir, os.path.basename(src)[:-2] + ".o")
-        cmd = [clang, "-target", "bpf", "-g", "-O2", f"-D__TARGET_ARCH_{target}",
+        cmd = [clang, "-target", "bpf", "-mcpu=v3", "-g", "-O2", f"-D__TARGET_ARCH_{target}",
                "-Wall", "-Wno-unused-function", f"-fdebug-prefix-map={BPF_DIR}=bpf",
                "-I", BPF_DIR, "-I", vmlinux, "-I", inc, "-c", src, "-o", obj + ".tmp"]
         r = subprocess.run(cmd, capture_output=True, text=True)

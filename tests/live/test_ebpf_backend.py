@@ -385,6 +385,139 @@ int main(int argc, char **argv) {
 """
 
 
+REPEATS_C = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void *other(void *arg) { getppid(); return arg; }
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    char b[64] = {0}, x;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    sched_setaffinity(0, sizeof(one), &one);    /* its threads too: one CPU, one cache */
+    int null = open("/dev/null", O_WRONLY);     /* 3 */
+    int zero = open("/dev/zero", O_RDONLY);     /* 4 */
+    read(0, &x, 1);                             /* released once the recording has begun */
+    for (int phase = 0; phase < 2; phase++) {
+        for (long i = 0; i < n; i++)
+            write(null, b, 7);
+        pthread_t t;                            /* another followed thread takes the CPU's */
+        pthread_create(&t, 0, other, 0);        /* cache over: pending writes to the maps  */
+        pthread_join(t, 0);
+        for (long i = 0; i < n; i++)
+            write(null, b, 50);
+        for (long i = 0; i < n; i++) {
+            read(zero, b, 20);
+            if (i % 1000 == 0)
+                write(null, b, 3);              /* another size between the reads */
+        }
+    }
+    return 0;
+}
+"""
+
+
+def test_repeated_writes_counted_in_the_cache_alone_are_all_counted(tmp_path, loader):
+    """The fast path counts a write of the size of its fd slot's last write counted in full as
+    one more of it (struct ht_fslot "reps"): those are added to the sums where the size
+    changes (fd_settle), where another thread takes the CPU's cache over (flush_fd: the maps),
+    and by the reader of a cache (counts.fslot_fields). Every count is the loop's exact one."""
+    n = 20_000
+    src, exe = tmp_path / "repeats.c", str(tmp_path / "repeats")
+    src.write_text(REPEATS_C)
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe, str(src)], check=True)
+    trace = str(tmp_path / "t.gz")
+    p, out = _record_gated([exe, str(n)], trace, 60, loader)
+    p.wait(timeout=30)
+    assert out["rec"].reason == "targets-exited" and out["rec"].errors == []
+    last = [e for e in _read_events(trace) if isinstance(e, ThreadCounts)
+            and e.tid == p.pid][-1]
+    fds = {f["fd"]: f for f in last.per_fd}
+    null, zero = fds[3], fds[4]
+    small = 2 * n // 1000
+    assert (null["writes"], null["wmin"], null["wmax"]) == (4 * n + small, 3, 50), null
+    assert null["wbytes"] == 2 * (7 * n + 50 * n) + 3 * small, null
+    assert (null["wsmall"], null["wsbytes"]) == (2 * n + small, 14 * n + 3 * small), null
+    assert (zero["reads"], zero["rbytes"], zero["writes"]) == (2 * n, 40 * n, 0), zero
+
+
+SLEEPY_READS_C = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+static int data[2], ack[2];
+static long n;
+static void *writer(void *arg) {          /* on the other CPU: the reader's stays idle */
+    struct timespec wait = {0, 300000};    /* 0.3 ms: within one tick (1-10 ms) mostly */
+    char b;
+    cpu_set_t other;
+    CPU_ZERO(&other);
+    CPU_SET(1, &other);
+    sched_setaffinity(0, sizeof(other), &other);
+    for (long i = 0; i < n; i++) {
+        read(ack[0], &b, 1);               /* the reader is about to read: it waits for */
+        nanosleep(&wait, 0);               /* the byte at least this long              */
+        write(data[1], "x", 1);
+    }
+    return arg;
+}
+int main(int argc, char **argv) {
+    char b, x;
+    n = atol(argv[1]);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    sched_setaffinity(0, sizeof(one), &one);
+    pipe(data);
+    pipe(ack);
+    read(0, &x, 1);                        /* released once the recording has begun */
+    for (int i = 0; i < 100; i++)          /* the pipe's slot warm: reads the fast path counts */
+        write(data[1], "x", 1), read(data[0], &b, 1);
+    pthread_t t;
+    pthread_create(&t, 0, writer, 0);
+    for (long i = 0; i < n; i++) {
+        write(ack[1], "a", 1);
+        read(data[0], &b, 1);              /* sleeps 0.3 ms or more for its byte */
+    }
+    pthread_join(t, 0);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1")
+def test_a_read_that_slept_is_counted_with_its_sleep(tmp_path, loader):
+    """A followed thread's repeated 1-byte reads of a pipe are the fast path's kind of call
+    (hangtrace.bpf.c sys_exit_fast), but each of these slept, mostly within one tick, its CPU
+    idle meanwhile (the writer on the other one), so the CPU's cache still says who it is:
+    its first sleep moves the "gen" counters (on_switch), so the call's exit takes the full
+    path, which takes the time it was blocked: all of it is counted. (Not a guard of that
+    move alone: without it a later call's full path takes the "blocked" mark left set, with
+    the time since the first sleep, and the total here comes out about the same.)"""
+    n = 500
+    src, exe = tmp_path / "sleepy.c", str(tmp_path / "sleepy")
+    src.write_text(SLEEPY_READS_C)
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe, str(src)], check=True)
+    trace = str(tmp_path / "t.gz")
+    p, out = _record_gated([exe, str(n)], trace, 60, loader)
+    p.wait(timeout=30)
+    assert out["rec"].reason == "targets-exited" and out["rec"].errors == []
+    last = [e for e in _read_events(trace) if isinstance(e, ThreadCounts)
+            and e.tid == p.pid][-1]
+    assert last.calls.get("read") == n + 101, last.calls      # and the gate's read
+    # n reads of 0.3 ms or more each (half of it: to spare for a read begun late); reads are
+    # never streamed, so all of it is in blocked_s
+    assert last.blocked_s >= n * 0.00015, last
+
+
 def test_counts_are_exact_where_the_fast_path_gives_way(tmp_path, loader):
     """The kernel's fast path (hangtrace.bpf.c sys_exit_fast) counts a thread's repeated calls
     in the per-CPU cache alone and hands everything else to the full path: two fds that share

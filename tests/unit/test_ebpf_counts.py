@@ -72,6 +72,31 @@ def test_a_thread_is_its_map_entries_plus_the_caches_it_owns():
     assert snap.threads[(6, 7)].calls == {NR["getpid"]: [2, 0, 0]}
 
 
+def test_a_cache_slot_s_repeated_writes_are_added_as_the_kernel_settles_them():
+    """The fast path counts a write of the size of the slot's last write counted in full as one
+    more of it ("reps", each of size rep - 1: hangtrace.h struct ht_fslot); a reader adds them
+    to the sums as fd_settle does (a small size to the small-write counts too); a slot with
+    none pending, or no size noted, reads as it is."""
+    c0, c1 = _cache(7, 5), _cache(8, 5)
+    f = c0.f[3]   # 2 writes counted in full (1 and 100 bytes), then 1000 more of 1 byte
+    f.fd, f.writes, f.wbytes, f.wmin, f.wmax, f.wsmall, f.wsbytes = 3, 2, 101, 1, 100, 1, 1
+    f.reads, f.rbytes, f.first_ns, f.last_ns = 4, 40, 10, 20
+    f.rep, f.reps = 1 + 1, 1000
+    g = c0.f[4]   # 1 write of 50 bytes counted in full, then 7 more of it
+    g.fd, g.writes, g.wbytes, g.wmin, g.wmax, g.first_ns, g.last_ns = 4, 1, 50, 50, 50, 10, 20
+    g.rep, g.reps = 50 + 1, 7
+    h = c1.f[3]   # another thread's slot: a size noted, none pending
+    h.fd, h.writes, h.wbytes, h.wmin, h.wmax, h.first_ns, h.last_ns = 3, 1, 9, 9, 9, 10, 20
+    h.rep = 9 + 1
+    snap = KernelSnapshot().read(_maps([c0, c1]))
+    three, four = snap.threads[(5, 7)].fds[3], snap.threads[(5, 7)].fds[4]
+    assert (three["writes"], three["wbytes"], three["wmin"], three["wmax"]) == (1002, 1101, 1, 100)
+    assert (three["wsmall"], three["wsbytes"], three["reads"], three["rbytes"]) == (1001, 1001, 4, 40)
+    assert (four["writes"], four["wbytes"], four["wsmall"], four["wsbytes"]) == (8, 400, 0, 0)
+    assert snap.threads[(5, 8)].fds[3]["writes"] == 1
+    assert snap.threads[(5, 8)].fds[3]["wbytes"] == 9
+
+
 class _Flushing(FakeMap):
     """A cache map whose seq moves on the first reads, as if a flush ran meanwhile."""
 

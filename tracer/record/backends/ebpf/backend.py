@@ -213,8 +213,9 @@ class EbpfBackend(Backend):
 
     def _mark(self, array: str, pid: int, on: bool) -> None:
         """Set a pid-indexed u8 array ("procs" by tgid, "blocked" by tid). After a change of
-        "procs", gen[HT_GEN_USER] moves on: the per-CPU caches of whether the current task is
-        followed were decided before it, and are decided again (hangtrace.h, ht_cache.cur_*)."""
+        either, gen[HT_GEN_USER] moves on: the per-CPU caches of who is current and followed
+        are decided again (hangtrace.h, ht_cache.cur_*); a hit is what lets a call take the
+        fast path, which does not look at "blocked" (hangtrace.bpf.c: sys_exit_fast)."""
         if self._prog is None:
             return
         try:
@@ -223,9 +224,8 @@ class EbpfBackend(Backend):
             if on:
                 self.errors.append(f"ebpf: pid {pid} is above pid_max: not followed")
             return
-        if array == "procs":
-            self._gen += 1
-            self._prog.map(L.GEN_MAP[self.loader or ""]).set(*L.gen_entry(self._gen))
+        self._gen += 1
+        self._prog.map(L.GEN_MAP[self.loader or ""]).set(*L.gen_entry(self._gen))
 
     def _add_threads(self, pid: int) -> None:
         assert self._emit is not None and self._prog is not None

@@ -21,7 +21,7 @@ from ....events.counts import ThreadCounts
 from . import layout as L
 from .loader import MapView
 
-__all__ = ["ThreadTotals", "KernelSnapshot", "CountEmitter", "CATEGORY_KEYS",
+__all__ = ["ThreadTotals", "KernelSnapshot", "CountEmitter", "CATEGORY_KEYS", "fslot_fields",
            "SnapshotCancelled"]
 
 CHECK_ROWS = 1024
@@ -81,6 +81,21 @@ class ThreadTotals:
 def _fd_fields(f: Any) -> Dict[str, int]:
     """ht_fd fields of a map value or of a cache slot (struct ht_fslot: the same names)."""
     return {n: int(getattr(f, n)) for n in L.FD_FIELDS}
+
+
+def fslot_fields(f: L.HtFslot) -> Dict[str, int]:
+    """ht_fd fields of a cache slot with the writes its "reps" stands for, each of size
+    ``rep - 1``, added to the sums as the kernel's fd_settle does (bpf/ht_count.bpf.h); that
+    size is already in the min and max."""
+    d = _fd_fields(f)
+    reps, n = int(f.reps), int(f.rep) - 1
+    if reps and n >= 0:
+        d["writes"] += reps
+        d["wbytes"] += reps * n
+        if n <= L.HT_SMALL_WRITE:
+            d["wsmall"] += reps
+            d["wsbytes"] += reps * n
+    return d
 
 
 class KernelSnapshot:
@@ -160,7 +175,7 @@ class KernelSnapshot:
                 if slot.count:
                     t.add_call(slot.nr, slot.count, slot.streamed, slot.ns)
             for fslot in c.f:
-                t.add_fd(fslot.fd, _fd_fields(fslot))
+                t.add_fd(fslot.fd, fslot_fields(fslot))
             for i in range(L.HT_NCATS):
                 t.cats[i] += c.cat[i]
 

@@ -127,8 +127,10 @@ FD_FIELDS = ("writes", "wbytes", "wmin", "wmax", "wsmall", "wsbytes", "reads", "
 
 
 class HtFslot(ct.Structure):
-    """struct ht_fslot: one fd slot of the per-CPU cache (fields as struct ht_fd)."""
-    _fields_ = [("fd", ct.c_int32), ("pad", ct.c_uint32)] + [(n, ct.c_uint64) for n in FD_FIELDS]
+    """struct ht_fslot: one fd slot of the per-CPU cache (fields as struct ht_fd, plus the
+    writes counted in "reps" alone, each of size ``rep - 1``: counts.fslot_fields adds them)."""
+    _fields_ = ([("fd", ct.c_int32), ("rep", ct.c_uint32)] +
+                [(n, ct.c_uint64) for n in FD_FIELDS] + [("reps", ct.c_uint64)])
 
 
 class HtCache(ct.Structure):
