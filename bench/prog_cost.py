@@ -17,6 +17,10 @@ Runs bench/sysloop.c (N iterations: N 1-byte writes to /dev/null, an eventfd wri
   bystander cost measured in the same rep.
 - ``bystander``: the backend following a sleeping process while the loop runs unfollowed: what
   ht_sys_exit costs every other process's syscall.
+- ``sleepers``: the same, the followed process two threads that hand a token back and forth
+  (each hand-over a futex sleep, tens of thousands a second): what a followed tree that sleeps
+  often costs the machine's other syscalls (a followed thread's sleep makes every CPU's cache
+  of who is current stale) and costs itself (its own calls are counted in the same rows).
 
 Programs are told by the ids the holding process has open (other tools of the machine may run
 programs of the same names).
@@ -49,7 +53,20 @@ import overhead  # noqa: E402  (bench/overhead.py: build, _gated, _release_and_w
 from overhead import ROOT  # noqa: E402
 
 STATS = "/proc/sys/kernel/bpf_stats_enabled"
-MODES = ("floor", "followed", "bystander")
+MODES = ("floor", "followed", "bystander", "sleepers")
+# the followed process of ``sleepers``: two threads, each hand-over a futex wait of the other
+SLEEPERS = r"""
+import threading
+a, b = threading.Semaphore(0), threading.Semaphore(0)
+def other():
+    while True:
+        a.acquire()
+        b.release()
+threading.Thread(target=other, daemon=True).start()
+while True:
+    a.release()
+    b.acquire()
+"""
 
 
 def prog_stats() -> Dict[int, dict]:
@@ -111,7 +128,8 @@ def run_mode(mode: str, exe: str, n: int, tree: str = ROOT) -> Dict[str, dict]:
     """One loop under ``mode`` (programs of checkout ``tree``): per program name of ours
     (NAMES), its runs and ns during the loop."""
     p, w = overhead._gated(exe, n)
-    other = subprocess.Popen(["sleep", "600"]) if mode == "bystander" else None
+    other = subprocess.Popen(["sleep", "600"]) if mode == "bystander" else \
+        subprocess.Popen([sys.executable, "-c", SLEEPERS]) if mode == "sleepers" else None
     h = None
     try:
         h = _hold(tree, "floor" if mode == "floor" else "ebpf", other.pid if other else p.pid)
@@ -178,7 +196,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--json", metavar="FILE", help="also write every run's numbers here")
     ap.add_argument("--tree", action="append", default=[], metavar="DIR",
-                    help="also followed@REV and bystander@REV: another checkout's programs "
+                    help="also followed@REV, bystander@REV...: another checkout's programs "
                          "(its .venv and CO-RE objects), alternating with this tree's")
     a = ap.parse_args(argv)
     runs = [(m, m, ROOT) for m in a.modes]

@@ -51,6 +51,10 @@ HT_SETTING(u32, futex_wake_mask);
 
 HT_ARRAY(procs, u8, HT_PID_MAX);     /* index tgid: 0, or its program image (1..255): followed */
 HT_ARRAY(blocked, u8, HT_PID_MAX);   /* index tid: 1 when it slept since its last syscall exit */
+#ifndef HT_BCC
+HT_ARRAY(cachecpu, u16, HT_PID_MAX); /* index tid: 1 + the CPU whose cache last said a followed
+                                      * thread was current (0: none): forget_current */
+#endif
 #ifdef HT_BCC
 HT_ARRAY(kinds, u32, HT_MAX_NR);
 #else
@@ -150,9 +154,10 @@ static __always_inline u32 decide_current(struct ht_cache *k, ht_regs_t *regs, u
 
 /* A task stack is freed at exit and may soon hold another task's registers; an exec that
  * takes over the leader's tid changes who the registers are. Either makes every cache
- * stale. So does a followed thread's first sleep since its last syscall exit (on_switch):
- * a cache that still says who it is (decided at an exit before that sleep) is what lets
- * its next call take sys_exit_fast, which does not look at "blocked". */
+ * stale. So does, where only this is at hand (forget_current), a followed thread's first
+ * sleep since its last syscall exit (on_switch): a cache that still says who it is (decided
+ * at an exit before that sleep) is what lets its next call take sys_exit_fast, which does
+ * not look at "blocked". */
 static __always_inline void caches_stale(void)
 {
 #ifdef HT_BCC
@@ -162,6 +167,54 @@ static __always_inline void caches_stale(void)
         __sync_fetch_and_add(g, 1);
 #else
     __sync_fetch_and_add(&ht_kgen, 1);
+#endif
+}
+
+/* A followed thread "tid" (tgid "tgid") that slept must not be found current by a per-CPU
+ * cache decided before the sleep: its next exit has "blocked" to take (sys_exit_full), which
+ * the cache-hit path does not look at. The CO-RE object keeps, per thread, the one CPU whose
+ * cache holds it ("cachecpu", written by sys_exit_miss) and makes that cache alone forget it
+ * (bpf_map_lookup_percpu_elem, kernel 5.19+): a write to another CPU's cache, harmless as its
+ * only effect is a miss (the cache holds the thread's identity, compared whole, or another's,
+ * left alone). Elsewhere (BCC, an older kernel) every CPU's cache is made stale, which costs
+ * every CPU that makes a syscall a miss (a pid lookup) per followed sleep. */
+static __always_inline void forget_on(u32 cpu, u32 tid, u32 tgid)
+{
+#ifndef HT_BCC
+    if (HT_HAVE_PERCPU_ELEM) {
+        struct ht_cache *o = bpf_map_lookup_percpu_elem(&cache, HT_KEY0, cpu);
+        if (o && o->cur_tid == tid && o->cur_tgid == tgid)
+            o->cur_regs = 0;   /* no task's registers are at 0: a miss */
+    }
+#endif
+}
+
+static __always_inline void forget_current(u32 tid, u32 tgid)
+{
+#ifndef HT_BCC
+    if (HT_HAVE_PERCPU_ELEM) {
+        u16 *cc = bpf_map_lookup_elem(&cachecpu, &tid);   /* an array: inlined */
+        if (cc && *cc)
+            forget_on(*cc - 1, tid, tgid);
+        return;
+    }
+#endif
+    caches_stale();
+}
+
+/* The cache of this CPU ("cpu") now says that followed thread "tid" is current: the one it
+ * was in before (another CPU's) forgets it, so that only one cache holds it (forget_current). */
+static __always_inline void cached_on(u32 cpu, u32 tid, u32 tgid)
+{
+#ifndef HT_BCC
+    if (HT_HAVE_PERCPU_ELEM) {
+        u16 *cc = bpf_map_lookup_elem(&cachecpu, &tid);
+        if (!cc)
+            return;
+        if (*cc && *cc - 1 != cpu)
+            forget_on(*cc - 1, tid, tgid);
+        *cc = cpu + 1;
+    }
 #endif
 }
 
@@ -280,8 +333,8 @@ static __always_inline void count_failure(u32 tid, u32 tgid, s32 nr, s64 ret)
 /* The common case of a followed thread's call, counted with loads and adds in the cache
  * and arrays alone: no helper call, no hash map, so that the compiler keeps it in registers
  * (the full path's helper calls made it spill everything it held to the stack). It is the
- * cache's owner and did not sleep since its last call (the caller's cache hit: a sleep moves
- * ht_kgen), the number's slot counts that number, and the call is either a write/read that
+ * cache's owner and did not sleep since its last call (the caller's cache hit: a sleep makes
+ * the cache forget it, forget_current), the number's slot counts that number, and the call is either a write/read that
  * count_fd counts, on the fd its slot holds (not the fd's first use), a write of the size of
  * the slot's last write counted in full ("rep": one more of it, in "reps"), within the
  * current tick, or one of a kind counted per number only that did not fail (nothing for
@@ -381,6 +434,7 @@ static HT_SUBPROG int sys_exit_miss(struct ht_cache *k, ht_regs_t *regs, s64 ret
 {
     if (!decide_current(k, regs, gen))
         return 0;
+    cached_on(bpf_get_smp_processor_id(), k->cur_tid, k->cur_tgid);
     return sys_exit_full(k, regs, ret);
 }
 
@@ -435,7 +489,7 @@ static __always_inline int on_switch(u32 tid, u32 tgid, int sleeps, int next_tar
                 if (t->blocked_ns == 0) {
                     t->blocked_ns = now;
                     t->blocked_to = timeout_at_sleep();
-                    caches_stale();   /* its next exit takes sys_exit_full, "blocked" */
+                    forget_current(tid, tgid);   /* its next exit: sys_exit_full, "blocked" */
                 }
                 u8 *b = bpf_map_lookup_elem(&blocked, &tid);   /* inlined, unlike an update */
                 if (b)

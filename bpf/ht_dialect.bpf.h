@@ -39,6 +39,7 @@
 #define BPF_NOEXIST 1
 #define ht_regs_t struct ht_regs        /* declared in ht_regs.bpf.h: the ABI's layout */
 #define HT_HAVE_TASK_PT_REGS 1           /* BCC compiles on the running kernel: checked then */
+#define HT_HAVE_PERCPU_ELEM 0            /* not used with BCC: hangtrace.bpf.c forget_current */
 #define HT_SUBPROG __always_inline       /* BCC: one function per program */
 
 #else
@@ -88,6 +89,8 @@
 /* Feature probes, resolved by libbpf against the running kernel's BTF at load: a branch on a
  * helper the kernel lacks is dead code, removed before the verifier would reject it. */
 #define HT_HAVE_TASK_PT_REGS bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)
+#define HT_HAVE_PERCPU_ELEM                                                                   \
+    bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_map_lookup_percpu_elem)
 #endif
 
 #endif /* HT_DIALECT_BPF_H */

@@ -518,6 +518,84 @@ def test_a_read_that_slept_is_counted_with_its_sleep(tmp_path, loader):
     assert last.blocked_s >= n * 0.00015, last
 
 
+SLEEP_THEN_POLL_C = r"""
+#define _GNU_SOURCE
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+static int data[2], ack[2];
+static long n;
+static void pin(int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof(one), &one);
+}
+static void *writer(void *arg) {          /* on the other CPU: the reader's stays idle */
+    struct timespec wait = {0, 300000};
+    char b;
+    pin(1);
+    for (long i = 0; i < 2 * n; i++) {
+        read(ack[0], &b, 1);
+        nanosleep(&wait, 0);
+        write(data[1], "x", 1);
+    }
+    return arg;
+}
+int main(int argc, char **argv) {
+    char b, x;
+    n = atol(argv[1]);
+    pin(0);
+    pipe(data);
+    pipe(ack);
+    read(0, &x, 1);                        /* released once the recording has begun */
+    for (int i = 0; i < 100; i++)          /* the pipe's slot warm: reads the fast path counts */
+        write(data[1], "x", 1), read(data[0], &b, 1);
+    pthread_t t;
+    pthread_create(&t, 0, writer, 0);
+    for (long i = 0; i < n; i++) {
+        write(ack[1], "a", 1);
+        read(data[0], &b, 1);              /* sleeps: a call of the fast path's kind */
+        write(ack[1], "a", 1);
+        struct pollfd p = {data[0], POLLIN, 0};
+        struct timespec five = {5, 0};
+        ppoll(&p, 1, &five, 0);            /* sleeps, its timeout read as it does */
+        read(data[0], &b, 1);
+    }
+    pthread_join(t, 0);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1")
+def test_a_sleep_in_a_call_of_the_fast_path_s_kind_is_never_lost(tmp_path, loader):
+    """A followed thread's sleep must reach its call's exit even where the CPU's cache still
+    says who it is (the thread pinned, its CPU idle while it sleeps): the sleep makes the
+    cache forget it (hangtrace.bpf.c forget_current), so the exit takes the full path and the
+    "blocked" mark. A sleep lost there leaves the mark to the next call: the ppoll after it
+    would then not read its own timeout (on_switch reads it at a call's first sleep only)
+    and would be dated from the read's sleep. Where other tasks' syscalls on the CPU make
+    the cache forget anyway (a loaded machine), nothing is lost either: it cannot fail
+    falsely, and on a quiet machine it fails where the forgetting is missing."""
+    n = 300
+    src, exe = tmp_path / "sleep_poll.c", str(tmp_path / "sleep_poll")
+    src.write_text(SLEEP_THEN_POLL_C)
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe, str(src)], check=True)
+    trace = str(tmp_path / "t.gz")
+    p, out = _record_gated([exe, str(n)], trace, 60, loader)
+    p.wait(timeout=60)
+    assert out["rec"].reason == "targets-exited" and out["rec"].errors == []
+    polls = [e for e in _read_events(trace) if isinstance(e, ev.PollCall) and not e.ongoing
+             and e.name == "ppoll" and e.tid == p.pid]
+    assert polls
+    assert all(e.timeout == 5.0 for e in polls), sorted({e.timeout for e in polls}, key=str)
+    assert all(not e.timed_out and e.dur < 2.5 for e in polls), max(e.dur for e in polls)
+
+
 def test_counts_are_exact_where_the_fast_path_gives_way(tmp_path, loader):
     """The kernel's fast path (hangtrace.bpf.c sys_exit_fast) counts a thread's repeated calls
     in the per-CPU cache alone and hands everything else to the full path: two fds that share

@@ -25,7 +25,7 @@ from .source import bcc_text, object_path
 __all__ = ["load", "load_hangtrace", "load_cuda_calls", "describe_loader"]   # (env's)
 
 # Arrays indexed by pid: sized to the running kernel's pid_max at load.
-_PID_ARRAYS = {"hangtrace": ("procs", "blocked")}
+_PID_ARRAYS = {"hangtrace": ("procs", "blocked", "cachecpu")}
 # Programs whose entry points the caller attaches (uprobes, to a file it chooses).
 _MANUAL = ("cuda_calls",)
 
