@@ -182,7 +182,7 @@ static __always_inline void forget_on(u32 cpu, u32 tid, u32 tgid)
 {
 #ifndef HT_BCC
     if (HT_HAVE_PERCPU_ELEM) {
-        struct ht_cache *o = bpf_map_lookup_percpu_elem(&cache, HT_KEY0, cpu);
+        struct ht_cache *o = HT_LOOKUP_ON_CPU(cache, HT_KEY0, cpu);
         if (o && o->cur_tid == tid && o->cur_tgid == tgid)
             o->cur_regs = 0;   /* no task's registers are at 0: a miss */
     }

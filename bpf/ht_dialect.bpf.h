@@ -91,6 +91,8 @@
 #define HT_HAVE_TASK_PT_REGS bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)
 #define HT_HAVE_PERCPU_ELEM                                                                   \
     bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_map_lookup_percpu_elem)
+/* per-CPU map "m"'s value under "key" on CPU "cpu" (HT_HAVE_PERCPU_ELEM); BCC has no such call */
+#define HT_LOOKUP_ON_CPU(m, key, cpu) bpf_map_lookup_percpu_elem(&(m), key, cpu)
 #endif
 
 #endif /* HT_DIALECT_BPF_H */
