@@ -116,19 +116,18 @@ def add_compact_threads(node: Tree, p: ProcessReport, threads: List[ThreadReport
     keep = keep | {t.tid for t in threads if t.state == "D"}
     for group in cv.thread_groups(threads, set(keep | alone)):
         t = group[0]
+        rows = t.evidence if t.tid in keep else t.evidence[:COMPACT_THREAD_EVIDENCE]
         if len(group) > 1:
             tids = number_ranges([ids.tid(p.pid, m.tid) for m in group])
             head = f"[bold]x{len(group)}[/] {escape(t.name or '?')} [dim]tids {tids}[/]"
             verdicts, odd = _group_verdicts(group, p.pid, ids)
             tn = node.add(thread_line(t, frames=1, low_frames=1, head=head,
                                        state=cv.states(group), verdicts=verdicts))
+            rows = odd[:COMPACT_THREAD_EVIDENCE] if odd is not None else rows
         elif t.tid in keep:
             tn = node.add(thread_line(t, ids.tid(p.pid, t.tid)))
         else:
             tn = node.add(thread_line(t, ids.tid(p.pid, t.tid), frames=1, low_frames=1))
-        rows = t.evidence if t.tid in keep else t.evidence[:COMPACT_THREAD_EVIDENCE]
-        if len(group) > 1 and odd is not None:
-            rows = odd[:COMPACT_THREAD_EVIDENCE]
         for e in rows:
             tn.add(Text.from_markup(f"[dim]{escape(pid_runs(e))}[/]"))
 
@@ -150,5 +149,6 @@ def _group_verdicts(group: List[ThreadReport], pid: int, ids: Ids
     for v, r, members in others:
         tids = number_ranges([ids.tid(pid, m.tid) for m in members])
         word = "tid" if len(members) == 1 else "tids"
-        rows.append(f"{word} {tids} {v} ({r}): {'; '.join(members[0].evidence)}".rstrip(": "))
+        said = "; ".join(members[0].evidence)
+        rows.append(f"{word} {tids} {v} ({r})" + (f": {said}" if said else ""))
     return line, rows
