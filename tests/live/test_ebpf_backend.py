@@ -170,6 +170,24 @@ def _record_gated(cmd, trace, duration, loader, before_release=None, at=None):
     return p, out
 
 
+def _c_recorded_to_exit(tmp_path, source: str, n: int, loader: str, wait: float = 30):
+    """(the process, the trace) of C program ``source`` (pthreads linked) run with argument
+    ``n``, recorded from its release (_record_gated) until it exits of itself."""
+    src, exe = tmp_path / "target.c", str(tmp_path / "target")
+    src.write_text(source)
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe, str(src)], check=True)
+    trace = str(tmp_path / "t.gz")
+    p, out = _record_gated([exe, str(n)], trace, 60, loader)
+    p.wait(timeout=wait)
+    assert out["rec"].reason == "targets-exited" and out["rec"].errors == []
+    return p, trace
+
+
+def _last_counts(trace: str, tid: int) -> ThreadCounts:
+    """The last ThreadCounts of thread ``tid`` in ``trace``: what the kernel counted in all."""
+    return [e for e in _read_events(trace) if isinstance(e, ThreadCounts) and e.tid == tid][-1]
+
+
 def test_target_exiting_mid_recording_ends_with_process_exit(tmp_path, loader):
     exits_7 = [sys.executable, "-c", "import sys, time\nsys.stdin.readline()\ntime.sleep(1)\n"
                "sys.exit(7)"]
@@ -277,8 +295,7 @@ def test_counts_match_the_kernel_io_accounting_of_a_target_still_running(tmp_pat
     writes = after["syscw"] - out["before"]["syscw"]
     reads = after["syscr"] - out["before"]["syscr"]
     assert writes > 100_000
-    last = [e for e in _read_events(trace) if isinstance(e, ThreadCounts)
-            and e.tid == p.pid][-1]
+    last = _last_counts(trace, p.pid)
     assert abs(last.calls["write"] - writes) <= 0.01 * writes, (last.calls, writes)
     # syscr counts every read-family call (the loader's pread64 included)
     got = sum(last.calls.get(n, 0) for n in ("read", "pread64", "readv", "preadv"))
@@ -428,15 +445,8 @@ def test_repeated_writes_counted_in_the_cache_alone_are_all_counted(tmp_path, lo
     changes (fd_settle), where another thread takes the CPU's cache over (flush_fd: the maps),
     and by the reader of a cache (counts.fslot_fields). Every count is the loop's exact one."""
     n = 20_000
-    src, exe = tmp_path / "repeats.c", str(tmp_path / "repeats")
-    src.write_text(REPEATS_C)
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe, str(src)], check=True)
-    trace = str(tmp_path / "t.gz")
-    p, out = _record_gated([exe, str(n)], trace, 60, loader)
-    p.wait(timeout=30)
-    assert out["rec"].reason == "targets-exited" and out["rec"].errors == []
-    last = [e for e in _read_events(trace) if isinstance(e, ThreadCounts)
-            and e.tid == p.pid][-1]
+    p, trace = _c_recorded_to_exit(tmp_path, REPEATS_C, n, loader)
+    last = _last_counts(trace, p.pid)
     fds = {f["fd"]: f for f in last.per_fd}
     null, zero = fds[3], fds[4]
     small = 2 * n // 1000
@@ -498,20 +508,14 @@ def test_a_read_that_slept_is_counted_with_its_sleep(tmp_path, loader):
     """A followed thread's repeated 1-byte reads of a pipe are the fast path's kind of call
     (hangtrace.bpf.c sys_exit_fast), but each of these slept, mostly within one tick, its CPU
     idle meanwhile (the writer on the other one), so the CPU's cache still says who it is:
-    its first sleep moves the "gen" counters (on_switch), so the call's exit takes the full
-    path, which takes the time it was blocked: all of it is counted. (Not a guard of that
-    move alone: without it a later call's full path takes the "blocked" mark left set, with
-    the time since the first sleep, and the total here comes out about the same.)"""
+    its first sleep makes that cache forget it (on_switch: forget_current), so the call's
+    exit takes the full path, which takes the time it was blocked: all of it is counted. (Not
+    a guard of the forgetting: without it a later call's full path takes the "blocked" mark
+    left set, with the time since the first sleep, and the total here comes out about the
+    same; test_a_sleep_in_a_call_of_the_fast_path_s_kind_is_never_lost is.)"""
     n = 500
-    src, exe = tmp_path / "sleepy.c", str(tmp_path / "sleepy")
-    src.write_text(SLEEPY_READS_C)
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe, str(src)], check=True)
-    trace = str(tmp_path / "t.gz")
-    p, out = _record_gated([exe, str(n)], trace, 60, loader)
-    p.wait(timeout=30)
-    assert out["rec"].reason == "targets-exited" and out["rec"].errors == []
-    last = [e for e in _read_events(trace) if isinstance(e, ThreadCounts)
-            and e.tid == p.pid][-1]
+    p, trace = _c_recorded_to_exit(tmp_path, SLEEPY_READS_C, n, loader)
+    last = _last_counts(trace, p.pid)
     assert last.calls.get("read") == n + 101, last.calls      # and the gate's read
     # n reads of 0.3 ms or more each (half of it: to spare for a read begun late); reads are
     # never streamed, so all of it is in blocked_s
@@ -582,13 +586,7 @@ def test_a_sleep_in_a_call_of_the_fast_path_s_kind_is_never_lost(tmp_path, loade
     the cache forget anyway (a loaded machine), nothing is lost either: it cannot fail
     falsely, and on a quiet machine it fails where the forgetting is missing."""
     n = 300
-    src, exe = tmp_path / "sleep_poll.c", str(tmp_path / "sleep_poll")
-    src.write_text(SLEEP_THEN_POLL_C)
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe, str(src)], check=True)
-    trace = str(tmp_path / "t.gz")
-    p, out = _record_gated([exe, str(n)], trace, 60, loader)
-    p.wait(timeout=60)
-    assert out["rec"].reason == "targets-exited" and out["rec"].errors == []
+    p, trace = _c_recorded_to_exit(tmp_path, SLEEP_THEN_POLL_C, n, loader, wait=60)
     polls = [e for e in _read_events(trace) if isinstance(e, ev.PollCall) and not e.ongoing
              and e.name == "ppoll" and e.tid == p.pid]
     assert polls
@@ -603,15 +601,8 @@ def test_counts_are_exact_where_the_fast_path_gives_way(tmp_path, loader):
     at EOF (counted per call, not per fd), failed writes (per errno), calls of no kind. Every
     count is the loop's exact one."""
     n = 20_000
-    src, exe = tmp_path / "mixed.c", str(tmp_path / "mixed")
-    src.write_text(MIXED_C)
-    subprocess.run(["gcc", "-O2", "-o", exe, str(src)], check=True)
-    trace = str(tmp_path / "t.gz")
-    p, out = _record_gated([exe, str(n)], trace, 60, loader)
-    p.wait(timeout=30)
-    assert out["rec"].reason == "targets-exited" and out["rec"].errors == []
-    last = [e for e in _read_events(trace) if isinstance(e, ThreadCounts)
-            and e.tid == p.pid][-1]
+    p, trace = _c_recorded_to_exit(tmp_path, MIXED_C, n, loader)
+    last = _last_counts(trace, p.pid)
     assert last.calls.get("write") == 4 * n and last.calls.get("getppid") == n, last.calls
     assert last.calls.get("read") == n + 1, last.calls        # and the gate's read
     fds = {f["fd"]: f for f in last.per_fd}
