@@ -178,16 +178,14 @@ static __always_inline void caches_stale(void)
  * only effect is a miss (the cache holds the thread's identity, compared whole, or another's,
  * left alone). Elsewhere (BCC, an older kernel) every CPU's cache is made stale, which costs
  * every CPU that makes a syscall a miss (a pid lookup) per followed sleep. */
-static __always_inline void forget_on(u32 cpu, u32 tid, u32 tgid)
-{
 #ifndef HT_BCC
-    if (HT_HAVE_PERCPU_ELEM) {
-        struct ht_cache *o = HT_LOOKUP_ON_CPU(cache, HT_KEY0, cpu);
-        if (o && o->cur_tid == tid && o->cur_tgid == tgid)
-            o->cur_regs = 0;   /* no task's registers are at 0: a miss */
-    }
-#endif
+static __always_inline void forget_on(u32 cpu, u32 tid, u32 tgid)   /* HT_HAVE_PERCPU_ELEM */
+{
+    struct ht_cache *o = HT_LOOKUP_ON_CPU(cache, HT_KEY0, cpu);
+    if (o && o->cur_tid == tid && o->cur_tgid == tgid)
+        o->cur_regs = 0;   /* no task's registers are at 0: a miss */
 }
+#endif
 
 static __always_inline void forget_current(u32 tid, u32 tgid)
 {

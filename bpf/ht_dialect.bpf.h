@@ -39,7 +39,6 @@
 #define BPF_NOEXIST 1
 #define ht_regs_t struct ht_regs        /* declared in ht_regs.bpf.h: the ABI's layout */
 #define HT_HAVE_TASK_PT_REGS 1           /* BCC compiles on the running kernel: checked then */
-#define HT_HAVE_PERCPU_ELEM 0            /* not used with BCC: hangtrace.bpf.c forget_current */
 #define HT_SUBPROG __always_inline       /* BCC: one function per program */
 
 #else

@@ -170,14 +170,15 @@ def _record_gated(cmd, trace, duration, loader, before_release=None, at=None):
     return p, out
 
 
-def _c_recorded_to_exit(tmp_path, source: str, n: int, loader: str, wait: float = 30):
-    """(the process, the trace) of C program ``source`` (pthreads linked) run with argument
-    ``n``, recorded from its release (_record_gated) until it exits of itself."""
+def _c_recorded_to_exit(tmp_path, source: str, n: int, loader: str, wait: float = 30,
+                        more: tuple = ()):
+    """(the process, the trace) of C program ``source`` (pthreads linked) run with arguments
+    ``n`` and ``more``, recorded from its release (_record_gated) until it exits of itself."""
     src, exe = tmp_path / "target.c", str(tmp_path / "target")
     src.write_text(source)
     subprocess.run(["gcc", "-O2", "-pthread", "-o", exe, str(src)], check=True)
     trace = str(tmp_path / "t.gz")
-    p, out = _record_gated([exe, str(n)], trace, 60, loader)
+    p, out = _record_gated([exe, str(n), *more], trace, 60, loader)
     p.wait(timeout=wait)
     assert out["rec"].reason == "targets-exited" and out["rec"].errors == []
     return p, trace
@@ -458,34 +459,37 @@ def test_repeated_writes_counted_in_the_cache_alone_are_all_counted(tmp_path, lo
 
 SLEEPY_READS_C = r"""
 #define _GNU_SOURCE
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 static int data[2], ack[2];
-static long n;
+static long n, bytes;                      /* bytes: 1 a round, 2 with the ppoll */
+static void pin(int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof(one), &one);
+}
 static void *writer(void *arg) {          /* on the other CPU: the reader's stays idle */
     struct timespec wait = {0, 300000};    /* 0.3 ms: within one tick (1-10 ms) mostly */
     char b;
-    cpu_set_t other;
-    CPU_ZERO(&other);
-    CPU_SET(1, &other);
-    sched_setaffinity(0, sizeof(other), &other);
-    for (long i = 0; i < n; i++) {
+    pin(1);
+    for (long i = 0; i < bytes * n; i++) {
         read(ack[0], &b, 1);               /* the reader is about to read: it waits for */
         nanosleep(&wait, 0);               /* the byte at least this long              */
         write(data[1], "x", 1);
     }
     return arg;
 }
-int main(int argc, char **argv) {
-    char b, x;
+int main(int argc, char **argv) {          /* N [poll]: N rounds, each a pipe read that */
+    char b, x;                             /* sleeps, then with "poll" a ppoll that does */
     n = atol(argv[1]);
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(0, &one);
-    sched_setaffinity(0, sizeof(one), &one);
+    int poll_too = argc > 2;
+    bytes = poll_too ? 2 : 1;
+    pin(0);
     pipe(data);
     pipe(ack);
     read(0, &x, 1);                        /* released once the recording has begun */
@@ -495,7 +499,14 @@ int main(int argc, char **argv) {
     pthread_create(&t, 0, writer, 0);
     for (long i = 0; i < n; i++) {
         write(ack[1], "a", 1);
-        read(data[0], &b, 1);              /* sleeps 0.3 ms or more for its byte */
+        read(data[0], &b, 1);              /* sleeps 0.3 ms or more: the fast path's kind */
+        if (!poll_too)
+            continue;
+        write(ack[1], "a", 1);
+        struct pollfd p = {data[0], POLLIN, 0};
+        struct timespec five = {5, 0};
+        ppoll(&p, 1, &five, 0);            /* sleeps, its timeout read as it does */
+        read(data[0], &b, 1);
     }
     pthread_join(t, 0);
     return 0;
@@ -522,57 +533,6 @@ def test_a_read_that_slept_is_counted_with_its_sleep(tmp_path, loader):
     assert last.blocked_s >= n * 0.00015, last
 
 
-SLEEP_THEN_POLL_C = r"""
-#define _GNU_SOURCE
-#include <poll.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
-static int data[2], ack[2];
-static long n;
-static void pin(int cpu) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    sched_setaffinity(0, sizeof(one), &one);
-}
-static void *writer(void *arg) {          /* on the other CPU: the reader's stays idle */
-    struct timespec wait = {0, 300000};
-    char b;
-    pin(1);
-    for (long i = 0; i < 2 * n; i++) {
-        read(ack[0], &b, 1);
-        nanosleep(&wait, 0);
-        write(data[1], "x", 1);
-    }
-    return arg;
-}
-int main(int argc, char **argv) {
-    char b, x;
-    n = atol(argv[1]);
-    pin(0);
-    pipe(data);
-    pipe(ack);
-    read(0, &x, 1);                        /* released once the recording has begun */
-    for (int i = 0; i < 100; i++)          /* the pipe's slot warm: reads the fast path counts */
-        write(data[1], "x", 1), read(data[0], &b, 1);
-    pthread_t t;
-    pthread_create(&t, 0, writer, 0);
-    for (long i = 0; i < n; i++) {
-        write(ack[1], "a", 1);
-        read(data[0], &b, 1);              /* sleeps: a call of the fast path's kind */
-        write(ack[1], "a", 1);
-        struct pollfd p = {data[0], POLLIN, 0};
-        struct timespec five = {5, 0};
-        ppoll(&p, 1, &five, 0);            /* sleeps, its timeout read as it does */
-        read(data[0], &b, 1);
-    }
-    pthread_join(t, 0);
-    return 0;
-}
-"""
 
 
 @pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1")
@@ -586,7 +546,8 @@ def test_a_sleep_in_a_call_of_the_fast_path_s_kind_is_never_lost(tmp_path, loade
     the cache forget anyway (a loaded machine), nothing is lost either: it cannot fail
     falsely, and on a quiet machine it fails where the forgetting is missing."""
     n = 300
-    p, trace = _c_recorded_to_exit(tmp_path, SLEEP_THEN_POLL_C, n, loader, wait=60)
+    p, trace = _c_recorded_to_exit(tmp_path, SLEEPY_READS_C, n, loader, wait=60,
+                                   more=("poll",))
     polls = [e for e in _read_events(trace) if isinstance(e, ev.PollCall) and not e.ongoing
              and e.name == "ppoll" and e.tid == p.pid]
     assert polls
