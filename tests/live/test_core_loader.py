@@ -112,12 +112,18 @@ int BPF_PROG(bad, struct pt_regs *regs, long ret)
 
 
 @pytest.mark.skipif(shutil.which("clang") is None, reason="clang not installed")
-def test_a_program_the_verifier_rejects_fails_with_its_reason_and_leaves_nothing(tmp_path):
+def _bad_object(tmp_path):
+    """BAD built: an object the verifier rejects."""
     src, obj = tmp_path / "bad.bpf.c", tmp_path / "bad.bpf.o"
     src.write_text(BAD)
     subprocess.run(["clang", "-target", "bpf", "-g", "-O2", "-D__TARGET_ARCH_x86",
                     "-I", str(BPF_DIR), "-I", str(BPF_DIR / "vmlinux" / "x86_64"), "-c",
                     str(src), "-o", str(obj)], check=True)
+    return obj
+
+
+def test_a_program_the_verifier_rejects_fails_with_its_reason_and_leaves_nothing(tmp_path):
+    obj = _bad_object(tmp_path)
     from tracer.record.backends.ebpf.core_loader import CoreProgram
     before = _fds()
     with pytest.raises(OSError) as exc:
@@ -129,6 +135,21 @@ def test_a_program_the_verifier_rejects_fails_with_its_reason_and_leaves_nothing
     with pytest.raises(OSError, match="open"):
         CoreProgram(str(tmp_path / "missing.bpf.o"))
     assert _fds() <= before
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="clang not installed")
+def test_the_verifier_s_reason_is_kept_after_another_user_of_libbpf_set_its_printer(tmp_path):
+    """BCC links the same libbpf.so.1 and sets its own printer when it loads a program: a CO-RE
+    load later in the process still has the verifier's reason (libbpf.listen). Failed on
+    d45c0a5 whenever a BCC test ran before this module in one pytest worker."""
+    from tracer.record.backends.ebpf import libbpf as B
+    from tracer.record.backends.ebpf.core_loader import CoreProgram
+    obj = _bad_object(tmp_path)
+    elsewhere = B._PRINT_FN(lambda level, fmt, ap: 0)    # another user's printer (BCC's)
+    B.library().libbpf_set_print(elsewhere)
+    with pytest.raises(OSError) as exc:
+        CoreProgram(str(obj))
+    assert "verifier: invalid access to map value" in str(exc.value), str(exc.value)
 
 
 def test_an_object_built_from_other_sources_is_refused_by_its_struct_sizes():

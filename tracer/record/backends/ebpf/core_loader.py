@@ -138,7 +138,7 @@ class CoreProgram:
         self._maps: Dict[str, LibbpfMap] = {}
         self._lock = threading.Lock()
         t0 = time.monotonic()
-        B.LOG.clear()
+        B.listen()
         try:
             self._obj = B.check_ptr(self._lib.bpf_object__open_file(path.encode(), None),
                                     f"open {path}")

@@ -5,7 +5,8 @@ Contract:
   is found and when it is refused (``LibbpfMissing``, one line): its docstring.
 - ``version()`` -> "1.1.2", ``path()`` -> the file it came from.
 - libbpf's own messages (warnings, the verifier's log) never reach stderr: ``LOG`` keeps the
-  last ``LOG_LINES`` lines, and ``log_tail()`` gives the end of them for an error line.
+  last ``LOG_LINES`` lines (``listen()`` before a load: empties it, and takes the messages back
+  from a BCC loaded in the process), and ``log_tail()`` gives the end of them for an error line.
 - ``check(rc, what)`` / ``check_ptr(p, what)`` turn libbpf's -errno / NULL+errno returns into
   ``OSError(errno, "what: strerror[; libbpf: last message]")``.
 Loads no BPF object; only dlopen's side effects.
@@ -20,7 +21,7 @@ import re
 from typing import Deque, List, Optional, Tuple
 
 __all__ = ["LibbpfMissing", "library", "version", "path", "check", "check_ptr", "log_tail",
-           "LOG", "MIN_VERSION", "SAMPLE_FN", "BtfType", "BtfVarSecinfo"]
+           "LOG", "listen", "MIN_VERSION", "SAMPLE_FN", "BtfType", "BtfVarSecinfo"]
 
 MIN_VERSION = (1, 0)
 LOG_LINES = 200
@@ -145,6 +146,14 @@ def library() -> ct.CDLL:
     lib.libbpf_set_print(_printer)
     _lib, _path = lib, _resolved(name)
     return lib
+
+
+def listen() -> None:
+    """``LOG`` emptied, and libbpf's messages sent to it from now on, again: BCC links the same
+    libbpf.so.1 and sets its own printer when it loads a program in this process (which sent
+    the verifier's log of a later CO-RE load to BCC's printer, never to ``LOG``)."""
+    library().libbpf_set_print(_printer)
+    LOG.clear()
 
 
 def _resolved(name: str) -> str:
