@@ -5,6 +5,7 @@ churn) or a poll loop with no faults does not."""
 from __future__ import annotations
 
 import os
+import time
 
 from tracer.analysis.accumulate.stats import ProcessStats
 from tracer.analysis.progress.memory import file_growth, loading
@@ -105,3 +106,9 @@ def test_this_process_is_read():
     assert ev.why == "" and os.getpid() in ev.faults and ev.rss_bytes and ev.rss_bytes > MIB
     if len(ev.faults) > 1:                       # per-thread storage reads with threads
         assert set(ev.reads) == set(ev.faults)
+    assert set(ev.cpu) == set(ev.faults)
+    until = time.process_time() + 0.1                # this thread runs 100 ms more
+    while time.process_time() < until:
+        pass
+    ran = read_memory(os.getpid(), "end").cpu[os.getpid()] - ev.cpu[os.getpid()]
+    assert 0.05 <= ran <= 1.0

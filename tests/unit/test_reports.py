@@ -7,6 +7,7 @@ from __future__ import annotations
 from tracer import events as ev
 from tracer.analysis.progress.reports import REPORT_MAX_RATE, stream_is_report
 from tracer.analysis.watch_rules import ProcessLook, _output
+from tracer.events.evidence import MemoryProgress
 
 from test_rules import T0, end_minus, fd, info, run, thread
 
@@ -69,6 +70,43 @@ def test_what_is_not_a_timer_s_report():
         if isinstance(e, ev.WriteCall):
             e.nbytes = e.ret = 64 << 10
     assert thread(run(big, procs), 5, 5).rule == "wrote-output"
+
+
+def _ends(pid: int, ran: dict) -> list:
+    """The memory probe's start and end readings of ``pid``: ``{tid: CPU seconds between}``
+    (what /proc's task stat counted at the window's ends, 4.6 s apart)."""
+    faults = {t: (1, 0) for t in ran}
+    return [MemoryProgress(ts=T0 - 0.1, pid=pid, phase="start", faults=faults,
+                           cpu={t: 1.0 for t in ran}),
+            MemoryProgress(ts=T0 + 4.5, pid=pid, phase="end", faults=faults,
+                           cpu={t: 1.0 + s for t, s in ran.items()})]
+
+
+def test_a_report_the_tracer_slowed_is_judged_by_the_cpu_it_ran():
+    """Each call strace stops twice; on a busy machine its stops wait for a CPU too, and the
+    time between a stats line's text and its newline counted as the thread's (a live run beside
+    the suite: 70 ms twice, 6% of the window outside syscalls, against 5% a report may use:
+    "progressing" where the truth is busy-waiting). The ticks /proc counted between the window's
+    ends measure what it ran; what strace inferred stays its demand."""
+    slowed, ts = [], T0 + 0.05
+    for _ in range(3):                          # sleep 1.3 s, the text, 100 ms, the newline
+        slowed.append(ev.Syscall(ts=ts, pid=5, tid=6, name="clock_nanosleep", ret=0, dur=1.3))
+        for k, text in enumerate([STATS[:-1], "\n"]):
+            slowed.append(ev.WriteCall(ts=ts + 1.301 + k * 0.1, pid=5, tid=6, name="write", fd=1,
+                                       fd_kind="pipe", fd_target=PIPE, ret=len(text),
+                                       nbytes=len(text), dur=1e-5))
+        ts += 1.402
+    slowed.append(ev.Syscall(ts=ts, pid=5, tid=6, name="clock_nanosleep", ongoing=True,
+                             dur=end_minus(ts)))
+    procs = [info(5, threads={5: "python3", 6: "python3"}, fds=[fd(1, "pipe", PIPE, "w")])]
+    inferred = thread(run(slowed, procs), 5, 6)
+    assert inferred.rule == "wrote-output" and inferred.counters["cpu_pct"] >= 5
+    measured = thread(run(slowed + _ends(5, {6: 0.02}), procs), 5, 6)
+    assert (measured.verdict, measured.rule) == ("busy-waiting", "periodic-report")
+    assert measured.counters["cpu_pct"] < 1
+    # a loop that computes between its lines is no report, whatever the tracer's timing says
+    worked = thread(run(_stats_thread(5, 6) + _ends(5, {6: 0.9}), procs), 5, 6)
+    assert worked.rule == "wrote-output" and worked.counters["cpu_pct"] > 15
 
 
 # /proc/PID/task/TID/syscall of a thread in time.sleep() (the H200's stats thread)

@@ -189,7 +189,9 @@ class MemoryProgress(Event, tag="memp"):
     bytes read from storage (/proc/PID/io read_bytes), and its largest file mappings, each
     (path, resident bytes, file size) (/proc/PID/smaps summed per file). ``reads``: per thread
     bytes read from storage so far (/proc/PID/task/TID/io read_bytes: the thread whose faults or
-    reads brought them in), for a process of more than one thread."""
+    reads brought them in), for a process of more than one thread. ``cpu``: per thread CPU
+    seconds so far (utime + stime of the same task/TID/stat read): what a thread ran between the
+    ends, measured where a tracer's timing only bounds it (analysis/threads/state.cpu_use)."""
     pid: Int
     phase: str = ""
     faults: Dict[Int, Tuple[Int, Int]] = field(default_factory=dict)
@@ -198,6 +200,7 @@ class MemoryProgress(Event, tag="memp"):
     files: List[MappedFile] = field(default_factory=list)
     why: str = ""
     reads: Dict[Int, Int] = field(default_factory=dict)
+    cpu: Dict[Int, float] = field(default_factory=dict)
 
 
 class ProcessCgroup(Event, tag="cgrp"):

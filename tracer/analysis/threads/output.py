@@ -311,7 +311,7 @@ def rule_varied_work(c: ThreadContext) -> Optional[ThreadVerdict]:
             or _old_news(c, t.input_at, t.input_ts) or _stalled_since_input(c) \
             or ends_in_a_wait(c):
         return None
-    if c.cpu is not None and c.cpu.fraction < 0.01:
+    if c.cpu is not None and c.cpu.demand < 0.01:
         return None
     return ThreadVerdict(PROGRESSING, "varied-work",
                          [f"{len(work)} kinds of syscalls ({', '.join(sorted(work)[:6])}), "

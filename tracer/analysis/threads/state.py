@@ -5,8 +5,8 @@ facts every thread rule is given (context.ThreadContext). Pure functions over on
   from an strace or eBPF call still unfinished, or from /proc samples that show the same call
   throughout without the thread running (not a cut call that cannot block, ``running_at_cut``,
   nor one begun after the window closed, ``began_after_window``);
-- ``cpu_use``: the fraction of the window the thread was on CPU, measured (kernel sched_switch
-  accounting or /proc ticks), otherwise inferred from strace timing (time outside syscalls);
+- ``cpu_use``: the fraction of the window the thread was on CPU, measured (sched_switch, /proc
+  ticks: samples or the window's ends, ``ran_between_ends``), else inferred from strace timing;
 - ``timed_wakeups``: its timed waits that ran out (calls); ``sampled_timer``: from /proc samples,
   the timed wait it was mostly in and how often it woke (schedstat's third field, the times the
   thread was scheduled in: unchanged between two samples, it never woke).
@@ -21,7 +21,9 @@ from ...linux.restart import TIMED_RESTARTS, resumed_call
 from ..accumulate.stats import Recording, ThreadStats
 from ..vocab.waits import CpuUse, Wait, wait_from_call, wait_from_proc
 
-__all__ = ["blocking_wait", "restarted_wait", "cpu_use", "timed_wakeups", "sampled_timer", "running_at_cut",
+MIN_ENDS_SPAN_S = 1.0
+
+__all__ = ["blocking_wait", "restarted_wait", "cpu_use", "ran_between_ends", "timed_wakeups", "sampled_timer", "running_at_cut",
            "began_after_window"]
 
 
@@ -165,8 +167,26 @@ def cpu_use(t: ThreadStats, rec: Recording) -> Optional[CpuUse]:
     blocked = 0.0
     if t.ongoing is not None and not running_at_cut(t) and not began_after_window(t, rec):
         blocked = max(0.0, end - max(t.ongoing.ts, begin))
-    outside = span - min(span, t.syscall_time + blocked)
-    return CpuUse(max(0.0, outside / span), outside, "strace")
+    outside = max(0.0, span - min(span, t.syscall_time + blocked))
+    ran = ran_between_ends(t, rec)
+    if ran is None:
+        return CpuUse(outside / span, outside, "strace")
+    # strace's time outside syscalls is on CPU, runnable or the tracer's own stops (two a call,
+    # longer on a busy machine): what the thread wanted at most; the ends' ticks what it ran
+    return CpuUse(ran[0] / ran[1], ran[0], "strace", runnable=outside / span)
+
+
+def ran_between_ends(t: ThreadStats, rec: Recording) -> Optional[Tuple[float, float]]:
+    """(CPU seconds, span) of ``t`` between its process's start and end memory readings
+    (``MemoryProgress.cpu``: /proc task stat at the window's ends), when both have it and they
+    lie ``MIN_ENDS_SPAN_S`` or more apart (a clock tick is 1% of a second); else None."""
+    p = rec.processes.get(t.pid)
+    a = p.memory.get("start") if p is not None else None
+    b = p.memory.get("end") if p is not None else None
+    if a is None or b is None or t.tid not in a.cpu or t.tid not in b.cpu \
+            or b.ts - a.ts < MIN_ENDS_SPAN_S:
+        return None
+    return max(0.0, b.cpu[t.tid] - a.cpu[t.tid]), b.ts - a.ts
 
 
 def timed_wakeups(t: ThreadStats) -> int:

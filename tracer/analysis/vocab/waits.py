@@ -196,7 +196,10 @@ def wait_from_call(call: ev.Syscall, fds: List[ev.FdInfo]) -> Wait:
 class CpuUse:
     fraction: float
     seconds: float
-    source: str   # "samples" (measured) or "strace" (time outside syscalls, inferred)
+    # "samples" (measured) or "strace" (time outside syscalls, inferred; with ``runnable`` set,
+    # ``fraction`` is the ticks /proc counted between the window's ends and ``runnable`` the
+    # inference: state.cpu_use)
+    source: str
     # On CPU or waiting for one (schedstat's run + run-queue wait): a spinning thread wants the
     # CPU all the time even when other work on a busy machine keeps it off it.
     runnable: Optional[float] = None
@@ -213,5 +216,8 @@ class CpuUse:
                 text += (f", runnable {self.runnable:.0%} (the rest it waited for a CPU the "
                          "machine gave to others)")
             return text
-        return (f"outside syscalls {self.fraction:.0%} of {window:.1f} s "
-                "(on CPU or runnable, from strace timing)")
+        if self.runnable is None:
+            return (f"outside syscalls {self.fraction:.0%} of {window:.1f} s "
+                    "(on CPU or runnable, from strace timing)")
+        return (f"outside syscalls {self.runnable:.0%} of {window:.1f} s (on CPU or runnable, "
+                f"from strace timing), on CPU {self.fraction:.0%} (/proc at the window's ends)")

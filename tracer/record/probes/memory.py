@@ -1,5 +1,6 @@
 """Memory the traced processes bring in: page faults per thread, resident size, bytes read
-from storage and the residency of their largest mapped files, at the start and the end.
+from storage and the residency of their largest mapped files, at the start and the end; and,
+from the same per-thread reads, each thread's CPU time (what strace's timing cannot measure).
 
 Contract: ``memory_start_probe`` and ``memory_end_probe`` are session probes (``EndProbe``):
 one ``MemoryProgress`` per readable process (phase "start" / "end"), read by ``read_memory``
@@ -87,7 +88,7 @@ def _files(pid: int, root: str) -> List[Tuple[str, int, int]]:
 
 
 def read_memory(pid: int, phase: str, root: str = "/proc", files: bool = True) -> MemoryProgress:
-    """One ``MemoryProgress`` of ``pid``: every thread's minor and major faults
+    """One ``MemoryProgress`` of ``pid``: every thread's minor and major faults and CPU time
     (/proc/PID/task/TID/stat) and, with several threads, its storage reads (task/TID/io), RSS
     and read_bytes (/proc/PID/status, io), and the ``MAX_FILES``
     largest regular files it maps of at least ``MIN_FILE`` bytes with the bytes of each resident in
@@ -102,6 +103,7 @@ def read_memory(pid: int, phase: str, root: str = "/proc", files: bool = True) -
         st = procfs.read_stat(pid, tid, root)
         if st is not None:
             ev.faults[tid] = (st.minflt, st.majflt)
+            ev.cpu[tid] = round((st.utime + st.stime) / procfs.TICKS_HZ, 2)
         if len(tids) > 1:
             read = procfs.read_io_field(f"{root}/{pid}/task/{tid}/io", "read_bytes")
             if read is not None:
