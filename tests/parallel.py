@@ -16,8 +16,9 @@ processes only, since the machine is shared. What this module adds:
   module is one unit (its module-scoped fixtures built once), as is a live module in
   ``SHARED_FIXTURES``; any other live test is a unit of its own (they mostly wait on a scenario
   or a recording window, so they are what runs side by side). ``make_scheduler`` hands the
-  serial groups out first, then the live modules and tests, the long unit modules and the
-  other unit and replay modules (the short ones fill the end): ``_rank``.
+  serial groups that run alone out first, with the work that takes no lock beside them (the
+  builds, the long unit modules), then the other serial groups, the live modules and tests and
+  the other unit and replay modules (the short ones fill the end): ``_rank``.
 * ``EXCLUSIVE``: modules and tests that run alone: while one runs, no other test of the run
   does (``RunLock``: every other test holds the run's lock shared, these hold it exclusively),
   but the ``LONG_MODULES``' and the ``BUILDS``' (CPU, minutes long: ``takes_run_lock``).
@@ -70,16 +71,21 @@ EXCLUSIVE: dict[str, str] = {
 # live modules with a module- or class-scoped fixture (tests/unit/test_parallel_runs.py finds them)
 SHARED_FIXTURES = {"test_evidence_gathered"}
 # unit and replay modules that take minutes on one worker (the 1 M-event export alone 403 s in
-# a whole run at load 19): the first modules handed out after the live tests, never last and
+# a whole run at load 19): handed out beside the exclusive groups, at the start, never last and
 # alone. Their tests do not take the run's lock (pure CPU, nothing shared): held for minutes,
 # it kept every EXCLUSIVE test, and with it the whole run, waiting.
 LONG_MODULES = {"test_export", "test_fuzz", "test_feed_calls_twin", "test_export_bounds"}
 # live modules that build and install the package (the compiler and pip for minutes, in their
-# own temporary folders; check_dist's attach has a target of its own): handed out right after
-# the serial groups, and they do not take the run's lock either. Holding it shared for minutes
+# own temporary folders; check_dist's attach has a target of its own): they do not take the
+# run's lock either. Holding it shared for minutes
 # (check_dist: 150-250 s) kept the waiting EXCLUSIVE eBPF floods, and through the turnstile
-# every other worker, idle behind it: a whole run stalled 250 s on one worker's build.
+# every other worker, idle behind it: a whole run stalled 250 s on one worker's build. Handed
+# out first, beside the exclusive groups (``_rank``).
 BUILDS = {"test_dist", "test_containerfile"}
+
+
+# the serial groups with a module in EXCLUSIVE: handed out first (``_rank``)
+_EXCLUSIVE_GROUPS = {f"serial:{SERIAL[m][0]}" for m in EXCLUSIVE if m in SERIAL}
 
 
 def scope_of(nodeid: str) -> str:
@@ -94,20 +100,23 @@ def scope_of(nodeid: str) -> str:
 
 
 def _rank(scope: str) -> int:
-    """Serial groups first, then the builds (``BUILDS``: minutes long, never at the end), a
-    live module with shared fixtures (its tests one after another), the live tests, the long
-    unit and replay modules (``LONG_MODULES``: after the live tests, whose load they would add
-    to) and the other unit and replay modules (short ones fill the end)."""
+    """The serial groups that run alone (``EXCLUSIVE``: while they run, only work that takes no
+    lock can run beside them), then that work: the builds (``BUILDS``, test_dist the longest
+    unit of the run) and the long unit and replay modules (``LONG_MODULES``), so that they fill
+    the workers the exclusive tests keep waiting (they were handed out after the live tests:
+    three workers waited through the first two minutes, one test running at a time); then the
+    other serial groups, a live module with shared fixtures (its tests one after another), the
+    live tests, and the other unit and replay modules (short ones fill the end)."""
     if scope.startswith("serial:"):
-        return 0
+        return 0 if scope in _EXCLUSIVE_GROUPS else 3
     stem = Path(scope.split("::", 1)[0]).stem
     if stem in BUILDS:
         return 1
-    if "::" in scope:
-        return 3
-    if "/live/" in f"/{scope}":
+    if stem in LONG_MODULES:
         return 2
-    return 4 if stem in LONG_MODULES else 5
+    if "::" in scope:
+        return 5
+    return 4 if "/live/" in f"/{scope}" else 6
 
 
 def takes_run_lock(nodeid: str) -> bool:

@@ -78,19 +78,22 @@ def test_scopes(nodeid: str, scope: str) -> None:
     assert parallel.scope_of(nodeid) == scope
 
 
-def test_units_are_handed_out_serial_groups_then_live_then_modules() -> None:
-    """A live module with shared fixtures is long (its tests one after another): it starts
-    before the single live tests, never at the end among the short unit modules; the long
-    unit modules come right after the live tests (never beside them from the start: they
-    would add to the live tests' load), before the short ones."""
+def test_units_are_handed_out_alone_and_lock_free_first_then_live_then_modules() -> None:
+    """The serial groups that run alone come first, and beside them the work that takes no
+    lock (the builds, the long unit modules: while an exclusive test runs, nothing else can);
+    then the other serial groups; a live module with shared fixtures is long (its tests one
+    after another): it starts before the single live tests, never at the end among the short
+    unit modules, which fill the end."""
     scopes = ["tests/unit/test_a.py", "tests/live/test_x.py::test_y", "serial:netns",
               "tests/live/test_evidence_gathered.py", "tests/replay/test_b.py",
-              "tests/unit/test_export.py",
+              "tests/unit/test_export.py", "serial:storms",
               "tests/live/test_dist.py::test_the_wheel_and_the_sdist_work_installed"]
     assert sorted(scopes, key=parallel._rank) == [
-        "serial:netns", "tests/live/test_dist.py::test_the_wheel_and_the_sdist_work_installed",
-        "tests/live/test_evidence_gathered.py", "tests/live/test_x.py::test_y",
-        "tests/unit/test_export.py", "tests/unit/test_a.py", "tests/replay/test_b.py"]
+        "serial:storms", "tests/live/test_dist.py::test_the_wheel_and_the_sdist_work_installed",
+        "tests/unit/test_export.py", "serial:netns", "tests/live/test_evidence_gathered.py",
+        "tests/live/test_x.py::test_y", "tests/unit/test_a.py", "tests/replay/test_b.py"]
+    assert {g for g in map(parallel.scope_of, (f"tests/live/{m}.py::t" for m in parallel.SERIAL))
+            if parallel._rank(g) == 0} == {"serial:storms", "serial:heavy"}
     on_disk = {p.stem for p in (ROOT / "tests").glob("*/test_*.py")}
     assert parallel.LONG_MODULES <= on_disk
     assert parallel.BUILDS <= {p.stem for p in (ROOT / "tests" / "live").glob("test_*.py")}
