@@ -22,8 +22,8 @@ processes only, since the machine is shared. What this module adds:
 * ``EXCLUSIVE``: modules and tests that run alone: while one runs, no other test of the run
   does (``RunLock``: every other test holds the run's lock shared, these hold it exclusively),
   but the ``LONG_MODULES``' and the ``BUILDS``' (CPU, minutes long: ``takes_run_lock``).
-* ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU, at least 2 and at
-  most 8; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it.
+* ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU and the CPU lane's
+  (``make_scheduler``), at most 8; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it.
 
 (Not xdist's ``loadgroup`` and ``xdist_group`` marks: with pytest 9.2 its worker-side renaming of
 node ids no longer takes, and the groups are silently ignored: pytest-xdist issue 1386.)
@@ -70,6 +70,8 @@ EXCLUSIVE: dict[str, str] = {
 }
 # live modules with a module- or class-scoped fixture (tests/unit/test_parallel_runs.py finds them)
 SHARED_FIXTURES = {"test_evidence_gathered"}
+# workers from which one is the CPU lane's (``make_scheduler``)
+CPU_LANE_MIN_WORKERS = 3
 # unit and replay modules that take minutes on one worker (the 1 M-event export alone 403 s in
 # a whole run at load 19): handed out beside the exclusive groups, at the start, never last and
 # alone. Their tests do not take the run's lock (pure CPU, nothing shared): held for minutes,
@@ -133,12 +135,26 @@ def is_exclusive(nodeid: str) -> bool:
     return stem in EXCLUSIVE or f"{stem}::{name.split('[', 1)[0]}" in EXCLUSIVE
 
 
+def runs_on_cpu_lane(scope: str) -> bool:
+    """Whether the unit ``scope`` is CPU work of the test process itself (a unit or replay
+    module): the CPU lane's (``make_scheduler``); live tests, serial groups and builds wait on
+    processes they start."""
+    return not scope.startswith("serial:") and "/live/" not in f"/{scope.split('::', 1)[0]}"
+
+
 def make_scheduler(config: pytest.Config, log: object) -> object:
-    """xdist's scheduler of scopes, with ``scope_of``'s scopes handed out in ``_rank`` order."""
+    """xdist's scheduler of scopes, with ``scope_of``'s scopes handed out in ``_rank`` order,
+    in two lanes where there are ``CPU_LANE_MIN_WORKERS`` workers or more: the first worker
+    takes the unit and replay modules (``runs_on_cpu_lane``: CPU-bound, in the test process),
+    the others the live tests, serial groups and builds (they mostly wait for the processes
+    they start); a worker whose lane is empty takes the next unit of the other. Handed out
+    after the live tests, the modules ran as a tail of 100 s with both CPUs busy, while the
+    live phase before it left 20-55% of the CPUs idle."""
     from xdist.scheduler.loadscope import LoadScopeScheduling
 
     class Scheduling(LoadScopeScheduling):
         _ordered = False
+        _cpu_lane = None
 
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid)
@@ -149,6 +165,14 @@ def make_scheduler(config: pytest.Config, log: object) -> object:
                 self.workqueue.clear()
                 self.workqueue.update(units)
                 self._ordered = True
+                if len(self.nodes) >= CPU_LANE_MIN_WORKERS:
+                    self._cpu_lane = node
+            if self._cpu_lane is not None:
+                on_lane = node is self._cpu_lane
+                first = next((scope for scope in self.workqueue
+                              if runs_on_cpu_lane(scope) == on_lane), None)
+                if first is not None:
+                    self.workqueue.move_to_end(first, last=False)
             super()._assign_work_unit(node)
 
     return Scheduling(config, log)
@@ -156,7 +180,7 @@ def make_scheduler(config: pytest.Config, log: object) -> object:
 
 def auto_workers(cpus: int) -> int:
     """``-n auto``'s number of workers for ``cpus`` usable CPUs (module doc)."""
-    return max(2, min(8, 2 * cpus))
+    return max(2, min(8, 2 * cpus + 1))
 
 
 class RunLock:

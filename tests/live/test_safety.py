@@ -279,14 +279,21 @@ def test_kthreadd_with_strace_is_unknown_and_the_trace_says_why(tmp_path):
                                     "--json", "-o", str(trace)],
                        capture_output=True, text=True, timeout=120)
     doc = json.loads(p.stdout)
-    assert doc["verdict"] == "unknown" and p.returncode == 7, (doc["verdict"], p.stderr)
+    # A kernel thread may really sit in D all window (a kworker's netns teardown in rcu_barrier
+    # beside the run's network-namespace tests, seen once): /proc shows it without strace, and
+    # the report says so. Every other thread is unknown, and the verdict unknown without one.
+    stuck = {t["tid"] for q in doc["processes"] for t in q["threads"]
+             if t["rule"] == "uninterruptible-sleep"}
+    want, code = ("blocked", 6) if stuck else ("unknown", 7)
+    assert doc["verdict"] == want and p.returncode == code, (doc["verdict"], p.stderr)
+    assert not stuck or doc["root_cause"]["tid"] in stuck
     assert all(t["verdict"] == "unknown" for q in doc["processes"] for t in q["threads"]
-               if t["state"] != "exited")
+               if t["state"] != "exited" and t["tid"] not in stuck)
     assert any("could not attach" in u for u in doc["unobserved"])
     again = subprocess.run(HANGTRACE + ["analyze", str(trace), "--json"], capture_output=True,
                            text=True, timeout=60)
     redo = json.loads(again.stdout)
-    assert again.returncode == 7 and redo["verdict"] == "unknown"
+    assert again.returncode == code and redo["verdict"] == want
     assert redo["unobserved"] == doc["unobserved"]
 
 
