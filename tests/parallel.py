@@ -16,14 +16,13 @@ processes only, since the machine is shared. What this module adds:
   module is one unit (its module-scoped fixtures built once), as is a live module in
   ``SHARED_FIXTURES``; any other live test is a unit of its own (they mostly wait on a scenario
   or a recording window, so they are what runs side by side). ``make_scheduler`` hands the
-  serial groups that run alone out first, with the work that takes no lock beside them (the
-  builds, the long unit modules), then the other serial groups, the live modules and tests and
-  the other unit and replay modules (the short ones fill the end): ``_rank``.
+  serial groups out first, then the live modules and tests, the long unit modules and the
+  other unit and replay modules (the short ones fill the end): ``_rank``.
 * ``EXCLUSIVE``: modules and tests that run alone: while one runs, no other test of the run
   does (``RunLock``: every other test holds the run's lock shared, these hold it exclusively),
   but the ``LONG_MODULES``' and the ``BUILDS``' (CPU, minutes long: ``takes_run_lock``).
-* ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU and the CPU lane's
-  (``make_scheduler``), at most 8; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it.
+* ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU, at least 2 and at
+  most 8; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it.
 
 (Not xdist's ``loadgroup`` and ``xdist_group`` marks: with pytest 9.2 its worker-side renaming of
 node ids no longer takes, and the groups are silently ignored: pytest-xdist issue 1386.)
@@ -70,24 +69,17 @@ EXCLUSIVE: dict[str, str] = {
 }
 # live modules with a module- or class-scoped fixture (tests/unit/test_parallel_runs.py finds them)
 SHARED_FIXTURES = {"test_evidence_gathered"}
-# workers from which one is the CPU lane's (``make_scheduler``)
-CPU_LANE_MIN_WORKERS = 3
 # unit and replay modules that take minutes on one worker (the 1 M-event export alone 403 s in
-# a whole run at load 19): handed out beside the exclusive groups, at the start, never last and
+# a whole run at load 19): the first modules handed out after the live tests, never last and
 # alone. Their tests do not take the run's lock (pure CPU, nothing shared): held for minutes,
 # it kept every EXCLUSIVE test, and with it the whole run, waiting.
 LONG_MODULES = {"test_export", "test_fuzz", "test_feed_calls_twin", "test_export_bounds"}
 # live modules that build and install the package (the compiler and pip for minutes, in their
-# own temporary folders; check_dist's attach has a target of its own): they do not take the
-# run's lock either. Holding it shared for minutes
+# own temporary folders; check_dist's attach has a target of its own): handed out right after
+# the serial groups, and they do not take the run's lock either. Holding it shared for minutes
 # (check_dist: 150-250 s) kept the waiting EXCLUSIVE eBPF floods, and through the turnstile
-# every other worker, idle behind it: a whole run stalled 250 s on one worker's build. Handed
-# out first, beside the exclusive groups (``_rank``).
+# every other worker, idle behind it: a whole run stalled 250 s on one worker's build.
 BUILDS = {"test_dist", "test_containerfile"}
-
-
-# the serial groups with a module in EXCLUSIVE: handed out first (``_rank``)
-_EXCLUSIVE_GROUPS = {f"serial:{SERIAL[m][0]}" for m in EXCLUSIVE if m in SERIAL}
 
 
 def scope_of(nodeid: str) -> str:
@@ -102,23 +94,20 @@ def scope_of(nodeid: str) -> str:
 
 
 def _rank(scope: str) -> int:
-    """The serial groups that run alone (``EXCLUSIVE``: while they run, only work that takes no
-    lock can run beside them), then that work: the builds (``BUILDS``, test_dist the longest
-    unit of the run) and the long unit and replay modules (``LONG_MODULES``), so that they fill
-    the workers the exclusive tests keep waiting (they were handed out after the live tests:
-    three workers waited through the first two minutes, one test running at a time); then the
-    other serial groups, a live module with shared fixtures (its tests one after another), the
-    live tests, and the other unit and replay modules (short ones fill the end)."""
+    """Serial groups first, then the builds (``BUILDS``: minutes long, never at the end), a
+    live module with shared fixtures (its tests one after another), the live tests, the long
+    unit and replay modules (``LONG_MODULES``: after the live tests, whose load they would add
+    to) and the other unit and replay modules (short ones fill the end)."""
     if scope.startswith("serial:"):
-        return 0 if scope in _EXCLUSIVE_GROUPS else 3
+        return 0
     stem = Path(scope.split("::", 1)[0]).stem
     if stem in BUILDS:
         return 1
-    if stem in LONG_MODULES:
-        return 2
     if "::" in scope:
-        return 5
-    return 4 if "/live/" in f"/{scope}" else 6
+        return 3
+    if "/live/" in f"/{scope}":
+        return 2
+    return 4 if stem in LONG_MODULES else 5
 
 
 def takes_run_lock(nodeid: str) -> bool:
@@ -135,26 +124,12 @@ def is_exclusive(nodeid: str) -> bool:
     return stem in EXCLUSIVE or f"{stem}::{name.split('[', 1)[0]}" in EXCLUSIVE
 
 
-def runs_on_cpu_lane(scope: str) -> bool:
-    """Whether the unit ``scope`` is CPU work of the test process itself (a unit or replay
-    module): the CPU lane's (``make_scheduler``); live tests, serial groups and builds wait on
-    processes they start."""
-    return not scope.startswith("serial:") and "/live/" not in f"/{scope.split('::', 1)[0]}"
-
-
 def make_scheduler(config: pytest.Config, log: object) -> object:
-    """xdist's scheduler of scopes, with ``scope_of``'s scopes handed out in ``_rank`` order,
-    in two lanes where there are ``CPU_LANE_MIN_WORKERS`` workers or more: the first worker
-    takes the unit and replay modules (``runs_on_cpu_lane``: CPU-bound, in the test process),
-    the others the live tests, serial groups and builds (they mostly wait for the processes
-    they start); a worker whose lane is empty takes the next unit of the other. Handed out
-    after the live tests, the modules ran as a tail of 100 s with both CPUs busy, while the
-    live phase before it left 20-55% of the CPUs idle."""
+    """xdist's scheduler of scopes, with ``scope_of``'s scopes handed out in ``_rank`` order."""
     from xdist.scheduler.loadscope import LoadScopeScheduling
 
     class Scheduling(LoadScopeScheduling):
         _ordered = False
-        _cpu_lane = None
 
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid)
@@ -165,14 +140,6 @@ def make_scheduler(config: pytest.Config, log: object) -> object:
                 self.workqueue.clear()
                 self.workqueue.update(units)
                 self._ordered = True
-                if len(self.nodes) >= CPU_LANE_MIN_WORKERS:
-                    self._cpu_lane = node
-            if self._cpu_lane is not None:
-                on_lane = node is self._cpu_lane
-                first = next((scope for scope in self.workqueue
-                              if runs_on_cpu_lane(scope) == on_lane), None)
-                if first is not None:
-                    self.workqueue.move_to_end(first, last=False)
             super()._assign_work_unit(node)
 
     return Scheduling(config, log)
@@ -180,7 +147,7 @@ def make_scheduler(config: pytest.Config, log: object) -> object:
 
 def auto_workers(cpus: int) -> int:
     """``-n auto``'s number of workers for ``cpus`` usable CPUs (module doc)."""
-    return max(2, min(8, 2 * cpus + 1))
+    return max(2, min(8, 2 * cpus))
 
 
 class RunLock:

@@ -41,57 +41,9 @@ def test_ci_runs_the_readme_test_command_word_for_word() -> None:
     assert ci[-1] == tests, (ci[-1], tests)
 
 
-@pytest.mark.parametrize("cpus,workers", [(1, 3), (2, 5), (3, 7), (4, 8), (64, 8)])
-def test_auto_is_two_workers_a_cpu_and_the_cpu_lane_s_within_bounds(cpus: int,
-                                                                     workers: int) -> None:
+@pytest.mark.parametrize("cpus,workers", [(1, 2), (2, 4), (3, 6), (4, 8), (64, 8)])
+def test_auto_is_two_workers_a_cpu_within_bounds(cpus: int, workers: int) -> None:
     assert parallel.auto_workers(cpus) == workers
-
-
-def test_the_cpu_lane_takes_the_test_process_s_own_work() -> None:
-    """Unit and replay modules (CPU in the test process) are the CPU lane's; live tests,
-    serial groups and builds wait on the processes they start."""
-    for scope in ("tests/unit/test_export.py", "tests/replay/test_truth_verdicts.py"):
-        assert parallel.runs_on_cpu_lane(scope), scope
-    for scope in ("serial:storms", "tests/live/test_evidence_gathered.py",
-                  "tests/live/test_dist.py::test_the_wheel_and_the_sdist_work_installed",
-                  "tests/live/test_truth_live.py::test_x[a-proc]"):
-        assert not parallel.runs_on_cpu_lane(scope), scope
-
-
-class _Node:
-    def __init__(self, name: str) -> None:
-        self.name, self.got = name, []
-
-    def send_runtest_some(self, indexes) -> None:  # type: ignore[no-untyped-def]
-        self.got.append(indexes)
-
-
-class _Config:
-    """What xdist's scheduler reads of pytest's config: three workers."""
-
-    def getvalue(self, name: str) -> list:
-        return ["3*popen"] if name == "tx" else []
-
-
-def test_the_lanes_hand_out_their_own_units_first_then_each_other_s() -> None:
-    """With three workers or more the first takes only unit and replay modules while there are
-    any; the others the live units in ``_rank`` order; an empty lane takes from the other."""
-    from collections import OrderedDict
-
-    ids = ["tests/live/test_storms.py::a", "tests/live/test_truth_live.py::b[x]",
-           "tests/unit/test_export.py::c", "tests/unit/test_a.py::d", "tests/replay/test_r.py::e"]
-    sched = parallel.make_scheduler(_Config(), None)  # type: ignore[arg-type]
-    nodes = [_Node(f"gw{i}") for i in range(3)]
-    sched.assigned_work = OrderedDict((n, {}) for n in nodes)      # type: ignore[attr-defined]
-    sched.registered_collections = {n: ids for n in nodes}          # type: ignore[attr-defined]
-    sched.workqueue = OrderedDict((parallel.scope_of(i), {i: False}) for i in ids)  # type: ignore
-    order = [0, 1, 2, 0, 1]                   # which node asks, in turn
-    for i in order:
-        sched._assign_work_unit(nodes[i])
-    got = {n.name: [ids[j] for batch in n.got for j in batch] for n in nodes}
-    assert got == {"gw0": ["tests/unit/test_export.py::c", "tests/unit/test_a.py::d"],
-                   "gw1": ["tests/live/test_storms.py::a", "tests/replay/test_r.py::e"],
-                   "gw2": ["tests/live/test_truth_live.py::b[x]"]}
 
 
 def test_every_serial_and_exclusive_module_exists() -> None:
@@ -126,22 +78,19 @@ def test_scopes(nodeid: str, scope: str) -> None:
     assert parallel.scope_of(nodeid) == scope
 
 
-def test_units_are_handed_out_alone_and_lock_free_first_then_live_then_modules() -> None:
-    """The serial groups that run alone come first, and beside them the work that takes no
-    lock (the builds, the long unit modules: while an exclusive test runs, nothing else can);
-    then the other serial groups; a live module with shared fixtures is long (its tests one
-    after another): it starts before the single live tests, never at the end among the short
-    unit modules, which fill the end."""
+def test_units_are_handed_out_serial_groups_then_live_then_modules() -> None:
+    """A live module with shared fixtures is long (its tests one after another): it starts
+    before the single live tests, never at the end among the short unit modules; the long
+    unit modules come right after the live tests (never beside them from the start: they
+    would add to the live tests' load), before the short ones."""
     scopes = ["tests/unit/test_a.py", "tests/live/test_x.py::test_y", "serial:netns",
               "tests/live/test_evidence_gathered.py", "tests/replay/test_b.py",
-              "tests/unit/test_export.py", "serial:storms",
+              "tests/unit/test_export.py",
               "tests/live/test_dist.py::test_the_wheel_and_the_sdist_work_installed"]
     assert sorted(scopes, key=parallel._rank) == [
-        "serial:storms", "tests/live/test_dist.py::test_the_wheel_and_the_sdist_work_installed",
-        "tests/unit/test_export.py", "serial:netns", "tests/live/test_evidence_gathered.py",
-        "tests/live/test_x.py::test_y", "tests/unit/test_a.py", "tests/replay/test_b.py"]
-    assert {g for g in map(parallel.scope_of, (f"tests/live/{m}.py::t" for m in parallel.SERIAL))
-            if parallel._rank(g) == 0} == {"serial:storms", "serial:heavy"}
+        "serial:netns", "tests/live/test_dist.py::test_the_wheel_and_the_sdist_work_installed",
+        "tests/live/test_evidence_gathered.py", "tests/live/test_x.py::test_y",
+        "tests/unit/test_export.py", "tests/unit/test_a.py", "tests/replay/test_b.py"]
     on_disk = {p.stem for p in (ROOT / "tests").glob("*/test_*.py")}
     assert parallel.LONG_MODULES <= on_disk
     assert parallel.BUILDS <= {p.stem for p in (ROOT / "tests" / "live").glob("test_*.py")}
