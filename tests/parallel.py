@@ -21,7 +21,8 @@ processes only, since the machine is shared. What this module adds:
 * ``EXCLUSIVE``: modules and tests that run alone: while one runs, no other test of the run
   does (``RunLock``: every other test holds the run's lock shared, these hold it exclusively),
   but the ``LONG_MODULES``' and the ``BUILDS``' (CPU, minutes long: ``takes_run_lock``).
-* ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU, at least 2 and at
+* ``auto_workers(cpus)``: what ``-n auto`` means here: two workers a CPU and one more (the
+  live tests mostly wait: with two a CPU, 20-50% of the CPUs idled through their minutes), at
   most 8; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides it.
 
 (Not xdist's ``loadgroup`` and ``xdist_group`` marks: with pytest 9.2 its worker-side renaming of
@@ -147,7 +148,7 @@ def make_scheduler(config: pytest.Config, log: object) -> object:
 
 def auto_workers(cpus: int) -> int:
     """``-n auto``'s number of workers for ``cpus`` usable CPUs (module doc)."""
-    return max(2, min(8, 2 * cpus))
+    return max(2, min(8, 2 * cpus + 1))
 
 
 class RunLock:

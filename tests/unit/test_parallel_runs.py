@@ -41,8 +41,8 @@ def test_ci_runs_the_readme_test_command_word_for_word() -> None:
     assert ci[-1] == tests, (ci[-1], tests)
 
 
-@pytest.mark.parametrize("cpus,workers", [(1, 2), (2, 4), (3, 6), (4, 8), (64, 8)])
-def test_auto_is_two_workers_a_cpu_within_bounds(cpus: int, workers: int) -> None:
+@pytest.mark.parametrize("cpus,workers", [(1, 3), (2, 5), (3, 7), (4, 8), (64, 8)])
+def test_auto_is_two_workers_a_cpu_and_one_more_within_bounds(cpus: int, workers: int) -> None:
     assert parallel.auto_workers(cpus) == workers
 
 
