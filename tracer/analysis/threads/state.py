@@ -21,10 +21,10 @@ from ...linux.restart import TIMED_RESTARTS, resumed_call
 from ..accumulate.stats import Recording, ThreadStats
 from ..vocab.waits import CpuUse, Wait, wait_from_call, wait_from_proc
 
-MIN_ENDS_SPAN_S = 1.0
+__all__ = ["blocking_wait", "restarted_wait", "cpu_use", "ran_between_ends", "timed_wakeups",
+           "sampled_timer", "running_at_cut", "began_after_window"]
 
-__all__ = ["blocking_wait", "restarted_wait", "cpu_use", "ran_between_ends", "timed_wakeups", "sampled_timer", "running_at_cut",
-           "began_after_window"]
+MIN_ENDS_SPAN_S = 1.0       # the ends' readings this far apart or more: a tick is 1% of a second
 
 
 def _returned_nothing(e: ev.Syscall) -> bool:
@@ -179,7 +179,7 @@ def cpu_use(t: ThreadStats, rec: Recording) -> Optional[CpuUse]:
 def ran_between_ends(t: ThreadStats, rec: Recording) -> Optional[Tuple[float, float]]:
     """(CPU seconds, span) of ``t`` between its process's start and end memory readings
     (``MemoryProgress.cpu``: /proc task stat at the window's ends), when both have it and they
-    lie ``MIN_ENDS_SPAN_S`` or more apart (a clock tick is 1% of a second); else None."""
+    lie ``MIN_ENDS_SPAN_S`` or more apart; else None."""
     p = rec.processes.get(t.pid)
     a = p.memory.get("start") if p is not None else None
     b = p.memory.get("end") if p is not None else None
