@@ -111,7 +111,6 @@ int BPF_PROG(bad, struct pt_regs *regs, long ret)
 """
 
 
-@pytest.mark.skipif(shutil.which("clang") is None, reason="clang not installed")
 def _bad_object(tmp_path):
     """BAD built: an object the verifier rejects."""
     src, obj = tmp_path / "bad.bpf.c", tmp_path / "bad.bpf.o"
@@ -122,6 +121,7 @@ def _bad_object(tmp_path):
     return obj
 
 
+@pytest.mark.skipif(shutil.which("clang") is None, reason="clang not installed")
 def test_a_program_the_verifier_rejects_fails_with_its_reason_and_leaves_nothing(tmp_path):
     obj = _bad_object(tmp_path)
     from tracer.record.backends.ebpf.core_loader import CoreProgram
